@@ -1,0 +1,331 @@
+//! Answering input requests (elicitation, sampling, roots), in a task
+//! (`input_required` + `tasks/update`) or before one (an MRTR round).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use rmcp::model::{
+    ClientResult, InputRequest, InputRequiredResult, InputResponses, NumberOrString,
+    ServerRequest,
+};
+use rmcp::service::{RequestContext, Service};
+use rmcp::{ClientHandler, RoleClient};
+use serde_json::Value;
+
+use super::{AwaitOptions, TasksClient};
+use crate::error::{Error, ProtocolViolation};
+use crate::task::RpcError;
+
+/// A function that answers input requests: called with the requests not yet
+/// answered in this wait (key to the `{method, params}` object as sent),
+/// it returns responses by key. Keys it leaves out stay unanswered for now;
+/// keys that were not offered are dropped, never sent.
+pub type InputResolver =
+    Arc<dyn Fn(BTreeMap<String, Value>) -> BoxFuture<'static, InputResponses> + Send + Sync>;
+
+/// How a wait answers input requests.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum InputMode {
+    /// The rmcp `ClientHandler` the client was built with answers
+    /// `elicitation/create`, `sampling/createMessage` and `roots/list`. A
+    /// kind whose capability the handler does not declare, or that it
+    /// answers with -32601, ends the wait with the input-required state.
+    #[default]
+    Handlers,
+    /// End the wait with the input-required state at once.
+    Return,
+    /// A resolver function answers.
+    Resolver(InputResolver),
+}
+
+impl InputMode {
+    /// A resolver from an async closure.
+    pub fn resolver<F, Fut>(resolve: F) -> Self
+    where
+        F: Fn(BTreeMap<String, Value>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = InputResponses> + Send + 'static,
+    {
+        Self::Resolver(Arc::new(move |requests| Box::pin(resolve(requests))))
+    }
+}
+
+impl fmt::Debug for InputMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Handlers => "Handlers",
+            Self::Return => "Return",
+            Self::Resolver(_) => "Resolver(..)",
+        })
+    }
+}
+
+impl<H: ClientHandler> TasksClient<H> {
+    /// Answers `requests` as `options.input` says. `Ok(None)` means the
+    /// input is not to be answered here (return mode, or no handler).
+    /// Every response returned has been validated and is for a key offered.
+    pub(super) async fn answer_input(
+        &self,
+        requests: &BTreeMap<String, Value>,
+        options: &AwaitOptions,
+    ) -> Result<Option<InputResponses>, Error> {
+        let mut responses = match &options.input {
+            InputMode::Return => return Ok(None),
+            InputMode::Handlers => match self.answer_with_handler(requests).await? {
+                Some(responses) => responses,
+                None => return Ok(None),
+            },
+            InputMode::Resolver(resolve) => resolve(requests.clone()).await,
+        };
+        responses.retain(|key, _| requests.contains_key(key));
+        for (key, response) in &responses {
+            validate_input_response(&requests[key], response).map_err(|reason| {
+                Error::InvalidInputResponse {
+                    key: key.clone(),
+                    reason,
+                }
+            })?;
+        }
+        Ok(Some(responses))
+    }
+
+    /// Answers an MRTR `InputRequiredResult`; `Some` holds the responses to
+    /// retry with (empty when the server sent only `requestState`).
+    pub(super) async fn answer_call_input(
+        &self,
+        result: &InputRequiredResult,
+        options: &AwaitOptions,
+    ) -> Result<Option<InputResponses>, Error> {
+        let requests: BTreeMap<String, Value> = result
+            .input_requests
+            .iter()
+            .flatten()
+            .map(|(key, request)| {
+                (
+                    key.clone(),
+                    serde_json::to_value(request).unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        if requests.is_empty() {
+            return Ok(Some(InputResponses::new()));
+        }
+        self.answer_input(&requests, options).await
+    }
+
+    async fn answer_with_handler(
+        &self,
+        requests: &BTreeMap<String, Value>,
+    ) -> Result<Option<InputResponses>, Error> {
+        let capabilities = self.capabilities();
+        let mut parsed = Vec::with_capacity(requests.len());
+        for (key, raw) in requests {
+            let request: InputRequest = serde_json::from_value(raw.clone()).map_err(|error| {
+                Error::protocol(
+                    ProtocolViolation::MalformedInputRequest {
+                        key: key.clone(),
+                        reason: error.to_string(),
+                    },
+                    Some(raw.clone()),
+                )
+            })?;
+            let declared = match &request {
+                InputRequest::Elicitation(_) => capabilities.elicitation.is_some(),
+                InputRequest::CreateMessage(_) => capabilities.sampling.is_some(),
+                InputRequest::ListRoots(_) => capabilities.roots.is_some(),
+                _ => false,
+            };
+            if !declared {
+                return Ok(None);
+            }
+            parsed.push((key, request));
+        }
+        let mut responses = InputResponses::new();
+        for (key, request) in parsed {
+            let request = match request {
+                InputRequest::Elicitation(request) => ServerRequest::ElicitRequest(request),
+                InputRequest::CreateMessage(request) => ServerRequest::CreateMessageRequest(request),
+                InputRequest::ListRoots(request) => ServerRequest::ListRootsRequest(request),
+                _ => return Ok(None),
+            };
+            let context = RequestContext::<RoleClient>::new(
+                NumberOrString::String(key.as_str().into()),
+                self.peer().clone(),
+            );
+            let response = match self.running.service().handle_request(request, context).await {
+                Ok(ClientResult::ElicitResult(result)) => serde_json::to_value(result),
+                Ok(ClientResult::CreateMessageResult(result)) => serde_json::to_value(result),
+                Ok(ClientResult::ListRootsResult(result)) => serde_json::to_value(result),
+                Ok(other) => serde_json::to_value(other),
+                Err(error) if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND => {
+                    return Ok(None);
+                }
+                Err(error) => {
+                    return Err(Error::InputHandler {
+                        key: key.clone(),
+                        error: RpcError::from(error),
+                    });
+                }
+            };
+            responses.insert(key.clone(), response.unwrap_or(Value::Null));
+        }
+        Ok(Some(responses))
+    }
+}
+
+/// Checks that `response` is a valid answer to the input request `request`
+/// (the `{method, params}` object as the server sent it):
+///
+/// * `elicitation/create`: `action` is `accept`, `decline` or `cancel`;
+///   `content` appears only with `accept` in form mode, is an object of
+///   strings, numbers, booleans or string arrays, and holds every property
+///   the requested schema marks required;
+/// * `sampling/createMessage`: `role`, `content` and `model` are present;
+/// * `roots/list`: `roots` is an array of objects with a string `uri`.
+pub fn validate_input_response(request: &Value, response: &Value) -> Result<(), String> {
+    let Some(fields) = response.as_object() else {
+        return Err("a response must be a JSON object".into());
+    };
+    match request.get("method").and_then(Value::as_str) {
+        Some("elicitation/create") => {
+            let url_mode = request.pointer("/params/mode").and_then(Value::as_str) == Some("url");
+            let content = fields.get("content");
+            match fields.get("action").and_then(Value::as_str) {
+                Some("accept") => {}
+                Some("decline" | "cancel") if content.is_none() => return Ok(()),
+                Some("decline" | "cancel") => {
+                    return Err("`content` is allowed only when `action` is accept".into());
+                }
+                Some(other) => {
+                    return Err(format!(
+                        "`action` must be accept, decline or cancel, not {other:?}"
+                    ));
+                }
+                None => return Err("`action` is missing".into()),
+            }
+            if url_mode {
+                return match content {
+                    None => Ok(()),
+                    Some(_) => Err("`content` is not allowed in answer to a URL request".into()),
+                };
+            }
+            let empty = serde_json::Map::new();
+            let content = match content {
+                None => &empty,
+                Some(Value::Object(content)) => content,
+                Some(_) => return Err("`content` must be an object".into()),
+            };
+            for (name, value) in content {
+                let ok = match value {
+                    Value::String(_) | Value::Number(_) | Value::Bool(_) => true,
+                    Value::Array(items) => items.iter().all(Value::is_string),
+                    _ => false,
+                };
+                if !ok {
+                    return Err(format!(
+                        "`content.{name}` must be a string, number, boolean or array of strings"
+                    ));
+                }
+            }
+            let required = request
+                .pointer("/params/requestedSchema/required")
+                .and_then(Value::as_array);
+            for name in required.into_iter().flatten().filter_map(Value::as_str) {
+                if !content.contains_key(name) {
+                    return Err(format!("`content` lacks the required property {name:?}"));
+                }
+            }
+            Ok(())
+        }
+        Some("sampling/createMessage") => {
+            match fields.get("role").and_then(Value::as_str) {
+                Some("user" | "assistant") => {}
+                _ => return Err("`role` must be \"user\" or \"assistant\"".into()),
+            }
+            if !matches!(fields.get("content"), Some(Value::Object(_) | Value::Array(_))) {
+                return Err("`content` must be a content object or an array of them".into());
+            }
+            if !fields.get("model").is_some_and(Value::is_string) {
+                return Err("`model` must be a string".into());
+            }
+            Ok(())
+        }
+        Some("roots/list") => {
+            let Some(Value::Array(roots)) = fields.get("roots") else {
+                return Err("`roots` must be an array".into());
+            };
+            if roots
+                .iter()
+                .all(|root| root.get("uri").is_some_and(Value::is_string))
+            {
+                Ok(())
+            } else {
+                Err("every root needs a string `uri`".into())
+            }
+        }
+        Some(other) => Err(format!("unknown input request method {other:?}")),
+        None => Err("the input request has no method".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn form() -> Value {
+        json!({"method": "elicitation/create", "params": {"message": "Name?",
+            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}})
+    }
+
+    #[test]
+    fn elicitation_responses() {
+        let ok = [
+            json!({"action": "accept", "content": {"name": "Ada"}}),
+            json!({"action": "decline"}),
+            json!({"action": "cancel"}),
+        ];
+        for response in ok {
+            validate_input_response(&form(), &response).unwrap();
+        }
+        let bad = [
+            (json!({"action": "maybe"}), "action"),
+            (json!({}), "missing"),
+            (json!({"action": "decline", "content": {"name": "x"}}), "only when"),
+            (json!({"action": "accept", "content": {}}), "required"),
+            (json!({"action": "accept", "content": {"name": {"x": 1}}}), "content.name"),
+            (json!({"action": "accept", "content": "x"}), "object"),
+            (json!("accept"), "JSON object"),
+        ];
+        for (response, expected) in bad {
+            let error = validate_input_response(&form(), &response).unwrap_err();
+            assert!(error.contains(expected), "{error} for {response}");
+        }
+        let url = json!({"method": "elicitation/create", "params": {"mode": "url", "message": "m", "url": "https://x"}});
+        validate_input_response(&url, &json!({"action": "accept"})).unwrap();
+        assert!(validate_input_response(&url, &json!({"action": "accept", "content": {}})).is_err());
+    }
+
+    #[test]
+    fn sampling_and_roots_responses() {
+        let sampling = json!({"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}});
+        validate_input_response(
+            &sampling,
+            &json!({"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"}),
+        )
+        .unwrap();
+        assert!(
+            validate_input_response(&sampling, &json!({"role": "assistant", "content": {}}))
+                .unwrap_err()
+                .contains("model")
+        );
+        let roots = json!({"method": "roots/list"});
+        validate_input_response(&roots, &json!({"roots": [{"uri": "file:///a"}]})).unwrap();
+        assert!(validate_input_response(&roots, &json!({"roots": [{"name": "a"}]})).is_err());
+        assert!(validate_input_response(&json!({"method": "x/y"}), &json!({})).is_err());
+    }
+}

@@ -1,0 +1,478 @@
+//! The client half: call a tool, await its task, answer its input, cancel it.
+//!
+//! [`TasksClient`] wraps a running rmcp client (any transport) and adds what
+//! rmcp 3.11 leaves to its users: the extension declared per request, typed
+//! task state, an await with clamped intervals, a deadline, retries and an
+//! input loop, and MRTR rounds before a task exists.
+
+mod input;
+mod wait;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelTaskParams, CancelTaskRequest,
+    ClientCapabilities, ClientRequest, GetTaskParams, GetTaskRequest, InputRequiredResult,
+    InputResponses, JsonObject, RequestMetaObject, ServerResult, UpdateTaskParams,
+    UpdateTaskRequest,
+};
+use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::{ClientHandler, Peer, RoleClient};
+use serde_json::Value;
+
+pub use input::{InputMode, InputResolver, validate_input_response};
+pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
+
+use crate::TASKS_EXTENSION;
+use crate::error::{Error, ProtocolViolation};
+use crate::task::{TaskId, TaskOutcome, TaskState, parse_call_tool_result};
+
+/// Adds the Tasks extension to a capabilities value, for callers who want
+/// to declare it client-wide (for example in their `ClientHandler::get_info`).
+/// [`TasksClient`] declares it per request whether or not this is used.
+pub fn with_tasks_extension(mut capabilities: ClientCapabilities) -> ClientCapabilities {
+    capabilities
+        .extensions
+        .get_or_insert_with(Default::default)
+        .insert(TASKS_EXTENSION.to_owned(), JsonObject::new());
+    capabilities
+}
+
+/// What a `tools/call` answered.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum CallResponse {
+    /// The server made a task; this is its seed state.
+    Task(TaskState),
+    /// The server ran the tool at once. An `isError: true` result is a result.
+    Complete(CallToolResult),
+    /// The server asks for input before it runs the tool (MRTR).
+    InputRequired(InputRequiredResult),
+}
+
+/// Options of one `tools/call`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CallOptions {
+    /// Declare the Tasks extension on this request (default: yes).
+    pub declare_tasks: bool,
+    /// Entries to put in the request's `_meta`; they win over ours.
+    pub meta: JsonObject,
+    /// MRTR `inputResponses` for a retry.
+    pub input_responses: Option<InputResponses>,
+    /// MRTR `requestState` to echo on a retry.
+    pub request_state: Option<String>,
+    /// How long to wait for the answer (default 60 s; `None`: no limit).
+    pub timeout: Option<Duration>,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        Self {
+            declare_tasks: true,
+            meta: JsonObject::new(),
+            input_responses: None,
+            request_state: None,
+            timeout: Some(Duration::from_secs(60)),
+        }
+    }
+}
+
+impl CallOptions {
+    /// Whether to declare the Tasks extension on the request.
+    pub fn with_declare_tasks(mut self, declare: bool) -> Self {
+        self.declare_tasks = declare;
+        self
+    }
+
+    /// Adds an entry to the request's `_meta`; it wins over ours.
+    pub fn with_meta(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.meta.insert(key.into(), value);
+        self
+    }
+
+    /// The timeout of the request (`None`: no limit).
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// MRTR retry inputs: the responses and the echoed request state.
+    pub fn with_mrtr_retry(
+        mut self,
+        input_responses: Option<InputResponses>,
+        request_state: Option<String>,
+    ) -> Self {
+        self.input_responses = input_responses;
+        self.request_state = request_state;
+        self
+    }
+}
+
+/// A client for the Tasks extension over a running rmcp client.
+///
+/// Cheap to clone; every clone drives the same connection.
+pub struct TasksClient<H: ClientHandler> {
+    running: Arc<RunningService<RoleClient, H>>,
+}
+
+impl<H: ClientHandler> Clone for TasksClient<H> {
+    fn clone(&self) -> Self {
+        Self {
+            running: self.running.clone(),
+        }
+    }
+}
+
+impl<H: ClientHandler> std::fmt::Debug for TasksClient<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TasksClient").finish_non_exhaustive()
+    }
+}
+
+impl<H: ClientHandler> TasksClient<H> {
+    /// Wraps a running rmcp client, built with any transport and lifecycle.
+    pub fn new(running: RunningService<RoleClient, H>) -> Self {
+        Self::from_arc(Arc::new(running))
+    }
+
+    /// Wraps a running rmcp client that is shared already.
+    pub fn from_arc(running: Arc<RunningService<RoleClient, H>>) -> Self {
+        Self { running }
+    }
+
+    /// The rmcp client underneath, for everything else MCP offers.
+    pub fn running(&self) -> &Arc<RunningService<RoleClient, H>> {
+        &self.running
+    }
+
+    fn peer(&self) -> &Peer<RoleClient> {
+        self.running.peer()
+    }
+
+    /// The capabilities the client declares: its handler's, per rmcp.
+    fn capabilities(&self) -> ClientCapabilities {
+        self.running.service().get_info().capabilities
+    }
+
+    /// Whether the server advertises the Tasks extension in `server/discover`.
+    /// On a connection opened with `initialize` (protocol 2025-11-25 or
+    /// older) the extension is not defined, so this is `false`.
+    pub fn server_supports(&self) -> bool {
+        self.peer().peer_info().is_some_and(|info| {
+            !info.protocol_version.has_initialize()
+                && info
+                    .capabilities
+                    .extensions
+                    .as_ref()
+                    .is_some_and(|extensions| extensions.contains_key(TASKS_EXTENSION))
+        })
+    }
+
+    /// The `_meta` of a request: the client's capabilities with the Tasks
+    /// extension (when `declare`), then the caller's entries, which win.
+    fn request_meta(&self, declare: bool, caller: &JsonObject) -> RequestMetaObject {
+        let mut capabilities = self.capabilities();
+        if declare {
+            capabilities = with_tasks_extension(capabilities);
+        }
+        let mut meta = RequestMetaObject::new();
+        meta.set_client_capabilities(capabilities);
+        meta.0.0.extend(caller.clone());
+        meta
+    }
+
+    /// Sends one request with the extension declared and returns its raw result.
+    async fn send(
+        &self,
+        method: &'static str,
+        request: ClientRequest,
+        declare: bool,
+        caller_meta: &JsonObject,
+        timeout: Option<Duration>,
+    ) -> Result<ServerResult, Error> {
+        let mut options =
+            PeerRequestOptions::no_options().with_meta(self.request_meta(declare, caller_meta));
+        options.timeout = timeout;
+        let handle = self
+            .peer()
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|error| Error::from_service(method, error))?;
+        handle
+            .await_response()
+            .await
+            .map_err(|error| Error::from_service(method, error))
+    }
+
+    /// Calls a tool once, declaring the Tasks extension, and returns what
+    /// the server answered: a task, a complete result or an input request.
+    pub async fn call_tool(
+        &self,
+        name: impl Into<String>,
+        arguments: Option<JsonObject>,
+        options: CallOptions,
+    ) -> Result<CallResponse, Error> {
+        let mut params = CallToolRequestParams::new(name.into());
+        params.arguments = arguments;
+        params.input_responses = options.input_responses.clone();
+        params.request_state = options.request_state.clone();
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let result = self
+            .send(
+                "tools/call",
+                request,
+                options.declare_tasks,
+                &options.meta,
+                options.timeout,
+            )
+            .await?;
+        read_call_result(result)
+    }
+
+    /// `tasks/get`: the current state of a task.
+    pub async fn get(&self, id: &TaskId) -> Result<TaskState, Error> {
+        self.get_with_timeout(id, Some(Duration::from_secs(60)))
+            .await
+    }
+
+    pub(crate) async fn get_with_timeout(
+        &self,
+        id: &TaskId,
+        timeout: Option<Duration>,
+    ) -> Result<TaskState, Error> {
+        let request =
+            ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(id.expose())));
+        let result = self
+            .send("tasks/get", request, true, &JsonObject::new(), timeout)
+            .await?;
+        read_task_result(result)
+    }
+
+    /// `tasks/update`: sends responses to input requests, by key. The ack is
+    /// eventually consistent; poll to see the task resume. Responses are
+    /// sent as given: validate them first with [`validate_input_response`],
+    /// or let [`TasksClient::await_task`] do it.
+    pub async fn update(&self, id: &TaskId, responses: InputResponses) -> Result<(), Error> {
+        let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
+            UpdateTaskParams::new(id.expose(), responses),
+        ));
+        let result = self
+            .send(
+                "tasks/update",
+                request,
+                true,
+                &JsonObject::new(),
+                Some(Duration::from_secs(60)),
+            )
+            .await?;
+        read_ack("tasks/update", result)
+    }
+
+    /// `tasks/cancel`: asks the server to cancel a task. Cancellation is
+    /// cooperative: poll to see whether the task ended `cancelled`. On a
+    /// finished task this succeeds and changes nothing.
+    pub async fn cancel(&self, id: &TaskId) -> Result<(), Error> {
+        let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
+            CancelTaskParams::new(id.expose()),
+        ));
+        let result = self
+            .send(
+                "tasks/cancel",
+                request,
+                true,
+                &JsonObject::new(),
+                Some(Duration::from_secs(60)),
+            )
+            .await?;
+        read_ack("tasks/cancel", result)
+    }
+
+    /// Calls a tool and waits for its outcome: MRTR rounds first (answered
+    /// as `options.input` says), a -32021 naming the Tasks extension retried
+    /// once with it declared, then [`TasksClient::await_task`] on the task.
+    /// A tool the server ran at once returns its result unchanged.
+    pub async fn call_and_await(
+        &self,
+        name: impl Into<String>,
+        arguments: Option<JsonObject>,
+        call: CallOptions,
+        options: &AwaitOptions,
+    ) -> Result<TaskOutcome, Error> {
+        let name = name.into();
+        let mut call = call;
+        let mut retried_for_capability = false;
+        let mut rounds = 0usize;
+        loop {
+            let response = match self
+                .call_tool(name.clone(), arguments.clone(), call.clone())
+                .await
+            {
+                Err(error)
+                    if !retried_for_capability
+                        && !call.declare_tasks
+                        && error.requires_tasks_extension() =>
+                {
+                    retried_for_capability = true;
+                    call.declare_tasks = true;
+                    continue;
+                }
+                other => other?,
+            };
+            match response {
+                CallResponse::Complete(result) => return Ok(TaskOutcome::Completed(result)),
+                CallResponse::Task(state) => return self.await_task(state, options).await,
+                CallResponse::InputRequired(request) => {
+                    rounds += 1;
+                    if rounds > options.mrtr_max_rounds {
+                        return Err(Error::protocol(
+                            ProtocolViolation::TooManyInputRounds(options.mrtr_max_rounds),
+                            None,
+                        ));
+                    }
+                    let Some(responses) = self.answer_call_input(&request, options).await? else {
+                        return Ok(TaskOutcome::CallInputRequired(request));
+                    };
+                    call = call.with_mrtr_retry(
+                        (!responses.is_empty()).then_some(responses),
+                        request.request_state.clone(),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Reads a `tools/call` result by its `resultType`.
+fn read_call_result(result: ServerResult) -> Result<CallResponse, Error> {
+    match result {
+        ServerResult::CallToolResult(result) => Ok(CallResponse::Complete(result)),
+        ServerResult::InputRequiredResult(result) => Ok(CallResponse::InputRequired(result)),
+        // A contentless `{}` or `{"resultType": "complete"}` is an empty result.
+        ServerResult::EmptyResult(_) | ServerResult::TaskAckResult(_) => {
+            Ok(CallResponse::Complete(CallToolResult::default()))
+        }
+        other => {
+            let value = to_value(&other);
+            match result_type(&value) {
+                Some("task") => Ok(CallResponse::Task(TaskState::from_json(value)?)),
+                Some("input_required") => serde_json::from_value(value.clone())
+                    .map(CallResponse::InputRequired)
+                    .map_err(|error| {
+                        Error::protocol(
+                            ProtocolViolation::MalformedResult(error.to_string()),
+                            Some(value),
+                        )
+                    }),
+                None | Some("complete") => parse_call_tool_result(&value).map(CallResponse::Complete),
+                Some(unknown) => Err(Error::protocol(
+                    ProtocolViolation::UnknownResultType(unknown.to_owned()),
+                    Some(value),
+                )),
+            }
+        }
+    }
+}
+
+/// Reads a `tasks/get` result: a task with `resultType` `complete` (or none).
+fn read_task_result(result: ServerResult) -> Result<TaskState, Error> {
+    let value = to_value(&result);
+    match result_type(&value) {
+        None | Some("complete") => {}
+        Some("task") => return Err(Error::protocol(ProtocolViolation::UnexpectedTask, Some(value))),
+        Some(unknown) => {
+            return Err(Error::protocol(
+                ProtocolViolation::UnknownResultType(unknown.to_owned()),
+                Some(value),
+            ));
+        }
+    }
+    if value.get("taskId").is_none() || value.get("status").is_none() {
+        return Err(Error::protocol(
+            ProtocolViolation::UnexpectedResult("tasks/get did not answer with a task".into()),
+            Some(value),
+        ));
+    }
+    TaskState::from_json(value)
+}
+
+/// Reads the ack of `tasks/update` or `tasks/cancel`: any result but a task
+/// or an unknown `resultType`.
+fn read_ack(method: &'static str, result: ServerResult) -> Result<(), Error> {
+    let value = to_value(&result);
+    match result_type(&value) {
+        None | Some("complete") => Ok(()),
+        Some("task") => Err(Error::protocol(ProtocolViolation::UnexpectedTask, Some(value))),
+        Some(unknown) => Err(Error::protocol(
+            ProtocolViolation::UnknownResultType(format!("{unknown} (in answer to {method})")),
+            Some(value),
+        )),
+    }
+}
+
+fn to_value(result: &ServerResult) -> Value {
+    // rmcp's result types serialize infallibly to JSON objects.
+    serde_json::to_value(result).unwrap_or(Value::Null)
+}
+
+fn result_type(value: &Value) -> Option<&str> {
+    match value.get("resultType") {
+        Some(Value::String(kind)) => Some(kind),
+        Some(_) => Some("<not a string>"),
+        None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::CustomResult;
+    use serde_json::json;
+
+    use super::*;
+
+    fn custom(value: Value) -> ServerResult {
+        ServerResult::CustomResult(CustomResult::new(value))
+    }
+
+    #[test]
+    fn call_results_dispatch_on_result_type() {
+        let task = json!({"resultType": "task", "taskId": "a", "status": "working", "pollIntervalMs": 5000.0, "ttlMs": null});
+        assert!(matches!(read_call_result(custom(task)), Ok(CallResponse::Task(_))));
+        let complete = json!({"content": [{"type": "text", "text": "x"}], "isError": true});
+        let Ok(CallResponse::Complete(result)) = read_call_result(custom(complete)) else {
+            panic!("expected a complete result");
+        };
+        assert_eq!(result.is_error, Some(true));
+        let unknown = json!({"resultType": "later", "x": 1});
+        let error = read_call_result(custom(unknown)).unwrap_err();
+        assert!(error.is_protocol());
+        assert_eq!(error.payload().unwrap()["x"], 1);
+        let bad_task = json!({"resultType": "task", "status": "working"});
+        assert!(read_call_result(custom(bad_task)).unwrap_err().is_protocol());
+    }
+
+    #[test]
+    fn task_results_refuse_other_shapes() {
+        let not_a_task = json!({"resultType": "complete", "content": []});
+        let error = read_task_result(custom(not_a_task.clone())).unwrap_err();
+        assert!(error.is_protocol());
+        assert_eq!(error.payload(), Some(&not_a_task));
+        let created = json!({"resultType": "task", "taskId": "a", "status": "working"});
+        assert!(matches!(
+            read_task_result(custom(created)).unwrap_err(),
+            Error::Protocol {
+                violation: ProtocolViolation::UnexpectedTask,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn helper_adds_the_extension() {
+        let capabilities = with_tasks_extension(ClientCapabilities::default());
+        assert!(capabilities.supports_tasks());
+        let value = serde_json::to_value(&capabilities).unwrap();
+        assert_eq!(value["extensions"][TASKS_EXTENSION], json!({}));
+    }
+}

@@ -1,0 +1,382 @@
+//! Awaiting a task by polling `tasks/get`.
+//!
+//! Cancel safety: dropping the future stops the wait and nothing else; the
+//! task keeps running on the server and can be awaited again by id.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ClientHandler;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::{InputMode, TasksClient};
+use crate::error::Error;
+use crate::task::{TaskId, TaskOutcome, TaskState, TaskStatus};
+
+/// Called with every task state the wait reads, for progress displays.
+pub type StateObserver = Arc<dyn Fn(&TaskState) + Send + Sync>;
+
+/// How [`TasksClient::await_task`] waits.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct AwaitOptions {
+    /// Give up after this long (default 60 s; `None`: wait without limit).
+    pub deadline: Option<Duration>,
+    /// The interval when the server suggests none (default 1 s).
+    pub default_interval: Duration,
+    /// The shortest interval, whatever the server suggests (default 50 ms).
+    pub min_interval: Duration,
+    /// The longest interval, whatever the server suggests (default 30 s).
+    pub max_interval: Duration,
+    /// The longest time one request may take (default 30 s); the time left
+    /// before the deadline is used when that is shorter.
+    pub request_timeout: Duration,
+    /// The first pause before retrying a transient failure (default 100 ms),
+    /// doubled on each further failure up to `max_interval`.
+    pub retry_backoff: Duration,
+    /// How input requests are answered (default: the client's handler).
+    pub input: InputMode,
+    /// End the wait after this many consecutive polls that stay
+    /// `input_required` with nothing new to answer (default 60).
+    pub stall_polls: u32,
+    /// Send `tasks/cancel` before giving up on a stalled task (default: no).
+    pub cancel_on_stall: bool,
+    /// The most MRTR rounds `call_and_await` answers before a task exists (default 8).
+    pub mrtr_max_rounds: usize,
+    /// Called with every state read.
+    pub observer: Option<StateObserver>,
+}
+
+impl Default for AwaitOptions {
+    fn default() -> Self {
+        Self {
+            deadline: Some(Duration::from_secs(60)),
+            default_interval: Duration::from_secs(1),
+            min_interval: Duration::from_millis(50),
+            max_interval: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(30),
+            retry_backoff: Duration::from_millis(100),
+            input: InputMode::Handlers,
+            stall_polls: 60,
+            cancel_on_stall: false,
+            mrtr_max_rounds: 8,
+            observer: None,
+        }
+    }
+}
+
+impl fmt::Debug for AwaitOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AwaitOptions")
+            .field("deadline", &self.deadline)
+            .field("default_interval", &self.default_interval)
+            .field("min_interval", &self.min_interval)
+            .field("max_interval", &self.max_interval)
+            .field("request_timeout", &self.request_timeout)
+            .field("retry_backoff", &self.retry_backoff)
+            .field("input", &self.input)
+            .field("stall_polls", &self.stall_polls)
+            .field("cancel_on_stall", &self.cancel_on_stall)
+            .field("mrtr_max_rounds", &self.mrtr_max_rounds)
+            .field("observer", &self.observer.as_ref().map(|_| ".."))
+            .finish()
+    }
+}
+
+impl AwaitOptions {
+    /// Give up after `deadline` (`None`: wait without limit).
+    pub fn with_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The interval when the server suggests none.
+    pub fn with_default_interval(mut self, interval: Duration) -> Self {
+        self.default_interval = interval;
+        self
+    }
+
+    /// The bounds every interval is clamped to.
+    pub fn with_interval_bounds(mut self, min: Duration, max: Duration) -> Self {
+        self.min_interval = min;
+        self.max_interval = max;
+        self
+    }
+
+    /// The longest time one request may take.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The first pause before retrying a transient failure.
+    pub fn with_retry_backoff(mut self, backoff: Duration) -> Self {
+        self.retry_backoff = backoff;
+        self
+    }
+
+    /// How input requests are answered.
+    pub fn with_input(mut self, input: InputMode) -> Self {
+        self.input = input;
+        self
+    }
+
+    /// Stall detection: give up after `polls` polls with nothing new to
+    /// answer, sending `tasks/cancel` first when `cancel` is set.
+    pub fn with_stall_detection(mut self, polls: u32, cancel: bool) -> Self {
+        self.stall_polls = polls;
+        self.cancel_on_stall = cancel;
+        self
+    }
+
+    /// The most MRTR rounds answered before a task exists.
+    pub fn with_mrtr_max_rounds(mut self, rounds: usize) -> Self {
+        self.mrtr_max_rounds = rounds;
+        self
+    }
+
+    /// Calls `observer` with every state the wait reads.
+    pub fn with_observer(mut self, observer: impl Fn(&TaskState) + Send + Sync + 'static) -> Self {
+        self.observer = Some(Arc::new(observer));
+        self
+    }
+
+    /// The interval to wait after reading `state`.
+    pub fn interval_for(&self, state: Option<&TaskState>) -> Duration {
+        let suggested = state
+            .and_then(|state| state.poll_interval)
+            .unwrap_or(self.default_interval);
+        suggested.clamp(self.min_interval, self.max_interval.max(self.min_interval))
+    }
+}
+
+/// What to await: a task state (from `call_tool` or `get`) or just an id.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum AwaitFrom {
+    /// A state already read; the wait starts from it.
+    State(Box<TaskState>),
+    /// An id; the wait starts with a `tasks/get`.
+    Id(TaskId),
+}
+
+impl From<TaskState> for AwaitFrom {
+    fn from(state: TaskState) -> Self {
+        Self::State(Box::new(state))
+    }
+}
+
+impl From<&TaskState> for AwaitFrom {
+    fn from(state: &TaskState) -> Self {
+        Self::State(Box::new(state.clone()))
+    }
+}
+
+impl From<TaskId> for AwaitFrom {
+    fn from(id: TaskId) -> Self {
+        Self::Id(id)
+    }
+}
+
+impl From<&TaskId> for AwaitFrom {
+    fn from(id: &TaskId) -> Self {
+        Self::Id(id.clone())
+    }
+}
+
+/// The running state of one wait.
+struct Wait<'a> {
+    options: &'a AwaitOptions,
+    id: TaskId,
+    started: Instant,
+    deadline: Option<Instant>,
+    last_status: Option<TaskStatus>,
+}
+
+impl Wait<'_> {
+    fn timeout(&self) -> Error {
+        Error::Timeout {
+            task_id: self.id.clone(),
+            waited: self.started.elapsed(),
+            last_status: self.last_status.clone(),
+        }
+    }
+
+    /// Sleeps `pause`, or until the deadline; `Err(Timeout)` if it is reached.
+    async fn sleep(&self, pause: Duration) -> Result<(), Error> {
+        match self.deadline {
+            Some(deadline) if Instant::now() + pause >= deadline => {
+                tokio::time::sleep_until(deadline).await;
+                Err(self.timeout())
+            }
+            _ => {
+                tokio::time::sleep(pause).await;
+                Ok(())
+            }
+        }
+    }
+
+    /// The timeout of the next request.
+    fn request_timeout(&self) -> Result<Duration, Error> {
+        match self.deadline {
+            None => Ok(self.options.request_timeout),
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    Err(self.timeout())
+                } else {
+                    Ok(left.min(self.options.request_timeout))
+                }
+            }
+        }
+    }
+
+    fn observe(&mut self, state: &TaskState) {
+        self.last_status = Some(state.status.clone());
+        if let Some(observer) = &self.options.observer {
+            observer(state);
+        }
+    }
+}
+
+impl<H: ClientHandler> TasksClient<H> {
+    /// Polls `tasks/get` until the task is terminal, answering input as
+    /// `options.input` says, and returns its outcome.
+    ///
+    /// The interval is the task's latest `pollIntervalMs` (else
+    /// `default_interval`) clamped to `[min_interval, max_interval]`. At the
+    /// deadline the wait returns [`Error::Timeout`] with the time waited and
+    /// the last status read; the task keeps running. Transient transport
+    /// failures are retried with backoff inside the deadline; JSON-RPC
+    /// errors are returned at once. A finished state that carries its result
+    /// or error returns at once, with no request.
+    pub async fn await_task(
+        &self,
+        task: impl Into<AwaitFrom>,
+        options: &AwaitOptions,
+    ) -> Result<TaskOutcome, Error> {
+        let started = Instant::now();
+        let (id, mut state) = match task.into() {
+            AwaitFrom::State(state) => (state.id.clone(), Some(*state)),
+            AwaitFrom::Id(id) => (id, None),
+        };
+        let mut wait = Wait {
+            options,
+            id,
+            started,
+            deadline: options.deadline.map(|deadline| started + deadline),
+            last_status: None,
+        };
+        if let Some(state) = &state {
+            wait.observe(state);
+        }
+        // Keys answered during this wait, and polls with nothing new to answer.
+        let mut answered = BTreeSet::new();
+        let mut idle_polls = 0u32;
+        loop {
+            // Decide what to do with the state in hand, and how long to pause.
+            let pause = match &state {
+                None => None,
+                Some(current) if current.has_outcome() => return current.outcome(),
+                // Terminal without its payload, or input_required without
+                // its requests (as in a creation result): read it now.
+                Some(current)
+                    if current.status.is_terminal()
+                        || (current.status == TaskStatus::InputRequired
+                            && current.input_requests.is_empty()
+                            && current.raw.get("inputRequests").is_none()) =>
+                {
+                    None
+                }
+                Some(current) if current.status == TaskStatus::InputRequired => {
+                    let pending: std::collections::BTreeMap<String, Value> = current
+                        .input_requests
+                        .iter()
+                        .filter(|(key, _)| !answered.contains(*key))
+                        .map(|(key, request)| (key.clone(), request.clone()))
+                        .collect();
+                    let mut sent = false;
+                    if !pending.is_empty() {
+                        let Some(responses) = self.answer_input(&pending, options).await? else {
+                            return Ok(TaskOutcome::InputRequired(current.clone()));
+                        };
+                        if !responses.is_empty() {
+                            let keys: Vec<String> = responses.keys().cloned().collect();
+                            self.update(&wait.id, responses).await?;
+                            answered.extend(keys);
+                            sent = true;
+                        }
+                    }
+                    if sent {
+                        idle_polls = 0;
+                    } else {
+                        idle_polls += 1;
+                        if idle_polls >= options.stall_polls {
+                            let cancel_sent =
+                                options.cancel_on_stall && self.cancel(&wait.id).await.is_ok();
+                            return Err(Error::Stalled {
+                                state: Box::new(current.clone()),
+                                polls: idle_polls,
+                                cancel_sent,
+                            });
+                        }
+                    }
+                    Some(options.interval_for(Some(current)))
+                }
+                Some(current) => {
+                    // The task resumed: keys it issues again are offered again.
+                    idle_polls = 0;
+                    answered.clear();
+                    Some(options.interval_for(Some(current)))
+                }
+            };
+            if let Some(pause) = pause {
+                wait.sleep(pause).await?;
+            }
+            let next = self.get_retrying(&wait).await?;
+            wait.observe(&next);
+            state = Some(next);
+        }
+    }
+
+    /// `tasks/get`, retrying transient failures with backoff until the deadline.
+    async fn get_retrying(&self, wait: &Wait<'_>) -> Result<TaskState, Error> {
+        let mut backoff = wait.options.retry_backoff;
+        loop {
+            let timeout = wait.request_timeout()?;
+            match self.get_with_timeout(&wait.id, Some(timeout)).await {
+                Err(error) if error.is_transient() => {
+                    tracing::debug!(%error, ?backoff, "tasks/get failed in transport; retrying");
+                    wait.sleep(backoff).await?;
+                    backoff = (backoff * 2).min(wait.options.max_interval);
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn intervals_are_clamped() {
+        let options = AwaitOptions::default();
+        let with = |v: Value| {
+            TaskState::from_json(json!({"taskId": "a", "status": "working", "pollIntervalMs": v}))
+                .unwrap()
+        };
+        assert_eq!(options.interval_for(None), Duration::from_secs(1));
+        assert_eq!(options.interval_for(Some(&with(json!(0)))), Duration::from_millis(50));
+        assert_eq!(options.interval_for(Some(&with(json!(-1)))), Duration::from_millis(50));
+        assert_eq!(options.interval_for(Some(&with(json!(5000.0)))), Duration::from_secs(5));
+        assert_eq!(options.interval_for(Some(&with(json!(1e12)))), Duration::from_secs(30));
+        assert_eq!(options.interval_for(Some(&with(json!("x")))), Duration::from_secs(1));
+    }
+}
