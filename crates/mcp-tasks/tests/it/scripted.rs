@@ -1,0 +1,233 @@
+//! A scripted MCP server over an in-process tokio duplex: raw JSON-RPC lines,
+//! so that tests can send what no real server would (hostile intervals,
+//! flapping statuses, malformed tasks). Every message the client sends is
+//! recorded with the (paused) tokio time it arrived at.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcp_tasks::{TasksClient, with_tasks_extension};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, Implementation, ProtocolVersion,
+};
+use rmcp::service::{ClientLifecycleMode, RequestContext, serve_client_with_lifecycle};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::time::Instant;
+
+/// What the script answers to one request.
+#[allow(dead_code)]
+pub(crate) enum Reply {
+    /// A JSON-RPC result.
+    Result(Value),
+    /// A JSON-RPC error `{code, message, data?}`.
+    Error(Value),
+    /// No answer at all.
+    Silence,
+}
+
+/// A request the server received.
+#[derive(Debug, Clone)]
+pub(crate) struct Received {
+    pub at: Instant,
+    pub message: Value,
+}
+
+impl Received {
+    pub(crate) fn method(&self) -> &str {
+        self.message["method"].as_str().unwrap_or_default()
+    }
+    pub(crate) fn params(&self) -> &Value {
+        &self.message["params"]
+    }
+}
+
+type Script = Box<dyn FnMut(&str, &Value) -> Reply + Send>;
+
+/// The server's log of received messages.
+#[derive(Clone, Default)]
+pub(crate) struct Log(Arc<Mutex<Vec<Received>>>);
+
+impl Log {
+    pub(crate) fn all(&self) -> Vec<Received> {
+        self.0.lock().unwrap().clone()
+    }
+    pub(crate) fn of(&self, method: &str) -> Vec<Received> {
+        self.all()
+            .into_iter()
+            .filter(|r| r.method() == method)
+            .collect()
+    }
+    /// The gaps between successive `method` requests, and from `start` to the first.
+    pub(crate) fn gaps(&self, method: &str, start: Instant) -> Vec<Duration> {
+        let mut last = start;
+        self.of(method)
+            .into_iter()
+            .map(|r| {
+                let gap = r.at - last;
+                last = r.at;
+                gap
+            })
+            .collect()
+    }
+}
+
+/// The discover result of a server that supports the extension (or not).
+pub(crate) fn discover_result(tasks: bool) -> Value {
+    let extensions = if tasks {
+        json!({"io.modelcontextprotocol/tasks": {}})
+    } else {
+        json!({})
+    };
+    json!({
+        "resultType": "complete",
+        "supportedVersions": ["2026-07-28"],
+        "capabilities": {"tools": {}, "extensions": extensions},
+        "ttlMs": 0, "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "scripted", "version": "0"}}
+    })
+}
+
+/// A task object in wire shape, with `extra` fields merged over the defaults.
+pub(crate) fn task(status: &str, extra: Value) -> Value {
+    let mut base = json!({
+        "taskId": "task-secret-1", "status": status,
+        "createdAt": "2026-07-28T10:30:00Z", "lastUpdatedAt": "2026-07-28T10:30:00Z",
+        "ttlMs": 60000, "pollIntervalMs": 1000
+    });
+    if let (Value::Object(base), Value::Object(extra)) = (&mut base, extra) {
+        base.extend(extra);
+    }
+    base
+}
+
+/// A `tasks/get` result.
+pub(crate) fn got(status: &str, extra: Value) -> Reply {
+    let mut value = task(status, extra);
+    value["resultType"] = json!("complete");
+    Reply::Result(value)
+}
+
+/// A `CreateTaskResult`.
+pub(crate) fn created(extra: Value) -> Reply {
+    let mut value = task("working", extra);
+    value["resultType"] = json!("task");
+    Reply::Result(value)
+}
+
+/// The empty ack of `tasks/update` and `tasks/cancel`.
+pub(crate) fn ack() -> Reply {
+    Reply::Result(json!({"resultType": "complete"}))
+}
+
+/// A text tool result.
+pub(crate) fn text_result(text: &str) -> Value {
+    json!({"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": false})
+}
+
+/// An elicitation form asking for a name.
+pub(crate) fn name_form() -> Value {
+    json!({"method": "elicitation/create", "params": {"mode": "form", "message": "Your name?",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}})
+}
+
+/// A client handler that declares elicitation (and, if asked, roots) and
+/// answers every form with `{name: "Ada"}`; it counts its calls.
+#[derive(Clone, Default)]
+pub(crate) struct Handler {
+    pub elicitations: Arc<Mutex<u32>>,
+    pub roots: bool,
+}
+
+impl ClientHandler for Handler {
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        *self.elicitations.lock().unwrap() += 1;
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"name": "Ada"})))
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(ElicitationCapability::default());
+        if self.roots {
+            capabilities.roots = Some(Default::default());
+        }
+        ClientConfig::new(capabilities, Implementation::new("scripted-client", "0"))
+    }
+}
+
+/// Starts the scripted server and a client connected to it (discover lifecycle).
+pub(crate) async fn connect(
+    handler: Handler,
+    script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
+) -> (TasksClient<Handler>, Log) {
+    connect_with(handler, discover_result(true), script).await
+}
+
+/// Like [`connect`] with a chosen `server/discover` result.
+pub(crate) async fn connect_with(
+    handler: Handler,
+    discover: Value,
+    script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
+) -> (TasksClient<Handler>, Log) {
+    let (client_io, server_io) = tokio::io::duplex(1 << 20);
+    let log = Log::default();
+    tokio::spawn(serve(server_io, Box::new(script), discover, log.clone()));
+    let running = serve_client_with_lifecycle(
+        handler,
+        client_io,
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .expect("the client connects to the scripted server");
+    (TasksClient::new(running), log)
+}
+
+async fn serve(io: tokio::io::DuplexStream, mut script: Script, discover: Value, log: Log) {
+    let (read, mut write) = tokio::io::split(io);
+    let mut lines = BufReader::new(read).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        log.0.lock().unwrap().push(Received {
+            at: Instant::now(),
+            message: message.clone(),
+        });
+        let Some(id) = message.get("id").cloned() else {
+            continue; // a notification
+        };
+        let method = message["method"].as_str().unwrap_or_default().to_owned();
+        let reply = if method == "server/discover" {
+            Reply::Result(discover.clone())
+        } else {
+            script(&method, &message["params"])
+        };
+        let response = match reply {
+            Reply::Result(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Reply::Error(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+            Reply::Silence => continue,
+        };
+        let mut text = response.to_string();
+        text.push('\n');
+        if write.write_all(text.as_bytes()).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// The capabilities a [`Handler`] declares, with the extension added.
+#[allow(dead_code)]
+pub(crate) fn declared_with_tasks() -> Value {
+    serde_json::to_value(with_tasks_extension(
+        Handler::default().get_info().capabilities,
+    ))
+    .expect("capabilities serialize")
+}
