@@ -50,9 +50,9 @@ impl std::fmt::Display for ProtocolViolation {
             Self::MalformedTask(why) => write!(f, "malformed task: {why}"),
             Self::MalformedResult(why) => write!(f, "malformed result: {why}"),
             Self::UnknownResultType(kind) => write!(f, "unknown resultType {kind:?}"),
-            Self::UnexpectedTask => f.write_str(
-                "a task (resultType \"task\") answered a request other than tools/call",
-            ),
+            Self::UnexpectedTask => {
+                f.write_str("a task (resultType \"task\") answered a request other than tools/call")
+            }
             Self::UnexpectedResult(what) => write!(f, "unexpected result: {what}"),
             Self::MalformedInputRequest { key, reason } => {
                 write!(f, "malformed input request {key:?}: {reason}")
@@ -195,7 +195,9 @@ impl Error {
                 }
             }
             ServiceError::UnexpectedResponse => Self::protocol(
-                ProtocolViolation::UnexpectedResult(format!("rmcp rejected the answer to {method}")),
+                ProtocolViolation::UnexpectedResult(format!(
+                    "rmcp rejected the answer to {method}"
+                )),
                 None,
             ),
             source => Self::Transport { method, source },

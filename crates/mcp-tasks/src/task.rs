@@ -446,7 +446,11 @@ fn lenient_i64(value: &Value) -> Option<i64> {
     match value {
         Value::Number(number) => number
             .as_i64()
-            .or_else(|| number.as_u64().map(|n| i64::try_from(n).unwrap_or(i64::MAX)))
+            .or_else(|| {
+                number
+                    .as_u64()
+                    .map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+            })
             .or_else(|| number.as_f64().map(saturating_f64_to_i64)),
         _ => None,
     }
@@ -529,8 +533,9 @@ mod tests {
 
     #[test]
     fn ttl_null_is_unlimited_and_legacy_keys_are_read() {
-        let state = TaskState::from_json(json!({"taskId": "a", "status": "working", "ttlMs": null}))
-            .unwrap();
+        let state =
+            TaskState::from_json(json!({"taskId": "a", "status": "working", "ttlMs": null}))
+                .unwrap();
         assert_eq!(state.ttl, Some(Ttl::Unlimited));
         let legacy = TaskState::from_json(json!({
             "task": {"taskId": "a", "status": "working", "ttl": 1000, "pollInterval": 250}
@@ -550,7 +555,10 @@ mod tests {
         assert_eq!(read(json!(0)), Some(Duration::ZERO));
         assert_eq!(read(json!(-5)), Some(Duration::ZERO));
         assert_eq!(read(json!(5000.0)), Some(Duration::from_secs(5)));
-        assert_eq!(read(json!(1e12)), Some(Duration::from_millis(1_000_000_000_000)));
+        assert_eq!(
+            read(json!(1e12)),
+            Some(Duration::from_millis(1_000_000_000_000))
+        );
         assert_eq!(read(json!(1e300)), Some(Duration::from_millis(u64::MAX)));
         assert_eq!(read(json!("fast")), None);
     }
@@ -612,13 +620,17 @@ mod tests {
             task(json!({"status": "failed"})),
             task(json!({"status": "input_required"})),
         ] {
-            let error = TaskState::from_json(not_ready).unwrap().outcome().unwrap_err();
+            let error = TaskState::from_json(not_ready)
+                .unwrap()
+                .outcome()
+                .unwrap_err();
             assert!(matches!(error, Error::NotReady { .. }), "{error}");
             assert!(error.to_string().contains("tasks/get"), "{error}");
         }
-        let bad_result =
-            TaskState::from_json(task(json!({"status": "completed", "result": {"content": 5}})))
-                .unwrap();
+        let bad_result = TaskState::from_json(task(
+            json!({"status": "completed", "result": {"content": 5}}),
+        ))
+        .unwrap();
         assert!(bad_result.outcome().unwrap_err().is_protocol());
     }
 }

@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
-    ClientResult, InputRequest, InputRequiredResult, InputResponses, NumberOrString,
-    ServerRequest,
+    ClientResult, InputRequest, InputRequiredResult, InputResponses, NumberOrString, ServerRequest,
 };
 use rmcp::service::{RequestContext, Service};
 use rmcp::{ClientHandler, RoleClient};
@@ -147,7 +146,9 @@ impl<H: ClientHandler> TasksClient<H> {
         for (key, request) in parsed {
             let request = match request {
                 InputRequest::Elicitation(request) => ServerRequest::ElicitRequest(request),
-                InputRequest::CreateMessage(request) => ServerRequest::CreateMessageRequest(request),
+                InputRequest::CreateMessage(request) => {
+                    ServerRequest::CreateMessageRequest(request)
+                }
                 InputRequest::ListRoots(request) => ServerRequest::ListRootsRequest(request),
                 _ => return Ok(None),
             };
@@ -155,7 +156,12 @@ impl<H: ClientHandler> TasksClient<H> {
                 NumberOrString::String(key.as_str().into()),
                 self.peer().clone(),
             );
-            let response = match self.running.service().handle_request(request, context).await {
+            let response = match self
+                .running
+                .service()
+                .handle_request(request, context)
+                .await
+            {
                 Ok(ClientResult::ElicitResult(result)) => serde_json::to_value(result),
                 Ok(ClientResult::CreateMessageResult(result)) => serde_json::to_value(result),
                 Ok(ClientResult::ListRootsResult(result)) => serde_json::to_value(result),
@@ -245,7 +251,10 @@ pub fn validate_input_response(request: &Value, response: &Value) -> Result<(), 
                 Some("user" | "assistant") => {}
                 _ => return Err("`role` must be \"user\" or \"assistant\"".into()),
             }
-            if !matches!(fields.get("content"), Some(Value::Object(_) | Value::Array(_))) {
+            if !matches!(
+                fields.get("content"),
+                Some(Value::Object(_) | Value::Array(_))
+            ) {
                 return Err("`content` must be a content object or an array of them".into());
             }
             if !fields.get("model").is_some_and(Value::is_string) {
@@ -295,9 +304,15 @@ mod tests {
         let bad = [
             (json!({"action": "maybe"}), "action"),
             (json!({}), "missing"),
-            (json!({"action": "decline", "content": {"name": "x"}}), "only when"),
+            (
+                json!({"action": "decline", "content": {"name": "x"}}),
+                "only when",
+            ),
             (json!({"action": "accept", "content": {}}), "required"),
-            (json!({"action": "accept", "content": {"name": {"x": 1}}}), "content.name"),
+            (
+                json!({"action": "accept", "content": {"name": {"x": 1}}}),
+                "content.name",
+            ),
             (json!({"action": "accept", "content": "x"}), "object"),
             (json!("accept"), "JSON object"),
         ];
@@ -307,12 +322,15 @@ mod tests {
         }
         let url = json!({"method": "elicitation/create", "params": {"mode": "url", "message": "m", "url": "https://x"}});
         validate_input_response(&url, &json!({"action": "accept"})).unwrap();
-        assert!(validate_input_response(&url, &json!({"action": "accept", "content": {}})).is_err());
+        assert!(
+            validate_input_response(&url, &json!({"action": "accept", "content": {}})).is_err()
+        );
     }
 
     #[test]
     fn sampling_and_roots_responses() {
-        let sampling = json!({"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}});
+        let sampling =
+            json!({"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}});
         validate_input_response(
             &sampling,
             &json!({"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"}),

@@ -365,7 +365,9 @@ fn read_call_result(result: ServerResult) -> Result<CallResponse, Error> {
                             Some(value),
                         )
                     }),
-                None | Some("complete") => parse_call_tool_result(&value).map(CallResponse::Complete),
+                None | Some("complete") => {
+                    parse_call_tool_result(&value).map(CallResponse::Complete)
+                }
                 Some(unknown) => Err(Error::protocol(
                     ProtocolViolation::UnknownResultType(unknown.to_owned()),
                     Some(value),
@@ -380,7 +382,12 @@ fn read_task_result(result: ServerResult) -> Result<TaskState, Error> {
     let value = to_value(&result);
     match result_type(&value) {
         None | Some("complete") => {}
-        Some("task") => return Err(Error::protocol(ProtocolViolation::UnexpectedTask, Some(value))),
+        Some("task") => {
+            return Err(Error::protocol(
+                ProtocolViolation::UnexpectedTask,
+                Some(value),
+            ));
+        }
         Some(unknown) => {
             return Err(Error::protocol(
                 ProtocolViolation::UnknownResultType(unknown.to_owned()),
@@ -403,7 +410,10 @@ fn read_ack(method: &'static str, result: ServerResult) -> Result<(), Error> {
     let value = to_value(&result);
     match result_type(&value) {
         None | Some("complete") => Ok(()),
-        Some("task") => Err(Error::protocol(ProtocolViolation::UnexpectedTask, Some(value))),
+        Some("task") => Err(Error::protocol(
+            ProtocolViolation::UnexpectedTask,
+            Some(value),
+        )),
         Some(unknown) => Err(Error::protocol(
             ProtocolViolation::UnknownResultType(format!("{unknown} (in answer to {method})")),
             Some(value),
@@ -438,7 +448,10 @@ mod tests {
     #[test]
     fn call_results_dispatch_on_result_type() {
         let task = json!({"resultType": "task", "taskId": "a", "status": "working", "pollIntervalMs": 5000.0, "ttlMs": null});
-        assert!(matches!(read_call_result(custom(task)), Ok(CallResponse::Task(_))));
+        assert!(matches!(
+            read_call_result(custom(task)),
+            Ok(CallResponse::Task(_))
+        ));
         let complete = json!({"content": [{"type": "text", "text": "x"}], "isError": true});
         let Ok(CallResponse::Complete(result)) = read_call_result(custom(complete)) else {
             panic!("expected a complete result");
@@ -449,7 +462,11 @@ mod tests {
         assert!(error.is_protocol());
         assert_eq!(error.payload().unwrap()["x"], 1);
         let bad_task = json!({"resultType": "task", "status": "working"});
-        assert!(read_call_result(custom(bad_task)).unwrap_err().is_protocol());
+        assert!(
+            read_call_result(custom(bad_task))
+                .unwrap_err()
+                .is_protocol()
+        );
     }
 
     #[test]

@@ -373,10 +373,25 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(options.interval_for(None), Duration::from_secs(1));
-        assert_eq!(options.interval_for(Some(&with(json!(0)))), Duration::from_millis(50));
-        assert_eq!(options.interval_for(Some(&with(json!(-1)))), Duration::from_millis(50));
-        assert_eq!(options.interval_for(Some(&with(json!(5000.0)))), Duration::from_secs(5));
-        assert_eq!(options.interval_for(Some(&with(json!(1e12)))), Duration::from_secs(30));
-        assert_eq!(options.interval_for(Some(&with(json!("x")))), Duration::from_secs(1));
+        assert_eq!(
+            options.interval_for(Some(&with(json!(0)))),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            options.interval_for(Some(&with(json!(-1)))),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            options.interval_for(Some(&with(json!(5000.0)))),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            options.interval_for(Some(&with(json!(1e12)))),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            options.interval_for(Some(&with(json!("x")))),
+            Duration::from_secs(1)
+        );
     }
 }

@@ -5,3 +5,4 @@
 mod client;
 mod schema;
 mod scripted;
+mod transports;

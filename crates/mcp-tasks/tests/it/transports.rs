@@ -1,0 +1,298 @@
+//! One client code path on every transport: round trips against rmcp's own
+//! task server (`examples/rmcp_task_server.rs`, built on rmcp's
+//! `TaskManager`) over a real child process (stdio) and over Streamable HTTP
+//! on 127.0.0.1, and transient HTTP failures retried inside the deadline.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TaskOutcome, TaskStatus, TasksClient};
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::scripted::Handler;
+
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    }
+}
+
+/// The fixture server binary, which `cargo test` builds with the examples.
+fn server_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir");
+    let path = dir.join("examples").join("rmcp_task_server");
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo test` (which builds examples) \
+         or `cargo build -p mcp-tasks --example rmcp_task_server` first",
+        path.display()
+    );
+    path
+}
+
+/// Starts the fixture server over HTTP; the child lives as long as the value.
+async fn http_server() -> (Child, String) {
+    let mut child = Command::new(server_binary())
+        .args(["http", "127.0.0.1:0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the fixture server starts");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        BufReader::new(stdout).read_line(&mut line),
+    )
+    .await
+    .expect("the fixture server says where it listens within 30 s")
+    .expect("read the fixture server's stdout");
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    (child, url)
+}
+
+fn args(value: Value) -> Option<rmcp::model::JsonObject> {
+    value.as_object().cloned()
+}
+
+fn text(outcome: &TaskOutcome) -> String {
+    match outcome {
+        TaskOutcome::Completed(result) => result
+            .content
+            .first()
+            .and_then(|content| content.as_text())
+            .map(|text| text.text.clone())
+            .unwrap_or_default(),
+        other => panic!("expected completed, got {other:?}"),
+    }
+}
+
+/// The same scenario on every transport.
+async fn lifecycle_scenario(client: &TasksClient<Handler>) {
+    assert!(client.server_supports());
+    let options = AwaitOptions::default().with_deadline(Some(Duration::from_secs(20)));
+
+    // A task with a status message, awaited to its result.
+    let CallResponse::Task(state) = client
+        .call_tool("slow", args(json!({"ms": 300})), CallOptions::default())
+        .await
+        .unwrap()
+    else {
+        panic!("slow must become a task")
+    };
+    assert_eq!(state.status, TaskStatus::Working);
+    assert_eq!(state.poll_interval, Some(Duration::from_millis(50)));
+    let messages = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let observing = options.clone().with_observer({
+        let messages = messages.clone();
+        move |state| messages.lock().unwrap().push(state.status_message.clone())
+    });
+    let outcome = client.await_task(&state, &observing).await.unwrap();
+    assert_eq!(text(&outcome), "slept 300 ms");
+    assert!(
+        messages
+            .lock()
+            .unwrap()
+            .contains(&Some("halfway".to_owned()))
+    );
+
+    // Input answered by the client's handler through tasks/update.
+    let outcome = client
+        .call_and_await("ask_name", None, CallOptions::default(), &options)
+        .await
+        .unwrap();
+    assert_eq!(text(&outcome), "Hello, Ada!");
+
+    // isError is a result; a JSON-RPC error is a failure.
+    let outcome = client
+        .call_and_await("is_error_tool", None, CallOptions::default(), &options)
+        .await
+        .unwrap();
+    let TaskOutcome::Completed(result) = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(result.is_error, Some(true));
+    let outcome = client
+        .call_and_await(
+            "protocol_error_tool",
+            None,
+            CallOptions::default(),
+            &options,
+        )
+        .await
+        .unwrap();
+    let TaskOutcome::Failed(failure) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(failure.error.code, -32603);
+    assert_eq!(failure.error.message, "boom");
+
+    // Cancel, then the wait sees the task cancelled; cancelling again is harmless.
+    let CallResponse::Task(state) = client
+        .call_tool("forever", None, CallOptions::default())
+        .await
+        .unwrap()
+    else {
+        panic!("forever must become a task")
+    };
+    client.cancel(&state.id).await.unwrap();
+    let outcome = client.await_task(&state.id, &options).await.unwrap();
+    assert!(matches!(outcome, TaskOutcome::Cancelled(_)), "{outcome:?}");
+    client.cancel(&state.id).await.unwrap();
+    assert_eq!(
+        client.get(&state.id).await.unwrap().status,
+        TaskStatus::Cancelled
+    );
+
+    // Unknown ids.
+    let error = client.get(&"no-such-task".into()).await.unwrap_err();
+    assert!(error.is_unknown_task(), "{error}");
+    assert_eq!(error.code(), Some(-32602));
+
+    // Without the extension the required tool refuses; call_and_await retries with it.
+    let refused = client
+        .call_tool(
+            "forever",
+            None,
+            CallOptions::default().with_declare_tasks(false),
+        )
+        .await
+        .unwrap_err();
+    assert!(refused.requires_tasks_extension(), "{refused}");
+    let outcome = client
+        .call_and_await(
+            "ask_name",
+            None,
+            CallOptions::default().with_declare_tasks(false),
+            &options,
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&outcome), "Hello, Ada!");
+}
+
+#[tokio::test]
+async fn round_trips_over_stdio_with_rmcp_task_manager() {
+    let mut command = Command::new(server_binary());
+    command.arg("stdio");
+    let transport = TokioChildProcess::new(command).expect("spawn the fixture server");
+    let running = serve_client_with_lifecycle(Handler::default(), transport, lifecycle())
+        .await
+        .expect("connect over stdio");
+    lifecycle_scenario(&TasksClient::new(running)).await;
+}
+
+#[tokio::test]
+async fn round_trips_over_streamable_http_with_rmcp_task_manager() {
+    let (_server, url) = http_server().await;
+    let transport = StreamableHttpClientTransport::from_uri(url);
+    let running = serve_client_with_lifecycle(Handler::default(), transport, lifecycle())
+        .await
+        .expect("connect over HTTP");
+    lifecycle_scenario(&TasksClient::new(running)).await;
+}
+
+/// A proxy in front of the HTTP server that answers the first `failures`
+/// `tasks/get` requests with 503, forwarding everything else.
+async fn flaky_proxy(upstream: String, failures: usize) -> (String, Arc<AtomicUsize>) {
+    let seen = Arc::new(AtomicUsize::new(0));
+    let client = reqwest::Client::new();
+    let counter = seen.clone();
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |headers: HeaderMap, body: Bytes| {
+            let (client, upstream, counter) = (client.clone(), upstream.clone(), counter.clone());
+            async move {
+                let is_get = headers
+                    .get("mcp-method")
+                    .is_some_and(|method| method == "tasks/get");
+                if is_get && counter.fetch_add(1, Ordering::SeqCst) < failures {
+                    return Response::builder()
+                        .status(StatusCode::SERVICE_UNAVAILABLE)
+                        .body(Body::from("try later"))
+                        .expect("a response");
+                }
+                let mut request = client.post(&upstream).body(body);
+                for (name, value) in &headers {
+                    if name != "host" && name != "content-length" {
+                        request = request.header(name.as_str(), value.as_bytes());
+                    }
+                }
+                let answer = request.send().await.expect("the upstream answers");
+                let mut response = Response::builder().status(answer.status().as_u16());
+                for (name, value) in answer.headers() {
+                    response = response.header(name.as_str(), value.as_bytes());
+                }
+                let bytes = answer.bytes().await.expect("the upstream body");
+                response.body(Body::from(bytes)).expect("a response")
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the proxy");
+    let address = listener.local_addr().expect("the proxy address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{address}/mcp"), seen)
+}
+
+#[tokio::test]
+async fn transient_http_failures_are_retried_inside_the_deadline() {
+    let (_server, upstream) = http_server().await;
+    let (url, gets) = flaky_proxy(upstream, 3).await;
+    let transport = StreamableHttpClientTransport::from_uri(url);
+    let running = serve_client_with_lifecycle(Handler::default(), transport, lifecycle())
+        .await
+        .expect("connect through the proxy");
+    let client = TasksClient::new(running);
+    let options = AwaitOptions::default()
+        .with_deadline(Some(Duration::from_secs(20)))
+        .with_retry_backoff(Duration::from_millis(20));
+    let outcome = client
+        .call_and_await(
+            "slow",
+            args(json!({"ms": 100})),
+            CallOptions::default(),
+            &options,
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&outcome), "slept 100 ms");
+    assert!(
+        gets.load(Ordering::SeqCst) > 3,
+        "the failed gets were retried"
+    );
+
+    // A direct get sees the 503 as a transport error, not a JSON-RPC one.
+    let (_server, upstream) = http_server().await;
+    let (url, _) = flaky_proxy(upstream, usize::MAX).await;
+    let transport = StreamableHttpClientTransport::from_uri(url);
+    let running = serve_client_with_lifecycle(Handler::default(), transport, lifecycle())
+        .await
+        .expect("connect through the proxy");
+    let error = TasksClient::new(running)
+        .get(&"anything".into())
+        .await
+        .unwrap_err();
+    assert!(error.is_transport(), "{error}");
+}
