@@ -354,7 +354,7 @@ fn read_call_result(result: ServerResult) -> Result<CallResponse, Error> {
             Ok(CallResponse::Complete(CallToolResult::default()))
         }
         other => {
-            let value = to_value(&other);
+            let value = to_value(other);
             match result_type(&value) {
                 Some("task") => Ok(CallResponse::Task(TaskState::from_json(value)?)),
                 Some("input_required") => serde_json::from_value(value.clone())
@@ -379,7 +379,7 @@ fn read_call_result(result: ServerResult) -> Result<CallResponse, Error> {
 
 /// Reads a `tasks/get` result: a task with `resultType` `complete` (or none).
 fn read_task_result(result: ServerResult) -> Result<TaskState, Error> {
-    let value = to_value(&result);
+    let value = to_value(result);
     match result_type(&value) {
         None | Some("complete") => {}
         Some("task") => {
@@ -407,7 +407,7 @@ fn read_task_result(result: ServerResult) -> Result<TaskState, Error> {
 /// Reads the ack of `tasks/update` or `tasks/cancel`: any result but a task
 /// or an unknown `resultType`.
 fn read_ack(method: &'static str, result: ServerResult) -> Result<(), Error> {
-    let value = to_value(&result);
+    let value = to_value(result);
     match result_type(&value) {
         None | Some("complete") => Ok(()),
         Some("task") => Err(Error::protocol(
@@ -421,9 +421,14 @@ fn read_ack(method: &'static str, result: ServerResult) -> Result<(), Error> {
     }
 }
 
-fn to_value(result: &ServerResult) -> Value {
-    // rmcp's result types serialize infallibly to JSON objects.
-    serde_json::to_value(result).unwrap_or(Value::Null)
+/// The JSON of a result: as sent when rmcp kept it raw, else as rmcp
+/// re-serializes its typed form.
+fn to_value(result: ServerResult) -> Value {
+    match result {
+        ServerResult::CustomResult(raw) => raw.0,
+        // rmcp's result types serialize infallibly to JSON objects.
+        typed => serde_json::to_value(&typed).unwrap_or(Value::Null),
+    }
 }
 
 fn result_type(value: &Value) -> Option<&str> {

@@ -453,9 +453,11 @@ async fn malformed_task_json_is_a_clear_error() {
 }
 
 fn input_required(key: &str, request: Value) -> Value {
+    let mut requests = serde_json::Map::new();
+    requests.insert(key.to_owned(), request);
     get_value(
         "input_required",
-        json!({"pollIntervalMs": 100, "inputRequests": {key: request}}),
+        json!({"pollIntervalMs": 100, "inputRequests": requests}),
     )
 }
 

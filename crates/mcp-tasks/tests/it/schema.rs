@@ -39,6 +39,12 @@ pub(crate) fn spec_dir() -> Option<PathBuf> {
     if core_and_ext.iter().all(|f| dir.join(f).is_file()) {
         return Some(dir);
     }
+    // In CI the spec is laid beside the clone: a missing one is a broken setup, not a skip.
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but the MCP schemas are missing at {}",
+        dir.display()
+    );
     NOTICE.call_once(|| {
         eprintln!(
             "NOTICE: the MCP schema checks were NOT run: {} (../shared/spec) is absent",

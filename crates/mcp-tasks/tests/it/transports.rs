@@ -72,7 +72,10 @@ async fn http_server() -> (Child, String) {
 }
 
 fn args(value: Value) -> Option<rmcp::model::JsonObject> {
-    value.as_object().cloned()
+    match value {
+        Value::Object(object) => Some(object),
+        _ => None,
+    }
 }
 
 fn text(outcome: &TaskOutcome) -> String {
