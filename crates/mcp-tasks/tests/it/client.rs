@@ -139,6 +139,16 @@ async fn server_support_follows_discover() {
     })
     .await;
     assert!(!client.server_supports());
+    // An initialize-era server, even one that names the extension: not defined there.
+    let (client, log) = connect_with(Handler::default(), Value::Null, |method, _| match method {
+        "initialize" => Reply::Result(json!({"protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}, "extensions": {TASKS: {}}},
+            "serverInfo": {"name": "legacy", "version": "0"}})),
+        _ => Reply::Silence,
+    })
+    .await;
+    assert_eq!(log.of("initialize").len(), 1);
+    assert!(!client.server_supports());
 }
 
 #[tokio::test(start_paused = true)]

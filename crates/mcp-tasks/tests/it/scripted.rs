@@ -169,7 +169,9 @@ pub(crate) async fn connect(
     connect_with(handler, discover_result(true), script).await
 }
 
-/// Like [`connect`] with a chosen `server/discover` result.
+/// Like [`connect`] with a chosen `server/discover` result; `Value::Null`
+/// makes an initialize-era server (discover is -32601, the script answers
+/// `initialize`) and the client falls back to `initialize`.
 pub(crate) async fn connect_with(
     handler: Handler,
     discover: Value,
@@ -181,8 +183,9 @@ pub(crate) async fn connect_with(
     let running = serve_client_with_lifecycle(
         handler,
         client_io,
-        ClientLifecycleMode::Discover {
+        ClientLifecycleMode::Auto {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
         },
     )
     .await
@@ -205,7 +208,10 @@ async fn serve(io: tokio::io::DuplexStream, mut script: Script, discover: Value,
             continue; // a notification
         };
         let method = message["method"].as_str().unwrap_or_default().to_owned();
-        let reply = if method == "server/discover" {
+        let reply = if method == "server/discover" && discover.is_null() {
+            // An initialize-era server does not know the method.
+            Reply::Error(json!({"code": -32601, "message": "Method not found"}))
+        } else if method == "server/discover" {
             Reply::Result(discover.clone())
         } else {
             script(&method, &message["params"])
