@@ -536,8 +536,9 @@ async fn a_kind_without_handler_or_return_mode_hands_back_the_state() {
         panic!("input required")
     };
     assert!(state.input_requests.contains_key("s"));
+    assert!(log.of("tasks/update").is_empty());
 
-    let (client, _) = connect(
+    let (client, log) = connect(
         Handler::default(),
         gets(vec![input_required("name", name_form())]),
     )
