@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "client")]
 use rmcp::ServiceError;
 use serde_json::Value;
 
@@ -18,6 +19,17 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// The code older drafts used for a missing capability; recognised, never sent.
 pub const LEGACY_MISSING_CAPABILITY: i64 = -32003;
+
+/// JSON a misbehaving peer sent. `Debug` does not print it: it may hold a
+/// task id. Read it with [`Error::payload`].
+#[derive(Clone, PartialEq)]
+pub struct Payload(Box<Value>);
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Payload(<withheld>)")
+    }
+}
 
 /// What a misbehaving peer did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +105,7 @@ pub enum Error {
         /// What was wrong.
         violation: ProtocolViolation,
         /// The offending payload, when there is one.
-        payload: Option<Box<Value>>,
+        payload: Option<Payload>,
     },
 
     // --- the task ended without a result ---
@@ -160,6 +172,7 @@ pub enum Error {
 
     // --- the transport failed ---
     /// The request could not be sent or its answer not received.
+    #[cfg(feature = "client")]
     #[error("{method} failed in transport")]
     Transport {
         /// The method of the request.
@@ -179,11 +192,12 @@ impl Error {
     pub(crate) fn protocol(violation: ProtocolViolation, payload: Option<Value>) -> Self {
         Self::Protocol {
             violation,
-            payload: payload.map(Box::new),
+            payload: payload.map(|value| Payload(Box::new(value))),
         }
     }
 
     /// Classifies an rmcp failure of `method`.
+    #[cfg(feature = "client")]
     pub(crate) fn from_service(method: &'static str, error: ServiceError) -> Self {
         match error {
             ServiceError::McpError(data) => {
@@ -239,9 +253,13 @@ impl Error {
         matches!(self, Self::Protocol { .. })
     }
 
-    /// True when the transport failed ([`Error::Transport`]).
+    /// True when the transport failed (`Error::Transport`).
     pub fn is_transport(&self) -> bool {
-        matches!(self, Self::Transport { .. })
+        #[cfg(feature = "client")]
+        if matches!(self, Self::Transport { .. }) {
+            return true;
+        }
+        false
     }
 
     /// The last status read before the wait ended, for [`Error::Timeout`] and
@@ -283,7 +301,7 @@ impl Error {
     /// The offending payload of a [`Error::Protocol`].
     pub fn payload(&self) -> Option<&Value> {
         match self {
-            Self::Protocol { payload, .. } => payload.as_deref(),
+            Self::Protocol { payload, .. } => payload.as_ref().map(|payload| &*payload.0),
             _ => None,
         }
     }
@@ -308,6 +326,7 @@ impl Error {
     /// True for failures worth retrying inside a wait: a transport error
     /// while sending or a per-request timeout. A closed transport and any
     /// JSON-RPC error are not.
+    #[cfg(feature = "client")]
     pub(crate) fn is_transient(&self) -> bool {
         matches!(
             self,

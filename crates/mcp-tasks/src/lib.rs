@@ -123,3 +123,9 @@ pub use client::{
     AwaitFrom, AwaitOptions, CallOptions, CallResponse, InputMode, TasksClient,
     validate_input_response, with_tasks_extension,
 };
+
+#[cfg(feature = "server")]
+pub mod store;
+
+#[cfg(feature = "server")]
+pub mod server;

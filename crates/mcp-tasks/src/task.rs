@@ -202,7 +202,9 @@ impl fmt::Display for RpcError {
 
 /// The state of a task as a server last reported it (`CreateTaskResult`,
 /// `tasks/get` or `notifications/tasks`).
-#[derive(Debug, Clone, PartialEq)]
+///
+/// `Debug` leaves out the raw JSON, which holds the task id.
+#[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TaskState {
     /// The task id.
@@ -229,6 +231,23 @@ pub struct TaskState {
     pub error: Option<RpcError>,
     /// The whole JSON object the state was read from.
     pub raw: Value,
+}
+
+impl fmt::Debug for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskState")
+            .field("id", &self.id)
+            .field("status", &self.status)
+            .field("status_message", &self.status_message)
+            .field("created_at", &self.created_at)
+            .field("last_updated_at", &self.last_updated_at)
+            .field("ttl", &self.ttl)
+            .field("poll_interval", &self.poll_interval)
+            .field("input_requests", &self.input_requests)
+            .field("result", &self.result)
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TaskState {
@@ -514,6 +533,10 @@ mod tests {
         let state = TaskState::from_json(json!({"taskId": "secret-123", "status": "working"}))
             .expect("valid task");
         assert!(!format!("{:?}", state.id).contains("secret"));
+        assert!(
+            !format!("{state:?}").contains("secret"),
+            "Debug of a state hides the raw JSON"
+        );
         assert_eq!(state.id.expose(), "secret-123");
     }
 

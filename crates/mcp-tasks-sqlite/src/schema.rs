@@ -1,0 +1,319 @@
+//! The file's layout and every SQL statement the store runs.
+//!
+//! One table, `tasks`: the whole [`TaskRecord`] as JSON in `record`, plus
+//! the columns the store queries by (`id`, `version`, `expires_at_ms`) and
+//! two for people reading the file (`owner`, `status`). The columns are
+//! written with the JSON in the same statement; a row whose JSON disagrees
+//! with its `id` or `version` is reported as corrupt.
+//!
+//! `PRAGMA user_version` holds the schema version, so a later build can
+//! migrate a file and an older build refuses a newer file.
+
+use std::path::Path;
+use std::time::Duration;
+
+use mcp_tasks::TaskStatus;
+use mcp_tasks::store::{Change, StoreError, TaskRecord};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+
+/// The schema this build writes and reads.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+/// How long a statement waits for a lock held by another connection.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Version 1 of the schema.
+const SCHEMA_V1: &str = "
+CREATE TABLE tasks (
+    id            TEXT    NOT NULL PRIMARY KEY,
+    owner         TEXT    NOT NULL,
+    status        TEXT    NOT NULL,
+    version       INTEGER NOT NULL,
+    expires_at_ms INTEGER,
+    record        TEXT    NOT NULL
+) STRICT;
+CREATE INDEX tasks_by_expiry ON tasks (expires_at_ms, id) WHERE expires_at_ms IS NOT NULL;
+";
+
+/// The ids of due records, oldest first: read from `tasks_by_expiry` alone.
+pub(crate) const EXPIRED_SQL: &str = "
+SELECT id FROM tasks
+WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ?1
+ORDER BY expires_at_ms, id
+LIMIT ?2";
+
+/// Opens the file, sets the pragmas and brings the schema up to date.
+pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
+    let mut conn = Connection::open(path)
+        .map_err(|err| StoreError::new("SQLite could not open the store file", err))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|err| StoreError::new("SQLite could not set the busy timeout", err))?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(|err| StoreError::new("SQLite could not switch the store file to WAL", err))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::msg(format!(
+            "SQLite kept the store file in journal mode {mode:?} instead of WAL"
+        )));
+    }
+    // With WAL, NORMAL syncs at checkpoints only: a commit survives a crash
+    // of the process, and at worst the last commits are lost with power.
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|err| StoreError::new("SQLite could not set synchronous=NORMAL", err))?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+/// Creates the schema in a new file; refuses a file from a newer build.
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let failed = |err| StoreError::new("SQLite could not set up the schema", err);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(failed)?;
+    let found: i64 = tx
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(failed)?;
+    match found {
+        0 => {
+            // A plain CREATE TABLE: a file holding some other `tasks` table
+            // is refused rather than adopted.
+            tx.execute_batch(SCHEMA_V1).map_err(failed)?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(failed)?;
+        }
+        SCHEMA_VERSION => {}
+        newer => {
+            return Err(StoreError::msg(format!(
+                "the store file has schema version {newer}; this build knows versions up to {SCHEMA_VERSION}"
+            )));
+        }
+    }
+    tx.commit().map_err(failed)
+}
+
+/// Fails every unfinished record through [`Change::Abandon`], in one
+/// transaction, and says how many there were.
+pub(crate) fn abandon_unfinished(
+    conn: &mut Connection,
+    now_ms: u64,
+    retention_ms: u64,
+) -> Result<usize, StoreError> {
+    let failed = |err| StoreError::new("SQLite could not fail the unfinished tasks", err);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(failed)?;
+    let unfinished: Vec<(String, i64, String)> = {
+        let mut select = tx
+            .prepare("SELECT id, version, record FROM tasks WHERE status NOT IN (?1, ?2, ?3)")
+            .map_err(failed)?;
+        let terminal = [
+            TaskStatus::Completed,
+            TaskStatus::Failed,
+            TaskStatus::Cancelled,
+        ];
+        select
+            .query_map(
+                params![
+                    terminal[0].as_str(),
+                    terminal[1].as_str(),
+                    terminal[2].as_str()
+                ],
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )
+            .and_then(Iterator::collect)
+            .map_err(failed)?
+    };
+    let mut abandoned = 0;
+    for (id, version, json) in unfinished {
+        let record = decode(&id, version, &json)?;
+        // Refused only if the JSON says the task is finished after all:
+        // then there is nothing to fail.
+        let Ok(next) = record.apply(&Change::Abandon, now_ms, retention_ms) else {
+            continue;
+        };
+        if update(&tx, version, &Row::encode(&next)?)? {
+            abandoned += 1;
+        }
+    }
+    tx.commit().map_err(failed)?;
+    Ok(abandoned)
+}
+
+/// A record as it is written: the queried columns and the JSON.
+#[derive(Debug)]
+pub(crate) struct Row {
+    pub(crate) id: String,
+    owner: String,
+    status: String,
+    version: i64,
+    expires_at_ms: Option<i64>,
+    record: String,
+}
+
+impl Row {
+    /// The row for `record`.
+    pub(crate) fn encode(record: &TaskRecord) -> Result<Self, StoreError> {
+        let version = i64::try_from(record.version).map_err(|err| {
+            StoreError::new("the task's version does not fit a SQLite integer", err)
+        })?;
+        let json = serde_json::to_string(record)
+            .map_err(|err| StoreError::new("the task could not be encoded as JSON", err))?;
+        Ok(Self {
+            id: record.id.clone(),
+            owner: record.owner.clone(),
+            status: record.status.as_str().to_owned(),
+            version,
+            expires_at_ms: record.expires_at_ms.map(clamp),
+            record: json,
+        })
+    }
+}
+
+/// A time for the expiry column: past `i64::MAX` ms (292 million years)
+/// every time is the same. Order is kept, so the index still answers
+/// `expires_at_ms <= now` exactly for any time before then.
+pub(crate) fn clamp(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// Reads a row's JSON back into a record, checking it against its columns.
+fn decode(id: &str, version: i64, json: &str) -> Result<TaskRecord, StoreError> {
+    let record: TaskRecord = serde_json::from_str(json).map_err(|err| {
+        StoreError::new(
+            "a stored task is corrupt: its JSON is not a task record",
+            err,
+        )
+    })?;
+    // Never print the ids: they are bearer tokens.
+    if record.id != id || i64::try_from(record.version).ok() != Some(version) {
+        return Err(StoreError::msg(
+            "a stored task is corrupt: its JSON disagrees with its row's id or version",
+        ));
+    }
+    Ok(record)
+}
+
+/// Inserts a new record; an existing id is refused.
+pub(crate) fn insert(conn: &Connection, row: &Row) -> Result<(), StoreError> {
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO tasks (id, owner, status, version, expires_at_ms, record)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .and_then(|mut insert| {
+            insert.execute(params![
+                row.id,
+                row.owner,
+                row.status,
+                row.version,
+                row.expires_at_ms,
+                row.record
+            ])
+        });
+    match inserted {
+        Ok(_) => Ok(()),
+        Err(err) if err.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
+            Err(StoreError::msg("a task with this id exists"))
+        }
+        Err(err) => Err(StoreError::new("SQLite could not insert the task", err)),
+    }
+}
+
+/// The record with this id, if there is one.
+pub(crate) fn read(conn: &Connection, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+    let found: Option<(i64, String)> = conn
+        .prepare_cached("SELECT version, record FROM tasks WHERE id = ?1")
+        .and_then(|mut select| {
+            select
+                .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()
+        })
+        .map_err(|err| StoreError::new("SQLite could not read the task", err))?;
+    found
+        .map(|(version, json)| decode(id, version, &json))
+        .transpose()
+}
+
+/// Replaces the record whose stored version is `expected`; false if none is.
+pub(crate) fn update(conn: &Connection, expected: i64, row: &Row) -> Result<bool, StoreError> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE tasks
+             SET owner = ?2, status = ?3, version = ?4, expires_at_ms = ?5, record = ?6
+             WHERE id = ?1 AND version = ?7",
+        )
+        .and_then(|mut update| {
+            update.execute(params![
+                row.id,
+                row.owner,
+                row.status,
+                row.version,
+                row.expires_at_ms,
+                row.record,
+                expected
+            ])
+        })
+        .map_err(|err| StoreError::new("SQLite could not update the task", err))?;
+    Ok(changed == 1)
+}
+
+/// The ids of records due at `now_ms`, oldest first, at most `limit`.
+pub(crate) fn expired(
+    conn: &Connection,
+    now_ms: i64,
+    limit: i64,
+) -> Result<Vec<String>, StoreError> {
+    conn.prepare_cached(EXPIRED_SQL)
+        .and_then(|mut select| {
+            select
+                .query_map(params![now_ms, limit], |row| row.get(0))
+                .and_then(Iterator::collect)
+        })
+        .map_err(|err| StoreError::new("SQLite could not read the expiry index", err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_expiry_query_reads_the_index_alone() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conn = open(&dir.path().join("plan.sqlite3")).expect("open");
+        let mut plan = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {EXPIRED_SQL}"))
+            .expect("explain");
+        let steps: Vec<String> = plan
+            .query_map(params![0, 10], |row| row.get(3))
+            .and_then(Iterator::collect)
+            .expect("plan");
+        let plan = steps.join("\n");
+        assert!(
+            plan.contains("USING COVERING INDEX tasks_by_expiry"),
+            "{plan}"
+        );
+        assert!(
+            !plan.contains("TEMP B-TREE"),
+            "no sort after the index: {plan}"
+        );
+    }
+
+    #[test]
+    fn opening_twice_keeps_the_schema() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("twice.sqlite3");
+        drop(open(&path).expect("create"));
+        let conn = open(&path).expect("reopen");
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .expect("user_version");
+        assert_eq!(version, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn huge_times_keep_their_order() {
+        assert_eq!(clamp(5), 5);
+        assert_eq!(clamp(u64::MAX), i64::MAX);
+        assert!(clamp(u64::MAX) >= clamp(i64::MAX as u64));
+    }
+}

@@ -1,0 +1,5 @@
+//! Integration tests of the SQLite store, on real files in temp dirs.
+
+mod contract;
+mod corrupt;
+mod restart;

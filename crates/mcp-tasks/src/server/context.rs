@@ -1,0 +1,153 @@
+//! What tool code gets: [`TaskContext`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::{ClientCapabilities, InputRequest};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::Inner;
+use crate::store::{Change, Modified, modify};
+use crate::task::TaskStatus;
+
+/// The handle tool code uses while it runs: status messages, input
+/// requests, cancellation and TTL heartbeats.
+///
+/// When the tool runs synchronously (no task: the client did not declare
+/// the extension, or the tool's policy forbids tasks), status messages and
+/// heartbeats do nothing, and asking for input fails with -32021 so the
+/// client learns that the tool needs the Tasks extension.
+#[derive(Clone)]
+pub struct TaskContext {
+    pub(super) task: Option<(String, Arc<Inner>)>,
+    pub(super) token: CancellationToken,
+}
+
+impl std::fmt::Debug for TaskContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskContext")
+            .field("is_task", &self.task.is_some())
+            .field("cancelled", &self.token.is_cancelled())
+            .finish()
+    }
+}
+
+impl TaskContext {
+    /// True when the tool runs as a task.
+    pub fn is_task(&self) -> bool {
+        self.task.is_some()
+    }
+
+    /// Fired by `tasks/cancel` (and by expiry). The runtime also stops the
+    /// tool's future at that point; use the token to stop work the tool
+    /// spawned.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.token.clone()
+    }
+
+    /// Completes when the task is cancelled.
+    pub async fn cancelled(&self) {
+        self.token.cancelled().await;
+    }
+
+    /// Sets the status message `tasks/get` shows.
+    pub async fn set_status_message(&self, message: impl Into<String>) -> Result<(), ErrorData> {
+        self.change(Change::StatusMessage(message.into())).await
+    }
+
+    /// Keeps a working task alive: its TTL now ends no earlier than `by` from now.
+    pub async fn extend_ttl(&self, by: Duration) -> Result<(), ErrorData> {
+        let by_ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        self.change(Change::ExtendTtl { by_ms }).await
+    }
+
+    /// Asks the client for input and waits for the answer: the task is
+    /// `input_required` until `tasks/update` answers `key`. Keys must be
+    /// unique for the task's lifetime. Fails if the task is cancelled or
+    /// expires while waiting.
+    pub async fn request_input(
+        &self,
+        key: impl Into<String>,
+        request: InputRequest,
+    ) -> Result<Value, ErrorData> {
+        let key = key.into();
+        let mut answers = self
+            .request_inputs(BTreeMap::from([(key.clone(), request)]))
+            .await?;
+        answers
+            .remove(&key)
+            .ok_or_else(|| ErrorData::internal_error("the input answer went missing", None))
+    }
+
+    /// Asks for several inputs at once and waits until every key is
+    /// answered (the client may answer them in several `tasks/update`s).
+    pub async fn request_inputs(
+        &self,
+        requests: BTreeMap<String, InputRequest>,
+    ) -> Result<BTreeMap<String, Value>, ErrorData> {
+        let Some((id, inner)) = &self.task else {
+            return Err(ErrorData::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        };
+        let keys: Vec<String> = requests.keys().cloned().collect();
+        let waiter = inner.waiters.register(id);
+        for (key, request) in requests {
+            let request = serde_json::to_value(request).map_err(|error| {
+                ErrorData::internal_error(format!("input request {key:?}: {error}"), None)
+            })?;
+            self.change(Change::RequestInput { key, request }).await?;
+        }
+        loop {
+            let record = inner.read(id).await?;
+            if keys
+                .iter()
+                .all(|key| record.input_responses.contains_key(key))
+            {
+                return Ok(keys
+                    .iter()
+                    .filter_map(|key| {
+                        record
+                            .input_responses
+                            .get(key)
+                            .map(|answer| (key.clone(), answer.clone()))
+                    })
+                    .collect());
+            }
+            if record.cancel_requested || record.status.is_terminal() {
+                return Err(ErrorData::internal_error(
+                    "the task ended while waiting for input",
+                    None,
+                ));
+            }
+            waiter.wait(Duration::from_secs(1)).await;
+        }
+    }
+
+    async fn change(&self, change: Change) -> Result<(), ErrorData> {
+        let Some((id, inner)) = &self.task else {
+            return Ok(());
+        };
+        let now = inner.clock.now_ms();
+        match modify(&*inner.store, id, &change, now, inner.retention_ms())
+            .await
+            .map_err(super::store_failure)?
+        {
+            Modified::Applied(_) => Ok(()),
+            Modified::Refused(record, refused) => {
+                if matches!(
+                    record.status,
+                    TaskStatus::Working | TaskStatus::InputRequired
+                ) {
+                    Err(ErrorData::invalid_params(refused.to_string(), None))
+                } else {
+                    Err(ErrorData::internal_error("the task has ended", None))
+                }
+            }
+            Modified::Missing => Err(ErrorData::internal_error("the task is gone", None)),
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! A server built on our `TaskRuntime`, for the server tests: in process
+//! (tokio duplex) and over Streamable HTTP on 127.0.0.1.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_tasks::server::{RuntimeConfig, TaskContext, TaskPolicy, TaskRuntime, ToolTasks};
+use mcp_tasks::store::{MemoryStore, SharedStore};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, InputRequest, ServerCapabilities, ServerConfig, UpdateTaskParams,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::{Value, json};
+
+/// The server: tools that show every part of the runtime.
+#[derive(Clone)]
+pub(crate) struct RuntimeServer {
+    pub(crate) runtime: TaskRuntime,
+}
+
+impl RuntimeServer {
+    pub(crate) fn new(store: SharedStore, config: RuntimeConfig) -> Self {
+        Self {
+            runtime: TaskRuntime::builder(store).config(config).build(),
+        }
+    }
+
+    pub(crate) fn in_memory() -> Self {
+        Self::new(
+            Arc::new(MemoryStore::new()),
+            RuntimeConfig::default().with_poll_interval(Duration::from_millis(20)),
+        )
+    }
+}
+
+pub(crate) fn form(message: &str, field: &str) -> InputRequest {
+    serde_json::from_value(
+        json!({"method": "elicitation/create", "params": {"mode": "form",
+        "message": message, "requestedSchema": {"type": "object",
+        "properties": {field: {"type": "string"}}, "required": [field]}}}),
+    )
+    .expect("a valid form")
+}
+
+fn text(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text.into())])
+}
+
+fn answer(value: &Value, field: &str) -> String {
+    value["content"][field]
+        .as_str()
+        .unwrap_or("nothing")
+        .to_owned()
+}
+
+fn ms_arg(request: &CallToolRequestParams) -> u64 {
+    request
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get("ms"))
+        .and_then(Value::as_u64)
+        .unwrap_or(50)
+}
+
+impl ServerHandler for RuntimeServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ms = ms_arg(&request);
+        let rt = &self.runtime;
+        match request.name.as_ref() {
+            "slow" => {
+                let tasks = ToolTasks::optional().with_selector(|request| {
+                    let sync = request.arguments.as_ref().and_then(|a| a.get("sync"));
+                    if sync == Some(&json!(true)) {
+                        TaskPolicy::Forbidden
+                    } else {
+                        TaskPolicy::Optional
+                    }
+                });
+                rt.call_tool(
+                    &request,
+                    &context,
+                    &tasks,
+                    move |ctx: TaskContext| async move {
+                        ctx.set_status_message("halfway").await?;
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                        Ok(text(format!("slept {ms} ms")))
+                    },
+                )
+                .await
+            }
+            "required_job" => {
+                rt.call_tool(&request, &context, &ToolTasks::required(), |_| async {
+                    Ok(text("required done"))
+                })
+                .await
+            }
+            "forbidden_tool" => {
+                rt.call_tool(
+                    &request,
+                    &context,
+                    &ToolTasks::forbidden(),
+                    |ctx| async move { Ok(text(format!("is task: {}", ctx.is_task()))) },
+                )
+                .await
+            }
+            "ask" => {
+                rt.call_tool(
+                    &request,
+                    &context,
+                    &ToolTasks::required(),
+                    |ctx| async move {
+                        let name = ctx.request_input("name", form("Name?", "name")).await?;
+                        Ok(text(format!("Hello, {}!", answer(&name, "name"))))
+                    },
+                )
+                .await
+            }
+            "ask_two" => {
+                rt.call_tool(
+                    &request,
+                    &context,
+                    &ToolTasks::required(),
+                    |ctx| async move {
+                        let answers = ctx
+                            .request_inputs(
+                                [
+                                    ("first".to_owned(), form("First?", "v")),
+                                    ("second".to_owned(), form("Second?", "v")),
+                                ]
+                                .into(),
+                            )
+                            .await?;
+                        Ok(text(format!(
+                            "{} {}",
+                            answer(&answers["first"], "v"),
+                            answer(&answers["second"], "v")
+                        )))
+                    },
+                )
+                .await
+            }
+            "is_error" => {
+                rt.call_tool(&request, &context, &ToolTasks::required(), |_| async {
+                    Ok(CallToolResult::error(vec![ContentBlock::text(
+                        "tool said no",
+                    )]))
+                })
+                .await
+            }
+            "rpc_error" => {
+                rt.call_tool(&request, &context, &ToolTasks::required(), |_| async {
+                    Err(ErrorData::invalid_params(
+                        "bad input",
+                        Some(json!({"field": "x"})),
+                    ))
+                })
+                .await
+            }
+            "panics" => {
+                rt.call_tool(&request, &context, &ToolTasks::required(), |_| async {
+                    panic!("tool bug");
+                })
+                .await
+            }
+            "forever" => {
+                let ttl = request
+                    .arguments
+                    .as_ref()
+                    .and_then(|a| a.get("ttl_ms"))
+                    .and_then(Value::as_u64);
+                let mut tasks = ToolTasks::required();
+                if let Some(ttl) = ttl {
+                    tasks = tasks.with_ttl(Some(Duration::from_millis(ttl)));
+                }
+                let heartbeat = request
+                    .arguments
+                    .as_ref()
+                    .is_some_and(|a| a.get("heartbeat") == Some(&json!(true)));
+                rt.call_tool(&request, &context, &tasks, move |ctx| async move {
+                    loop {
+                        if heartbeat {
+                            ctx.extend_ttl(Duration::from_millis(200)).await?;
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                })
+                .await
+            }
+            other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.runtime.get_task(&request.task_id, &context).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.runtime
+            .update_task(&request.task_id, request.input_responses, &context)
+            .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.runtime.cancel_task(&request.task_id, &context).await
+    }
+}
+
+/// Serves `server` over stateless Streamable HTTP (plain JSON replies,
+/// TCP_NODELAY) on 127.0.0.1; returns the endpoint URL.
+pub(crate) async fn serve_http(server: RuntimeServer) -> String {
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None);
+    let service: StreamableHttpService<RuntimeServer, LocalSessionManager> =
+        StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1");
+    let address = listener.local_addr().expect("local address");
+    // Answer each request in one write, without waiting on Nagle and delayed ACKs.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{address}/mcp")
+}

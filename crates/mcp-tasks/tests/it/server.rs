@@ -1,0 +1,507 @@
+//! The server runtime: policy, creation, TaskContext, tasks/*, outcomes,
+//! TTL and caller binding, in process and over real HTTP, with our own
+//! client and with raw JSON-RPC checked against the official schemas.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_tasks::server::RuntimeConfig;
+use mcp_tasks::store::MemoryStore;
+use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TaskOutcome, TaskStatus, TasksClient};
+use rmcp::ServiceExt;
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::runtime_server::{RuntimeServer, serve_http};
+use crate::schema::check_def;
+use crate::scripted::Handler;
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    }
+}
+
+async fn in_process(server: RuntimeServer) -> TasksClient<Handler> {
+    let (server_io, client_io) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let running = serve_client_with_lifecycle(Handler::default(), client_io, lifecycle())
+        .await
+        .expect("connect in process");
+    TasksClient::new(running)
+}
+
+fn options() -> AwaitOptions {
+    AwaitOptions::default().with_deadline(Some(Duration::from_secs(20)))
+}
+
+fn args(value: Value) -> Option<rmcp::model::JsonObject> {
+    match value {
+        Value::Object(object) => Some(object),
+        _ => None,
+    }
+}
+
+fn text_of(outcome: &TaskOutcome) -> String {
+    match outcome {
+        TaskOutcome::Completed(result) => result.content[0]
+            .as_text()
+            .map(|t| t.text.clone())
+            .unwrap_or_default(),
+        other => panic!("expected completed, got {other:?}"),
+    }
+}
+
+async fn task_of(
+    client: &TasksClient<Handler>,
+    tool: &str,
+    arguments: Value,
+) -> mcp_tasks::TaskState {
+    match client
+        .call_tool(tool, args(arguments), CallOptions::default())
+        .await
+        .expect("call")
+    {
+        CallResponse::Task(state) => state,
+        other => panic!("{tool} should be a task: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn policy_decides_between_task_and_synchronous_run() {
+    let client = in_process(RuntimeServer::in_memory()).await;
+    assert!(client.server_supports());
+    let undeclared = CallOptions::default().with_declare_tasks(false);
+
+    // Optional: a task when declared, else the result at once.
+    let state = task_of(&client, "slow", json!({"ms": 10})).await;
+    assert_eq!(state.status, TaskStatus::Working);
+    assert_eq!(state.id.expose().len(), 32, "128 random bits in hex");
+    let sync = client
+        .call_tool("slow", args(json!({"ms": 10})), undeclared.clone())
+        .await
+        .unwrap();
+    assert!(matches!(sync, CallResponse::Complete(_)), "{sync:?}");
+    // A selector can decide per call.
+    let selected = client
+        .call_tool(
+            "slow",
+            args(json!({"ms": 10, "sync": true})),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(selected, CallResponse::Complete(_)),
+        "{selected:?}"
+    );
+    // Forbidden: never a task, and the context says so.
+    let CallResponse::Complete(result) = client
+        .call_tool("forbidden_tool", None, CallOptions::default())
+        .await
+        .unwrap()
+    else {
+        panic!("forbidden must run at once")
+    };
+    assert_eq!(result.content[0].as_text().unwrap().text, "is task: false");
+    // Required without the declaration: -32021 naming the extension.
+    let error = client
+        .call_tool("required_job", None, undeclared)
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(-32021));
+    assert!(error.requires_tasks_extension(), "{error}");
+    let state = task_of(&client, "required_job", json!({})).await;
+    assert_eq!(
+        text_of(&client.await_task(&state, &options()).await.unwrap()),
+        "required done"
+    );
+}
+
+#[tokio::test]
+async fn a_created_task_is_readable_at_once_with_its_status_message() {
+    let client = in_process(RuntimeServer::in_memory()).await;
+    for _ in 0..20 {
+        let state = task_of(&client, "slow", json!({"ms": 100})).await;
+        let read = client
+            .get(&state.id)
+            .await
+            .expect("a tasks/get right after creation finds it");
+        assert!(!read.status.is_terminal());
+    }
+    let state = task_of(&client, "slow", json!({"ms": 200})).await;
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let read = client.get(&state.id).await.unwrap();
+    assert_eq!(read.status_message.as_deref(), Some("halfway"));
+    assert_eq!(read.poll_interval, Some(Duration::from_millis(20)));
+    assert_eq!(
+        read.ttl,
+        Some(mcp_tasks::Ttl::Limited(Duration::from_secs(3600)))
+    );
+    let outcome = client.await_task(&state, &options()).await.unwrap();
+    assert_eq!(text_of(&outcome), "slept 200 ms");
+}
+
+#[tokio::test]
+async fn input_is_asked_answered_and_partial_sets_wait() {
+    let client = in_process(RuntimeServer::in_memory()).await;
+    // Answered by the client's handler through tasks/update.
+    let outcome = client
+        .call_and_await("ask", None, CallOptions::default(), &options())
+        .await
+        .unwrap();
+    assert_eq!(text_of(&outcome), "Hello, Ada!");
+
+    // Two keys; answer one (plus a key never issued): only the other stays outstanding.
+    let state = task_of(&client, "ask_two", json!({})).await;
+    let mut read = client.get(&state.id).await.unwrap();
+    while read.status != TaskStatus::InputRequired || read.input_requests.len() < 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        read = client.get(&state.id).await.unwrap();
+    }
+    let one = json!({"action": "accept", "content": {"v": "one"}});
+    client
+        .update(
+            &state.id,
+            [("first".to_owned(), one), ("bogus".to_owned(), json!({}))].into(),
+        )
+        .await
+        .unwrap();
+    let read = client.get(&state.id).await.unwrap();
+    assert_eq!(read.status, TaskStatus::InputRequired);
+    assert_eq!(read.input_requests.keys().collect::<Vec<_>>(), ["second"]);
+    // Every poll shows every outstanding request.
+    assert_eq!(client.get(&state.id).await.unwrap().input_requests.len(), 1);
+    let two = json!({"action": "accept", "content": {"v": "two"}});
+    client
+        .update(&state.id, [("second".to_owned(), two)].into())
+        .await
+        .unwrap();
+    let outcome = client.await_task(&state.id, &options()).await.unwrap();
+    assert_eq!(text_of(&outcome), "one two");
+    // An update on a finished task is acknowledged and changes nothing.
+    client
+        .update(&state.id, [("second".to_owned(), json!({}))].into())
+        .await
+        .unwrap();
+    assert_eq!(
+        client.get(&state.id).await.unwrap().status,
+        TaskStatus::Completed
+    );
+}
+
+#[tokio::test]
+async fn outcomes_errors_panics_and_cancel() {
+    let client = in_process(RuntimeServer::in_memory()).await;
+    let outcome = client
+        .call_and_await("is_error", None, CallOptions::default(), &options())
+        .await
+        .unwrap();
+    let TaskOutcome::Completed(result) = outcome else {
+        panic!("isError is completed")
+    };
+    assert_eq!(result.is_error, Some(true));
+
+    let outcome = client
+        .call_and_await("rpc_error", None, CallOptions::default(), &options())
+        .await
+        .unwrap();
+    let TaskOutcome::Failed(failure) = outcome else {
+        panic!("an RPC error fails the task")
+    };
+    assert_eq!(failure.error.code, -32602);
+    assert_eq!(failure.error.data, Some(json!({"field": "x"})));
+
+    let outcome = client
+        .call_and_await("panics", None, CallOptions::default(), &options())
+        .await
+        .unwrap();
+    let TaskOutcome::Failed(failure) = outcome else {
+        panic!("a panic fails the task")
+    };
+    assert_eq!(failure.error.code, -32603);
+    // The server keeps serving.
+    let outcome = client
+        .call_and_await("required_job", None, CallOptions::default(), &options())
+        .await
+        .unwrap();
+    assert_eq!(text_of(&outcome), "required done");
+
+    let state = task_of(&client, "forever", json!({})).await;
+    client.cancel(&state.id).await.unwrap();
+    let outcome = client.await_task(&state.id, &options()).await.unwrap();
+    assert!(matches!(outcome, TaskOutcome::Cancelled(_)), "{outcome:?}");
+    client
+        .cancel(&state.id)
+        .await
+        .expect("cancel is idempotent");
+    assert_eq!(
+        client.get(&state.id).await.unwrap().status,
+        TaskStatus::Cancelled
+    );
+
+    for error in [
+        client
+            .get(&"0123456789abcdef0123456789abcdef".into())
+            .await
+            .unwrap_err(),
+        client
+            .update(&"nope".into(), Default::default())
+            .await
+            .unwrap_err(),
+        client.cancel(&"nope".into()).await.unwrap_err(),
+    ] {
+        assert!(error.is_unknown_task(), "{error}");
+    }
+}
+
+#[tokio::test]
+async fn expiry_heartbeat_and_retention() {
+    let config = RuntimeConfig::default()
+        .with_poll_interval(Duration::from_millis(20))
+        .with_sweep_interval(Duration::from_millis(25))
+        .with_retention(Duration::from_millis(300));
+    let server = RuntimeServer::new(Arc::new(MemoryStore::new()), config);
+    let client = in_process(server).await;
+    let dying = task_of(&client, "forever", json!({"ttl_ms": 150})).await;
+    let beating = task_of(
+        &client,
+        "forever",
+        json!({"ttl_ms": 150, "heartbeat": true}),
+    )
+    .await;
+    assert_eq!(
+        dying.ttl,
+        Some(mcp_tasks::Ttl::Limited(Duration::from_millis(150)))
+    );
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let expired = client.get(&dying.id).await.unwrap();
+    assert_eq!(expired.status, TaskStatus::Failed);
+    assert_eq!(
+        expired.error.as_ref().map(|e| e.message.as_str()),
+        Some("task expired")
+    );
+    assert_eq!(expired.error.as_ref().map(|e| e.code), Some(-32603));
+    let alive = client.get(&beating.id).await.unwrap();
+    assert_eq!(
+        alive.status,
+        TaskStatus::Working,
+        "a heartbeat keeps a task alive"
+    );
+    assert!(
+        matches!(alive.ttl, Some(mcp_tasks::Ttl::Limited(ttl)) if ttl > Duration::from_millis(150))
+    );
+    // Past the retention window the sweeper deletes the finished task.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(client.get(&dying.id).await.unwrap_err().is_unknown_task());
+    client.cancel(&beating.id).await.unwrap();
+}
+
+/// A raw JSON-RPC session over a duplex, to read the exact wire.
+struct Raw {
+    lines: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    next: u64,
+}
+
+impl Raw {
+    async fn start(server: RuntimeServer) -> Self {
+        let (server_io, client_io) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (read, write) = tokio::io::split(client_io);
+        Self {
+            lines: BufReader::new(read).lines(),
+            write,
+            next: 1,
+        }
+    }
+
+    async fn call(&mut self, method: &str, mut params: Value, declare: bool) -> Value {
+        let capabilities = if declare {
+            json!({"extensions": {TASKS: {}}})
+        } else {
+            json!({})
+        };
+        params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities});
+        self.next += 1;
+        let request =
+            json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
+        crate::schema::check_request(&request).expect("a valid request");
+        let mut line = request.to_string();
+        line.push('\n');
+        self.write.write_all(line.as_bytes()).await.expect("write");
+        loop {
+            let line = self
+                .lines
+                .next_line()
+                .await
+                .expect("read")
+                .expect("a response");
+            let message: Value = serde_json::from_str(&line).expect("JSON");
+            if message.get("id") == Some(&json!(self.next)) {
+                return message;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn wire_shapes_match_the_extension_schema() {
+    let mut raw = Raw::start(RuntimeServer::in_memory()).await;
+    let discover = raw.call("server/discover", json!({}), false).await;
+    assert_eq!(
+        discover["result"]["capabilities"]["extensions"][TASKS],
+        json!({})
+    );
+    check_def("DiscoverResult", &discover["result"]).unwrap();
+
+    let created = raw
+        .call("tools/call", json!({"name": "ask", "arguments": {}}), true)
+        .await;
+    let created = &created["result"];
+    assert_eq!(created["resultType"], "task");
+    assert!(created.get("ttlMs").is_some(), "ttlMs is always present");
+    check_def("CreateTaskResult", created).unwrap();
+    let id = created["taskId"].as_str().unwrap().to_owned();
+
+    let mut got = raw.call("tasks/get", json!({"taskId": id}), true).await;
+    while got["result"]["status"] != "input_required" {
+        got = raw.call("tasks/get", json!({"taskId": id}), true).await;
+    }
+    assert_eq!(got["result"]["resultType"], "complete");
+    check_def("GetTaskResult", &got["result"]).unwrap();
+    let update = raw
+        .call("tasks/update", json!({"taskId": id, "inputResponses": {"name": {"action": "accept", "content": {"name": "Wire"}}}}), true)
+        .await;
+    assert_eq!(update["result"], json!({"resultType": "complete"}));
+    loop {
+        got = raw.call("tasks/get", json!({"taskId": id}), true).await;
+        if got["result"]["status"] == "completed" {
+            break;
+        }
+    }
+    check_def("GetTaskResult", &got["result"]).unwrap();
+    assert_eq!(
+        got["result"]["result"]["content"][0]["text"],
+        "Hello, Wire!"
+    );
+    let cancel = raw.call("tasks/cancel", json!({"taskId": id}), true).await;
+    assert_eq!(cancel["result"], json!({"resultType": "complete"}));
+
+    let failed = raw
+        .call(
+            "tools/call",
+            json!({"name": "rpc_error", "arguments": {}}),
+            true,
+        )
+        .await;
+    let failed_id = failed["result"]["taskId"].as_str().unwrap().to_owned();
+    loop {
+        got = raw
+            .call("tasks/get", json!({"taskId": failed_id}), true)
+            .await;
+        if got["result"]["status"] == "failed" {
+            break;
+        }
+    }
+    check_def("GetTaskResult", &got["result"]).unwrap();
+    assert_eq!(got["result"]["error"]["code"], -32602);
+
+    // Errors: unknown id -32602; not declared -32021.
+    let unknown = raw
+        .call("tasks/get", json!({"taskId": "missing"}), true)
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602);
+    let undeclared = raw.call("tasks/get", json!({"taskId": id}), false).await;
+    assert_eq!(undeclared["error"]["code"], -32021);
+    assert_eq!(
+        undeclared["error"]["data"]["requiredCapabilities"]["extensions"][TASKS],
+        json!({})
+    );
+}
+
+async fn http_client(url: &str, token: &str) -> TasksClient<Handler> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let running = serve_client_with_lifecycle(Handler::default(), transport, lifecycle())
+        .await
+        .expect("connect over HTTP");
+    TasksClient::new(running)
+}
+
+#[tokio::test]
+async fn over_http_tasks_belong_to_the_bearer_that_made_them() {
+    let url = serve_http(RuntimeServer::in_memory()).await;
+    let alice = http_client(&url, "alice-token").await;
+    let mallory = http_client(&url, "mallory-token").await;
+
+    let outcome = alice
+        .call_and_await("ask", None, CallOptions::default(), &options())
+        .await
+        .unwrap();
+    assert_eq!(text_of(&outcome), "Hello, Ada!");
+
+    let state = task_of(&alice, "forever", json!({})).await;
+    for error in [
+        mallory.get(&state.id).await.unwrap_err(),
+        mallory
+            .update(&state.id, Default::default())
+            .await
+            .unwrap_err(),
+        mallory.cancel(&state.id).await.unwrap_err(),
+    ] {
+        assert!(
+            error.is_unknown_task(),
+            "another bearer gets the same -32602: {error}"
+        );
+        assert_eq!(error.code(), Some(-32602));
+    }
+    // Mallory's cancel changed nothing; Alice still owns a working task.
+    assert_eq!(
+        alice.get(&state.id).await.unwrap().status,
+        TaskStatus::Working
+    );
+    alice.cancel(&state.id).await.unwrap();
+    let outcome = alice.await_task(&state.id, &options()).await.unwrap();
+    assert!(matches!(outcome, TaskOutcome::Cancelled(_)));
+
+    // Raw HTTP: plain JSON replies to tasks/*.
+    let reply = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tasks/get")
+        .header("mcp-name", state.id.expose())
+        .header("authorization", "Bearer alice-token")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": state.id.expose(),
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}}}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    assert!(
+        reply.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let body: Value = reply.json().await.unwrap();
+    assert_eq!(body["result"]["status"], "cancelled");
+}
