@@ -553,23 +553,22 @@ async fn sweep(inner: &Inner) -> Result<usize, StoreError> {
     let now = inner.clock.now_ms();
     let due = inner.store.expired(now, 1024).await?;
     let count = due.len();
+    let retention = inner.retention_ms();
     for id in due {
-        match modify(
-            &*inner.store,
-            &id,
-            &Change::Expire,
-            now,
-            inner.retention_ms(),
-        )
-        .await?
-        {
+        match modify(&*inner.store, &id, &Change::Expire, now, retention).await {
             // Working past its TTL: now failed, kept for the retention window.
-            Modified::Applied(_) | Modified::Missing => {}
+            Ok(Modified::Applied(_) | Modified::Missing) => {}
             // Finished and past its retention: gone.
-            Modified::Refused(record, _) => {
+            Ok(Modified::Refused(record, _)) => {
                 if record.expires_at_ms.is_some_and(|at| at <= now) {
                     inner.store.delete(&id).await?;
                 }
+            }
+            // A record that cannot be read (corrupt) must not block the
+            // others behind it in the index: it is past its time, drop it.
+            Err(error) => {
+                tracing::warn!(%error, "an expired task could not be read; deleting it");
+                inner.store.delete(&id).await?;
             }
         }
     }

@@ -410,7 +410,13 @@ pub async fn modify(
             .await?
         {
             Swap::Swapped => return Ok(Modified::Applied(next)),
-            Swap::Conflict(now) => current = *now,
+            // A conflict must show a newer record, or retrying could loop forever.
+            Swap::Conflict(now) if now.version != current.version => current = *now,
+            Swap::Conflict(_) => {
+                return Err(StoreError::msg(
+                    "the store reported a conflict without a newer version",
+                ));
+            }
             Swap::Missing => return Ok(Modified::Missing),
         }
     }

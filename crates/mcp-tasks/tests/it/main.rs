@@ -3,6 +3,7 @@
 //! Streamable HTTP; the server runtime in process and over HTTP.
 
 mod client;
+mod restart;
 mod runtime_server;
 mod schema;
 mod scripted;

@@ -189,6 +189,10 @@ impl ServerHandler for RuntimeServer {
                 if let Some(ttl) = ttl {
                     tasks = tasks.with_ttl(Some(Duration::from_millis(ttl)));
                 }
+                if request.arguments.as_ref().and_then(|a| a.get("unlimited")) == Some(&json!(true))
+                {
+                    tasks = tasks.with_ttl(None);
+                }
                 let heartbeat = request
                     .arguments
                     .as_ref()
@@ -196,7 +200,7 @@ impl ServerHandler for RuntimeServer {
                 rt.call_tool(&request, &context, &tasks, move |ctx| async move {
                     loop {
                         if heartbeat {
-                            ctx.extend_ttl(Duration::from_millis(200)).await?;
+                            ctx.extend_ttl(Duration::from_millis(1000)).await?;
                         }
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }

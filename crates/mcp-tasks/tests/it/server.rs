@@ -28,7 +28,7 @@ fn lifecycle() -> ClientLifecycleMode {
     }
 }
 
-async fn in_process(server: RuntimeServer) -> TasksClient<Handler> {
+pub(crate) async fn in_process(server: RuntimeServer) -> TasksClient<Handler> {
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
         if let Ok(running) = server.serve(server_io).await {
@@ -41,7 +41,7 @@ async fn in_process(server: RuntimeServer) -> TasksClient<Handler> {
     TasksClient::new(running)
 }
 
-fn options() -> AwaitOptions {
+pub(crate) fn options() -> AwaitOptions {
     AwaitOptions::default().with_deadline(Some(Duration::from_secs(20)))
 }
 
@@ -62,7 +62,7 @@ fn text_of(outcome: &TaskOutcome) -> String {
     }
 }
 
-async fn task_of(
+pub(crate) async fn task_of(
     client: &TasksClient<Handler>,
     tool: &str,
     arguments: Value,
@@ -280,6 +280,13 @@ async fn expiry_heartbeat_and_retention() {
         json!({"ttl_ms": 150, "heartbeat": true}),
     )
     .await;
+    let unlimited = task_of(&client, "forever", json!({"unlimited": true})).await;
+    assert_eq!(unlimited.ttl, Some(mcp_tasks::Ttl::Unlimited));
+    assert_eq!(
+        unlimited.raw["ttlMs"],
+        Value::Null,
+        "an unlimited TTL is sent as null"
+    );
     assert_eq!(
         dying.ttl,
         Some(mcp_tasks::Ttl::Limited(Duration::from_millis(150)))
@@ -292,6 +299,8 @@ async fn expiry_heartbeat_and_retention() {
         Some("task expired")
     );
     assert_eq!(expired.error.as_ref().map(|e| e.code), Some(-32603));
+    let still = client.get(&unlimited.id).await.unwrap();
+    assert_eq!(still.status, TaskStatus::Working);
     let alive = client.get(&beating.id).await.unwrap();
     assert_eq!(
         alive.status,
@@ -305,6 +314,7 @@ async fn expiry_heartbeat_and_retention() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(client.get(&dying.id).await.unwrap_err().is_unknown_task());
     client.cancel(&beating.id).await.unwrap();
+    client.cancel(&unlimited.id).await.unwrap();
 }
 
 /// A raw JSON-RPC session over a duplex, to read the exact wire.
