@@ -5,7 +5,9 @@
 //! instead of a result; the caller then polls `tasks/get`, answers input
 //! requests with `tasks/update`, and may `tasks/cancel`. rmcp has the wire
 //! types and the raw calls; this crate adds the rest on top of any rmcp
-//! client transport (in-process, stdio child process, Streamable HTTP).
+//! transport (in-process, stdio child process, Streamable HTTP): the client
+//! half ([`TasksClient`]) and the server half ([`server::TaskRuntime`] with
+//! pluggable [`store`]s).
 //!
 //! # Quick start
 //!
@@ -71,6 +73,10 @@
 //! | feature | default | what |
 //! |---|---|---|
 //! | `client` | yes | [`TasksClient`]: call, await, input, cancel |
+//! | `server` | yes | [`server::TaskRuntime`] for rmcp servers, the [`store::TaskStore`] trait and [`store::MemoryStore`] |
+//! | `contract` | no | [`store::contract`]: the test suite every store backend must pass |
+//!
+//! The SQLite store (tasks survive a restart) is the crate `mcp-tasks-sqlite`.
 //!
 //! # Waiting
 //!

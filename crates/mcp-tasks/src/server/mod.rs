@@ -9,6 +9,52 @@
 //! before answering, runs the tool with a [`TaskContext`], records its
 //! outcome, binds every task to the principal that created it, and sweeps
 //! expired tasks in the background.
+//!
+//! ```no_run
+//! use mcp_tasks::server::{TaskRuntime, ToolTasks};
+//! use mcp_tasks::store::MemoryStore;
+//! use rmcp::model::*;
+//! use rmcp::service::{RequestContext, RoleServer};
+//! use rmcp::{ErrorData, ServerHandler};
+//!
+//! #[derive(Clone)]
+//! struct Server {
+//!     runtime: TaskRuntime, // TaskRuntime::new(MemoryStore::new()), inside tokio
+//! }
+//!
+//! impl ServerHandler for Server {
+//!     fn get_info(&self) -> ServerConfig {
+//!         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
+//!     }
+//!     async fn call_tool(
+//!         &self,
+//!         request: CallToolRequestParams,
+//!         context: RequestContext<RoleServer>,
+//!     ) -> Result<CallToolResponse, ErrorData> {
+//!         self.runtime
+//!             .call_tool(&request, &context, &ToolTasks::optional(), |task| async move {
+//!                 task.set_status_message("exporting").await?;
+//!                 // ... the work; `task.request_input(..)` asks the client ...
+//!                 Ok(CallToolResult::success(vec![ContentBlock::text("exported")]))
+//!             })
+//!             .await
+//!     }
+//!     async fn get_task(&self, r: GetTaskParams, cx: RequestContext<RoleServer>) -> Result<GetTaskResult, ErrorData> {
+//!         self.runtime.get_task(&r.task_id, &cx).await
+//!     }
+//!     async fn update_task(&self, r: UpdateTaskParams, cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+//!         self.runtime.update_task(&r.task_id, r.input_responses, &cx).await
+//!     }
+//!     async fn cancel_task(&self, r: CancelTaskParams, cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+//!         self.runtime.cancel_task(&r.task_id, &cx).await
+//!     }
+//! }
+//! ```
+//!
+//! Over Streamable HTTP, serve with rmcp's `StreamableHttpService`
+//! configured stateless with `with_json_response(true)` and set
+//! `TCP_NODELAY` on accepted sockets: `tasks/*` answers then go out as one
+//! plain JSON write instead of several SSE writes held back by delayed ACKs.
 
 mod context;
 
