@@ -237,3 +237,24 @@ pub(crate) fn declared_with_tasks() -> Value {
     ))
     .expect("capabilities serialize")
 }
+
+/// Tool arguments from a JSON object literal.
+pub(crate) fn args(value: Value) -> Option<rmcp::model::JsonObject> {
+    match value {
+        Value::Object(object) => Some(object),
+        _ => None,
+    }
+}
+
+/// The first text of a completed outcome; panics on any other outcome.
+pub(crate) fn completed_text(outcome: &mcp_tasks::TaskOutcome) -> String {
+    match outcome {
+        mcp_tasks::TaskOutcome::Completed(result) => result
+            .content
+            .first()
+            .and_then(|content| content.as_text())
+            .map(|text| text.text.clone())
+            .unwrap_or_default(),
+        other => panic!("expected completed, got {other:?}"),
+    }
+}

@@ -18,7 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::runtime_server::{RuntimeServer, serve_http};
 use crate::schema::check_def;
-use crate::scripted::Handler;
+use crate::scripted::{Handler, args, completed_text as text_of};
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 
@@ -43,23 +43,6 @@ pub(crate) async fn in_process(server: RuntimeServer) -> TasksClient<Handler> {
 
 pub(crate) fn options() -> AwaitOptions {
     AwaitOptions::default().with_deadline(Some(Duration::from_secs(20)))
-}
-
-fn args(value: Value) -> Option<rmcp::model::JsonObject> {
-    match value {
-        Value::Object(object) => Some(object),
-        _ => None,
-    }
-}
-
-fn text_of(outcome: &TaskOutcome) -> String {
-    match outcome {
-        TaskOutcome::Completed(result) => result.content[0]
-            .as_text()
-            .map(|t| t.text.clone())
-            .unwrap_or_default(),
-        other => panic!("expected completed, got {other:?}"),
-    }
 }
 
 pub(crate) async fn task_of(

@@ -16,11 +16,11 @@ use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TaskOutcome, TaskStatus
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::scripted::Handler;
+use crate::scripted::{Handler, args, completed_text as text};
 
 fn lifecycle() -> ClientLifecycleMode {
     ClientLifecycleMode::Discover {
@@ -69,25 +69,6 @@ async fn http_server() -> (Child, String) {
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_owned();
     (child, url)
-}
-
-fn args(value: Value) -> Option<rmcp::model::JsonObject> {
-    match value {
-        Value::Object(object) => Some(object),
-        _ => None,
-    }
-}
-
-fn text(outcome: &TaskOutcome) -> String {
-    match outcome {
-        TaskOutcome::Completed(result) => result
-            .content
-            .first()
-            .and_then(|content| content.as_text())
-            .map(|text| text.text.clone())
-            .unwrap_or_default(),
-        other => panic!("expected completed, got {other:?}"),
-    }
 }
 
 /// The same scenario on every transport.
