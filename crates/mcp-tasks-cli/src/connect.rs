@@ -1,0 +1,115 @@
+//! Connecting to a server: a child process over stdio, or Streamable HTTP.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use mcp_tasks::TasksClient;
+use rmcp::ClientHandler;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitationCapability, FormElicitationCapability,
+    Implementation, ProtocolVersion, UrlElicitationCapability,
+};
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+
+/// Where the server is.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// A Streamable HTTP endpoint.
+    Url(String),
+    /// A command line, run with `sh -c`, speaking MCP on stdio.
+    Stdio(String),
+}
+
+/// The CLI's rmcp client handler: it declares form and URL elicitation
+/// (answered by the wait's resolver, not here) so that servers may ask.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CliHandler;
+
+impl ClientHandler for CliHandler {
+    fn get_info(&self) -> ClientConfig {
+        let mut elicitation = ElicitationCapability::default();
+        elicitation.form = Some(FormElicitationCapability::default());
+        elicitation.url = Some(UrlElicitationCapability::default());
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(elicitation);
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// Parses `--header 'Name: value'`.
+pub(crate) fn parse_header(text: &str) -> anyhow::Result<(String, String)> {
+    let Some((name, value)) = text.split_once(':') else {
+        bail!("--header {text:?} is not 'Name: value'");
+    };
+    let name = name.trim();
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+    {
+        bail!("--header {text:?} has an invalid header name");
+    }
+    Ok((name.to_owned(), value.trim().to_owned()))
+}
+
+/// Connects and returns a client, or an error meaning the server is
+/// unreachable or does not speak MCP.
+pub(crate) async fn connect(
+    target: &Target,
+    headers: &[(String, String)],
+) -> anyhow::Result<TasksClient<CliHandler>> {
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    };
+    let connecting = async {
+        match target {
+            Target::Stdio(command) => {
+                if !headers.is_empty() {
+                    bail!("--header applies to --url only");
+                }
+                let mut child = tokio::process::Command::new("sh");
+                child.arg("-c").arg(format!("exec {command}"));
+                let transport = TokioChildProcess::new(child)
+                    .with_context(|| format!("cannot start {command:?}"))?;
+                serve_client_with_lifecycle(CliHandler, transport, lifecycle)
+                    .await
+                    .with_context(|| format!("{command:?} does not speak MCP on stdio"))
+            }
+            Target::Url(url) => {
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    if name.eq_ignore_ascii_case("authorization") {
+                        let token = value.strip_prefix("Bearer ").unwrap_or(value);
+                        config = config.auth_header(token);
+                    } else {
+                        custom.insert(
+                            http::HeaderName::try_from(name.as_str())
+                                .with_context(|| format!("bad header name {name:?}"))?,
+                            http::HeaderValue::try_from(value.as_str())
+                                .with_context(|| format!("bad value for header {name:?}"))?,
+                        );
+                    }
+                }
+                if !custom.is_empty() {
+                    config = config.custom_headers(custom);
+                }
+                let transport = StreamableHttpClientTransport::from_config(config);
+                serve_client_with_lifecycle(CliHandler, transport, lifecycle)
+                    .await
+                    .with_context(|| format!("cannot reach an MCP server at {url}"))
+            }
+        }
+    };
+    let running = tokio::time::timeout(Duration::from_secs(30), connecting)
+        .await
+        .context("the server did not answer within 30 s")??;
+    Ok(TasksClient::new(running))
+}

@@ -1,0 +1,419 @@
+//! `mcp-tasks`: call any tool on any MCP server and watch its task, answer
+//! its input, cancel it with Ctrl-C; serve demo tools; `demo` shows it all.
+#![allow(clippy::print_stdout)]
+
+mod connect;
+mod demo;
+mod output;
+mod prompt;
+mod serve;
+mod serve_cmd;
+mod tools;
+mod watch;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Map, Value};
+
+use crate::connect::Target;
+use crate::output::{Report, code};
+
+/// Call MCP tools and watch their tasks (the MCP Tasks extension).
+#[derive(Debug, Parser)]
+#[command(name = "mcp-tasks", version, about, long_about = None)]
+struct Cli {
+    /// More logging on stderr (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Call a tool, declaring the Tasks extension, and wait for its outcome.
+    Call(CallArgs),
+    /// Show a task's current state.
+    Get(TaskArgs),
+    /// Wait for a task's outcome, answering its input.
+    Wait(WaitArgs),
+    /// Cancel a task and show how it ended.
+    Cancel(TaskArgs),
+    /// List the server's tools.
+    Tools(ServerArgs),
+    /// Show the server's protocol versions, capabilities and task support.
+    Discover(ServerArgs),
+    /// Serve demo tools and the conformance fixture tools.
+    Serve(serve_cmd::ServeArgs),
+    /// A short guided tour in one process: a task, an input request, a cancel.
+    Demo,
+}
+
+#[derive(Debug, Args)]
+struct ServerArgs {
+    /// The server's Streamable HTTP endpoint.
+    #[arg(long, conflicts_with = "stdio", required_unless_present = "stdio")]
+    url: Option<String>,
+    /// A command that runs the server on stdio, e.g. 'mcp-tasks serve --stdio'.
+    #[arg(long)]
+    stdio: Option<String>,
+    /// An HTTP header for every request, 'Name: value' (repeatable).
+    #[arg(long = "header", value_name = "'Name: value'")]
+    headers: Vec<String>,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct InputArgs {
+    /// How to answer input requests: prompt, accept, decline or fail
+    /// (default: prompt on a terminal, fail otherwise).
+    #[arg(long, value_parser = ["prompt", "accept", "decline", "fail"])]
+    input: Option<String>,
+    /// A form answer for --input accept, FIELD=VALUE (repeatable).
+    #[arg(long = "answer", value_name = "FIELD=VALUE")]
+    answers: Vec<String>,
+    /// Listen for task notifications instead of polling (falls back to polling).
+    #[arg(long)]
+    listen: bool,
+    /// Give up after this many seconds (default: no limit; Ctrl-C ends a wait).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+struct CallArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// The tool.
+    tool: String,
+    /// The arguments as a JSON object.
+    json_args: Option<String>,
+    /// An argument, key=value; the value is read as JSON if it parses, else as a string.
+    #[arg(long = "arg", value_name = "KEY=VALUE")]
+    args: Vec<String>,
+    #[command(flatten)]
+    input: InputArgs,
+    /// Print the task id and exit without waiting.
+    #[arg(long)]
+    no_wait: bool,
+}
+
+#[derive(Debug, Args)]
+struct TaskArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// The task id.
+    task_id: String,
+}
+
+#[derive(Debug, Args)]
+struct WaitArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// The task id.
+    task_id: String,
+    #[command(flatten)]
+    input: InputArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return match error.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    ExitCode::SUCCESS
+                }
+                _ => ExitCode::from(code::USAGE),
+            };
+        }
+    };
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(code::PROTOCOL);
+        }
+    };
+    let exit = runtime.block_on(run(cli));
+    // Child servers and pending requests must not hold the exit.
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    exit
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// A usage error: printed, exit 64.
+fn usage(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(code::USAGE)
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Call(args) => call(args).await,
+        Command::Get(args) => task_command(args, TaskAction::Get).await,
+        Command::Cancel(args) => task_command(args, TaskAction::Cancel).await,
+        Command::Wait(args) => wait(args).await,
+        Command::Tools(args) => tools(args).await,
+        Command::Discover(args) => discover(args).await,
+        Command::Serve(args) => match serve_cmd::run(args).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {}", output::error_chain(error.as_ref()));
+                ExitCode::from(code::UNREACHABLE)
+            }
+        },
+        Command::Demo => demo::run().await,
+    }
+}
+
+/// The target and headers of a command, or a usage error.
+fn target(server: &ServerArgs) -> Result<(Target, Vec<(String, String)>), ExitCode> {
+    let target = match (&server.url, &server.stdio) {
+        (Some(url), None) => Target::Url(url.clone()),
+        (None, Some(command)) => Target::Stdio(command.clone()),
+        _ => return Err(usage("give one of --url or --stdio")),
+    };
+    let headers = server
+        .headers
+        .iter()
+        .map(|header| connect::parse_header(header))
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map_err(usage)?;
+    Ok((target, headers))
+}
+
+async fn connect_or_exit(
+    server: &ServerArgs,
+) -> Result<mcp_tasks::TasksClient<connect::CliHandler>, ExitCode> {
+    let (target, headers) = target(server)?;
+    connect::connect(&target, &headers).await.map_err(|error| {
+        let report = Report {
+            status: "error".into(),
+            task_id: None,
+            status_message: None,
+            result: None,
+            error: Some(serde_json::json!({"message": output::error_chain(error.as_ref())})),
+            exit: code::UNREACHABLE,
+        };
+        report.print(server.json)
+    })
+}
+
+/// The tool arguments from JSON_ARGS and --arg.
+fn tool_arguments(
+    json_args: Option<&str>,
+    args: &[String],
+) -> anyhow::Result<Option<Map<String, Value>>> {
+    let mut arguments = match json_args {
+        None => Map::new(),
+        Some(text) => match serde_json::from_str(text) {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => anyhow::bail!("JSON_ARGS must be a JSON object"),
+            Err(error) => anyhow::bail!("JSON_ARGS is not valid JSON: {error}"),
+        },
+    };
+    for arg in args {
+        let Some((key, value)) = arg.split_once('=') else {
+            anyhow::bail!("--arg {arg:?} is not KEY=VALUE");
+        };
+        let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()));
+        arguments.insert(key.to_owned(), value);
+    }
+    Ok((json_args.is_some() || !args.is_empty()).then_some(arguments))
+}
+
+/// The wait's options from the input flags.
+fn await_options(
+    input: &InputArgs,
+) -> Result<(mcp_tasks::AwaitOptions, prompt::InputPolicy), ExitCode> {
+    // --answer implies accept; otherwise prompt on a terminal, fail elsewhere.
+    let mode = input.input.clone().unwrap_or_else(|| {
+        if !input.answers.is_empty() {
+            "accept"
+        } else if std::io::stdin().is_terminal() {
+            "prompt"
+        } else {
+            "fail"
+        }
+        .to_owned()
+    });
+    let policy = prompt::InputPolicy::parse(&mode, &input.answers).map_err(usage)?;
+    let deadline = match input.timeout {
+        None => None,
+        Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
+        Some(_) => return Err(usage("--timeout must be a number of seconds")),
+    };
+    if input.listen {
+        tracing::info!("--listen: this client polls (listen is not implemented yet)");
+    }
+    Ok((
+        mcp_tasks::AwaitOptions::default().with_deadline(deadline),
+        policy,
+    ))
+}
+
+async fn call(args: CallArgs) -> ExitCode {
+    let arguments = match tool_arguments(args.json_args.as_deref(), &args.args) {
+        Ok(arguments) => arguments,
+        Err(error) => return usage(error),
+    };
+    let (options, policy) = match await_options(&args.input) {
+        Ok(options) => options,
+        Err(exit) => return exit,
+    };
+    let client = match connect_or_exit(&args.server).await {
+        Ok(client) => client,
+        Err(exit) => return exit,
+    };
+    let watch = watch::Watch::new(args.server.json);
+    let mut options = watch.options(options, &policy);
+    if args.no_wait {
+        // A zero deadline: MRTR rounds run, the task is created, no poll is made.
+        options = options.with_deadline(Some(Duration::ZERO));
+    }
+    let tool = args.tool.clone();
+    let waiting =
+        client.call_and_await(tool, arguments, mcp_tasks::CallOptions::default(), &options);
+    let outcome = watch.run(&client, waiting).await;
+    if args.no_wait
+        && let Err(mcp_tasks::Error::Timeout { task_id, .. }) = &outcome
+    {
+        watch.clear();
+        if args.server.json {
+            println!(
+                "{}",
+                serde_json::json!({"status": "working", "taskId": task_id.expose()})
+            );
+        } else {
+            println!("{}", task_id.expose());
+        }
+        return ExitCode::SUCCESS;
+    }
+    watch.report(outcome).print(args.server.json)
+}
+
+async fn wait(args: WaitArgs) -> ExitCode {
+    let (options, policy) = match await_options(&args.input) {
+        Ok(options) => options,
+        Err(exit) => return exit,
+    };
+    let client = match connect_or_exit(&args.server).await {
+        Ok(client) => client,
+        Err(exit) => return exit,
+    };
+    let id = mcp_tasks::TaskId::new(args.task_id.clone());
+    let watch = watch::Watch::new(args.server.json);
+    let options = watch.options(options, &policy);
+    let waiting = client.await_task(id, &options);
+    let outcome = watch.run(&client, waiting).await;
+    watch.report(outcome).print(args.server.json)
+}
+
+enum TaskAction {
+    Get,
+    Cancel,
+}
+
+async fn task_command(args: TaskArgs, action: TaskAction) -> ExitCode {
+    let client = match connect_or_exit(&args.server).await {
+        Ok(client) => client,
+        Err(exit) => return exit,
+    };
+    let id = mcp_tasks::TaskId::new(args.task_id.clone());
+    let state = match action {
+        TaskAction::Get => client.get(&id).await,
+        TaskAction::Cancel => match client.cancel(&id).await {
+            Err(error) => Err(error),
+            Ok(()) => watch::settle_after_cancel(&client, &id).await,
+        },
+    };
+    match state {
+        Ok(state) => Report::from_state(&state).print(args.server.json),
+        Err(error) => Report::error(&error).print(args.server.json),
+    }
+}
+
+async fn tools(args: ServerArgs) -> ExitCode {
+    let client = match connect_or_exit(&args).await {
+        Ok(client) => client,
+        Err(exit) => return exit,
+    };
+    match client.running().list_all_tools().await {
+        Ok(tools) => {
+            if args.json {
+                println!("{}", serde_json::json!({"tools": tools}));
+            } else {
+                for tool in tools {
+                    let description = tool.description.as_deref().unwrap_or("");
+                    println!(
+                        "{:<24} {}",
+                        tool.name,
+                        description.lines().next().unwrap_or("")
+                    );
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: tools/list failed: {error}");
+            ExitCode::from(code::PROTOCOL)
+        }
+    }
+}
+
+async fn discover(args: ServerArgs) -> ExitCode {
+    let client = match connect_or_exit(&args).await {
+        Ok(client) => client,
+        Err(exit) => return exit,
+    };
+    let Some(info) = client.running().peer_info() else {
+        eprintln!("error: the server sent no information about itself");
+        return ExitCode::from(code::PROTOCOL);
+    };
+    let tasks = client.server_supports();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "protocolVersion": info.protocol_version,
+                "capabilities": info.capabilities,
+                "serverInfo": info.server_info,
+                "instructions": info.instructions,
+                "tasks": tasks,
+            })
+        );
+    } else {
+        if let Some(server) = &info.server_info {
+            println!("server:           {} {}", server.name, server.version);
+        }
+        println!("protocol version: {}", info.protocol_version);
+        let capabilities = serde_json::to_value(&info.capabilities).unwrap_or_default();
+        println!("capabilities:     {capabilities}");
+        println!(
+            "tasks extension:  {}",
+            if tasks { "supported" } else { "not supported" }
+        );
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,271 @@
+//! What the command prints and the exit code it ends with.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use mcp_tasks::{Error, TaskOutcome, TaskState, TaskStatus};
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Value, json};
+
+/// Exit codes; scripts depend on them.
+pub(crate) mod code {
+    pub(crate) const COMPLETED: u8 = 0;
+    pub(crate) const TOOL_ERROR: u8 = 1;
+    pub(crate) const FAILED: u8 = 2;
+    pub(crate) const CANCELLED: u8 = 3;
+    pub(crate) const INPUT_REQUIRED: u8 = 4;
+    pub(crate) const TIMEOUT: u8 = 5;
+    pub(crate) const USAGE: u8 = 64;
+    pub(crate) const UNREACHABLE: u8 = 69;
+    pub(crate) const PROTOCOL: u8 = 70;
+    pub(crate) const INTERRUPTED: u8 = 130;
+}
+
+/// The outcome of a command, printed for people or as one JSON object.
+#[derive(Debug, Clone)]
+pub(crate) struct Report {
+    pub(crate) status: String,
+    pub(crate) task_id: Option<String>,
+    pub(crate) status_message: Option<String>,
+    pub(crate) result: Option<Value>,
+    pub(crate) error: Option<Value>,
+    pub(crate) exit: u8,
+}
+
+impl Report {
+    fn new(status: &str, exit: u8) -> Self {
+        Self {
+            status: status.to_owned(),
+            task_id: None,
+            status_message: None,
+            result: None,
+            error: None,
+            exit,
+        }
+    }
+
+    fn with_task(mut self, id: Option<&mcp_tasks::TaskId>) -> Self {
+        self.task_id = id.map(|id| id.expose().to_owned());
+        self
+    }
+
+    /// The report of a tool result (no task, or a completed one).
+    pub(crate) fn completed(result: &CallToolResult, task: Option<&mcp_tasks::TaskId>) -> Self {
+        let exit = if result.is_error == Some(true) {
+            code::TOOL_ERROR
+        } else {
+            code::COMPLETED
+        };
+        let mut report = Self::new("completed", exit).with_task(task);
+        report.result = serde_json::to_value(result).ok();
+        report
+    }
+
+    /// The report of how a wait ended.
+    pub(crate) fn outcome(outcome: &TaskOutcome, task: Option<&mcp_tasks::TaskId>) -> Self {
+        match outcome {
+            TaskOutcome::Completed(result) => Self::completed(result, task),
+            TaskOutcome::Failed(failure) => {
+                let mut report = Self::from_state(&failure.state);
+                report.exit = code::FAILED;
+                report
+            }
+            TaskOutcome::Cancelled(state) | TaskOutcome::InputRequired(state) => {
+                Self::from_state(state)
+            }
+            TaskOutcome::CallInputRequired(request) => {
+                let mut report = Self::new("input_required", code::INPUT_REQUIRED).with_task(task);
+                report.result = serde_json::to_value(request).ok();
+                report
+            }
+            _ => Self::new("unknown", code::PROTOCOL).with_task(task),
+        }
+    }
+
+    /// The report of a task state as read (`get`).
+    pub(crate) fn from_state(state: &TaskState) -> Self {
+        let exit = match state.status {
+            TaskStatus::Completed => {
+                if state.result.as_ref().and_then(|r| r.get("isError")) == Some(&json!(true)) {
+                    code::TOOL_ERROR
+                } else {
+                    code::COMPLETED
+                }
+            }
+            TaskStatus::Failed => code::FAILED,
+            TaskStatus::Cancelled => code::CANCELLED,
+            TaskStatus::InputRequired => code::INPUT_REQUIRED,
+            _ => code::COMPLETED,
+        };
+        let mut report = Self::new(state.status.as_str(), exit).with_task(Some(&state.id));
+        report.status_message = state.status_message.clone();
+        report.result = state.result.clone().map(Value::Object);
+        report.error = state.error.as_ref().map(|error| {
+            let mut value = json!({"code": error.code, "message": error.message});
+            if let Some(data) = &error.data {
+                value["data"] = data.clone();
+            }
+            value
+        });
+        if state.status == TaskStatus::InputRequired {
+            report.result = Some(json!({"inputRequests": state.input_requests}));
+        }
+        report
+    }
+
+    /// The report of an error.
+    pub(crate) fn error(error: &Error) -> Self {
+        let exit = exit_for(error);
+        let status = match error {
+            Error::Timeout { last_status, .. } => last_status
+                .as_ref()
+                .map_or("working", TaskStatus::as_str)
+                .to_owned(),
+            Error::InputRequired(_) | Error::CallInputRequired => "input_required".to_owned(),
+            _ if exit == code::FAILED => "failed".to_owned(),
+            _ => "error".to_owned(),
+        };
+        let mut report = Self::new(&status, exit).with_task(error.task_id());
+        report.error = Some(match error.rpc_error() {
+            Some(rpc) => {
+                let mut value = json!({"code": rpc.code, "message": rpc.message});
+                if let Some(data) = &rpc.data {
+                    value["data"] = data.clone();
+                }
+                value
+            }
+            None => json!({"message": error_chain(error)}),
+        });
+        report
+    }
+
+    /// Prints the report: one JSON object on stdout, or text for people
+    /// (the result on stdout, errors and statuses on stderr).
+    pub(crate) fn print(&self, as_json: bool) -> ExitCode {
+        let mut out = std::io::stdout().lock();
+        let mut err = std::io::stderr().lock();
+        if as_json {
+            let mut value = json!({"status": self.status});
+            if let Some(id) = &self.task_id {
+                value["taskId"] = json!(id);
+            }
+            if let Some(message) = &self.status_message {
+                value["statusMessage"] = json!(message);
+            }
+            if let Some(result) = &self.result {
+                value["result"] = result.clone();
+            }
+            if let Some(error) = &self.error {
+                value["error"] = error.clone();
+            }
+            let _ = writeln!(out, "{value}");
+        } else {
+            self.print_human(&mut out, &mut err);
+        }
+        ExitCode::from(self.exit)
+    }
+
+    fn print_human(&self, out: &mut impl Write, err: &mut impl Write) {
+        if let Some(result) = &self.result {
+            if self.status == "input_required" {
+                let _ = writeln!(err, "input required and not answered:");
+                let _ = writeln!(err, "{}", pretty(result));
+            } else {
+                print_result(result, out, err);
+            }
+        }
+        if let Some(error) = &self.error {
+            let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+            match error.get("code") {
+                Some(code) => {
+                    let _ = writeln!(err, "error {code}: {message}");
+                }
+                None => {
+                    let _ = writeln!(err, "error: {message}");
+                }
+            }
+            if let Some(data) = error.get("data") {
+                let _ = writeln!(err, "  data: {data}");
+            }
+        }
+        if self.result.is_none() && self.error.is_none() {
+            let message = self.status_message.as_deref().unwrap_or("");
+            let _ = writeln!(err, "{} {}", self.status, message);
+        } else if matches!(self.status.as_str(), "cancelled" | "working") {
+            let _ = writeln!(err, "{}", self.status);
+        }
+    }
+}
+
+/// Prints a tool result for people: text as text, other content summarised.
+fn print_result(result: &Value, out: &mut impl Write, err: &mut impl Write) {
+    let Ok(result) = serde_json::from_value::<CallToolResult>(result.clone()) else {
+        let _ = writeln!(out, "{}", pretty(result));
+        return;
+    };
+    if result.is_error == Some(true) {
+        let _ = writeln!(err, "the tool reported an error:");
+    }
+    for content in &result.content {
+        let line = match content {
+            ContentBlock::Text(text) => text.text.clone(),
+            ContentBlock::Image(image) => {
+                format!(
+                    "[image {}, {} bytes base64]",
+                    image.mime_type,
+                    image.data.len()
+                )
+            }
+            ContentBlock::Audio(audio) => {
+                format!(
+                    "[audio {}, {} bytes base64]",
+                    audio.mime_type,
+                    audio.data.len()
+                )
+            }
+            ContentBlock::Resource(resource) => {
+                let uri = serde_json::to_value(&resource.resource)
+                    .ok()
+                    .and_then(|value| value.get("uri").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_default();
+                format!("[embedded resource {uri}]")
+            }
+            ContentBlock::ResourceLink(link) => format!("[link {} {}]", link.name, link.uri),
+            _ => "[content of a kind this version does not know]".to_owned(),
+        };
+        let _ = writeln!(out, "{line}");
+    }
+    if let Some(structured) = &result.structured_content {
+        let _ = writeln!(out, "{}", pretty(structured));
+    }
+}
+
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+/// The error and its causes, one line.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The exit code of a library error.
+pub(crate) fn exit_for(error: &Error) -> u8 {
+    match error {
+        Error::Timeout { .. } => code::TIMEOUT,
+        Error::Protocol { .. } | Error::Stalled { .. } => code::PROTOCOL,
+        Error::InputRequired(_) | Error::CallInputRequired => code::INPUT_REQUIRED,
+        Error::TaskCancelled(_) => code::CANCELLED,
+        Error::Rpc { .. } | Error::UnknownTask { .. } | Error::TaskFailed(_) => code::FAILED,
+        Error::InvalidInputResponse { .. } | Error::Usage(_) => code::USAGE,
+        _ if error.is_transport() => code::UNREACHABLE,
+        _ => code::PROTOCOL,
+    }
+}

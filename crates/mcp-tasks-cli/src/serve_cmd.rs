@@ -1,0 +1,55 @@
+//! `mcp-tasks serve`: the flags, then the server of `serve.rs`.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::serve::{DemoServer, ServeOptions, StoreChoice};
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Serve Streamable HTTP at this address, e.g. 127.0.0.1:8080 (port 0: any free port).
+    #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
+    http: Option<String>,
+    /// Serve on stdin/stdout (the default).
+    #[arg(long)]
+    stdio: bool,
+    /// Where tasks are kept: memory, or sqlite:PATH (default: SQLite in the user's data directory).
+    #[arg(long, value_name = "memory|sqlite:PATH")]
+    store: Option<String>,
+    /// The poll interval suggested to clients, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    poll_interval: u64,
+    /// The TTL of tasks, in seconds (default: 1 hour).
+    #[arg(long, value_name = "SECS")]
+    ttl: Option<u64>,
+}
+
+pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let choice = match &args.store {
+        Some(text) => StoreChoice::parse(text)?,
+        None => StoreChoice::default_sqlite()?,
+    };
+    let options = ServeOptions {
+        store: choice.open()?,
+        poll_interval: Duration::from_millis(args.poll_interval.max(1)),
+        ttl: args.ttl.map(Duration::from_secs),
+    };
+    let server = DemoServer::new(&options);
+    match &args.http {
+        None => crate::serve::serve_stdio(server).await,
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen on {address}"))?;
+            let local = listener.local_addr().context("no local address")?;
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "listening on http://{local}/mcp")?;
+            stdout.flush()?;
+            drop(stdout);
+            crate::serve::serve_http(server, listener).await
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! Integration tests of the `mcp-tasks` binary.
+
+mod cli;
+mod interactive;
