@@ -231,9 +231,11 @@ pub(crate) fn http_router(server: DemoServer) -> axum::Router {
         .with_json_response(true)
         .with_sse_keep_alive(None)
         .with_allowed_origins(LOOPBACK_ORIGINS);
+    let runtime = server.runtime.clone();
     let service: StreamableHttpService<DemoServer, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
-    axum::Router::new().nest_service("/mcp", service)
+    // tasks/* polls answered straight from the runtime; the rest by rmcp.
+    mcp_tasks::server::http::fast_tasks(axum::Router::new().nest_service("/mcp", service), runtime)
 }
 
 /// Test helpers (shared with the tool tests of `crate::tools`) and the

@@ -750,7 +750,12 @@ async fn http(scale: &Scale, targets: &mut Targets) -> anyhow::Result<()> {
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None);
-    let ours = serve(mcp_service(server.clone(), stateless), true).await?;
+    // Ours: rmcp's service with our fast path for tasks/* in front of it.
+    let fast = mcp_tasks::server::http::fast_tasks(
+        mcp_service(server.clone(), stateless),
+        server.runtime.clone(),
+    );
+    let ours = serve(fast, true).await?;
     // The same handler behind rmcp's server as shipped: default config, no TCP_NODELAY.
     let shipped = serve(mcp_service(server, Default::default()), false).await?;
     let client = reqwest::Client::builder()

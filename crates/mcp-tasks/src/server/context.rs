@@ -41,14 +41,14 @@ impl TaskContext {
         self.task.is_some()
     }
 
-    /// Fired by `tasks/cancel` (and by expiry). The runtime also stops the
-    /// tool's future at that point; use the token to stop work the tool
-    /// spawned.
+    /// Fired by `tasks/cancel` and by expiry (the runtime then also stops
+    /// the tool's future), and when the task has ended: use it to stop work
+    /// the tool spawned.
     pub fn cancellation_token(&self) -> CancellationToken {
         self.token.clone()
     }
 
-    /// Completes when the task is cancelled.
+    /// Completes when the task is cancelled, expires or has ended.
     pub async fn cancelled(&self) {
         self.token.cancelled().await;
     }
@@ -94,7 +94,7 @@ impl TaskContext {
             ));
         };
         let keys: Vec<String> = requests.keys().cloned().collect();
-        let waiter = inner.waiters.register(id);
+        let mut waiter = inner.waiters.register(id);
         for (key, request) in requests {
             let request = serde_json::to_value(request).map_err(|error| {
                 ErrorData::internal_error(format!("input request {key:?}: {error}"), None)
@@ -123,7 +123,7 @@ impl TaskContext {
                     None,
                 ));
             }
-            waiter.wait(Duration::from_secs(1)).await;
+            waiter.wait(Duration::from_secs(5)).await;
         }
     }
 

@@ -57,6 +57,8 @@
 //! plain JSON write instead of several SSE writes held back by delayed ACKs.
 
 mod context;
+#[cfg(feature = "http")]
+pub mod http;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -64,15 +66,16 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use futures::FutureExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, CreateTaskResult,
-    DetailedTask, GetTaskResult, InputRequests, JsonObject, Task, TaskPayload,
+    DetailedTask, Extensions, GetTaskResult, InputRequests, JsonObject, Task, TaskPayload,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 use sha2::Digest;
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use context::TaskContext;
@@ -179,14 +182,15 @@ impl ToolTasks {
     }
 }
 
-/// Finds the principal (the authorization context) of a request.
-pub type PrincipalExtractor = Arc<dyn Fn(&RequestContext<RoleServer>) -> String + Send + Sync>;
+/// Finds the principal (the authorization context) of a request from its
+/// extensions (over HTTP they hold the request's `http::request::Parts`).
+pub type PrincipalExtractor = Arc<dyn Fn(&Extensions) -> String + Send + Sync>;
 
 /// The default principal: over HTTP a hash of the `Authorization` header
 /// (`http:anonymous` without one); elsewhere (stdio) the process itself.
-pub fn default_principal(context: &RequestContext<RoleServer>) -> String {
-    match context.extensions.get::<http::request::Parts>() {
-        Some(parts) => match parts.headers.get(http::header::AUTHORIZATION) {
+pub fn default_principal(extensions: &Extensions) -> String {
+    match extensions.get::<::http::request::Parts>() {
+        Some(parts) => match parts.headers.get(::http::header::AUTHORIZATION) {
             Some(value) => {
                 let digest = sha2::Sha256::digest(value.as_bytes());
                 let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
@@ -253,36 +257,46 @@ impl RuntimeConfig {
 /// process, so a change wakes only the waiters of its own task.
 #[derive(Default)]
 struct Waiters {
-    by_id: Mutex<HashMap<String, Weak<Notify>>>,
+    by_id: Mutex<HashMap<String, Weak<watch::Sender<u64>>>>,
 }
 
-/// A registration in [`Waiters`]; waits for a change of its task.
+/// A registration in [`Waiters`]. It remembers which changes it has seen,
+/// so a change that lands between a read and the next wait is not missed.
 struct Waiter {
-    notify: Arc<Notify>,
+    _sender: Arc<watch::Sender<u64>>,
+    changes: watch::Receiver<u64>,
 }
 
 impl Waiter {
-    /// Waits for a change, or `at_most` (a safety net for a lossy feed).
-    async fn wait(&self, at_most: Duration) {
-        let _ = tokio::time::timeout(at_most, self.notify.notified()).await;
+    /// Waits for a change not seen yet, or `at_most` (a safety net for a
+    /// lossy feed).
+    async fn wait(&mut self, at_most: Duration) {
+        let _ = tokio::time::timeout(at_most, self.changes.changed()).await;
     }
 }
 
 impl Waiters {
     fn register(&self, id: &str) -> Waiter {
         let mut by_id = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(notify) = by_id.get(id).and_then(Weak::upgrade) {
-            return Waiter { notify };
+        let sender = match by_id.get(id).and_then(Weak::upgrade) {
+            Some(sender) => sender,
+            None => {
+                let sender = Arc::new(watch::channel(0).0);
+                by_id.insert(id.to_owned(), Arc::downgrade(&sender));
+                sender
+            }
+        };
+        let changes = sender.subscribe();
+        Waiter {
+            _sender: sender,
+            changes,
         }
-        let notify = Arc::new(Notify::new());
-        by_id.insert(id.to_owned(), Arc::downgrade(&notify));
-        Waiter { notify }
     }
 
     fn wake(&self, id: &str) {
         let mut by_id = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
         match by_id.get(id).map(Weak::upgrade) {
-            Some(Some(notify)) => notify.notify_waiters(),
+            Some(Some(sender)) => sender.send_modify(|seen| *seen = seen.wrapping_add(1)),
             Some(None) => {
                 by_id.remove(id);
             }
@@ -293,8 +307,8 @@ impl Waiters {
     fn wake_all(&self) {
         let mut by_id = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
         by_id.retain(|_, weak| match weak.upgrade() {
-            Some(notify) => {
-                notify.notify_waiters();
+            Some(sender) => {
+                sender.send_modify(|seen| *seen = seen.wrapping_add(1));
                 true
             }
             None => false,
@@ -404,7 +418,7 @@ impl TaskRuntime {
         let ttl = tasks.ttl.unwrap_or(inner.config.default_ttl).map(millis);
         let record = TaskRecord::new(
             new_task_id()?,
-            (inner.principal)(context),
+            (inner.principal)(&context.extensions),
             now,
             ttl,
             Some(millis(inner.config.poll_interval)),
@@ -428,7 +442,46 @@ impl TaskRuntime {
         task_id: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let mut record = self.owned(task_id, context).await?;
+        self.get_task_as(task_id, &self.principal_of(&context.extensions))
+            .await
+    }
+
+    /// `tasks/update`: records answers for outstanding keys; other keys are
+    /// ignored, partial sets are accepted. Acks at once.
+    pub async fn update_task(
+        &self,
+        task_id: &str,
+        input_responses: rmcp::model::InputResponses,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let principal = self.principal_of(&context.extensions);
+        self.update_task_as(task_id, input_responses, &principal)
+            .await
+    }
+
+    /// `tasks/cancel`: records the request and stops the tool; acks at once,
+    /// also for a finished task (which does not change).
+    pub async fn cancel_task(
+        &self,
+        task_id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_task_as(task_id, &self.principal_of(&context.extensions))
+            .await
+    }
+
+    /// The principal of a request, by the runtime's extractor.
+    pub fn principal_of(&self, extensions: &Extensions) -> String {
+        (self.inner.principal)(extensions)
+    }
+
+    /// [`TaskRuntime::get_task`] for a principal found elsewhere.
+    pub async fn get_task_as(
+        &self,
+        task_id: &str,
+        principal: &str,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let mut record = self.owned(task_id, principal).await?;
         let inner = &self.inner;
         let now = inner.clock.now_ms();
         // The sweeper may not have run yet: a working task past its TTL reads as expired.
@@ -449,27 +502,21 @@ impl TaskRuntime {
         Ok(GetTaskResult::new(detailed_task(&record)?))
     }
 
-    /// `tasks/update`: records answers for outstanding keys; other keys are
-    /// ignored, partial sets are accepted. Acks at once.
-    pub async fn update_task(
+    /// [`TaskRuntime::update_task`] for a principal found elsewhere.
+    pub async fn update_task_as(
         &self,
         task_id: &str,
         input_responses: rmcp::model::InputResponses,
-        context: &RequestContext<RoleServer>,
+        principal: &str,
     ) -> Result<(), ErrorData> {
-        self.owned(task_id, context).await?;
+        self.owned(task_id, principal).await?;
         let change = Change::ProvideInput(input_responses.into_iter().collect());
         self.change(task_id, &change).await
     }
 
-    /// `tasks/cancel`: records the request and stops the tool; acks at once,
-    /// also for a finished task (which does not change).
-    pub async fn cancel_task(
-        &self,
-        task_id: &str,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.owned(task_id, context).await?;
+    /// [`TaskRuntime::cancel_task`] for a principal found elsewhere.
+    pub async fn cancel_task_as(&self, task_id: &str, principal: &str) -> Result<(), ErrorData> {
+        self.owned(task_id, principal).await?;
         self.change(task_id, &Change::RequestCancel).await
     }
 
@@ -490,13 +537,8 @@ impl TaskRuntime {
         }
     }
 
-    /// The record, if it exists and the caller owns it; the same -32602 otherwise.
-    async fn owned(
-        &self,
-        task_id: &str,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<TaskRecord, ErrorData> {
-        let principal = (self.inner.principal)(context);
+    /// The record, if it exists and `principal` owns it; the same -32602 otherwise.
+    async fn owned(&self, task_id: &str, principal: &str) -> Result<TaskRecord, ErrorData> {
         match self.inner.store.get(task_id).await.map_err(store_failure)? {
             Some(record) if record.owner == principal => Ok(record),
             _ => Err(task_not_found()),
@@ -543,7 +585,7 @@ impl RuntimeBuilder {
     /// How a request's principal is found (default: [`default_principal`]).
     pub fn principal(
         mut self,
-        extract: impl Fn(&RequestContext<RoleServer>) -> String + Send + Sync + 'static,
+        extract: impl Fn(&Extensions) -> String + Send + Sync + 'static,
     ) -> Self {
         self.principal = Arc::new(extract);
         self
@@ -626,25 +668,25 @@ async fn supervise<Fut>(inner: Arc<Inner>, id: String, token: CancellationToken,
 where
     Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
 {
-    let waiter = inner.waiters.register(&id);
-    let mut tool = tokio::spawn(future);
+    let mut waiter = inner.waiters.register(&id);
+    // The tool runs inside this task (no second spawn); a panic in it is
+    // caught here and fails the task.
+    let tool = std::panic::AssertUnwindSafe(future).catch_unwind();
+    tokio::pin!(tool);
     let change = loop {
         tokio::select! {
-            joined = &mut tool => break match joined {
+            finished = &mut tool => break match finished {
                 Ok(Ok(result)) => Change::Complete(result_json(&result)),
                 Ok(Err(error)) => Change::Fail(error_json(&error)),
-                Err(join) if join.is_panic() => Change::Fail(error_json(&tool_panicked())),
-                Err(_) => Change::Cancel,
+                Err(_panic) => Change::Fail(error_json(&tool_panicked())),
             },
-            () = waiter.wait(Duration::from_secs(1)) => {
+            // Every change of this task wakes us (the fallback only covers a
+            // store whose change feed is gone).
+            () = waiter.wait(Duration::from_secs(30)) => {
                 match inner.store.get(&id).await {
                     Ok(Some(record)) if !record.cancel_requested && !record.status.is_terminal() => {}
-                    // Cancelled, expired, finished elsewhere or deleted: stop the tool.
-                    Ok(_) => {
-                        token.cancel();
-                        tool.abort();
-                        break Change::Cancel;
-                    }
+                    // Cancelled, expired, finished elsewhere or deleted: drop the tool.
+                    Ok(_) => break Change::Cancel,
                     Err(error) => tracing::warn!(%error, "reading a running task failed"),
                 }
             }

@@ -239,15 +239,17 @@ impl ServerHandler for RuntimeServer {
 }
 
 /// Serves `server` over stateless Streamable HTTP (plain JSON replies,
-/// TCP_NODELAY) on 127.0.0.1; returns the endpoint URL.
+/// TCP_NODELAY, our fast path for tasks/*) on 127.0.0.1; returns the URL.
 pub(crate) async fn serve_http(server: RuntimeServer) -> String {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None);
+    let runtime = server.runtime.clone();
     let service: StreamableHttpService<RuntimeServer, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
     let router = axum::Router::new().nest_service("/mcp", service);
+    let router = mcp_tasks::server::http::fast_tasks(router, runtime);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1");

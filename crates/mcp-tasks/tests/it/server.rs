@@ -497,4 +497,31 @@ async fn over_http_tasks_belong_to_the_bearer_that_made_them() {
     );
     let body: Value = reply.json().await.unwrap();
     assert_eq!(body["result"]["status"], "cancelled");
+
+    // Requests the fast path does not take still get rmcp's answers:
+    // a mismatched Mcp-Name is -32020, a missing declaration -32021.
+    let raw = |name: &str, capabilities: Value| {
+        reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tasks/get")
+            .header("mcp-name", name)
+            .header("authorization", "Bearer alice-token")
+            .body(json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": state.id.expose(),
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": capabilities}}}).to_string())
+            .send()
+    };
+    let mismatch = raw("someone-else", json!({"extensions": {TASKS: {}}}))
+        .await
+        .unwrap();
+    assert_eq!(mismatch.status(), 400);
+    let body: Value = mismatch.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+    let undeclared = raw(state.id.expose(), json!({})).await.unwrap();
+    assert_eq!(undeclared.status(), 400);
+    let body: Value = undeclared.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32021, "{body}");
 }

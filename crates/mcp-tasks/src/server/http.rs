@@ -1,0 +1,244 @@
+//! A fast path for `tasks/get`, `tasks/update` and `tasks/cancel` over
+//! Streamable HTTP (feature `http`).
+//!
+//! rmcp's Streamable HTTP service spends most of a small request's time in
+//! its own dispatch. Polls are most of a task server's traffic, so
+//! [`fast_tasks`] answers well-formed `tasks/*` requests from the runtime
+//! directly, as one plain JSON body, and hands every other request (and
+//! every `tasks/*` request it does not fully accept: a browser `Origin`, a
+//! non-loopback `Host`, a header that does not match the body, a missing
+//! capability) to the rmcp service behind it, which validates and answers
+//! as usual. Delete this module the day rmcp's own path is as fast.
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use rmcp::ErrorData;
+use rmcp::model::{Extensions, InputResponses};
+use serde_json::{Value, json};
+
+use super::TaskRuntime;
+use crate::TASKS_EXTENSION;
+
+/// The largest `tasks/*` body answered on the fast path.
+const MAX_BODY: usize = 4 << 20;
+
+/// Wraps an axum router that serves rmcp's `StreamableHttpService`: well-formed
+/// `tasks/*` POSTs are answered from `runtime`, everything else goes to `router`.
+///
+/// ```ignore
+/// let router = axum::Router::new().nest_service("/mcp", rmcp_service);
+/// let router = mcp_tasks::server::http::fast_tasks(router, runtime);
+/// ```
+pub fn fast_tasks(router: axum::Router, runtime: TaskRuntime) -> axum::Router {
+    router.layer(axum::middleware::from_fn_with_state(runtime, answer_tasks))
+}
+
+async fn answer_tasks(
+    State(runtime): State<TaskRuntime>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let method = match request.headers().get("mcp-method").map(HeaderValue::to_str) {
+        Some(Ok(method @ ("tasks/get" | "tasks/update" | "tasks/cancel"))) => method.to_owned(),
+        _ => return next.run(request).await,
+    };
+    if request.method() != http::Method::POST || !local_and_headless(request.headers()) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = to_bytes(body, MAX_BODY).await else {
+        return plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32600, "message": "request body too large"}}),
+        );
+    };
+    let accepted = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|message| accept(&method, &parts.headers, message));
+    let Some(call) = accepted else {
+        // Not for the fast path: rmcp validates and answers.
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    };
+    let mut extensions = Extensions::new();
+    extensions.insert(parts);
+    let principal = runtime.principal_of(&extensions);
+    let outcome: Result<Value, ErrorData> = match call.method {
+        Method::Get => runtime
+            .get_task_as(&call.task_id, &principal)
+            .await
+            .and_then(|result| serde_json::to_value(result).map_err(internal)),
+        Method::Update(responses) => runtime
+            .update_task_as(&call.task_id, responses, &principal)
+            .await
+            .map(|()| json!({"resultType": "complete"})),
+        Method::Cancel => runtime
+            .cancel_task_as(&call.task_id, &principal)
+            .await
+            .map(|()| json!({"resultType": "complete"})),
+    };
+    let body = match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": call.id, "result": result}),
+        Err(error) => json!({"jsonrpc": "2.0", "id": call.id, "error": error}),
+    };
+    plain(StatusCode::OK, &body)
+}
+
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "used as a `map_err` function"
+)]
+fn internal(error: serde_json::Error) -> ErrorData {
+    ErrorData::internal_error(format!("cannot encode the task: {error}"), None)
+}
+
+fn plain(status: StatusCode, body: &Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// No `Origin` (browsers go through rmcp's origin check) and a loopback `Host`.
+fn local_and_headless(headers: &HeaderMap) -> bool {
+    if headers.contains_key(header::ORIGIN) {
+        return false;
+    }
+    let Some(Ok(host)) = headers.get(header::HOST).map(HeaderValue::to_str) else {
+        return false;
+    };
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if !name.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    matches!(name, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+enum Method {
+    Get,
+    Update(InputResponses),
+    Cancel,
+}
+
+struct Call {
+    id: Value,
+    task_id: String,
+    method: Method,
+}
+
+/// The request, if it is exactly what the fast path answers: a JSON-RPC
+/// request for `method` whose headers match its body, with 2026-07-28
+/// `_meta` that declares the Tasks extension.
+fn accept(method: &str, headers: &HeaderMap, message: Value) -> Option<Call> {
+    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let Value::Object(mut message) = message else {
+        return None;
+    };
+    if message.get("jsonrpc")? != "2.0" || message.get("method")? != method {
+        return None;
+    }
+    let id = match message.remove("id")? {
+        id @ (Value::String(_) | Value::Number(_)) => id,
+        _ => return None,
+    };
+    let Value::Object(mut params) = message.remove("params")? else {
+        return None;
+    };
+    let meta = params.get("_meta")?;
+    let version = meta
+        .get("io.modelcontextprotocol/protocolVersion")?
+        .as_str()?;
+    if version != "2026-07-28" || header("mcp-protocol-version") != Some(version) {
+        return None;
+    }
+    meta.get("io.modelcontextprotocol/clientCapabilities")?
+        .get("extensions")?
+        .get(TASKS_EXTENSION)?;
+    let task_id = params.get("taskId")?.as_str()?.to_owned();
+    if header("mcp-name") != Some(task_id.as_str()) {
+        return None;
+    }
+    let method = match method {
+        "tasks/get" => Method::Get,
+        "tasks/cancel" => Method::Cancel,
+        _ => match params.remove("inputResponses")? {
+            Value::Object(responses) => Method::Update(responses.into_iter().collect()),
+            _ => return None,
+        },
+    };
+    Some(Call {
+        id,
+        task_id,
+        method,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    fn get(id: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"taskId": id,
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}}})
+    }
+
+    #[test]
+    fn only_exact_requests_take_the_fast_path() {
+        let good = headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-name", "t1")]);
+        assert!(accept("tasks/get", &good, get("t1")).is_some());
+        // A name that does not match the body, a missing version header,
+        // a missing capability: rmcp answers those (-32020, -32021).
+        assert!(accept("tasks/get", &good, get("t2")).is_none());
+        let no_version = headers(&[("mcp-name", "t1")]);
+        assert!(accept("tasks/get", &no_version, get("t1")).is_none());
+        let mut undeclared = get("t1");
+        undeclared["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+        assert!(accept("tasks/get", &good, undeclared).is_none());
+        assert!(
+            accept("tasks/cancel", &good, get("t1")).is_none(),
+            "method mismatch"
+        );
+        let mut update = get("t1");
+        update["method"] = json!("tasks/update");
+        assert!(
+            accept("tasks/update", &good, update.clone()).is_none(),
+            "no inputResponses"
+        );
+        update["params"]["inputResponses"] = json!({"k": {"action": "decline"}});
+        assert!(accept("tasks/update", &good, update).is_some());
+    }
+
+    #[test]
+    fn browsers_and_foreign_hosts_go_through_rmcp() {
+        assert!(local_and_headless(&headers(&[("host", "127.0.0.1:8080")])));
+        assert!(local_and_headless(&headers(&[("host", "localhost")])));
+        assert!(local_and_headless(&headers(&[("host", "[::1]:1")])));
+        assert!(!local_and_headless(&headers(&[("host", "example.com")])));
+        assert!(!local_and_headless(&headers(&[(
+            "host",
+            "127.0.0.1.evil:80"
+        )])));
+        assert!(!local_and_headless(&headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://localhost:3000")
+        ])));
+        assert!(!local_and_headless(&HeaderMap::new()));
+    }
+}
