@@ -74,6 +74,7 @@
 //! |---|---|---|
 //! | `client` | yes | [`TasksClient`]: call, await, input, cancel |
 //! | `server` | yes | [`server::TaskRuntime`] for rmcp servers, the [`store::TaskStore`] trait and [`store::MemoryStore`] |
+//! | `http` | yes | `server::http::fast_tasks`: answers `tasks/*` over Streamable HTTP straight from the runtime, in front of rmcp's service |
 //! | `contract` | no | [`store::contract`]: the test suite every store backend must pass |
 //!
 //! The SQLite store (tasks survive a restart) is the crate `mcp-tasks-sqlite`.
