@@ -324,3 +324,31 @@ for line in sys.stdin:
         "{value}"
     );
 }
+
+#[test]
+fn ctrl_c_cancels_the_task_and_reports_it() {
+    let server = stdio_server();
+    let child = Command::new(BIN)
+        .args([
+            "call", "--stdio", &server, "sleep", "--arg", "ms=60000", "--json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    std::thread::sleep(Duration::from_millis(1500));
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    let output = child.wait_with_output().expect("output");
+    let (exit, value) = json_of(&output);
+    assert_eq!(
+        (exit, &value["status"]),
+        (3, &json!("cancelled")),
+        "{value}"
+    );
+    assert!(value["taskId"].is_string());
+}
