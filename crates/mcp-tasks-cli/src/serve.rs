@@ -19,9 +19,8 @@ use mcp_tasks::server::{RuntimeConfig, TaskRuntime};
 use mcp_tasks::store::{MemoryStore, SharedStore};
 use mcp_tasks_sqlite::SqliteStore;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    Tool, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer, ServerInitializeError};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -163,31 +162,7 @@ impl ServerHandler for DemoServer {
         tools::call(&self.runtime, request, context).await
     }
 
-    async fn get_task(
-        &self,
-        request: GetTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, ErrorData> {
-        self.runtime.get_task(&request.task_id, &context).await
-    }
-
-    async fn update_task(
-        &self,
-        request: UpdateTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.runtime
-            .update_task(&request.task_id, request.input_responses, &context)
-            .await
-    }
-
-    async fn cancel_task(
-        &self,
-        request: CancelTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.runtime.cancel_task(&request.task_id, &context).await
-    }
+    mcp_tasks::delegate_task_methods!(runtime);
 }
 
 /// Serves on stdin and stdout until stdin closes (also before any message).

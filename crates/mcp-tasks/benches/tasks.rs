@@ -37,7 +37,7 @@ use mcp_tasks::{CallOptions, CallResponse, TaskId, TasksClient};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     CreateTaskResult, GetTaskParams, GetTaskResult, ProtocolVersion, ServerCapabilities,
-    ServerConfig, UpdateTaskParams,
+    ServerConfig,
 };
 use rmcp::service::{ClientLifecycleMode, RequestContext, RoleServer, serve_client_with_lifecycle};
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
@@ -206,31 +206,7 @@ impl ServerHandler for OurServer {
         }
     }
 
-    async fn get_task(
-        &self,
-        request: GetTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, ErrorData> {
-        self.runtime.get_task(&request.task_id, &context).await
-    }
-
-    async fn update_task(
-        &self,
-        request: UpdateTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.runtime
-            .update_task(&request.task_id, request.input_responses, &context)
-            .await
-    }
-
-    async fn cancel_task(
-        &self,
-        request: CancelTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.runtime.cancel_task(&request.task_id, &context).await
-    }
+    mcp_tasks::delegate_task_methods!(runtime);
 }
 
 /// The same two tools on rmcp's own `TaskManager`.

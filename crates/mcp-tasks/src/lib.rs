@@ -119,6 +119,9 @@ pub mod task;
 #[cfg(feature = "client")]
 pub mod client;
 
+#[doc(hidden)]
+pub use rmcp as __rmcp;
+
 pub use error::Error;
 pub use task::{
     RpcError, TASKS_EXTENSION, TaskFailure, TaskId, TaskOutcome, TaskState, TaskStatus, Timestamp,

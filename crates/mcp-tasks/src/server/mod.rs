@@ -4,7 +4,8 @@
 //! extension (`ServerCapabilities::builder().enable_tasks()`), and
 //! delegates to it: `call_tool` to [`TaskRuntime::call_tool`] with the
 //! tool's [`ToolTasks`] policy and its code, and `get_task`, `update_task`,
-//! `cancel_task` to the methods of the same names. The runtime decides
+//! `cancel_task` to the methods of the same names
+//! ([`delegate_task_methods!`](crate::delegate_task_methods) writes those three). The runtime decides
 //! between a synchronous run and a task, creates the task in the store
 //! before answering, runs the tool with a [`TaskContext`], records its
 //! outcome, binds every task to the principal that created it, and sweeps
@@ -39,15 +40,7 @@
 //!             })
 //!             .await
 //!     }
-//!     async fn get_task(&self, r: GetTaskParams, cx: RequestContext<RoleServer>) -> Result<GetTaskResult, ErrorData> {
-//!         self.runtime.get_task(&r.task_id, &cx).await
-//!     }
-//!     async fn update_task(&self, r: UpdateTaskParams, cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-//!         self.runtime.update_task(&r.task_id, r.input_responses, &cx).await
-//!     }
-//!     async fn cancel_task(&self, r: CancelTaskParams, cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-//!         self.runtime.cancel_task(&r.task_id, &cx).await
-//!     }
+//!     mcp_tasks::delegate_task_methods!(runtime);
 //! }
 //! ```
 //!
@@ -82,6 +75,47 @@ pub use context::TaskContext;
 
 use crate::store::{Change, DynStore, Modified, SharedStore, StoreError, TaskRecord, modify};
 use crate::task::TaskStatus;
+
+/// Writes the `get_task`, `update_task` and `cancel_task` methods of an rmcp
+/// `ServerHandler` impl, delegating to the [`TaskRuntime`] in the named field.
+///
+/// ```ignore
+/// impl ServerHandler for MyServer {
+///     // get_info, call_tool, ...
+///     mcp_tasks::delegate_task_methods!(runtime);
+/// }
+/// ```
+#[macro_export]
+macro_rules! delegate_task_methods {
+    ($runtime:ident) => {
+        async fn get_task(
+            &self,
+            request: $crate::__rmcp::model::GetTaskParams,
+            context: $crate::__rmcp::service::RequestContext<$crate::__rmcp::RoleServer>,
+        ) -> ::std::result::Result<$crate::__rmcp::model::GetTaskResult, $crate::__rmcp::ErrorData>
+        {
+            self.$runtime.get_task(&request.task_id, &context).await
+        }
+
+        async fn update_task(
+            &self,
+            request: $crate::__rmcp::model::UpdateTaskParams,
+            context: $crate::__rmcp::service::RequestContext<$crate::__rmcp::RoleServer>,
+        ) -> ::std::result::Result<(), $crate::__rmcp::ErrorData> {
+            self.$runtime
+                .update_task(&request.task_id, request.input_responses, &context)
+                .await
+        }
+
+        async fn cancel_task(
+            &self,
+            request: $crate::__rmcp::model::CancelTaskParams,
+            context: $crate::__rmcp::service::RequestContext<$crate::__rmcp::RoleServer>,
+        ) -> ::std::result::Result<(), $crate::__rmcp::ErrorData> {
+            self.$runtime.cancel_task(&request.task_id, &context).await
+        }
+    };
+}
 
 /// Wall-clock time for task timestamps and TTLs, injectable for tests.
 pub trait Clock: Send + Sync + 'static {

@@ -7,8 +7,8 @@ use std::time::Duration;
 use mcp_tasks::server::{RuntimeConfig, TaskContext, TaskPolicy, TaskRuntime, ToolTasks};
 use mcp_tasks::store::{MemoryStore, SharedStore};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    GetTaskParams, GetTaskResult, InputRequest, ServerCapabilities, ServerConfig, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequest,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -211,31 +211,7 @@ impl ServerHandler for RuntimeServer {
         }
     }
 
-    async fn get_task(
-        &self,
-        request: GetTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, ErrorData> {
-        self.runtime.get_task(&request.task_id, &context).await
-    }
-
-    async fn update_task(
-        &self,
-        request: UpdateTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.runtime
-            .update_task(&request.task_id, request.input_responses, &context)
-            .await
-    }
-
-    async fn cancel_task(
-        &self,
-        request: CancelTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.runtime.cancel_task(&request.task_id, &context).await
-    }
+    mcp_tasks::delegate_task_methods!(runtime);
 }
 
 /// Serves `server` over stateless Streamable HTTP (plain JSON replies,
