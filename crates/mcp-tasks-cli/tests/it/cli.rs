@@ -150,6 +150,32 @@ fn exit_codes_and_json_shapes_over_stdio() {
     assert_eq!((exit, &value["status"]), (5, &json!("working")), "{value}");
     assert!(value["taskId"].is_string());
 
+    // An MRTR round before any task: unanswered it is exit 4 without a task id;
+    // answered, the retry becomes a task that uses the answer.
+    let (exit, value) = call(&["call", "test_tool_with_task", "--json"]);
+    assert_eq!(
+        (exit, &value["status"]),
+        (4, &json!("input_required")),
+        "{value}"
+    );
+    assert!(value.get("taskId").is_none(), "{value}");
+    let (exit, value) = call(&[
+        "call",
+        "test_tool_with_task",
+        "--answer",
+        "name=Alice",
+        "--json",
+    ]);
+    assert_eq!(exit, 0, "{value}");
+    assert!(value["taskId"].is_string(), "{value}");
+    assert!(
+        value["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Alice"),
+        "{value}"
+    );
+
     // Greet runs synchronously: a result without a task id.
     let (exit, value) = call(&["call", "greet", "--arg", "name=Ada", "--json"]);
     assert_eq!(exit, 0, "{value}");
