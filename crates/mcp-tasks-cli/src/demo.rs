@@ -131,7 +131,7 @@ async fn tour() -> anyhow::Result<bool> {
         );
     }
     serving.abort();
-    drop(client);
+    client.close().await;
     let _ = std::fs::remove_file(&path);
     for suffix in ["-wal", "-shm"] {
         let mut side = path.clone().into_os_string();

@@ -308,9 +308,12 @@ async fn call(args: CallArgs) -> ExitCode {
         } else {
             println!("{}", task_id.expose());
         }
+        client.close().await;
         return ExitCode::SUCCESS;
     }
-    watch.report(outcome).print(args.server.json)
+    let exit = watch.report(outcome).print(args.server.json);
+    client.close().await;
+    exit
 }
 
 async fn wait(args: WaitArgs) -> ExitCode {
@@ -327,7 +330,9 @@ async fn wait(args: WaitArgs) -> ExitCode {
     let options = watch.options(options, &policy);
     let waiting = client.await_task(id, &options);
     let outcome = watch.run(&client, waiting).await;
-    watch.report(outcome).print(args.server.json)
+    let exit = watch.report(outcome).print(args.server.json);
+    client.close().await;
+    exit
 }
 
 enum TaskAction {
@@ -348,10 +353,12 @@ async fn task_command(args: TaskArgs, action: TaskAction) -> ExitCode {
             Ok(()) => watch::settle_after_cancel(&client, &id).await,
         },
     };
-    match state {
+    let exit = match state {
         Ok(state) => Report::from_state(&state).print(args.server.json),
         Err(error) => Report::error(&error).print(args.server.json),
-    }
+    };
+    client.close().await;
+    exit
 }
 
 async fn tools(args: ServerArgs) -> ExitCode {
@@ -359,7 +366,9 @@ async fn tools(args: ServerArgs) -> ExitCode {
         Ok(client) => client,
         Err(exit) => return exit,
     };
-    match client.running().list_all_tools().await {
+    let listed = client.running().list_all_tools().await;
+    client.close().await;
+    match listed {
         Ok(tools) => {
             if args.json {
                 println!("{}", serde_json::json!({"tools": tools}));
@@ -392,6 +401,7 @@ async fn discover(args: ServerArgs) -> ExitCode {
         return ExitCode::from(code::PROTOCOL);
     };
     let tasks = client.server_supports();
+    client.close().await;
     if args.json {
         println!(
             "{}",

@@ -396,7 +396,18 @@ pub(crate) mod tests {
                 "protocol_error_job",
                 "confirm_delete",
                 "multi_input",
-                "test_tool_with_task"
+                "test_tool_with_task",
+                "test_missing_capability",
+                "test_streaming_elicitation",
+                "test_logging_tool",
+                "test_input_required_result_elicitation",
+                "test_input_required_result_sampling",
+                "test_input_required_result_list_roots",
+                "test_input_required_result_request_state",
+                "test_input_required_result_multiple_inputs",
+                "test_input_required_result_multi_round",
+                "test_input_required_result_tampered_state",
+                "test_input_required_result_capabilities"
             ]
         );
         for tool in &tools {

@@ -147,6 +147,15 @@ impl<H: ClientHandler> TasksClient<H> {
         &self.running
     }
 
+    /// Closes the connection (for a child process: ends it) once this is
+    /// the last clone; with other clones alive it only drops this handle.
+    pub async fn close(self) {
+        if let Ok(running) = Arc::try_unwrap(self.running) {
+            // The reason it stopped is of no use to a caller that is leaving.
+            let _ = running.cancel().await;
+        }
+    }
+
     fn peer(&self) -> &Peer<RoleClient> {
         self.running.peer()
     }

@@ -9,6 +9,11 @@
 //! non-loopback `Host`, a header that does not match the body, a missing
 //! capability) to the rmcp service behind it, which validates and answers
 //! as usual. Delete this module the day rmcp's own path is as fast.
+//!
+//! One deliberate leniency: a `tasks/*` request *without* `Mcp-Name` is
+//! answered (the extension says clients MUST send it; fastmcp-tasks' client
+//! does not, and the header only mirrors the body's `taskId`). A request whose
+//! `Mcp-Name` differs from the body is refused by rmcp with -32020.
 
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
@@ -163,7 +168,11 @@ fn accept(method: &str, headers: &HeaderMap, message: Value) -> Option<Call> {
         .get("extensions")?
         .get(TASKS_EXTENSION)?;
     let task_id = params.get("taskId")?.as_str()?.to_owned();
-    if header("mcp-name") != Some(task_id.as_str()) {
+    // A missing Mcp-Name is tolerated (fastmcp-tasks' client, among others,
+    // does not send it on tasks/*; the body's taskId is what counts, and the
+    // caller binding still applies). A present one must match: otherwise
+    // rmcp answers -32020.
+    if header("mcp-name").is_some_and(|name| name != task_id) {
         return None;
     }
     let method = match method {
@@ -206,6 +215,11 @@ mod tests {
         // A name that does not match the body, a missing version header,
         // a missing capability: rmcp answers those (-32020, -32021).
         assert!(accept("tasks/get", &good, get("t2")).is_none());
+        let no_name = headers(&[("mcp-protocol-version", "2026-07-28")]);
+        assert!(
+            accept("tasks/get", &no_name, get("t1")).is_some(),
+            "a missing Mcp-Name is tolerated"
+        );
         let no_version = headers(&[("mcp-name", "t1")]);
         assert!(accept("tasks/get", &no_version, get("t1")).is_none());
         let mut undeclared = get("t1");
