@@ -84,20 +84,6 @@ impl std::fmt::Debug for TaskRecord {
     }
 }
 
-/// Serialized as its wire name.
-impl Serialize for TaskStatus {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for TaskStatus {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(deserializer)?;
-        Ok(Self::from_wire(&name))
-    }
-}
-
 /// A change to a task, applied by [`TaskRecord::apply`].
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
