@@ -113,7 +113,6 @@
 //! logs one; use [`TaskId::expose`] where the id itself must be shown.
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
-pub mod error;
 pub mod task;
 
 #[cfg(feature = "client")]
@@ -122,16 +121,12 @@ pub mod client;
 #[doc(hidden)]
 pub use rmcp as __rmcp;
 
-pub use error::Error;
-pub use task::{
-    RpcError, TASKS_EXTENSION, TaskFailure, TaskId, TaskOutcome, TaskState, TaskStatus, Timestamp,
-    Ttl,
-};
+pub use task::{RpcError, TASKS_EXTENSION, TaskId, TaskStatus, Timestamp, Ttl, UnixMillis};
 
 #[cfg(feature = "client")]
 pub use client::{
-    AwaitFrom, AwaitOptions, CallOptions, CallResponse, InputMode, TasksClient,
-    validate_input_response, with_tasks_extension,
+    AwaitFrom, AwaitOptions, CallOptions, CallResponse, Error, InputMode, TaskFailure, TaskOutcome,
+    TaskState, TasksClient, error, validate_input_response, with_tasks_extension,
 };
 
 #[cfg(feature = "server")]

@@ -14,8 +14,8 @@ use rmcp::service::{RequestContext, Service};
 use rmcp::{ClientHandler, RoleClient};
 use serde_json::Value;
 
+use super::error::{Error, ProtocolViolation};
 use super::{AwaitOptions, TasksClient};
-use crate::error::{Error, ProtocolViolation};
 use crate::task::RpcError;
 
 /// A function that answers input requests: called with the requests not yet

@@ -5,7 +5,9 @@
 //! task state, an await with clamped intervals, a deadline, retries and an
 //! input loop, and MRTR rounds before a task exists.
 
+pub mod error;
 mod input;
+mod state;
 mod wait;
 
 use std::sync::Arc;
@@ -21,12 +23,15 @@ use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::Value;
 
+pub use error::Error;
 pub use input::{InputMode, InputResolver, validate_input_response};
+pub use state::{TaskFailure, TaskOutcome, TaskState};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
+use self::error::ProtocolViolation;
+use self::state::parse_call_tool_result;
 use crate::TASKS_EXTENSION;
-use crate::error::{Error, ProtocolViolation};
-use crate::task::{TaskId, TaskOutcome, TaskState, parse_call_tool_result};
+use crate::task::TaskId;
 
 /// Adds the Tasks extension to a capabilities value, for callers who want
 /// to declare it client-wide (for example in their `ClientHandler::get_info`).

@@ -12,9 +12,10 @@ use rmcp::ClientHandler;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::error::Error;
+use super::state::{TaskOutcome, TaskState};
 use super::{InputMode, TasksClient};
-use crate::error::Error;
-use crate::task::{TaskId, TaskOutcome, TaskState, TaskStatus};
+use crate::task::{TaskId, TaskStatus};
 
 /// Called with every task state the wait reads, for progress displays.
 pub type StateObserver = Arc<dyn Fn(&TaskState) + Send + Sync>;

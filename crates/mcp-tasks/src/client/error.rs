@@ -1,4 +1,4 @@
-//! The one error type of this crate.
+//! The one error type of the client half (re-exported as [`crate::Error`]).
 //!
 //! Variants are grouped by who is at fault: the peer refused (a JSON-RPC
 //! error it sent), the peer misbehaved (a malformed or unexpected answer),
@@ -7,11 +7,11 @@
 
 use std::time::Duration;
 
-#[cfg(feature = "client")]
 use rmcp::ServiceError;
 use serde_json::Value;
 
-use crate::task::{RpcError, TaskFailure, TaskId, TaskState, TaskStatus};
+use super::state::{TaskFailure, TaskState};
+use crate::task::{RpcError, TaskId, TaskStatus};
 
 /// JSON-RPC "invalid params": an unknown, expired or foreign task id on `tasks/*`.
 pub const INVALID_PARAMS: i64 = -32602;
@@ -172,7 +172,6 @@ pub enum Error {
 
     // --- the transport failed ---
     /// The request could not be sent or its answer not received.
-    #[cfg(feature = "client")]
     #[error("{method} failed in transport")]
     Transport {
         /// The method of the request.
@@ -197,7 +196,6 @@ impl Error {
     }
 
     /// Classifies an rmcp failure of `method`.
-    #[cfg(feature = "client")]
     pub(crate) fn from_service(method: &'static str, error: ServiceError) -> Self {
         match error {
             ServiceError::McpError(data) => {
@@ -255,11 +253,7 @@ impl Error {
 
     /// True when the transport failed (`Error::Transport`).
     pub fn is_transport(&self) -> bool {
-        #[cfg(feature = "client")]
-        if matches!(self, Self::Transport { .. }) {
-            return true;
-        }
-        false
+        matches!(self, Self::Transport { .. })
     }
 
     /// The last status read before the wait ended, for [`Error::Timeout`] and
