@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::connect::{Target, connect};
 use crate::output::code;
 use crate::prompt::InputPolicy;
-use crate::serve::{DemoServer, ServeOptions, http_router};
+use crate::serve::{DemoServer, ServeOptions, serve_http};
 use crate::watch::{Watch, settle_after_cancel, short_id};
 
 pub(crate) async fn run() -> ExitCode {
@@ -44,7 +44,7 @@ async fn tour() -> anyhow::Result<bool> {
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
-    let serving = tokio::spawn(async move { axum::serve(listener, http_router(server)).await });
+    let serving = tokio::spawn(serve_http(server, listener));
     println!("mcp-tasks demo: a task server on an embedded SQLite store at {url}\n");
     let client = connect(&Target::Url(url), &[]).await?;
     println!(

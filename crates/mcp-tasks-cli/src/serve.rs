@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use mcp_tasks::server::{RuntimeConfig, TaskRuntime};
+use mcp_tasks::Ttl;
+use mcp_tasks::server::TaskRuntime;
+use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::store::{MemoryStore, SharedStore};
 use mcp_tasks_sqlite::SqliteStore;
 use rmcp::model::{
@@ -23,22 +25,9 @@ use rmcp::model::{
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer, ServerInitializeError};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 
 use crate::tools;
-
-/// Browser origins allowed to call the HTTP endpoint: the loopback hosts,
-/// any port, `http` or `https`. rmcp answers any other `Origin` with 403.
-const LOOPBACK_ORIGINS: [&str; 6] = [
-    "http://localhost:*",
-    "https://localhost:*",
-    "http://127.0.0.1:*",
-    "https://127.0.0.1:*",
-    "http://[::1]:*",
-    "https://[::1]:*",
-];
 
 /// Where the server keeps its tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,14 +103,13 @@ impl DemoServer {
     /// Starts the runtime (its sweeper runs until the last clone is
     /// dropped). Must be called inside a tokio runtime.
     pub(crate) fn new(options: &ServeOptions) -> Self {
-        let mut config = RuntimeConfig::default().with_poll_interval(options.poll_interval);
+        let mut runtime =
+            TaskRuntime::builder(options.store.clone()).with_poll_interval(options.poll_interval);
         if let Some(ttl) = options.ttl {
-            config = config.with_default_ttl(Some(ttl));
+            runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
         }
         Self {
-            runtime: TaskRuntime::builder(options.store.clone())
-                .config(config)
-                .build(),
+            runtime: runtime.build(),
         }
     }
 }
@@ -180,37 +168,17 @@ pub(crate) async fn serve_stdio(server: DemoServer) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves Streamable HTTP at `/mcp` on `listener` until the process ends.
-/// Accepted sockets get `TCP_NODELAY`, so each answer goes out in one
-/// write instead of waiting on Nagle and delayed ACKs.
+/// Serves Streamable HTTP at `/mcp` on `listener` until the process ends,
+/// with the library's serving recipe.
 pub(crate) async fn serve_http(
     server: DemoServer,
     listener: tokio::net::TcpListener,
 ) -> anyhow::Result<()> {
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, http_router(server))
+    let runtime = server.runtime.clone();
+    StreamableHttpServer::new(server, runtime)
+        .serve(listener)
         .await
         .context("the HTTP server stopped")
-}
-
-/// The HTTP routes: the MCP endpoint at `/mcp`, stateless (2026-07-28: no
-/// sessions), plain JSON answers where no notification precedes them, no
-/// SSE keep-alives, and `Origin` limited to loopback hosts.
-pub(crate) fn http_router(server: DemoServer) -> axum::Router {
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .with_sse_keep_alive(None)
-        .with_allowed_origins(LOOPBACK_ORIGINS);
-    let runtime = server.runtime.clone();
-    let service: StreamableHttpService<DemoServer, LocalSessionManager> =
-        StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
-    // tasks/* polls answered straight from the runtime; the rest by rmcp.
-    mcp_tasks::server::http::fast_tasks(axum::Router::new().nest_service("/mcp", service), runtime)
 }
 
 /// Test helpers (shared with the tool tests of `crate::tools`) and the
@@ -561,8 +529,8 @@ pub(crate) mod tests {
         assert_eq!(completed(&outcome), "compute: computed in 0 s");
         // Another handle on the file sees the finished task.
         let again = choice.open().unwrap();
-        let record = again.get(state.id.expose()).await.unwrap().expect("kept");
-        assert!(record.status.is_terminal());
+        let record = again.get(&state.id).await.unwrap().expect("kept");
+        assert!(record.status().is_terminal());
         assert!(StoreChoice::Memory.open().is_ok());
     }
 }

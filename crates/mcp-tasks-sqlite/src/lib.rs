@@ -24,7 +24,8 @@
 //! ```
 //! use std::sync::Arc;
 //!
-//! use mcp_tasks::store::{SharedStore, TaskRecord, TaskStore};
+//! use mcp_tasks::store::{Principal, SharedStore, TaskRecord, TaskStore};
+//! use mcp_tasks::{TaskId, Ttl, UnixMillis};
 //! use mcp_tasks_sqlite::SqliteStore;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -34,8 +35,10 @@
 //! let store = SqliteStore::open(&path)?;
 //! assert_eq!(store.abandoned_at_open(), 0, "a new file has no unfinished task");
 //!
-//! store.create(TaskRecord::new("task-1", "owner-a", 0, None, None)).await?;
-//! assert!(store.get("task-1").await?.is_some());
+//! let id = TaskId::new("task-1");
+//! let record = TaskRecord::new(id.clone(), Principal::new("owner-a"), UnixMillis::now(), Ttl::Unlimited, None);
+//! store.create(record).await?;
+//! assert!(store.get(&id).await?.is_some());
 //!
 //! // The server runtime takes the store chosen at run time as a `SharedStore`.
 //! let shared: SharedStore = Arc::new(store);
@@ -61,15 +64,15 @@ mod schema;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use mcp_tasks::store::{StoreError, Swap, TaskRecord, TaskStore};
+use mcp_tasks::store::{StoreError, Swap, TaskRecord, TaskStore, Transition};
+use mcp_tasks::{TaskId, UnixMillis};
 use rusqlite::Connection;
 use tokio::sync::broadcast;
 
-/// How long [`SqliteStore::open`] keeps a task it failed at open, in
-/// milliseconds: one hour.
-pub const DEFAULT_RETENTION_MS: u64 = 60 * 60 * 1000;
+/// How long [`SqliteStore::open`] keeps a task it failed at open: one hour.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(60 * 60);
 
 /// How many ids the change feed buffers for a slow receiver.
 const FEED_CAPACITY: usize = 1024;
@@ -89,7 +92,7 @@ pub struct SqliteStore {
 #[derive(Debug)]
 struct Shared {
     conn: Mutex<Connection>,
-    feed: broadcast::Sender<String>,
+    feed: broadcast::Sender<TaskId>,
 }
 
 impl Shared {
@@ -102,7 +105,7 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn announce(&self, id: String) {
+    fn announce(&self, id: TaskId) {
         // No receiver is not an error.
         let _ = self.feed.send(id);
     }
@@ -111,7 +114,7 @@ impl Shared {
 impl SqliteStore {
     /// Creates or opens the store at `path` and fails the tasks a previous
     /// process left unfinished, at the system clock's time, keeping them for
-    /// [`DEFAULT_RETENTION_MS`].
+    /// [`DEFAULT_RETENTION`].
     ///
     /// Opening takes the file over: only one server process may use a file
     /// (see the [crate docs](crate)), since opening fails the unfinished
@@ -125,24 +128,24 @@ impl SqliteStore {
     /// unfinished task's row is corrupt (the file needs repair before the
     /// server can own it).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        Self::open_at(path, system_now_ms(), DEFAULT_RETENTION_MS)
+        Self::open_at(path, UnixMillis::now(), DEFAULT_RETENTION)
     }
 
-    /// [`SqliteStore::open`] with the time (Unix milliseconds) and the
-    /// retention of tasks failed at open given: for tests, and for a server
-    /// whose retention is not one hour.
+    /// [`SqliteStore::open`] with the time and the retention of tasks failed
+    /// at open given: for tests (the runtime's injected clock), and for a
+    /// server whose retention is not one hour.
     ///
     /// # Errors
     ///
     /// As [`SqliteStore::open`].
     pub fn open_at(
         path: impl AsRef<Path>,
-        now_ms: u64,
-        retention_ms: u64,
+        now: UnixMillis,
+        retention: Duration,
     ) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
         let mut conn = schema::open(&path)?;
-        let abandoned_at_open = schema::abandon_unfinished(&mut conn, now_ms, retention_ms)?;
+        let abandoned_at_open = schema::abandon_unfinished(&mut conn, now, retention)?;
         Ok(Self {
             shared: Arc::new(Shared {
                 conn: Mutex::new(conn),
@@ -192,33 +195,31 @@ impl SqliteStore {
 impl TaskStore for SqliteStore {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
         let row = schema::Row::encode(&record)?;
+        let id = record.id().clone();
         self.run(move |shared, conn| {
             schema::insert(conn, &row)?;
-            shared.announce(row.id);
+            shared.announce(id);
             Ok(())
         })
         .await
     }
 
-    async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
-        let id = id.to_owned();
+    async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
+        let id = id.expose().to_owned();
         self.run(move |_, conn| schema::read(conn, &id)).await
     }
 
-    async fn compare_and_swap(
-        &self,
-        expected: u64,
-        record: TaskRecord,
-    ) -> Result<Swap, StoreError> {
-        let row = schema::Row::encode(&record)?;
+    async fn compare_and_swap(&self, transition: Transition) -> Result<Swap, StoreError> {
+        let row = schema::Row::encode(transition.record())?;
+        let id = transition.record().id().clone();
         // No stored version exceeds i64::MAX (encoding refuses it), so such
         // an `expected` is stale like any other mismatch.
-        let expected = i64::try_from(expected).ok();
+        let expected = i64::try_from(transition.expected_version()).ok();
         self.run(move |shared, conn| {
             if let Some(expected) = expected
                 && schema::update(conn, expected, &row)?
             {
-                shared.announce(row.id);
+                shared.announce(id);
                 return Ok(Swap::Swapped);
             }
             // Nothing matched: either the version moved on or there is no
@@ -232,8 +233,8 @@ impl TaskStore for SqliteStore {
         .await
     }
 
-    async fn delete(&self, id: &str) -> Result<(), StoreError> {
-        let id = id.to_owned();
+    async fn delete(&self, id: &TaskId) -> Result<(), StoreError> {
+        let id = id.expose().to_owned();
         self.run(move |_, conn| {
             conn.prepare_cached("DELETE FROM tasks WHERE id = ?1")
                 .and_then(|mut delete| delete.execute([&id]))
@@ -243,23 +244,14 @@ impl TaskStore for SqliteStore {
         .await
     }
 
-    async fn expired(&self, now_ms: u64, limit: usize) -> Result<Vec<String>, StoreError> {
-        let now_ms = schema::clamp(now_ms);
+    async fn expired(&self, now: UnixMillis, limit: usize) -> Result<Vec<TaskId>, StoreError> {
+        let now_ms = schema::clamp(now);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(move |_, conn| schema::expired(conn, now_ms, limit))
             .await
     }
 
-    fn changes(&self) -> broadcast::Receiver<String> {
+    fn changes(&self) -> broadcast::Receiver<TaskId> {
         self.shared.feed.subscribe()
     }
-}
-
-/// The system clock in Unix milliseconds (0 before 1970).
-fn system_now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
 }

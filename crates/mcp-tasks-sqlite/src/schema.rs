@@ -12,8 +12,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mcp_tasks::TaskStatus;
 use mcp_tasks::store::{Change, StoreError, TaskRecord};
+use mcp_tasks::{TaskId, TaskStatus, UnixMillis};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 /// The schema this build writes and reads.
@@ -95,8 +95,8 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
 /// transaction, and says how many there were.
 pub(crate) fn abandon_unfinished(
     conn: &mut Connection,
-    now_ms: u64,
-    retention_ms: u64,
+    now: UnixMillis,
+    retention: Duration,
 ) -> Result<usize, StoreError> {
     let failed = |err| StoreError::new("SQLite could not fail the unfinished tasks", err);
     let tx = conn
@@ -128,10 +128,10 @@ pub(crate) fn abandon_unfinished(
         let record = decode(&id, version, &json)?;
         // Refused only if the JSON says the task is finished after all:
         // then there is nothing to fail.
-        let Ok(next) = record.apply(&Change::Abandon, now_ms, retention_ms) else {
+        let Ok(next) = record.apply(&Change::Abandon, now, retention) else {
             continue;
         };
-        if update(&tx, version, &Row::encode(&next)?)? {
+        if update(&tx, version, &Row::encode(next.record())?)? {
             abandoned += 1;
         }
     }
@@ -153,17 +153,17 @@ pub(crate) struct Row {
 impl Row {
     /// The row for `record`.
     pub(crate) fn encode(record: &TaskRecord) -> Result<Self, StoreError> {
-        let version = i64::try_from(record.version).map_err(|err| {
+        let version = i64::try_from(record.version()).map_err(|err| {
             StoreError::new("the task's version does not fit a SQLite integer", err)
         })?;
         let json = serde_json::to_string(record)
             .map_err(|err| StoreError::new("the task could not be encoded as JSON", err))?;
         Ok(Self {
-            id: record.id.clone(),
-            owner: record.owner.clone(),
-            status: record.status.as_str().to_owned(),
+            id: record.id().expose().to_owned(),
+            owner: record.owner().as_str().to_owned(),
+            status: record.status().as_str().to_owned(),
             version,
-            expires_at_ms: record.expires_at_ms.map(clamp),
+            expires_at_ms: record.expires_at().map(clamp),
             record: json,
         })
     }
@@ -172,8 +172,8 @@ impl Row {
 /// A time for the expiry column: past `i64::MAX` ms (292 million years)
 /// every time is the same. Order is kept, so the index still answers
 /// `expires_at_ms <= now` exactly for any time before then.
-pub(crate) fn clamp(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
+pub(crate) fn clamp(at: UnixMillis) -> i64 {
+    i64::try_from(at.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Reads a row's JSON back into a record, checking it against its columns.
@@ -185,7 +185,7 @@ fn decode(id: &str, version: i64, json: &str) -> Result<TaskRecord, StoreError> 
         )
     })?;
     // Never print the ids: they are bearer tokens.
-    if record.id != id || i64::try_from(record.version).ok() != Some(version) {
+    if record.id().expose() != id || i64::try_from(record.version()).ok() != Some(version) {
         return Err(StoreError::msg(
             "a stored task is corrupt: its JSON disagrees with its row's id or version",
         ));
@@ -257,16 +257,18 @@ pub(crate) fn update(conn: &Connection, expected: i64, row: &Row) -> Result<bool
     Ok(changed == 1)
 }
 
-/// The ids of records due at `now_ms`, oldest first, at most `limit`.
+/// The ids of records due at `now_ms`, soonest first, at most `limit`.
 pub(crate) fn expired(
     conn: &Connection,
     now_ms: i64,
     limit: i64,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<Vec<TaskId>, StoreError> {
     conn.prepare_cached(EXPIRED_SQL)
         .and_then(|mut select| {
             select
-                .query_map(params![now_ms, limit], |row| row.get(0))
+                .query_map(params![now_ms, limit], |row| {
+                    row.get::<_, String>(0).map(TaskId::new)
+                })
                 .and_then(Iterator::collect)
         })
         .map_err(|err| StoreError::new("SQLite could not read the expiry index", err))
@@ -312,8 +314,8 @@ mod tests {
 
     #[test]
     fn huge_times_keep_their_order() {
-        assert_eq!(clamp(5), 5);
-        assert_eq!(clamp(u64::MAX), i64::MAX);
-        assert!(clamp(u64::MAX) >= clamp(i64::MAX as u64));
+        assert_eq!(clamp(UnixMillis::new(5)), 5);
+        assert_eq!(clamp(UnixMillis::new(u64::MAX)), i64::MAX);
+        assert!(clamp(UnixMillis::new(u64::MAX)) >= clamp(UnixMillis::new(i64::MAX as u64)));
     }
 }

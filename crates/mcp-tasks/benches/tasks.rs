@@ -31,9 +31,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::future::BoxFuture;
-use mcp_tasks::server::{Clock as _, SystemClock, TaskRuntime, ToolTasks};
-use mcp_tasks::store::{Change, MemoryStore, SharedStore, StoreError, Swap, TaskRecord, TaskStore};
-use mcp_tasks::{CallOptions, CallResponse, TaskId, TasksClient};
+use mcp_tasks::server::http::StreamableHttpServer;
+use mcp_tasks::server::{TaskRuntime, ToolTasks};
+use mcp_tasks::store::{
+    Change, MemoryStore, Principal, SharedStore, StoreError, Swap, TaskRecord, TaskStore,
+    Transition,
+};
+use mcp_tasks::{CallOptions, CallResponse, TaskId, TasksClient, Ttl, UnixMillis};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     CreateTaskResult, GetTaskParams, GetTaskResult, ProtocolVersion, ServerCapabilities,
@@ -145,8 +149,14 @@ impl Rng {
 }
 
 /// A record as the runtime creates one: a 32-hex id.
-fn runtime_record(rng: &mut Rng, owner: &str, now_ms: u64) -> TaskRecord {
-    TaskRecord::new(rng.hex(32), owner, now_ms, Some(TTL_MS), Some(POLL_MS))
+fn runtime_record(rng: &mut Rng, owner: &str, now: UnixMillis) -> TaskRecord {
+    TaskRecord::new(
+        TaskId::new(rng.hex(32)),
+        Principal::new(owner),
+        now,
+        Ttl::from_millis(TTL_MS),
+        Some(Duration::from_millis(POLL_MS)),
+    )
 }
 
 // ----------------------------------------------------------------- servers
@@ -272,28 +282,24 @@ impl TaskStore for CountingStore {
         TaskStore::create(&self.inner, record).await
     }
 
-    async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+    async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
         self.gets.fetch_add(1, Ordering::Relaxed);
         TaskStore::get(&self.inner, id).await
     }
 
-    async fn compare_and_swap(
-        &self,
-        expected: u64,
-        record: TaskRecord,
-    ) -> Result<Swap, StoreError> {
-        TaskStore::compare_and_swap(&self.inner, expected, record).await
+    async fn compare_and_swap(&self, transition: Transition) -> Result<Swap, StoreError> {
+        TaskStore::compare_and_swap(&self.inner, transition).await
     }
 
-    async fn delete(&self, id: &str) -> Result<(), StoreError> {
+    async fn delete(&self, id: &TaskId) -> Result<(), StoreError> {
         TaskStore::delete(&self.inner, id).await
     }
 
-    async fn expired(&self, now_ms: u64, limit: usize) -> Result<Vec<String>, StoreError> {
-        TaskStore::expired(&self.inner, now_ms, limit).await
+    async fn expired(&self, now: UnixMillis, limit: usize) -> Result<Vec<TaskId>, StoreError> {
+        TaskStore::expired(&self.inner, now, limit).await
     }
 
-    fn changes(&self) -> broadcast::Receiver<String> {
+    fn changes(&self) -> broadcast::Receiver<TaskId> {
         TaskStore::changes(&self.inner)
     }
 }
@@ -315,15 +321,13 @@ async fn connect<S: ServerHandler>(server: S) -> anyhow::Result<TasksClient<()>>
     Ok(TasksClient::new(running))
 }
 
-/// Serves `router` on 127.0.0.1, with TCP_NODELAY when asked.
+/// Serves `router` on 127.0.0.1: with the library's `serve` (TCP_NODELAY)
+/// when asked, else as plain axum does.
 async fn serve(router: axum::Router, nodelay: bool) -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
     if nodelay {
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        tokio::spawn(async move { axum::serve(listener, router).await });
+        tokio::spawn(mcp_tasks::server::http::serve(listener, router));
     } else {
         tokio::spawn(async move { axum::serve(listener, router).await });
     }
@@ -616,7 +620,7 @@ async fn memory(scale: &Scale, targets: &mut Targets) -> anyhow::Result<()> {
     println!("\n== 3. memory per live task (net heap bytes, requested sizes)");
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let owner = format!("authorization:{}", rng.hex(64));
-    let now = SystemClock.now_ms();
+    let now = UnixMillis::now();
     let n = scale.memory_tasks;
 
     let (store, mut ids, ours, blocks) = filled_store(&mut rng, &owner, now, n).await?;
@@ -638,7 +642,7 @@ async fn memory(scale: &Scale, targets: &mut Targets) -> anyhow::Result<()> {
     // What one read of the store costs, at 1 and at n records.
     let small = MemoryStore::new();
     let one = runtime_record(&mut rng, &owner, now);
-    let one_id = vec![one.id.clone()];
+    let one_id = vec![one.id().clone()];
     TaskStore::create(&small, one).await?;
     rng.shuffle(&mut ids);
     let reads = if scale.full { 400_000 } else { 1_000 };
@@ -646,11 +650,15 @@ async fn memory(scale: &Scale, targets: &mut Targets) -> anyhow::Result<()> {
     let (at_n, _) = store_read(&store, &ids, reads).await;
     let big = MemoryStore::new();
     let working = runtime_record(&mut rng, &owner, now);
-    let big_id = vec![working.id.clone()];
+    let big_id = vec![working.id().clone()];
     let result = json!({"content": [{"type": "text", "text": "x".repeat(64 * 1024)}]});
-    let completed = working.apply(&Change::Complete(result), now, TTL_MS)?;
+    let completed = working.apply(
+        &Change::Complete(result),
+        now,
+        Duration::from_millis(TTL_MS),
+    )?;
     TaskStore::create(&big, working).await?;
-    TaskStore::compare_and_swap(&big, 0, completed).await?;
+    TaskStore::compare_and_swap(&big, completed).await?;
     let (at_big, _) = store_read(&big, &big_id, reads / 20).await;
     println!(
         "MemoryStore::get: {at_one:.0} ns at 1 record, {at_n:.0} ns at {n} (random ids), \
@@ -685,15 +693,15 @@ async fn memory(scale: &Scale, targets: &mut Targets) -> anyhow::Result<()> {
 async fn filled_store(
     rng: &mut Rng,
     owner: &str,
-    now: u64,
+    now: UnixMillis,
     n: usize,
-) -> anyhow::Result<(MemoryStore, Vec<String>, f64, f64)> {
+) -> anyhow::Result<(MemoryStore, Vec<TaskId>, f64, f64)> {
     let mut ids = Vec::with_capacity(n);
     let (before, blocks_before) = (live_bytes(), live_blocks());
     let store = MemoryStore::new();
     for _ in 0..n {
         let record = runtime_record(rng, owner, now);
-        ids.push(record.id.clone());
+        ids.push(record.id().clone());
         TaskStore::create(&store, record).await?;
     }
     let bytes = (live_bytes() - before - (n * 32) as i128) as f64 / n as f64;
@@ -702,7 +710,7 @@ async fn filled_store(
 }
 
 /// Mean time (ns) and allocations of one `TaskStore::get`, over `ids` in turn.
-async fn store_read(store: &MemoryStore, ids: &[String], reads: usize) -> (f64, f64) {
+async fn store_read(store: &MemoryStore, ids: &[TaskId], reads: usize) -> (f64, f64) {
     let allocations_before = allocations();
     let started = Instant::now();
     for n in 0..reads {
@@ -722,16 +730,10 @@ async fn http(scale: &Scale, targets: &mut Targets) -> anyhow::Result<()> {
         scale.http_window.as_millis()
     );
     let server = OurServer::new(Arc::new(MemoryStore::new()));
-    let stateless = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .with_sse_keep_alive(None);
-    // Ours: rmcp's service with our fast path for tasks/* in front of it.
-    let fast = mcp_tasks::server::http::fast_tasks(
-        mcp_service(server.clone(), stateless),
-        server.runtime.clone(),
-    );
-    let ours = serve(fast, true).await?;
+    // Ours: the library's serving recipe (rmcp's service, stateless with
+    // JSON answers, our fast path for tasks/* in front, TCP_NODELAY).
+    let recipe = StreamableHttpServer::new(server.clone(), server.runtime.clone()).router();
+    let ours = serve(recipe, true).await?;
     // The same handler behind rmcp's server as shipped: default config, no TCP_NODELAY.
     let shipped = serve(mcp_service(server, Default::default()), false).await?;
     let client = reqwest::Client::builder()
@@ -901,11 +903,11 @@ async fn in_process(scale: &Scale, targets: &mut Targets) -> anyhow::Result<()> 
     // these tasks have no running tool, as after a restart.
     let n = scale.ours_retained;
     let store = Arc::new(MemoryStore::new());
-    let now = SystemClock.now_ms();
+    let now = UnixMillis::now();
     let mut filled = Vec::with_capacity(n);
     for _ in 0..n {
         let record = runtime_record(&mut rng, "process", now);
-        filled.push(TaskId::new(record.id.clone()));
+        filled.push(record.id().clone());
         TaskStore::create(&*store, record).await?;
     }
     rng.shuffle(&mut filled);

@@ -129,7 +129,7 @@ pub use client::{
     TaskState, TasksClient, error, validate_input_response, with_tasks_extension,
 };
 
-#[cfg(feature = "server")]
+#[cfg(feature = "store")]
 pub mod store;
 
 #[cfg(feature = "server")]

@@ -577,7 +577,7 @@ impl<'a> Call<'a> {
         context: &RequestContext<RoleServer>,
     ) -> Result<Self, ErrorData> {
         let binding = Binding::new(
-            &runtime.principal_of(&context.extensions),
+            runtime.principal_of(&context.extensions).as_str(),
             &request.name,
             &request.arguments.clone().unwrap_or_default(),
         );

@@ -1,7 +1,34 @@
 //! A corrupt row is an error, never a panic.
 
-use mcp_tasks::store::{Swap, TaskRecord, TaskStore};
+use std::time::Duration;
+
+use mcp_tasks::store::{Change, Principal, Swap, TaskRecord, TaskStore, Transition};
+use mcp_tasks::{TaskId, Ttl, UnixMillis};
 use mcp_tasks_sqlite::SqliteStore;
+
+fn record(id: &str) -> TaskRecord {
+    TaskRecord::new(
+        TaskId::new(id),
+        Principal::new("o"),
+        UnixMillis::new(1),
+        Ttl::Unlimited,
+        None,
+    )
+}
+
+/// A transition from version `from` to `from + 1` of task `id`.
+fn transition(id: &str, from: u64) -> Transition {
+    let mut current = record(id);
+    for _ in 0..from {
+        current = current
+            .apply(&Change::RequestCancel, UnixMillis::new(2), Duration::ZERO)
+            .expect("applies")
+            .into_record();
+    }
+    current
+        .apply(&Change::RequestCancel, UnixMillis::new(2), Duration::ZERO)
+        .expect("applies")
+}
 
 /// Writes a row behind the store's back, as damage or a hand edit would.
 fn write_raw(path: &std::path::Path, id: &str, status: &str, version: i64, json: &str) {
@@ -18,17 +45,14 @@ async fn a_corrupt_row_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("tasks.sqlite3");
     let store = SqliteStore::open(&path).expect("open");
-    store
-        .create(TaskRecord::new("good", "o", 1, None, None))
-        .await
-        .expect("create");
+    store.create(record("good")).await.expect("create");
     write_raw(&path, "bad", "working", 0, "{not json");
     // Valid JSON, but another task's record.
-    let other = serde_json::to_string(&TaskRecord::new("other", "o", 1, None, None)).expect("json");
+    let other = serde_json::to_string(&record("other")).expect("json");
     write_raw(&path, "mismatched", "completed", 0, &other);
 
     let err = store
-        .get("bad")
+        .get(&TaskId::new("bad"))
         .await
         .expect_err("a corrupt row is an error");
     let text = err.to_string();
@@ -46,25 +70,37 @@ async fn a_corrupt_row_is_an_error_not_a_panic() {
     );
 
     let err = store
-        .get("mismatched")
+        .get(&TaskId::new("mismatched"))
         .await
         .expect_err("a row disagreeing with its JSON");
     assert!(err.to_string().contains("disagrees"), "{err}");
 
-    // A swap that finds the corrupt row reports it too.
-    let stale = TaskRecord::new("bad", "o", 1, None, None);
-    assert!(store.compare_and_swap(7, stale).await.is_err());
+    // A swap that finds the corrupt row (at another version) reports it too.
+    assert!(store.compare_and_swap(transition("bad", 7)).await.is_err());
 
     // The rest of the store works, and the corrupt row can be removed.
-    assert!(store.get("good").await.expect("get").is_some());
-    assert_eq!(
-        store.expired(10, 10).await.expect("expired"),
-        ["bad", "mismatched"]
+    assert!(
+        store
+            .get(&TaskId::new("good"))
+            .await
+            .expect("get")
+            .is_some()
     );
-    store.delete("mismatched").await.expect("delete");
+    let due: Vec<String> = store
+        .expired(UnixMillis::new(10), 10)
+        .await
+        .expect("expired")
+        .into_iter()
+        .map(TaskId::into_inner)
+        .collect();
+    assert_eq!(due, ["bad", "mismatched"]);
+    store
+        .delete(&TaskId::new("mismatched"))
+        .await
+        .expect("delete");
     assert_eq!(
         store
-            .compare_and_swap(0, TaskRecord::new("mismatched", "o", 1, None, None))
+            .compare_and_swap(transition("mismatched", 0))
             .await
             .expect("cas"),
         Swap::Missing

@@ -9,9 +9,9 @@ use rmcp::model::{ClientCapabilities, InputRequest};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::Inner;
-use crate::store::{Change, Modified, modify};
-use crate::task::TaskStatus;
+use super::runtime::Inner;
+use crate::store::{Change, Modified};
+use crate::task::{TaskId, TaskStatus};
 
 /// The handle tool code uses while it runs: status messages, input
 /// requests, cancellation and TTL heartbeats.
@@ -22,8 +22,8 @@ use crate::task::TaskStatus;
 /// client learns that the tool needs the Tasks extension.
 #[derive(Clone)]
 pub struct TaskContext {
-    pub(super) task: Option<(String, Arc<Inner>)>,
-    pub(super) token: CancellationToken,
+    task: Option<(TaskId, Arc<Inner>)>,
+    token: CancellationToken,
 }
 
 impl std::fmt::Debug for TaskContext {
@@ -36,6 +36,22 @@ impl std::fmt::Debug for TaskContext {
 }
 
 impl TaskContext {
+    /// The context of a tool that runs synchronously.
+    pub(crate) fn synchronous() -> Self {
+        Self {
+            task: None,
+            token: CancellationToken::new(),
+        }
+    }
+
+    /// The context of the tool of task `id`.
+    pub(crate) fn task(id: TaskId, inner: Arc<Inner>, token: CancellationToken) -> Self {
+        Self {
+            task: Some((id, inner)),
+            token,
+        }
+    }
+
     /// True when the tool runs as a task.
     pub fn is_task(&self) -> bool {
         self.task.is_some()
@@ -60,8 +76,7 @@ impl TaskContext {
 
     /// Keeps a working task alive: its TTL now ends no earlier than `by` from now.
     pub async fn extend_ttl(&self, by: Duration) -> Result<(), ErrorData> {
-        let by_ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
-        self.change(Change::ExtendTtl { by_ms }).await
+        self.change(Change::ExtendTtl(by)).await
     }
 
     /// Asks the client for input and waits for the answer: the task is
@@ -103,21 +118,14 @@ impl TaskContext {
         }
         loop {
             let record = inner.read(id).await?;
-            if keys
-                .iter()
-                .all(|key| record.input_responses.contains_key(key))
-            {
+            let answers = record.input_responses();
+            if keys.iter().all(|key| answers.contains_key(key)) {
                 return Ok(keys
                     .iter()
-                    .filter_map(|key| {
-                        record
-                            .input_responses
-                            .get(key)
-                            .map(|answer| (key.clone(), answer.clone()))
-                    })
+                    .filter_map(|key| answers.get(key).map(|answer| (key.clone(), answer.clone())))
                     .collect());
             }
-            if record.cancel_requested || record.status.is_terminal() {
+            if record.cancel_requested() || record.status().is_terminal() {
                 return Err(ErrorData::internal_error(
                     "the task ended while waiting for input",
                     None,
@@ -131,15 +139,11 @@ impl TaskContext {
         let Some((id, inner)) = &self.task else {
             return Ok(());
         };
-        let now = inner.clock.now_ms();
-        match modify(&*inner.store, id, &change, now, inner.retention_ms())
-            .await
-            .map_err(super::store_failure)?
-        {
+        match inner.modify(id, &change).await? {
             Modified::Applied(_) => Ok(()),
             Modified::Refused(record, refused) => {
                 if matches!(
-                    record.status,
+                    record.status(),
                     TaskStatus::Working | TaskStatus::InputRequired
                 ) {
                     Err(ErrorData::invalid_params(refused.to_string(), None))

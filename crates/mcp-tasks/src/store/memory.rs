@@ -6,20 +6,21 @@ use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 
-use super::{StoreError, Swap, TaskRecord, TaskStore};
+use super::{StoreError, Swap, TaskRecord, TaskStore, Transition};
+use crate::task::{TaskId, UnixMillis};
 
 /// Keeps tasks in this process's memory.
 #[derive(Debug)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
-    feed: broadcast::Sender<String>,
+    feed: broadcast::Sender<TaskId>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
-    records: HashMap<String, TaskRecord>,
-    /// `(expires_at_ms, id)` of every record that expires.
-    expiry: BTreeSet<(u64, String)>,
+    records: HashMap<TaskId, TaskRecord>,
+    /// `(expires_at, id)` of every record that expires.
+    expiry: BTreeSet<(UnixMillis, TaskId)>,
 }
 
 impl Default for MemoryStore {
@@ -55,21 +56,21 @@ impl MemoryStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn announce(&self, id: &str) {
+    fn announce(&self, id: TaskId) {
         // No receiver is not an error.
-        let _ = self.feed.send(id.to_owned());
+        let _ = self.feed.send(id);
     }
 }
 
 impl Inner {
     /// Moves `id` in the expiry index from `old` to `new`.
-    fn index(&mut self, id: &str, old: Option<u64>, new: Option<u64>) {
+    fn index(&mut self, id: &TaskId, old: Option<UnixMillis>, new: Option<UnixMillis>) {
         if old != new {
             if let Some(at) = old {
-                self.expiry.remove(&(at, id.to_owned()));
+                self.expiry.remove(&(at, id.clone()));
             }
             if let Some(at) = new {
-                self.expiry.insert((at, id.to_owned()));
+                self.expiry.insert((at, id.clone()));
             }
         }
     }
@@ -77,65 +78,62 @@ impl Inner {
 
 impl TaskStore for MemoryStore {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
-        let id = record.id.clone();
+        let id = record.id().clone();
         {
             let mut inner = self.lock();
             if inner.records.contains_key(&id) {
                 return Err(StoreError::msg("a task with this id exists"));
             }
-            inner.index(&id, None, record.expires_at_ms);
+            inner.index(&id, None, record.expires_at());
             inner.records.insert(id.clone(), record);
         }
-        self.announce(&id);
+        self.announce(id);
         Ok(())
     }
 
-    async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+    async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
         Ok(self.lock().records.get(id).cloned())
     }
 
-    async fn compare_and_swap(
-        &self,
-        expected: u64,
-        record: TaskRecord,
-    ) -> Result<Swap, StoreError> {
-        let id = record.id.clone();
+    async fn compare_and_swap(&self, transition: Transition) -> Result<Swap, StoreError> {
+        let id = transition.record().id().clone();
         {
             let mut inner = self.lock();
             let Some(current) = inner.records.get(&id) else {
                 return Ok(Swap::Missing);
             };
-            if current.version != expected {
+            if current.version() != transition.expected_version() {
                 return Ok(Swap::Conflict(Box::new(current.clone())));
             }
-            let old = current.expires_at_ms;
-            inner.index(&id, old, record.expires_at_ms);
+            let old = current.expires_at();
+            let record = transition.into_record();
+            inner.index(&id, old, record.expires_at());
             inner.records.insert(id.clone(), record);
         }
-        self.announce(&id);
+        self.announce(id);
         Ok(Swap::Swapped)
     }
 
-    async fn delete(&self, id: &str) -> Result<(), StoreError> {
+    async fn delete(&self, id: &TaskId) -> Result<(), StoreError> {
         let mut inner = self.lock();
         if let Some(old) = inner.records.remove(id) {
-            inner.index(id, old.expires_at_ms, None);
+            inner.index(id, old.expires_at(), None);
         }
         Ok(())
     }
 
-    async fn expired(&self, now_ms: u64, limit: usize) -> Result<Vec<String>, StoreError> {
+    async fn expired(&self, now: UnixMillis, limit: usize) -> Result<Vec<TaskId>, StoreError> {
         let inner = self.lock();
         Ok(inner
             .expiry
             .iter()
-            .take_while(|(at, _)| *at <= now_ms)
+            .take_while(|(at, _)| *at <= now)
             .take(limit)
             .map(|(_, id)| id.clone())
             .collect())
     }
 
-    fn changes(&self) -> broadcast::Receiver<String> {
+    fn changes(&self) -> broadcast::Receiver<TaskId> {
         self.feed.subscribe()
     }
 }

@@ -11,13 +11,11 @@ use mcp_tasks::{
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::schema::check_request;
-use crate::scripted::{
-    Handler, Reply, ack, connect, connect_with, created, discover_result, got, name_form,
-    text_result,
+use crate::support::schema::check_request;
+use crate::support::scripted::{
+    Reply, ack, connect, connect_with, created, discover_result, got, name_form, text_result,
 };
-
-const TASKS: &str = "io.modelcontextprotocol/tasks";
+use crate::support::{Handler, TASKS};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -420,7 +418,8 @@ async fn terminal_without_payload_is_read_at_once_and_flapping_is_followed() {
     )
     .await;
     let seed =
-        mcp_tasks::TaskState::from_json(crate::scripted::task("completed", json!({}))).unwrap();
+        mcp_tasks::TaskState::from_json(crate::support::scripted::task("completed", json!({})))
+            .unwrap();
     let start = Instant::now();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let options = AwaitOptions::default().with_observer({

@@ -2,21 +2,15 @@
 //! file: finished tasks keep their outcome, unfinished ones are failed with
 //! the restart message, never lost and never `working` forever.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_tasks::server::RuntimeConfig;
 use mcp_tasks::store::RESTARTED_MESSAGE;
 use mcp_tasks::{TaskId, TaskOutcome, TaskStatus};
 use mcp_tasks_sqlite::SqliteStore;
 use serde_json::json;
 
-use crate::runtime_server::RuntimeServer;
-use crate::server::{in_process, options, task_of};
-
-fn config() -> RuntimeConfig {
-    RuntimeConfig::default().with_poll_interval(Duration::from_millis(20))
-}
+use crate::support::runtime_server::runtime_on;
+use crate::support::{RuntimeServer, in_process, options, task_of};
 
 #[test]
 fn a_restarted_server_keeps_finished_tasks_and_fails_unfinished_ones() {
@@ -27,7 +21,7 @@ fn a_restarted_server_keeps_finished_tasks_and_fails_unfinished_ones() {
     let life = tokio::runtime::Runtime::new().expect("a runtime");
     let (done, working, asking): (TaskId, TaskId, TaskId) = life.block_on(async {
         let store = SqliteStore::open(&path).expect("open the store");
-        let client = in_process(RuntimeServer::new(Arc::new(store), config())).await;
+        let client = in_process(RuntimeServer::new(runtime_on(store).build())).await;
         let done = task_of(&client, "slow", json!({"ms": 10})).await;
         let outcome = client.await_task(&done, &options()).await.expect("await");
         assert!(matches!(outcome, TaskOutcome::Completed(_)));
@@ -46,7 +40,7 @@ fn a_restarted_server_keeps_finished_tasks_and_fails_unfinished_ones() {
     life.block_on(async {
         let store = SqliteStore::open(&path).expect("reopen the store");
         assert_eq!(store.abandoned_at_open(), 2);
-        let client = in_process(RuntimeServer::new(Arc::new(store), config())).await;
+        let client = in_process(RuntimeServer::new(runtime_on(store).build())).await;
         let finished = client.get(&done).await.expect("the finished task is kept");
         let TaskOutcome::Completed(result) = finished.outcome().expect("an outcome") else {
             panic!("completed stays completed")

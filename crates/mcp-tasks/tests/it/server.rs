@@ -1,64 +1,23 @@
-//! The server runtime: policy, creation, TaskContext, tasks/*, outcomes,
-//! TTL and caller binding, in process and over real HTTP, with our own
-//! client and with raw JSON-RPC checked against the official schemas.
+//! The server runtime: policy, creation, TaskContext, tasks/*, outcomes
+//! and caller binding, in process and over real HTTP, with our own client
+//! and with raw JSON-RPC checked against the official schemas. Expiry and
+//! retention, which follow the clock, are in `expiry.rs`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_tasks::server::RuntimeConfig;
-use mcp_tasks::store::MemoryStore;
-use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TaskOutcome, TaskStatus, TasksClient};
+use mcp_tasks::{CallOptions, CallResponse, TaskOutcome, TaskStatus, TasksClient, Ttl};
 use rmcp::ServiceExt;
-use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::service::serve_client_with_lifecycle;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::runtime_server::{RuntimeServer, serve_http};
-use crate::schema::check_def;
-use crate::scripted::{Handler, args, completed_text as text_of};
-
-const TASKS: &str = "io.modelcontextprotocol/tasks";
-
-fn lifecycle() -> ClientLifecycleMode {
-    ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    }
-}
-
-pub(crate) async fn in_process(server: RuntimeServer) -> TasksClient<Handler> {
-    let (server_io, client_io) = tokio::io::duplex(1 << 20);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_io).await {
-            let _ = running.waiting().await;
-        }
-    });
-    let running = serve_client_with_lifecycle(Handler::default(), client_io, lifecycle())
-        .await
-        .expect("connect in process");
-    TasksClient::new(running)
-}
-
-pub(crate) fn options() -> AwaitOptions {
-    AwaitOptions::default().with_deadline(Some(Duration::from_secs(20)))
-}
-
-pub(crate) async fn task_of(
-    client: &TasksClient<Handler>,
-    tool: &str,
-    arguments: Value,
-) -> mcp_tasks::TaskState {
-    match client
-        .call_tool(tool, args(arguments), CallOptions::default())
-        .await
-        .expect("call")
-    {
-        CallResponse::Task(state) => state,
-        other => panic!("{tool} should be a task: {other:?}"),
-    }
-}
+use crate::support::runtime_server::serve_http;
+use crate::support::schema::{check_def, check_request};
+use crate::support::{
+    Handler, RuntimeServer, TASKS, args, completed_text, in_process, lifecycle, options, task_of,
+};
 
 #[tokio::test]
 async fn policy_decides_between_task_and_synchronous_run() {
@@ -106,7 +65,7 @@ async fn policy_decides_between_task_and_synchronous_run() {
     assert!(error.requires_tasks_extension(), "{error}");
     let state = task_of(&client, "required_job", json!({})).await;
     assert_eq!(
-        text_of(&client.await_task(&state, &options()).await.unwrap()),
+        completed_text(&client.await_task(&state, &options()).await.unwrap()),
         "required done"
     );
 }
@@ -127,12 +86,9 @@ async fn a_created_task_is_readable_at_once_with_its_status_message() {
     let read = client.get(&state.id).await.unwrap();
     assert_eq!(read.status_message.as_deref(), Some("halfway"));
     assert_eq!(read.poll_interval, Some(Duration::from_millis(20)));
-    assert_eq!(
-        read.ttl,
-        Some(mcp_tasks::Ttl::Limited(Duration::from_secs(3600)))
-    );
+    assert_eq!(read.ttl, Some(Ttl::Limited(Duration::from_secs(3600))));
     let outcome = client.await_task(&state, &options()).await.unwrap();
-    assert_eq!(text_of(&outcome), "slept 200 ms");
+    assert_eq!(completed_text(&outcome), "slept 200 ms");
 }
 
 #[tokio::test]
@@ -143,7 +99,7 @@ async fn input_is_asked_answered_and_partial_sets_wait() {
         .call_and_await("ask", None, CallOptions::default(), &options())
         .await
         .unwrap();
-    assert_eq!(text_of(&outcome), "Hello, Ada!");
+    assert_eq!(completed_text(&outcome), "Hello, Ada!");
 
     // Two keys; answer one (plus a key never issued): only the other stays outstanding.
     let state = task_of(&client, "ask_two", json!({})).await;
@@ -171,7 +127,7 @@ async fn input_is_asked_answered_and_partial_sets_wait() {
         .await
         .unwrap();
     let outcome = client.await_task(&state.id, &options()).await.unwrap();
-    assert_eq!(text_of(&outcome), "one two");
+    assert_eq!(completed_text(&outcome), "one two");
     // An update on a finished task is acknowledged and changes nothing.
     client
         .update(&state.id, [("second".to_owned(), json!({}))].into())
@@ -218,7 +174,7 @@ async fn outcomes_errors_panics_and_cancel() {
         .call_and_await("required_job", None, CallOptions::default(), &options())
         .await
         .unwrap();
-    assert_eq!(text_of(&outcome), "required done");
+    assert_eq!(completed_text(&outcome), "required done");
 
     let state = task_of(&client, "forever", json!({})).await;
     client.cancel(&state.id).await.unwrap();
@@ -249,55 +205,27 @@ async fn outcomes_errors_panics_and_cancel() {
 }
 
 #[tokio::test]
-async fn expiry_heartbeat_and_retention() {
-    let config = RuntimeConfig::default()
-        .with_poll_interval(Duration::from_millis(20))
-        .with_sweep_interval(Duration::from_millis(25))
-        .with_retention(Duration::from_millis(300));
-    let server = RuntimeServer::new(Arc::new(MemoryStore::new()), config);
-    let client = in_process(server).await;
-    let dying = task_of(&client, "forever", json!({"ttl_ms": 150})).await;
-    let beating = task_of(
-        &client,
-        "forever",
-        json!({"ttl_ms": 150, "heartbeat": true}),
-    )
-    .await;
-    let unlimited = task_of(&client, "forever", json!({"unlimited": true})).await;
-    assert_eq!(unlimited.ttl, Some(mcp_tasks::Ttl::Unlimited));
+async fn a_cancel_fires_the_token_of_the_work_a_tool_spawned() {
+    let server = RuntimeServer::in_memory();
+    let client = in_process(server.clone()).await;
+    let state = task_of(&client, "spawns_work", json!({})).await;
+    // Give the tool time to spawn its work; the token has not fired.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(server.events().is_empty(), "{:?}", server.events());
+    client.cancel(&state.id).await.unwrap();
+    let outcome = client.await_task(&state.id, &options()).await.unwrap();
+    assert!(matches!(outcome, TaskOutcome::Cancelled(_)), "{outcome:?}");
+    for _ in 0..100 {
+        if !server.events().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(
-        unlimited.raw["ttlMs"],
-        Value::Null,
-        "an unlimited TTL is sent as null"
+        server.events(),
+        ["token fired"],
+        "the spawned work learned of the cancel"
     );
-    assert_eq!(
-        dying.ttl,
-        Some(mcp_tasks::Ttl::Limited(Duration::from_millis(150)))
-    );
-    tokio::time::sleep(Duration::from_millis(350)).await;
-    let expired = client.get(&dying.id).await.unwrap();
-    assert_eq!(expired.status, TaskStatus::Failed);
-    assert_eq!(
-        expired.error.as_ref().map(|e| e.message.as_str()),
-        Some("task expired")
-    );
-    assert_eq!(expired.error.as_ref().map(|e| e.code), Some(-32603));
-    let still = client.get(&unlimited.id).await.unwrap();
-    assert_eq!(still.status, TaskStatus::Working);
-    let alive = client.get(&beating.id).await.unwrap();
-    assert_eq!(
-        alive.status,
-        TaskStatus::Working,
-        "a heartbeat keeps a task alive"
-    );
-    assert!(
-        matches!(alive.ttl, Some(mcp_tasks::Ttl::Limited(ttl)) if ttl > Duration::from_millis(150))
-    );
-    // Past the retention window the sweeper deletes the finished task.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(client.get(&dying.id).await.unwrap_err().is_unknown_task());
-    client.cancel(&beating.id).await.unwrap();
-    client.cancel(&unlimited.id).await.unwrap();
 }
 
 /// A raw JSON-RPC session over a duplex, to read the exact wire.
@@ -334,7 +262,7 @@ impl Raw {
         self.next += 1;
         let request =
             json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
-        crate::schema::check_request(&request).expect("a valid request");
+        check_request(&request).expect("a valid request");
         let mut line = request.to_string();
         line.push('\n');
         self.write.write_all(line.as_bytes()).await.expect("write");
@@ -447,7 +375,7 @@ async fn over_http_tasks_belong_to_the_bearer_that_made_them() {
         .call_and_await("ask", None, CallOptions::default(), &options())
         .await
         .unwrap();
-    assert_eq!(text_of(&outcome), "Hello, Ada!");
+    assert_eq!(completed_text(&outcome), "Hello, Ada!");
 
     let state = task_of(&alice, "forever", json!({})).await;
     for error in [

@@ -13,20 +13,13 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TaskOutcome, TaskStatus, TasksClient};
-use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::service::serve_client_with_lifecycle;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::scripted::{Handler, args, completed_text as text};
-
-fn lifecycle() -> ClientLifecycleMode {
-    ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    }
-}
+use crate::support::{Handler, args, completed_text, lifecycle};
 
 /// The fixture server binary, which `cargo test` builds with the examples.
 fn server_binary() -> PathBuf {
@@ -92,7 +85,7 @@ async fn lifecycle_scenario(client: &TasksClient<Handler>) {
         move |state| messages.lock().unwrap().push(state.status_message.clone())
     });
     let outcome = client.await_task(&state, &observing).await.unwrap();
-    assert_eq!(text(&outcome), "slept 300 ms");
+    assert_eq!(completed_text(&outcome), "slept 300 ms");
     assert!(
         messages
             .lock()
@@ -105,7 +98,7 @@ async fn lifecycle_scenario(client: &TasksClient<Handler>) {
         .call_and_await("ask_name", None, CallOptions::default(), &options)
         .await
         .unwrap();
-    assert_eq!(text(&outcome), "Hello, Ada!");
+    assert_eq!(completed_text(&outcome), "Hello, Ada!");
 
     // isError is a result; a JSON-RPC error is a failure.
     let outcome = client
@@ -172,7 +165,7 @@ async fn lifecycle_scenario(client: &TasksClient<Handler>) {
         )
         .await
         .unwrap();
-    assert_eq!(text(&outcome), "Hello, Ada!");
+    assert_eq!(completed_text(&outcome), "Hello, Ada!");
 }
 
 #[tokio::test]
@@ -261,7 +254,7 @@ async fn transient_http_failures_are_retried_inside_the_deadline() {
         )
         .await
         .unwrap();
-    assert_eq!(text(&outcome), "slept 100 ms");
+    assert_eq!(completed_text(&outcome), "slept 100 ms");
     assert!(
         gets.load(Ordering::SeqCst) > 3,
         "the failed gets were retried"

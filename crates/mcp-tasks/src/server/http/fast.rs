@@ -1,5 +1,5 @@
 //! A fast path for `tasks/get`, `tasks/update` and `tasks/cancel` over
-//! Streamable HTTP (feature `http`).
+//! Streamable HTTP.
 //!
 //! rmcp's Streamable HTTP service spends most of a small request's time in
 //! its own dispatch. Polls are most of a task server's traffic, so
@@ -24,14 +24,16 @@ use rmcp::ErrorData;
 use rmcp::model::{Extensions, InputResponses};
 use serde_json::{Value, json};
 
-use super::TaskRuntime;
 use crate::TASKS_EXTENSION;
+use crate::server::TaskRuntime;
+use crate::task::TaskId;
 
 /// The largest `tasks/*` body answered on the fast path.
 const MAX_BODY: usize = 4 << 20;
 
 /// Wraps an axum router that serves rmcp's `StreamableHttpService`: well-formed
 /// `tasks/*` POSTs are answered from `runtime`, everything else goes to `router`.
+/// [`StreamableHttpServer`](super::StreamableHttpServer) does this for you.
 ///
 /// ```ignore
 /// let router = axum::Router::new().nest_service("/mcp", rmcp_service);
@@ -73,17 +75,18 @@ async fn answer_tasks(
     let mut extensions = Extensions::new();
     extensions.insert(parts);
     let principal = runtime.principal_of(&extensions);
+    let id = TaskId::new(call.task_id);
     let outcome: Result<Value, ErrorData> = match call.method {
         Method::Get => runtime
-            .get_task_as(&call.task_id, &principal)
+            .get_task_as(&id, &principal)
             .await
             .and_then(|result| serde_json::to_value(result).map_err(internal)),
         Method::Update(responses) => runtime
-            .update_task_as(&call.task_id, responses, &principal)
+            .update_task_as(&id, responses, &principal)
             .await
             .map(|()| json!({"resultType": "complete"})),
         Method::Cancel => runtime
-            .cancel_task_as(&call.task_id, &principal)
+            .cancel_task_as(&id, &principal)
             .await
             .map(|()| json!({"resultType": "complete"})),
     };

@@ -1,39 +1,48 @@
 //! A server built on our `TaskRuntime`, for the server tests: in process
 //! (tokio duplex) and over Streamable HTTP on 127.0.0.1.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcp_tasks::server::{RuntimeConfig, TaskContext, TaskPolicy, TaskRuntime, ToolTasks};
-use mcp_tasks::store::{MemoryStore, SharedStore};
+use mcp_tasks::Ttl;
+use mcp_tasks::server::http::StreamableHttpServer;
+use mcp_tasks::server::{TaskContext, TaskPolicy, TaskRuntime, TaskRuntimeBuilder, ToolTasks};
+use mcp_tasks::store::{IntoSharedStore, MemoryStore};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequest,
     ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value, json};
 
-/// The server: tools that show every part of the runtime.
+/// The server: tools that show every part of the runtime. `events` is
+/// what tools report from outside their own future (their spawned work).
 #[derive(Clone)]
 pub(crate) struct RuntimeServer {
     pub(crate) runtime: TaskRuntime,
+    pub(crate) events: Arc<Mutex<Vec<String>>>,
+}
+
+/// A runtime builder on `store` suggesting 20 ms polls.
+pub(crate) fn runtime_on(store: impl IntoSharedStore) -> TaskRuntimeBuilder {
+    TaskRuntime::builder(store).with_poll_interval(Duration::from_millis(20))
 }
 
 impl RuntimeServer {
-    pub(crate) fn new(store: SharedStore, config: RuntimeConfig) -> Self {
+    pub(crate) fn new(runtime: TaskRuntime) -> Self {
         Self {
-            runtime: TaskRuntime::builder(store).config(config).build(),
+            runtime,
+            events: Arc::default(),
         }
     }
 
     pub(crate) fn in_memory() -> Self {
-        Self::new(
-            Arc::new(MemoryStore::new()),
-            RuntimeConfig::default().with_poll_interval(Duration::from_millis(20)),
-        )
+        Self::new(runtime_on(MemoryStore::new()).build())
+    }
+
+    pub(crate) fn events(&self) -> Vec<String> {
+        self.events.lock().unwrap().clone()
     }
 }
 
@@ -187,11 +196,11 @@ impl ServerHandler for RuntimeServer {
                     .and_then(Value::as_u64);
                 let mut tasks = ToolTasks::required();
                 if let Some(ttl) = ttl {
-                    tasks = tasks.with_ttl(Some(Duration::from_millis(ttl)));
+                    tasks = tasks.with_ttl(Ttl::from_millis(ttl));
                 }
                 if request.arguments.as_ref().and_then(|a| a.get("unlimited")) == Some(&json!(true))
                 {
-                    tasks = tasks.with_ttl(None);
+                    tasks = tasks.with_ttl(Ttl::Unlimited);
                 }
                 let heartbeat = request
                     .arguments
@@ -202,9 +211,29 @@ impl ServerHandler for RuntimeServer {
                         if heartbeat {
                             ctx.extend_ttl(Duration::from_millis(1000)).await?;
                         }
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
                     }
                 })
+                .await
+            }
+            "spawns_work" => {
+                // Work the tool spawned outside its own future: it must learn of
+                // a cancel through the token.
+                let events = self.events.clone();
+                rt.call_tool(
+                    &request,
+                    &context,
+                    &ToolTasks::required(),
+                    move |ctx| async move {
+                        let token = ctx.cancellation_token();
+                        tokio::spawn(async move {
+                            token.cancelled().await;
+                            events.lock().unwrap().push("token fired".to_owned());
+                        });
+                        std::future::pending::<()>().await;
+                        Ok(text("never"))
+                    },
+                )
                 .await
             }
             other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
@@ -214,26 +243,15 @@ impl ServerHandler for RuntimeServer {
     mcp_tasks::delegate_task_methods!(runtime);
 }
 
-/// Serves `server` over stateless Streamable HTTP (plain JSON replies,
-/// TCP_NODELAY, our fast path for tasks/*) on 127.0.0.1; returns the URL.
+/// Serves `server` over Streamable HTTP on 127.0.0.1 with the library's
+/// serving recipe; returns the URL.
 pub(crate) async fn serve_http(server: RuntimeServer) -> String {
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        .with_sse_keep_alive(None);
     let runtime = server.runtime.clone();
-    let service: StreamableHttpService<RuntimeServer, LocalSessionManager> =
-        StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
-    let router = axum::Router::new().nest_service("/mcp", service);
-    let router = mcp_tasks::server::http::fast_tasks(router, runtime);
+    let router = StreamableHttpServer::new(server, runtime).router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1");
     let address = listener.local_addr().expect("local address");
-    // Answer each request in one write, without waiting on Nagle and delayed ACKs.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    tokio::spawn(mcp_tasks::server::http::serve(listener, router));
     format!("http://{address}/mcp")
 }

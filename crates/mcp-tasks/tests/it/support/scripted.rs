@@ -6,16 +6,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcp_tasks::{TasksClient, with_tasks_extension};
-use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationCapability, Implementation, ProtocolVersion,
-};
-use rmcp::service::{ClientLifecycleMode, RequestContext, serve_client_with_lifecycle};
-use rmcp::{ClientHandler, ErrorData, RoleClient};
+use mcp_tasks::TasksClient;
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
+
+use super::Handler;
 
 /// What the script answers to one request.
 #[allow(dead_code)]
@@ -133,34 +131,6 @@ pub(crate) fn name_form() -> Value {
         "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}})
 }
 
-/// A client handler that declares elicitation (and, if asked, roots) and
-/// answers every form with `{name: "Ada"}`; it counts its calls.
-#[derive(Clone, Default)]
-pub(crate) struct Handler {
-    pub elicitations: Arc<Mutex<u32>>,
-    pub roots: bool,
-}
-
-impl ClientHandler for Handler {
-    async fn create_elicitation(
-        &self,
-        _request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        *self.elicitations.lock().unwrap() += 1;
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"name": "Ada"})))
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        let mut capabilities = ClientCapabilities::default();
-        capabilities.elicitation = Some(ElicitationCapability::default());
-        if self.roots {
-            capabilities.roots = Some(Default::default());
-        }
-        ClientConfig::new(capabilities, Implementation::new("scripted-client", "0"))
-    }
-}
-
 /// Starts the scripted server and a client connected to it (discover lifecycle).
 pub(crate) async fn connect(
     handler: Handler,
@@ -226,35 +196,5 @@ async fn serve(io: tokio::io::DuplexStream, mut script: Script, discover: Value,
         if write.write_all(text.as_bytes()).await.is_err() {
             break;
         }
-    }
-}
-
-/// The capabilities a [`Handler`] declares, with the extension added.
-#[allow(dead_code)]
-pub(crate) fn declared_with_tasks() -> Value {
-    serde_json::to_value(with_tasks_extension(
-        Handler::default().get_info().capabilities,
-    ))
-    .expect("capabilities serialize")
-}
-
-/// Tool arguments from a JSON object literal.
-pub(crate) fn args(value: Value) -> Option<rmcp::model::JsonObject> {
-    match value {
-        Value::Object(object) => Some(object),
-        _ => None,
-    }
-}
-
-/// The first text of a completed outcome; panics on any other outcome.
-pub(crate) fn completed_text(outcome: &mcp_tasks::TaskOutcome) -> String {
-    match outcome {
-        mcp_tasks::TaskOutcome::Completed(result) => result
-            .content
-            .first()
-            .and_then(|content| content.as_text())
-            .map(|text| text.text.clone())
-            .unwrap_or_default(),
-        other => panic!("expected completed, got {other:?}"),
     }
 }

@@ -1,0 +1,106 @@
+//! Whether a tool's calls become tasks: [`ToolTasks`] and [`TaskPolicy`].
+//! The protocol has no per-tool policy; this is the server's private
+//! configuration (DIGEST 2.3).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::CallToolRequestParams;
+
+use crate::task::Ttl;
+
+/// Whether a call becomes a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum TaskPolicy {
+    /// Always run synchronously.
+    Forbidden,
+    /// A task when the request declared the extension, else synchronous.
+    #[default]
+    Optional,
+    /// Always a task; without the declaration the call fails with -32021.
+    Required,
+}
+
+/// Decides the policy of one call from its request.
+pub type PolicySelector = Arc<dyn Fn(&CallToolRequestParams) -> TaskPolicy + Send + Sync>;
+
+/// How one tool uses tasks: its policy, and what its tasks look like.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct ToolTasks {
+    /// The policy (default optional).
+    pub policy: TaskPolicy,
+    /// Decides the policy per call instead of `policy`.
+    pub selector: Option<PolicySelector>,
+    /// The TTL of this tool's tasks (`None`: the runtime's default).
+    pub ttl: Option<Ttl>,
+    /// The `pollIntervalMs` suggested for this tool's tasks (`None`: the
+    /// runtime's default).
+    pub poll_interval: Option<Duration>,
+}
+
+impl fmt::Debug for ToolTasks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolTasks")
+            .field("policy", &self.policy)
+            .field("selector", &self.selector.as_ref().map(|_| ".."))
+            .field("ttl", &self.ttl)
+            .field("poll_interval", &self.poll_interval)
+            .finish()
+    }
+}
+
+impl ToolTasks {
+    /// Never a task.
+    pub fn forbidden() -> Self {
+        Self::with_policy(TaskPolicy::Forbidden)
+    }
+
+    /// A task when the client declared the extension.
+    pub fn optional() -> Self {
+        Self::with_policy(TaskPolicy::Optional)
+    }
+
+    /// Always a task.
+    pub fn required() -> Self {
+        Self::with_policy(TaskPolicy::Required)
+    }
+
+    fn with_policy(policy: TaskPolicy) -> Self {
+        Self {
+            policy,
+            ..Self::default()
+        }
+    }
+
+    /// Decides the policy per call.
+    pub fn with_selector(
+        mut self,
+        selector: impl Fn(&CallToolRequestParams) -> TaskPolicy + Send + Sync + 'static,
+    ) -> Self {
+        self.selector = Some(Arc::new(selector));
+        self
+    }
+
+    /// This tool's TTL.
+    pub fn with_ttl(mut self, ttl: Ttl) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// The poll interval suggested for this tool's tasks.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = Some(interval);
+        self
+    }
+
+    /// The policy of the call `request`.
+    pub(crate) fn policy_for(&self, request: &CallToolRequestParams) -> TaskPolicy {
+        match &self.selector {
+            Some(select) => select(request),
+            None => self.policy,
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! [`TaskRuntime`]: decides between a synchronous run and a task, creates
+//! tasks durably, answers `tasks/*`, and binds every task to its principal.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
+    Extensions, GetTaskParams, GetTaskResult, InputResponses, UpdateTaskParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+use super::clock::{Clock, SystemClock};
+use super::context::TaskContext;
+use super::policy::{TaskPolicy, ToolTasks};
+use super::principal::{Principal, PrincipalExtractor, default_principal};
+use super::supervise::{listen_for_changes, run_sweeper, supervise, sweep};
+use super::waiters::Waiters;
+use super::wire::{
+    detailed_task, new_task_id, store_failure, task_not_found, tasks_required, tool_panicked,
+    wire_task,
+};
+use crate::store::{
+    Change, IntoSharedStore, Modified, SharedStore, StoreError, TaskRecord, modify,
+};
+use crate::task::{TaskId, Ttl};
+
+/// What every clone of a runtime shares.
+pub(crate) struct Inner {
+    pub(crate) store: SharedStore,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) principal: PrincipalExtractor,
+    pub(crate) waiters: Waiters,
+    pub(crate) settings: Settings,
+}
+
+/// The runtime's settings, as the builder set them.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) default_ttl: Ttl,
+    pub(crate) poll_interval: Duration,
+    pub(crate) retention: Duration,
+    pub(crate) sweep_interval: Duration,
+}
+
+impl Inner {
+    /// Applies `change` to task `id` at the clock's time.
+    pub(crate) async fn modify(&self, id: &TaskId, change: &Change) -> Result<Modified, ErrorData> {
+        modify(
+            &*self.store,
+            id,
+            change,
+            self.clock.now(),
+            self.settings.retention,
+        )
+        .await
+        .map_err(store_failure)
+    }
+
+    pub(crate) async fn read(&self, id: &TaskId) -> Result<TaskRecord, ErrorData> {
+        self.store
+            .get(id)
+            .await
+            .map_err(store_failure)?
+            .ok_or_else(|| ErrorData::internal_error("the task is gone", None))
+    }
+}
+
+/// The task runtime. Cheap to clone; clones share the store and the sweeper.
+///
+/// An rmcp `ServerHandler` keeps one and delegates `call_tool` to
+/// [`TaskRuntime::call_tool`] and `tasks/*` to [`TaskRuntime::get_task`],
+/// [`TaskRuntime::update_task`] and [`TaskRuntime::cancel_task`]
+/// ([`delegate_task_methods!`](crate::delegate_task_methods) writes those three).
+#[derive(Clone)]
+pub struct TaskRuntime {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for TaskRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskRuntime")
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TaskRuntime {
+    /// A builder for a runtime on `store` (any [`TaskStore`](crate::store::TaskStore),
+    /// or a [`SharedStore`] chosen at run time).
+    pub fn builder(store: impl IntoSharedStore) -> TaskRuntimeBuilder {
+        TaskRuntimeBuilder {
+            store: store.into_shared(),
+            settings: Settings {
+                default_ttl: Ttl::Limited(Duration::from_secs(3600)),
+                poll_interval: Duration::from_secs(1),
+                retention: Duration::from_secs(3600),
+                sweep_interval: Duration::from_secs(1),
+            },
+            clock: Arc::new(SystemClock),
+            principal: Arc::new(default_principal),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &SharedStore {
+        &self.inner.store
+    }
+
+    /// Runs one `tools/call`: synchronously or as a task, as `tasks` and
+    /// the request's declaration decide. A task is in the store before this
+    /// returns its `CreateTaskResult`.
+    pub async fn call_tool<F, Fut>(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        tasks: &ToolTasks,
+        run: F,
+    ) -> Result<CallToolResponse, ErrorData>
+    where
+        F: FnOnce(TaskContext) -> Fut,
+        Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
+    {
+        let declared = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
+        let as_task = match tasks.policy_for(request) {
+            TaskPolicy::Forbidden => false,
+            TaskPolicy::Optional => declared,
+            TaskPolicy::Required if declared => true,
+            TaskPolicy::Required => return Err(tasks_required()),
+        };
+        if !as_task {
+            let context = TaskContext::synchronous();
+            return match tokio::spawn(run(context)).await {
+                Ok(outcome) => outcome.map(CallToolResponse::from),
+                Err(_) => Err(tool_panicked()),
+            };
+        }
+        let inner = &self.inner;
+        let settings = &inner.settings;
+        let record = TaskRecord::new(
+            new_task_id()?,
+            (inner.principal)(&context.extensions),
+            inner.clock.now(),
+            tasks.ttl.unwrap_or(settings.default_ttl),
+            Some(tasks.poll_interval.unwrap_or(settings.poll_interval)),
+        );
+        let id = record.id().clone();
+        let created = wire_task(&record);
+        // Durable before we answer: a tasks/get right after finds it.
+        inner.store.create(record).await.map_err(store_failure)?;
+        let token = CancellationToken::new();
+        let future = run(TaskContext::task(id.clone(), inner.clone(), token.clone()));
+        tokio::spawn(supervise(inner.clone(), id, token, future));
+        Ok(CallToolResponse::Task(CreateTaskResult::new(created)))
+    }
+
+    /// `tasks/get`: the task, if it exists and belongs to the caller.
+    pub async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let principal = self.principal_of(&context.extensions);
+        self.get_task_as(&TaskId::new(request.task_id), &principal)
+            .await
+    }
+
+    /// `tasks/update`: records answers for outstanding keys; other keys are
+    /// ignored, partial sets are accepted. Acks at once.
+    pub async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let principal = self.principal_of(&context.extensions);
+        self.update_task_as(
+            &TaskId::new(request.task_id),
+            request.input_responses,
+            &principal,
+        )
+        .await
+    }
+
+    /// `tasks/cancel`: records the request and stops the tool; acks at once,
+    /// also for a finished task (which does not change).
+    pub async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let principal = self.principal_of(&context.extensions);
+        self.cancel_task_as(&TaskId::new(request.task_id), &principal)
+            .await
+    }
+
+    /// The principal of a request, by the runtime's extractor.
+    pub fn principal_of(&self, extensions: &Extensions) -> Principal {
+        (self.inner.principal)(extensions)
+    }
+
+    /// [`TaskRuntime::get_task`] for a principal found elsewhere.
+    pub async fn get_task_as(
+        &self,
+        id: &TaskId,
+        principal: &Principal,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let mut record = self.owned(id, principal).await?;
+        // The sweeper may not have run yet: an unfinished task past its TTL
+        // reads as expired.
+        if !record.status().is_terminal()
+            && record.is_due(self.inner.clock.now())
+            && let Modified::Applied(next) | Modified::Refused(next, _) =
+                self.inner.modify(id, &Change::Expire).await?
+        {
+            record = next;
+        }
+        Ok(GetTaskResult::new(detailed_task(&record)?))
+    }
+
+    /// [`TaskRuntime::update_task`] for a principal found elsewhere.
+    pub async fn update_task_as(
+        &self,
+        id: &TaskId,
+        input_responses: InputResponses,
+        principal: &Principal,
+    ) -> Result<(), ErrorData> {
+        self.owned(id, principal).await?;
+        let change = Change::ProvideInput(input_responses.into_iter().collect());
+        self.change(id, &change).await
+    }
+
+    /// [`TaskRuntime::cancel_task`] for a principal found elsewhere.
+    pub async fn cancel_task_as(
+        &self,
+        id: &TaskId,
+        principal: &Principal,
+    ) -> Result<(), ErrorData> {
+        self.owned(id, principal).await?;
+        self.change(id, &Change::RequestCancel).await
+    }
+
+    async fn change(&self, id: &TaskId, change: &Change) -> Result<(), ErrorData> {
+        match self.inner.modify(id, change).await? {
+            Modified::Missing => Err(task_not_found()),
+            Modified::Applied(_) | Modified::Refused(..) => Ok(()),
+        }
+    }
+
+    /// The record, if it exists and `principal` owns it; the same -32602 otherwise.
+    async fn owned(&self, id: &TaskId, principal: &Principal) -> Result<TaskRecord, ErrorData> {
+        match self.inner.store.get(id).await.map_err(store_failure)? {
+            Some(record) if record.owner() == principal => Ok(record),
+            _ => Err(task_not_found()),
+        }
+    }
+
+    /// Runs one sweep now: unfinished tasks past their TTL fail, finished ones
+    /// past their retention are deleted. Returns how many records it touched.
+    /// The background sweeper does the same every sweep interval.
+    pub async fn sweep(&self) -> Result<usize, StoreError> {
+        sweep(&self.inner).await
+    }
+}
+
+/// Builds a [`TaskRuntime`]: `TaskRuntime::builder(store).with_…(..).build()`.
+#[must_use]
+pub struct TaskRuntimeBuilder {
+    store: SharedStore,
+    settings: Settings,
+    clock: Arc<dyn Clock>,
+    principal: PrincipalExtractor,
+}
+
+impl fmt::Debug for TaskRuntimeBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskRuntimeBuilder")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TaskRuntimeBuilder {
+    /// The TTL of tasks whose tool sets none (default 1 h).
+    pub fn with_default_ttl(mut self, ttl: Ttl) -> Self {
+        self.settings.default_ttl = ttl;
+        self
+    }
+
+    /// The `pollIntervalMs` suggested to clients for tasks whose tool sets
+    /// none (default 1 s). Clients that poll sample a task's state at this
+    /// interval; shorter means fresher status and more requests.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.settings.poll_interval = interval;
+        self
+    }
+
+    /// How long finished tasks are kept before the sweeper deletes them
+    /// (default 1 h).
+    pub fn with_retention(mut self, retention: Duration) -> Self {
+        self.settings.retention = retention;
+        self
+    }
+
+    /// How often the sweeper looks for expired tasks (default 1 s).
+    pub fn with_sweep_interval(mut self, interval: Duration) -> Self {
+        self.settings.sweep_interval = interval;
+        self
+    }
+
+    /// The clock for timestamps and every TTL decision (default: the system
+    /// clock; tests inject a [`ManualClock`](super::ManualClock) or
+    /// [`TokioClock`](super::TokioClock)).
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// How a request's principal is found (default: [`default_principal`]).
+    pub fn with_principal(
+        mut self,
+        extract: impl Fn(&Extensions) -> Principal + Send + Sync + 'static,
+    ) -> Self {
+        self.principal = Arc::new(extract);
+        self
+    }
+
+    /// Starts the runtime. Must be called inside a tokio runtime: it starts
+    /// the sweeper and the change listener, which stop when the last clone
+    /// of the runtime is dropped.
+    pub fn build(self) -> TaskRuntime {
+        let inner = Arc::new(Inner {
+            store: self.store,
+            clock: self.clock,
+            principal: self.principal,
+            waiters: Waiters::default(),
+            settings: self.settings,
+        });
+        tokio::spawn(listen_for_changes(
+            Arc::downgrade(&inner),
+            inner.store.changes(),
+        ));
+        tokio::spawn(run_sweeper(
+            Arc::downgrade(&inner),
+            inner.settings.sweep_interval,
+        ));
+        TaskRuntime { inner }
+    }
+}

@@ -1,0 +1,114 @@
+//! Background work of the runtime: supervising each tool to its outcome,
+//! the sweeper (expiry and retention, read from the injected clock), and
+//! the listener that turns the store's change feed into wake-ups.
+
+use std::future::Future;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures::FutureExt;
+use rmcp::ErrorData;
+use rmcp::model::CallToolResult;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::runtime::Inner;
+use super::wire::{error_json, result_json, tool_panicked};
+use crate::store::{Change, Modified, StoreError, modify};
+use crate::task::TaskId;
+
+/// The most records one sweep acts on.
+const SWEEP_BATCH: usize = 1024;
+
+/// Wakes the waiters of each changed task.
+pub(crate) async fn listen_for_changes(inner: Weak<Inner>, mut feed: broadcast::Receiver<TaskId>) {
+    loop {
+        let next = feed.recv().await;
+        let Some(inner) = inner.upgrade() else { return };
+        match next {
+            Ok(id) => inner.waiters.wake(&id),
+            Err(broadcast::error::RecvError::Lagged(_)) => inner.waiters.wake_all(),
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Sweeps every `every` until the runtime is dropped.
+pub(crate) async fn run_sweeper(inner: Weak<Inner>, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        if let Err(error) = sweep(&inner).await {
+            tracing::warn!(%error, "task sweep failed");
+        }
+    }
+}
+
+/// One sweep at the clock's time: unfinished tasks past their TTL fail,
+/// finished ones past their retention are deleted.
+pub(crate) async fn sweep(inner: &Inner) -> Result<usize, StoreError> {
+    let now = inner.clock.now();
+    let due = inner.store.expired(now, SWEEP_BATCH).await?;
+    let count = due.len();
+    let retention = inner.settings.retention;
+    for id in due {
+        match modify(&*inner.store, &id, &Change::Expire, now, retention).await {
+            // Unfinished past its TTL: now failed, kept for the retention window.
+            Ok(Modified::Applied(_) | Modified::Missing) => {}
+            // Finished and past its retention: gone.
+            Ok(Modified::Refused(record, _)) => {
+                if record.is_due(now) {
+                    inner.store.delete(&id).await?;
+                }
+            }
+            // A record that cannot be read (corrupt) must not block the
+            // others behind it in the index: it is past its time, drop it.
+            Err(error) => {
+                tracing::warn!(%error, "an expired task could not be read; deleting it");
+                inner.store.delete(&id).await?;
+            }
+        }
+    }
+    Ok(count)
+}
+
+/// Runs the tool to its outcome and records it; stops it on cancel or expiry.
+pub(crate) async fn supervise<Fut>(
+    inner: Arc<Inner>,
+    id: TaskId,
+    token: CancellationToken,
+    future: Fut,
+) where
+    Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
+{
+    let mut waiter = inner.waiters.register(&id);
+    // The tool runs inside this task (no second spawn); a panic in it is
+    // caught here and fails the task.
+    let tool = std::panic::AssertUnwindSafe(future).catch_unwind();
+    tokio::pin!(tool);
+    let change = loop {
+        tokio::select! {
+            finished = &mut tool => break match finished {
+                Ok(Ok(result)) => Change::Complete(result_json(&result)),
+                Ok(Err(error)) => Change::Fail(error_json(&error)),
+                Err(_panic) => Change::Fail(error_json(&tool_panicked())),
+            },
+            // Every change of this task wakes us (the fallback only covers a
+            // store whose change feed is gone).
+            () = waiter.wait(Duration::from_secs(30)) => {
+                match inner.store.get(&id).await {
+                    Ok(Some(record)) if !record.cancel_requested() && !record.status().is_terminal() => {}
+                    // Cancelled, expired, finished elsewhere or deleted: drop the tool.
+                    Ok(_) => break Change::Cancel,
+                    Err(error) => tracing::warn!(%error, "reading a running task failed"),
+                }
+            }
+        }
+    };
+    token.cancel();
+    if let Err(error) = inner.modify(&id, &change).await {
+        tracing::error!(%error, "recording a task outcome failed");
+    }
+}
