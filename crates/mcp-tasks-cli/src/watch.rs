@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mcp_tasks::{AwaitOptions, Error, InputMode, TaskId, TaskOutcome, TaskState, TasksClient};
-use serde_json::Value;
 
 use crate::connect::CliHandler;
 use crate::output::{Report, code};
@@ -92,7 +91,10 @@ impl Watch {
                     let bar = bar.clone();
                     async move {
                         let answered = tokio::task::spawn_blocking(move || {
-                            let ask = || answer_all(&requests, &policy);
+                            let ask = || {
+                                prompt::answer_all(&requests, &policy)
+                                    .unwrap_or_else(|error| fail_input(&format!("{error:#}")))
+                            };
                             match &bar {
                                 Some(bar) => bar.suspend(ask),
                                 None => ask(),
@@ -167,57 +169,6 @@ impl Watch {
             }
         }
     }
-}
-
-/// Answers each request as the policy says; keys it cannot answer are left
-/// out. Under `--input accept`, each form gets the `--answer`s that name one
-/// of its fields; an answer that names a field of no form is an error.
-fn answer_all(
-    requests: &std::collections::BTreeMap<String, Value>,
-    policy: &InputPolicy,
-) -> rmcp::model::InputResponses {
-    let fields_of = |request: &Value| -> Vec<String> {
-        request
-            .pointer("/params/requestedSchema/properties")
-            .and_then(Value::as_object)
-            .map(|properties| properties.keys().cloned().collect())
-            .unwrap_or_default()
-    };
-    if let InputPolicy::Accept(answers) = policy {
-        let known: std::collections::BTreeSet<String> =
-            requests.values().flat_map(fields_of).collect();
-        if let Some(unknown) = answers.keys().find(|name| !known.contains(*name)) {
-            fail_input(&format!(
-                "--answer {unknown}=... names no field of the forms the server sent"
-            ));
-        }
-    }
-    let mut responses = rmcp::model::InputResponses::new();
-    for (key, request) in requests {
-        let own;
-        let policy = match policy {
-            InputPolicy::Accept(answers) => {
-                let fields = fields_of(request);
-                own = InputPolicy::Accept(
-                    answers
-                        .iter()
-                        .filter(|(name, _)| fields.contains(name))
-                        .map(|(name, value)| (name.clone(), value.clone()))
-                        .collect(),
-                );
-                &own
-            }
-            other => other,
-        };
-        match prompt::answer(request, policy) {
-            Ok(Some(answer)) => {
-                responses.insert(key.clone(), answer);
-            }
-            Ok(None) => {}
-            Err(error) => fail_input(&format!("cannot answer input request {key:?}: {error:#}")),
-        }
-    }
-    responses
 }
 
 /// An input request that cannot be answered as asked: a usage error.

@@ -1,94 +1,72 @@
-//! Filling an elicitation form from its requested schema, as an automated
-//! user who accepts: a property's `default` when it has one, else a value
-//! that fits its type and constraints.
+//! Filling an elicitation form as an automated user who accepts: a field's
+//! default when it has one, else a value that fits its kind and bounds. The
+//! form is read by the library ([`mcp_tasks::form`]).
 
-use serde_json::{Map, Value, json};
+use mcp_tasks::form::{Form, Kind};
+use rmcp::model::StringFormat;
+use serde_json::{Value, json};
 
-/// The content of an accepted form: one value for every property of
-/// `schema` (a `requestedSchema` object). A schema without properties gets
-/// an empty object.
-pub(crate) fn fill(schema: &Value) -> Value {
-    let mut content = Map::new();
-    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
-        for (name, property) in properties {
-            if let Some(value) = value_for(property) {
-                content.insert(name.clone(), value);
-            }
+/// The content of an accepted form: one value for every field (its
+/// default, or one made up for its kind). A form without fields gets an
+/// empty object.
+pub(crate) fn fill(form: &Form) -> Value {
+    let mut content = form.defaults();
+    for field in form.fields() {
+        if !content.contains_key(field.name())
+            && let Some(value) = value_for(field.kind())
+        {
+            content.insert(field.name().to_owned(), value);
         }
     }
     Value::Object(content)
 }
 
-/// A value for one property, or `None` for a type a form cannot hold.
-fn value_for(property: &Value) -> Option<Value> {
-    if let Some(default) = property.get("default") {
-        return Some(default.clone());
-    }
-    if let Some(first) = first_choice(property) {
-        return Some(first);
-    }
-    match property.get("type").and_then(Value::as_str) {
-        Some("boolean") => Some(Value::Bool(true)),
-        Some("integer") => {
-            let minimum = property.get("minimum").and_then(Value::as_i64).unwrap_or(1);
-            Some(json!(minimum))
+/// A value of `kind` within its bounds, or `None` for a kind this client
+/// does not know.
+fn value_for(kind: &Kind) -> Option<Value> {
+    Some(match kind {
+        Kind::Boolean => Value::Bool(true),
+        Kind::Integer { minimum, maximum } => {
+            json!(minimum.unwrap_or_else(|| maximum.map_or(1, |max| max.min(1))))
         }
-        Some("number") => {
-            let minimum = property
-                .get("minimum")
-                .and_then(Value::as_f64)
-                .unwrap_or(1.0);
-            Some(json!(minimum))
+        Kind::Number { minimum, maximum } => {
+            json!(minimum.unwrap_or_else(|| maximum.map_or(1.0, |max| max.min(1.0))))
         }
-        Some("string") => Some(Value::String(string_for(property))),
-        Some("array") => {
-            let items = property.get("items").unwrap_or(&Value::Null);
-            Some(Value::Array(first_choice(items).into_iter().collect()))
+        Kind::Text {
+            format,
+            min_length,
+            max_length,
+        } => Value::String(string_for(*format, *min_length, *max_length)),
+        Kind::Select { choices } => Value::String(choices.first()?.value.clone()),
+        Kind::MultiSelect { choices, count } => {
+            let wanted = count.min.max(1).min(count.max.unwrap_or(u64::MAX));
+            let wanted = usize::try_from(wanted).unwrap_or(usize::MAX);
+            choices
+                .iter()
+                .take(wanted)
+                .map(|choice| Value::String(choice.value.clone()))
+                .collect()
         }
-        _ => None,
-    }
-}
-
-/// The first option of an enumeration: `enum`, or `oneOf`/`anyOf` of `const`s.
-fn first_choice(schema: &Value) -> Option<Value> {
-    if let Some(first) = schema
-        .get("enum")
-        .and_then(Value::as_array)
-        .and_then(|values| values.first())
-    {
-        return Some(first.clone());
-    }
-    ["oneOf", "anyOf"].iter().find_map(|key| {
-        schema
-            .get(*key)
-            .and_then(Value::as_array)
-            .and_then(|options| options.first())
-            .and_then(|option| option.get("const"))
-            .cloned()
+        _ => return None,
     })
 }
 
-/// A string that fits the property's `format` and length bounds.
-fn string_for(property: &Value) -> String {
-    let mut text = match property.get("format").and_then(Value::as_str) {
-        Some("email") => "conformance@example.com".to_owned(),
-        Some("uri") => "https://example.com/".to_owned(),
-        Some("date") => "2026-07-28".to_owned(),
-        Some("date-time") => "2026-07-28T00:00:00Z".to_owned(),
+/// A string in `format` whose length is within the bounds.
+fn string_for(format: Option<StringFormat>, min: Option<u32>, max: Option<u32>) -> String {
+    let mut text = match format {
+        Some(StringFormat::Email) => "conformance@example.com".to_owned(),
+        Some(StringFormat::Uri) => "https://example.com/".to_owned(),
+        Some(StringFormat::Date) => "2026-07-28".to_owned(),
+        Some(StringFormat::DateTime) => "2026-07-28T00:00:00Z".to_owned(),
         _ => "conformance".to_owned(),
     };
-    let length = |key: &str| {
-        property
-            .get(key)
-            .and_then(Value::as_u64)
-            .and_then(|n| usize::try_from(n).ok())
-    };
-    if let Some(min) = length("minLength") {
+    let length = |bound: u32| usize::try_from(bound).unwrap_or(usize::MAX);
+    if let Some(min) = min.map(length) {
         while text.chars().count() < min {
             text.push('x');
         }
     }
-    if let Some(max) = length("maxLength") {
+    if let Some(max) = max.map(length) {
         text = text.chars().take(max).collect();
     }
     text
@@ -97,6 +75,10 @@ fn string_for(property: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn form(schema: &Value) -> Form {
+        Form::from_value(schema).unwrap()
+    }
 
     #[test]
     fn defaults_win_and_types_get_values() {
@@ -111,17 +93,45 @@ mod tests {
             "email": {"type": "string", "format": "email"},
             "code": {"type": "string", "maxLength": 4}
         }});
+        let content = fill(&form(&schema));
         assert_eq!(
-            fill(&schema),
+            content,
             json!({"confirmed": true, "name": "John Doe", "age": 18, "score": 1.0,
                 "status": "active", "color": "red", "tags": ["a"],
                 "email": "conformance@example.com", "code": "conf"})
         );
+        let Value::Object(content) = content else {
+            panic!("not an object");
+        };
+        form(&schema).validate(&content).unwrap();
     }
 
     #[test]
-    fn no_properties_no_content() {
-        assert_eq!(fill(&json!({"type": "object"})), json!({}));
-        assert_eq!(fill(&Value::Null), json!({}));
+    fn bounds_are_kept() {
+        let schema = json!({"type": "object", "properties": {
+            "few": {"type": "integer", "maximum": -3},
+            "small": {"type": "number", "maximum": 0.5},
+            "long": {"type": "string", "minLength": 15},
+            "picks": {"type": "array", "minItems": 2, "items": {"type": "string", "enum": ["a", "b", "c"]}},
+            "bad_default": {"type": "integer", "maximum": 3, "default": 5}
+        }});
+        let content = fill(&form(&schema));
+        assert_eq!(
+            content,
+            json!({"few": -3, "small": 0.5, "long": "conformancexxxx", "picks": ["a", "b"],
+                "bad_default": 1})
+        );
+        let Value::Object(content) = content else {
+            panic!("not an object");
+        };
+        form(&schema).validate(&content).unwrap();
+    }
+
+    #[test]
+    fn no_fields_no_content() {
+        assert_eq!(
+            fill(&form(&json!({"type": "object", "properties": {}}))),
+            json!({})
+        );
     }
 }

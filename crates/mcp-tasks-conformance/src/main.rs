@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
+use mcp_tasks::form::Form;
 use mcp_tasks::{AwaitOptions, CallOptions, InputMode, TaskOutcome, TasksClient};
 use rmcp::model::{
     CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
@@ -34,7 +35,8 @@ use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::{Value, json};
 
 /// The rmcp client handler: it declares form elicitation and accepts every
-/// form with values taken from the requested schema (see [`form::fill`]).
+/// form with values taken from the requested schema (see [`form::fill`]);
+/// a schema the library cannot read as a form is declined.
 #[derive(Debug, Clone, Default)]
 struct ConformanceHandler;
 
@@ -60,12 +62,17 @@ impl ClientHandler for ConformanceHandler {
                 message,
                 requested_schema,
                 ..
-            } => {
-                let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
-                let content = form::fill(&schema);
-                eprintln!("elicitation {message:?}: accepting with {content}");
-                Ok(ElicitResult::new(ElicitationAction::Accept).with_content(content))
-            }
+            } => match Form::from_schema(&requested_schema) {
+                Ok(form) => {
+                    let content = form::fill(&form);
+                    eprintln!("elicitation {message:?}: accepting with {content}");
+                    Ok(ElicitResult::new(ElicitationAction::Accept).with_content(content))
+                }
+                Err(error) => {
+                    eprintln!("elicitation {message:?}: declining, {error}");
+                    Ok(ElicitResult::new(ElicitationAction::Decline))
+                }
+            },
             // URL mode is not declared, so a server must not ask for it.
             _ => Ok(ElicitResult::new(ElicitationAction::Decline)),
         }
@@ -318,10 +325,15 @@ async fn request_state(client: &Client) -> anyhow::Result<()> {
                     let schema = request
                         .pointer("/params/requestedSchema")
                         .unwrap_or(&Value::Null);
-                    responses.insert(
-                        key,
-                        json!({"action": "accept", "content": form::fill(schema)}),
-                    );
+                    match Form::from_value(schema) {
+                        Ok(form) => {
+                            responses.insert(
+                                key,
+                                json!({"action": "accept", "content": form::fill(&form)}),
+                            );
+                        }
+                        Err(error) => eprintln!("input request {key:?} left unanswered: {error}"),
+                    }
                 }
             }
             responses

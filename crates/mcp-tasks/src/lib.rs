@@ -79,6 +79,10 @@
 //!
 //! The SQLite store (tasks survive a restart) is the crate `mcp-tasks-sqlite`.
 //!
+//! Whatever the features, [`form`] reads the `requestedSchema` of an
+//! elicitation form (with rmcp's schema types) and checks, fills and
+//! normalizes answers to it.
+//!
 //! # Waiting
 //!
 //! [`TasksClient::await_task`] polls at the task's latest `pollIntervalMs`
@@ -113,6 +117,7 @@
 //! logs one; use [`TaskId::expose`] where the id itself must be shown.
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
+pub mod form;
 pub mod task;
 
 #[cfg(feature = "client")]

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::error::{Error, ProtocolViolation};
 use super::{AwaitOptions, TasksClient};
+use crate::form::{ContentError, Form};
 use crate::task::RpcError;
 
 /// A function that answers input requests: called with the requests not yet
@@ -186,9 +187,12 @@ impl<H: ClientHandler> TasksClient<H> {
 /// (the `{method, params}` object as the server sent it):
 ///
 /// * `elicitation/create`: `action` is `accept`, `decline` or `cancel`;
-///   `content` appears only with `accept` in form mode, is an object of
-///   strings, numbers, booleans or string arrays, and holds every property
-///   the requested schema marks required;
+///   `content` appears only with `accept` in form mode, where it must fit
+///   the requested schema as [`Form::validate`](crate::form::Form::validate)
+///   checks it (every required field, no unknown field, each value of its
+///   field's type, bounds, options and format); a URL-mode accept has no
+///   `content`; a form whose schema cannot be read, or an unknown mode,
+///   has no valid answer but decline and cancel;
 /// * `sampling/createMessage`: `role`, `content` and `model` are present;
 /// * `roots/list`: `roots` is an array of objects with a string `uri`.
 pub fn validate_input_response(request: &Value, response: &Value) -> Result<(), String> {
@@ -197,7 +201,6 @@ pub fn validate_input_response(request: &Value, response: &Value) -> Result<(), 
     };
     match request.get("method").and_then(Value::as_str) {
         Some("elicitation/create") => {
-            let url_mode = request.pointer("/params/mode").and_then(Value::as_str) == Some("url");
             let content = fields.get("content");
             match fields.get("action").and_then(Value::as_str) {
                 Some("accept") => {}
@@ -212,39 +215,47 @@ pub fn validate_input_response(request: &Value, response: &Value) -> Result<(), 
                 }
                 None => return Err("`action` is missing".into()),
             }
-            if url_mode {
-                return match content {
-                    None => Ok(()),
-                    Some(_) => Err("`content` is not allowed in answer to a URL request".into()),
-                };
+            match request.pointer("/params/mode").and_then(Value::as_str) {
+                None | Some("form") => {}
+                Some("url") => {
+                    return match content {
+                        None => Ok(()),
+                        Some(_) => {
+                            Err("`content` is not allowed in answer to a URL request".into())
+                        }
+                    };
+                }
+                Some(other) => return Err(format!("unknown elicitation mode {other:?}")),
             }
+            let schema = request
+                .pointer("/params/requestedSchema")
+                .unwrap_or(&Value::Null);
+            let form = Form::from_value(schema).map_err(|error| {
+                let mut reason = format!("the request's `requestedSchema` cannot be read: {error}");
+                if let Some(source) = std::error::Error::source(&error) {
+                    reason.push_str(&format!(": {source}"));
+                }
+                reason
+            })?;
             let empty = serde_json::Map::new();
             let content = match content {
                 None => &empty,
                 Some(Value::Object(content)) => content,
                 Some(_) => return Err("`content` must be an object".into()),
             };
-            for (name, value) in content {
-                let ok = match value {
-                    Value::String(_) | Value::Number(_) | Value::Bool(_) => true,
-                    Value::Array(items) => items.iter().all(Value::is_string),
-                    _ => false,
-                };
-                if !ok {
-                    return Err(format!(
-                        "`content.{name}` must be a string, number, boolean or array of strings"
-                    ));
-                }
-            }
-            let required = request
-                .pointer("/params/requestedSchema/required")
-                .and_then(Value::as_array);
-            for name in required.into_iter().flatten().filter_map(Value::as_str) {
-                if !content.contains_key(name) {
-                    return Err(format!("`content` lacks the required property {name:?}"));
-                }
-            }
-            Ok(())
+            form.validate(content)
+                .map(drop)
+                .map_err(|error| match error {
+                    ContentError::Missing { field } => {
+                        format!("`content` lacks the required property {field:?}")
+                    }
+                    ContentError::Unknown { field } => {
+                        format!("`content.{field}` is not a property of the requested schema")
+                    }
+                    ContentError::Invalid { field, problem } => {
+                        format!("`content.{field}` {problem}")
+                    }
+                })
         }
         Some("sampling/createMessage") => {
             match fields.get("role").and_then(Value::as_str) {
@@ -325,6 +336,91 @@ mod tests {
         assert!(
             validate_input_response(&url, &json!({"action": "accept", "content": {}})).is_err()
         );
+    }
+
+    #[test]
+    fn elicitation_content_must_fit_the_schema() {
+        let request = |schema: Value| {
+            json!({"method": "elicitation/create", "params": {"mode": "form", "message": "m",
+                "requestedSchema": schema}})
+        };
+        let rich = request(json!({"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 3},
+            "age": {"type": "integer", "minimum": 0},
+            "size": {"type": "string", "enum": ["s", "l"]},
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "maxItems": 1},
+            "email": {"type": "string", "format": "email"}
+        }, "required": ["name"]}));
+        let accept = |content: Value| json!({"action": "accept", "content": content});
+        validate_input_response(
+            &rich,
+            &accept(
+                json!({"name": "Ada", "age": 5.0, "size": "s", "tags": ["a"], "email": "a@b.co"}),
+            ),
+        )
+        .unwrap();
+        let bad = [
+            (
+                json!({"name": "Ada", "nick": "x"}),
+                "`content.nick` is not a property",
+            ),
+            (json!({"name": 5}), "`content.name` must be a string"),
+            (
+                json!({"name": "Adelaide"}),
+                "`content.name` must be at most 3 characters",
+            ),
+            (
+                json!({"name": "Ada", "age": -1}),
+                "`content.age` must be at least 0",
+            ),
+            (
+                json!({"name": "Ada", "age": 1.5}),
+                "`content.age` must be a whole number",
+            ),
+            (
+                json!({"name": "Ada", "size": "m"}),
+                "`content.size` \"m\" is not one of",
+            ),
+            (
+                json!({"name": "Ada", "tags": ["a", "b"]}),
+                "`content.tags` takes at most 1",
+            ),
+            (
+                json!({"name": "Ada", "email": "ada"}),
+                "`content.email` must be an email",
+            ),
+        ];
+        for (content, expected) in bad {
+            let error = validate_input_response(&rich, &accept(content.clone())).unwrap_err();
+            assert!(error.contains(expected), "{error} for {content}");
+        }
+        // A schema that cannot be read as a form has no valid accept.
+        let unreadable = [
+            (
+                request(json!({"type": "object", "properties": {"x": {"type": "object"}}})),
+                "cannot hold",
+            ),
+            (
+                request(json!({"type": "object", "properties": {}, "required": ["x"]})),
+                "does not define",
+            ),
+            (
+                json!({"method": "elicitation/create", "params": {"message": "m"}}),
+                "not an object schema",
+            ),
+        ];
+        for (request, expected) in unreadable {
+            let error = validate_input_response(&request, &accept(json!({}))).unwrap_err();
+            assert!(error.contains(expected), "{error}");
+            validate_input_response(&request, &json!({"action": "decline"})).unwrap();
+        }
+        let future = json!({"method": "elicitation/create", "params": {"mode": "telepathy", "message": "m"}});
+        assert!(
+            validate_input_response(&future, &json!({"action": "accept"}))
+                .unwrap_err()
+                .contains("unknown elicitation mode")
+        );
+        validate_input_response(&future, &json!({"action": "cancel"})).unwrap();
     }
 
     #[test]
