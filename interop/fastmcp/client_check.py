@@ -1,8 +1,10 @@
-"""fastmcp's own client (fastmcp[tasks]==4.1.4) against OUR server (`mcp-tasks serve`).
+"""fastmcp's own client (fastmcp[tasks]==4.1.4) against OUR server (`conformance-server`,
+the fixture server of crates/mcp-tasks-conformance, on the library's task runtime).
 
 Usage:
-    python client_check.py MCP_TASKS_BIN            # stdio: MCP_TASKS_BIN serve --stdio --store memory --poll-interval 100
-    python client_check.py MCP_TASKS_BIN --http     # Streamable HTTP: MCP_TASKS_BIN serve --http 127.0.0.1:0 ...
+    python client_check.py SERVER_BIN           # stdio: SERVER_BIN --stdio --store memory --poll-interval 100
+    python client_check.py SERVER_BIN --http    # Streamable HTTP: SERVER_BIN --http 127.0.0.1:0 ...
+(SERVER_BIN: e.g. target/debug/conformance-server, from `cargo build -p mcp-tasks-conformance`.)
 
 Prints one line per check, "PASS name" or "FAIL name: why" (and, over HTTP,
 "EXPECTED-FAIL mcp-name: ..." for the known fastmcp client quirk), and exits 1 if
@@ -85,26 +87,26 @@ async def run_checks(make_client: Callable[[Elicitor], Client], wire: "Wire") ->
 
         async def tools() -> None:
             names = {tool.name for tool in await client.list_tools()}
-            missing = {"long_job", "confirm_delete", "sleep", "greet"} - names
+            missing = {"slow_compute", "confirm_delete", "greet"} - names
             assert not missing, f"tools/list lacks {sorted(missing)}"
             report("tools", True)
 
-        async def long_job_task() -> None:
-            task = await call_tool_task(client, "long_job", {"steps": 2, "step_ms": 100})
+        async def slow_compute_task() -> None:
+            task = await call_tool_task(client, "slow_compute", {"seconds": 0.2, "label": "task"})
             created = task.create_result
             assert created.status == "working", f"created as {created.status}"
             assert created.ttl_ms is not None, "no ttlMs"
             final = await task.wait(timeout=15)  # polls tasks/get
             assert final.status == "completed", f"ended {final.status}: {final.error}"
             result = await task.result()
-            assert text_of(result) == "done: 2 steps", f"text {text_of(result)!r}"
-            report("long_job-task", True)
+            assert text_of(result) == "task: computed in 0.2 s", f"text {text_of(result)!r}"
+            report("slow_compute-task", True)
 
-        async def long_job_transparent() -> None:
+        async def slow_compute_transparent() -> None:
             # call_tool drives the task itself (fastmcp's ResultClaim for resultType "task").
-            result = await client.call_tool("long_job", {"steps": 2, "step_ms": 100})
-            assert text_of(result) == "done: 2 steps", f"text {text_of(result)!r}"
-            report("long_job-call_tool", True)
+            result = await client.call_tool("slow_compute", {"seconds": 0.2, "label": "call"})
+            assert text_of(result) == "call: computed in 0.2 s", f"text {text_of(result)!r}"
+            report("slow_compute-call_tool", True)
 
         async def confirm_delete() -> None:
             task = await call_tool_task(client, "confirm_delete", {"filename": "a.txt"})
@@ -130,7 +132,7 @@ async def run_checks(make_client: Callable[[Elicitor], Client], wire: "Wire") ->
             report("confirm_delete-call_tool", True)
 
         async def cancel() -> None:
-            task = await call_tool_task(client, "sleep", {"ms": 60000})
+            task = await call_tool_task(client, "slow_compute", {"seconds": 60})
             await task.cancel()
             final = await task.wait(timeout=10)
             assert final.status == "cancelled", f"ended {final.status}"
@@ -145,8 +147,8 @@ async def run_checks(make_client: Callable[[Elicitor], Client], wire: "Wire") ->
             report("greet", True)
 
         await check("tools", tools)
-        await check("long_job-task", long_job_task)
-        await check("long_job-call_tool", long_job_transparent)
+        await check("slow_compute-task", slow_compute_task)
+        await check("slow_compute-call_tool", slow_compute_transparent)
         await check("confirm_delete-input", confirm_delete)
         await check("confirm_delete-call_tool", confirm_delete_transparent)
         await check("cancel", cancel)
@@ -207,7 +209,7 @@ class Wire:
 async def stdio_mode(binary: str) -> None:
     with tempfile.TemporaryDirectory(prefix="fastmcp-client-check-") as directory:
         wire = Wire(directory)
-        serve = f"{shlex.quote(binary)} serve --stdio --store memory --poll-interval 100"
+        serve = f"{shlex.quote(binary)} --stdio --store memory --poll-interval 100"
         tap = (
             f"tee -a {shlex.quote(wire.sent)} | {serve} | tee -a {shlex.quote(wire.received)}"
         )
@@ -279,7 +281,7 @@ class HttpLog:
 
 def start_our_http_server(binary: str) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [binary, "serve", "--http", "127.0.0.1:0", "--store", "memory", "--poll-interval", "100"],
+        [binary, "--http", "127.0.0.1:0", "--store", "memory", "--poll-interval", "100"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -294,7 +296,7 @@ def start_our_http_server(binary: str) -> tuple[subprocess.Popen, str]:
         if not line and process.poll() is not None:
             break
     process.kill()
-    raise SystemExit(f"FAIL start: {binary} serve --http printed no 'listening on' line")
+    raise SystemExit(f"FAIL start: {binary} --http printed no 'listening on' line")
 
 
 async def mcp_name_probe(url: str) -> None:
@@ -302,7 +304,7 @@ async def mcp_name_probe(url: str) -> None:
     log = HttpLog(add_mcp_name=False)
     transport = StreamableHttpTransport(url, httpx_client_factory=log.factory())
     async with Client(transport, timeout=30) as client:
-        task = await call_tool_task(client, "long_job", {"steps": 2, "step_ms": 100})
+        task = await call_tool_task(client, "slow_compute", {"seconds": 0.2})
         try:
             state = await task.status()
             outcome = f"tasks/get answered status={state.status}"
@@ -311,7 +313,7 @@ async def mcp_name_probe(url: str) -> None:
             outcome = f"tasks/get raised {type(error).__name__}: {error}"
             rejected = True
         try:
-            result = await client.call_tool("long_job", {"steps": 1, "step_ms": 10})
+            result = await client.call_tool("slow_compute", {"seconds": 0.01})
             transparent = f"call_tool returned {text_of(result)!r}"
         except Exception as error:  # noqa: BLE001
             transparent = f"call_tool raised {type(error).__name__}: {error}"
@@ -339,7 +341,7 @@ async def mcp_name_probe(url: str) -> None:
 async def http_mode(binary: str) -> None:
     process, url = start_our_http_server(binary)
     try:
-        print(f"# fastmcp client -> {binary} serve --http ({url})", flush=True)
+        print(f"# fastmcp client -> {binary} --http ({url})", flush=True)
         await asyncio.wait_for(mcp_name_probe(url), 60)
 
         print("# again, with a request hook adding Mcp-Name: <taskId> on tasks/*", flush=True)

@@ -4,11 +4,11 @@
 
 mod connect;
 mod demo;
+mod demo_tools;
 mod output;
 mod prompt;
 mod serve;
 mod serve_cmd;
-mod tools;
 mod watch;
 
 use std::io::IsTerminal;
@@ -46,7 +46,7 @@ enum Command {
     Tools(ServerArgs),
     /// Show the server's protocol versions, capabilities and task support.
     Discover(ServerArgs),
-    /// Serve demo tools and the conformance fixture tools.
+    /// Serve the demo tools: long_job, confirm_action, failing_tool, sleep.
     Serve(serve_cmd::ServeArgs),
     /// A short guided tour in one process: a task, an input request, a cancel.
     Demo,

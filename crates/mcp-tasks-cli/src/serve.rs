@@ -1,6 +1,5 @@
 //! `mcp-tasks serve`: an rmcp server on our [`TaskRuntime`] with the demo
-//! and conformance fixture tools of [`crate::tools`], over stdio or
-//! stateless Streamable HTTP.
+//! tools of [`crate::demo_tools`], over stdio or stateless Streamable HTTP.
 //!
 //! Over HTTP the endpoint is `/mcp`. rmcp's `StreamableHttpService` checks
 //! the `Host` header (loopback names only: DNS-rebinding protection) and,
@@ -27,7 +26,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer, ServerInitializeError};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 
-use crate::tools;
+use crate::demo_tools;
 
 /// Where the server keeps its tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +91,7 @@ pub(crate) struct ServeOptions {
 }
 
 /// The demo server: an rmcp `ServerHandler` that runs the tools of
-/// [`crate::tools`] on a [`TaskRuntime`]. Cheap to clone; clones share the
+/// [`crate::demo_tools`] on a [`TaskRuntime`]. Cheap to clone; clones share the
 /// runtime, so one value can serve every HTTP request.
 #[derive(Debug, Clone)]
 pub(crate) struct DemoServer {
@@ -123,11 +122,10 @@ impl ServerHandler for DemoServer {
                 .build(),
         )
         .with_server_info(Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "Demo tools for the MCP Tasks extension (long_job, confirm_action, failing_tool, \
-             sleep) and the conformance fixture tools (greet, slow_compute, failing_job, \
-             protocol_error_job, confirm_delete, multi_input, test_tool_with_task).",
-        )
+        .with_instructions(format!(
+            "Demo tools for the MCP Tasks extension: {}.",
+            demo_tools::names().collect::<Vec<_>>().join(", ")
+        ))
     }
 
     async fn list_tools(
@@ -135,11 +133,11 @@ impl ServerHandler for DemoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools::list()))
+        Ok(ListToolsResult::with_all_items(demo_tools::list()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools::find(name)
+        demo_tools::find(name)
     }
 
     async fn call_tool(
@@ -147,7 +145,7 @@ impl ServerHandler for DemoServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        tools::call(&self.runtime, request, context).await
+        demo_tools::call(&self.runtime, request, context).await
     }
 
     mcp_tasks::delegate_task_methods!(runtime);
@@ -181,7 +179,7 @@ pub(crate) async fn serve_http(
         .context("the HTTP server stopped")
 }
 
-/// Test helpers (shared with the tool tests of `crate::tools`) and the
+/// Test helpers (shared with the tool tests of `crate::demo_tools`) and the
 /// tests of discovery, HTTP and stores.
 #[cfg(test)]
 pub(crate) mod tests {
@@ -353,30 +351,12 @@ pub(crate) mod tests {
         let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
         assert_eq!(
             names,
-            [
-                "long_job",
-                "confirm_action",
-                "failing_tool",
-                "sleep",
-                "greet",
-                "slow_compute",
-                "failing_job",
-                "protocol_error_job",
-                "confirm_delete",
-                "multi_input",
-                "test_tool_with_task",
-                "test_missing_capability",
-                "test_streaming_elicitation",
-                "test_logging_tool",
-                "test_input_required_result_elicitation",
-                "test_input_required_result_sampling",
-                "test_input_required_result_list_roots",
-                "test_input_required_result_request_state",
-                "test_input_required_result_multiple_inputs",
-                "test_input_required_result_multi_round",
-                "test_input_required_result_tampered_state",
-                "test_input_required_result_capabilities"
-            ]
+            ["long_job", "confirm_action", "failing_tool", "sleep"]
+        );
+        let instructions = info.instructions.as_deref().unwrap_or_default();
+        assert_eq!(
+            instructions,
+            "Demo tools for the MCP Tasks extension: long_job, confirm_action, failing_tool, sleep."
         );
         for tool in &tools {
             assert!(
@@ -469,7 +449,7 @@ pub(crate) mod tests {
             .expect("connect over HTTP");
         let client = TasksClient::new(running);
         assert!(client.server_supports());
-        let state = task_of(&client, "confirm_delete", json!({"filename": "c.txt"})).await;
+        let state = task_of(&client, "confirm_action", json!({"action": "ship"})).await;
         input_required(&client, &state, 1).await;
         client
             .update(
@@ -479,16 +459,10 @@ pub(crate) mod tests {
             .await
             .unwrap();
         let outcome = client.await_task(&state, &waiting()).await.unwrap();
-        assert_eq!(completed(&outcome), "Deleted c.txt");
+        assert_eq!(completed(&outcome), "confirmed: ship");
         assert_eq!(
-            sync_text(
-                &client,
-                "greet",
-                json!({"name": "HTTP"}),
-                CallOptions::default()
-            )
-            .await,
-            "Hello, HTTP!"
+            sync_text(&client, "sleep", json!({"ms": 1}), undeclared()).await,
+            "slept 1 ms"
         );
     }
 
@@ -520,13 +494,13 @@ pub(crate) mod tests {
         let mut options = options(choice.open().unwrap());
         options.ttl = Some(Duration::from_secs(120));
         let client = in_process_with(DemoServer::new(&options), ()).await;
-        let state = task_of(&client, "slow_compute", json!({"seconds": 0})).await;
+        let state = task_of(&client, "sleep", json!({"ms": 0})).await;
         assert_eq!(
             state.ttl,
             Some(mcp_tasks::Ttl::Limited(Duration::from_secs(120)))
         );
         let outcome = client.await_task(&state, &waiting()).await.unwrap();
-        assert_eq!(completed(&outcome), "compute: computed in 0 s");
+        assert_eq!(completed(&outcome), "slept 0 ms");
         // Another handle on the file sees the finished task.
         let again = choice.open().unwrap();
         let record = again.get(&state.id).await.unwrap().expect("kept");

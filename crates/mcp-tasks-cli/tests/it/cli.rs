@@ -1,11 +1,15 @@
 //! The real binary against `mcp-tasks serve` over stdio and over HTTP:
 //! every exit code, the `--json` shapes, `--no-wait` then `wait`, `cancel`,
-//! an unreachable server and a misbehaving one.
+//! an unreachable server and a misbehaving one. What no demo tool does (a
+//! result with `isError`, an MRTR round before the task, a synchronous
+//! result, two forms at once) is called on the conformance fixture server
+//! of `mcp-tasks-conformance`, served in this test process over HTTP.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use mcp_tasks_conformance::{FixtureServer, serve_http};
 use serde_json::{Value, json};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
@@ -112,25 +116,11 @@ fn exit_codes_and_json_shapes_over_stdio() {
     assert!(value["taskId"].is_string());
     assert_eq!(value["result"]["content"][0]["text"], "done: 2 steps");
 
-    let (exit, value) = call(&["call", "failing_job", "--json"]);
-    assert_eq!(
-        (exit, &value["status"]),
-        (1, &json!("completed")),
-        "{value}"
-    );
-    assert_eq!(value["result"]["isError"], true);
-
-    let (exit, value) = call(&["call", "protocol_error_job", "--json"]);
+    let (exit, value) = call(&["call", "failing_tool", "--json"]);
     assert_eq!((exit, &value["status"]), (2, &json!("failed")), "{value}");
-    assert!(value["error"]["code"].is_i64());
+    assert_eq!(value["error"]["code"], -32603);
 
-    let (exit, value) = call(&[
-        "call",
-        "confirm_delete",
-        "--arg",
-        "filename=a.txt",
-        "--json",
-    ]);
+    let (exit, value) = call(&["call", "confirm_action", "--arg", "action=deploy", "--json"]);
     assert_eq!(
         (exit, &value["status"]),
         (4, &json!("input_required")),
@@ -150,22 +140,70 @@ fn exit_codes_and_json_shapes_over_stdio() {
     assert_eq!((exit, &value["status"]), (5, &json!("working")), "{value}");
     assert!(value["taskId"].is_string());
 
+    // An unknown task: exit 2 with the server's -32602.
+    let (exit, value) = call(&["get", "0123456789abcdef0123456789abcdef", "--json"]);
+    assert_eq!(exit, 2, "{value}");
+    assert_eq!(value["error"]["code"], -32602);
+}
+
+/// Serves the conformance fixture server over HTTP on 127.0.0.1, on a
+/// thread of its own for the rest of the test process; returns its URL.
+fn fixture_server() -> String {
+    let (address_tx, address_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            address_tx
+                .send(listener.local_addr().expect("an address"))
+                .expect("the test waits");
+            let tasks =
+                mcp_tasks::server::TaskRuntime::builder(mcp_tasks::store::MemoryStore::new())
+                    .with_poll_interval(Duration::from_millis(50))
+                    .build();
+            let server = FixtureServer::new(tasks).expect("a random key");
+            serve_http(server, listener).await
+        })
+    });
+    let address = address_rx.recv().expect("the fixture server listens");
+    format!("http://{address}/mcp")
+}
+
+#[test]
+fn is_error_mrtr_synchronous_and_two_forms_on_the_fixture_server() {
+    let url = fixture_server();
+    let call = |rest: &[&str]| {
+        let mut args = vec![rest[0], "--url", &url];
+        args.extend_from_slice(&rest[1..]);
+        args.push("--json");
+        json_of(&run(&args))
+    };
+
+    // A completed task whose result has isError: exit 1.
+    let (exit, value) = call(&["call", "failing_job"]);
+    assert_eq!(
+        (exit, &value["status"]),
+        (1, &json!("completed")),
+        "{value}"
+    );
+    assert_eq!(value["result"]["isError"], true);
+
+    let (exit, value) = call(&["call", "protocol_error_job"]);
+    assert_eq!((exit, &value["status"]), (2, &json!("failed")), "{value}");
+    assert!(value["error"]["code"].is_i64());
+
     // An MRTR round before any task: unanswered it is exit 4 without a task id;
     // answered, the retry becomes a task that uses the answer.
-    let (exit, value) = call(&["call", "test_tool_with_task", "--json"]);
+    let (exit, value) = call(&["call", "test_tool_with_task"]);
     assert_eq!(
         (exit, &value["status"]),
         (4, &json!("input_required")),
         "{value}"
     );
     assert!(value.get("taskId").is_none(), "{value}");
-    let (exit, value) = call(&[
-        "call",
-        "test_tool_with_task",
-        "--answer",
-        "name=Alice",
-        "--json",
-    ]);
+    let (exit, value) = call(&["call", "test_tool_with_task", "--answer", "name=Alice"]);
     assert_eq!(exit, 0, "{value}");
     assert!(value["taskId"].is_string(), "{value}");
     assert!(
@@ -177,14 +215,24 @@ fn exit_codes_and_json_shapes_over_stdio() {
     );
 
     // Greet runs synchronously: a result without a task id.
-    let (exit, value) = call(&["call", "greet", "--arg", "name=Ada", "--json"]);
+    let (exit, value) = call(&["call", "greet", "--arg", "name=Ada"]);
     assert_eq!(exit, 0, "{value}");
     assert!(value.get("taskId").is_none(), "{value}");
 
-    // An unknown task: exit 2 with the server's -32602.
-    let (exit, value) = call(&["get", "0123456789abcdef0123456789abcdef", "--json"]);
-    assert_eq!(exit, 2, "{value}");
-    assert_eq!(value["error"]["code"], -32602);
+    // Two forms at once, each answered from the --answer values naming its fields.
+    let (exit, value) = call(&[
+        "call",
+        "multi_input",
+        "--answer",
+        "name=Ada",
+        "--answer",
+        "confirm=yes",
+    ]);
+    assert_eq!(exit, 0, "{value}");
+    assert_eq!(
+        value["result"]["content"][0]["text"],
+        "Hello, Ada! confirmed: true"
+    );
 }
 
 #[test]
@@ -273,48 +321,55 @@ fn no_wait_then_wait_get_and_cancel_over_http() {
 }
 
 #[test]
-fn tools_and_discover() {
+fn discover_reports_task_support() {
     let server = stdio_server();
     let (exit, value) = json_of(&run(&["discover", "--stdio", &server, "--json"]));
     assert_eq!(exit, 0);
     assert_eq!(value["tasks"], true, "{value}");
+}
+
+#[test]
+fn tools_lists_exactly_the_four_demo_tools() {
+    let server = format!("{BIN} serve --stdio --store memory");
+    let output = run(&["tools", "--stdio", &server]);
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&output.stdout);
     let (exit, value) = json_of(&run(&["tools", "--stdio", &server, "--json"]));
-    assert_eq!(exit, 0);
+    assert_eq!(exit, 0, "{value}");
     let names: Vec<&str> = value["tools"]
         .as_array()
         .expect("tools")
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    for fixture in [
-        "greet",
-        "slow_compute",
-        "failing_job",
-        "protocol_error_job",
-        "confirm_delete",
-        "multi_input",
-        "test_tool_with_task",
-    ] {
-        assert!(names.contains(&fixture), "{fixture} missing from {names:?}");
+    assert_eq!(
+        names,
+        ["long_job", "confirm_action", "failing_tool", "sleep"]
+    );
+    for fixture in ["greet", "slow_compute", "confirm_delete", "test_"] {
+        assert!(!stdout.contains(fixture), "{fixture} in {stdout}");
+    }
+    for name in names {
+        assert!(stdout.contains(name), "{name} missing from {stdout}");
     }
 }
 
 #[test]
 fn usage_unreachable_and_misbehaving_servers() {
     for args in [
-        vec!["call", "greet"],
+        vec!["call", "long_job"],
         vec![
             "call",
             "--url",
             "http://127.0.0.1:9/mcp",
-            "greet",
+            "long_job",
             "not json",
         ],
         vec![
             "call",
             "--url",
             "http://127.0.0.1:9/mcp",
-            "greet",
+            "long_job",
             "--arg",
             "novalue",
         ],
@@ -323,7 +378,13 @@ fn usage_unreachable_and_misbehaving_servers() {
     ] {
         assert_eq!(run(&args).status.code(), Some(64), "{args:?}");
     }
-    let output = run(&["call", "--url", "http://127.0.0.1:9/mcp", "greet", "--json"]);
+    let output = run(&[
+        "call",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "long_job",
+        "--json",
+    ]);
     let (exit, value) = json_of(&output);
     assert_eq!(exit, 69, "{value}");
     assert_eq!(run(&["tools", "--stdio", "false"]).status.code(), Some(69));

@@ -60,20 +60,6 @@ fn accept_and_decline_without_a_terminal() {
     let (exit, value) = with(&["confirm_action", "--input", "decline", "--json"]);
     assert_eq!(exit, 0, "{value}");
     assert_eq!(value["result"]["content"][0]["text"], "not confirmed");
-    // Two forms at once, each answered from the --answer values naming its fields.
-    let (exit, value) = with(&[
-        "multi_input",
-        "--answer",
-        "name=Ada",
-        "--answer",
-        "confirm=yes",
-        "--json",
-    ]);
-    assert_eq!(exit, 0, "{value}");
-    assert_eq!(
-        value["result"]["content"][0]["text"],
-        "Hello, Ada! confirmed: true"
-    );
     // An --answer that names no field of any form is a usage error.
     let output = run(&[&base[..], &["confirm_action", "--answer", "nope=1"]].concat());
     assert_eq!(output.status.code(), Some(64));

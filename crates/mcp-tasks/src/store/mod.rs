@@ -117,6 +117,38 @@ pub trait TaskStore: Send + Sync + 'static {
     fn changes(&self) -> broadcast::Receiver<TaskId>;
 }
 
+/// A store behind an `Arc` is the same store.
+impl<S: TaskStore> TaskStore for Arc<S> {
+    fn create(&self, record: TaskRecord) -> impl Future<Output = Result<(), StoreError>> + Send {
+        S::create(self, record)
+    }
+    fn get(
+        &self,
+        id: &TaskId,
+    ) -> impl Future<Output = Result<Option<TaskRecord>, StoreError>> + Send {
+        S::get(self, id)
+    }
+    fn compare_and_swap(
+        &self,
+        transition: Transition,
+    ) -> impl Future<Output = Result<Swap, StoreError>> + Send {
+        S::compare_and_swap(self, transition)
+    }
+    fn delete(&self, id: &TaskId) -> impl Future<Output = Result<(), StoreError>> + Send {
+        S::delete(self, id)
+    }
+    fn expired(
+        &self,
+        now: UnixMillis,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<TaskId>, StoreError>> + Send {
+        S::expired(self, now, limit)
+    }
+    fn changes(&self) -> broadcast::Receiver<TaskId> {
+        S::changes(self)
+    }
+}
+
 /// The object-safe form of [`TaskStore`], for a store chosen at run time.
 /// Every [`TaskStore`] is one.
 pub trait DynStore: Send + Sync + 'static {

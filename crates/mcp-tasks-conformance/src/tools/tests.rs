@@ -1,11 +1,11 @@
-//! In-process tests of the demo and task fixture tools.
+//! In-process tests of the task fixture tools.
 
 use std::time::Duration;
 
 use mcp_tasks::{CallOptions, CallResponse, InputMode, TaskOutcome, TaskStatus};
 use serde_json::json;
 
-use crate::serve::tests::{
+use crate::server::tests::{
     Forms, TASKS, accept, args, completed, in_process, input_required, sync_text, task_of,
     undeclared, waiting,
 };
@@ -255,12 +255,7 @@ async fn test_tool_with_task_runs_an_mrtr_round_then_becomes_a_task() {
 #[tokio::test]
 async fn input_tools_name_every_capability_the_client_did_not_declare() {
     let client = in_process(()).await;
-    for tool in [
-        "test_tool_with_task",
-        "confirm_delete",
-        "multi_input",
-        "confirm_action",
-    ] {
+    for tool in ["test_tool_with_task", "confirm_delete", "multi_input"] {
         let error = client
             .call_tool(tool, args(json!({"filename": "x"})), CallOptions::default())
             .await
@@ -280,94 +275,4 @@ async fn input_tools_name_every_capability_the_client_did_not_declare() {
     let data = error.rpc_error().and_then(|e| e.data.clone()).unwrap();
     assert_eq!(data["requiredCapabilities"]["extensions"][TASKS], json!({}));
     assert!(data["requiredCapabilities"]["elicitation"].is_object());
-}
-
-#[tokio::test]
-async fn demo_tools_report_steps_confirm_fail_and_sleep() {
-    let client = in_process(Forms).await;
-    // long_job: a status message per step, then the count.
-    let state = task_of(&client, "long_job", json!({"steps": 3, "step_ms": 100})).await;
-    let mut seen = Vec::new();
-    loop {
-        let read = client.get(&state.id).await.unwrap();
-        if let Some(message) = read.status_message.clone()
-            && seen.last() != Some(&message)
-        {
-            seen.push(message);
-        }
-        if read.status.is_terminal() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(seen.contains(&"step 2 of 3".to_owned()), "{seen:?}");
-    let outcome = client.await_task(&state, &waiting()).await.unwrap();
-    assert_eq!(completed(&outcome), "done: 3 steps");
-    assert_eq!(
-        sync_text(
-            &client,
-            "long_job",
-            json!({"steps": 2, "step_ms": 1}),
-            undeclared()
-        )
-        .await,
-        "done: 2 steps"
-    );
-
-    // confirm_action: one boolean field under "confirm".
-    let state = task_of(&client, "confirm_action", json!({"action": "deploy"})).await;
-    let asked = input_required(&client, &state, 1).await;
-    let schema = &asked.input_requests["confirm"]["params"]["requestedSchema"];
-    assert_eq!(schema["properties"]["confirm"]["type"], "boolean");
-    assert_eq!(schema["required"], json!(["confirm"]));
-    client
-        .update(
-            &state.id,
-            [("confirm".to_owned(), accept(json!({"confirm": true})))].into(),
-        )
-        .await
-        .unwrap();
-    let outcome = client.await_task(&state, &waiting()).await.unwrap();
-    assert_eq!(completed(&outcome), "confirmed: deploy");
-    for answer in [
-        json!({"action": "decline"}),
-        accept(json!({"confirm": false})),
-    ] {
-        let state = task_of(&client, "confirm_action", json!({})).await;
-        input_required(&client, &state, 1).await;
-        client
-            .update(&state.id, [("confirm".to_owned(), answer)].into())
-            .await
-            .unwrap();
-        let outcome = client.await_task(&state, &waiting()).await.unwrap();
-        assert_eq!(completed(&outcome), "not confirmed");
-    }
-
-    // failing_tool: a failed task.
-    let state = task_of(&client, "failing_tool", json!({})).await;
-    let outcome = client.await_task(&state, &waiting()).await.unwrap();
-    let TaskOutcome::Failed(failure) = outcome else {
-        panic!("expected failed: {outcome:?}");
-    };
-    assert_eq!(failure.error.code, -32603);
-    assert_eq!(failure.error.message, "the demo job failed on purpose");
-
-    // sleep: completes, or is cancelled.
-    let state = task_of(&client, "sleep", json!({"ms": 10})).await;
-    let outcome = client.await_task(&state, &waiting()).await.unwrap();
-    assert_eq!(completed(&outcome), "slept 10 ms");
-    let state = task_of(&client, "sleep", json!({"ms": 600_000})).await;
-    client.cancel(&state.id).await.unwrap();
-    let outcome = client.await_task(&state, &waiting()).await.unwrap();
-    assert!(matches!(outcome, TaskOutcome::Cancelled(_)), "{outcome:?}");
-    let error = client
-        .call_tool("sleep", None, CallOptions::default())
-        .await
-        .unwrap_err();
-    assert_eq!(error.code(), Some(-32602));
-    let error = client
-        .call_tool("no_such_tool", None, CallOptions::default())
-        .await
-        .unwrap_err();
-    assert_eq!(error.code(), Some(-32602));
 }

@@ -1,17 +1,13 @@
-//! The tools `mcp-tasks serve` offers: four demo tools and the seven
-//! fixture tools the official conformance suite's tasks scenarios call
-//! (`/work/shared/INTEROP.md` §1), all run through our [`TaskRuntime`],
-//! then the eleven synchronous diagnostic tools its 2026-07-28 server
-//! scenarios call (`test_missing_capability`, `test_streaming_elicitation`,
+//! The seven fixture tools the tasks scenarios of the official
+//! conformance suite call (`@modelcontextprotocol/conformance`, pinned in
+//! `interop/package.json`), all run through our [`TaskRuntime`], then the eleven
+//! synchronous diagnostic tools its 2026-07-28 server scenarios call
+//! (`test_missing_capability`, `test_streaming_elicitation`,
 //! `test_logging_tool` and the `test_input_required_result_*` family),
 //! described in [`diagnostics`].
 //!
 //! | tool | task policy | needs |
 //! |---|---|---|
-//! | `long_job` | optional | |
-//! | `confirm_action` | required | form elicitation |
-//! | `failing_tool` | required | |
-//! | `sleep` | optional | |
 //! | `greet` | forbidden (always synchronous) | |
 //! | `slow_compute` | optional | |
 //! | `failing_job` | required | |
@@ -23,11 +19,11 @@
 //! A tool that asks for input checks, on the `tools/call` that would
 //! create its task, that the client declared form elicitation (the MRTR
 //! rule that no input request goes to a client that did not declare it,
-//! applied with the capabilities of the creating call, as DIGEST §6.5
+//! applied with the capabilities of the creating call, as the Tasks extension
 //! recommends). What is missing, the Tasks extension included, comes back
 //! in one -32021 error.
 //!
-//! Where INTEROP.md is silent, the fixtures follow the upstream scenario
+//! Where the scenarios are silent, the fixtures follow the upstream scenario
 //! sources and otherwise stay simple: `greet`'s `name` defaults to
 //! `World`; `slow_compute` needs `seconds` (fractions allowed) and its
 //! `label` defaults to `compute`; `confirm_delete` completes with
@@ -55,10 +51,9 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
 
 mod diagnostics;
-mod request_state;
+mod sealed_state;
 
-/// The most steps `long_job` takes, so a typo cannot start an endless job.
-const MAX_STEPS: u64 = 10_000;
+pub(crate) use sealed_state::RequestStates;
 
 /// The key of the MRTR input request of `test_tool_with_task`; the
 /// conformance scenario's fixture contract calls it `user_name`.
@@ -78,46 +73,10 @@ fn no_arguments() -> Value {
     json!({"type": "object", "properties": {}, "additionalProperties": false})
 }
 
-/// Every tool, in the order `tools/list` shows them: ours, then the
-/// conformance diagnostics.
+/// Every tool, in the order `tools/list` shows them: the task fixtures,
+/// then the diagnostics.
 static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(|| {
     let mut tools = vec![
-        tool(
-            "long_job",
-            "A job that reports its progress as a status message per step \
-             (\"step 2 of 5\") and then completes with \"done: N steps\". \
-             A task when the client declares the Tasks extension, else it runs at once.",
-            json!({"type": "object", "properties": {
-                "steps": {"type": "integer", "minimum": 0, "maximum": MAX_STEPS, "default": 5,
-                    "description": "How many steps"},
-                "step_ms": {"type": "integer", "minimum": 0, "default": 600,
-                    "description": "How long each step takes, in milliseconds"}
-            }}),
-        ),
-        tool(
-            "confirm_action",
-            "Asks the user to confirm an action (an elicitation form with one boolean \
-             field, `confirm`, under the input key \"confirm\"), then completes with \
-             \"confirmed: ACTION\" or \"not confirmed\". Always a task.",
-            json!({"type": "object", "properties": {
-                "action": {"type": "string", "default": "run the demo",
-                    "description": "What to confirm"}
-            }}),
-        ),
-        tool(
-            "failing_tool",
-            "A task that always fails with the JSON-RPC error -32603 \
-             \"the demo job failed on purpose\".",
-            no_arguments(),
-        ),
-        tool(
-            "sleep",
-            "Sleeps for `ms` milliseconds, then completes with \"slept MS ms\"; \
-             cancel it with tasks/cancel. A task when the client declares the Tasks extension.",
-            json!({"type": "object", "properties": {
-                "ms": {"type": "integer", "minimum": 0, "description": "How long to sleep, in milliseconds"}
-            }, "required": ["ms"]}),
-        ),
         tool(
             "greet",
             "Conformance fixture: always synchronous; answers \"Hello, NAME!\".",
@@ -185,9 +144,11 @@ pub(crate) fn find(name: &str) -> Option<Tool> {
     TOOLS.iter().find(|tool| tool.name == name).cloned()
 }
 
-/// Runs one `tools/call`.
+/// Runs one `tools/call`; the diagnostics seal their `requestState`
+/// with `states`.
 pub(crate) async fn call(
     runtime: &TaskRuntime,
+    states: &RequestStates,
     request: CallToolRequestParams,
     context: RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
@@ -196,35 +157,6 @@ pub(crate) async fn call(
         runtime.call_tool(&request, &context, &tasks, body).await
     };
     match request.name.as_ref() {
-        "long_job" => {
-            let steps = args.integer("steps", Some(5))?;
-            if steps > MAX_STEPS {
-                return Err(invalid(format!("`steps` must be at most {MAX_STEPS}")));
-            }
-            let step = Duration::from_millis(args.integer("step_ms", Some(600))?);
-            run(ToolTasks::optional(), long_job(steps, step)).await
-        }
-        "confirm_action" => {
-            let action = args.string("action", Some("run the demo"))?;
-            require_tasks_and_forms(&context)?;
-            run(ToolTasks::required(), confirm_action(action)).await
-        }
-        "failing_tool" => {
-            run(
-                ToolTasks::required(),
-                boxed(|_| async {
-                    Err(ErrorData::internal_error(
-                        "the demo job failed on purpose",
-                        None,
-                    ))
-                }),
-            )
-            .await
-        }
-        "sleep" => {
-            let ms = args.integer("ms", None)?;
-            run(ToolTasks::optional(), sleep(ms)).await
-        }
         "greet" => {
             let name = args.string("name", Some("World"))?;
             run(
@@ -297,7 +229,7 @@ pub(crate) async fn call(
             )
             .await
         }
-        other => match diagnostics::call(runtime, &request, &context).await {
+        other => match diagnostics::call(runtime, states, &request, &context).await {
             Some(response) => response,
             None => Err(invalid(format!("no tool named {other:?}"))),
         },
@@ -317,38 +249,6 @@ where
     Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
 {
     Box::new(move |task| Box::pin(body(task)))
-}
-
-fn long_job(steps: u64, step: Duration) -> Body {
-    boxed(move |task: TaskContext| async move {
-        for done in 1..=steps {
-            task.set_status_message(format!("step {done} of {steps}"))
-                .await?;
-            tokio::time::sleep(step).await;
-        }
-        Ok(text(format!("done: {steps} steps")))
-    })
-}
-
-fn confirm_action(action: String) -> Body {
-    boxed(move |task: TaskContext| async move {
-        let request = confirm_form(&format!("Confirm: {action}?"), &action)?;
-        let answer = task.request_input("confirm", request).await?;
-        Ok(text(if confirmed(&answer) {
-            format!("confirmed: {action}")
-        } else {
-            "not confirmed".to_owned()
-        }))
-    })
-}
-
-fn sleep(ms: u64) -> Body {
-    boxed(move |task: TaskContext| async move {
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(text(format!("slept {ms} ms"))),
-            () = task.cancelled() => Err(ErrorData::internal_error("sleep was cancelled", None)),
-        }
-    })
 }
 
 fn slow_compute(seconds: Duration, label: String) -> Body {
@@ -497,22 +397,6 @@ struct Args(JsonObject);
 impl Args {
     fn present(&self, key: &str) -> Option<&Value> {
         self.0.get(key).filter(|value| !value.is_null())
-    }
-
-    fn integer(&self, key: &str, default: Option<u64>) -> Result<u64, ErrorData> {
-        match self.present(key) {
-            Some(value) => value
-                .as_u64()
-                .or_else(|| {
-                    // 5.0 is an integer too.
-                    value
-                        .as_f64()
-                        .filter(|n| n.fract() == 0.0 && *n >= 0.0 && *n < 2f64.powi(53))
-                        .map(|n| n as u64)
-                })
-                .ok_or_else(|| invalid(format!("`{key}` must be a non-negative integer"))),
-            None => default.ok_or_else(|| invalid(format!("`{key}` is required"))),
-        }
     }
 
     fn string(&self, key: &str, default: Option<&str>) -> Result<String, ErrorData> {

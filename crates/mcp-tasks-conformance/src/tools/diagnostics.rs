@@ -2,7 +2,7 @@
 //! server scenarios call (`server-stateless` and the
 //! `input-required-result-*` family). All are synchronous, never tasks:
 //! what they need from the client they ask for with Multi Round-Trip
-//! Requests (DIGEST §1.7), returning an `InputRequiredResult` and reading
+//! Requests (MRTR, SEP-2322), returning an `InputRequiredResult` and reading
 //! the answers from the retry's `inputResponses`.
 //!
 //! | tool | asks for (input key) | `requestState` |
@@ -31,7 +31,7 @@
 //! * A declined or cancelled form completes with a tool error
 //!   (`isError: true`) instead of asking again.
 //! * A `requestState` is sealed and bound to the caller, tool and
-//!   arguments ([`super::request_state`]); one that does not open (tampered,
+//!   arguments ([`super::sealed_state`]); one that does not open (tampered,
 //!   forged, expired, for another call) is -32602. Answers already given
 //!   ride in it, so a re-ask only asks for what is still missing.
 
@@ -46,7 +46,7 @@ use serde_json::{Value, json};
 
 use mcp_tasks::server::TaskRuntime;
 
-use super::request_state::Binding;
+use super::sealed_state::{Binding, RequestStates};
 use super::{declares_forms, form, forms_capability, no_arguments, text, tool};
 
 const MISSING_CAPABILITY: &str = "test_missing_capability";
@@ -166,6 +166,7 @@ pub(super) fn tools() -> Vec<Tool> {
 /// Runs one diagnostic tool; `None` when `request` names none of them.
 pub(super) async fn call(
     runtime: &TaskRuntime,
+    states: &RequestStates,
     request: &CallToolRequestParams,
     context: &RequestContext<RoleServer>,
 ) -> Option<Result<CallToolResponse, ErrorData>> {
@@ -188,7 +189,7 @@ pub(super) async fn call(
     // What the client did not declare comes first, then the state.
     let declared = Declared::of(context);
     Some(declared.require(needs).and_then(|()| {
-        let call = Call::new(runtime, request, context)?;
+        let call = Call::new(runtime, states, request, context)?;
         run(&declared, &call)
     }))
 }
@@ -254,13 +255,13 @@ fn confirm_with_state(call: &Call, verified: &str) -> Outcome {
         let requests = InputRequests::from([(ask.key.to_owned(), ask.request)]);
         return Ok(input_required(
             requests,
-            Some(call.seal(&json!({"answers": {}}))),
+            Some(call.seal(&json!({"answers": {}}))?),
         ));
     }
     match call.gather(vec![ask])? {
         Gathered::Missing { requests, answers } => Ok(input_required(
             requests,
-            Some(call.seal(&json!({"answers": answers}))),
+            Some(call.seal(&json!({"answers": answers}))?),
         )),
         Gathered::All(answers) => Ok(refusal(&answers).unwrap_or_else(|| {
             complete(format!(
@@ -280,7 +281,7 @@ fn multiple_inputs(call: &Call) -> Outcome {
     match call.gather(asks)? {
         Gathered::Missing { requests, answers } => Ok(input_required(
             requests,
-            Some(call.seal(&json!({"answers": answers}))),
+            Some(call.seal(&json!({"answers": answers}))?),
         )),
         Gathered::All(answers) => Ok(refusal(&answers).unwrap_or_else(|| {
             complete(format!(
@@ -314,7 +315,7 @@ fn multi_round(call: &Call) -> Outcome {
         return match call.gather(vec![ask])? {
             Gathered::Missing { requests, .. } => Ok(input_required(
                 requests,
-                Some(call.seal(&json!({"step": 1}))),
+                Some(call.seal(&json!({"step": 1}))?),
             )),
             Gathered::All(answers) => match refusal(&answers) {
                 Some(refused) => Ok(refused),
@@ -323,7 +324,7 @@ fn multi_round(call: &Call) -> Outcome {
                     let next = step2()?;
                     Ok(input_required(
                         InputRequests::from([(next.key.to_owned(), next.request)]),
-                        Some(call.seal(&json!({"step": 2, "name": name}))),
+                        Some(call.seal(&json!({"step": 2, "name": name}))?),
                     ))
                 }
             },
@@ -333,7 +334,7 @@ fn multi_round(call: &Call) -> Outcome {
     match call.gather(vec![step2()?])? {
         Gathered::Missing { requests, .. } => Ok(input_required(
             requests,
-            Some(call.seal(&json!({"step": 2, "name": name}))),
+            Some(call.seal(&json!({"step": 2, "name": name}))?),
         )),
         Gathered::All(answers) => Ok(refusal(&answers).unwrap_or_else(|| {
             complete(format!(
@@ -360,7 +361,9 @@ fn capabilities(declared: &Declared, call: &Call) -> Outcome {
     }
     match call.gather(asks)? {
         Gathered::Missing { requests, answers } => {
-            let state = (!answers.is_empty()).then(|| call.seal(&json!({"answers": answers})));
+            let state = (!answers.is_empty())
+                .then(|| call.seal(&json!({"answers": answers})))
+                .transpose()?;
             Ok(input_required(requests, state))
         }
         Gathered::All(answers) => Ok(refusal(&answers).unwrap_or_else(|| {
@@ -551,6 +554,7 @@ impl Declared {
 #[derive(Debug)]
 struct Call<'a> {
     responses: Option<&'a rmcp::model::InputResponses>,
+    states: &'a RequestStates,
     binding: Binding,
     /// The data of the retry's `requestState`, verified; `None` when the
     /// call carries none.
@@ -573,6 +577,7 @@ impl<'a> Call<'a> {
     /// Opens the call's `requestState`, if any: -32602 when it fails.
     fn new(
         runtime: &TaskRuntime,
+        states: &'a RequestStates,
         request: &'a CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<Self, ErrorData> {
@@ -584,17 +589,18 @@ impl<'a> Call<'a> {
         let state = request
             .request_state
             .as_deref()
-            .map(|state| binding.open(state))
+            .map(|state| states.open(&binding, state))
             .transpose()?;
         Ok(Self {
             responses: request.input_responses.as_ref(),
+            states,
             binding,
             state,
         })
     }
 
-    fn seal(&self, data: &Value) -> String {
-        self.binding.seal(data)
+    fn seal(&self, data: &Value) -> Result<String, ErrorData> {
+        self.states.seal(&self.binding, data)
     }
 
     /// The answers to `asks`: those the sealed state carries from earlier

@@ -10,7 +10,8 @@ use rmcp::model::{CallToolResult, InputRequiredResult};
 use rmcp::service::{MaybeSendFuture, NotificationContext, RoleClient};
 use serde_json::{Value, json};
 
-use crate::serve::tests::{Forms, accept, args, first_text, in_process};
+use crate::server::tests::{Forms, accept, args, first_text, in_process};
+use crate::tools::sealed_state::tests::rewritten;
 
 const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
@@ -107,7 +108,7 @@ fn keys(wire: &Value) -> Vec<&str> {
 }
 
 #[test]
-fn every_diagnostic_tool_is_listed_after_ours_with_a_schema() {
+fn every_diagnostic_tool_is_listed_after_the_fixtures_with_a_schema() {
     let names: Vec<String> = super::tools()
         .iter()
         .map(|tool| tool.name.to_string())
@@ -129,8 +130,8 @@ fn every_diagnostic_tool_is_listed_after_ours_with_a_schema() {
         ]
     );
     let all = crate::tools::list();
-    assert_eq!(all.len(), 22);
-    for tool in &all[11..] {
+    assert_eq!(all.len(), 18);
+    for tool in &all[7..] {
         assert_eq!(tool.input_schema.get("type"), Some(&json!("object")));
         assert!(tool.description.as_deref().is_some_and(|d| !d.is_empty()));
         assert!(crate::tools::find(&tool.name).is_some());
@@ -306,7 +307,7 @@ async fn request_state_round_trips_sealed_and_a_tampered_one_is_refused() {
         .unwrap();
         for bad in [
             format!("{state}-TAMPERED"),
-            state.replace("answers", "answerz"),
+            rewritten(&state, |payload| payload.replace("answers", "answerz")),
             "forged".to_owned(),
             other,
         ] {
@@ -394,7 +395,7 @@ async fn multi_round_asks_twice_with_evolving_state() {
     let result = completed(&client, tool, retry(color(), Some(&state2))).await;
     assert_eq!(first_text(&result), "Alice's favorite color is blue.");
     // The name only comes from a state that opens.
-    let forged = state2.replace("Alice", "Mallory");
+    let forged = rewritten(&state2, |payload| payload.replace("Alice", "Mallory"));
     assert_eq!(
         refused(&client, tool, retry(color(), Some(&forged)))
             .await

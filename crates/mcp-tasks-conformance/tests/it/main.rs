@@ -1,0 +1,3 @@
+//! Integration tests of the `conformance-server` binary.
+
+mod server;
