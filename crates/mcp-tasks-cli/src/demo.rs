@@ -14,7 +14,7 @@ use crate::connect::{Target, connect};
 use crate::output::code;
 use crate::prompt::InputPolicy;
 use crate::serve::{DemoServer, ServeOptions, serve_http};
-use crate::watch::{Watch, settle_after_cancel, short_id};
+use crate::watch::{CANCEL_GRACE, Watch, short_id};
 
 pub(crate) async fn run() -> ExitCode {
     match tour().await {
@@ -68,7 +68,9 @@ async fn tour() -> anyhow::Result<bool> {
         CallOptions::default(),
         &watching,
     );
-    let outcome = watch.run(&client, waiting).await;
+    let Some(outcome) = watch.run(&client, waiting).await.outcome() else {
+        return Ok(false);
+    };
     let ended = outcome_name(&outcome);
     watch.report(outcome).print(false);
     summary.push(("long_job", ended, started.elapsed(), "completed"));
@@ -89,7 +91,9 @@ async fn tour() -> anyhow::Result<bool> {
         CallOptions::default(),
         &watching,
     );
-    let outcome = watch.run(&client, waiting).await;
+    let Some(outcome) = watch.run(&client, waiting).await.outcome() else {
+        return Ok(false);
+    };
     let ended = outcome_name(&outcome);
     watch.report(outcome).print(false);
     summary.push(("confirm_action", ended, started.elapsed(), "completed"));
@@ -107,8 +111,8 @@ async fn tour() -> anyhow::Result<bool> {
                 state.status
             );
             tokio::time::sleep(Duration::from_secs(1)).await;
-            client.cancel(&state.id).await?;
-            let state = settle_after_cancel(&client, &state.id).await?;
+            let grace = AwaitOptions::default().with_deadline(Some(CANCEL_GRACE));
+            let state = client.cancel_and_wait(&state.id, &grace).await?;
             println!("     {}", state.status);
             state.status.to_string()
         }

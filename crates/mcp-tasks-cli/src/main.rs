@@ -18,6 +18,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Map, Value};
 
+use mcp_tasks::TaskOutcome;
+
 use crate::connect::Target;
 use crate::output::{Report, code};
 
@@ -287,31 +289,31 @@ async fn call(args: CallArgs) -> ExitCode {
         Err(exit) => return exit,
     };
     let watch = watch::Watch::new(args.server.json);
-    let mut options = watch.options(options, &policy);
-    if args.no_wait {
-        // A zero deadline: MRTR rounds run, the task is created, no poll is made.
-        options = options.with_deadline(Some(Duration::ZERO));
-    }
-    let tool = args.tool.clone();
-    let waiting =
-        client.call_and_await(tool, arguments, mcp_tasks::CallOptions::default(), &options);
-    let outcome = watch.run(&client, waiting).await;
-    if args.no_wait
-        && let Err(mcp_tasks::Error::Timeout { task_id, .. }) = &outcome
-    {
-        watch.clear();
-        if args.server.json {
-            println!(
-                "{}",
-                serde_json::json!({"status": "working", "taskId": task_id.expose()})
-            );
-        } else {
-            println!("{}", task_id.expose());
+    let options = watch.options(options, &policy);
+    let call = mcp_tasks::CallOptions::default();
+    let exit = if args.no_wait {
+        // MRTR rounds are answered, the task is created, no poll is made.
+        let starting = client.start_tool(args.tool.clone(), arguments, call, &options);
+        match watch.run(&client, starting).await {
+            watch::Watched::Finished(Ok(mcp_tasks::CallResponse::Task(state))) => {
+                watch.clear();
+                if args.server.json {
+                    let value = serde_json::json!({"status": state.status.as_str(), "taskId": state.id.expose()});
+                    println!("{value}");
+                } else {
+                    println!("{}", state.id.expose());
+                }
+                ExitCode::SUCCESS
+            }
+            other => other.and_then(not_a_task).finish(&watch, args.server.json),
         }
-        client.close().await;
-        return ExitCode::SUCCESS;
-    }
-    let exit = watch.report(outcome).print(args.server.json);
+    } else {
+        let waiting = client.call_and_await(args.tool.clone(), arguments, call, &options);
+        watch
+            .run(&client, waiting)
+            .await
+            .finish(&watch, args.server.json)
+    };
     client.close().await;
     exit
 }
@@ -329,10 +331,25 @@ async fn wait(args: WaitArgs) -> ExitCode {
     let watch = watch::Watch::new(args.server.json);
     let options = watch.options(options, &policy);
     let waiting = client.await_task(id, &options);
-    let outcome = watch.run(&client, waiting).await;
-    let exit = watch.report(outcome).print(args.server.json);
+    let exit = watch
+        .run(&client, waiting)
+        .await
+        .finish(&watch, args.server.json);
     client.close().await;
     exit
+}
+
+/// The outcome of a `tools/call` the server did not make a task of.
+fn not_a_task(response: mcp_tasks::CallResponse) -> Result<TaskOutcome, mcp_tasks::Error> {
+    match response {
+        mcp_tasks::CallResponse::Complete(result) => Ok(TaskOutcome::Completed(result)),
+        mcp_tasks::CallResponse::InputRequired(request) => {
+            Ok(TaskOutcome::CallInputRequired(request))
+        }
+        _ => Err(mcp_tasks::Error::Usage(
+            "the server answered with something this client does not know",
+        )),
+    }
 }
 
 enum TaskAction {
@@ -348,10 +365,10 @@ async fn task_command(args: TaskArgs, action: TaskAction) -> ExitCode {
     let id = mcp_tasks::TaskId::new(args.task_id.clone());
     let state = match action {
         TaskAction::Get => client.get(&id).await,
-        TaskAction::Cancel => match client.cancel(&id).await {
-            Err(error) => Err(error),
-            Ok(()) => watch::settle_after_cancel(&client, &id).await,
-        },
+        TaskAction::Cancel => {
+            let grace = mcp_tasks::AwaitOptions::default().with_deadline(Some(watch::CANCEL_GRACE));
+            client.cancel_and_wait(&id, &grace).await
+        }
     };
     let exit = match state {
         Ok(state) => Report::from_state(&state).print(args.server.json),

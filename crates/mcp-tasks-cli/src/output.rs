@@ -117,8 +117,8 @@ impl Report {
     pub(crate) fn error(error: &Error) -> Self {
         let exit = exit_for(error);
         let status = match error {
-            Error::Timeout { last_status, .. } => last_status
-                .as_ref()
+            Error::Timeout { .. } => error
+                .last_status()
                 .map_or("working", TaskStatus::as_str)
                 .to_owned(),
             Error::InputRequired(_) | Error::CallInputRequired => "input_required".to_owned(),
@@ -264,7 +264,11 @@ pub(crate) fn exit_for(error: &Error) -> u8 {
         Error::InputRequired(_) | Error::CallInputRequired => code::INPUT_REQUIRED,
         Error::TaskCancelled(_) => code::CANCELLED,
         Error::Rpc { .. } | Error::UnknownTask { .. } | Error::TaskFailed(_) => code::FAILED,
-        Error::InvalidInputResponse { .. } | Error::Usage(_) => code::USAGE,
+        // An answer the flags cannot build (the resolver's error) or that the
+        // form refuses is a usage error.
+        Error::InvalidInputResponse { .. } | Error::InputHandler { .. } | Error::Usage(_) => {
+            code::USAGE
+        }
         _ if error.is_transport() => code::UNREACHABLE,
         _ => code::PROTOCOL,
     }

@@ -3,10 +3,12 @@
 
 use std::future::Future;
 use std::io::IsTerminal;
+use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use mcp_tasks::client::InputError;
 use mcp_tasks::{AwaitOptions, Error, InputMode, TaskId, TaskOutcome, TaskState, TasksClient};
 
 use crate::connect::CliHandler;
@@ -14,7 +16,7 @@ use crate::output::{Report, code};
 use crate::prompt::{self, InputPolicy};
 
 /// How long to wait for the cancelled state after Ctrl-C or `cancel`.
-const CANCEL_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// The display of one wait.
 pub(crate) struct Watch {
@@ -90,18 +92,16 @@ impl Watch {
                     let policy = policy.clone();
                     let bar = bar.clone();
                     async move {
-                        let answered = tokio::task::spawn_blocking(move || {
-                            let ask = || {
-                                prompt::answer_all(&requests, &policy)
-                                    .unwrap_or_else(|error| fail_input(&format!("{error:#}")))
-                            };
+                        let first = requests.keys().next().cloned().unwrap_or_default();
+                        tokio::task::spawn_blocking(move || {
+                            let ask = || prompt::answer_all(&requests, &policy);
                             match &bar {
                                 Some(bar) => bar.suspend(ask),
                                 None => ask(),
                             }
                         })
-                        .await;
-                        answered.unwrap_or_default()
+                        .await
+                        .map_err(|panicked| InputError::new(first, panicked))?
                     }
                 })
             }
@@ -109,34 +109,31 @@ impl Watch {
         options.with_input(input)
     }
 
-    /// Runs `waiting` to its end; the first Ctrl-C cancels the task and
-    /// waits briefly for the cancelled state, a second one exits at once.
-    pub(crate) async fn run(
+    /// Runs `waiting` to its end. The first Ctrl-C cancels the task (once
+    /// one exists) and waits up to [`CANCEL_GRACE`] for it to settle; a
+    /// second one gives up at once.
+    pub(crate) async fn run<T>(
         &self,
         client: &TasksClient<CliHandler>,
-        waiting: impl Future<Output = Result<TaskOutcome, Error>>,
-    ) -> Result<TaskOutcome, Error> {
+        waiting: impl Future<Output = Result<T, Error>>,
+    ) -> Watched<T> {
         tokio::pin!(waiting);
         tokio::select! {
-            outcome = &mut waiting => outcome,
+            outcome = &mut waiting => Watched::Finished(outcome),
             _ = tokio::signal::ctrl_c() => {
                 let id = self.seen.lock().unwrap_or_else(|p| p.into_inner()).id.clone();
                 self.clear();
                 let Some(id) = id else {
                     eprintln!("interrupted before a task existed");
-                    std::process::exit(i32::from(code::INTERRUPTED));
+                    return Watched::Interrupted;
                 };
                 eprintln!("cancelling the task (Ctrl-C again to quit at once)…");
+                let grace = AwaitOptions::default().with_deadline(Some(CANCEL_GRACE));
                 tokio::select! {
-                    ended = async {
-                        client.cancel(&id).await?;
-                        let state = settle_after_cancel(client, &id).await?;
-                        match state.outcome() {
-                            Ok(outcome) => Ok(outcome),
-                            Err(_) => Err(Error::Timeout { task_id: id.clone(), waited: CANCEL_GRACE, last_status: Some(state.status) }),
-                        }
-                    } => ended,
-                    _ = tokio::signal::ctrl_c() => std::process::exit(i32::from(code::INTERRUPTED)),
+                    ended = client.cancel_and_wait(&id, &grace) => {
+                        Watched::Cancelled(Box::new(ended.and_then(|state| state.outcome())))
+                    }
+                    _ = tokio::signal::ctrl_c() => Watched::Interrupted,
                 }
             }
         }
@@ -171,28 +168,43 @@ impl Watch {
     }
 }
 
-/// An input request that cannot be answered as asked: a usage error.
-fn fail_input(message: &str) -> ! {
-    eprintln!("error: {message}");
-    std::process::exit(i32::from(code::USAGE));
+/// How a watched step ended.
+pub(crate) enum Watched<T> {
+    /// It ran to its end.
+    Finished(Result<T, Error>),
+    /// Ctrl-C cancelled the task; how it settled.
+    Cancelled(Box<Result<TaskOutcome, Error>>),
+    /// Ctrl-C before a task existed, or a second Ctrl-C: nothing to report.
+    Interrupted,
 }
 
-/// After `tasks/cancel`, polls briefly until the task is finished and
-/// returns the last state read.
-pub(crate) async fn settle_after_cancel(
-    client: &TasksClient<CliHandler>,
-    id: &TaskId,
-) -> Result<TaskState, Error> {
-    let started = Instant::now();
-    loop {
-        let state = client.get(id).await?;
-        if state.status.is_terminal() || started.elapsed() >= CANCEL_GRACE {
-            return Ok(state);
+impl<T> Watched<T> {
+    /// Maps what a finished step returned.
+    pub(crate) fn and_then<U>(self, next: impl FnOnce(T) -> Result<U, Error>) -> Watched<U> {
+        match self {
+            Self::Finished(outcome) => Watched::Finished(outcome.and_then(next)),
+            Self::Cancelled(outcome) => Watched::Cancelled(outcome),
+            Self::Interrupted => Watched::Interrupted,
         }
-        let pause = state
-            .poll_interval
-            .unwrap_or(Duration::from_millis(200))
-            .clamp(Duration::from_millis(50), Duration::from_secs(1));
-        tokio::time::sleep(pause).await;
+    }
+}
+
+impl Watched<TaskOutcome> {
+    /// How the wait ended, or `None` when it was interrupted.
+    pub(crate) fn outcome(self) -> Option<Result<TaskOutcome, Error>> {
+        match self {
+            Self::Finished(outcome) => Some(outcome),
+            Self::Cancelled(outcome) => Some(*outcome),
+            Self::Interrupted => None,
+        }
+    }
+
+    /// Prints how the wait ended and returns the exit code.
+    pub(crate) fn finish(self, watch: &Watch, json: bool) -> ExitCode {
+        match self {
+            Self::Finished(outcome) => watch.report(outcome).print(json),
+            Self::Cancelled(outcome) => watch.report(*outcome).print(json),
+            Self::Interrupted => ExitCode::from(code::INTERRUPTED),
+        }
     }
 }

@@ -320,6 +320,8 @@ impl fmt::Display for RpcError {
     }
 }
 
+impl std::error::Error for RpcError {}
+
 /// Reads an integer leniently: integers, floats (rounded) and numeric
 /// strings are accepted.
 fn lenient_i64(value: &Value) -> Option<i64> {

@@ -4,7 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{anyhow, bail};
+use mcp_tasks::client::InputError;
 use mcp_tasks::form::{ContentError, Field, Form};
 use rmcp::model::InputResponses;
 use serde_json::{Map, Value};
@@ -53,22 +54,27 @@ pub(super) fn fill(
 
 /// Answers each request (key to `{method, params}`) as the policy says;
 /// keys it cannot answer are left out. Under `--input accept`, each form
-/// gets the `--answer`s that name one of its fields. Errors, for the
-/// caller to report as a usage error: an `--answer` that names a field of
-/// no form, and a request that cannot be answered as asked.
+/// gets the `--answer`s that name one of its fields. Errors, which end the
+/// wait and which the caller reports as a usage error: a request that
+/// cannot be answered as asked (under its key), and an `--answer` that
+/// names a field of no form (under the round's first key).
 pub(crate) fn answer_all(
     requests: &BTreeMap<String, Value>,
     policy: &InputPolicy,
-) -> anyhow::Result<InputResponses> {
-    let cannot = |key: &str| format!("cannot answer input request {key:?}");
+) -> Result<InputResponses, InputError> {
+    let cannot = |key: &str, error: anyhow::Error| InputError::new(key, format!("{error:#}"));
     let mut fields = BTreeMap::new();
     if let InputPolicy::Accept(answers) = policy {
         for (key, request) in requests {
-            fields.insert(key, fields_of(request).with_context(|| cannot(key))?);
+            fields.insert(key, fields_of(request).map_err(|error| cannot(key, error))?);
         }
         let known: BTreeSet<&String> = fields.values().flatten().collect();
         if let Some(unknown) = answers.keys().find(|name| !known.contains(name)) {
-            bail!("--answer {unknown}=... names no field of the forms the server sent");
+            let first = requests.keys().next().map_or("", String::as_str);
+            return Err(InputError::new(
+                first,
+                format!("--answer {unknown}=... names no field of the forms the server sent"),
+            ));
         }
     }
     let mut responses = InputResponses::new();
@@ -87,7 +93,7 @@ pub(crate) fn answer_all(
             }
             (other, _) => other,
         };
-        if let Some(response) = answer(request, policy).with_context(|| cannot(key))? {
+        if let Some(response) = answer(request, policy).map_err(|error| cannot(key, error))? {
             responses.insert(key.clone(), response);
         }
     }
@@ -293,22 +299,26 @@ mod tests {
 
         let error = answer_all(&requests, &accept(&["name=Ada", "nick=x"])).unwrap_err();
         assert_eq!(
-            format!("{error:#}"),
-            "--answer nick=... names no field of the forms the server sent"
+            error.to_string(),
+            "input request \"a\" cannot be answered: --answer nick=... names no field of the forms the server sent"
         );
         let error = answer_all(&requests, &accept(&["age=old"])).unwrap_err();
+        assert_eq!(error.key(), "b");
         assert_eq!(
-            format!("{error:#}"),
-            "cannot answer input request \"b\": --answer age=\"old\": must be a whole number"
+            error.to_string(),
+            "input request \"b\" cannot be answered: --answer age=\"old\": must be a whole number"
         );
         // A form the library cannot read is named as such, before the
         // --answer that names its field.
         let mut unreadable = requests;
         unreadable.insert("e".into(), form_request(&json!({"x": {"type": "object"}})));
         let error = answer_all(&unreadable, &accept(&["x=1"])).unwrap_err();
-        let error = format!("{error:#}");
+        assert_eq!(error.key(), "e");
+        let error = error.to_string();
         assert!(
-            error.starts_with("cannot answer input request \"e\": the field \"x\" has a schema"),
+            error.starts_with(
+                "input request \"e\" cannot be answered: the field \"x\" has a schema"
+            ),
             "{error}"
         );
     }

@@ -235,10 +235,10 @@ async fn test_tool_with_task_runs_an_mrtr_round_then_becomes_a_task() {
 
     // All in one, the MRTR round answered by a resolver.
     let resolver = InputMode::resolver(|requests| async move {
-        requests
+        Ok(requests
             .into_keys()
             .map(|key| (key, accept(json!({"name": "Bob"}))))
-            .collect()
+            .collect())
     });
     let outcome = client
         .call_and_await(

@@ -87,7 +87,7 @@ pub enum Error {
         /// The method of the refused request.
         method: &'static str,
         /// The error the server sent.
-        error: RpcError,
+        error: Box<RpcError>,
     },
     /// The server does not know the task (unknown, expired, purged or not the caller's): -32602.
     #[error("{method}: the server does not know this task: {error}")]
@@ -95,7 +95,7 @@ pub enum Error {
         /// The method of the refused request.
         method: &'static str,
         /// The error the server sent (code -32602).
-        error: RpcError,
+        error: Box<RpcError>,
     },
 
     // --- the peer misbehaved ---
@@ -133,14 +133,14 @@ pub enum Error {
     // --- the wait ended ---
     /// The deadline passed before the task finished; the task keeps running on the server.
     #[error("gave up waiting for the task after {waited:?} (last status: {})",
-        last_status.as_ref().map_or("none read", TaskStatus::as_str))]
+        last_state.as_ref().map_or("none read", |state| state.status.as_str()))]
     Timeout {
         /// The task.
         task_id: TaskId,
         /// How long the wait lasted.
         waited: Duration,
-        /// The last status read, if any.
-        last_status: Option<TaskStatus>,
+        /// The last state read, if any.
+        last_state: Option<Box<TaskState>>,
     },
     /// The task stayed `input_required` with nothing new to answer for too many polls.
     #[error("the task stayed input_required with nothing new to answer for {polls} polls{}",
@@ -161,13 +161,16 @@ pub enum Error {
         /// What is wrong with the response.
         reason: String,
     },
-    /// The local handler for an input request failed.
-    #[error("the local handler for input request {key:?} failed: {error}")]
+    /// The local handler or resolver for an input request failed; nothing
+    /// was sent for it.
+    #[error("the local handler for input request {key:?} failed")]
     InputHandler {
         /// The key of the input request.
         key: String,
-        /// The error the handler returned.
-        error: RpcError,
+        /// What the handler or resolver returned (for an rmcp
+        /// `ClientHandler`, the [`RpcError`] it answered with).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 
     // --- the transport failed ---
@@ -178,7 +181,7 @@ pub enum Error {
         method: &'static str,
         /// The transport failure.
         #[source]
-        source: ServiceError,
+        source: Box<ServiceError>,
     },
 
     // --- the caller misused the API ---
@@ -199,7 +202,7 @@ impl Error {
     pub(crate) fn from_service(method: &'static str, error: ServiceError) -> Self {
         match error {
             ServiceError::McpError(data) => {
-                let error = RpcError::from(data);
+                let error = Box::new(RpcError::from(data));
                 if error.code == INVALID_PARAMS && method.starts_with("tasks/") {
                     Self::UnknownTask { method, error }
                 } else {
@@ -212,7 +215,10 @@ impl Error {
                 )),
                 None,
             ),
-            source => Self::Transport { method, source },
+            source => Self::Transport {
+                method,
+                source: Box::new(source),
+            },
         }
     }
 
@@ -259,14 +265,7 @@ impl Error {
     /// The last status read before the wait ended, for [`Error::Timeout`] and
     /// [`Error::Stalled`], and the status of the task for the task outcomes.
     pub fn last_status(&self) -> Option<&TaskStatus> {
-        match self {
-            Self::Timeout { last_status, .. } => last_status.as_ref(),
-            Self::Stalled { state, .. }
-            | Self::TaskCancelled(state)
-            | Self::InputRequired(state) => Some(&state.status),
-            Self::TaskFailed(failure) => Some(&failure.state.status),
-            _ => None,
-        }
+        self.task_state().map(|state| &state.status)
     }
 
     /// The task this error is about, when there is one.
@@ -281,9 +280,11 @@ impl Error {
         }
     }
 
-    /// The last task state this error carries, when there is one.
+    /// The last task state this error carries, when there is one (for a
+    /// timeout: the last state read before the deadline).
     pub fn task_state(&self) -> Option<&TaskState> {
         match self {
+            Self::Timeout { last_state, .. } => last_state.as_deref(),
             Self::Stalled { state, .. }
             | Self::TaskCancelled(state)
             | Self::InputRequired(state) => Some(state),
@@ -324,10 +325,8 @@ impl Error {
     pub(crate) fn is_transient(&self) -> bool {
         matches!(
             self,
-            Self::Transport {
-                source: ServiceError::TransportSend(_) | ServiceError::Timeout { .. },
-                ..
-            }
+            Self::Transport { source, .. }
+                if matches!(**source, ServiceError::TransportSend(_) | ServiceError::Timeout { .. })
         )
     }
 }

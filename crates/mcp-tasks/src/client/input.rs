@@ -22,9 +22,66 @@ use crate::task::RpcError;
 /// A function that answers input requests: called with the requests not yet
 /// answered in this wait (key to the `{method, params}` object as sent),
 /// it returns responses by key. Keys it leaves out stay unanswered for now;
-/// keys that were not offered are dropped, never sent.
-pub type InputResolver =
-    Arc<dyn Fn(BTreeMap<String, Value>) -> BoxFuture<'static, InputResponses> + Send + Sync>;
+/// keys that were not offered are dropped, never sent. An [`InputError`]
+/// ends the wait with [`Error::InputHandler`] naming its key, and nothing of
+/// that round is sent.
+pub type InputResolver = Arc<
+    dyn Fn(BTreeMap<String, Value>) -> BoxFuture<'static, Result<InputResponses, InputError>>
+        + Send
+        + Sync,
+>;
+
+/// Why a resolver could not answer an input request (for example, a form
+/// whose required field has no value to give). It ends the wait as
+/// [`Error::InputHandler`].
+#[derive(Debug)]
+pub struct InputError {
+    key: String,
+    reason: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl InputError {
+    /// The request under `key` cannot be answered, for `reason` (a message or an error).
+    pub fn new(
+        key: impl Into<String>,
+        reason: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The key of the input request.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "input request {:?} cannot be answered: {}",
+            self.key, self.reason
+        )
+    }
+}
+
+impl std::error::Error for InputError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.reason)
+    }
+}
+
+impl From<InputError> for Error {
+    fn from(error: InputError) -> Self {
+        Self::InputHandler {
+            key: error.key,
+            source: error.reason,
+        }
+    }
+}
 
 /// How a wait answers input requests.
 #[derive(Clone, Default)]
@@ -43,11 +100,11 @@ pub enum InputMode {
 }
 
 impl InputMode {
-    /// A resolver from an async closure.
+    /// A resolver from an async closure (see [`InputResolver`]).
     pub fn resolver<F, Fut>(resolve: F) -> Self
     where
         F: Fn(BTreeMap<String, Value>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = InputResponses> + Send + 'static,
+        Fut: Future<Output = Result<InputResponses, InputError>> + Send + 'static,
     {
         Self::Resolver(Arc::new(move |requests| Box::pin(resolve(requests))))
     }
@@ -78,7 +135,7 @@ impl<H: ClientHandler> TasksClient<H> {
                 Some(responses) => responses,
                 None => return Ok(None),
             },
-            InputMode::Resolver(resolve) => resolve(requests.clone()).await,
+            InputMode::Resolver(resolve) => resolve(requests.clone()).await?,
         };
         responses.retain(|key, _| requests.contains_key(key));
         for (key, response) in &responses {
@@ -171,10 +228,7 @@ impl<H: ClientHandler> TasksClient<H> {
                     return Ok(None);
                 }
                 Err(error) => {
-                    return Err(Error::InputHandler {
-                        key: key.clone(),
-                        error: RpcError::from(error),
-                    });
+                    return Err(InputError::new(key.clone(), RpcError::from(error)).into());
                 }
             };
             responses.insert(key.clone(), response.unwrap_or(Value::Null));

@@ -24,7 +24,7 @@ use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::Value;
 
 pub use error::Error;
-pub use input::{InputMode, InputResolver, validate_input_response};
+pub use input::{InputError, InputMode, InputResolver, validate_input_response};
 pub use state::{TaskFailure, TaskOutcome, TaskState};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
@@ -47,6 +47,10 @@ pub fn with_tasks_extension(mut capabilities: ClientCapabilities) -> ClientCapab
 /// What a `tools/call` answered.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per call, moved once; boxing the task state would cost every caller"
+)]
 pub enum CallResponse {
     /// The server made a task; this is its seed state.
     Task(TaskState),
@@ -269,51 +273,61 @@ impl<H: ClientHandler> TasksClient<H> {
     /// sent as given: validate them first with [`validate_input_response`],
     /// or let [`TasksClient::await_task`] do it.
     pub async fn update(&self, id: &TaskId, responses: InputResponses) -> Result<(), Error> {
+        self.update_with_timeout(id, responses, Some(Duration::from_secs(60)))
+            .await
+    }
+
+    pub(crate) async fn update_with_timeout(
+        &self,
+        id: &TaskId,
+        responses: InputResponses,
+        timeout: Option<Duration>,
+    ) -> Result<(), Error> {
         let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
             UpdateTaskParams::new(id.expose(), responses),
         ));
         let result = self
-            .send(
-                "tasks/update",
-                request,
-                true,
-                &JsonObject::new(),
-                Some(Duration::from_secs(60)),
-            )
+            .send("tasks/update", request, true, &JsonObject::new(), timeout)
             .await?;
         read_ack("tasks/update", result)
     }
 
     /// `tasks/cancel`: asks the server to cancel a task. Cancellation is
-    /// cooperative: poll to see whether the task ended `cancelled`. On a
-    /// finished task this succeeds and changes nothing.
+    /// cooperative: poll to see whether the task ended `cancelled`, or use
+    /// [`TasksClient::cancel_and_wait`]. On a finished task this succeeds
+    /// and changes nothing.
     pub async fn cancel(&self, id: &TaskId) -> Result<(), Error> {
+        self.cancel_with_timeout(id, Some(Duration::from_secs(60)))
+            .await
+    }
+
+    pub(crate) async fn cancel_with_timeout(
+        &self,
+        id: &TaskId,
+        timeout: Option<Duration>,
+    ) -> Result<(), Error> {
         let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
             CancelTaskParams::new(id.expose()),
         ));
         let result = self
-            .send(
-                "tasks/cancel",
-                request,
-                true,
-                &JsonObject::new(),
-                Some(Duration::from_secs(60)),
-            )
+            .send("tasks/cancel", request, true, &JsonObject::new(), timeout)
             .await?;
         read_ack("tasks/cancel", result)
     }
 
-    /// Calls a tool and waits for its outcome: MRTR rounds first (answered
-    /// as `options.input` says), a -32021 naming the Tasks extension retried
-    /// once with it declared, then [`TasksClient::await_task`] on the task.
-    /// A tool the server ran at once returns its result unchanged.
-    pub async fn call_and_await(
+    /// Calls a tool and answers what it asks before a task exists, without
+    /// waiting for the task: MRTR rounds are answered as `options.input`
+    /// says (at most `options.mrtr_max_rounds`), and a -32021 naming the
+    /// Tasks extension is retried once with it declared. Returns the task's
+    /// seed state, the tool's result when the server ran it at once, or the
+    /// input request the wait was told not to answer (or had no handler for).
+    pub async fn start_tool(
         &self,
         name: impl Into<String>,
         arguments: Option<JsonObject>,
         call: CallOptions,
         options: &AwaitOptions,
-    ) -> Result<TaskOutcome, Error> {
+    ) -> Result<CallResponse, Error> {
         let name = name.into();
         let mut call = call;
         let mut retried_for_capability = false;
@@ -334,26 +348,40 @@ impl<H: ClientHandler> TasksClient<H> {
                 }
                 other => other?,
             };
-            match response {
-                CallResponse::Complete(result) => return Ok(TaskOutcome::Completed(result)),
-                CallResponse::Task(state) => return self.await_task(state, options).await,
-                CallResponse::InputRequired(request) => {
-                    rounds += 1;
-                    if rounds > options.mrtr_max_rounds {
-                        return Err(Error::protocol(
-                            ProtocolViolation::TooManyInputRounds(options.mrtr_max_rounds),
-                            None,
-                        ));
-                    }
-                    let Some(responses) = self.answer_call_input(&request, options).await? else {
-                        return Ok(TaskOutcome::CallInputRequired(request));
-                    };
-                    call = call.with_mrtr_retry(
-                        (!responses.is_empty()).then_some(responses),
-                        request.request_state.clone(),
-                    );
-                }
+            let CallResponse::InputRequired(request) = response else {
+                return Ok(response);
+            };
+            rounds += 1;
+            if rounds > options.mrtr_max_rounds {
+                return Err(Error::protocol(
+                    ProtocolViolation::TooManyInputRounds(options.mrtr_max_rounds),
+                    None,
+                ));
             }
+            let Some(responses) = self.answer_call_input(&request, options).await? else {
+                return Ok(CallResponse::InputRequired(request));
+            };
+            call = call.with_mrtr_retry(
+                (!responses.is_empty()).then_some(responses),
+                request.request_state.clone(),
+            );
+        }
+    }
+
+    /// Calls a tool and waits for its outcome: [`TasksClient::start_tool`],
+    /// then [`TasksClient::await_task`] on the task. A tool the server ran at
+    /// once returns its result unchanged.
+    pub async fn call_and_await(
+        &self,
+        name: impl Into<String>,
+        arguments: Option<JsonObject>,
+        call: CallOptions,
+        options: &AwaitOptions,
+    ) -> Result<TaskOutcome, Error> {
+        match self.start_tool(name, arguments, call, options).await? {
+            CallResponse::Complete(result) => Ok(TaskOutcome::Completed(result)),
+            CallResponse::Task(state) => self.await_task(state, options).await,
+            CallResponse::InputRequired(request) => Ok(TaskOutcome::CallInputRequired(request)),
         }
     }
 }

@@ -3,8 +3,9 @@
 //! Cancel safety: dropping the future stops the wait and nothing else; the
 //! task keeps running on the server and can be awaited again by id.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -188,21 +189,32 @@ impl From<&TaskId> for AwaitFrom {
     }
 }
 
-/// The running state of one wait.
+/// The running state of one wait: its deadline and the last state read.
 struct Wait<'a> {
     options: &'a AwaitOptions,
     id: TaskId,
     started: Instant,
     deadline: Option<Instant>,
-    last_status: Option<TaskStatus>,
+    current: Option<TaskState>,
 }
 
-impl Wait<'_> {
+impl<'a> Wait<'a> {
+    fn new(options: &'a AwaitOptions, id: TaskId) -> Self {
+        let started = Instant::now();
+        Self {
+            options,
+            id,
+            started,
+            deadline: options.deadline.map(|deadline| started + deadline),
+            current: None,
+        }
+    }
+
     fn timeout(&self) -> Error {
         Error::Timeout {
             task_id: self.id.clone(),
             waited: self.started.elapsed(),
-            last_status: self.last_status.clone(),
+            last_state: self.current.clone().map(Box::new),
         }
     }
 
@@ -220,7 +232,8 @@ impl Wait<'_> {
         }
     }
 
-    /// The timeout of the next request.
+    /// The timeout of the next request: the time left, at most
+    /// `request_timeout`; `Err(Timeout)` when no time is left.
     fn request_timeout(&self) -> Result<Duration, Error> {
         match self.deadline {
             None => Ok(self.options.request_timeout),
@@ -235,11 +248,32 @@ impl Wait<'_> {
         }
     }
 
-    fn observe(&mut self, state: &TaskState) {
-        self.last_status = Some(state.status.clone());
-        if let Some(observer) = &self.options.observer {
-            observer(state);
+    /// Runs `request` (given its timeout), retrying transient failures
+    /// with doubling backoff until the deadline.
+    async fn retrying<T, F, Fut>(&self, method: &str, mut request: F) -> Result<T, Error>
+    where
+        F: FnMut(Duration) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let mut backoff = self.options.retry_backoff;
+        loop {
+            match request(self.request_timeout()?).await {
+                Err(error) if error.is_transient() => {
+                    tracing::debug!(%error, ?backoff, method, "failed in transport; retrying");
+                    self.sleep(backoff).await?;
+                    backoff = (backoff * 2).min(self.options.max_interval);
+                }
+                other => return other,
+            }
         }
+    }
+
+    /// Records `state` as the latest and shows it to the observer.
+    fn observe(&mut self, state: TaskState) -> &TaskState {
+        if let Some(observer) = &self.options.observer {
+            observer(&state);
+        }
+        self.current.insert(state)
     }
 }
 
@@ -250,28 +284,23 @@ impl<H: ClientHandler> TasksClient<H> {
     /// The interval is the task's latest `pollIntervalMs` (else
     /// `default_interval`) clamped to `[min_interval, max_interval]`. At the
     /// deadline the wait returns [`Error::Timeout`] with the time waited and
-    /// the last status read; the task keeps running. Transient transport
-    /// failures are retried with backoff inside the deadline; JSON-RPC
-    /// errors are returned at once. A finished state that carries its result
-    /// or error returns at once, with no request.
+    /// the last state read; the task keeps running. Every request of the
+    /// wait (`tasks/get`, and the `tasks/update` that answers input) gets the
+    /// time left as its timeout, and transient transport failures are
+    /// retried with backoff inside the deadline; JSON-RPC errors are
+    /// returned at once. A finished state that carries its result or error
+    /// returns at once, with no request.
     pub async fn await_task(
         &self,
         task: impl Into<AwaitFrom>,
         options: &AwaitOptions,
     ) -> Result<TaskOutcome, Error> {
-        let started = Instant::now();
-        let (id, mut state) = match task.into() {
+        let (id, seed) = match task.into() {
             AwaitFrom::State(state) => (state.id.clone(), Some(*state)),
             AwaitFrom::Id(id) => (id, None),
         };
-        let mut wait = Wait {
-            options,
-            id,
-            started,
-            deadline: options.deadline.map(|deadline| started + deadline),
-            last_status: None,
-        };
-        if let Some(state) = &state {
+        let mut wait = Wait::new(options, id);
+        if let Some(state) = seed {
             wait.observe(state);
         }
         // Keys answered during this wait, and polls with nothing new to answer.
@@ -279,7 +308,7 @@ impl<H: ClientHandler> TasksClient<H> {
         let mut idle_polls = 0u32;
         loop {
             // Decide what to do with the state in hand, and how long to pause.
-            let pause = match &state {
+            let pause = match &wait.current {
                 None => None,
                 Some(current) if current.has_outcome() => return current.outcome(),
                 // Terminal without its payload, or input_required without
@@ -293,7 +322,7 @@ impl<H: ClientHandler> TasksClient<H> {
                     None
                 }
                 Some(current) if current.status == TaskStatus::InputRequired => {
-                    let pending: std::collections::BTreeMap<String, Value> = current
+                    let pending: BTreeMap<String, Value> = current
                         .input_requests
                         .iter()
                         .filter(|(key, _)| !answered.contains(*key))
@@ -306,7 +335,10 @@ impl<H: ClientHandler> TasksClient<H> {
                         };
                         if !responses.is_empty() {
                             let keys: Vec<String> = responses.keys().cloned().collect();
-                            self.update(&wait.id, responses).await?;
+                            wait.retrying("tasks/update", |timeout| {
+                                self.update_with_timeout(&wait.id, responses.clone(), Some(timeout))
+                            })
+                            .await?;
                             answered.extend(keys);
                             sent = true;
                         }
@@ -316,8 +348,13 @@ impl<H: ClientHandler> TasksClient<H> {
                     } else {
                         idle_polls += 1;
                         if idle_polls >= options.stall_polls {
-                            let cancel_sent =
-                                options.cancel_on_stall && self.cancel(&wait.id).await.is_ok();
+                            let cancel_sent = options.cancel_on_stall
+                                && wait
+                                    .retrying("tasks/cancel", |timeout| {
+                                        self.cancel_with_timeout(&wait.id, Some(timeout))
+                                    })
+                                    .await
+                                    .is_ok();
                             return Err(Error::Stalled {
                                 state: Box::new(current.clone()),
                                 polls: idle_polls,
@@ -337,25 +374,43 @@ impl<H: ClientHandler> TasksClient<H> {
             if let Some(pause) = pause {
                 wait.sleep(pause).await?;
             }
-            let next = self.get_retrying(&wait).await?;
-            wait.observe(&next);
-            state = Some(next);
+            let next = wait
+                .retrying("tasks/get", |timeout| {
+                    self.get_with_timeout(&wait.id, Some(timeout))
+                })
+                .await?;
+            wait.observe(next);
         }
     }
 
-    /// `tasks/get`, retrying transient failures with backoff until the deadline.
-    async fn get_retrying(&self, wait: &Wait<'_>) -> Result<TaskState, Error> {
-        let mut backoff = wait.options.retry_backoff;
+    /// Sends `tasks/cancel`, then polls until the task is finished, and
+    /// returns its final state: `cancelled`, or `completed` or `failed` when
+    /// the work ended first (cancellation is cooperative). `options` gives
+    /// the deadline (past it, [`Error::Timeout`] carries the last state
+    /// read), the intervals, the retries and the observer; its input
+    /// settings are not used.
+    pub async fn cancel_and_wait(
+        &self,
+        id: &TaskId,
+        options: &AwaitOptions,
+    ) -> Result<TaskState, Error> {
+        let mut wait = Wait::new(options, id.clone());
+        wait.retrying("tasks/cancel", |timeout| {
+            self.cancel_with_timeout(id, Some(timeout))
+        })
+        .await?;
         loop {
-            let timeout = wait.request_timeout()?;
-            match self.get_with_timeout(&wait.id, Some(timeout)).await {
-                Err(error) if error.is_transient() => {
-                    tracing::debug!(%error, ?backoff, "tasks/get failed in transport; retrying");
-                    wait.sleep(backoff).await?;
-                    backoff = (backoff * 2).min(wait.options.max_interval);
-                }
-                other => return other,
+            let state = wait
+                .retrying("tasks/get", |timeout| {
+                    self.get_with_timeout(id, Some(timeout))
+                })
+                .await?;
+            let current = wait.observe(state);
+            if current.status.is_terminal() {
+                return Ok(current.clone());
             }
+            let pause = options.interval_for(Some(current));
+            wait.sleep(pause).await?;
         }
     }
 }

@@ -2,50 +2,20 @@
 //! input loop and the error model, with waits under a paused clock.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use mcp_tasks::error::ProtocolViolation;
 use mcp_tasks::{
-    AwaitOptions, CallOptions, CallResponse, Error, InputMode, TaskId, TaskOutcome, TaskStatus,
+    AwaitOptions, CallOptions, CallResponse, Error, InputMode, TaskOutcome, TaskStatus,
 };
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::support::schema::check_request;
 use crate::support::scripted::{
-    Reply, ack, connect, connect_with, created, discover_result, got, name_form, text_result,
+    Reply, ack, connect, connect_with, created, discover_result, get_value, gets, got,
+    input_required, ms, name_form, task_id, text_result,
 };
 use crate::support::{Handler, TASKS};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn task_id() -> TaskId {
-    TaskId::new("task-secret-1")
-}
-
-/// A script that answers `tasks/get` from a list, repeating the last entry.
-fn gets(replies: Vec<Value>) -> impl FnMut(&str, &Value) -> Reply + Send + 'static {
-    let mut n = 0;
-    move |method, _| match method {
-        "tasks/get" => {
-            let reply = replies[n.min(replies.len() - 1)].clone();
-            n += 1;
-            Reply::Result(reply)
-        }
-        "tasks/update" | "tasks/cancel" => ack(),
-        "tools/call" => created(json!({})),
-        _ => Reply::Error(json!({"code": -32601, "message": "no"})),
-    }
-}
-
-fn get_value(status: &str, extra: Value) -> Value {
-    match got(status, extra) {
-        Reply::Result(value) => value,
-        _ => unreachable!(),
-    }
-}
 
 #[tokio::test(start_paused = true)]
 async fn every_tasks_request_declares_the_extension_and_nothing_else_does() {
@@ -305,7 +275,7 @@ async fn deadline_returns_timeout_with_the_last_status() {
     assert!(error.is_timeout(), "{error}");
     let Error::Timeout {
         waited,
-        last_status,
+        last_state,
         task_id: id,
         ..
     } = &error
@@ -314,8 +284,15 @@ async fn deadline_returns_timeout_with_the_last_status() {
     };
     assert_eq!(*waited, ms(2500));
     assert_eq!(start.elapsed(), ms(2500));
-    assert_eq!(last_status, &Some(TaskStatus::Working));
+    let last = last_state.as_deref().expect("the last state read");
+    assert_eq!(last.status, TaskStatus::Working);
+    assert_eq!(
+        last.poll_interval,
+        Some(ms(1000)),
+        "the whole state, not only its status"
+    );
     assert_eq!(error.last_status(), Some(&TaskStatus::Working));
+    assert_eq!(error.task_state().map(|state| &state.id), Some(&task_id()));
     assert_eq!(id.expose(), "task-secret-1");
     assert!(!error.to_string().contains("task-secret"), "{error}");
     // Polls at 1 s and 2 s; none at the deadline.
@@ -331,15 +308,13 @@ async fn a_silent_server_times_out_with_no_status_read() {
         .with_request_timeout(ms(1000));
     let error = client.await_task(task_id(), &options).await.unwrap_err();
     let Error::Timeout {
-        waited,
-        last_status,
-        ..
+        waited, last_state, ..
     } = error
     else {
         panic!("{error}")
     };
     assert_eq!(waited, ms(3000));
-    assert_eq!(last_status, None);
+    assert!(last_state.is_none());
     // Each get times out after the per-request limit, then is retried with backoff.
     assert_eq!(
         log.gaps("tasks/get", start),
@@ -461,15 +436,6 @@ async fn malformed_task_json_is_a_clear_error() {
     }
 }
 
-fn input_required(key: &str, request: Value) -> Value {
-    let mut requests = serde_json::Map::new();
-    requests.insert(key.to_owned(), request);
-    get_value(
-        "input_required",
-        json!({"pollIntervalMs": 100, "inputRequests": requests}),
-    )
-}
-
 #[tokio::test(start_paused = true)]
 async fn handlers_answer_input_once_per_key() {
     let handler = Handler::default();
@@ -585,14 +551,14 @@ async fn a_resolver_answers_only_offered_keys() {
                 .unwrap()
                 .push(requests.keys().cloned().collect::<Vec<_>>());
             async move {
-                [
+                Ok([
                     (
                         "a".to_owned(),
                         json!({"action": "accept", "content": {"name": "Bo"}}),
                     ),
                     ("never-offered".to_owned(), json!({"action": "decline"})),
                 ]
-                .into()
+                .into())
             }
         })
     };
@@ -626,8 +592,9 @@ async fn a_resolver_answers_only_offered_keys() {
 
 #[tokio::test(start_paused = true)]
 async fn an_invalid_response_stops_the_wait_and_sends_nothing() {
-    let resolver =
-        InputMode::resolver(|_| async { [("name".to_owned(), json!({"action": "sure"}))].into() });
+    let resolver = InputMode::resolver(|_| async {
+        Ok([("name".to_owned(), json!({"action": "sure"}))].into())
+    });
     let (client, log) = connect(
         Handler::default(),
         gets(vec![input_required("name", name_form())]),

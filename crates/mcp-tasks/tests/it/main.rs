@@ -7,7 +7,9 @@ mod support;
 
 mod client;
 mod expiry;
+mod input;
 mod restart;
 mod schema;
 mod server;
+mod steps;
 mod transports;

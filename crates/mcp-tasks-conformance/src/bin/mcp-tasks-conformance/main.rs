@@ -336,7 +336,7 @@ async fn request_state(client: &Client) -> anyhow::Result<()> {
                     }
                 }
             }
-            responses
+            Ok(responses)
         }
     });
     let no_state = call(client, "test_mrtr_no_state", json!({}), resolver).await?;

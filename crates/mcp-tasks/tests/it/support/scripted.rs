@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcp_tasks::TasksClient;
+use mcp_tasks::{TaskId, TasksClient};
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use serde_json::{Value, json};
@@ -197,4 +197,43 @@ async fn serve(io: tokio::io::DuplexStream, mut script: Script, discover: Value,
             break;
         }
     }
+}
+
+pub(crate) fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+pub(crate) fn task_id() -> TaskId {
+    TaskId::new("task-secret-1")
+}
+
+/// A script that answers `tasks/get` from a list, repeating the last entry.
+pub(crate) fn gets(replies: Vec<Value>) -> impl FnMut(&str, &Value) -> Reply + Send + 'static {
+    let mut n = 0;
+    move |method, _| match method {
+        "tasks/get" => {
+            let reply = replies[n.min(replies.len() - 1)].clone();
+            n += 1;
+            Reply::Result(reply)
+        }
+        "tasks/update" | "tasks/cancel" => ack(),
+        "tools/call" => created(json!({})),
+        _ => Reply::Error(json!({"code": -32601, "message": "no"})),
+    }
+}
+
+pub(crate) fn get_value(status: &str, extra: Value) -> Value {
+    match got(status, extra) {
+        Reply::Result(value) => value,
+        _ => unreachable!(),
+    }
+}
+
+pub(crate) fn input_required(key: &str, request: Value) -> Value {
+    let mut requests = serde_json::Map::new();
+    requests.insert(key.to_owned(), request);
+    get_value(
+        "input_required",
+        json!({"pollIntervalMs": 100, "inputRequests": requests}),
+    )
 }
