@@ -4,11 +4,9 @@
 
 mod connect;
 mod demo;
-mod demo_tools;
 mod output;
 mod prompt;
 mod serve;
-mod serve_cmd;
 mod watch;
 
 use std::io::IsTerminal;
@@ -49,7 +47,7 @@ enum Command {
     /// Show the server's protocol versions, capabilities and task support.
     Discover(ServerArgs),
     /// Serve the demo tools: long_job, confirm_action, failing_tool, sleep.
-    Serve(serve_cmd::ServeArgs),
+    Serve(serve::ServeArgs),
     /// A short guided tour in one process: a task, an input request, a cancel.
     Demo,
 }
@@ -178,7 +176,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Wait(args) => wait(args).await,
         Command::Tools(args) => tools(args).await,
         Command::Discover(args) => discover(args).await,
-        Command::Serve(args) => match serve_cmd::run(args).await {
+        Command::Serve(args) => match serve::run(args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("error: {}", output::error_chain(error.as_ref()));

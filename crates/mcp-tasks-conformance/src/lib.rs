@@ -16,6 +16,5 @@
 //! with rmcp's `RequestStateCodec`.
 
 mod server;
-mod tools;
 
 pub use server::{FixtureServer, serve_http};

@@ -11,7 +11,7 @@ use rmcp::service::{MaybeSendFuture, NotificationContext, RoleClient};
 use serde_json::{Value, json};
 
 use crate::server::tests::{Forms, accept, args, first_text, in_process};
-use crate::tools::sealed_state::tests::rewritten;
+use crate::server::tools::sealed_state::tests::rewritten;
 
 const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
@@ -129,12 +129,12 @@ fn every_diagnostic_tool_is_listed_after_the_fixtures_with_a_schema() {
             "test_input_required_result_capabilities",
         ]
     );
-    let all = crate::tools::list();
+    let all = crate::server::tools::list();
     assert_eq!(all.len(), 18);
     for tool in &all[7..] {
         assert_eq!(tool.input_schema.get("type"), Some(&json!("object")));
         assert!(tool.description.as_deref().is_some_and(|d| !d.is_empty()));
-        assert!(crate::tools::find(&tool.name).is_some());
+        assert!(crate::server::tools::find(&tool.name).is_some());
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use crate::serve::{DemoServer, ServeOptions, StoreChoice};
+use super::{DemoServer, ServeOptions, StoreChoice};
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
@@ -39,7 +39,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let server = DemoServer::new(&options);
     match &args.http {
-        None => crate::serve::serve_stdio(server).await,
+        None => super::serve_stdio(server).await,
         Some(address) => {
             let listener = tokio::net::TcpListener::bind(address)
                 .await
@@ -49,7 +49,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             writeln!(stdout, "listening on http://{local}/mcp")?;
             stdout.flush()?;
             drop(stdout);
-            crate::serve::serve_http(server, listener).await
+            super::serve_http(server, listener).await
         }
     }
 }

@@ -1,0 +1,188 @@
+//! `mcp-tasks serve`: an rmcp server on our [`TaskRuntime`] with the demo
+//! tools of [`self::tools`], over stdio or stateless Streamable HTTP.
+//!
+//! Over HTTP the endpoint is `/mcp`. rmcp's `StreamableHttpService` checks
+//! the `Host` header (loopback names only: DNS-rebinding protection) and,
+//! configured here, the `Origin` header: a request that carries an
+//! `Origin` whose host is not `localhost`, `127.0.0.1` or `[::1]` (any
+//! port, `http` or `https`) gets `403 Forbidden`, as the 2026-07-28
+//! transport requires; a request without `Origin` (a non-browser client)
+//! passes.
+
+mod command;
+mod tools;
+
+pub(crate) use command::{ServeArgs, run};
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use mcp_tasks::Ttl;
+use mcp_tasks::server::TaskRuntime;
+use mcp_tasks::server::http::StreamableHttpServer;
+use mcp_tasks::store::{MemoryStore, SharedStore};
+use mcp_tasks_sqlite::SqliteStore;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer, ServerInitializeError};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+
+/// Where the server keeps its tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoreChoice {
+    /// In memory: tasks end with the process.
+    Memory,
+    /// A SQLite file: tasks survive a restart (unfinished ones fail).
+    Sqlite(PathBuf),
+}
+
+impl StoreChoice {
+    /// Reads `memory` or `sqlite:PATH`.
+    pub(crate) fn parse(text: &str) -> anyhow::Result<Self> {
+        match text.split_once(':') {
+            _ if text == "memory" => Ok(Self::Memory),
+            Some(("sqlite", path)) if !path.is_empty() => Ok(Self::Sqlite(PathBuf::from(path))),
+            Some(("sqlite", _)) => {
+                anyhow::bail!("sqlite: needs a file path, as in sqlite:tasks.db")
+            }
+            _ => anyhow::bail!("unknown store {text:?}: use memory or sqlite:PATH"),
+        }
+    }
+
+    /// The SQLite file `mcp-tasks/tasks.db` in the user's data directory
+    /// (`$XDG_DATA_HOME`, `~/.local/share`, ...), creating the folder.
+    pub(crate) fn default_sqlite() -> anyhow::Result<Self> {
+        let data = dirs::data_dir().context("this system has no user data directory")?;
+        Self::sqlite_in(data)
+    }
+
+    /// The SQLite file `mcp-tasks/tasks.db` under `data`, creating the folder.
+    fn sqlite_in(data: impl Into<PathBuf>) -> anyhow::Result<Self> {
+        let folder = data.into().join("mcp-tasks");
+        std::fs::create_dir_all(&folder)
+            .with_context(|| format!("cannot create {}", folder.display()))?;
+        Ok(Self::Sqlite(folder.join("tasks.db")))
+    }
+
+    /// Opens the store. A SQLite file is opened at once (blocking file
+    /// I/O: call this at start-up); its unfinished tasks from an earlier
+    /// run are failed.
+    pub(crate) fn open(&self) -> anyhow::Result<SharedStore> {
+        Ok(match self {
+            Self::Memory => Arc::new(MemoryStore::new()),
+            Self::Sqlite(path) => Arc::new(
+                SqliteStore::open(path)
+                    .with_context(|| format!("cannot open the task store {}", path.display()))?,
+            ),
+        })
+    }
+}
+
+/// How the server runs its tasks.
+#[derive(Clone)]
+pub(crate) struct ServeOptions {
+    /// Where tasks are kept.
+    pub(crate) store: SharedStore,
+    /// The `pollIntervalMs` suggested to clients.
+    pub(crate) poll_interval: Duration,
+    /// The TTL of tasks; `None`: the runtime's default (1 h).
+    pub(crate) ttl: Option<Duration>,
+}
+
+/// The demo server: an rmcp `ServerHandler` that runs the tools of
+/// [`self::tools`] on a [`TaskRuntime`]. Cheap to clone; clones share the
+/// runtime, so one value can serve every HTTP request.
+#[derive(Debug, Clone)]
+pub(crate) struct DemoServer {
+    runtime: TaskRuntime,
+}
+
+impl DemoServer {
+    /// Starts the runtime (its sweeper runs until the last clone is
+    /// dropped). Must be called inside a tokio runtime.
+    pub(crate) fn new(options: &ServeOptions) -> Self {
+        let mut runtime =
+            TaskRuntime::builder(options.store.clone()).with_poll_interval(options.poll_interval);
+        if let Some(ttl) = options.ttl {
+            runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
+        }
+        Self {
+            runtime: runtime.build(),
+        }
+    }
+}
+
+impl ServerHandler for DemoServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")))
+        .with_instructions(format!(
+            "Demo tools for the MCP Tasks extension: {}.",
+            tools::names().collect::<Vec<_>>().join(", ")
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools::list()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools::find(name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        tools::call(&self.runtime, request, context).await
+    }
+
+    mcp_tasks::delegate_task_methods!(runtime);
+}
+
+/// Serves on stdin and stdout until stdin closes (also before any message).
+pub(crate) async fn serve_stdio(server: DemoServer) -> anyhow::Result<()> {
+    let running = match server.serve(rmcp::transport::stdio_pipes()).await {
+        Ok(running) => running,
+        // The client went away before its first message: nothing to serve.
+        Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+        Err(error) => return Err(error).context("cannot start the MCP server on stdio"),
+    };
+    running
+        .waiting()
+        .await
+        .context("the MCP server on stdio stopped")?;
+    Ok(())
+}
+
+/// Serves Streamable HTTP at `/mcp` on `listener` until the process ends,
+/// with the library's serving recipe.
+pub(crate) async fn serve_http(
+    server: DemoServer,
+    listener: tokio::net::TcpListener,
+) -> anyhow::Result<()> {
+    let runtime = server.runtime.clone();
+    StreamableHttpServer::new(server, runtime)
+        .serve(listener)
+        .await
+        .context("the HTTP server stopped")
+}
+
+/// Test helpers (shared with the tool tests of `self::tools`) and the
+/// tests of discovery, HTTP and stores.
+#[cfg(test)]
+pub(crate) mod tests;
