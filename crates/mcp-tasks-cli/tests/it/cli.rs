@@ -1,174 +1,220 @@
 //! The real binary against `mcp-tasks serve` over stdio and over HTTP:
-//! every exit code, the `--json` shapes, `--no-wait` then `wait`, `cancel`,
-//! an unreachable server and a misbehaving one. What no demo tool does (a
-//! result with `isError`, an MRTR round before the task, a synchronous
-//! result, two forms at once) is called on the conformance fixture server
-//! of `mcp-tasks-conformance`, served in this test process over HTTP.
+//! every exit code (one table, so one failure does not hide the rest), the
+//! `--json` shapes, `--no-wait` then `wait`, `cancel`, an unreachable
+//! server and a misbehaving one. What no demo tool does (a result with
+//! `isError`, an MRTR round before the task, a synchronous result, two forms
+//! at once) is called on the conformance fixture server of
+//! `mcp-tasks-conformance`, served in this test process over HTTP.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use mcp_tasks_conformance::{FixtureServer, serve_http};
 use serde_json::{Value, json};
 
-pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+use crate::support::{BIN, fixture_server, http_server, json_of, on_stdio, run, stdio_server};
 
-/// The `--stdio` command line of a fresh in-memory server.
-pub(crate) fn stdio_server() -> String {
-    format!("{BIN} serve --stdio --store memory --poll-interval 50")
+/// A server that answers `tools/call` with a task that has no id.
+const LIAR: &str = r#"python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m: continue
+    if m["method"] == "server/discover":
+        r = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}, "ttlMs": 0, "cacheScope": "private"}
+    else:
+        r = {"resultType": "task", "status": "working"}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+'"#;
+
+/// One run of the binary and what it must end with.
+struct Case {
+    what: &'static str,
+    args: Vec<String>,
+    exit: i32,
+    /// The `status` of the JSON object (`--json` cases only).
+    status: Option<&'static str>,
+    /// A field of the JSON object that must hold this value.
+    field: Option<(&'static str, Value)>,
 }
 
-/// Runs the binary with a 60 s limit.
-pub(crate) fn run(args: &[&str]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("mcp-tasks {args:?} ran past 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+fn case<S: AsRef<str>>(what: &'static str, args: &[S], exit: i32) -> Case {
+    Case {
+        what,
+        args: args.iter().map(|arg| arg.as_ref().to_owned()).collect(),
+        exit,
+        status: None,
+        field: None,
     }
 }
 
-/// The exit code and the one JSON object on stdout.
-pub(crate) fn json_of(output: &Output) -> (i32, Value) {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let value = serde_json::from_str(stdout.trim()).unwrap_or_else(|error| {
-        panic!(
-            "stdout is not one JSON object ({error}): {stdout:?}; stderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    (output.status.code().expect("an exit code"), value)
-}
-
-/// A server on HTTP; killed when dropped.
-pub(crate) struct HttpServer {
-    child: Child,
-    pub(crate) url: String,
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl Case {
+    fn json(mut self, status: &'static str) -> Self {
+        self.args.push("--json".to_owned());
+        self.status = Some(status);
+        self
     }
-}
 
-pub(crate) fn http_server() -> HttpServer {
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--poll-interval",
-            "50",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the server starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the server prints where it listens");
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    HttpServer { child, url }
-}
+    fn with(mut self, pointer: &'static str, value: Value) -> Self {
+        self.field = Some((pointer, value));
+        self
+    }
 
-fn on_stdio<'a>(server: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![rest[0], "--stdio", server];
-    args.extend_from_slice(&rest[1..]);
-    args
+    /// What is wrong with this case's run, if anything.
+    fn check(&self) -> Option<String> {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let output = run(&args);
+        let exit = output.status.code();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if exit != Some(self.exit) {
+            return Some(format!(
+                "{}: exit {exit:?}, expected {}; stdout {:?}; stderr {stderr:?}",
+                self.what,
+                self.exit,
+                String::from_utf8_lossy(&output.stdout)
+            ));
+        }
+        let Some(status) = self.status else {
+            return None;
+        };
+        let (_, value) = json_of(&output);
+        if value["status"] != status {
+            return Some(format!(
+                "{}: status in {value}, expected {status}",
+                self.what
+            ));
+        }
+        match &self.field {
+            Some((pointer, expected)) if value.pointer(pointer) != Some(expected) => Some(format!(
+                "{}: {pointer} in {value}, expected {expected}",
+                self.what
+            )),
+            _ => None,
+        }
+    }
 }
 
 #[test]
-fn exit_codes_and_json_shapes_over_stdio() {
+fn every_exit_code_with_its_json_shape() {
     let server = stdio_server();
-    let call = |rest: &[&str]| json_of(&run(&on_stdio(&server, rest)));
-
-    let (exit, value) = call(&[
+    let fixtures = fixture_server();
+    let words =
+        |list: &[&str]| -> Vec<String> { list.iter().map(|&word| word.to_owned()).collect() };
+    let on = |rest: &[&str]| words(&on_stdio(&server, rest));
+    let at = |rest: &[&str]| {
+        let mut args = vec![rest[0], "--url", fixtures.as_str()];
+        args.extend_from_slice(&rest[1..]);
+        words(&args)
+    };
+    // A task to cancel, on the server that outlives one command.
+    let (_, created) = json_of(&run(&[
         "call",
-        "long_job",
-        r#"{"steps": 2, "step_ms": 50}"#,
-        "--json",
-    ]);
-    assert_eq!(exit, 0, "{value}");
-    assert_eq!(value["status"], "completed");
-    assert!(value["taskId"].is_string());
-    assert_eq!(value["result"]["content"][0]["text"], "done: 2 steps");
-
-    let (exit, value) = call(&["call", "failing_tool", "--json"]);
-    assert_eq!((exit, &value["status"]), (2, &json!("failed")), "{value}");
-    assert_eq!(value["error"]["code"], -32603);
-
-    let (exit, value) = call(&["call", "confirm_action", "--arg", "action=deploy", "--json"]);
-    assert_eq!(
-        (exit, &value["status"]),
-        (4, &json!("input_required")),
-        "{value}"
-    );
-    assert!(value["taskId"].is_string());
-
-    let (exit, value) = call(&[
-        "call",
-        "sleep",
+        "--url",
+        &fixtures,
+        "slow_compute",
         "--arg",
-        "ms=60000",
-        "--timeout",
-        "0.5",
+        "seconds=60",
+        "--no-wait",
         "--json",
-    ]);
-    assert_eq!((exit, &value["status"]), (5, &json!("working")), "{value}");
-    assert!(value["taskId"].is_string());
-
-    // An unknown task: exit 2 with the server's -32602.
-    let (exit, value) = call(&["get", "0123456789abcdef0123456789abcdef", "--json"]);
-    assert_eq!(exit, 2, "{value}");
-    assert_eq!(value["error"]["code"], -32602);
-}
-
-/// Serves the conformance fixture server over HTTP on 127.0.0.1, on a
-/// thread of its own for the rest of the test process; returns its URL.
-fn fixture_server() -> String {
-    let (address_tx, address_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            address_tx
-                .send(listener.local_addr().expect("an address"))
-                .expect("the test waits");
-            let tasks =
-                mcp_tasks::server::TaskRuntime::builder(mcp_tasks::store::MemoryStore::new())
-                    .with_poll_interval(Duration::from_millis(50))
-                    .build();
-            let server = FixtureServer::new(tasks).expect("a random key");
-            serve_http(server, listener).await
-        })
-    });
-    let address = address_rx.recv().expect("the fixture server listens");
-    format!("http://{address}/mcp")
+    ]));
+    let sleeping = created["taskId"].as_str().expect("a task id").to_owned();
+    let cases = [
+        case(
+            "completed",
+            &on(&["call", "long_job", r#"{"steps": 2, "step_ms": 50}"#]),
+            0,
+        )
+        .json("completed")
+        .with("/result/content/0/text", json!("done: 2 steps")),
+        case("completed with isError", &at(&["call", "failing_job"]), 1)
+            .json("completed")
+            .with("/result/isError", json!(true)),
+        case("failed", &on(&["call", "failing_tool"]), 2)
+            .json("failed")
+            .with("/error/code", json!(-32603)),
+        case(
+            "unknown task",
+            &on(&["get", "0123456789abcdef0123456789abcdef"]),
+            2,
+        )
+        .json("failed")
+        .with("/error/code", json!(-32602)),
+        case("cancelled", &at(&["cancel", &sleeping]), 3).json("cancelled"),
+        case(
+            "input not answered",
+            &on(&["call", "confirm_action", "--arg", "action=deploy"]),
+            4,
+        )
+        .json("input_required"),
+        case(
+            "MRTR input not answered",
+            &at(&["call", "test_tool_with_task"]),
+            4,
+        )
+        .json("input_required"),
+        case(
+            "timeout",
+            &on(&["call", "sleep", "--arg", "ms=60000", "--timeout", "0.5"]),
+            5,
+        )
+        .json("working"),
+        case("no server given", &["call", "long_job"], 64),
+        case(
+            "arguments not JSON",
+            &[
+                "call",
+                "--url",
+                "http://127.0.0.1:9/mcp",
+                "long_job",
+                "not json",
+            ],
+            64,
+        ),
+        case(
+            "--arg without =",
+            &[
+                "call",
+                "--url",
+                "http://127.0.0.1:9/mcp",
+                "long_job",
+                "--arg",
+                "novalue",
+            ],
+            64,
+        ),
+        case("no task id", &["get"], 64),
+        case("unknown command", &["frobnicate"], 64),
+        case(
+            "an input the flags cannot build",
+            &on(&["call", "confirm_action", "--input", "accept"]),
+            64,
+        )
+        .json("error"),
+        case(
+            "unreachable URL",
+            &["call", "--url", "http://127.0.0.1:9/mcp", "long_job"],
+            69,
+        )
+        .json("error"),
+        case(
+            "a stdio command that is not a server",
+            &["tools", "--stdio", "false"],
+            69,
+        ),
+        case(
+            "a task without an id",
+            &["call", "--stdio", LIAR, "anything"],
+            70,
+        )
+        .json("error"),
+    ];
+    let failures: Vec<String> = cases.iter().filter_map(Case::check).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -355,53 +401,8 @@ fn tools_lists_exactly_the_four_demo_tools() {
 }
 
 #[test]
-fn usage_unreachable_and_misbehaving_servers() {
-    for args in [
-        vec!["call", "long_job"],
-        vec![
-            "call",
-            "--url",
-            "http://127.0.0.1:9/mcp",
-            "long_job",
-            "not json",
-        ],
-        vec![
-            "call",
-            "--url",
-            "http://127.0.0.1:9/mcp",
-            "long_job",
-            "--arg",
-            "novalue",
-        ],
-        vec!["get"],
-        vec!["frobnicate"],
-    ] {
-        assert_eq!(run(&args).status.code(), Some(64), "{args:?}");
-    }
-    let output = run(&[
-        "call",
-        "--url",
-        "http://127.0.0.1:9/mcp",
-        "long_job",
-        "--json",
-    ]);
-    let (exit, value) = json_of(&output);
-    assert_eq!(exit, 69, "{value}");
-    assert_eq!(run(&["tools", "--stdio", "false"]).status.code(), Some(69));
-
-    // A server that answers tools/call with a task that has no id.
-    let liar = r#"python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if "id" not in m: continue
-    if m["method"] == "server/discover":
-        r = {"resultType": "complete", "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}, "ttlMs": 0, "cacheScope": "private"}
-    else:
-        r = {"resultType": "task", "status": "working"}
-    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
-'"#;
-    let (exit, value) = json_of(&run(&["call", "--stdio", liar, "anything", "--json"]));
+fn a_misbehaving_server_is_named_in_the_error() {
+    let (exit, value) = json_of(&run(&["call", "--stdio", LIAR, "anything", "--json"]));
     assert_eq!(exit, 70, "{value}");
     assert!(
         value["error"]["message"]

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use crate::cli::{BIN, json_of, run, stdio_server};
+use crate::support::{BIN, json_of, run, stdio_server};
 
 /// Types `text` (rexpect buffers until a flush; Enter is "\r").
 fn keys(pty: &mut rexpect::session::PtySession, text: &str) {

@@ -1,4 +1,6 @@
 //! Integration tests of the `mcp-tasks` binary.
 
+mod support;
+
 mod cli;
 mod interactive;

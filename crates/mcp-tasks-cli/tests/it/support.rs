@@ -1,0 +1,122 @@
+//! What the tests of the binary share: running it, reading its one JSON
+//! object, and the servers it is pointed at.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use mcp_tasks_conformance::{FixtureServer, serve_http};
+use serde_json::Value;
+
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+
+/// The `--stdio` command line of a fresh in-memory server.
+pub(crate) fn stdio_server() -> String {
+    format!("{BIN} serve --stdio --store memory --poll-interval 50")
+}
+
+/// Runs the binary with a 60 s limit.
+pub(crate) fn run(args: &[&str]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("mcp-tasks {args:?} ran past 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The exit code and the one JSON object on stdout.
+pub(crate) fn json_of(output: &Output) -> (i32, Value) {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let value = serde_json::from_str(stdout.trim()).unwrap_or_else(|error| {
+        panic!(
+            "stdout is not one JSON object ({error}): {stdout:?}; stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.code().expect("an exit code"), value)
+}
+
+/// A server on HTTP; killed when dropped.
+pub(crate) struct HttpServer {
+    child: Child,
+    pub(crate) url: String,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn http_server() -> HttpServer {
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--poll-interval",
+            "50",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the server starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the server prints where it listens");
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    HttpServer { child, url }
+}
+
+pub(crate) fn on_stdio<'a>(server: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![rest[0], "--stdio", server];
+    args.extend_from_slice(&rest[1..]);
+    args
+}
+
+/// Serves the conformance fixture server over HTTP on 127.0.0.1, on a
+/// thread of its own for the rest of the test process; returns its URL.
+pub(crate) fn fixture_server() -> String {
+    let (address_tx, address_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            address_tx
+                .send(listener.local_addr().expect("an address"))
+                .expect("the test waits");
+            let tasks =
+                mcp_tasks::server::TaskRuntime::builder(mcp_tasks::store::MemoryStore::new())
+                    .with_poll_interval(Duration::from_millis(50))
+                    .build();
+            let server = FixtureServer::new(tasks).expect("a random key");
+            serve_http(server, listener).await
+        })
+    });
+    let address = address_rx.recv().expect("the fixture server listens");
+    format!("http://{address}/mcp")
+}
