@@ -1,6 +1,7 @@
 //! Whether a tool's calls become tasks: [`ToolTasks`] and [`TaskPolicy`].
 //! The protocol has no per-tool policy; this is the server's private
-//! configuration (DIGEST 2.3).
+//! configuration: the 2026-07-28 Tasks extension (SEP-2663) lets the server
+//! decide per call, and -32021 tells a client that did not declare it.
 
 use std::fmt;
 use std::sync::Arc;

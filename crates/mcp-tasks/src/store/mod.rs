@@ -81,7 +81,7 @@ pub enum Swap {
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Where a server keeps its tasks. See the module docs for the contract;
-/// [`contract`] (feature `contract`) tests it.
+/// `store::contract` (feature `contract`) tests it.
 pub trait TaskStore: Send + Sync + 'static {
     /// Stores a new record; fails if the id exists. Once this returns, a
     /// [`TaskStore::get`] from any process sharing the store finds it.
