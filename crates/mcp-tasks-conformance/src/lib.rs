@@ -15,6 +15,7 @@
 //! `test_input_required_result_*` family), whose `requestState` is sealed
 //! with rmcp's `RequestStateCodec`.
 
+pub mod hostile;
 mod server;
 
 pub use server::{FixtureServer, serve_http};

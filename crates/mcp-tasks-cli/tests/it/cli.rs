@@ -11,7 +11,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, fixture_server, http_server, json_of, on_stdio, run, stdio_server};
+use mcp_tasks_conformance::hostile::Scenario;
+
+use crate::support::{
+    BIN, fixture_server, hostile_server, http_server, json_of, on_stdio, run, stdio_server,
+};
 
 /// A server that answers `tools/call` with a task that has no id.
 const LIAR: &str = r#"python3 -c '
@@ -73,9 +77,7 @@ impl Case {
                 String::from_utf8_lossy(&output.stdout)
             ));
         }
-        let Some(status) = self.status else {
-            return None;
-        };
+        let status = self.status?;
         let (_, value) = json_of(&output);
         if value["status"] != status {
             return Some(format!(
@@ -397,6 +399,23 @@ fn tools_lists_exactly_the_four_demo_tools() {
     }
     for name in names {
         assert!(stdout.contains(name), "{name} missing from {stdout}");
+    }
+}
+
+#[test]
+fn a_server_answering_garbage_ends_the_wait_with_exit_70_without_a_deadline() {
+    for (scenario, violation) in [
+        (Scenario::NotJson, "not a JSON-RPC message"),
+        (Scenario::TerminalWithoutPayload, "lacks its payload"),
+    ] {
+        let (url, hostile) = hostile_server(scenario);
+        let started = std::time::Instant::now();
+        let (exit, value) = json_of(&run(&["call", "--url", &url, "anything", "--json"]));
+        assert_eq!(exit, 70, "{value}");
+        let message = value["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains(violation), "{message}");
+        assert_eq!(hostile.count("tasks/get"), 3, "{message}");
+        assert!(started.elapsed() < Duration::from_secs(10));
     }
 }
 

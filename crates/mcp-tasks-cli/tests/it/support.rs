@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use mcp_tasks_conformance::hostile::{self, Hostile, Scenario};
 use mcp_tasks_conformance::{FixtureServer, serve_http};
 use serde_json::Value;
 
@@ -96,9 +97,13 @@ pub(crate) fn on_stdio<'a>(server: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
-/// Serves the conformance fixture server over HTTP on 127.0.0.1, on a
-/// thread of its own for the rest of the test process; returns its URL.
-pub(crate) fn fixture_server() -> String {
+/// Runs `serve` on a listener on 127.0.0.1, on a thread and tokio runtime of
+/// its own for the rest of the test process; returns the URL of `/mcp`.
+fn serve_in_background<F, Fut>(serve: F) -> String
+where
+    F: FnOnce(tokio::net::TcpListener) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = std::io::Result<()>>,
+{
     let (address_tx, address_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
@@ -109,14 +114,29 @@ pub(crate) fn fixture_server() -> String {
             address_tx
                 .send(listener.local_addr().expect("an address"))
                 .expect("the test waits");
-            let tasks =
-                mcp_tasks::server::TaskRuntime::builder(mcp_tasks::store::MemoryStore::new())
-                    .with_poll_interval(Duration::from_millis(50))
-                    .build();
-            let server = FixtureServer::new(tasks).expect("a random key");
-            serve_http(server, listener).await
+            serve(listener).await
         })
     });
-    let address = address_rx.recv().expect("the fixture server listens");
+    let address = address_rx.recv().expect("the server listens");
     format!("http://{address}/mcp")
+}
+
+/// The conformance fixture server over HTTP; returns its URL.
+pub(crate) fn fixture_server() -> String {
+    serve_in_background(|listener| async move {
+        let tasks = mcp_tasks::server::TaskRuntime::builder(mcp_tasks::store::MemoryStore::new())
+            .with_poll_interval(Duration::from_millis(50))
+            .build();
+        let server = FixtureServer::new(tasks).expect("a random key");
+        serve_http(server, listener).await
+    })
+}
+
+/// The hostile server of `mcp_tasks_conformance::hostile` over HTTP; returns
+/// its URL and a handle that counts what it received.
+pub(crate) fn hostile_server(scenario: Scenario) -> (String, Hostile) {
+    let hostile = Hostile::new(scenario);
+    let serving = hostile.clone();
+    let url = serve_in_background(move |listener| hostile::serve_http(serving, listener));
+    (url, hostile)
 }

@@ -1,3 +1,5 @@
-//! Integration tests of the `conformance-server` binary.
+//! Integration tests of the `conformance-server` binary, and of the client
+//! against the `hostile-server`.
 
+mod hostile;
 mod server;

@@ -54,6 +54,23 @@ pub enum ProtocolViolation {
     },
     /// `input_required` rounds on `tools/call` went past the configured bound.
     TooManyInputRounds(usize),
+    /// The server kept answering a request with something that is not a
+    /// JSON-RPC message (not JSON, the wrong content type, too large).
+    UnusableAnswers {
+        /// The method of the request.
+        method: &'static str,
+        /// How many answers in a row were unusable.
+        attempts: u32,
+    },
+    /// `tasks/get` kept answering with a state that lacks what its status
+    /// requires (`result` for completed, `error` for failed, `inputRequests`
+    /// for input_required).
+    IncompleteTask {
+        /// The status without its payload.
+        status: TaskStatus,
+        /// How many answers in a row were incomplete.
+        polls: u32,
+    },
 }
 
 impl std::fmt::Display for ProtocolViolation {
@@ -72,6 +89,14 @@ impl std::fmt::Display for ProtocolViolation {
             Self::TooManyInputRounds(rounds) => {
                 write!(f, "tools/call still asked for input after {rounds} rounds")
             }
+            Self::UnusableAnswers { method, attempts } => write!(
+                f,
+                "{method} was answered {attempts} times in a row with something that is not a JSON-RPC message"
+            ),
+            Self::IncompleteTask { status, polls } => write!(
+                f,
+                "tasks/get answered {polls} times in a row with a {status} task that lacks its payload"
+            ),
         }
     }
 }
@@ -318,15 +343,53 @@ impl Error {
                 .is_some_and(|extensions| extensions.contains_key(crate::TASKS_EXTENSION))
     }
 
-    /// True for failures worth retrying inside a wait: a transport error
-    /// while sending or a per-request timeout. A closed transport and any
-    /// JSON-RPC error are not.
-    #[cfg(feature = "client")]
-    pub(crate) fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Self::Transport { source, .. }
-                if matches!(**source, ServiceError::TransportSend(_) | ServiceError::Timeout { .. })
-        )
+    /// Whether a failure is worth retrying inside a wait, and why.
+    pub(crate) fn retry(&self) -> Retry {
+        match self {
+            Self::Transport { source, .. } => match &**source {
+                ServiceError::Timeout { .. } => Retry::Fault,
+                ServiceError::TransportSend(error) if answered_unusably(error) => Retry::Garbage,
+                ServiceError::TransportSend(_) => Retry::Fault,
+                _ => Retry::No,
+            },
+            _ => Retry::No,
+        }
     }
+}
+
+/// How a failed request may be retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Not at all: a JSON-RPC error, a closed transport, a misuse.
+    No,
+    /// Until the deadline: the request or its answer was lost on the way
+    /// (a connection refused or reset, an HTTP 5xx, a per-request timeout).
+    Fault,
+    /// A few times: the server answered, but not with a JSON-RPC message.
+    Garbage,
+}
+
+/// True when the transport got an answer it could not use (not JSON, the
+/// wrong content type, too large) rather than losing it. rmcp's Streamable
+/// HTTP error type is generic over its HTTP client, so its variant cannot be
+/// matched from here: the JSON error in its source chain, or the variant
+/// name its `Debug` shows, tells.
+fn answered_unusably(error: &(dyn std::error::Error + 'static)) -> bool {
+    const UNUSABLE: [&str; 4] = [
+        "UnexpectedContentType",
+        "UnexpectedServerResponse",
+        "Deserialize",
+        "ResponseBodyTooLarge",
+    ];
+    let mut current = Some(error);
+    let mut innermost = error;
+    while let Some(error) = current {
+        if error.is::<serde_json::Error>() {
+            return true;
+        }
+        innermost = error;
+        current = error.source();
+    }
+    let shown = format!("{innermost:?}");
+    UNUSABLE.iter().any(|variant| shown.starts_with(variant))
 }

@@ -13,10 +13,18 @@ use rmcp::ClientHandler;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::error::Error;
+use super::error::{Error, ProtocolViolation, Retry};
 use super::state::{TaskOutcome, TaskState};
 use super::{InputMode, TasksClient};
 use crate::task::{TaskId, TaskStatus};
+
+/// How many answers in a row that are not JSON-RPC messages a wait takes
+/// before it gives up on the server with a protocol error.
+pub(crate) const UNUSABLE_ANSWERS: u32 = 3;
+
+/// How many `tasks/get` answers in a row may lack the payload their status
+/// requires before the wait gives up with a protocol error.
+pub(crate) const INCOMPLETE_POLLS: u32 = 3;
 
 /// Called with every task state the wait reads, for progress displays.
 pub type StateObserver = Arc<dyn Fn(&TaskState) + Send + Sync>;
@@ -249,18 +257,42 @@ impl<'a> Wait<'a> {
     }
 
     /// Runs `request` (given its timeout), retrying transient failures
-    /// with doubling backoff until the deadline.
-    async fn retrying<T, F, Fut>(&self, method: &str, mut request: F) -> Result<T, Error>
+    /// with doubling backoff until the deadline. An answer that is not a
+    /// JSON-RPC message is retried too, at most [`UNUSABLE_ANSWERS`] times in
+    /// a row, deadline or not: a server that keeps answering garbage is not
+    /// worth waiting for.
+    async fn retrying<T, F, Fut>(&self, method: &'static str, mut request: F) -> Result<T, Error>
     where
         F: FnMut(Duration) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
         let mut backoff = self.options.retry_backoff;
+        let mut unusable = 0u32;
         loop {
             match request(self.request_timeout()?).await {
-                Err(error) if error.is_transient() => {
+                Err(error) if error.retry() != Retry::No => {
+                    if error.retry() == Retry::Garbage {
+                        unusable += 1;
+                        if unusable >= UNUSABLE_ANSWERS {
+                            tracing::debug!(%error, method, "the server keeps answering garbage");
+                            return Err(Error::protocol(
+                                ProtocolViolation::UnusableAnswers {
+                                    method,
+                                    attempts: unusable,
+                                },
+                                None,
+                            ));
+                        }
+                    }
                     tracing::debug!(%error, ?backoff, method, "failed in transport; retrying");
-                    self.sleep(backoff).await?;
+                    // An answer, however wrong, never makes the wait send
+                    // faster than its interval; a lost one is retried sooner.
+                    let pause = if error.retry() == Retry::Garbage {
+                        backoff.max(self.options.interval_for(self.current.as_ref()))
+                    } else {
+                        backoff
+                    };
+                    self.sleep(pause).await?;
                     backoff = (backoff * 2).min(self.options.max_interval);
                 }
                 other => return other,
@@ -306,22 +338,42 @@ impl<H: ClientHandler> TasksClient<H> {
         // Keys answered during this wait, and polls with nothing new to answer.
         let mut answered = BTreeSet::new();
         let mut idle_polls = 0u32;
+        // Polls in a row whose state lacked the payload its status requires.
+        let mut incomplete = 0u32;
+        // Whether the state in hand came from tasks/get (else from the caller).
+        let mut polled = false;
         loop {
             // Decide what to do with the state in hand, and how long to pause.
             let pause = match &wait.current {
                 None => None,
                 Some(current) if current.has_outcome() => return current.outcome(),
-                // Terminal without its payload, or input_required without
-                // its requests (as in a creation result): read it now.
+                // Terminal without its payload, or input_required without its
+                // requests: a creation result may be so (read it at once);
+                // tasks/get must not be (read again at the interval, a few times).
                 Some(current)
                     if current.status.is_terminal()
                         || (current.status == TaskStatus::InputRequired
                             && current.input_requests.is_empty()
                             && current.raw.get("inputRequests").is_none()) =>
                 {
-                    None
+                    if polled {
+                        incomplete += 1;
+                        if incomplete >= INCOMPLETE_POLLS {
+                            return Err(Error::protocol(
+                                ProtocolViolation::IncompleteTask {
+                                    status: current.status.clone(),
+                                    polls: incomplete,
+                                },
+                                Some(current.raw.clone()),
+                            ));
+                        }
+                        Some(options.interval_for(Some(current)))
+                    } else {
+                        None
+                    }
                 }
                 Some(current) if current.status == TaskStatus::InputRequired => {
+                    incomplete = 0;
                     let pending: BTreeMap<String, Value> = current
                         .input_requests
                         .iter()
@@ -366,6 +418,7 @@ impl<H: ClientHandler> TasksClient<H> {
                 }
                 Some(current) => {
                     // The task resumed: keys it issues again are offered again.
+                    incomplete = 0;
                     idle_polls = 0;
                     answered.clear();
                     Some(options.interval_for(Some(current)))
@@ -380,6 +433,7 @@ impl<H: ClientHandler> TasksClient<H> {
                 })
                 .await?;
             wait.observe(next);
+            polled = true;
         }
     }
 
