@@ -271,6 +271,9 @@ async fn a_ten_megabyte_result_arrives_whole() {
     assert_eq!(result.content[0].as_text().unwrap().text.len(), 10_000_000);
 }
 
+/// What a scenario must end with.
+type Expected = fn(&Result<TaskOutcome, Error>) -> bool;
+
 /// A wait over stdio that counts the states it read.
 async fn over_stdio_counting(
     scenario: &str,
@@ -294,7 +297,7 @@ async fn over_stdio_counting(
 async fn over_stdio_every_scenario_ends_inside_the_deadline() {
     let deadline = ms(1500);
     let options = || within(deadline).with_request_timeout(ms(500));
-    let cases: [(&str, fn(&Result<TaskOutcome, Error>) -> bool, usize); 7] = [
+    let cases: [(&str, Expected, usize); 7] = [
         ("poll=0", |o| matches!(o, Err(Error::Timeout { .. })), 32),
         (
             "terminal-without-payload",
