@@ -23,8 +23,9 @@ async fn main() -> ExitCode {
             match tokio::net::TcpListener::bind(address).await {
                 Ok(listener) => {
                     if let Ok(local) = listener.local_addr() {
-                        println!("listening on http://{local}/mcp");
-                        let _ = std::io::stdout().flush();
+                        let mut stdout = std::io::stdout().lock();
+                        let _ = writeln!(stdout, "listening on http://{local}/mcp");
+                        let _ = stdout.flush();
                     }
                     serve_http(hostile, listener).await
                 }
