@@ -111,5 +111,8 @@ pub(crate) async fn connect(
     let running = tokio::time::timeout(Duration::from_secs(30), connecting)
         .await
         .context("the server did not answer within 30 s")??;
+    if let Some(info) = running.peer_info() {
+        tracing::debug!(version = %info.protocol_version, "connected");
+    }
     Ok(TasksClient::new(running))
 }

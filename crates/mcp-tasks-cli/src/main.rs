@@ -154,8 +154,16 @@ fn init_logging(verbose: u8) {
         1 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // rmcp logs whole JSON-RPC messages at debug and notifications at info:
+    // task ids are bearer tokens, so rmcp never logs below warn here,
+    // whatever -v or RUST_LOG say.
+    for target in ["rmcp", "rmcp::service", "rmcp::transport", "rmcp::handler"] {
+        if let Ok(directive) = format!("{target}=warn").parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

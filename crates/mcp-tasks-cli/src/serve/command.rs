@@ -1,4 +1,4 @@
-//! `mcp-tasks serve`: the flags, then the server of `serve.rs`.
+//! `mcp-tasks serve`: the flags, then the server of `serve/mod.rs`.
 
 use std::io::Write;
 use std::time::Duration;
@@ -25,6 +25,9 @@ pub(crate) struct ServeArgs {
     /// The TTL of tasks, in seconds (default: 1 hour).
     #[arg(long, value_name = "SECS")]
     ttl: Option<u64>,
+    /// How many unfinished tasks one caller may have at once (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER)]
+    max_tasks_per_caller: usize,
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -36,6 +39,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         store: choice.open()?,
         poll_interval: Duration::from_millis(args.poll_interval.max(1)),
         ttl: args.ttl.map(Duration::from_secs),
+        max_tasks_per_caller: (args.max_tasks_per_caller > 0).then_some(args.max_tasks_per_caller),
     };
     let server = DemoServer::new(&options);
     match &args.http {
@@ -45,6 +49,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("cannot listen on {address}"))?;
             let local = listener.local_addr().context("no local address")?;
+            tracing::info!(%local, "serving Streamable HTTP at /mcp");
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "listening on http://{local}/mcp")?;
             stdout.flush()?;

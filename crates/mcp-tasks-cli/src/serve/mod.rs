@@ -91,6 +91,8 @@ pub(crate) struct ServeOptions {
     pub(crate) poll_interval: Duration,
     /// The TTL of tasks; `None`: the runtime's default (1 h).
     pub(crate) ttl: Option<Duration>,
+    /// How many unfinished tasks one caller may have at once; `None`: no limit.
+    pub(crate) max_tasks_per_caller: Option<usize>,
 }
 
 /// The demo server: an rmcp `ServerHandler` that runs the tools of
@@ -105,8 +107,9 @@ impl DemoServer {
     /// Starts the runtime (its sweeper runs until the last clone is
     /// dropped). Must be called inside a tokio runtime.
     pub(crate) fn new(options: &ServeOptions) -> Self {
-        let mut runtime =
-            TaskRuntime::builder(options.store.clone()).with_poll_interval(options.poll_interval);
+        let mut runtime = TaskRuntime::builder(options.store.clone())
+            .with_poll_interval(options.poll_interval)
+            .with_max_tasks_per_caller(options.max_tasks_per_caller);
         if let Some(ttl) = options.ttl {
             runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
         }

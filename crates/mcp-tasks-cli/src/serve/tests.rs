@@ -38,6 +38,7 @@ pub(crate) fn options(store: SharedStore) -> ServeOptions {
         store,
         poll_interval: Duration::from_millis(20),
         ttl: None,
+        max_tasks_per_caller: Some(mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER),
     }
 }
 

@@ -459,3 +459,151 @@ fn ctrl_c_cancels_the_task_and_reports_it() {
     );
     assert!(value["taskId"].is_string());
 }
+
+/// `mcp-tasks serve --http` with extra flags and environment, its stderr
+/// piped; returns the child and the URL.
+fn serve_logged(extra: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut command = Command::new(BIN);
+    command
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--poll-interval",
+            "50",
+        ])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("the server starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the server prints where it listens");
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("a URL")
+        .to_owned();
+    (child, url)
+}
+
+#[test]
+fn task_ids_never_reach_a_log_at_any_verbosity() {
+    for env in [&[][..], &[("RUST_LOG", "trace")][..]] {
+        let (mut server, url) = serve_logged(&["-vv"], env);
+        let mut ids = Vec::new();
+        let mut client_logs = String::new();
+        let mut command = |args: &[&str]| {
+            let mut full = vec!["-vv"];
+            full.extend_from_slice(args);
+            let mut child = Command::new(BIN);
+            child.args(&full).stdin(Stdio::null());
+            for (name, value) in env {
+                child.env(name, value);
+            }
+            let output = child.output().expect("the binary runs");
+            client_logs.push_str(&String::from_utf8_lossy(&output.stderr));
+            let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+            if let Ok(value) = serde_json::from_str::<Value>(stdout.trim())
+                && let Some(id) = value["taskId"].as_str()
+            {
+                ids.push(id.to_owned());
+            }
+            stdout
+        };
+        command(&[
+            "call",
+            "--url",
+            &url,
+            "confirm_action",
+            "--answer",
+            "confirm=true",
+            "--json",
+        ]);
+        command(&[
+            "call",
+            "--url",
+            &url,
+            "long_job",
+            "--arg",
+            "steps=2",
+            "--arg",
+            "step_ms=20",
+            "--json",
+        ]);
+        let started = command(&[
+            "call",
+            "--url",
+            &url,
+            "sleep",
+            "--arg",
+            "ms=60000",
+            "--no-wait",
+            "--json",
+        ]);
+        let sleeping: Value = serde_json::from_str(started.trim()).expect("one JSON object");
+        let sleeping = sleeping["taskId"].as_str().expect("a task id").to_owned();
+        command(&["get", "--url", &url, &sleeping, "--json"]);
+        command(&["cancel", "--url", &url, &sleeping, "--json"]);
+        let _ = server.kill();
+        let output = server.wait_with_output().expect("the server's output");
+        let server_logs = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(ids.len(), 5, "five answers name a task: {ids:?}");
+        assert!(
+            !server_logs.is_empty() && !client_logs.is_empty(),
+            "-vv logs something"
+        );
+        for id in &ids {
+            assert!(
+                !server_logs.contains(id.as_str()),
+                "{env:?}: the server logged a task id:\n{server_logs}"
+            );
+            assert!(
+                !client_logs.contains(id.as_str()),
+                "{env:?}: the client logged a task id:\n{client_logs}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_caller_past_its_task_cap_is_refused_and_others_are_served() {
+    let (mut server, url) = serve_logged(&["--max-tasks-per-caller", "2"], &[]);
+    let start = |token: &str| {
+        json_of(&run(&[
+            "call",
+            "--url",
+            &url,
+            "sleep",
+            "--arg",
+            "ms=60000",
+            "--no-wait",
+            "--json",
+            "--header",
+            &format!("Authorization: Bearer {token}"),
+        ]))
+    };
+    assert_eq!(start("alice").0, 0);
+    assert_eq!(start("alice").0, 0);
+    let (exit, value) = start("alice");
+    assert_eq!(exit, 2, "{value}");
+    assert_eq!(value["error"]["data"]["maxTasksPerCaller"], 2, "{value}");
+    assert!(
+        value["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("too many unfinished tasks"),
+        "{value}"
+    );
+    assert_eq!(start("bob").0, 0, "another caller is served");
+    let _ = server.kill();
+    let _ = server.wait();
+}

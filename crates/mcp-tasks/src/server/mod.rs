@@ -53,6 +53,7 @@ mod clock;
 mod context;
 #[cfg(feature = "http")]
 pub mod http;
+mod limits;
 mod policy;
 mod principal;
 mod runtime;
@@ -64,7 +65,7 @@ pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
 pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
 pub use principal::{Principal, PrincipalExtractor, default_principal};
-pub use runtime::{TaskRuntime, TaskRuntimeBuilder};
+pub use runtime::{DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime, TaskRuntimeBuilder};
 
 /// Writes the `get_task`, `update_task` and `cancel_task` methods of an rmcp
 /// `ServerHandler` impl, delegating to the [`TaskRuntime`] in the named field.

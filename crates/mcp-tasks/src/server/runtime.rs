@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::{Clock, SystemClock};
 use super::context::TaskContext;
+use super::limits::LiveTasks;
 use super::policy::{TaskPolicy, ToolTasks};
 use super::principal::{Principal, PrincipalExtractor, default_principal};
 use super::supervise::{listen_for_changes, run_sweeper, supervise, sweep};
@@ -29,9 +30,14 @@ use crate::store::{
 };
 use crate::task::{TaskId, Ttl};
 
+/// How many unfinished tasks one caller may have at once, unless the
+/// builder says otherwise.
+pub const DEFAULT_MAX_TASKS_PER_CALLER: usize = 1000;
+
 /// What every clone of a runtime shares.
 pub(crate) struct Inner {
     pub(crate) store: SharedStore,
+    pub(crate) live: Arc<LiveTasks>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) principal: PrincipalExtractor,
     pub(crate) waiters: Waiters,
@@ -45,6 +51,7 @@ pub(crate) struct Settings {
     pub(crate) poll_interval: Duration,
     pub(crate) retention: Duration,
     pub(crate) sweep_interval: Duration,
+    pub(crate) max_tasks_per_caller: Option<usize>,
 }
 
 impl Inner {
@@ -100,6 +107,7 @@ impl TaskRuntime {
                 poll_interval: Duration::from_secs(1),
                 retention: Duration::from_secs(3600),
                 sweep_interval: Duration::from_secs(1),
+                max_tasks_per_caller: Some(DEFAULT_MAX_TASKS_PER_CALLER),
             },
             clock: Arc::new(SystemClock),
             principal: Arc::new(default_principal),
@@ -143,9 +151,12 @@ impl TaskRuntime {
         }
         let inner = &self.inner;
         let settings = &inner.settings;
+        let principal = (inner.principal)(&context.extensions);
+        // Held by the tool's supervision: the task counts until it ends.
+        let seat = inner.live.take(&principal, settings.max_tasks_per_caller)?;
         let record = TaskRecord::new(
             new_task_id()?,
-            (inner.principal)(&context.extensions),
+            principal,
             inner.clock.now(),
             tasks.ttl.unwrap_or(settings.default_ttl),
             Some(tasks.poll_interval.unwrap_or(settings.poll_interval)),
@@ -156,7 +167,7 @@ impl TaskRuntime {
         inner.store.create(record).await.map_err(store_failure)?;
         let token = CancellationToken::new();
         let future = run(TaskContext::task(id.clone(), inner.clone(), token.clone()));
-        tokio::spawn(supervise(inner.clone(), id, token, future));
+        tokio::spawn(supervise(inner.clone(), id, token, future, seat));
         Ok(CallToolResponse::Task(CreateTaskResult::new(created)))
     }
 
@@ -197,6 +208,11 @@ impl TaskRuntime {
         let principal = self.principal_of(&context.extensions);
         self.cancel_task_as(&TaskId::new(request.task_id), &principal)
             .await
+    }
+
+    /// How many unfinished tasks `principal` has in this process.
+    pub fn unfinished_tasks_of(&self, principal: &Principal) -> usize {
+        self.inner.live.count(principal)
     }
 
     /// The principal of a request, by the runtime's extractor.
@@ -313,6 +329,15 @@ impl TaskRuntimeBuilder {
         self
     }
 
+    /// How many unfinished tasks one caller (principal) may have at once in
+    /// this process (default [`DEFAULT_MAX_TASKS_PER_CALLER`]; `None`: no
+    /// limit). A `tools/call` past it is refused with a JSON-RPC error
+    /// (-32603, `data.maxTasksPerCaller`); other callers are served as usual.
+    pub fn with_max_tasks_per_caller(mut self, limit: Option<usize>) -> Self {
+        self.settings.max_tasks_per_caller = limit;
+        self
+    }
+
     /// The clock for timestamps and every TTL decision (default: the system
     /// clock; tests inject a [`ManualClock`](super::ManualClock) or
     /// [`TokioClock`](super::TokioClock)).
@@ -339,6 +364,7 @@ impl TaskRuntimeBuilder {
             clock: self.clock,
             principal: self.principal,
             waiters: Waiters::default(),
+            live: Arc::default(),
             settings: self.settings,
         });
         tokio::spawn(listen_for_changes(

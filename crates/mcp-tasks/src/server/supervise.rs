@@ -12,6 +12,7 @@ use rmcp::model::CallToolResult;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use super::limits::Seat;
 use super::runtime::Inner;
 use super::wire::{error_json, result_json, tool_panicked};
 use crate::store::{Change, Modified, StoreError, modify};
@@ -80,6 +81,7 @@ pub(crate) async fn supervise<Fut>(
     id: TaskId,
     token: CancellationToken,
     future: Fut,
+    seat: Seat,
 ) where
     Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
 {
@@ -111,4 +113,6 @@ pub(crate) async fn supervise<Fut>(
     if let Err(error) = inner.modify(&id, &change).await {
         tracing::error!(%error, "recording a task outcome failed");
     }
+    // The task is finished: its caller may start another.
+    drop(seat);
 }

@@ -7,6 +7,7 @@ mod support;
 
 mod client;
 mod expiry;
+mod http;
 mod input;
 mod restart;
 mod schema;

@@ -453,3 +453,70 @@ async fn over_http_tasks_belong_to_the_bearer_that_made_them() {
     let body: Value = undeclared.json().await.unwrap();
     assert_eq!(body["error"]["code"], -32021, "{body}");
 }
+
+#[tokio::test]
+async fn each_caller_has_at_most_its_cap_of_unfinished_tasks() {
+    let runtime = crate::support::runtime_server::runtime_on(mcp_tasks::store::MemoryStore::new())
+        .with_max_tasks_per_caller(Some(3))
+        .build();
+    let url = serve_http(RuntimeServer::new(runtime.clone())).await;
+    let alice = http_client(&url, "alice-token").await;
+    let bob = http_client(&url, "bob-token").await;
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        tasks.push(task_of(&alice, "forever", json!({})).await);
+    }
+    let refused = alice
+        .call_tool("forever", None, CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(-32603), "{refused}");
+    let rpc = refused.rpc_error().unwrap();
+    assert!(
+        rpc.message.contains("too many unfinished tasks"),
+        "{}",
+        rpc.message
+    );
+    assert_eq!(rpc.data, Some(json!({"maxTasksPerCaller": 3})));
+    // Other callers keep being served, and a synchronous call is no task.
+    let bobs = task_of(&bob, "forever", json!({})).await;
+    let sync = alice
+        .call_tool(
+            "slow",
+            args(json!({"ms": 1})),
+            CallOptions::default().with_declare_tasks(false),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(sync, CallResponse::Complete(_)));
+    // A finished task frees its seat (once its tool's supervision has ended).
+    let outcome = alice
+        .cancel_and_wait(&tasks[0].id, &options())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, TaskStatus::Cancelled);
+    let mut replacement = None;
+    for _ in 0..100 {
+        if let Ok(CallResponse::Task(state)) = alice
+            .call_tool("forever", None, CallOptions::default())
+            .await
+        {
+            replacement = Some(state);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let replacement = replacement.expect("a finished task frees its seat");
+    assert!(
+        alice
+            .call_tool("forever", None, CallOptions::default())
+            .await
+            .is_err(),
+        "at the cap again"
+    );
+    for task in [&tasks[1], &tasks[2], &replacement] {
+        alice.cancel(&task.id).await.unwrap();
+    }
+    bob.cancel(&bobs.id).await.unwrap();
+    drop(runtime);
+}

@@ -24,6 +24,7 @@ use rmcp::ErrorData;
 use rmcp::model::{Extensions, InputResponses};
 use serde_json::{Value, json};
 
+use super::guard::{Parsed, refuse};
 use crate::TASKS_EXTENSION;
 use crate::server::TaskRuntime;
 use crate::task::TaskId;
@@ -55,22 +56,39 @@ async fn answer_tasks(
     if request.method() != http::Method::POST || !local_and_headless(request.headers()) {
         return next.run(request).await;
     }
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = to_bytes(body, MAX_BODY).await else {
-        return plain(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &json!({"jsonrpc": "2.0", "id": null,
-            "error": {"code": -32600, "message": "request body too large"}}),
-        );
-    };
-    let accepted = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|message| accept(&method, &parts.headers, message));
-    let Some(call) = accepted else {
-        // Not for the fast path: rmcp validates and answers.
-        return next
-            .run(Request::from_parts(parts, Body::from(bytes)))
-            .await;
+    // Behind the serving recipe's guard the message is parsed already.
+    let parsed = request
+        .extensions()
+        .get::<Parsed>()
+        .map(|parsed| parsed.0.clone());
+    let (parts, call) = match parsed {
+        Some(message) => match accept(&method, request.headers(), &message) {
+            Some(call) => (request.into_parts().0, call),
+            // Not for the fast path: rmcp validates and answers.
+            None => return next.run(request).await,
+        },
+        None => {
+            let (parts, body) = request.into_parts();
+            let Ok(bytes) = to_bytes(body, MAX_BODY).await else {
+                return refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    -32600,
+                    "Invalid Request: the request body is too large",
+                    &Value::Null,
+                );
+            };
+            let accepted = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|message| accept(&method, &parts.headers, &message));
+            match accepted {
+                Some(call) => (parts, call),
+                None => {
+                    return next
+                        .run(Request::from_parts(parts, Body::from(bytes)))
+                        .await;
+                }
+            }
+        }
     };
     let mut extensions = Extensions::new();
     extensions.insert(parts);
@@ -145,19 +163,19 @@ struct Call {
 /// The request, if it is exactly what the fast path answers: a JSON-RPC
 /// request for `method` whose headers match its body, with 2026-07-28
 /// `_meta` that declares the Tasks extension.
-fn accept(method: &str, headers: &HeaderMap, message: Value) -> Option<Call> {
+fn accept(method: &str, headers: &HeaderMap, message: &Value) -> Option<Call> {
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
-    let Value::Object(mut message) = message else {
+    let Value::Object(message) = message else {
         return None;
     };
     if message.get("jsonrpc")? != "2.0" || message.get("method")? != method {
         return None;
     }
-    let id = match message.remove("id")? {
-        id @ (Value::String(_) | Value::Number(_)) => id,
+    let id = match message.get("id")? {
+        id @ (Value::String(_) | Value::Number(_)) => id.clone(),
         _ => return None,
     };
-    let Value::Object(mut params) = message.remove("params")? else {
+    let Value::Object(params) = message.get("params")? else {
         return None;
     };
     let meta = params.get("_meta")?;
@@ -181,8 +199,13 @@ fn accept(method: &str, headers: &HeaderMap, message: Value) -> Option<Call> {
     let method = match method {
         "tasks/get" => Method::Get,
         "tasks/cancel" => Method::Cancel,
-        _ => match params.remove("inputResponses")? {
-            Value::Object(responses) => Method::Update(responses.into_iter().collect()),
+        _ => match params.get("inputResponses")? {
+            Value::Object(responses) => Method::Update(
+                responses
+                    .iter()
+                    .map(|(key, response)| (key.clone(), response.clone()))
+                    .collect(),
+            ),
             _ => return None,
         },
     };
@@ -214,32 +237,32 @@ mod tests {
     #[test]
     fn only_exact_requests_take_the_fast_path() {
         let good = headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-name", "t1")]);
-        assert!(accept("tasks/get", &good, get("t1")).is_some());
+        assert!(accept("tasks/get", &good, &get("t1")).is_some());
         // A name that does not match the body, a missing version header,
         // a missing capability: rmcp answers those (-32020, -32021).
-        assert!(accept("tasks/get", &good, get("t2")).is_none());
+        assert!(accept("tasks/get", &good, &get("t2")).is_none());
         let no_name = headers(&[("mcp-protocol-version", "2026-07-28")]);
         assert!(
-            accept("tasks/get", &no_name, get("t1")).is_some(),
+            accept("tasks/get", &no_name, &get("t1")).is_some(),
             "a missing Mcp-Name is tolerated"
         );
         let no_version = headers(&[("mcp-name", "t1")]);
-        assert!(accept("tasks/get", &no_version, get("t1")).is_none());
+        assert!(accept("tasks/get", &no_version, &get("t1")).is_none());
         let mut undeclared = get("t1");
         undeclared["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
-        assert!(accept("tasks/get", &good, undeclared).is_none());
+        assert!(accept("tasks/get", &good, &undeclared).is_none());
         assert!(
-            accept("tasks/cancel", &good, get("t1")).is_none(),
+            accept("tasks/cancel", &good, &get("t1")).is_none(),
             "method mismatch"
         );
         let mut update = get("t1");
         update["method"] = json!("tasks/update");
         assert!(
-            accept("tasks/update", &good, update.clone()).is_none(),
+            accept("tasks/update", &good, &update).is_none(),
             "no inputResponses"
         );
         update["params"]["inputResponses"] = json!({"k": {"action": "decline"}});
-        assert!(accept("tasks/update", &good, update).is_some());
+        assert!(accept("tasks/update", &good, &update).is_some());
     }
 
     #[test]

@@ -5,11 +5,17 @@
 //! no sessions), answering plain JSON where no notification precedes the
 //! answer, without SSE keep-alives, with browser `Origin`s limited to
 //! loopback (rmcp answers others with 403, and checks that `Host` is a
-//! loopback name against DNS rebinding); and in front of it [`fast_tasks`],
-//! which answers well-formed `tasks/*` polls straight from the runtime.
-//! [`serve`] runs a router on a listener with `TCP_NODELAY` on every
-//! accepted socket, so each answer goes out in one write instead of waiting
-//! on Nagle and delayed ACKs.
+//! loopback name against DNS rebinding); in front of it [`fast_tasks`],
+//! which answers well-formed `tasks/*` polls straight from the runtime; and
+//! in front of everything a guard that bounds the body (size and time to
+//! arrive) and answers every malformed request with a JSON-RPC error
+//! (-32700 for a body that is not JSON, -32600 for the rest, with the HTTP
+//! status that fits). [`serve`] runs a router on a listener with
+//! `TCP_NODELAY` on every accepted socket (each answer goes out in one write
+//! instead of waiting on Nagle and delayed ACKs), a bound on open
+//! connections, and a time limit for a request's headers (also between the
+//! requests of a kept-alive connection), so connections that send half a
+//! request, or nothing, are closed.
 //!
 //! ```no_run
 //! # use mcp_tasks::server::TaskRuntime;
@@ -30,8 +36,10 @@
 //! transport's required browser check.
 
 mod fast;
+mod guard;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::ServerHandler;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -52,6 +60,30 @@ pub const LOOPBACK_ORIGINS: [&str; 6] = [
     "https://[::1]:*",
 ];
 
+/// The limits of an HTTP endpoint; see [`StreamableHttpServer`]'s `with_*`
+/// methods for what each bounds.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct HttpLimits {
+    /// The largest request body (default 4 MiB).
+    pub max_body_bytes: usize,
+    /// How long a request's headers, and then its body, may take to arrive
+    /// (default 30 s).
+    pub request_read_timeout: Duration,
+    /// How many connections may be open at once (default 1024).
+    pub max_connections: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 4 << 20,
+            request_read_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+        }
+    }
+}
+
 /// The Streamable HTTP serving recipe for an rmcp server on a [`TaskRuntime`].
 /// See the [module docs](self).
 #[must_use]
@@ -60,6 +92,7 @@ pub struct StreamableHttpServer<S> {
     runtime: TaskRuntime,
     path: String,
     allowed_origins: Vec<String>,
+    limits: HttpLimits,
 }
 
 impl<S> std::fmt::Debug for StreamableHttpServer<S> {
@@ -67,6 +100,7 @@ impl<S> std::fmt::Debug for StreamableHttpServer<S> {
         f.debug_struct("StreamableHttpServer")
             .field("path", &self.path)
             .field("allowed_origins", &self.allowed_origins)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -86,7 +120,30 @@ where
                 .iter()
                 .map(|&origin| origin.to_owned())
                 .collect(),
+            limits: HttpLimits::default(),
         }
+    }
+
+    /// The largest request body, on every route (default 4 MiB); a larger
+    /// one gets HTTP 413 with a JSON-RPC error.
+    pub fn with_max_body_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_body_bytes = bytes;
+        self
+    }
+
+    /// How long a request's headers, and then its body, may take to arrive
+    /// (default 30 s). A connection whose headers are late is closed (by
+    /// [`StreamableHttpServer::serve`]); a late body gets HTTP 408.
+    pub fn with_request_read_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.request_read_timeout = timeout;
+        self
+    }
+
+    /// How many connections [`StreamableHttpServer::serve`] keeps open at
+    /// once (default 1024); further ones wait to be accepted.
+    pub fn with_max_connections(mut self, connections: usize) -> Self {
+        self.limits.max_connections = connections.max(1);
+        self
     }
 
     /// The endpoint's path (default `/mcp`).
@@ -105,36 +162,98 @@ where
         self
     }
 
-    /// The axum router: rmcp's service at the path, [`fast_tasks`] in front.
+    /// The axum router: the guard, [`fast_tasks`], and rmcp's service at the
+    /// path. Its body limits apply wherever the router is served; the
+    /// connection limits only with [`StreamableHttpServer::serve`].
     pub fn router(self) -> axum::Router {
+        self.parts().0
+    }
+
+    fn parts(self) -> (axum::Router, HttpLimits) {
         let config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)
             .with_sse_keep_alive(None)
+            .with_max_request_body_bytes(self.limits.max_body_bytes)
             .with_allowed_origins(self.allowed_origins)
             .enforce_origin_validation();
         let server = self.server;
         let service: StreamableHttpService<S, LocalSessionManager> =
             StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
-        fast_tasks(
+        let guard = guard::Guard {
+            max_body_bytes: self.limits.max_body_bytes,
+            body_timeout: self.limits.request_read_timeout,
+        };
+        let router = fast_tasks(
             axum::Router::new().nest_service(&self.path, service),
             self.runtime,
         )
+        .layer(axum::middleware::from_fn_with_state(guard, guard::guard));
+        (router, self.limits)
     }
 
-    /// Serves the router on `listener` until the process ends (see [`serve`]).
+    /// Serves the router on `listener` until the process ends (see
+    /// [`serve_with_limits`]).
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-        serve(listener, self.router()).await
+        let (router, limits) = self.parts();
+        serve_with_limits(listener, router, &limits).await
     }
 }
 
-/// Serves `router` on `listener`, with `TCP_NODELAY` set on every accepted
-/// socket, until the process ends or the listener fails.
+/// Serves `router` on `listener` with the default [`HttpLimits`] (see
+/// [`serve_with_limits`]).
 pub async fn serve(listener: tokio::net::TcpListener, router: axum::Router) -> std::io::Result<()> {
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
+    serve_with_limits(listener, router, &HttpLimits::default()).await
+}
+
+/// Serves `router` (HTTP/1.1) on `listener` until the process ends or the
+/// listener fails: `TCP_NODELAY` on every accepted socket, at most
+/// `limits.max_connections` open at once (more wait in the listener's
+/// backlog), and a connection closed when a request's headers, or the next
+/// request of a kept-alive connection, do not arrive within
+/// `limits.request_read_timeout`.
+pub async fn serve_with_limits(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: &HttpLimits,
+) -> std::io::Result<()> {
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let header_timeout = limits.request_read_timeout;
+    loop {
+        let Ok(seat) = open.clone().acquire_owned().await else {
+            return Ok(());
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _peer)) => stream,
+            // Out of file descriptors, or a connection aborted before it
+            // was accepted: keep serving the others.
+            Err(error) if accept_error_is_transient(&error) => {
+                tracing::warn!(%error, "cannot accept a connection; retrying");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
+        if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
-    });
-    axum::serve(listener, router).await
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            // A connection that breaks off is the peer's business.
+            let _ = connection.await;
+            drop(seat);
+        });
+    }
+}
+
+fn accept_error_is_transient(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        error.kind(),
+        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset | ErrorKind::Interrupted
+    ) || matches!(error.raw_os_error(), Some(23 | 24)) // ENFILE, EMFILE
 }

@@ -246,12 +246,20 @@ impl ServerHandler for RuntimeServer {
 /// Serves `server` over Streamable HTTP on 127.0.0.1 with the library's
 /// serving recipe; returns the URL.
 pub(crate) async fn serve_http(server: RuntimeServer) -> String {
+    serve_http_with(server, |recipe| recipe).await
+}
+
+/// [`serve_http`] with the recipe's settings changed by `configure`.
+pub(crate) async fn serve_http_with(
+    server: RuntimeServer,
+    configure: impl FnOnce(StreamableHttpServer<RuntimeServer>) -> StreamableHttpServer<RuntimeServer>,
+) -> String {
     let runtime = server.runtime.clone();
-    let router = StreamableHttpServer::new(server, runtime).router();
+    let recipe = configure(StreamableHttpServer::new(server, runtime));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1");
     let address = listener.local_addr().expect("local address");
-    tokio::spawn(mcp_tasks::server::http::serve(listener, router));
+    tokio::spawn(recipe.serve(listener));
     format!("http://{address}/mcp")
 }

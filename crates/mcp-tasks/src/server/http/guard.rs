@@ -1,0 +1,262 @@
+//! The first thing every request meets: the endpoint's limits and the shape
+//! of a malformed request's answer.
+//!
+//! A request that is not a JSON-RPC message over POST gets a JSON-RPC error
+//! as its body, whatever is wrong with it (rmcp answers several of these
+//! with a plain-text line): the body is not JSON, -32700 with HTTP 400; it is
+//! JSON but not one JSON-RPC request or notification, -32600 with 400; the
+//! wrong `Content-Type`, 415; an `Accept` without both JSON and SSE, 406;
+//! another HTTP method, 405; a body past the limit, 413; a body that does
+//! not arrive in time, 408. The `id` is the request's when it can be read,
+//! else `null`. A request that passes goes on with its body read once: the
+//! parsed message rides along for the `tasks/*` fast path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+/// What the guard enforces.
+#[derive(Debug, Clone)]
+pub(super) struct Guard {
+    pub(super) max_body_bytes: usize,
+    pub(super) body_timeout: Duration,
+}
+
+/// A request's JSON-RPC message, parsed once by the guard.
+#[derive(Debug, Clone)]
+pub(super) struct Parsed(pub(super) Arc<Value>);
+
+pub(super) async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            -32600,
+            "Invalid Request: the MCP endpoint takes POST only",
+            &Value::Null,
+        );
+    }
+    let headers = request.headers();
+    if !is_json(headers) {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            -32600,
+            "Invalid Request: Content-Type must be application/json",
+            &Value::Null,
+        );
+    }
+    if !accepts_json_and_sse(headers) {
+        return refuse(
+            StatusCode::NOT_ACCEPTABLE,
+            -32600,
+            "Invalid Request: Accept must list both application/json and text/event-stream",
+            &Value::Null,
+        );
+    }
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, guard.max_body_bytes);
+    let bytes: Bytes = match tokio::time::timeout(guard.body_timeout, limited.collect()).await {
+        Err(_) => {
+            return refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                -32600,
+                &format!(
+                    "Invalid Request: the request body did not arrive within {} s",
+                    guard.body_timeout.as_secs_f64()
+                ),
+                &Value::Null,
+            );
+        }
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                &format!(
+                    "Invalid Request: the request body exceeds {} bytes",
+                    guard.max_body_bytes
+                ),
+                &Value::Null,
+            );
+        }
+        Ok(Err(_)) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "Invalid Request: the request body could not be read",
+                &Value::Null,
+            );
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    let message: Value = match serde_json::from_slice(&bytes) {
+        Ok(message) => message,
+        Err(_) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                "Parse error: the request body is not JSON",
+                &Value::Null,
+            );
+        }
+    };
+    if let Some(why) = not_a_message(&message) {
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            &format!("Invalid Request: {why}"),
+            &id,
+        );
+    }
+    let mut request = Request::from_parts(parts, Body::from(bytes));
+    request.extensions_mut().insert(Parsed(Arc::new(message)));
+    next.run(request).await
+}
+
+/// Why `message` is not one JSON-RPC request or notification, if it is not.
+fn not_a_message(message: &Value) -> Option<&'static str> {
+    let Value::Object(fields) = message else {
+        return Some(
+            "the body must be one JSON-RPC message (an object; batches are not supported)",
+        );
+    };
+    if fields.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Some("\"jsonrpc\" must be \"2.0\"");
+    }
+    match fields.get("id") {
+        None | Some(Value::String(_) | Value::Number(_)) => {}
+        Some(_) => return Some("\"id\" must be a string or a number"),
+    }
+    match fields.get("method") {
+        Some(Value::String(_)) => None,
+        // A response or an error from the client: it never POSTs those.
+        None if fields.contains_key("result") || fields.contains_key("error") => {
+            Some("a client does not send responses to the server's endpoint")
+        }
+        _ => Some("\"method\" must be a string"),
+    }
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Whether `Accept` lists both media types the transport needs, as rmcp's
+/// service reads it (a range of weight zero is left out; no wildcards).
+fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+    let mut json = false;
+    let mut sse = false;
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else { continue };
+        for entry in value.split(',') {
+            let mut parts = entry.split(';');
+            let media = parts.next().unwrap_or("").trim();
+            // "q=0", "q=0.0", ...: explicitly not acceptable.
+            let excluded = parts.any(|parameter| {
+                parameter.split_once('=').is_some_and(|(name, weight)| {
+                    let weight = weight.trim();
+                    name.trim().eq_ignore_ascii_case("q")
+                        && weight.starts_with('0')
+                        && weight.chars().all(|c| c == '0' || c == '.')
+                })
+            });
+            if !excluded {
+                json |= media.eq_ignore_ascii_case("application/json");
+                sse |= media.eq_ignore_ascii_case("text/event-stream");
+            }
+        }
+    }
+    json && sse
+}
+
+/// A JSON-RPC error answer with `status`.
+pub(super) fn refuse(status: StatusCode, code: i64, message: &str, id: &Value) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_json_rpc_messages_pass() {
+        assert_eq!(
+            not_a_message(&json!({"jsonrpc": "2.0", "id": 1, "method": "x"})),
+            None
+        );
+        assert_eq!(
+            not_a_message(&json!({"jsonrpc": "2.0", "method": "notifications/x"})),
+            None
+        );
+        for bad in [
+            json!([{"jsonrpc": "2.0", "id": 1, "method": "x"}]),
+            json!("text"),
+            json!({"id": 1, "method": "x"}),
+            json!({"jsonrpc": "1.0", "id": 1, "method": "x"}),
+            json!({"jsonrpc": "2.0", "id": {"x": 1}, "method": "x"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": 5}),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {}}),
+            json!({"jsonrpc": "2.0", "id": 1}),
+        ] {
+            assert!(not_a_message(&bad).is_some(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn content_type_and_accept() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.append(*name, HeaderValue::from_static(value));
+            }
+            map
+        };
+        assert!(is_json(&headers(&[("content-type", "application/json")])));
+        assert!(is_json(&headers(&[(
+            "content-type",
+            "Application/JSON; charset=utf-8"
+        )])));
+        assert!(!is_json(&headers(&[("content-type", "text/plain")])));
+        assert!(!is_json(&headers(&[("content-type", "application/jsonx")])));
+        assert!(!is_json(&HeaderMap::new()));
+        assert!(accepts_json_and_sse(&headers(&[(
+            "accept",
+            "application/json, text/event-stream"
+        )])));
+        assert!(accepts_json_and_sse(&headers(&[
+            ("accept", "application/json"),
+            ("accept", "text/event-stream;q=0.9")
+        ])));
+        assert!(!accepts_json_and_sse(&headers(&[("accept", "*/*")])));
+        assert!(!accepts_json_and_sse(&headers(&[(
+            "accept",
+            "application/json, text/event-stream;q=0"
+        )])));
+        assert!(accepts_json_and_sse(&headers(&[(
+            "accept",
+            "application/json;q=0.5, text/event-stream;q=0.001"
+        )])));
+        assert!(!accepts_json_and_sse(&headers(&[(
+            "accept",
+            "application/json"
+        )])));
+        assert!(!accepts_json_and_sse(&HeaderMap::new()));
+    }
+}

@@ -1,0 +1,269 @@
+//! The serving recipe's limits over real HTTP on 127.0.0.1, with raw
+//! sockets: every malformed request gets a JSON-RPC error of one shape,
+//! bodies are bounded in size and in time, and connections that send half a
+//! request (or nothing) are closed and bounded in number.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::RuntimeServer;
+use crate::support::runtime_server::serve_http_with;
+
+const DISCOVER: &str = r#"{"jsonrpc":"2.0","id":7,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
+fn address(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned()
+}
+
+/// Sends one raw HTTP/1.1 request and reads the whole answer (the
+/// connection is closed after it): the status and the body.
+async fn exchange(url: &str, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let host = address(url);
+    let mut request = format!("{method} /mcp HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    let mut stream = TcpStream::connect(&host).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut answer))
+        .await
+        .expect("an answer within 10 s")
+        .unwrap();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    (status, body.to_owned())
+}
+
+const JSON_AND_SSE: (&str, &str) = ("Accept", "application/json, text/event-stream");
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+const VERSION: (&str, &str) = ("MCP-Protocol-Version", "2026-07-28");
+
+/// A malformed request and the error it must get.
+struct Malformed {
+    what: &'static str,
+    method: &'static str,
+    headers: Vec<(&'static str, &'static str)>,
+    body: String,
+    status: u16,
+    code: i64,
+    id: Value,
+}
+
+#[tokio::test]
+async fn every_malformed_request_gets_a_json_rpc_error() {
+    let url = serve_http_with(RuntimeServer::in_memory(), |recipe| {
+        recipe.with_max_body_bytes(1024)
+    })
+    .await;
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"pad":"{}"}}}}"#,
+        "a".repeat(2000)
+    );
+    let post =
+        |what, headers: &[(&'static str, &'static str)], body: &str, status, code, id| Malformed {
+            what,
+            method: "POST",
+            headers: headers.to_vec(),
+            body: body.to_owned(),
+            status,
+            code,
+            id,
+        };
+    let all = [JSON, JSON_AND_SSE, VERSION];
+    let cases = [
+        post("not JSON", &all, "not json", 400, -32700, Value::Null),
+        post("a batch", &all, "[1, 2]", 400, -32600, Value::Null),
+        post(
+            "no jsonrpc",
+            &all,
+            r#"{"id":3,"method":"x"}"#,
+            400,
+            -32600,
+            json!(3),
+        ),
+        post(
+            "a response",
+            &all,
+            r#"{"jsonrpc":"2.0","id":4,"result":{}}"#,
+            400,
+            -32600,
+            json!(4),
+        ),
+        post(
+            "text/plain",
+            &[("Content-Type", "text/plain"), JSON_AND_SSE, VERSION],
+            DISCOVER,
+            415,
+            -32600,
+            Value::Null,
+        ),
+        post(
+            "no Accept",
+            &[JSON, VERSION],
+            DISCOVER,
+            406,
+            -32600,
+            Value::Null,
+        ),
+        Malformed {
+            method: "GET",
+            ..post("GET", &[JSON_AND_SSE], "", 405, -32600, Value::Null)
+        },
+        post("too large", &all, &big, 413, -32600, Value::Null),
+        post(
+            "tasks/get, not JSON",
+            &[JSON, JSON_AND_SSE, VERSION, ("Mcp-Method", "tasks/get")],
+            "{",
+            400,
+            -32700,
+            Value::Null,
+        ),
+    ];
+    let mut failures = Vec::new();
+    for case in &cases {
+        let (got_status, got_body) = exchange(&url, case.method, &case.headers, &case.body).await;
+        let parsed: Value = serde_json::from_str(&got_body).unwrap_or(Value::Null);
+        let fine = got_status == case.status
+            && parsed["jsonrpc"] == "2.0"
+            && parsed["error"]["code"] == case.code
+            && parsed["error"]["message"].is_string()
+            && parsed["id"] == case.id;
+        if !fine {
+            failures.push(format!("{}: HTTP {got_status} {got_body}", case.what));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // A well-formed request is served as before.
+    let (status, body) = exchange(
+        &url,
+        "POST",
+        &[
+            JSON,
+            JSON_AND_SSE,
+            VERSION,
+            ("Mcp-Method", "server/discover"),
+        ],
+        DISCOVER,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("io.modelcontextprotocol/tasks"), "{body}");
+}
+
+#[tokio::test]
+async fn a_body_that_does_not_arrive_in_time_gets_408() {
+    let url = serve_http_with(RuntimeServer::in_memory(), |recipe| {
+        recipe.with_request_read_timeout(Duration::from_millis(300))
+    })
+    .await;
+    let mut stream = TcpStream::connect(address(&url)).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\"",
+        address(&url)
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+        .await
+        .expect("an answer within 5 s")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("-32600"), "{answer}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn half_requests_and_silent_connections_are_closed_after_the_read_timeout() {
+    let url = serve_http_with(RuntimeServer::in_memory(), |recipe| {
+        recipe.with_request_read_timeout(Duration::from_millis(300))
+    })
+    .await;
+    let mut streams = Vec::new();
+    for n in 0..50 {
+        let mut stream = TcpStream::connect(address(&url)).await.unwrap();
+        if n % 2 == 0 {
+            // Half a request line; the other half never comes.
+            stream
+                .write_all(b"POST /mcp HTTP/1.1\r\nHost: loc")
+                .await
+                .unwrap();
+        }
+        streams.push(stream);
+    }
+    let started = Instant::now();
+    for mut stream in streams {
+        let mut buffer = [0u8; 1024];
+        // Closed by the server: end of stream (after an optional 408 answer).
+        loop {
+            let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
+                .await
+                .expect("the server closes the connection within 5 s");
+            match read {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn open_connections_are_bounded() {
+    let url = serve_http_with(RuntimeServer::in_memory(), |recipe| {
+        recipe
+            .with_max_connections(3)
+            .with_request_read_timeout(Duration::from_secs(30))
+    })
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(TcpStream::connect(address(&url)).await.unwrap());
+    }
+    // A fourth connection is accepted by the kernel but not served.
+    let host = address(&url);
+    let discover = tokio::spawn(async move {
+        let url = format!("http://{host}/mcp");
+        exchange(
+            &url,
+            "POST",
+            &[
+                JSON,
+                JSON_AND_SSE,
+                VERSION,
+                ("Mcp-Method", "server/discover"),
+            ],
+            DISCOVER,
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!discover.is_finished(), "served past the bound");
+    drop(idle.pop());
+    let (status, _) = tokio::time::timeout(Duration::from_secs(5), discover)
+        .await
+        .expect("served once a connection closed")
+        .unwrap();
+    assert_eq!(status, 200);
+}
