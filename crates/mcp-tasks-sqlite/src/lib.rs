@@ -77,6 +77,50 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(60 * 60);
 /// How many ids the change feed buffers for a slow receiver.
 const FEED_CAPACITY: usize = 1024;
 
+/// How [`SqliteStore::open_with`] opens a file.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// The time of the restart recovery (default: the system clock's).
+    pub now: Option<UnixMillis>,
+    /// How long tasks failed at open are kept (default [`DEFAULT_RETENTION`]).
+    pub retention: Duration,
+    /// The largest the file may grow, in bytes (default: no limit). Past
+    /// it, creating or changing a task fails with a [`StoreError`] of kind
+    /// [`StoreErrorKind::Full`](mcp_tasks::store::StoreErrorKind::Full), as on a full disk.
+    pub max_size_bytes: Option<u64>,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            now: None,
+            retention: DEFAULT_RETENTION,
+            max_size_bytes: None,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// The time of the restart recovery.
+    pub fn with_now(mut self, now: UnixMillis) -> Self {
+        self.now = Some(now);
+        self
+    }
+
+    /// How long tasks failed at open are kept.
+    pub fn with_retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// The largest the file may grow, in bytes.
+    pub fn with_max_size_bytes(mut self, bytes: u64) -> Self {
+        self.max_size_bytes = Some(bytes);
+        self
+    }
+}
+
 /// A [`TaskStore`] on one SQLite file in WAL mode. See the [crate docs](crate).
 ///
 /// Its operations run on tokio's blocking pool, so they must be awaited
@@ -143,9 +187,24 @@ impl SqliteStore {
         now: UnixMillis,
         retention: Duration,
     ) -> Result<Self, StoreError> {
+        Self::open_with(
+            path,
+            &SqliteOptions::default()
+                .with_now(now)
+                .with_retention(retention),
+        )
+    }
+
+    /// [`SqliteStore::open`] with every setting of [`SqliteOptions`].
+    ///
+    /// # Errors
+    ///
+    /// As [`SqliteStore::open`].
+    pub fn open_with(path: impl AsRef<Path>, options: &SqliteOptions) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
-        let mut conn = schema::open(&path)?;
-        let abandoned_at_open = schema::abandon_unfinished(&mut conn, now, retention)?;
+        let mut conn = schema::open(&path, options.max_size_bytes)?;
+        let now = options.now.unwrap_or_else(UnixMillis::now);
+        let abandoned_at_open = schema::abandon_unfinished(&mut conn, now, options.retention)?;
         Ok(Self {
             shared: Arc::new(Shared {
                 conn: Mutex::new(conn),
@@ -238,7 +297,7 @@ impl TaskStore for SqliteStore {
         self.run(move |_, conn| {
             conn.prepare_cached("DELETE FROM tasks WHERE id = ?1")
                 .and_then(|mut delete| delete.execute([&id]))
-                .map_err(|err| StoreError::new("SQLite could not delete the task", err))?;
+                .map_err(|err| schema::failure("SQLite could not delete the task", err))?;
             Ok(())
         })
         .await

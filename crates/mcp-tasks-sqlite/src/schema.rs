@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mcp_tasks::store::{Change, StoreError, TaskRecord};
+use mcp_tasks::store::{Change, StoreError, StoreErrorKind, TaskRecord};
 use mcp_tasks::{TaskId, TaskStatus, UnixMillis};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
@@ -42,8 +42,21 @@ WHERE expires_at_ms IS NOT NULL AND expires_at_ms <= ?1
 ORDER BY expires_at_ms, id
 LIMIT ?2";
 
-/// Opens the file, sets the pragmas and brings the schema up to date.
-pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
+/// A store error for a SQLite failure; a full disk (or a size limit
+/// reached) is [`StoreErrorKind::Full`].
+pub(crate) fn failure(message: &str, err: rusqlite::Error) -> StoreError {
+    let full = err.sqlite_error_code() == Some(ErrorCode::DiskFull);
+    let error = StoreError::new(message, err);
+    if full {
+        error.with_kind(StoreErrorKind::Full)
+    } else {
+        error
+    }
+}
+
+/// Opens the file, sets the pragmas (a size limit in bytes, if any) and
+/// brings the schema up to date.
+pub(crate) fn open(path: &Path, max_size_bytes: Option<u64>) -> Result<Connection, StoreError> {
     let mut conn = Connection::open(path)
         .map_err(|err| StoreError::new("SQLite could not open the store file", err))?;
     conn.busy_timeout(BUSY_TIMEOUT)
@@ -60,13 +73,22 @@ pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
     // of the process, and at worst the last commits are lost with power.
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(|err| StoreError::new("SQLite could not set synchronous=NORMAL", err))?;
+    if let Some(bytes) = max_size_bytes {
+        let page_size: i64 = conn
+            .pragma_query_value(None, "page_size", |row| row.get(0))
+            .map_err(|err| StoreError::new("SQLite could not read its page size", err))?;
+        let page_size = u64::try_from(page_size).unwrap_or(4096).max(1);
+        let pages = i64::try_from((bytes / page_size).max(1)).unwrap_or(i64::MAX);
+        conn.pragma_update(None, "max_page_count", pages)
+            .map_err(|err| StoreError::new("SQLite could not set a size limit", err))?;
+    }
     migrate(&mut conn)?;
     Ok(conn)
 }
 
 /// Creates the schema in a new file; refuses a file from a newer build.
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    let failed = |err| StoreError::new("SQLite could not set up the schema", err);
+    let failed = |err| failure("SQLite could not set up the schema", err);
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(failed)?;
@@ -98,7 +120,7 @@ pub(crate) fn abandon_unfinished(
     now: UnixMillis,
     retention: Duration,
 ) -> Result<usize, StoreError> {
-    let failed = |err| StoreError::new("SQLite could not fail the unfinished tasks", err);
+    let failed = |err| failure("SQLite could not fail the unfinished tasks", err);
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(failed)?;
@@ -215,7 +237,7 @@ pub(crate) fn insert(conn: &Connection, row: &Row) -> Result<(), StoreError> {
         Err(err) if err.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
             Err(StoreError::msg("a task with this id exists"))
         }
-        Err(err) => Err(StoreError::new("SQLite could not insert the task", err)),
+        Err(err) => Err(failure("SQLite could not insert the task", err)),
     }
 }
 
@@ -228,7 +250,7 @@ pub(crate) fn read(conn: &Connection, id: &str) -> Result<Option<TaskRecord>, St
                 .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
                 .optional()
         })
-        .map_err(|err| StoreError::new("SQLite could not read the task", err))?;
+        .map_err(|err| failure("SQLite could not read the task", err))?;
     found
         .map(|(version, json)| decode(id, version, &json))
         .transpose()
@@ -253,7 +275,7 @@ pub(crate) fn update(conn: &Connection, expected: i64, row: &Row) -> Result<bool
                 expected
             ])
         })
-        .map_err(|err| StoreError::new("SQLite could not update the task", err))?;
+        .map_err(|err| failure("SQLite could not update the task", err))?;
     Ok(changed == 1)
 }
 
@@ -271,7 +293,7 @@ pub(crate) fn expired(
                 })
                 .and_then(Iterator::collect)
         })
-        .map_err(|err| StoreError::new("SQLite could not read the expiry index", err))
+        .map_err(|err| failure("SQLite could not read the expiry index", err))
 }
 
 #[cfg(test)]
@@ -281,7 +303,7 @@ mod tests {
     #[test]
     fn the_expiry_query_reads_the_index_alone() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let conn = open(&dir.path().join("plan.sqlite3")).expect("open");
+        let conn = open(&dir.path().join("plan.sqlite3"), None).expect("open");
         let mut plan = conn
             .prepare(&format!("EXPLAIN QUERY PLAN {EXPIRED_SQL}"))
             .expect("explain");
@@ -304,8 +326,8 @@ mod tests {
     fn opening_twice_keeps_the_schema() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("twice.sqlite3");
-        drop(open(&path).expect("create"));
-        let conn = open(&path).expect("reopen");
+        drop(open(&path, None).expect("create"));
+        let conn = open(&path, None).expect("reopen");
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .expect("user_version");

@@ -1,5 +1,6 @@
 //! Integration tests of the `conformance-server` binary, and of the client
 //! against the `hostile-server`.
 
+mod faults;
 mod hostile;
 mod server;

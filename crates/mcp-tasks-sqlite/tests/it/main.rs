@@ -2,4 +2,5 @@
 
 mod contract;
 mod corrupt;
+mod full;
 mod restart;

@@ -8,7 +8,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use crate::store::{StoreError, TaskRecord};
+use crate::store::{StoreError, StoreErrorKind, TaskRecord};
 use crate::task::{TaskId, TaskStatus, UnixMillis};
 
 /// A fresh task id: 128 bits from the system's CSPRNG, as hex.
@@ -124,12 +124,23 @@ pub(crate) fn tool_panicked() -> ErrorData {
     ErrorData::internal_error("internal error: the tool panicked", None)
 }
 
-/// A store failure, logged here (without ids) and answered as -32603.
+/// A store failure, logged here (without ids) and answered as -32603 with
+/// what the caller can do about it.
 #[expect(
     clippy::needless_pass_by_value,
     reason = "used as a `map_err` function"
 )]
 pub(crate) fn store_failure(error: StoreError) -> ErrorData {
     tracing::error!(%error, "task store failure");
-    ErrorData::internal_error("internal error: the task store failed", None)
+    let message = match error.kind() {
+        StoreErrorKind::Full => {
+            "internal error: the task store is full; no task can be created or changed until \
+             the server has room again"
+        }
+        StoreErrorKind::Unavailable => {
+            "internal error: the task store cannot be reached; try again shortly"
+        }
+        _ => "internal error: the task store failed",
+    };
+    ErrorData::internal_error(message, None)
 }

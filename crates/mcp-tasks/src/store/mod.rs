@@ -39,9 +39,23 @@ use crate::task::{TaskId, UnixMillis};
 #[derive(Debug, thiserror::Error)]
 #[error("task store failure: {message}")]
 pub struct StoreError {
+    kind: StoreErrorKind,
     message: String,
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+/// What kind of failure a [`StoreError`] is, for the runtime's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The store has no room left (a full disk, a size limit): nothing can
+    /// be created or changed until room is made.
+    Full,
+    /// The store cannot be reached now (a lost connection); it may come back.
+    Unavailable,
+    /// Any other failure.
+    Other,
 }
 
 impl StoreError {
@@ -51,6 +65,7 @@ impl StoreError {
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
         Self {
+            kind: StoreErrorKind::Other,
             message: message.into(),
             source: Some(source.into()),
         }
@@ -59,9 +74,22 @@ impl StoreError {
     /// A store failure described by a message only.
     pub fn msg(message: impl Into<String>) -> Self {
         Self {
+            kind: StoreErrorKind::Other,
             message: message.into(),
             source: None,
         }
+    }
+
+    /// This failure, of `kind`.
+    #[must_use]
+    pub fn with_kind(mut self, kind: StoreErrorKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
     }
 }
 

@@ -520,3 +520,36 @@ async fn each_caller_has_at_most_its_cap_of_unfinished_tasks() {
     bob.cancel(&bobs.id).await.unwrap();
     drop(runtime);
 }
+
+#[tokio::test]
+async fn a_full_store_answers_a_clear_error_and_keeps_serving_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = mcp_tasks_sqlite::SqliteOptions::default().with_max_size_bytes(64 * 1024);
+    let store = mcp_tasks_sqlite::SqliteStore::open_with(dir.path().join("full.db"), &options)
+        .expect("open");
+    let client = in_process(RuntimeServer::new(
+        crate::support::runtime_server::runtime_on(store).build(),
+    ))
+    .await;
+    let mut created = Vec::new();
+    let refused = loop {
+        assert!(created.len() < 5_000, "the size limit never bit");
+        match client
+            .call_tool("forever", None, CallOptions::default())
+            .await
+        {
+            Ok(CallResponse::Task(state)) => created.push(state),
+            Ok(other) => panic!("a task expected: {other:?}"),
+            Err(error) => break error,
+        }
+    };
+    assert_eq!(refused.code(), Some(-32603), "{refused}");
+    let message = &refused.rpc_error().unwrap().message;
+    assert!(message.contains("the task store is full"), "{message}");
+    // What was acknowledged is still there.
+    let first = client
+        .get(&created[0].id)
+        .await
+        .expect("a created task is kept");
+    assert_eq!(first.status, TaskStatus::Working);
+}

@@ -1,0 +1,266 @@
+//! A task server on SQLite killed with SIGKILL at the worst moments: while
+//! tasks are being created, right after a `tasks/update` was acknowledged,
+//! while tasks complete. After a restart on the same file, nothing the
+//! server acknowledged is lost: every task whose creation was answered
+//! exists, every acknowledged answer is in the file, every completion seen
+//! is still there.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use mcp_tasks::{CallOptions, CallResponse, TaskId, TaskStatus, TasksClient};
+use rmcp::ClientHandler;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitationCapability, Implementation, JsonObject,
+    ProtocolVersion,
+};
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_conformance-server");
+
+/// Declares form elicitation; answers nothing itself (the tests update).
+#[derive(Debug, Clone, Default)]
+struct Forms;
+
+impl ClientHandler for Forms {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(ElicitationCapability::default());
+        ClientConfig::new(capabilities, Implementation::new("fault-tests", "0"))
+    }
+}
+
+/// `conformance-server --http` on the SQLite file `store`; killed when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(store: &Path) -> Self {
+        let mut child = Command::new(BIN)
+            .args(["--http", "127.0.0.1:0", "--poll-interval", "20", "--store"])
+            .arg(format!("sqlite:{}", store.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the server starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the server prints where it listens");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Self { child, url }
+    }
+
+    /// SIGKILL: no chance to flush, close or finish anything.
+    fn kill_9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    async fn client(&self) -> TasksClient<Forms> {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(self.url.clone()),
+        );
+        let lifecycle = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        TasksClient::new(
+            serve_client_with_lifecycle(Forms, transport, lifecycle)
+                .await
+                .expect("connect"),
+        )
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn args(value: Value) -> Option<JsonObject> {
+    match value {
+        Value::Object(object) => Some(object),
+        _ => None,
+    }
+}
+
+/// The stored JSON of task `id`, read from the file behind the store's back
+/// (opening a `SqliteStore` would already fail the unfinished tasks).
+fn raw_record(store: &Path, id: &TaskId) -> Option<Value> {
+    let connection = rusqlite::Connection::open(store).expect("open the file");
+    connection
+        .query_row(
+            "SELECT record FROM tasks WHERE id = ?1",
+            [id.expose()],
+            |row| row.get::<_, String>(0),
+        )
+        .ok()
+        .map(|json| serde_json::from_str(&json).expect("a stored record is JSON"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_creation_loses_no_acknowledged_task() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = folder.path().join("tasks.db");
+    let server = Server::start(&store);
+    let client = server.client().await;
+    let (sent, mut received) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..400 {
+        let client = client.clone();
+        let sent = sent.clone();
+        tokio::spawn(async move {
+            let created = client
+                .call_tool(
+                    "slow_compute",
+                    args(json!({"seconds": 60})),
+                    CallOptions::default(),
+                )
+                .await;
+            if let Ok(CallResponse::Task(state)) = created {
+                let _ = sent.send(state.id);
+            }
+        });
+    }
+    drop(sent);
+    // Kill as soon as some creations were answered, with others in flight.
+    let mut acknowledged = Vec::new();
+    while acknowledged.len() < 40 {
+        acknowledged.push(received.recv().await.expect("creations are answered"));
+    }
+    server.kill_9();
+    while let Ok(Some(id)) = tokio::time::timeout(Duration::from_millis(200), received.recv()).await
+    {
+        acknowledged.push(id);
+    }
+    assert!(acknowledged.len() < 400, "the kill came mid-creation");
+
+    let restarted = Server::start(&store);
+    let client = restarted.client().await;
+    for id in &acknowledged {
+        let state = client
+            .get(id)
+            .await
+            .expect("an acknowledged task survives SIGKILL");
+        assert_eq!(state.status, TaskStatus::Failed, "its server died mid-task");
+        assert_eq!(
+            state.status_message.as_deref(),
+            Some(mcp_tasks::store::RESTARTED_MESSAGE)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_right_after_an_acknowledged_update_keeps_the_answer() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = folder.path().join("tasks.db");
+    let server = Server::start(&store);
+    let client = server.client().await;
+    // Two questions: one answer leaves the task waiting for the other, so
+    // the answer stays in the file for the tool to read.
+    let CallResponse::Task(state) = client
+        .call_tool("multi_input", None, CallOptions::default())
+        .await
+        .expect("multi_input")
+    else {
+        panic!("multi_input is a task")
+    };
+    for _ in 0..500 {
+        let read = client.get(&state.id).await.expect("get");
+        if read.input_requests.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let answer = json!({"action": "accept", "content": {"name": "Ada"}});
+    client
+        .update(&state.id, [("name".to_owned(), answer.clone())].into())
+        .await
+        .expect("the update is acknowledged");
+    server.kill_9();
+
+    let record = raw_record(&store, &state.id).expect("the task is in the file");
+    assert_eq!(record["input_responses"]["name"], answer, "{record}");
+    assert!(
+        record["input_requests"].get("confirm").is_some(),
+        "{record}"
+    );
+
+    let restarted = Server::start(&store);
+    let read = restarted.client().await.get(&state.id).await.expect("kept");
+    assert_eq!(read.status, TaskStatus::Failed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_while_tasks_complete_keeps_every_completion_seen() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = folder.path().join("tasks.db");
+    let server = Server::start(&store);
+    let client = server.client().await;
+    let mut tasks = Vec::new();
+    for n in 0..60 {
+        let seconds = 0.01 * f64::from(n);
+        let CallResponse::Task(state) = client
+            .call_tool(
+                "slow_compute",
+                args(json!({"seconds": seconds, "label": format!("run {n}")})),
+                CallOptions::default(),
+            )
+            .await
+            .expect("slow_compute")
+        else {
+            panic!("a task")
+        };
+        tasks.push(state.id);
+    }
+    // Some have completed, others are still running.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let mut completed = Vec::new();
+    for id in &tasks {
+        let read = client.get(id).await.expect("get");
+        if read.status == TaskStatus::Completed {
+            completed.push((id.clone(), read.result.clone()));
+        }
+    }
+    server.kill_9();
+    assert!(
+        !completed.is_empty() && completed.len() < tasks.len(),
+        "{} completed",
+        completed.len()
+    );
+
+    let restarted = Server::start(&store);
+    let client = restarted.client().await;
+    for (id, result) in &completed {
+        let read = client.get(id).await.expect("kept");
+        assert_eq!(
+            read.status,
+            TaskStatus::Completed,
+            "a completion survives SIGKILL"
+        );
+        assert_eq!(&read.result, result);
+    }
+    for id in &tasks {
+        assert!(
+            client
+                .get(id)
+                .await
+                .expect("every task is kept")
+                .status
+                .is_terminal()
+        );
+    }
+}
