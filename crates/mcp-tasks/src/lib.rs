@@ -29,3 +29,7 @@ pub mod store;
 
 #[cfg(feature = "server")]
 pub mod server;
+
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod __fuzz;

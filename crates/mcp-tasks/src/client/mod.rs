@@ -387,7 +387,7 @@ impl<H: ClientHandler> TasksClient<H> {
 }
 
 /// Reads a `tools/call` result by its `resultType`.
-fn read_call_result(result: ServerResult) -> Result<CallResponse, Error> {
+pub(crate) fn read_call_result(result: ServerResult) -> Result<CallResponse, Error> {
     match result {
         ServerResult::CallToolResult(result) => Ok(CallResponse::Complete(result)),
         ServerResult::InputRequiredResult(result) => Ok(CallResponse::InputRequired(result)),
@@ -420,7 +420,7 @@ fn read_call_result(result: ServerResult) -> Result<CallResponse, Error> {
 }
 
 /// Reads a `tasks/get` result: a task with `resultType` `complete` (or none).
-fn read_task_result(result: ServerResult) -> Result<TaskState, Error> {
+pub(crate) fn read_task_result(result: ServerResult) -> Result<TaskState, Error> {
     let value = to_value(result);
     match result_type(&value) {
         None | Some("complete") => {}
@@ -448,7 +448,7 @@ fn read_task_result(result: ServerResult) -> Result<TaskState, Error> {
 
 /// Reads the ack of `tasks/update` or `tasks/cancel`: any result but a task
 /// or an unknown `resultType`.
-fn read_ack(method: &'static str, result: ServerResult) -> Result<(), Error> {
+pub(crate) fn read_ack(method: &'static str, result: ServerResult) -> Result<(), Error> {
     let value = to_value(result);
     match result_type(&value) {
         None | Some("complete") => Ok(()),

@@ -143,6 +143,10 @@ pub enum TransitionError {
     /// The input key was used before in this task.
     #[error("input key {0:?} was already used in this task")]
     DuplicateKey(String),
+    /// The record's version cannot grow any more (it was written by
+    /// something else than this library: no task changes 2^64 times).
+    #[error("the task's version is at its maximum and cannot change")]
+    VersionExhausted,
 }
 
 /// A record changed by [`TaskRecord::apply`], with the version it was
@@ -349,7 +353,10 @@ impl TaskRecord {
             }
         }
         next.updated_at = now.max(self.updated_at);
-        next.version = self.version + 1;
+        next.version = self
+            .version
+            .checked_add(1)
+            .ok_or(TransitionError::VersionExhausted)?;
         Ok(Transition {
             expected: self.version,
             record: next,
@@ -510,6 +517,17 @@ mod tests {
             Some(&json!({"code": -32603, "message": "task expired"}))
         );
         assert_eq!(expired.expires_at(), Some(at(90_000)));
+    }
+
+    #[test]
+    fn a_record_at_the_last_version_refuses_to_change_rather_than_overflow() {
+        let mut value = serde_json::to_value(record()).unwrap();
+        value["version"] = json!(u64::MAX);
+        let last: TaskRecord = serde_json::from_value(value).unwrap();
+        assert_eq!(
+            last.apply(&Change::RequestCancel, at(2_000), ms(0)),
+            Err(TransitionError::VersionExhausted)
+        );
     }
 
     #[test]

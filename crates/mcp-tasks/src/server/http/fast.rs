@@ -148,13 +148,13 @@ fn local_and_headless(headers: &HeaderMap) -> bool {
     matches!(name, "localhost" | "127.0.0.1" | "[::1]")
 }
 
-enum Method {
+pub(crate) enum Method {
     Get,
     Update(InputResponses),
     Cancel,
 }
 
-struct Call {
+pub(crate) struct Call {
     id: Value,
     task_id: String,
     method: Method,
@@ -163,7 +163,7 @@ struct Call {
 /// The request, if it is exactly what the fast path answers: a JSON-RPC
 /// request for `method` whose headers match its body, with 2026-07-28
 /// `_meta` that declares the Tasks extension.
-fn accept(method: &str, headers: &HeaderMap, message: &Value) -> Option<Call> {
+pub(crate) fn accept(method: &str, headers: &HeaderMap, message: &Value) -> Option<Call> {
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let Value::Object(message) = message else {
         return None;

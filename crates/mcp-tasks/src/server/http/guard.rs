@@ -120,7 +120,7 @@ pub(super) async fn guard(State(guard): State<Guard>, request: Request, next: Ne
 }
 
 /// Why `message` is not one JSON-RPC request or notification, if it is not.
-fn not_a_message(message: &Value) -> Option<&'static str> {
+pub(crate) fn not_a_message(message: &Value) -> Option<&'static str> {
     let Value::Object(fields) = message else {
         return Some(
             "the body must be one JSON-RPC message (an object; batches are not supported)",
@@ -153,7 +153,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 
 /// Whether `Accept` lists both media types the transport needs, as rmcp's
 /// service reads it (a range of weight zero is left out; no wildcards).
-fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+pub(crate) fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
     let mut json = false;
     let mut sse = false;
     for value in headers.get_all(header::ACCEPT) {

@@ -35,8 +35,8 @@
 //! `fast_tasks` skips rmcp's dispatch for polls; the `Origin` list is the
 //! transport's required browser check.
 
-mod fast;
-mod guard;
+pub(crate) mod fast;
+pub(crate) mod guard;
 
 use std::sync::Arc;
 use std::time::Duration;

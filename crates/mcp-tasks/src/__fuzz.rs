@@ -1,0 +1,118 @@
+//! Entry points for the fuzz targets in `fuzz/` (feature `fuzzing`): every
+//! place that decodes what a peer sent, reachable with bytes. Not an API.
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use rmcp::model::ServerResult;
+use serde_json::Value;
+
+/// What a client makes of a server's answer to `tools/call`, `tasks/get`,
+/// `tasks/update` (and the outcome of any task it reads).
+pub fn client_reads_answer(data: &[u8]) {
+    let Ok(result) = serde_json::from_slice::<ServerResult>(data) else {
+        return;
+    };
+    if let Ok(crate::CallResponse::Task(state)) = crate::client::read_call_result(result.clone()) {
+        let _ = state.outcome();
+    }
+    if let Ok(state) = crate::client::read_task_result(result.clone()) {
+        let _ = state.outcome();
+        let _ = state.has_outcome();
+    }
+    let _ = crate::client::read_ack("tasks/update", result);
+}
+
+/// What a client makes of any JSON as a task (`CreateTaskResult`,
+/// `tasks/get`, a notification's params).
+pub fn client_reads_task(data: &[u8]) {
+    let Ok(value) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    if let Ok(state) = crate::TaskState::from_json(value) {
+        let _ = state.outcome();
+    }
+}
+
+/// An input request and an answer to it: validation, and the form.
+pub fn input_request_and_answer(data: &[u8]) {
+    let Ok(Value::Array(pair)) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let (Some(request), Some(answer)) = (pair.first(), pair.get(1)) else {
+        return;
+    };
+    let _ = crate::validate_input_response(request, answer);
+    let schema = request
+        .pointer("/params/requestedSchema")
+        .unwrap_or(request);
+    if let Ok(form) = crate::form::Form::from_value(schema) {
+        if let Some(content) = answer.get("content").and_then(Value::as_object) {
+            let _ = form.validate(content);
+            let mut filled = content.clone();
+            form.fill_defaults(&mut filled);
+        }
+        for field in form.fields() {
+            let _ = field.hint();
+            if let Some(text) = answer.as_str() {
+                let _ = field.parse(text);
+            }
+        }
+    }
+}
+
+/// The server's reading of an HTTP request: the guard, then the `tasks/*`
+/// fast path. The input is `METHOD\nheader: value\n...\n\nBODY`.
+pub fn server_reads_request(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let method = lines.next().unwrap_or_default();
+    let mut headers = HeaderMap::new();
+    for line in lines {
+        if let Some((name, value)) = line.split_once(':')
+            && let (Ok(name), Ok(value)) = (
+                HeaderName::try_from(name.trim()),
+                HeaderValue::try_from(value.trim()),
+            )
+        {
+            headers.append(name, value);
+        }
+    }
+    let _ = crate::server::http::guard::accepts_json_and_sse(&headers);
+    let Ok(message) = serde_json::from_str::<Value>(body) else {
+        return;
+    };
+    if crate::server::http::guard::not_a_message(&message).is_none() {
+        let _ = crate::server::http::fast::accept(method, &headers, &message);
+    }
+}
+
+/// A stored task record, and every change applied to it.
+pub fn store_reads_record(data: &[u8]) {
+    use crate::store::{Change, TaskRecord};
+    let Ok(record) = serde_json::from_slice::<TaskRecord>(data) else {
+        return;
+    };
+    let now = crate::UnixMillis::new(u64::from(data.first().copied().unwrap_or(0)) * 1000);
+    let retention = std::time::Duration::from_secs(60);
+    for change in [
+        Change::StatusMessage("m".into()),
+        Change::RequestInput {
+            key: "k".into(),
+            request: Value::Null,
+        },
+        Change::ProvideInput([("k".to_owned(), Value::Null)].into()),
+        Change::RequestCancel,
+        Change::ExtendTtl(std::time::Duration::MAX),
+        Change::Complete(Value::Null),
+        Change::Fail(Value::Null),
+        Change::Cancel,
+        Change::Expire,
+        Change::Abandon,
+    ] {
+        if let Ok(next) = record.apply(&change, now, retention) {
+            assert_eq!(next.expected_version(), record.version());
+            assert!(!record.status().is_terminal(), "a terminal record changed");
+        }
+    }
+    let _ = serde_json::to_vec(&record);
+}
