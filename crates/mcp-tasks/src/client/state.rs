@@ -16,8 +16,37 @@ use serde_json::Value;
 use super::error::{Error, ProtocolViolation};
 use crate::task::{RpcError, TaskId, TaskStatus, Timestamp, Ttl};
 
+/// Which protocol a task was made in: the Tasks extension of MCP 2026-07-28,
+/// or the experimental tasks of the 2025-11-25 revision (on a connection
+/// opened with `initialize`). [`TasksClient`](super::TasksClient) drives
+/// both through the same calls; the era only changes the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Era {
+    /// The Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663).
+    Extension,
+    /// The 2025-11-25 experimental tasks (`params.task`, `tasks/result`).
+    Legacy,
+}
+
+impl Era {
+    /// A short name: `extension` or `legacy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Extension => "extension",
+            Self::Legacy => "legacy",
+        }
+    }
+}
+
+impl fmt::Display for Era {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The state of a task as a server last reported it (`CreateTaskResult`,
-/// `tasks/get` or `notifications/tasks`).
+/// `tasks/get` or `notifications/tasks`, or their 2025-11-25 forms).
 ///
 /// `Debug` leaves out the raw JSON, which holds the task id.
 #[derive(Clone, PartialEq)]
@@ -47,6 +76,8 @@ pub struct TaskState {
     pub error: Option<RpcError>,
     /// The whole JSON object the state was read from.
     pub raw: Value,
+    /// The protocol the task was made in.
+    era: Era,
 }
 
 impl fmt::Debug for TaskState {
@@ -62,6 +93,7 @@ impl fmt::Debug for TaskState {
             .field("input_requests", &self.input_requests)
             .field("result", &self.result)
             .field("error", &self.error)
+            .field("era", &self.era)
             .finish_non_exhaustive()
     }
 }
@@ -137,15 +169,31 @@ impl TaskState {
             result,
             error,
             raw: value,
+            era: Era::Extension,
         })
     }
 
+    /// The protocol the task was made in: [`Era::Extension`] unless the
+    /// state came from a 2025-11-25 server.
+    pub fn era(&self) -> Era {
+        self.era
+    }
+
+    /// The same state, as made in `era`.
+    pub(crate) fn in_era(mut self, era: Era) -> Self {
+        self.era = era;
+        self
+    }
+
     /// True when the state is terminal and carries what [`TaskState::outcome`]
-    /// needs (`result` for completed, `error` for failed).
+    /// needs (`result` for completed, `error` for failed; in the 2025-11-25
+    /// era a failed task may carry the tool result that failed instead).
     pub fn has_outcome(&self) -> bool {
         match self.status {
             TaskStatus::Completed => self.result.is_some(),
-            TaskStatus::Failed => self.error.is_some(),
+            TaskStatus::Failed => {
+                self.error.is_some() || (self.era == Era::Legacy && self.result.is_some())
+            }
             TaskStatus::Cancelled => true,
             _ => false,
         }
@@ -159,6 +207,11 @@ impl TaskState {
     /// `CreateTaskResult`), is an [`Error`] telling the caller to call
     /// `tasks/get` first. A `result` that is not a `CallToolResult` is a
     /// protocol error.
+    ///
+    /// In the 2025-11-25 era a tool result with `isError: true` means the
+    /// task failed: its outcome is [`TaskOutcome::Failed`] with an error of
+    /// code -32603 whose message is the result's first text and whose `data`
+    /// is the result itself.
     pub fn outcome(&self) -> Result<TaskOutcome, Error> {
         match self.status {
             TaskStatus::Completed => {
@@ -168,8 +221,21 @@ impl TaskState {
                         missing: "result",
                     });
                 };
-                let result = parse_call_tool_result(&Value::Object(result.clone()))?;
-                Ok(TaskOutcome::Completed(result))
+                let parsed = parse_call_tool_result(&Value::Object(result.clone()))?;
+                if self.era == Era::Legacy && parsed.is_error == Some(true) {
+                    return Ok(self.failed_with(tool_error(&parsed, result, self)));
+                }
+                Ok(TaskOutcome::Completed(parsed))
+            }
+            TaskStatus::Failed if self.error.is_none() && self.era == Era::Legacy => {
+                let Some(result) = &self.result else {
+                    return Err(Error::NotReady {
+                        status: self.status.clone(),
+                        missing: "error",
+                    });
+                };
+                let parsed = parse_call_tool_result(&Value::Object(result.clone()))?;
+                Ok(self.failed_with(tool_error(&parsed, result, self)))
             }
             TaskStatus::Failed => {
                 let Some(error) = &self.error else {
@@ -189,6 +255,31 @@ impl TaskState {
                 missing: "a terminal status",
             }),
         }
+    }
+}
+
+impl TaskState {
+    fn failed_with(&self, error: RpcError) -> TaskOutcome {
+        TaskOutcome::Failed(Box::new(TaskFailure {
+            error,
+            state: self.clone(),
+        }))
+    }
+}
+
+/// The error of a 2025-11-25 task whose tool result has `isError: true`:
+/// -32603, the result's first text (else the status message), the result as `data`.
+fn tool_error(parsed: &CallToolResult, raw: &JsonObject, state: &TaskState) -> RpcError {
+    let text = parsed
+        .content
+        .iter()
+        .find_map(|content| content.as_text().map(|text| text.text.clone()));
+    RpcError {
+        code: -32603,
+        message: text
+            .or_else(|| state.status_message.clone())
+            .unwrap_or_else(|| "the tool reported an error".to_owned()),
+        data: Some(Value::Object(raw.clone())),
     }
 }
 
