@@ -819,3 +819,47 @@ async fn a_server_of_both_eras_is_used_in_the_new_one() {
     assert!(connected.log.of("initialize").is_empty());
     assert!(connected.log.of("tools/list").is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_missing_from_the_listing_is_listed_once_more() {
+    let mut listings = 0;
+    let connected = connect(Server::legacy(all_tasks()), Handler::default(), move |m| {
+        match m["method"].as_str() {
+            Some("tools/list") => {
+                listings += 1;
+                // Listed late, as a server does that adds tools after initialize.
+                let listing = if listings == 1 {
+                    tools(&[("echo", Some("forbidden"))])
+                } else {
+                    tools(&[("echo", Some("forbidden")), ("late", Some("required"))])
+                };
+                vec![reply(m, listing)]
+            }
+            Some("tools/call") if m["params"].get("task").is_some() => {
+                vec![reply(m, created(json!({})))]
+            }
+            Some("tools/call") => vec![reply(m, text("plain", false))],
+            _ => unknown(m),
+        }
+    })
+    .await;
+    let response = connected
+        .client
+        .call_tool("late", None, CallOptions::default())
+        .await;
+    assert!(
+        matches!(response, Ok(CallResponse::Task(_))),
+        "{response:?}"
+    );
+    assert_eq!(connected.log.of("tools/list").len(), 2);
+    // A tool no listing has is called plainly, after listing twice again.
+    let response = connected
+        .client
+        .call_tool("nowhere", None, CallOptions::default())
+        .await;
+    assert!(
+        matches!(response, Ok(CallResponse::Complete(_))),
+        "{response:?}"
+    );
+    assert_eq!(connected.log.of("tools/list").len(), 4);
+}

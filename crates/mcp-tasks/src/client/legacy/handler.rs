@@ -10,10 +10,11 @@ use std::sync::Arc;
 use rmcp::model::{
     CancelledNotificationParam, ClientConfig, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, CustomNotification, CustomRequest,
-    CustomResult, ElicitRequest, ElicitRequestParams, ElicitResult, ListRootsResult,
-    LoggingMessageNotificationParam, Notification, NotificationNoParam, ProgressNotificationParam,
-    RequestNoParam, ResourceUpdatedNotificationParam, ServerNotification, ServerRequest,
-    SubscriptionsAcknowledgedNotificationParams, TaskStatusNotificationParams,
+    CustomResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ListRootsResult, LoggingMessageNotificationParam, Notification, NotificationNoParam,
+    ProgressNotificationParam, RequestNoParam, ResourceUpdatedNotificationParam,
+    ServerNotification, ServerRequest, SubscriptionsAcknowledgedNotificationParams,
+    TaskStatusNotificationParams,
 };
 use rmcp::service::{DynService, NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
@@ -78,7 +79,7 @@ impl Handler {
         method: &str,
         params: Value,
         context: &RequestContext<RoleClient>,
-    ) -> Option<Result<Value, ErrorData>> {
+    ) -> Option<Routed> {
         let task = context
             .meta
             .get(RELATED_TASK)
@@ -92,12 +93,12 @@ impl Handler {
         };
         self.link.deliver(task, pending).ok()?;
         Some(tokio::select! {
-            answer = answer => answer.unwrap_or_else(|_| {
+            answer = answer => Routed::Answer(answer.unwrap_or_else(|_| {
                 Err(ErrorData::internal_error("the client stopped waiting for this task", None))
-            }),
-            () = context.ct.cancelled() => {
-                Err(ErrorData::internal_error("the server cancelled the request", None))
-            }
+            })),
+            // The server withdrew the request, or the connection is closing:
+            // whatever is answered now is dropped unsent.
+            () = context.ct.cancelled() => Routed::Withdrawn,
         })
     }
 
@@ -122,19 +123,35 @@ impl Handler {
     }
 }
 
+/// How a request handed to a wait ended.
+enum Routed {
+    /// The wait's answer (or why there is none).
+    Answer(Result<Value, ErrorData>),
+    /// The request was cancelled before an answer came.
+    Withdrawn,
+}
+
+impl Routed {
+    /// The answer as the result type the server asked for.
+    fn decode<T: DeserializeOwned>(self) -> Result<T, ErrorData> {
+        match self {
+            Self::Answer(answer) => serde_json::from_value(answer?).map_err(|error| {
+                ErrorData::internal_error(
+                    format!("the client's answer is not valid: {error}"),
+                    None,
+                )
+            }),
+            Self::Withdrawn => Err(ErrorData::internal_error("the request was cancelled", None)),
+        }
+    }
+}
+
 /// The key an input request is offered under: its JSON-RPC id.
 fn request_key(id: &rmcp::model::RequestId) -> String {
     match id {
         rmcp::model::NumberOrString::Number(n) => n.to_string(),
         rmcp::model::NumberOrString::String(s) => s.to_string(),
     }
-}
-
-/// Reads the wait's answer as the result type the server asked for.
-fn decode<T: DeserializeOwned>(answer: Result<Value, ErrorData>) -> Result<T, ErrorData> {
-    serde_json::from_value(answer?).map_err(|error| {
-        ErrorData::internal_error(format!("the client's answer is not valid: {error}"), None)
-    })
 }
 
 fn unexpected() -> ErrorData {
@@ -160,7 +177,7 @@ impl ClientHandler for Handler {
     ) -> Result<CreateMessageResult, ErrorData> {
         let raw = serde_json::to_value(&params).unwrap_or(Value::Null);
         if let Some(answer) = self.to_wait("sampling/createMessage", raw, &context).await {
-            return decode(answer);
+            return answer.decode();
         }
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         match self.delegate(request, context).await? {
@@ -174,7 +191,7 @@ impl ClientHandler for Handler {
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
         if let Some(answer) = self.to_wait("roots/list", json!({}), &context).await {
-            return decode(answer);
+            return answer.decode();
         }
         let request = ServerRequest::ListRootsRequest(RequestNoParam {
             method: Default::default(),
@@ -192,8 +209,12 @@ impl ClientHandler for Handler {
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         let raw = serde_json::to_value(&params).unwrap_or(Value::Null);
-        if let Some(answer) = self.to_wait("elicitation/create", raw, &context).await {
-            return decode(answer);
+        match self.to_wait("elicitation/create", raw, &context).await {
+            // An elicitation has an answer for this: it was cancelled. (rmcp
+            // drops it unsent; an error would only be logged as a failure.)
+            Some(Routed::Withdrawn) => return Ok(ElicitResult::new(ElicitationAction::Cancel)),
+            Some(answer) => return answer.decode(),
+            None => {}
         }
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         match self.delegate(request, context).await? {

@@ -111,13 +111,21 @@ impl<H: ClientHandler> TasksClient<H> {
         if let Some(tool) = link.cached_tool(name) {
             return Ok(tool.augments());
         }
-        let generation = link.tools_generation();
-        let Some(tools) = self.list_tool_tasks(timeout).await? else {
-            return Ok(false);
-        };
-        let tool = tools.get(name).copied().unwrap_or(ToolTasks::Forbidden);
-        link.store_tools(generation, tools);
-        Ok(tool.augments())
+        // A tool missing from the listing is listed once more: a server
+        // may add tools as it handles `notifications/initialized`, which over
+        // HTTP can cross the first `tools/list` (server-everything does).
+        for _ in 0..2 {
+            let generation = link.tools_generation();
+            let Some(tools) = self.list_tool_tasks(timeout).await? else {
+                return Ok(false);
+            };
+            let tool = tools.get(name).copied();
+            link.store_tools(generation, tools);
+            if let Some(tool) = tool {
+                return Ok(tool.augments());
+            }
+        }
+        Ok(false)
     }
 
     /// Every tool's `execution.taskSupport`, following `nextCursor`; `None`
