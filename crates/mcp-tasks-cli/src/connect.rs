@@ -1,18 +1,29 @@
 //! Connecting to a server: a child process over stdio, or Streamable HTTP.
+//! Either way the connection is built with the library's `legacy::Handler`
+//! and a tap on the transport, so that a 2025-11-25 server's tasks work too.
 
 use std::collections::HashMap;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use mcp_tasks::TasksClient;
+use mcp_tasks::client::legacy;
 use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitationCapability, FormElicitationCapability,
     Implementation, ProtocolVersion, UrlElicitationCapability,
 };
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::process::{Child, ChildStdout};
+
+/// The client the commands use.
+pub(crate) type Client = TasksClient<legacy::Handler>;
 
 /// Where the server is.
 #[derive(Debug, Clone)]
@@ -58,27 +69,58 @@ pub(crate) fn parse_header(text: &str) -> anyhow::Result<(String, String)> {
     Ok((name.to_owned(), value.trim().to_owned()))
 }
 
+/// A child's stdout that owns the child: the server lives as long as the
+/// transport reads from it, and is killed when the transport is dropped
+/// (its stdin closes first, which ends a well-behaved server).
+struct ChildOut {
+    stdout: ChildStdout,
+    _child: Child,
+}
+
+impl AsyncRead for ChildOut {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stdout).poll_read(cx, buf)
+    }
+}
+
 /// Connects and returns a client, or an error meaning the server is
 /// unreachable or does not speak MCP.
 pub(crate) async fn connect(
     target: &Target,
     headers: &[(String, String)],
-) -> anyhow::Result<TasksClient<CliHandler>> {
+) -> anyhow::Result<Client> {
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
     };
+    let handler = legacy::Handler::new(CliHandler);
+    let tap = handler.tap();
     let connecting = async {
         match target {
             Target::Stdio(command) => {
                 if !headers.is_empty() {
                     bail!("--header applies to --url only");
                 }
-                let mut child = tokio::process::Command::new("sh");
-                child.arg("-c").arg(format!("exec {command}"));
-                let transport = TokioChildProcess::new(child)
+                let mut child = tokio::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("exec {command}"))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .kill_on_drop(true)
+                    .spawn()
                     .with_context(|| format!("cannot start {command:?}"))?;
-                serve_client_with_lifecycle(CliHandler, transport, lifecycle)
+                let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+                    bail!("cannot reach the stdin and stdout of {command:?}");
+                };
+                let stdout = ChildOut {
+                    stdout,
+                    _child: child,
+                };
+                serve_client_with_lifecycle(handler, (tap.read(stdout), stdin), lifecycle)
                     .await
                     .with_context(|| format!("{command:?} does not speak MCP on stdio"))
             }
@@ -101,8 +143,15 @@ pub(crate) async fn connect(
                 if !custom.is_empty() {
                     config = config.custom_headers(custom);
                 }
-                let transport = StreamableHttpClientTransport::from_config(config);
-                serve_client_with_lifecycle(CliHandler, transport, lifecycle)
+                // rmcp's own client, less its same-origin redirects: redirects are
+                // not followed at all.
+                let http = reqwest::Client::builder()
+                    .pool_max_idle_per_host(0)
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .context("cannot build an HTTP client")?;
+                let transport = StreamableHttpClientTransport::with_client(tap.http(http), config);
+                serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .with_context(|| format!("cannot reach an MCP server at {url}"))
             }
