@@ -3,24 +3,26 @@
 //! and a tap on the transport, so that a 2025-11-25 server's tasks work too.
 
 use std::collections::HashMap;
-use std::pin::Pin;
+use std::future::Future;
 use std::process::Stdio;
-use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use mcp_tasks::TasksClient;
 use mcp_tasks::client::legacy;
 use rmcp::ClientHandler;
+use rmcp::RoleClient;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitationCapability, FormElicitationCapability,
     Implementation, ProtocolVersion, UrlElicitationCapability,
 };
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
-use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::service::{
+    ClientLifecycleMode, RxJsonRpcMessage, TxJsonRpcMessage, serve_client_with_lifecycle,
+};
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use tokio::io::{AsyncRead, ReadBuf};
-use tokio::process::{Child, ChildStdout};
+use rmcp::transport::{StreamableHttpClientTransport, Transport};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// The client the commands use.
 pub(crate) type Client = TasksClient<legacy::Handler>;
@@ -69,21 +71,41 @@ pub(crate) fn parse_header(text: &str) -> anyhow::Result<(String, String)> {
     Ok((name.to_owned(), value.trim().to_owned()))
 }
 
-/// A child's stdout that owns the child: the server lives as long as the
-/// transport reads from it, and is killed when the transport is dropped
-/// (its stdin closes first, which ends a well-behaved server).
-struct ChildOut {
-    stdout: ChildStdout,
-    _child: Child,
+/// How long a stdio server has to exit once its stdin is closed.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// A server on stdio, its stdout read through the tap. Closing it closes the
+/// server's stdin, gives it [`EXIT_GRACE`] to exit and then kills it (as
+/// rmcp's own child-process transport does, which has no tap); dropping it
+/// unclosed kills the server.
+struct ChildTransport {
+    io: AsyncRwTransport<RoleClient, legacy::TapRead<ChildStdout>, ChildStdin>,
+    child: Child,
 }
 
-impl AsyncRead for ChildOut {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stdout).poll_read(cx, buf)
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.io.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.io.receive()
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.io.close().await?;
+        if tokio::time::timeout(EXIT_GRACE, self.child.wait())
+            .await
+            .is_err()
+        {
+            self.child.kill().await?;
+        }
+        Ok(())
     }
 }
 
@@ -116,11 +138,11 @@ pub(crate) async fn connect(
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     bail!("cannot reach the stdin and stdout of {command:?}");
                 };
-                let stdout = ChildOut {
-                    stdout,
-                    _child: child,
+                let transport = ChildTransport {
+                    io: AsyncRwTransport::new_client(tap.read(stdout), stdin),
+                    child,
                 };
-                serve_client_with_lifecycle(handler, (tap.read(stdout), stdin), lifecycle)
+                serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .with_context(|| format!("{command:?} does not speak MCP on stdio"))
             }
