@@ -13,7 +13,7 @@
 //!   `tools/list`, cached per connection and dropped on
 //!   `notifications/tools/list_changed`); `forbidden` or absent is a plain
 //!   call. The nested `CreateTaskResult {task: {...}}` becomes a
-//!   [`TaskState`](super::TaskState) of [`Era::Legacy`](super::Era::Legacy).
+//!   [`TaskState`] of [`Era::Legacy`](super::Era::Legacy).
 //! * `await_task` polls `tasks/get`, keeps one `tasks/result` open (it blocks
 //!   until the task ends, carries the server's input requests on its stream,
 //!   and returns the payload; `isError: true` there means the task failed),
