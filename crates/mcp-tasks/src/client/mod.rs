@@ -337,7 +337,8 @@ impl<H: ClientHandler> TasksClient<H> {
     /// `tasks/update`: sends responses to input requests, by key. The ack is
     /// eventually consistent; poll to see the task resume. Responses are
     /// sent as given: validate them first with [`validate_input_response`],
-    /// or let [`TasksClient::await_task`] do it.
+    /// or let [`TasksClient::await_task`] do it. On a 2025-11-25 connection
+    /// it answers the input requests a wait left unanswered, by key.
     pub async fn update(&self, id: &TaskId, responses: InputResponses) -> Result<(), Error> {
         self.update_with_timeout(id, responses, Some(Duration::from_secs(60)))
             .await

@@ -290,6 +290,9 @@ impl<H: ClientHandler> TasksClient<H> {
     /// retried with backoff inside the deadline; JSON-RPC errors are
     /// returned at once. A finished state that carries its result or error
     /// returns at once, with no request.
+    ///
+    /// On a 2025-11-25 connection the same options and outcomes apply; the
+    /// payload comes from one `tasks/result` kept open (see [`super::legacy`]).
     pub async fn await_task(
         &self,
         task: impl Into<AwaitFrom>,

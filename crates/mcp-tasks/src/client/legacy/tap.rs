@@ -107,8 +107,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
         let before = buf.filled().len();
         ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
         if this.link.tapping() {
-            let fresh = buf.filled()[before..].to_vec();
-            this.feed(&fresh);
+            this.feed(&buf.filled()[before..]);
         }
         Poll::Ready(Ok(()))
     }
