@@ -10,8 +10,6 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use mcp_tasks::TasksClient;
 use mcp_tasks::client::legacy;
-use rmcp::ClientHandler;
-use rmcp::RoleClient;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitationCapability, FormElicitationCapability,
     Implementation, ProtocolVersion, UrlElicitationCapability,
@@ -22,6 +20,7 @@ use rmcp::service::{
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, Transport};
+use rmcp::{ClientHandler, RoleClient};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// The client the commands use.

@@ -223,7 +223,7 @@ impl TaskState {
                 };
                 let parsed = parse_call_tool_result(&Value::Object(result.clone()))?;
                 if self.era == Era::Legacy && parsed.is_error == Some(true) {
-                    return Ok(self.failed_with(tool_error(&parsed, result, self)));
+                    return Ok(self.tool_failure(&parsed, result));
                 }
                 Ok(TaskOutcome::Completed(parsed))
             }
@@ -235,7 +235,7 @@ impl TaskState {
                     });
                 };
                 let parsed = parse_call_tool_result(&Value::Object(result.clone()))?;
-                Ok(self.failed_with(tool_error(&parsed, result, self)))
+                Ok(self.tool_failure(&parsed, result))
             }
             TaskStatus::Failed => {
                 let Some(error) = &self.error else {
@@ -256,30 +256,26 @@ impl TaskState {
             }),
         }
     }
-}
 
-impl TaskState {
-    fn failed_with(&self, error: RpcError) -> TaskOutcome {
+    /// The outcome of a 2025-11-25 task whose tool result (`raw`, read as
+    /// `parsed`) failed: -32603, the result's first text (else the status
+    /// message), the result as `data`.
+    fn tool_failure(&self, parsed: &CallToolResult, raw: &JsonObject) -> TaskOutcome {
+        let text = parsed
+            .content
+            .iter()
+            .find_map(|content| content.as_text().map(|text| text.text.clone()));
+        let error = RpcError {
+            code: -32603,
+            message: text
+                .or_else(|| self.status_message.clone())
+                .unwrap_or_else(|| "the tool reported an error".to_owned()),
+            data: Some(Value::Object(raw.clone())),
+        };
         TaskOutcome::Failed(Box::new(TaskFailure {
             error,
             state: self.clone(),
         }))
-    }
-}
-
-/// The error of a 2025-11-25 task whose tool result has `isError: true`:
-/// -32603, the result's first text (else the status message), the result as `data`.
-fn tool_error(parsed: &CallToolResult, raw: &JsonObject, state: &TaskState) -> RpcError {
-    let text = parsed
-        .content
-        .iter()
-        .find_map(|content| content.as_text().map(|text| text.text.clone()));
-    RpcError {
-        code: -32603,
-        message: text
-            .or_else(|| state.status_message.clone())
-            .unwrap_or_else(|| "the tool reported an error".to_owned()),
-        data: Some(Value::Object(raw.clone())),
     }
 }
 
@@ -488,6 +484,45 @@ mod tests {
             let error = TaskState::from_json(bad).unwrap_err();
             assert!(error.is_protocol(), "{error}");
         }
+    }
+
+    #[test]
+    fn a_legacy_tool_result_with_is_error_is_a_failure() {
+        let failing = json!({"content": [{"type": "text", "text": "boom"}], "isError": true});
+        let completed =
+            TaskState::from_json(task(json!({"status": "completed", "result": failing}))).unwrap();
+        assert!(
+            matches!(completed.outcome().unwrap(), TaskOutcome::Completed(_)),
+            "the extension's rule"
+        );
+        let legacy = completed.clone().in_era(Era::Legacy);
+        let TaskOutcome::Failed(failure) = legacy.outcome().unwrap() else {
+            panic!("the 2025-11-25 rule: failed");
+        };
+        assert_eq!(
+            (failure.error.code, failure.error.message.as_str()),
+            (-32603, "boom")
+        );
+        assert_eq!(failure.error.data.as_ref().unwrap()["isError"], true);
+        // Failed with only the tool result (no JSON-RPC error) is ready too.
+        let mut failed = legacy.clone();
+        failed.status = TaskStatus::Failed;
+        failed.status_message = Some("it broke".into());
+        failed.result =
+            Some(serde_json::from_value(json!({"content": [], "isError": true})).unwrap());
+        assert!(failed.has_outcome());
+        let TaskOutcome::Failed(failure) = failed.outcome().unwrap() else {
+            panic!("expected failed");
+        };
+        assert_eq!(failure.error.message, "it broke");
+        failed.result = None;
+        assert!(!failed.has_outcome());
+        assert!(matches!(
+            failed.outcome().unwrap_err(),
+            Error::NotReady { .. }
+        ));
+        assert_eq!(legacy.era(), Era::Legacy);
+        assert_eq!(completed.era(), Era::Extension);
     }
 
     #[test]

@@ -108,8 +108,12 @@ impl<H: ClientHandler> TasksClient<H> {
                         Err(error) if error.is_transient() => {
                             // A blocking tasks/result that ran out of time is sent again
                             // at once; a failed send after a pause.
-                            let pause = if is_request_timeout(&error) { Duration::ZERO } else { backoff };
-                            tracing::debug!(%error, ?pause, "tasks/result failed in transport; sending it again");
+                            let pause = if is_request_timeout(&error) {
+                                Duration::ZERO
+                            } else {
+                                backoff
+                            };
+                            tracing::debug!(%error, ?pause, "tasks/result failed; sending it again");
                             payload_again = Some(Instant::now() + pause);
                             if !pause.is_zero() {
                                 backoff = (backoff * 2).min(options.max_interval);
@@ -305,5 +309,8 @@ async fn next_event(route: &mut Option<Route>) -> Event {
 }
 
 fn is_request_timeout(error: &Error) -> bool {
-    matches!(error, Error::Transport { source, .. } if matches!(**source, ServiceError::Timeout { .. }))
+    matches!(
+        error,
+        Error::Transport { source, .. } if matches!(**source, ServiceError::Timeout { .. })
+    )
 }
