@@ -1,18 +1,30 @@
 //! Connecting to a server: a child process over stdio, or Streamable HTTP.
+//! Either way the connection is built with the library's `legacy::Handler`
+//! and a tap on the transport, so that a 2025-11-25 server's tasks work too.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use mcp_tasks::TasksClient;
-use rmcp::ClientHandler;
+use mcp_tasks::client::legacy;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitationCapability, FormElicitationCapability,
     Implementation, ProtocolVersion, UrlElicitationCapability,
 };
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::service::{
+    ClientLifecycleMode, RxJsonRpcMessage, TxJsonRpcMessage, serve_client_with_lifecycle,
+};
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{StreamableHttpClientTransport, Transport};
+use rmcp::{ClientHandler, RoleClient};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+/// The client the commands use.
+pub(crate) type Client = TasksClient<legacy::Handler>;
 
 /// Where the server is.
 #[derive(Debug, Clone)]
@@ -58,27 +70,78 @@ pub(crate) fn parse_header(text: &str) -> anyhow::Result<(String, String)> {
     Ok((name.to_owned(), value.trim().to_owned()))
 }
 
+/// How long a stdio server has to exit once its stdin is closed.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// A server on stdio, its stdout read through the tap. Closing it closes the
+/// server's stdin, gives it [`EXIT_GRACE`] to exit and then kills it (as
+/// rmcp's own child-process transport does, which has no tap); dropping it
+/// unclosed kills the server.
+struct ChildTransport {
+    io: AsyncRwTransport<RoleClient, legacy::TapRead<ChildStdout>, ChildStdin>,
+    child: Child,
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.io.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.io.receive()
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.io.close().await?;
+        if tokio::time::timeout(EXIT_GRACE, self.child.wait())
+            .await
+            .is_err()
+        {
+            self.child.kill().await?;
+        }
+        Ok(())
+    }
+}
+
 /// Connects and returns a client, or an error meaning the server is
 /// unreachable or does not speak MCP.
 pub(crate) async fn connect(
     target: &Target,
     headers: &[(String, String)],
-) -> anyhow::Result<TasksClient<CliHandler>> {
+) -> anyhow::Result<Client> {
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
     };
+    let handler = legacy::Handler::new(CliHandler);
+    let tap = handler.tap();
     let connecting = async {
         match target {
             Target::Stdio(command) => {
                 if !headers.is_empty() {
                     bail!("--header applies to --url only");
                 }
-                let mut child = tokio::process::Command::new("sh");
-                child.arg("-c").arg(format!("exec {command}"));
-                let transport = TokioChildProcess::new(child)
+                let mut child = tokio::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("exec {command}"))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .kill_on_drop(true)
+                    .spawn()
                     .with_context(|| format!("cannot start {command:?}"))?;
-                serve_client_with_lifecycle(CliHandler, transport, lifecycle)
+                let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+                    bail!("cannot reach the stdin and stdout of {command:?}");
+                };
+                let transport = ChildTransport {
+                    io: AsyncRwTransport::new_client(tap.read(stdout), stdin),
+                    child,
+                };
+                serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .with_context(|| format!("{command:?} does not speak MCP on stdio"))
             }
@@ -101,8 +164,15 @@ pub(crate) async fn connect(
                 if !custom.is_empty() {
                     config = config.custom_headers(custom);
                 }
-                let transport = StreamableHttpClientTransport::from_config(config);
-                serve_client_with_lifecycle(CliHandler, transport, lifecycle)
+                // rmcp's own client, less its same-origin redirects: redirects are
+                // not followed at all.
+                let http = reqwest::Client::builder()
+                    .pool_max_idle_per_host(0)
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .context("cannot build an HTTP client")?;
+                let transport = StreamableHttpClientTransport::with_client(tap.http(http), config);
+                serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .with_context(|| format!("cannot reach an MCP server at {url}"))
             }

@@ -211,9 +211,7 @@ fn target(server: &ServerArgs) -> Result<(Target, Vec<(String, String)>), ExitCo
     Ok((target, headers))
 }
 
-async fn connect_or_exit(
-    server: &ServerArgs,
-) -> Result<mcp_tasks::TasksClient<connect::CliHandler>, ExitCode> {
+async fn connect_or_exit(server: &ServerArgs) -> Result<connect::Client, ExitCode> {
     let (target, headers) = target(server)?;
     connect::connect(&target, &headers).await.map_err(|error| {
         let report = Report {
@@ -424,6 +422,8 @@ async fn discover(args: ServerArgs) -> ExitCode {
         return ExitCode::from(code::PROTOCOL);
     };
     let tasks = client.server_supports();
+    let era = client.era();
+    let methods = client.task_methods();
     client.close().await;
     if args.json {
         println!(
@@ -434,6 +434,8 @@ async fn discover(args: ServerArgs) -> ExitCode {
                 "serverInfo": info.server_info,
                 "instructions": info.instructions,
                 "tasks": tasks,
+                "taskEra": era.as_str(),
+                "taskMethods": methods,
             })
         );
     } else {
@@ -447,6 +449,17 @@ async fn discover(args: ServerArgs) -> ExitCode {
             "tasks extension:  {}",
             if tasks { "supported" } else { "not supported" }
         );
+        let era = match era {
+            mcp_tasks::Era::Legacy => "2025-11-25 (experimental tasks, after initialize)",
+            _ => "2026-07-28 (the Tasks extension)",
+        };
+        println!("task era:         {era}");
+        let methods = match methods {
+            Some(methods) if methods.is_empty() => "none".to_owned(),
+            Some(methods) => methods.join(" "),
+            None => "unknown".to_owned(),
+        };
+        println!("task methods:     {methods}");
     }
     ExitCode::SUCCESS
 }

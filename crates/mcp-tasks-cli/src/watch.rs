@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mcp_tasks::client::InputError;
-use mcp_tasks::{AwaitOptions, Error, InputMode, TaskId, TaskOutcome, TaskState, TasksClient};
+use mcp_tasks::{AwaitOptions, Error, InputMode, TaskId, TaskOutcome, TaskState};
 
-use crate::connect::CliHandler;
+use crate::connect::Client;
 use crate::output::{Report, code};
 use crate::prompt::{self, InputPolicy};
 
@@ -114,7 +114,7 @@ impl Watch {
     /// second one gives up at once.
     pub(crate) async fn run<T>(
         &self,
-        client: &TasksClient<CliHandler>,
+        client: &Client,
         waiting: impl Future<Output = Result<T, Error>>,
     ) -> Watched<T> {
         tokio::pin!(waiting);

@@ -2,7 +2,7 @@
 // The front page describes the whole crate; with some halves turned off, its
 // links to them have nothing to point at.
 #![cfg_attr(
-    not(all(feature = "client", feature = "http")),
+    not(all(feature = "client", feature = "http", feature = "http-client")),
     allow(rustdoc::broken_intra_doc_links)
 )]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
@@ -20,8 +20,8 @@ pub use task::{RpcError, TASKS_EXTENSION, TaskId, TaskStatus, Timestamp, Ttl, Un
 
 #[cfg(feature = "client")]
 pub use client::{
-    AwaitFrom, AwaitOptions, CallOptions, CallResponse, Error, InputMode, TaskFailure, TaskOutcome,
-    TaskState, TasksClient, error, validate_input_response, with_tasks_extension,
+    AwaitFrom, AwaitOptions, CallOptions, CallResponse, Era, Error, InputMode, TaskFailure,
+    TaskOutcome, TaskState, TasksClient, error, validate_input_response, with_tasks_extension,
 };
 
 #[cfg(feature = "store")]

@@ -3,10 +3,13 @@
 //! [`TasksClient`] wraps a running rmcp client (any transport) and adds what
 //! rmcp 3.11 leaves to its users: the extension declared per request, typed
 //! task state, an await with clamped intervals, a deadline, retries and an
-//! input loop, and MRTR rounds before a task exists.
+//! input loop, and MRTR rounds before a task exists. On a connection opened
+//! with `initialize`, the same calls drive the 2025-11-25 era's tasks
+//! ([`legacy`]).
 
 pub mod error;
 mod input;
+pub mod legacy;
 mod state;
 mod wait;
 
@@ -25,7 +28,7 @@ use serde_json::Value;
 
 pub use error::Error;
 pub use input::{InputError, InputMode, InputResolver, validate_input_response};
-pub use state::{TaskFailure, TaskOutcome, TaskState};
+pub use state::{Era, TaskFailure, TaskOutcome, TaskState};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
 use self::error::ProtocolViolation;
@@ -74,6 +77,10 @@ pub struct CallOptions {
     pub request_state: Option<String>,
     /// How long to wait for the answer (default 60 s; `None`: no limit).
     pub timeout: Option<Duration>,
+    /// For a 2025-11-25 server only: the `ttl` to ask for when the call is
+    /// task-augmented (`params.task.ttl`; default: none, the server picks).
+    /// The extension has no such field: there the server alone sets the TTL.
+    pub task_ttl: Option<Duration>,
 }
 
 impl Default for CallOptions {
@@ -84,6 +91,7 @@ impl Default for CallOptions {
             input_responses: None,
             request_state: None,
             timeout: Some(Duration::from_secs(60)),
+            task_ttl: None,
         }
     }
 }
@@ -107,6 +115,12 @@ impl CallOptions {
         self
     }
 
+    /// The `ttl` to ask a 2025-11-25 server for (see [`CallOptions::task_ttl`]).
+    pub fn with_task_ttl(mut self, ttl: Option<Duration>) -> Self {
+        self.task_ttl = ttl;
+        self
+    }
+
     /// MRTR retry inputs: the responses and the echoed request state.
     pub fn with_mrtr_retry(
         mut self,
@@ -121,15 +135,21 @@ impl CallOptions {
 
 /// A client for the Tasks extension over a running rmcp client.
 ///
-/// Cheap to clone; every clone drives the same connection.
+/// Cheap to clone; every clone drives the same connection. On a connection
+/// opened with `initialize` it drives the 2025-11-25 era's tasks instead,
+/// through the same calls (see [`legacy`] for what to build such a
+/// connection with).
 pub struct TasksClient<H: ClientHandler> {
     running: Arc<RunningService<RoleClient, H>>,
+    /// The connection's legacy plumbing, when its handler is a [`legacy::Handler`].
+    legacy: Option<Arc<legacy::Link>>,
 }
 
 impl<H: ClientHandler> Clone for TasksClient<H> {
     fn clone(&self) -> Self {
         Self {
             running: self.running.clone(),
+            legacy: self.legacy.clone(),
         }
     }
 }
@@ -148,7 +168,11 @@ impl<H: ClientHandler> TasksClient<H> {
 
     /// Wraps a running rmcp client that is shared already.
     pub fn from_arc(running: Arc<RunningService<RoleClient, H>>) -> Self {
-        Self { running }
+        let service: &dyn std::any::Any = running.service();
+        let legacy = service
+            .downcast_ref::<legacy::Handler>()
+            .map(|handler| handler.link.clone());
+        Self { running, legacy }
     }
 
     /// The rmcp client underneath, for everything else MCP offers.
@@ -185,6 +209,38 @@ impl<H: ClientHandler> TasksClient<H> {
                     .extensions
                     .as_ref()
                     .is_some_and(|extensions| extensions.contains_key(TASKS_EXTENSION))
+        })
+    }
+
+    /// The era of this connection's tasks: [`Era::Legacy`] on a connection
+    /// opened with `initialize`, [`Era::Extension`] otherwise. Whether the
+    /// server offers tasks at all is [`TasksClient::task_methods`].
+    pub fn era(&self) -> Era {
+        if self.initialize_era() {
+            Era::Legacy
+        } else {
+            Era::Extension
+        }
+    }
+
+    /// The task methods the server offers: `tasks/get`, `tasks/update` and
+    /// `tasks/cancel` when it advertises the extension; on a 2025-11-25
+    /// connection `tasks/get` and `tasks/result`, with `tasks/list` and
+    /// `tasks/cancel` when declared. Empty when it offers none; `None` when
+    /// this cannot be told (a 2025-11-25 connection built without a
+    /// [`legacy::Tap`]).
+    pub fn task_methods(&self) -> Option<Vec<&'static str>> {
+        if self.initialize_era() {
+            return Some(
+                self.legacy_server_tasks()?
+                    .map(legacy::ServerTasks::methods)
+                    .unwrap_or_default(),
+            );
+        }
+        Some(if self.server_supports() {
+            vec!["tasks/get", "tasks/update", "tasks/cancel"]
+        } else {
+            Vec::new()
         })
     }
 
@@ -226,12 +282,19 @@ impl<H: ClientHandler> TasksClient<H> {
 
     /// Calls a tool once, declaring the Tasks extension, and returns what
     /// the server answered: a task, a complete result or an input request.
+    /// On a 2025-11-25 server the call is task-augmented when the server and
+    /// the tool allow it (see [`legacy`]).
     pub async fn call_tool(
         &self,
         name: impl Into<String>,
         arguments: Option<JsonObject>,
         options: CallOptions,
     ) -> Result<CallResponse, Error> {
+        if self.initialize_era() {
+            return self
+                .call_tool_legacy(name.into(), arguments, &options)
+                .await;
+        }
         let mut params = CallToolRequestParams::new(name.into());
         params.arguments = arguments;
         params.input_responses = options.input_responses.clone();
@@ -260,6 +323,9 @@ impl<H: ClientHandler> TasksClient<H> {
         id: &TaskId,
         timeout: Option<Duration>,
     ) -> Result<TaskState, Error> {
+        if self.initialize_era() {
+            return self.get_legacy(id, timeout).await;
+        }
         let request =
             ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(id.expose())));
         let result = self
@@ -271,7 +337,8 @@ impl<H: ClientHandler> TasksClient<H> {
     /// `tasks/update`: sends responses to input requests, by key. The ack is
     /// eventually consistent; poll to see the task resume. Responses are
     /// sent as given: validate them first with [`validate_input_response`],
-    /// or let [`TasksClient::await_task`] do it.
+    /// or let [`TasksClient::await_task`] do it. On a 2025-11-25 connection
+    /// it answers the input requests a wait left unanswered, by key.
     pub async fn update(&self, id: &TaskId, responses: InputResponses) -> Result<(), Error> {
         self.update_with_timeout(id, responses, Some(Duration::from_secs(60)))
             .await
@@ -283,6 +350,9 @@ impl<H: ClientHandler> TasksClient<H> {
         responses: InputResponses,
         timeout: Option<Duration>,
     ) -> Result<(), Error> {
+        if self.initialize_era() {
+            return self.update_legacy(id, responses);
+        }
         let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
             UpdateTaskParams::new(id.expose(), responses),
         ));
@@ -306,6 +376,9 @@ impl<H: ClientHandler> TasksClient<H> {
         id: &TaskId,
         timeout: Option<Duration>,
     ) -> Result<(), Error> {
+        if self.initialize_era() {
+            return self.cancel_legacy(id, timeout).await.map(drop);
+        }
         let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
             CancelTaskParams::new(id.expose()),
         ));

@@ -16,8 +16,37 @@ use serde_json::Value;
 use super::error::{Error, ProtocolViolation};
 use crate::task::{RpcError, TaskId, TaskStatus, Timestamp, Ttl};
 
+/// Which protocol a task was made in: the Tasks extension of MCP 2026-07-28,
+/// or the experimental tasks of the 2025-11-25 revision (on a connection
+/// opened with `initialize`). [`TasksClient`](super::TasksClient) drives
+/// both through the same calls; the era only changes the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Era {
+    /// The Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663).
+    Extension,
+    /// The 2025-11-25 experimental tasks (`params.task`, `tasks/result`).
+    Legacy,
+}
+
+impl Era {
+    /// A short name: `extension` or `legacy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Extension => "extension",
+            Self::Legacy => "legacy",
+        }
+    }
+}
+
+impl fmt::Display for Era {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The state of a task as a server last reported it (`CreateTaskResult`,
-/// `tasks/get` or `notifications/tasks`).
+/// `tasks/get` or `notifications/tasks`, or their 2025-11-25 forms).
 ///
 /// `Debug` leaves out the raw JSON, which holds the task id.
 #[derive(Clone, PartialEq)]
@@ -47,6 +76,8 @@ pub struct TaskState {
     pub error: Option<RpcError>,
     /// The whole JSON object the state was read from.
     pub raw: Value,
+    /// The protocol the task was made in.
+    era: Era,
 }
 
 impl fmt::Debug for TaskState {
@@ -62,6 +93,7 @@ impl fmt::Debug for TaskState {
             .field("input_requests", &self.input_requests)
             .field("result", &self.result)
             .field("error", &self.error)
+            .field("era", &self.era)
             .finish_non_exhaustive()
     }
 }
@@ -137,15 +169,31 @@ impl TaskState {
             result,
             error,
             raw: value,
+            era: Era::Extension,
         })
     }
 
+    /// The protocol the task was made in: [`Era::Extension`] unless the
+    /// state came from a 2025-11-25 server.
+    pub fn era(&self) -> Era {
+        self.era
+    }
+
+    /// The same state, as made in `era`.
+    pub(crate) fn in_era(mut self, era: Era) -> Self {
+        self.era = era;
+        self
+    }
+
     /// True when the state is terminal and carries what [`TaskState::outcome`]
-    /// needs (`result` for completed, `error` for failed).
+    /// needs (`result` for completed, `error` for failed; in the 2025-11-25
+    /// era a failed task may carry the tool result that failed instead).
     pub fn has_outcome(&self) -> bool {
         match self.status {
             TaskStatus::Completed => self.result.is_some(),
-            TaskStatus::Failed => self.error.is_some(),
+            TaskStatus::Failed => {
+                self.error.is_some() || (self.era == Era::Legacy && self.result.is_some())
+            }
             TaskStatus::Cancelled => true,
             _ => false,
         }
@@ -159,6 +207,11 @@ impl TaskState {
     /// `CreateTaskResult`), is an [`Error`] telling the caller to call
     /// `tasks/get` first. A `result` that is not a `CallToolResult` is a
     /// protocol error.
+    ///
+    /// In the 2025-11-25 era a tool result with `isError: true` means the
+    /// task failed: its outcome is [`TaskOutcome::Failed`] with an error of
+    /// code -32603 whose message is the result's first text and whose `data`
+    /// is the result itself.
     pub fn outcome(&self) -> Result<TaskOutcome, Error> {
         match self.status {
             TaskStatus::Completed => {
@@ -168,8 +221,21 @@ impl TaskState {
                         missing: "result",
                     });
                 };
-                let result = parse_call_tool_result(&Value::Object(result.clone()))?;
-                Ok(TaskOutcome::Completed(result))
+                let parsed = parse_call_tool_result(&Value::Object(result.clone()))?;
+                if self.era == Era::Legacy && parsed.is_error == Some(true) {
+                    return Ok(self.tool_failure(&parsed, result));
+                }
+                Ok(TaskOutcome::Completed(parsed))
+            }
+            TaskStatus::Failed if self.error.is_none() && self.era == Era::Legacy => {
+                let Some(result) = &self.result else {
+                    return Err(Error::NotReady {
+                        status: self.status.clone(),
+                        missing: "error",
+                    });
+                };
+                let parsed = parse_call_tool_result(&Value::Object(result.clone()))?;
+                Ok(self.tool_failure(&parsed, result))
             }
             TaskStatus::Failed => {
                 let Some(error) = &self.error else {
@@ -189,6 +255,27 @@ impl TaskState {
                 missing: "a terminal status",
             }),
         }
+    }
+
+    /// The outcome of a 2025-11-25 task whose tool result (`raw`, read as
+    /// `parsed`) failed: -32603, the result's first text (else the status
+    /// message), the result as `data`.
+    fn tool_failure(&self, parsed: &CallToolResult, raw: &JsonObject) -> TaskOutcome {
+        let text = parsed
+            .content
+            .iter()
+            .find_map(|content| content.as_text().map(|text| text.text.clone()));
+        let error = RpcError {
+            code: -32603,
+            message: text
+                .or_else(|| self.status_message.clone())
+                .unwrap_or_else(|| "the tool reported an error".to_owned()),
+            data: Some(Value::Object(raw.clone())),
+        };
+        TaskOutcome::Failed(Box::new(TaskFailure {
+            error,
+            state: self.clone(),
+        }))
     }
 }
 
@@ -397,6 +484,45 @@ mod tests {
             let error = TaskState::from_json(bad).unwrap_err();
             assert!(error.is_protocol(), "{error}");
         }
+    }
+
+    #[test]
+    fn a_legacy_tool_result_with_is_error_is_a_failure() {
+        let failing = json!({"content": [{"type": "text", "text": "boom"}], "isError": true});
+        let completed =
+            TaskState::from_json(task(json!({"status": "completed", "result": failing}))).unwrap();
+        assert!(
+            matches!(completed.outcome().unwrap(), TaskOutcome::Completed(_)),
+            "the extension's rule"
+        );
+        let legacy = completed.clone().in_era(Era::Legacy);
+        let TaskOutcome::Failed(failure) = legacy.outcome().unwrap() else {
+            panic!("the 2025-11-25 rule: failed");
+        };
+        assert_eq!(
+            (failure.error.code, failure.error.message.as_str()),
+            (-32603, "boom")
+        );
+        assert_eq!(failure.error.data.as_ref().unwrap()["isError"], true);
+        // Failed with only the tool result (no JSON-RPC error) is ready too.
+        let mut failed = legacy.clone();
+        failed.status = TaskStatus::Failed;
+        failed.status_message = Some("it broke".into());
+        failed.result =
+            Some(serde_json::from_value(json!({"content": [], "isError": true})).unwrap());
+        assert!(failed.has_outcome());
+        let TaskOutcome::Failed(failure) = failed.outcome().unwrap() else {
+            panic!("expected failed");
+        };
+        assert_eq!(failure.error.message, "it broke");
+        failed.result = None;
+        assert!(!failed.has_outcome());
+        assert!(matches!(
+            failed.outcome().unwrap_err(),
+            Error::NotReady { .. }
+        ));
+        assert_eq!(legacy.era(), Era::Legacy);
+        assert_eq!(completed.era(), Era::Extension);
     }
 
     #[test]

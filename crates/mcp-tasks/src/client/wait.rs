@@ -198,16 +198,16 @@ impl From<&TaskId> for AwaitFrom {
 }
 
 /// The running state of one wait: its deadline and the last state read.
-struct Wait<'a> {
-    options: &'a AwaitOptions,
-    id: TaskId,
+pub(super) struct Wait<'a> {
+    pub(super) options: &'a AwaitOptions,
+    pub(super) id: TaskId,
     started: Instant,
     deadline: Option<Instant>,
-    current: Option<TaskState>,
+    pub(super) current: Option<TaskState>,
 }
 
 impl<'a> Wait<'a> {
-    fn new(options: &'a AwaitOptions, id: TaskId) -> Self {
+    pub(super) fn new(options: &'a AwaitOptions, id: TaskId) -> Self {
         let started = Instant::now();
         Self {
             options,
@@ -227,7 +227,7 @@ impl<'a> Wait<'a> {
     }
 
     /// Sleeps `pause`, or until the deadline; `Err(Timeout)` if it is reached.
-    async fn sleep(&self, pause: Duration) -> Result<(), Error> {
+    pub(super) async fn sleep(&self, pause: Duration) -> Result<(), Error> {
         match self.deadline {
             Some(deadline) if Instant::now() + pause >= deadline => {
                 tokio::time::sleep_until(deadline).await;
@@ -242,7 +242,7 @@ impl<'a> Wait<'a> {
 
     /// The timeout of the next request: the time left, at most
     /// `request_timeout`; `Err(Timeout)` when no time is left.
-    fn request_timeout(&self) -> Result<Duration, Error> {
+    pub(super) fn request_timeout(&self) -> Result<Duration, Error> {
         match self.deadline {
             None => Ok(self.options.request_timeout),
             Some(deadline) => {
@@ -261,7 +261,11 @@ impl<'a> Wait<'a> {
     /// JSON-RPC message is retried too, at most [`UNUSABLE_ANSWERS`] times in
     /// a row, deadline or not: a server that keeps answering garbage is not
     /// worth waiting for.
-    async fn retrying<T, F, Fut>(&self, method: &'static str, mut request: F) -> Result<T, Error>
+    pub(super) async fn retrying<T, F, Fut>(
+        &self,
+        method: &'static str,
+        mut request: F,
+    ) -> Result<T, Error>
     where
         F: FnMut(Duration) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
@@ -301,7 +305,7 @@ impl<'a> Wait<'a> {
     }
 
     /// Records `state` as the latest and shows it to the observer.
-    fn observe(&mut self, state: TaskState) -> &TaskState {
+    pub(super) fn observe(&mut self, state: TaskState) -> &TaskState {
         if let Some(observer) = &self.options.observer {
             observer(&state);
         }
@@ -322,11 +326,17 @@ impl<H: ClientHandler> TasksClient<H> {
     /// retried with backoff inside the deadline; JSON-RPC errors are
     /// returned at once. A finished state that carries its result or error
     /// returns at once, with no request.
+    ///
+    /// On a 2025-11-25 connection the same options and outcomes apply; the
+    /// payload comes from one `tasks/result` kept open (see [`super::legacy`]).
     pub async fn await_task(
         &self,
         task: impl Into<AwaitFrom>,
         options: &AwaitOptions,
     ) -> Result<TaskOutcome, Error> {
+        if self.initialize_era() {
+            return self.await_legacy(task.into(), options).await;
+        }
         let (id, seed) = match task.into() {
             AwaitFrom::State(state) => (state.id.clone(), Some(*state)),
             AwaitFrom::Id(id) => (id, None),
@@ -448,6 +458,9 @@ impl<H: ClientHandler> TasksClient<H> {
         id: &TaskId,
         options: &AwaitOptions,
     ) -> Result<TaskState, Error> {
+        if self.initialize_era() {
+            return self.cancel_and_wait_legacy(id, options).await;
+        }
         let mut wait = Wait::new(options, id.clone());
         wait.retrying("tasks/cancel", |timeout| {
             self.cancel_with_timeout(id, Some(timeout))

@@ -9,6 +9,7 @@ mod client;
 mod expiry;
 mod http;
 mod input;
+mod legacy;
 mod restart;
 mod schema;
 mod server;

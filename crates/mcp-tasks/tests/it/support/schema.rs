@@ -31,6 +31,52 @@ static SPEC: LazyLock<Option<(Value, Value, String)>> = LazyLock::new(|| {
 static VALIDATORS: LazyLock<Mutex<HashMap<String, Arc<Validator>>>> =
     LazyLock::new(Default::default);
 
+/// Retrieval URI for the 2025-11-25 schema (legacy tasks), which has no `$id` either.
+const LEGACY_URI: &str = "urn:mcp:schema:2025-11-25";
+
+/// The 2025-11-25 schema document, beside the others.
+static LEGACY: LazyLock<Option<Value>> = LazyLock::new(|| {
+    let path = spec_dir()?.join("2025-11-25/schema.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+});
+
+/// Validate a value against a named def of the 2025-11-25 schema (the legacy tasks era).
+pub(crate) fn check_legacy(def: &str, value: &Value) -> Result<(), String> {
+    let Some(schema) = LEGACY.as_ref() else {
+        return Ok(());
+    };
+    if schema["$defs"].get(def).is_none() {
+        return Err(format!("no def {def:?} in the 2025-11-25 schema"));
+    }
+    let key = format!("2025-11-25:{def}");
+    let validator = {
+        let mut cache = VALIDATORS.lock().unwrap_or_else(PoisonError::into_inner);
+        match cache.get(&key) {
+            Some(v) => Arc::clone(v),
+            None => {
+                let resource =
+                    Resource::from_contents(schema.clone()).map_err(|e| e.to_string())?;
+                let v = jsonschema::options()
+                    .with_draft(Draft::Draft202012)
+                    .with_resource(LEGACY_URI, resource)
+                    .build(&json!({ "$ref": format!("{LEGACY_URI}#/$defs/{def}") }))
+                    .map_err(|e| format!("cannot compile {def}: {e}"))?;
+                Arc::clone(cache.entry(key).or_insert(Arc::new(v)))
+            }
+        }
+    };
+    let found: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{def} (2025-11-25): at `{}`: {e}", e.instance_path))
+        .collect();
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(found.join("\n"))
+    }
+}
+
 /// Where the official schemas are, or None (saying once that the schema checks were NOT run).
 pub(crate) fn spec_dir() -> Option<PathBuf> {
     static NOTICE: Once = Once::new();

@@ -49,6 +49,13 @@ type Script = Box<dyn FnMut(&str, &Value) -> Reply + Send>;
 pub(crate) struct Log(Arc<Mutex<Vec<Received>>>);
 
 impl Log {
+    /// Records a message the server received, at the current (paused) time.
+    pub(crate) fn push(&self, message: Value) {
+        self.0.lock().unwrap().push(Received {
+            at: Instant::now(),
+            message,
+        });
+    }
     pub(crate) fn all(&self) -> Vec<Received> {
         self.0.lock().unwrap().clone()
     }
@@ -170,10 +177,7 @@ async fn serve(io: tokio::io::DuplexStream, mut script: Script, discover: Value,
         let Ok(message) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
-        log.0.lock().unwrap().push(Received {
-            at: Instant::now(),
-            message: message.clone(),
-        });
+        log.push(message.clone());
         let Some(id) = message.get("id").cloned() else {
             continue; // a notification
         };
