@@ -215,6 +215,55 @@ pub enum Error {
     Usage(&'static str),
 }
 
+/// Who is at fault, in a few groups: what [`Error::kind`] answers. Print it,
+/// count it or route on it without matching every variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The server refused the request with a JSON-RPC error (including an
+    /// unknown task): [`Error::Rpc`], [`Error::UnknownTask`].
+    Refused,
+    /// The server broke the protocol: [`Error::Protocol`].
+    Protocol,
+    /// The task ended without a result, or needs input that was not given:
+    /// [`Error::TaskFailed`], [`Error::TaskCancelled`],
+    /// [`Error::InputRequired`], [`Error::CallInputRequired`].
+    Task,
+    /// The wait gave up while the task goes on: [`Error::Timeout`],
+    /// [`Error::Stalled`].
+    Wait,
+    /// This side's answer to an input request was invalid or its handler
+    /// failed; nothing was sent: [`Error::InvalidInputResponse`],
+    /// [`Error::InputHandler`].
+    Input,
+    /// The request or its answer was lost on the way: [`Error::Transport`].
+    Transport,
+    /// The API was used wrongly: [`Error::Usage`], [`Error::NotReady`].
+    Usage,
+}
+
+impl ErrorKind {
+    /// A short lower-case name: `refused`, `protocol`, `task`, `wait`,
+    /// `input`, `transport`, `usage`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Refused => "refused",
+            Self::Protocol => "protocol",
+            Self::Task => "task",
+            Self::Wait => "wait",
+            Self::Input => "input",
+            Self::Transport => "transport",
+            Self::Usage => "usage",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Error {
     pub(crate) fn protocol(violation: ProtocolViolation, payload: Option<Value>) -> Self {
         Self::Protocol {
@@ -244,6 +293,22 @@ impl Error {
                 method,
                 source: Box::new(source),
             },
+        }
+    }
+
+    /// Who is at fault.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Rpc { .. } | Self::UnknownTask { .. } => ErrorKind::Refused,
+            Self::Protocol { .. } => ErrorKind::Protocol,
+            Self::TaskFailed(_)
+            | Self::TaskCancelled(_)
+            | Self::InputRequired(_)
+            | Self::CallInputRequired => ErrorKind::Task,
+            Self::Timeout { .. } | Self::Stalled { .. } => ErrorKind::Wait,
+            Self::InvalidInputResponse { .. } | Self::InputHandler { .. } => ErrorKind::Input,
+            Self::Transport { .. } => ErrorKind::Transport,
+            Self::Usage(_) | Self::NotReady { .. } => ErrorKind::Usage,
         }
     }
 
@@ -392,4 +457,74 @@ fn answered_unusably(error: &(dyn std::error::Error + 'static)) -> bool {
     }
     let shown = format!("{innermost:?}");
     UNUSABLE.iter().any(|variant| shown.starts_with(variant))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rpc(code: i64) -> Box<RpcError> {
+        Box::new(RpcError {
+            code,
+            message: "no".into(),
+            data: None,
+        })
+    }
+
+    #[test]
+    fn every_group_has_its_kind_and_name() {
+        let cases = [
+            (
+                Error::Rpc {
+                    method: "tools/call",
+                    error: rpc(-32603),
+                },
+                ErrorKind::Refused,
+                "refused",
+            ),
+            (
+                Error::UnknownTask {
+                    method: "tasks/get",
+                    error: rpc(INVALID_PARAMS),
+                },
+                ErrorKind::Refused,
+                "refused",
+            ),
+            (
+                Error::protocol(ProtocolViolation::UnexpectedTask, None),
+                ErrorKind::Protocol,
+                "protocol",
+            ),
+            (Error::CallInputRequired, ErrorKind::Task, "task"),
+            (
+                Error::InvalidInputResponse {
+                    key: "k".into(),
+                    reason: "r".into(),
+                },
+                ErrorKind::Input,
+                "input",
+            ),
+            (
+                Error::Transport {
+                    method: "tasks/get",
+                    source: Box::new(ServiceError::TransportClosed),
+                },
+                ErrorKind::Transport,
+                "transport",
+            ),
+            (Error::Usage("no"), ErrorKind::Usage, "usage"),
+            (
+                Error::NotReady {
+                    status: TaskStatus::Working,
+                    missing: "a result",
+                },
+                ErrorKind::Usage,
+                "usage",
+            ),
+        ];
+        for (error, kind, name) in cases {
+            assert_eq!(error.kind(), kind, "{error}");
+            assert_eq!(error.kind().to_string(), name);
+        }
+    }
 }

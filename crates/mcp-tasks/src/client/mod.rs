@@ -26,7 +26,7 @@ use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::Value;
 
-pub use error::Error;
+pub use error::{Error, ErrorKind};
 pub use input::{InputError, InputMode, InputResolver, validate_input_response};
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
@@ -198,22 +198,25 @@ impl<H: ClientHandler> TasksClient<H> {
         self.running.service().get_info().capabilities
     }
 
-    /// Whether the server advertises the Tasks extension in `server/discover`.
-    /// On a connection opened with `initialize` (protocol 2025-11-25 or
-    /// older) the extension is not defined, so this is `false`.
+    /// Whether the server advertises the Tasks extension
+    /// (`io.modelcontextprotocol/tasks` in its capabilities' `extensions`),
+    /// in its `server/discover` answer or, on a connection opened with
+    /// `initialize`, in its `initialize` answer: what this checks on every
+    /// kind of connection. A 2025-11-25 server's own tasks are not the
+    /// extension: [`TasksClient::era`] and [`TasksClient::task_methods`]
+    /// tell about those.
     pub fn server_supports(&self) -> bool {
         self.peer().peer_info().is_some_and(|info| {
-            !info.protocol_version.has_initialize()
-                && info
-                    .capabilities
-                    .extensions
-                    .as_ref()
-                    .is_some_and(|extensions| extensions.contains_key(TASKS_EXTENSION))
+            info.capabilities
+                .extensions
+                .as_ref()
+                .is_some_and(|extensions| extensions.contains_key(TASKS_EXTENSION))
         })
     }
 
     /// The era of this connection's tasks: [`Era::Legacy`] on a connection
-    /// opened with `initialize`, [`Era::Extension`] otherwise. Whether the
+    /// opened with `initialize` to a server that does not advertise the
+    /// extension, [`Era::Extension`] otherwise. Whether the
     /// server offers tasks at all is [`TasksClient::task_methods`].
     pub fn era(&self) -> Era {
         if self.initialize_era() {

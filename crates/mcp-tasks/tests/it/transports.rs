@@ -189,6 +189,33 @@ async fn round_trips_over_streamable_http_with_rmcp_task_manager() {
     lifecycle_scenario(&TasksClient::new(running)).await;
 }
 
+/// rmcp's usual connection (`serve_client`: `initialize`, which negotiates
+/// 2025-11-25) to a server that advertises the extension in its
+/// `initialize` answer: the extension is still what the client uses.
+#[tokio::test]
+async fn round_trips_over_an_initialize_connection_to_an_extension_server() {
+    let mut command = Command::new(server_binary());
+    command.arg("stdio");
+    let transport = TokioChildProcess::new(command).expect("spawn the fixture server");
+    let running = rmcp::service::serve_client(Handler::default(), transport)
+        .await
+        .expect("connect over stdio with initialize");
+    let client = TasksClient::new(running);
+    assert!(
+        client
+            .running()
+            .peer_info()
+            .is_some_and(|info| info.protocol_version.has_initialize()),
+        "the connection must be an initialize one for this test to mean anything"
+    );
+    assert_eq!(client.era(), mcp_tasks::Era::Extension);
+    assert_eq!(
+        client.task_methods(),
+        Some(vec!["tasks/get", "tasks/update", "tasks/cancel"])
+    );
+    lifecycle_scenario(&client).await;
+}
+
 /// A proxy in front of the HTTP server that answers the first `failures`
 /// `tasks/get` requests with 503, forwarding everything else.
 async fn flaky_proxy(upstream: String, failures: usize) -> (String, Arc<AtomicUsize>) {

@@ -18,11 +18,17 @@ use crate::client::{CallOptions, CallResponse, TasksClient, to_value};
 use crate::task::{TaskId, TaskStatus, saturating_millis};
 
 impl<H: ClientHandler> TasksClient<H> {
-    /// True on a connection opened with `initialize` (2025-11-25 or older).
+    /// True when this connection's tasks are 2025-11-25's: it was opened
+    /// with `initialize` (2025-11-25 or older) and the server does not
+    /// advertise the Tasks extension. A server that advertises the extension
+    /// in its `initialize` answer takes the extension's requests, declared per
+    /// request, on that connection too (rmcp's `TaskManager` and
+    /// [`TaskRuntime`](crate::server::TaskRuntime) servers do).
     pub(crate) fn initialize_era(&self) -> bool {
         self.peer()
             .peer_info()
             .is_some_and(|info| info.protocol_version.has_initialize())
+            && !self.server_supports()
     }
 
     /// What the 2025-11-25 server declared in `capabilities.tasks`:
