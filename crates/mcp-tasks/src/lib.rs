@@ -16,6 +16,7 @@ pub mod client;
 #[doc(hidden)]
 pub use rmcp as __rmcp;
 
+pub use form::Elicited;
 pub use task::{RpcError, TASKS_EXTENSION, TaskId, TaskStatus, Timestamp, Ttl, UnixMillis};
 
 #[cfg(feature = "client")]

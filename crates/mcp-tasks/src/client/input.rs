@@ -12,11 +12,12 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, Service};
 use rmcp::{ClientHandler, RoleClient};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::error::{Error, ProtocolViolation};
 use super::{AwaitOptions, TasksClient};
-use crate::form::{ContentError, Form};
+use crate::form::{ContentError, Elicited, Form};
 use crate::task::RpcError;
 
 /// A function that answers input requests: called with the requests not yet
@@ -107,6 +108,118 @@ impl InputMode {
         Fut: Future<Output = Result<InputResponses, InputError>> + Send + 'static,
     {
         Self::Resolver(Arc::new(move |requests| Box::pin(resolve(requests))))
+    }
+}
+
+impl InputMode {
+    /// A resolver for forms (`elicitation/create` in form mode) that answers
+    /// with typed values: `answer` is called with each form request in turn
+    /// and returns an [`Elicited`] (accept with any `T: Serialize`, such as
+    /// the struct the server's form was made from, decline or cancel). The
+    /// library builds the wire answer and checks it against the form before
+    /// anything is sent ([`Error::InvalidInputResponse`] when it does not
+    /// fit). Requests that are not forms (sampling, roots, URL mode, a
+    /// schema that cannot be read) stay unanswered, as with any resolver
+    /// that leaves a key out.
+    ///
+    /// ```
+    /// use mcp_tasks::form::Elicited;
+    /// use mcp_tasks::InputMode;
+    ///
+    /// #[derive(serde::Serialize)]
+    /// struct Approval { approve: bool }
+    ///
+    /// let input = InputMode::forms(|request| async move {
+    ///     Ok(if request.message().contains("deploy") {
+    ///         Elicited::Accept(Approval { approve: true })
+    ///     } else {
+    ///         Elicited::Decline
+    ///     })
+    /// });
+    /// # let _ = input;
+    /// ```
+    pub fn forms<T, F, Fut>(answer: F) -> Self
+    where
+        T: Serialize,
+        F: Fn(FormRequest) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Elicited<T>, InputError>> + Send + 'static,
+    {
+        let answer = Arc::new(answer);
+        Self::resolver(move |requests: BTreeMap<String, Value>| {
+            let answer = answer.clone();
+            async move {
+                let mut responses = InputResponses::new();
+                for (key, request) in requests {
+                    let Some(form) = FormRequest::read(&key, &request) else {
+                        continue;
+                    };
+                    let elicited = answer(form).await?;
+                    let wire = elicited
+                        .to_wire()
+                        .map_err(|error| InputError::new(key.clone(), error))?;
+                    responses.insert(key, wire);
+                }
+                Ok(responses)
+            }
+        })
+    }
+}
+
+/// A form the server asks to have filled in, as [`InputMode::forms`] hands
+/// it over: its key, message and [`Form`], and the request as sent.
+#[derive(Debug, Clone)]
+pub struct FormRequest {
+    key: String,
+    message: String,
+    form: Form,
+    request: Value,
+}
+
+impl FormRequest {
+    /// Reads the input request `request` under `key` if it is a form whose
+    /// schema can be read.
+    pub fn read(key: &str, request: &Value) -> Option<Self> {
+        if request.get("method").and_then(Value::as_str) != Some("elicitation/create") {
+            return None;
+        }
+        let params = request.get("params")?;
+        if !matches!(
+            params.get("mode").and_then(Value::as_str),
+            None | Some("form")
+        ) {
+            return None;
+        }
+        let form = Form::from_value(params.get("requestedSchema")?).ok()?;
+        Some(Self {
+            key: key.to_owned(),
+            message: params
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            form,
+            request: request.clone(),
+        })
+    }
+
+    /// The key of the input request.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// What the server says to the user.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The form: its fields, in schema order.
+    pub fn form(&self) -> &Form {
+        &self.form
+    }
+
+    /// The request as the server sent it (`{method, params}`).
+    pub fn request(&self) -> &Value {
+        &self.request
     }
 }
 

@@ -27,7 +27,7 @@ use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::Value;
 
 pub use error::{Error, ErrorKind};
-pub use input::{InputError, InputMode, InputResolver, validate_input_response};
+pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 

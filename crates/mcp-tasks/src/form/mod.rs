@@ -10,7 +10,8 @@
 //! ([`Form::validate`]); it fills in defaults ([`Form::fill_defaults`],
 //! [`Form::defaults`]). A field converts text a person typed to its value
 //! ([`Field::parse`]) and describes what it takes in one line
-//! ([`Field::hint`]). This module is there whatever the crate's features.
+//! ([`Field::hint`]). An answer, typed, is an [`Elicited`]. This module is
+//! there whatever the crate's features.
 //!
 //! ```
 //! use mcp_tasks::form::{ContentError, Form, Kind};
@@ -51,6 +52,7 @@
 use rmcp::model::StringFormat;
 use serde_json::{Map, Value};
 
+mod answer;
 mod format;
 mod read;
 mod value;
@@ -58,6 +60,7 @@ mod value;
 #[cfg(test)]
 mod tests;
 
+pub use answer::{AnswerError, Elicited};
 pub use read::SchemaError;
 pub use value::{ContentError, ValueError};
 

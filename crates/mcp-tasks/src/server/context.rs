@@ -5,11 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ErrorData;
-use rmcp::model::{ClientCapabilities, InputRequest};
+use rmcp::model::{ClientCapabilities, ElicitationSchema, InputRequest};
+use rmcp::schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::runtime::Inner;
+use crate::form::Elicited;
 use crate::store::{Change, Modified};
 use crate::task::{TaskId, TaskStatus};
 
@@ -95,6 +98,60 @@ impl TaskContext {
         answers
             .remove(&key)
             .ok_or_else(|| ErrorData::internal_error("the input answer went missing", None))
+    }
+
+    /// Asks the user to fill in a form made from `T`'s JSON schema (a
+    /// `#[derive(JsonSchema)]` struct of flat fields, as rmcp's
+    /// [`ElicitationSchema::from_type`] takes it) and waits for the answer,
+    /// typed: [`Elicited::Accept`] with a `T`, [`Elicited::Decline`] or
+    /// [`Elicited::Cancel`]. `key` names the request, as in
+    /// [`TaskContext::request_input`]. An accepted answer that does not
+    /// read as a `T` is -32602 (a client of this crate checks it against the
+    /// form before sending it).
+    pub async fn elicit<T>(
+        &self,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Result<Elicited<T>, ErrorData>
+    where
+        T: JsonSchema + DeserializeOwned,
+    {
+        let schema = ElicitationSchema::from_type::<T>().map_err(|error| {
+            ErrorData::internal_error(
+                format!("{} cannot be a form: {error}", std::any::type_name::<T>()),
+                None,
+            )
+        })?;
+        self.elicit_form(key, message, schema).await
+    }
+
+    /// [`TaskContext::elicit`] with a form built by hand with rmcp's
+    /// [`ElicitationSchema`] builder; the answer reads as any `T` (a struct,
+    /// or a `serde_json::Map` to take it as it comes).
+    pub async fn elicit_form<T>(
+        &self,
+        key: impl Into<String>,
+        message: impl Into<String>,
+        schema: ElicitationSchema,
+    ) -> Result<Elicited<T>, ErrorData>
+    where
+        T: DeserializeOwned,
+    {
+        let key = key.into();
+        let request = serde_json::from_value(serde_json::json!({
+            "method": "elicitation/create",
+            "params": {"mode": "form", "message": message.into(), "requestedSchema": schema},
+        }))
+        .map_err(|error| {
+            ErrorData::internal_error(format!("input request {key:?}: {error}"), None)
+        })?;
+        let answer = self.request_input(key.clone(), request).await?;
+        Elicited::from_wire(&answer).map_err(|error| {
+            ErrorData::invalid_params(
+                format!("the answer to input request {key:?} does not fit its form: {error}"),
+                None,
+            )
+        })
     }
 
     /// Asks for several inputs at once and waits until every key is

@@ -56,6 +56,7 @@ pub mod http;
 mod limits;
 mod policy;
 mod principal;
+mod router;
 mod runtime;
 mod supervise;
 mod waiters;
@@ -65,10 +66,12 @@ pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
 pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
 pub use principal::{Principal, PrincipalExtractor, default_principal};
+pub use router::TaskRouter;
 pub use runtime::{DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime, TaskRuntimeBuilder};
 
 /// Writes the `get_task`, `update_task` and `cancel_task` methods of an rmcp
-/// `ServerHandler` impl, delegating to the [`TaskRuntime`] in the named field.
+/// `ServerHandler` impl, delegating to the [`TaskRuntime`] (or
+/// [`TaskRouter`]) in the named field.
 ///
 /// ```ignore
 /// impl ServerHandler for MyServer {

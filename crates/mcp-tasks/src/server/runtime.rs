@@ -133,25 +133,51 @@ impl TaskRuntime {
         F: FnOnce(TaskContext) -> Fut,
         Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
     {
-        let declared = context
-            .client_capabilities()
-            .is_some_and(|capabilities| capabilities.supports_tasks());
-        let as_task = match tasks.policy_for(request) {
-            TaskPolicy::Forbidden => false,
-            TaskPolicy::Optional => declared,
-            TaskPolicy::Required if declared => true,
-            TaskPolicy::Required => return Err(tasks_required()),
-        };
-        if !as_task {
+        if !self.runs_as_task(request, context, tasks)? {
             let context = TaskContext::synchronous();
             return match tokio::spawn(run(context)).await {
                 Ok(outcome) => outcome.map(CallToolResponse::from),
                 Err(_) => Err(tool_panicked()),
             };
         }
+        let principal = self.principal_of(&context.extensions);
+        self.start_task(principal, tasks, run).await
+    }
+
+    /// Whether this call runs as a task: its policy, and whether the
+    /// request declared the extension. -32021 when the tool requires a task
+    /// and the extension was not declared.
+    pub(crate) fn runs_as_task(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        tasks: &ToolTasks,
+    ) -> Result<bool, ErrorData> {
+        let declared = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
+        match tasks.policy_for(request) {
+            TaskPolicy::Forbidden => Ok(false),
+            TaskPolicy::Optional => Ok(declared),
+            TaskPolicy::Required if declared => Ok(true),
+            TaskPolicy::Required => Err(tasks_required()),
+        }
+    }
+
+    /// Creates a task for `principal`, durably, and runs `run` under its
+    /// supervision.
+    pub(crate) async fn start_task<F, Fut>(
+        &self,
+        principal: Principal,
+        tasks: &ToolTasks,
+        run: F,
+    ) -> Result<CallToolResponse, ErrorData>
+    where
+        F: FnOnce(TaskContext) -> Fut,
+        Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
+    {
         let inner = &self.inner;
         let settings = &inner.settings;
-        let principal = (inner.principal)(&context.extensions);
         // Held by the tool's supervision: the task counts until it ends.
         let seat = inner.live.take(&principal, settings.max_tasks_per_caller)?;
         let record = TaskRecord::new(

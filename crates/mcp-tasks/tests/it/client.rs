@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use mcp_tasks::error::ProtocolViolation;
 use mcp_tasks::{
-    AwaitOptions, CallOptions, CallResponse, Error, InputMode, TaskOutcome, TaskStatus,
+    AwaitOptions, CallOptions, CallResponse, Era, Error, InputMode, TaskOutcome, TaskStatus,
 };
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -107,16 +107,29 @@ async fn server_support_follows_discover() {
     })
     .await;
     assert!(!client.server_supports());
-    // An initialize-era server, even one that names the extension: not defined there.
-    let (client, log) = connect_with(Handler::default(), Value::Null, |method, _| match method {
-        "initialize" => Reply::Result(json!({"protocolVersion": "2025-11-25",
-            "capabilities": {"tools": {}, "extensions": {TASKS: {}}},
-            "serverInfo": {"name": "legacy", "version": "0"}})),
-        _ => Reply::Silence,
-    })
-    .await;
-    assert_eq!(log.of("initialize").len(), 1);
-    assert!(!client.server_supports());
+    // A server reached with initialize that advertises the extension there
+    // (as rmcp's TaskManager servers do) supports it on that connection;
+    // one that does not is a 2025-11-25 server.
+    for (extensions, supports, era) in [
+        (json!({TASKS: {}}), true, Era::Extension),
+        (json!({}), false, Era::Legacy),
+    ] {
+        let (client, log) =
+            connect_with(
+                Handler::default(),
+                Value::Null,
+                move |method, _| match method {
+                    "initialize" => Reply::Result(json!({"protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}, "extensions": extensions.clone()},
+                    "serverInfo": {"name": "initialize", "version": "0"}})),
+                    _ => Reply::Silence,
+                },
+            )
+            .await;
+        assert_eq!(log.of("initialize").len(), 1);
+        assert_eq!(client.server_supports(), supports);
+        assert_eq!(client.era(), era);
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -11,6 +11,7 @@ mod http;
 mod input;
 mod legacy;
 mod restart;
+mod router;
 mod schema;
 mod server;
 mod steps;
