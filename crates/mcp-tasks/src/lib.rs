@@ -8,6 +8,8 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod form;
+#[cfg(any(feature = "client", feature = "server"))]
+mod stdio;
 pub mod task;
 
 #[cfg(feature = "client")]

@@ -53,6 +53,7 @@ mod clock;
 mod context;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod listen;
 mod policy;
 mod principal;
 mod runtime;
@@ -66,8 +67,12 @@ pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
 pub use principal::{Principal, PrincipalExtractor, default_principal};
 pub use runtime::{TaskRuntime, TaskRuntimeBuilder};
 
-/// Writes the `get_task`, `update_task` and `cancel_task` methods of an rmcp
-/// `ServerHandler` impl, delegating to the [`TaskRuntime`] in the named field.
+/// Writes the `get_task`, `update_task`, `cancel_task` and
+/// `on_custom_request` methods of an rmcp `ServerHandler` impl, delegating
+/// to the [`TaskRuntime`] in the named field. `on_custom_request` serves
+/// task listens over stdio (see [`listen`]); a server with custom requests
+/// of its own writes it by hand and hands the others to
+/// [`TaskRuntime::on_custom_request`].
 ///
 /// ```ignore
 /// impl ServerHandler for MyServer {
@@ -101,6 +106,14 @@ macro_rules! delegate_task_methods {
             context: $crate::__rmcp::service::RequestContext<$crate::__rmcp::RoleServer>,
         ) -> ::std::result::Result<(), $crate::__rmcp::ErrorData> {
             self.$runtime.cancel_task(request, &context).await
+        }
+
+        async fn on_custom_request(
+            &self,
+            request: $crate::__rmcp::model::CustomRequest,
+            context: $crate::__rmcp::service::RequestContext<$crate::__rmcp::RoleServer>,
+        ) -> ::std::result::Result<$crate::__rmcp::model::CustomResult, $crate::__rmcp::ErrorData> {
+            self.$runtime.on_custom_request(request, context).await
         }
     };
 }

@@ -6,7 +6,9 @@
 //! answer, without SSE keep-alives, with browser `Origin`s limited to
 //! loopback (rmcp answers others with 403, and checks that `Host` is a
 //! loopback name against DNS rebinding); and in front of it [`fast_tasks`],
-//! which answers well-formed `tasks/*` polls straight from the runtime.
+//! which answers well-formed `tasks/*` polls straight from the runtime, and
+//! [`listen_tasks`], which serves `subscriptions/listen` for tasks (rmcp
+//! 3.11 cannot: see [`listen`](super::listen)).
 //! [`serve`] runs a router on a listener with `TCP_NODELAY` on every
 //! accepted socket, so each answer goes out in one write instead of waiting
 //! on Nagle and delayed ACKs.
@@ -30,6 +32,7 @@
 //! transport's required browser check.
 
 mod fast;
+mod listen;
 
 use std::sync::Arc;
 
@@ -38,6 +41,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use fast::fast_tasks;
+pub use listen::listen_tasks;
 
 use crate::server::TaskRuntime;
 
@@ -105,7 +109,8 @@ where
         self
     }
 
-    /// The axum router: rmcp's service at the path, [`fast_tasks`] in front.
+    /// The axum router: rmcp's service at the path, [`fast_tasks`] and
+    /// [`listen_tasks`] in front.
     pub fn router(self) -> axum::Router {
         let config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
@@ -116,25 +121,48 @@ where
         let server = self.server;
         let service: StreamableHttpService<S, LocalSessionManager> =
             StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
-        fast_tasks(
-            axum::Router::new().nest_service(&self.path, service),
-            self.runtime,
-        )
+        let router = axum::Router::new().nest_service(&self.path, service);
+        let router = fast_tasks(router, self.runtime.clone());
+        listen_tasks(router, self.runtime)
     }
 
     /// Serves the router on `listener` until the process ends (see [`serve`]).
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         serve(listener, self.router()).await
     }
+
+    /// Serves the router on `listener` until `shutdown` completes, then
+    /// ends every open listen stream gracefully (each gets its listen
+    /// result) and finishes the requests in flight.
+    pub async fn serve_with_shutdown(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let runtime = self.runtime.clone();
+        let listener = nodelay(listener);
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                runtime.end_subscriptions();
+            })
+            .await
+    }
 }
 
 /// Serves `router` on `listener`, with `TCP_NODELAY` set on every accepted
 /// socket, until the process ends or the listener fails.
 pub async fn serve(listener: tokio::net::TcpListener, router: axum::Router) -> std::io::Result<()> {
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+    axum::serve(nodelay(listener), router).await
+}
+
+/// `listener` with `TCP_NODELAY` set on every accepted socket.
+fn nodelay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
+    axum::serve::ListenerExt::tap_io(listener, |tcp| {
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
-    });
-    axum::serve(listener, router).await
+    })
 }
