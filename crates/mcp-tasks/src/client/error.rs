@@ -98,6 +98,12 @@ pub enum Error {
         error: Box<RpcError>,
     },
 
+    /// The server does not report on the task over `subscriptions/listen`:
+    /// its acknowledgement left the task out (a wait in
+    /// [`ListenMode::Required`](super::ListenMode::Required)).
+    #[error("the server does not report on this task over subscriptions/listen")]
+    ListenDeclined,
+
     // --- the peer misbehaved ---
     /// The server sent something the protocol does not allow.
     #[error("protocol error from the server: {violation}")]

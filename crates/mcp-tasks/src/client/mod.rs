@@ -7,6 +7,7 @@
 
 pub mod error;
 mod input;
+pub mod listen;
 mod state;
 mod wait;
 
@@ -25,6 +26,7 @@ use serde_json::Value;
 
 pub use error::Error;
 pub use input::{InputError, InputMode, InputResolver, validate_input_response};
+pub use listen::{ListenChannel, ListenMode};
 pub use state::{TaskFailure, TaskOutcome, TaskState};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
@@ -124,19 +126,23 @@ impl CallOptions {
 /// Cheap to clone; every clone drives the same connection.
 pub struct TasksClient<H: ClientHandler> {
     running: Arc<RunningService<RoleClient, H>>,
+    listen: Option<ListenChannel>,
 }
 
 impl<H: ClientHandler> Clone for TasksClient<H> {
     fn clone(&self) -> Self {
         Self {
             running: self.running.clone(),
+            listen: self.listen.clone(),
         }
     }
 }
 
 impl<H: ClientHandler> std::fmt::Debug for TasksClient<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TasksClient").finish_non_exhaustive()
+        f.debug_struct("TasksClient")
+            .field("listen", &self.listen)
+            .finish_non_exhaustive()
     }
 }
 
@@ -148,7 +154,22 @@ impl<H: ClientHandler> TasksClient<H> {
 
     /// Wraps a running rmcp client that is shared already.
     pub fn from_arc(running: Arc<RunningService<RoleClient, H>>) -> Self {
-        Self { running }
+        Self {
+            running,
+            listen: None,
+        }
+    }
+
+    /// Lets waits listen for task notifications through `channel`, made
+    /// for the transport `running` was built on (see [`listen`]).
+    pub fn with_listen(mut self, channel: ListenChannel) -> Self {
+        self.listen = Some(channel);
+        self
+    }
+
+    /// Whether waits can listen: the client has a listen channel.
+    pub fn can_listen(&self) -> bool {
+        self.listen.is_some()
     }
 
     /// The rmcp client underneath, for everything else MCP offers.
