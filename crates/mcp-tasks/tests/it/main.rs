@@ -8,6 +8,7 @@ mod support;
 mod client;
 mod expiry;
 mod input;
+mod listen;
 mod restart;
 mod schema;
 mod server;

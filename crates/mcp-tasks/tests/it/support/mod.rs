@@ -6,6 +6,7 @@
 // handler answers it.
 #![allow(deprecated)]
 
+pub(crate) mod listening;
 pub(crate) mod runtime_server;
 pub(crate) mod schema;
 pub(crate) mod scripted;
