@@ -73,9 +73,7 @@ impl Case {
                 String::from_utf8_lossy(&output.stdout)
             ));
         }
-        let Some(status) = self.status else {
-            return None;
-        };
+        let status = self.status?;
         let (_, value) = json_of(&output);
         if value["status"] != status {
             return Some(format!(
