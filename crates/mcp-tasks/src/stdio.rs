@@ -42,6 +42,18 @@ pub(crate) trait LineFilter: Send + Unpin {
     fn closed(&mut self) {}
 }
 
+/// True when `needle` occurs in `line`: the cheap test a filter makes
+/// before it parses a line.
+pub(crate) fn contains(line: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, _)) = needle.split_first() else {
+        return true;
+    };
+    line.iter()
+        .enumerate()
+        .filter(|(_, byte)| **byte == first)
+        .any(|(at, _)| line[at..].starts_with(needle))
+}
+
 /// An [`AsyncRead`] that runs every complete line through a [`LineFilter`].
 #[derive(Debug)]
 pub(crate) struct FilteredReader<R, F> {
@@ -220,6 +232,12 @@ mod tests {
         reader.read_to_end(&mut out).await.unwrap();
         writer.await.unwrap();
         (out, reader.filter.closed)
+    }
+
+    #[test]
+    fn needles_are_found() {
+        assert!(contains(b"abc", b"bc") && contains(b"abc", b""));
+        assert!(!contains(b"abc", b"cd") && !contains(b"", b"a"));
     }
 
     #[tokio::test]

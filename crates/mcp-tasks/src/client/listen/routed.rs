@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use super::{CANCELLED, Event, LISTEN, Refusal, SUBSCRIPTION_ID, classify, listen_params};
 use crate::client::TasksClient;
-use crate::stdio::{FilteredReader, Line, LineFilter};
+use crate::stdio::{FilteredReader, Line, LineFilter, contains};
 use crate::task::{RpcError, TaskId};
 
 /// Messages buffered per stream before the stream counts as lagging.
@@ -155,12 +155,6 @@ impl LineFilter for Demux {
         // Their receivers see the end.
         routes.by_id.clear();
     }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack
-        .windows(needle.len())
-        .any(|window| window == needle)
 }
 
 /// One stream over a newline-delimited transport.

@@ -215,7 +215,9 @@ impl Subscription {
             if self.ending.is_cancelled() || self.watched.iter().all(|task| task.done) {
                 return None;
             }
-            if let Some(params) = self.changed_task().await {
+            // Boxed: the reads' state lives on the heap only while they run,
+            // not in every idle stream.
+            if let Some(params) = Box::pin(self.changed_task()).await {
                 return Some(params);
             }
             let woken = {

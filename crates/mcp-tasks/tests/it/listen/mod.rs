@@ -302,3 +302,25 @@ async fn a_request_cancellation_is_never_a_task_cancel() {
         assert_eq!(completed_text(&outcome), "gated done", "{transport:?}");
     }
 }
+
+#[tokio::test]
+async fn a_closed_stdio_connection_leaves_no_stream_open() {
+    // (Over HTTP a stream is a connection of its own: `http::closed_streams_leave_nothing_behind`.)
+    let server = patient_server();
+    let client = client(&server, crate::support::listening::Transport::Stdio).await;
+    let seed = task_of(&client, "gated", json!({})).await;
+    let (options, mut states) = observed(listening(ListenMode::Required));
+    let waiting = tokio::spawn({
+        let client = client.clone();
+        async move { client.await_task(&seed, &options).await }
+    });
+    until_message(&mut states, "step 1").await;
+    assert_eq!(server.runtime.open_subscriptions(), 1);
+    // The connection goes away mid-wait: the wait still holds its stream,
+    // so nothing tells the server but the closed connection. rmcp gives
+    // the handlers in flight 5 s to finish, then cancels them.
+    client.running().cancellation_token().cancel();
+    until_closed(&server).await;
+    waiting.abort();
+    let _ = waiting.await;
+}
