@@ -25,12 +25,12 @@
 //! names `taskIds` and also other notification types is acknowledged for
 //! the task ids only (the acknowledgement lists what the server agreed to).
 //!
-//! What a stream does ([`Subscription`]): it acknowledges only ids that
-//! exist and belong to the caller (others are left out alike: no existence
-//! oracle); then every change of those tasks, woken by the store's change
-//! feed, goes out as `notifications/tasks` carrying the `DetailedTask` that
-//! `tasks/get` would answer at that moment, without `resultType`, tagged
-//! with the subscription id. Changes that land faster than they are sent
+//! What a stream does: it acknowledges only ids that exist and belong to
+//! the caller (others are left out alike: no existence oracle); then every
+//! change of those tasks, woken by the store's change feed, goes out as
+//! `notifications/tasks` carrying the `DetailedTask` that `tasks/get`
+//! would answer at that moment, without `resultType`, tagged with the
+//! subscription id. Changes that land faster than they are sent
 //! coalesce: the latest state always goes out. The stream ends gracefully
 //! when its last task has finished, when the runtime ends every stream
 //! ([`TaskRuntime::end_subscriptions`]), or at once when the caller already
