@@ -3,7 +3,8 @@
 //! [`TasksClient`] wraps a running rmcp client (any transport) and adds what
 //! rmcp 3.11 leaves to its users: the extension declared per request, typed
 //! task state, an await with clamped intervals, a deadline, retries and an
-//! input loop, and MRTR rounds before a task exists.
+//! input loop, MRTR rounds before a task exists, and a listen mode that
+//! hears the task's `notifications/tasks` instead of polling ([`listen`]).
 
 pub mod error;
 mod input;

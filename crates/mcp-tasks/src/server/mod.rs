@@ -5,11 +5,13 @@
 //! delegates to it: `call_tool` to [`TaskRuntime::call_tool`] with the
 //! tool's [`ToolTasks`] policy and its code, and `get_task`, `update_task`,
 //! `cancel_task` to the methods of the same names
-//! ([`delegate_task_methods!`](crate::delegate_task_methods) writes those three). The runtime decides
-//! between a synchronous run and a task, creates the task in the store
-//! before answering, runs the tool with a [`TaskContext`], records its
-//! outcome, binds every task to the principal that created it, and sweeps
-//! expired tasks in the background.
+//! ([`delegate_task_methods!`](crate::delegate_task_methods) writes those
+//! three, and `on_custom_request` for task listens over stdio). The runtime
+//! decides between a synchronous run and a task, creates the task in the
+//! store before answering, runs the tool with a [`TaskContext`], records its
+//! outcome, binds every task to the principal that created it, sweeps
+//! expired tasks in the background, and pushes every change of a task to
+//! the `subscriptions/listen` streams that asked for it ([`listen`]).
 //!
 //! ```no_run
 //! use mcp_tasks::server::{TaskRuntime, ToolTasks};
