@@ -106,10 +106,18 @@ checks() {
     fail "$name/$tr" "$(why "$name-$tr"); trace $(trace '[e.get("outcome") for e in ev]' "$m")"
   fi
 
-  # --listen: fastmcp answers subscriptions/listen with -32601; we fall back to polling.
+  # call listens by default: fastmcp answers subscriptions/listen with -32601, so we
+  # fall back to polling; --listen insists and ends with exit 70 and that error.
   name=listen-fallback
-  run "$name-$tr" call slow --arg seconds=0.2 --listen --timeout 30
+  run "$name-$tr" call slow --arg seconds=0.2 --timeout 30
   if [ "$RC" = 0 ] && [ "$(json "$WORK/$name-$tr.json" 't')" = "slept 0.2 s" ]; then
+    pass "$name/$tr"
+  else
+    fail "$name/$tr" "$(why "$name-$tr")"
+  fi
+  name=listen-insisted
+  run "$name-$tr" call slow --arg seconds=0.2 --listen --timeout 30
+  if [ "$RC" = 70 ] && [ "$(json "$WORK/$name-$tr.json" '(d.get("error") or {}).get("code")')" = -32601 ]; then
     pass "$name/$tr"
   else
     fail "$name/$tr" "$(why "$name-$tr")"

@@ -1,6 +1,7 @@
 //! Connecting to a server: a child process over stdio, or Streamable HTTP.
 //! Either way the connection is built with the library's `legacy::Handler`
-//! and a tap on the transport, so that a 2025-11-25 server's tasks work too.
+//! and a tap on the transport, so that a 2025-11-25 server's tasks work too,
+//! and with a listen channel, so that waits can listen.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -9,7 +10,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use mcp_tasks::TasksClient;
-use mcp_tasks::client::legacy;
+use mcp_tasks::client::listen::DemuxReader;
+use mcp_tasks::client::{ListenChannel, legacy};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitationCapability, FormElicitationCapability,
     Implementation, ProtocolVersion, UrlElicitationCapability,
@@ -73,12 +75,13 @@ pub(crate) fn parse_header(text: &str) -> anyhow::Result<(String, String)> {
 /// How long a stdio server has to exit once its stdin is closed.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 
-/// A server on stdio, its stdout read through the tap. Closing it closes the
+/// A server on stdio, its stdout read through the listen channel's demux
+/// and the tap. Closing it closes the
 /// server's stdin, gives it [`EXIT_GRACE`] to exit and then kills it (as
 /// rmcp's own child-process transport does, which has no tap); dropping it
 /// unclosed kills the server.
 struct ChildTransport {
-    io: AsyncRwTransport<RoleClient, legacy::TapRead<ChildStdout>, ChildStdin>,
+    io: AsyncRwTransport<RoleClient, legacy::TapRead<DemuxReader<ChildStdout>>, ChildStdin>,
     child: Child,
 }
 
@@ -137,13 +140,15 @@ pub(crate) async fn connect(
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     bail!("cannot reach the stdin and stdout of {command:?}");
                 };
+                let (channel, stdout) = ListenChannel::stdio(stdout);
                 let transport = ChildTransport {
                     io: AsyncRwTransport::new_client(tap.read(stdout), stdin),
                     child,
                 };
-                serve_client_with_lifecycle(handler, transport, lifecycle)
+                let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
-                    .with_context(|| format!("{command:?} does not speak MCP on stdio"))
+                    .with_context(|| format!("{command:?} does not speak MCP on stdio"))?;
+                Ok((running, channel))
             }
             Target::Url(url) => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
@@ -171,18 +176,20 @@ pub(crate) async fn connect(
                     .redirect(reqwest::redirect::Policy::none())
                     .build()
                     .context("cannot build an HTTP client")?;
+                let channel = ListenChannel::http(http.clone(), &config);
                 let transport = StreamableHttpClientTransport::with_client(tap.http(http), config);
-                serve_client_with_lifecycle(handler, transport, lifecycle)
+                let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
-                    .with_context(|| format!("cannot reach an MCP server at {url}"))
+                    .with_context(|| format!("cannot reach an MCP server at {url}"))?;
+                Ok((running, channel))
             }
         }
     };
-    let running = tokio::time::timeout(Duration::from_secs(30), connecting)
+    let (running, channel) = tokio::time::timeout(Duration::from_secs(30), connecting)
         .await
         .context("the server did not answer within 30 s")??;
     if let Some(info) = running.peer_info() {
         tracing::debug!(version = %info.protocol_version, "connected");
     }
-    Ok(TasksClient::new(running))
+    Ok(TasksClient::new(running).with_listen(channel))
 }

@@ -1,13 +1,15 @@
 //! `mcp-tasks demo`: a server on an embedded SQLite store, served on
 //! 127.0.0.1, and a short tour against it: a task with live status, an
-//! input request, a cancelled task, and a summary.
+//! input request, a cancelled task, how late a change is seen when the
+//! client listens and when it polls, and a summary.
 
+use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TaskOutcome};
+use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, ListenMode, TaskOutcome, TaskState};
 use serde_json::json;
 
 use crate::connect::{Target, connect};
@@ -45,7 +47,7 @@ async fn tour() -> anyhow::Result<bool> {
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
-    let serving = tokio::spawn(serve_http(server, listener));
+    let serving = tokio::spawn(serve_http(server, listener, std::future::pending()));
     println!("mcp-tasks demo: a task server on an embedded SQLite store at {url}\n");
     let client = connect(&Target::Url(url), &[]).await?;
     println!(
@@ -59,7 +61,7 @@ async fn tour() -> anyhow::Result<bool> {
     let mut summary = Vec::new();
     let options = AwaitOptions::default().with_deadline(Some(Duration::from_secs(30)));
 
-    println!("1/3  long_job: a task that reports its progress");
+    println!("1/4  long_job: a task that reports its progress (heard as it happens)");
     let started = Instant::now();
     let watch = Watch::new(false);
     let watching = watch.options(options.clone(), &InputPolicy::Fail);
@@ -76,7 +78,7 @@ async fn tour() -> anyhow::Result<bool> {
     watch.report(outcome).print(false);
     summary.push(("long_job", ended, started.elapsed(), "completed"));
 
-    println!("\n2/3  confirm_action: the task asks for input (tasks/update answers it)");
+    println!("\n2/4  confirm_action: the task asks for input (tasks/update answers it)");
     let policy = if std::io::stdin().is_terminal() {
         InputPolicy::Prompt
     } else {
@@ -99,7 +101,7 @@ async fn tour() -> anyhow::Result<bool> {
     watch.report(outcome).print(false);
     summary.push(("confirm_action", ended, started.elapsed(), "completed"));
 
-    println!("\n3/3  sleep: a task cancelled with tasks/cancel");
+    println!("\n3/4  sleep: a task cancelled with tasks/cancel");
     let started = Instant::now();
     let cancelled = match client
         .call_tool("sleep", args(json!({"ms": 60_000})), CallOptions::default())
@@ -121,6 +123,34 @@ async fn tour() -> anyhow::Result<bool> {
     };
     summary.push(("sleep", cancelled, started.elapsed(), "cancelled"));
 
+    println!(
+        "\n4/4  listen or poll: how late long_job's changes are seen (the server suggests 200 ms polls)"
+    );
+    for (mode, name) in [(ListenMode::Required, "listen"), (ListenMode::Poll, "poll")] {
+        let started = Instant::now();
+        let delays = Arc::new(Mutex::new(Delays::default()));
+        let watching = options.clone().with_listen(mode).with_observer({
+            let delays = delays.clone();
+            move |state| delays.lock().unwrap_or_else(|p| p.into_inner()).saw(state)
+        });
+        let outcome = client
+            .call_and_await(
+                "long_job",
+                args(json!({"steps": 5, "step_ms": 300})),
+                CallOptions::default(),
+                &watching,
+            )
+            .await;
+        let delays = delays.lock().unwrap_or_else(|p| p.into_inner());
+        println!("     {name:<6} {}", delays.summary());
+        let tool = if name == "listen" {
+            "long_job, listen"
+        } else {
+            "long_job, poll"
+        };
+        summary.push((tool, outcome_name(&outcome), started.elapsed(), "completed"));
+    }
+
     println!("\nsummary");
     let mut all_as_expected = true;
     for (tool, ended, took, expected) in &summary {
@@ -131,7 +161,7 @@ async fn tour() -> anyhow::Result<bool> {
         };
         all_as_expected &= ended == expected;
         println!(
-            "  {tool:<16} {ended:<12} {:>5.1}s  {mark}",
+            "  {tool:<18} {ended:<12} {:>5.1}s  {mark}",
             took.as_secs_f64()
         );
     }
@@ -146,9 +176,89 @@ async fn tour() -> anyhow::Result<bool> {
     Ok(all_as_expected)
 }
 
+/// How long after each change (its `lastUpdatedAt`) the client saw it.
+#[derive(Default)]
+struct Delays {
+    seen: HashSet<String>,
+    delays: Vec<Duration>,
+}
+
+impl Delays {
+    fn saw(&mut self, state: &TaskState) {
+        let Some(updated) = &state.last_updated_at else {
+            return;
+        };
+        if !self.seen.insert(updated.as_str().to_owned()) {
+            return;
+        }
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis());
+        if let Some(at) = unix_millis(updated.as_str()) {
+            let late = u64::try_from(now.saturating_sub(at)).unwrap_or(u64::MAX);
+            self.delays.push(Duration::from_millis(late));
+        }
+    }
+
+    fn summary(&self) -> String {
+        let Some(worst) = self.delays.iter().max() else {
+            return "no change seen".to_owned();
+        };
+        let total: Duration = self.delays.iter().sum();
+        let count = u32::try_from(self.delays.len()).unwrap_or(u32::MAX);
+        format!(
+            "{} changes seen, on average {} ms after they happened (at most {} ms)",
+            self.delays.len(),
+            (total / count).as_millis(),
+            worst.as_millis()
+        )
+    }
+}
+
+/// Milliseconds since the epoch of an RFC 3339 UTC time as this server
+/// writes them (`2026-07-28T10:30:00.123Z`).
+fn unix_millis(text: &str) -> Option<u128> {
+    let (date, time) = text.strip_suffix('Z')?.split_once('T')?;
+    let mut date = date.splitn(3, '-').map(str::parse::<i64>);
+    let (year, month, day) = (date.next()?.ok()?, date.next()?.ok()?, date.next()?.ok()?);
+    let (clock, millis) = time.split_once('.').unwrap_or((time, "0"));
+    let mut clock = clock.splitn(3, ':').map(str::parse::<i64>);
+    let (hours, minutes, seconds) = (
+        clock.next()?.ok()?,
+        clock.next()?.ok()?,
+        clock.next()?.ok()?,
+    );
+    let millis: i64 = format!("{millis:0<3}").get(..3)?.parse().ok()?;
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let of_era = year - era * 400;
+    let of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let of_era_days = of_era * 365 + of_era / 4 - of_era / 100 + of_year;
+    let days = era * 146_097 + of_era_days - 719_468;
+    let total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds;
+    u128::try_from(total * 1000 + millis).ok()
+}
+
 fn outcome_name(outcome: &Result<TaskOutcome, mcp_tasks::Error>) -> String {
     match outcome {
         Ok(outcome) => outcome.status().to_string(),
         Err(error) => format!("error: {error}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unix_millis;
+
+    #[test]
+    fn server_timestamps_are_read() {
+        assert_eq!(unix_millis("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(
+            unix_millis("2026-07-28T10:30:00.123Z"),
+            Some(1_785_234_600_123)
+        );
+        assert_eq!(unix_millis("2000-03-01T00:00:01Z"), Some(951_868_801_000));
+        assert_eq!(unix_millis("yesterday"), None);
     }
 }

@@ -77,9 +77,13 @@ struct InputArgs {
     /// A form answer for --input accept, FIELD=VALUE (repeatable).
     #[arg(long = "answer", value_name = "FIELD=VALUE")]
     answers: Vec<String>,
-    /// Listen for task notifications instead of polling (falls back to polling).
-    #[arg(long)]
+    /// Insist on listening for the task's notifications: fail if the server
+    /// cannot (by default a wait listens where it can and polls otherwise).
+    #[arg(long, conflicts_with = "poll")]
     listen: bool,
+    /// Poll tasks/get instead of listening for notifications.
+    #[arg(long)]
+    poll: bool,
     /// Give up after this many seconds (default: no limit; Ctrl-C ends a wait).
     #[arg(long, value_name = "SECS")]
     timeout: Option<f64>,
@@ -270,11 +274,15 @@ fn await_options(
         Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
         Some(_) => return Err(usage("--timeout must be a number of seconds")),
     };
-    if input.listen {
-        tracing::info!("--listen: this client polls (listen is not implemented yet)");
-    }
+    let listen = match (input.listen, input.poll) {
+        (true, _) => mcp_tasks::ListenMode::Required,
+        (_, true) => mcp_tasks::ListenMode::Poll,
+        _ => mcp_tasks::ListenMode::Auto,
+    };
     Ok((
-        mcp_tasks::AwaitOptions::default().with_deadline(deadline),
+        mcp_tasks::AwaitOptions::default()
+            .with_deadline(deadline)
+            .with_listen(listen),
         policy,
     ))
 }

@@ -263,6 +263,12 @@ pub(crate) fn exit_for(error: &Error) -> u8 {
         Error::Protocol { .. } | Error::Stalled { .. } => code::PROTOCOL,
         Error::InputRequired(_) | Error::CallInputRequired => code::INPUT_REQUIRED,
         Error::TaskCancelled(_) => code::CANCELLED,
+        // --listen on a server that cannot listen (to this task).
+        Error::ListenDeclined
+        | Error::Rpc {
+            method: "subscriptions/listen",
+            ..
+        } => code::PROTOCOL,
         Error::Rpc { .. } | Error::UnknownTask { .. } | Error::TaskFailed(_) => code::FAILED,
         // An answer the flags cannot build (the resolver's error) or that the
         // form refuses is a usage error.

@@ -8,6 +8,8 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod form;
+#[cfg(any(feature = "client", feature = "server"))]
+mod stdio;
 pub mod task;
 
 #[cfg(feature = "client")]
@@ -22,8 +24,8 @@ pub use task::{RpcError, TASKS_EXTENSION, TaskId, TaskStatus, Timestamp, Ttl, Un
 #[cfg(feature = "client")]
 pub use client::{
     AwaitFrom, AwaitOptions, CallOptions, CallResponse, Era, Error, ErrorKind, InputMode,
-    TaskFailure, TaskOutcome, TaskState, TasksClient, error, validate_input_response,
-    with_tasks_extension,
+    ListenChannel, ListenMode, TaskFailure, TaskOutcome, TaskState, TasksClient, error,
+    validate_input_response, with_tasks_extension,
 };
 
 #[cfg(feature = "store")]

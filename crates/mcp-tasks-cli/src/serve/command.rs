@@ -54,7 +54,11 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             writeln!(stdout, "listening on http://{local}/mcp")?;
             stdout.flush()?;
             drop(stdout);
-            super::serve_http(server, listener).await
+            // Ctrl-C ends the listen streams, then the server.
+            let interrupted = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            super::serve_http(server, listener, interrupted).await
         }
     }
 }

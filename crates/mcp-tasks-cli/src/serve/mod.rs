@@ -1,5 +1,7 @@
 //! `mcp-tasks serve`: an rmcp server on our [`TaskRuntime`] with the demo
-//! tools of [`self::tools`], over stdio or stateless Streamable HTTP.
+//! tools of [`self::tools`], over stdio or stateless Streamable HTTP, and
+//! `subscriptions/listen` for tasks on both (`notifications/tasks` pushed
+//! as tasks change; see `mcp_tasks::server::listen`).
 //!
 //! Over HTTP the endpoint is `/mcp`. rmcp's `StreamableHttpService` checks
 //! the `Host` header (loopback names only: DNS-rebinding protection) and,
@@ -22,6 +24,7 @@ use anyhow::Context;
 use mcp_tasks::Ttl;
 use mcp_tasks::server::TaskRuntime;
 use mcp_tasks::server::http::StreamableHttpServer;
+use mcp_tasks::server::listen::ListenReader;
 use mcp_tasks::store::{MemoryStore, SharedStore};
 use mcp_tasks_sqlite::SqliteStore;
 use rmcp::model::{
@@ -129,7 +132,8 @@ impl ServerHandler for DemoServer {
         )
         .with_server_info(Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")))
         .with_instructions(format!(
-            "Demo tools for the MCP Tasks extension: {}.",
+            "Demo tools for the MCP Tasks extension: {}. Task changes are pushed as \
+             notifications/tasks on subscriptions/listen with notifications.taskIds.",
             tools::names().collect::<Vec<_>>().join(", ")
         ))
     }
@@ -159,7 +163,8 @@ impl ServerHandler for DemoServer {
 
 /// Serves on stdin and stdout until stdin closes (also before any message).
 pub(crate) async fn serve_stdio(server: DemoServer) -> anyhow::Result<()> {
-    let running = match server.serve(rmcp::transport::stdio_pipes()).await {
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    let running = match server.serve((ListenReader::new(stdin), stdout)).await {
         Ok(running) => running,
         // The client went away before its first message: nothing to serve.
         Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
@@ -172,15 +177,17 @@ pub(crate) async fn serve_stdio(server: DemoServer) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves Streamable HTTP at `/mcp` on `listener` until the process ends,
-/// with the library's serving recipe.
+/// Serves Streamable HTTP at `/mcp` on `listener` with the library's
+/// serving recipe until `shutdown` completes, then ends the listen streams
+/// gracefully and finishes the requests in flight.
 pub(crate) async fn serve_http(
     server: DemoServer,
     listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let runtime = server.runtime.clone();
     StreamableHttpServer::new(server, runtime)
-        .serve(listener)
+        .serve_with_shutdown(listener, shutdown)
         .await
         .context("the HTTP server stopped")
 }

@@ -175,7 +175,9 @@ async fn discover_advertises_the_extension_and_lists_every_tool() {
     let instructions = info.instructions.as_deref().unwrap_or_default();
     assert_eq!(
         instructions,
-        "Demo tools for the MCP Tasks extension: long_job, confirm_action, failing_tool, sleep."
+        "Demo tools for the MCP Tasks extension: long_job, confirm_action, failing_tool, sleep. \
+         Task changes are pushed as notifications/tasks on subscriptions/listen with \
+         notifications.taskIds."
     );
     for tool in &tools {
         assert!(
@@ -191,7 +193,7 @@ async fn discover_advertises_the_extension_and_lists_every_tool() {
 async fn http(server: DemoServer) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(serve_http(server, listener));
+    tokio::spawn(serve_http(server, listener, std::future::pending()));
     address
 }
 

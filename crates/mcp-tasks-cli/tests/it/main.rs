@@ -5,3 +5,4 @@ mod support;
 mod cli;
 mod interactive;
 mod legacy;
+mod listen;

@@ -13,7 +13,12 @@ pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
 
 /// The `--stdio` command line of a fresh in-memory server.
 pub(crate) fn stdio_server() -> String {
-    format!("{BIN} serve --stdio --store memory --poll-interval 50")
+    stdio_server_polling(50)
+}
+
+/// [`stdio_server`] suggesting polls every `ms`.
+pub(crate) fn stdio_server_polling(ms: u64) -> String {
+    format!("{BIN} serve --stdio --store memory --poll-interval {ms}")
 }
 
 /// Runs the binary with a 60 s limit.
@@ -64,6 +69,12 @@ impl Drop for HttpServer {
 }
 
 pub(crate) fn http_server() -> HttpServer {
+    http_server_polling(50)
+}
+
+/// [`http_server`] suggesting polls every `ms`.
+pub(crate) fn http_server_polling(ms: u64) -> HttpServer {
+    let ms = ms.to_string();
     let mut child = Command::new(BIN)
         .args([
             "serve",
@@ -72,7 +83,7 @@ pub(crate) fn http_server() -> HttpServer {
             "--store",
             "memory",
             "--poll-interval",
-            "50",
+            &ms,
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

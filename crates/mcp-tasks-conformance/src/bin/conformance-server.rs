@@ -140,9 +140,12 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
         .context("the HTTP server stopped")
 }
 
-/// Serves on stdin and stdout until stdin closes (also before any message).
+/// Serves on stdin and stdout until stdin closes (also before any message),
+/// task listens included.
 async fn serve_stdio(server: FixtureServer) -> anyhow::Result<()> {
-    let running = match server.serve(rmcp::transport::stdio_pipes()).await {
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    let stdin = mcp_tasks::server::listen::ListenReader::new(stdin);
+    let running = match server.serve((stdin, stdout)).await {
         Ok(running) => running,
         // The client went away before its first message: nothing to serve.
         Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),

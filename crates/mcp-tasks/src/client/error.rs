@@ -123,6 +123,12 @@ pub enum Error {
         error: Box<RpcError>,
     },
 
+    /// The server does not report on the task over `subscriptions/listen`:
+    /// its acknowledgement left the task out (a wait in
+    /// [`ListenMode::Required`](super::ListenMode::Required)).
+    #[error("the server does not report on this task over subscriptions/listen")]
+    ListenDeclined,
+
     // --- the peer misbehaved ---
     /// The server sent something the protocol does not allow.
     #[error("protocol error from the server: {violation}")]
@@ -221,7 +227,8 @@ pub enum Error {
 #[non_exhaustive]
 pub enum ErrorKind {
     /// The server refused the request with a JSON-RPC error (including an
-    /// unknown task): [`Error::Rpc`], [`Error::UnknownTask`].
+    /// unknown task), or would not report on the task over a listen:
+    /// [`Error::Rpc`], [`Error::UnknownTask`], [`Error::ListenDeclined`].
     Refused,
     /// The server broke the protocol: [`Error::Protocol`].
     Protocol,
@@ -299,7 +306,9 @@ impl Error {
     /// Who is at fault.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::Rpc { .. } | Self::UnknownTask { .. } => ErrorKind::Refused,
+            Self::Rpc { .. } | Self::UnknownTask { .. } | Self::ListenDeclined => {
+                ErrorKind::Refused
+            }
             Self::Protocol { .. } => ErrorKind::Protocol,
             Self::TaskFailed(_)
             | Self::TaskCancelled(_)

@@ -3,13 +3,15 @@
 //! [`TasksClient`] wraps a running rmcp client (any transport) and adds what
 //! rmcp 3.11 leaves to its users: the extension declared per request, typed
 //! task state, an await with clamped intervals, a deadline, retries and an
-//! input loop, and MRTR rounds before a task exists. On a connection opened
-//! with `initialize`, the same calls drive the 2025-11-25 era's tasks
-//! ([`legacy`]).
+//! input loop, MRTR rounds before a task exists, and a listen mode that
+//! hears the task's `notifications/tasks` instead of polling ([`listen`]).
+//! On a connection opened with `initialize` to a server without the
+//! extension, the same calls drive the 2025-11-25 era's tasks ([`legacy`]).
 
 pub mod error;
 mod input;
 pub mod legacy;
+pub mod listen;
 mod state;
 mod wait;
 
@@ -28,6 +30,7 @@ use serde_json::Value;
 
 pub use error::{Error, ErrorKind};
 pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
+pub use listen::{ListenChannel, ListenMode};
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
@@ -136,13 +139,15 @@ impl CallOptions {
 /// A client for the Tasks extension over a running rmcp client.
 ///
 /// Cheap to clone; every clone drives the same connection. On a connection
-/// opened with `initialize` it drives the 2025-11-25 era's tasks instead,
+/// opened with `initialize` to a server without the extension it drives
+/// the 2025-11-25 era's tasks instead,
 /// through the same calls (see [`legacy`] for what to build such a
 /// connection with).
 pub struct TasksClient<H: ClientHandler> {
     running: Arc<RunningService<RoleClient, H>>,
     /// The connection's legacy plumbing, when its handler is a [`legacy::Handler`].
     legacy: Option<Arc<legacy::Link>>,
+    listen: Option<ListenChannel>,
 }
 
 impl<H: ClientHandler> Clone for TasksClient<H> {
@@ -150,13 +155,16 @@ impl<H: ClientHandler> Clone for TasksClient<H> {
         Self {
             running: self.running.clone(),
             legacy: self.legacy.clone(),
+            listen: self.listen.clone(),
         }
     }
 }
 
 impl<H: ClientHandler> std::fmt::Debug for TasksClient<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TasksClient").finish_non_exhaustive()
+        f.debug_struct("TasksClient")
+            .field("listen", &self.listen)
+            .finish_non_exhaustive()
     }
 }
 
@@ -172,7 +180,23 @@ impl<H: ClientHandler> TasksClient<H> {
         let legacy = service
             .downcast_ref::<legacy::Handler>()
             .map(|handler| handler.link.clone());
-        Self { running, legacy }
+        Self {
+            running,
+            legacy,
+            listen: None,
+        }
+    }
+
+    /// Lets waits listen for task notifications through `channel`, made
+    /// for the transport `running` was built on (see [`listen`]).
+    pub fn with_listen(mut self, channel: ListenChannel) -> Self {
+        self.listen = Some(channel);
+        self
+    }
+
+    /// Whether waits can listen: the client has a listen channel.
+    pub fn can_listen(&self) -> bool {
+        self.listen.is_some()
     }
 
     /// The rmcp client underneath, for everything else MCP offers.

@@ -1,7 +1,9 @@
-//! Awaiting a task by polling `tasks/get`.
+//! Awaiting a task: polling `tasks/get`, or listening for its
+//! notifications where the client and the server can (see [`listen`](super::listen)).
 //!
-//! Cancel safety: dropping the future stops the wait and nothing else; the
-//! task keeps running on the server and can be awaited again by id.
+//! Cancel safety: dropping the future stops the wait and closes its listen
+//! stream, and nothing else; the task keeps running on the server and can
+//! be awaited again by id.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -14,6 +16,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::error::{Error, ProtocolViolation, Retry};
+use super::listen::{Heard, ListenMode, Listening};
 use super::state::{TaskOutcome, TaskState};
 use super::{InputMode, TasksClient};
 use crate::task::{TaskId, TaskStatus};
@@ -58,6 +61,9 @@ pub struct AwaitOptions {
     pub mrtr_max_rounds: usize,
     /// Called with every state read.
     pub observer: Option<StateObserver>,
+    /// Whether the wait listens for notifications (default
+    /// [`ListenMode::Auto`]: when the client has a listen channel).
+    pub listen: ListenMode,
 }
 
 impl Default for AwaitOptions {
@@ -74,6 +80,7 @@ impl Default for AwaitOptions {
             cancel_on_stall: false,
             mrtr_max_rounds: 8,
             observer: None,
+            listen: ListenMode::Auto,
         }
     }
 }
@@ -92,6 +99,7 @@ impl fmt::Debug for AwaitOptions {
             .field("cancel_on_stall", &self.cancel_on_stall)
             .field("mrtr_max_rounds", &self.mrtr_max_rounds)
             .field("observer", &self.observer.as_ref().map(|_| ".."))
+            .field("listen", &self.listen)
             .finish()
     }
 }
@@ -148,6 +156,13 @@ impl AwaitOptions {
         self
     }
 
+    /// Whether the wait listens for the task's notifications instead of
+    /// polling (see [`ListenMode`]).
+    pub fn with_listen(mut self, mode: ListenMode) -> Self {
+        self.listen = mode;
+        self
+    }
+
     /// Calls `observer` with every state the wait reads.
     pub fn with_observer(mut self, observer: impl Fn(&TaskState) + Send + Sync + 'static) -> Self {
         self.observer = Some(Arc::new(observer));
@@ -198,12 +213,12 @@ impl From<&TaskId> for AwaitFrom {
 }
 
 /// The running state of one wait: its deadline and the last state read.
-pub(super) struct Wait<'a> {
-    pub(super) options: &'a AwaitOptions,
-    pub(super) id: TaskId,
+pub(crate) struct Wait<'a> {
+    pub(crate) options: &'a AwaitOptions,
+    pub(crate) id: TaskId,
     started: Instant,
     deadline: Option<Instant>,
-    pub(super) current: Option<TaskState>,
+    pub(crate) current: Option<TaskState>,
 }
 
 impl<'a> Wait<'a> {
@@ -218,7 +233,7 @@ impl<'a> Wait<'a> {
         }
     }
 
-    fn timeout(&self) -> Error {
+    pub(crate) fn timeout(&self) -> Error {
         Error::Timeout {
             task_id: self.id.clone(),
             waited: self.started.elapsed(),
@@ -227,7 +242,7 @@ impl<'a> Wait<'a> {
     }
 
     /// Sleeps `pause`, or until the deadline; `Err(Timeout)` if it is reached.
-    pub(super) async fn sleep(&self, pause: Duration) -> Result<(), Error> {
+    pub(crate) async fn sleep(&self, pause: Duration) -> Result<(), Error> {
         match self.deadline {
             Some(deadline) if Instant::now() + pause >= deadline => {
                 tokio::time::sleep_until(deadline).await;
@@ -242,7 +257,7 @@ impl<'a> Wait<'a> {
 
     /// The timeout of the next request: the time left, at most
     /// `request_timeout`; `Err(Timeout)` when no time is left.
-    pub(super) fn request_timeout(&self) -> Result<Duration, Error> {
+    pub(crate) fn request_timeout(&self) -> Result<Duration, Error> {
         match self.deadline {
             None => Ok(self.options.request_timeout),
             Some(deadline) => {
@@ -254,6 +269,12 @@ impl<'a> Wait<'a> {
                 }
             }
         }
+    }
+
+    /// True once the deadline has passed.
+    pub(crate) fn deadline_passed(&self) -> bool {
+        self.deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
     }
 
     /// Runs `request` (given its timeout), retrying transient failures
@@ -315,7 +336,11 @@ impl<'a> Wait<'a> {
 
 impl<H: ClientHandler> TasksClient<H> {
     /// Polls `tasks/get` until the task is terminal, answering input as
-    /// `options.input` says, and returns its outcome.
+    /// `options.input` says, and returns its outcome. Where the client has
+    /// a [`ListenChannel`](super::ListenChannel) and `options.listen`
+    /// allows it, the wait listens for the task's notifications instead of
+    /// sleeping between polls (see [`listen`](super::listen)); input
+    /// handling, stall detection and the deadline are the same.
     ///
     /// The interval is the task's latest `pollIntervalMs` (else
     /// `default_interval`) clamped to `[min_interval, max_interval]`. At the
@@ -352,6 +377,7 @@ impl<H: ClientHandler> TasksClient<H> {
         let mut incomplete = 0u32;
         // Whether the state in hand came from tasks/get (else from the caller).
         let mut polled = false;
+        let mut listening = Listening::new(self, options.listen);
         loop {
             // Decide what to do with the state in hand, and how long to pause.
             let pause = match &wait.current {
@@ -434,14 +460,30 @@ impl<H: ClientHandler> TasksClient<H> {
                     Some(options.interval_for(Some(current)))
                 }
             };
-            if let Some(pause) = pause {
-                wait.sleep(pause).await?;
-            }
-            let next = wait
-                .retrying("tasks/get", |timeout| {
-                    self.get_with_timeout(&wait.id, Some(timeout))
-                })
-                .await?;
+            // Where polling sleeps, a listening wait waits for a notification.
+            let heard = match pause {
+                None => None,
+                Some(pause) => match listening.wait(&wait, pause).await? {
+                    Heard::State(state) => Some(*state),
+                    // Nothing new within the pause: decide again on the
+                    // state in hand, as after a poll that read it again.
+                    Heard::Quiet => continue,
+                    Heard::ReadNow => None,
+                    Heard::Sleep => {
+                        wait.sleep(pause).await?;
+                        None
+                    }
+                },
+            };
+            let next = match heard {
+                Some(state) => state,
+                None => {
+                    wait.retrying("tasks/get", |timeout| {
+                        self.get_with_timeout(&wait.id, Some(timeout))
+                    })
+                    .await?
+                }
+            };
             wait.observe(next);
             polled = true;
         }

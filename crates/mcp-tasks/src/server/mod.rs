@@ -5,11 +5,13 @@
 //! delegates to it: `call_tool` to [`TaskRuntime::call_tool`] with the
 //! tool's [`ToolTasks`] policy and its code, and `get_task`, `update_task`,
 //! `cancel_task` to the methods of the same names
-//! ([`delegate_task_methods!`](crate::delegate_task_methods) writes those three). The runtime decides
-//! between a synchronous run and a task, creates the task in the store
-//! before answering, runs the tool with a [`TaskContext`], records its
-//! outcome, binds every task to the principal that created it, and sweeps
-//! expired tasks in the background.
+//! ([`delegate_task_methods!`](crate::delegate_task_methods) writes those
+//! three, and `on_custom_request` for task listens over stdio). The runtime
+//! decides between a synchronous run and a task, creates the task in the
+//! store before answering, runs the tool with a [`TaskContext`], records its
+//! outcome, binds every task to the principal that created it, sweeps
+//! expired tasks in the background, and pushes every change of a task to
+//! the `subscriptions/listen` streams that asked for it ([`listen`]).
 //!
 //! ```no_run
 //! use mcp_tasks::server::{TaskRuntime, ToolTasks};
@@ -54,6 +56,7 @@ mod context;
 #[cfg(feature = "http")]
 pub mod http;
 mod limits;
+pub mod listen;
 mod policy;
 mod principal;
 mod router;
@@ -69,9 +72,12 @@ pub use principal::{Principal, PrincipalExtractor, default_principal};
 pub use router::TaskRouter;
 pub use runtime::{DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime, TaskRuntimeBuilder};
 
-/// Writes the `get_task`, `update_task` and `cancel_task` methods of an rmcp
-/// `ServerHandler` impl, delegating to the [`TaskRuntime`] (or
-/// [`TaskRouter`]) in the named field.
+/// Writes the `get_task`, `update_task`, `cancel_task` and
+/// `on_custom_request` methods of an rmcp `ServerHandler` impl, delegating
+/// to the [`TaskRuntime`] (or [`TaskRouter`]) in the named field.
+/// `on_custom_request` serves task listens over stdio (see [`listen`]); a
+/// server with custom requests of its own writes it by hand and hands the
+/// others to [`TaskRuntime::on_custom_request`].
 ///
 /// ```ignore
 /// impl ServerHandler for MyServer {
@@ -105,6 +111,14 @@ macro_rules! delegate_task_methods {
             context: $crate::__rmcp::service::RequestContext<$crate::__rmcp::RoleServer>,
         ) -> ::std::result::Result<(), $crate::__rmcp::ErrorData> {
             self.$runtime.cancel_task(request, &context).await
+        }
+
+        async fn on_custom_request(
+            &self,
+            request: $crate::__rmcp::model::CustomRequest,
+            context: $crate::__rmcp::service::RequestContext<$crate::__rmcp::RoleServer>,
+        ) -> ::std::result::Result<$crate::__rmcp::model::CustomResult, $crate::__rmcp::ErrorData> {
+            self.$runtime.on_custom_request(request, context).await
         }
     };
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use rmcp::handler::server::common::{AsRequestContext, FromContextPart};
 use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult, Tool,
-    UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult,
+    GetTaskParams, GetTaskResult, Tool, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -230,6 +230,16 @@ where
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.runtime.update_task(request, context).await
+    }
+
+    /// [`TaskRuntime::on_custom_request`] (task listens over stdio), for
+    /// [`delegate_task_methods!`].
+    pub async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        self.runtime.on_custom_request(request, context).await
     }
 
     /// [`TaskRuntime::cancel_task`], for [`delegate_task_methods!`].

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
-    Extensions, GetTaskParams, GetTaskResult, InputResponses, UpdateTaskParams,
+    CustomRequest, CustomResult, ErrorCode, Extensions, GetTaskParams, GetTaskResult,
+    InputResponses, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::clock::{Clock, SystemClock};
 use super::context::TaskContext;
 use super::limits::LiveTasks;
+use super::listen::{Listeners, answer_rerouted};
 use super::policy::{TaskPolicy, ToolTasks};
 use super::principal::{Principal, PrincipalExtractor, default_principal};
 use super::supervise::{listen_for_changes, run_sweeper, supervise, sweep};
@@ -41,6 +43,7 @@ pub(crate) struct Inner {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) principal: PrincipalExtractor,
     pub(crate) waiters: Waiters,
+    pub(crate) listeners: Listeners,
     pub(crate) settings: Settings,
 }
 
@@ -52,6 +55,7 @@ pub(crate) struct Settings {
     pub(crate) retention: Duration,
     pub(crate) sweep_interval: Duration,
     pub(crate) max_tasks_per_caller: Option<usize>,
+    pub(crate) max_listen_streams: usize,
 }
 
 impl Inner {
@@ -108,6 +112,7 @@ impl TaskRuntime {
                 retention: Duration::from_secs(3600),
                 sweep_interval: Duration::from_secs(1),
                 max_tasks_per_caller: Some(DEFAULT_MAX_TASKS_PER_CALLER),
+                max_listen_streams: 64,
             },
             clock: Arc::new(SystemClock),
             principal: Arc::new(default_principal),
@@ -252,9 +257,19 @@ impl TaskRuntime {
         id: &TaskId,
         principal: &Principal,
     ) -> Result<GetTaskResult, ErrorData> {
+        let record = self.current(id, principal).await?;
+        Ok(GetTaskResult::new(detailed_task(&record)?))
+    }
+
+    /// The record as `tasks/get` shows it now, if it exists and `principal`
+    /// owns it: an unfinished task past its TTL reads as expired (the
+    /// sweeper may not have run yet).
+    pub(crate) async fn current(
+        &self,
+        id: &TaskId,
+        principal: &Principal,
+    ) -> Result<TaskRecord, ErrorData> {
         let mut record = self.owned(id, principal).await?;
-        // The sweeper may not have run yet: an unfinished task past its TTL
-        // reads as expired.
         if !record.status().is_terminal()
             && record.is_due(self.inner.clock.now())
             && let Modified::Applied(next) | Modified::Refused(next, _) =
@@ -262,7 +277,38 @@ impl TaskRuntime {
         {
             record = next;
         }
-        Ok(GetTaskResult::new(detailed_task(&record)?))
+        Ok(record)
+    }
+
+    /// rmcp's `ServerHandler::on_custom_request`: serves the task listens
+    /// that [`ListenReader`](super::listen::ListenReader) hands to it (see
+    /// [`listen`](super::listen)); any other custom method gets -32601.
+    /// Wired by [`delegate_task_methods!`](crate::delegate_task_methods).
+    pub async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        if request.method == super::listen::REROUTED {
+            return answer_rerouted(self, request.params, context).await;
+        }
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            request.method,
+            None,
+        ))
+    }
+
+    /// Ends every listen stream open now, gracefully (each gets its final
+    /// result), for example before a graceful shutdown; streams opened
+    /// later are not affected.
+    pub fn end_subscriptions(&self) {
+        self.inner.listeners.end_all();
+    }
+
+    /// How many listen streams are open now.
+    pub fn open_subscriptions(&self) -> usize {
+        self.inner.listeners.open()
     }
 
     /// [`TaskRuntime::update_task`] for a principal found elsewhere.
@@ -349,6 +395,14 @@ impl TaskRuntimeBuilder {
         self
     }
 
+    /// The most listen streams one caller (principal) may have open at
+    /// once (default 64); a further stream is acknowledged without its
+    /// tasks and ends at once, so its client polls instead.
+    pub fn with_max_listen_streams(mut self, streams: usize) -> Self {
+        self.settings.max_listen_streams = streams;
+        self
+    }
+
     /// How often the sweeper looks for expired tasks (default 1 s).
     pub fn with_sweep_interval(mut self, interval: Duration) -> Self {
         self.settings.sweep_interval = interval;
@@ -391,6 +445,7 @@ impl TaskRuntimeBuilder {
             principal: self.principal,
             waiters: Waiters::default(),
             live: Arc::default(),
+            listeners: Listeners::default(),
             settings: self.settings,
         });
         tokio::spawn(listen_for_changes(

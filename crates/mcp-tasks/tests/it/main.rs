@@ -10,6 +10,7 @@ mod expiry;
 mod http;
 mod input;
 mod legacy;
+mod listen;
 mod restart;
 mod router;
 mod schema;

@@ -22,7 +22,7 @@ use tokio::process::{Child, Command};
 use crate::support::{Handler, args, completed_text, lifecycle};
 
 /// The fixture server binary, which `cargo test` builds with the examples.
-fn server_binary() -> PathBuf {
+pub(crate) fn server_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary has a path");
     let dir = exe
         .parent()
@@ -39,7 +39,7 @@ fn server_binary() -> PathBuf {
 }
 
 /// Starts the fixture server over HTTP; the child lives as long as the value.
-async fn http_server() -> (Child, String) {
+pub(crate) async fn http_server() -> (Child, String) {
     let mut child = Command::new(server_binary())
         .args(["http", "127.0.0.1:0"])
         .stdin(Stdio::piped())

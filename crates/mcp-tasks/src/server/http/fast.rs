@@ -123,7 +123,7 @@ fn internal(error: serde_json::Error) -> ErrorData {
     ErrorData::internal_error(format!("cannot encode the task: {error}"), None)
 }
 
-fn plain(status: StatusCode, body: &Value) -> Response {
+pub(super) fn plain(status: StatusCode, body: &Value) -> Response {
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -134,7 +134,7 @@ fn plain(status: StatusCode, body: &Value) -> Response {
 }
 
 /// No `Origin` (browsers go through rmcp's origin check) and a loopback `Host`.
-fn local_and_headless(headers: &HeaderMap) -> bool {
+pub(super) fn local_and_headless(headers: &HeaderMap) -> bool {
     if headers.contains_key(header::ORIGIN) {
         return false;
     }

@@ -6,16 +6,18 @@
 //! answer, without SSE keep-alives, with browser `Origin`s limited to
 //! loopback (rmcp answers others with 403, and checks that `Host` is a
 //! loopback name against DNS rebinding); in front of it [`fast_tasks`],
-//! which answers well-formed `tasks/*` polls straight from the runtime; and
-//! in front of everything a guard that bounds the body (size and time to
-//! arrive) and answers every malformed request with a JSON-RPC error
-//! (-32700 for a body that is not JSON, -32600 for the rest, with the HTTP
-//! status that fits). [`serve`] runs a router on a listener with
-//! `TCP_NODELAY` on every accepted socket (each answer goes out in one write
-//! instead of waiting on Nagle and delayed ACKs), a bound on open
-//! connections, and a time limit for a request's headers (also between the
-//! requests of a kept-alive connection), so connections that send half a
-//! request, or nothing, are closed.
+//! which answers well-formed `tasks/*` polls straight from the runtime, and
+//! [`listen_tasks`], which serves `subscriptions/listen` for tasks (rmcp
+//! 3.11 cannot: see [`listen`](super::listen)); and in front of everything
+//! a guard that bounds the body (size and time to arrive) and answers every
+//! malformed request with a JSON-RPC error (-32700 for a body that is not
+//! JSON, -32600 for the rest, with the HTTP status that fits). [`serve`]
+//! runs a router on a listener with `TCP_NODELAY` on every accepted socket
+//! (each answer goes out in one write instead of waiting on Nagle and
+//! delayed ACKs), a bound on open connections, and a time limit for a
+//! request's headers (also between the requests of a kept-alive
+//! connection), so connections that send half a request, or nothing, are
+//! closed.
 //!
 //! ```no_run
 //! # use mcp_tasks::server::TaskRuntime;
@@ -37,6 +39,7 @@
 
 pub(crate) mod fast;
 pub(crate) mod guard;
+mod listen;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +49,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use fast::fast_tasks;
+pub use listen::listen_tasks;
 
 use crate::server::TaskRuntime;
 
@@ -162,9 +166,10 @@ where
         self
     }
 
-    /// The axum router: the guard, [`fast_tasks`], and rmcp's service at the
-    /// path. Its body limits apply wherever the router is served; the
-    /// connection limits only with [`StreamableHttpServer::serve`].
+    /// The axum router: the guard, then [`fast_tasks`] and [`listen_tasks`],
+    /// then rmcp's service at the path. Its body limits apply wherever the
+    /// router is served; the connection limits only with
+    /// [`StreamableHttpServer::serve`].
     pub fn router(self) -> axum::Router {
         self.parts().0
     }
@@ -184,11 +189,10 @@ where
             max_body_bytes: self.limits.max_body_bytes,
             body_timeout: self.limits.request_read_timeout,
         };
-        let router = fast_tasks(
-            axum::Router::new().nest_service(&self.path, service),
-            self.runtime,
-        )
-        .layer(axum::middleware::from_fn_with_state(guard, guard::guard));
+        let router = axum::Router::new().nest_service(&self.path, service);
+        let router = fast_tasks(router, self.runtime.clone());
+        let router = listen_tasks(router, self.runtime)
+            .layer(axum::middleware::from_fn_with_state(guard, guard::guard));
         (router, self.limits)
     }
 
@@ -197,6 +201,24 @@ where
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         let (router, limits) = self.parts();
         serve_with_limits(listener, router, &limits).await
+    }
+
+    /// Serves the router on `listener` as [`StreamableHttpServer::serve`]
+    /// does until `shutdown` completes; then stops accepting, ends every
+    /// open listen stream gracefully (each gets its listen result), lets
+    /// the requests in flight finish and returns.
+    pub async fn serve_with_shutdown(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let runtime = self.runtime.clone();
+        let (router, limits) = self.parts();
+        serve_until(listener, router, &limits, async move {
+            shutdown.await;
+            runtime.end_subscriptions();
+        })
+        .await
     }
 }
 
@@ -217,13 +239,35 @@ pub async fn serve_with_limits(
     router: axum::Router,
     limits: &HttpLimits,
 ) -> std::io::Result<()> {
-    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    serve_until(listener, router, limits, std::future::pending()).await
+}
+
+/// [`serve_with_limits`] until `shutdown` completes: then no connection is
+/// accepted, each open one finishes the request in flight and closes, and
+/// this returns once they all have.
+async fn serve_until(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: &HttpLimits,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let seats = limits.max_connections.max(1);
+    let open = Arc::new(tokio::sync::Semaphore::new(seats));
     let header_timeout = limits.request_read_timeout;
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let Ok(seat) = open.clone().acquire_owned().await else {
-            return Ok(());
+        let (seat, accepted) = tokio::select! {
+            () = &mut shutdown => break,
+            seat = open.clone().acquire_owned() => match seat {
+                Ok(seat) => tokio::select! {
+                    () = &mut shutdown => break,
+                    accepted = listener.accept() => (seat, accepted),
+                },
+                Err(_) => return Ok(()),
+            },
         };
-        let stream = match listener.accept().await {
+        let stream = match accepted {
             Ok((stream, _peer)) => stream,
             // Out of file descriptors, or a connection aborted before it
             // was accepted: keep serving the others.
@@ -238,16 +282,29 @@ pub async fn serve_with_limits(
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let mut stopping = stopping.clone();
         tokio::spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(header_timeout)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
             // A connection that breaks off is the peer's business.
-            let _ = connection.await;
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = async { drop(stopping.wait_for(|stop| *stop).await) } => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
             drop(seat);
         });
     }
+    drop(listener);
+    let _ = stop.send(true);
+    // Every seat back: every connection has closed.
+    let _ = open.acquire_many(seats as u32).await;
+    Ok(())
 }
 
 fn accept_error_is_transient(error: &std::io::Error) -> bool {

@@ -7,6 +7,7 @@
 #![allow(deprecated)]
 
 pub(crate) mod legacy;
+pub(crate) mod listening;
 pub(crate) mod runtime_server;
 pub(crate) mod schema;
 pub(crate) mod scripted;

@@ -22,6 +22,8 @@ use serde_json::{Value, json};
 pub(crate) struct RuntimeServer {
     pub(crate) runtime: TaskRuntime,
     pub(crate) events: Arc<Mutex<Vec<String>>>,
+    /// What the `gated` tool waits for at each step.
+    pub(crate) gate: Arc<tokio::sync::Semaphore>,
 }
 
 /// A runtime builder on `store` suggesting 20 ms polls.
@@ -34,7 +36,13 @@ impl RuntimeServer {
         Self {
             runtime,
             events: Arc::default(),
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
         }
+    }
+
+    /// Lets the `gated` tool take one more step.
+    pub(crate) fn open_gate(&self) {
+        self.gate.add_permits(1);
     }
 
     pub(crate) fn in_memory() -> Self {
@@ -110,6 +118,23 @@ impl ServerHandler for RuntimeServer {
                         ctx.set_status_message("halfway").await?;
                         tokio::time::sleep(Duration::from_millis(ms)).await;
                         Ok(text(format!("slept {ms} ms")))
+                    },
+                )
+                .await
+            }
+            "gated" => {
+                // "step 1", a gate, "step 2", a gate, done.
+                let gate = self.gate.clone();
+                rt.call_tool(
+                    &request,
+                    &context,
+                    &ToolTasks::required(),
+                    move |ctx| async move {
+                        ctx.set_status_message("step 1").await?;
+                        gate.acquire().await.map(|permit| permit.forget()).ok();
+                        ctx.set_status_message("step 2").await?;
+                        gate.acquire().await.map(|permit| permit.forget()).ok();
+                        Ok(text("gated done"))
                     },
                 )
                 .await

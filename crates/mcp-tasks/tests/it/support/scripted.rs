@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use mcp_tasks::client::ListenChannel;
 use mcp_tasks::{TaskId, TasksClient};
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
@@ -24,6 +25,10 @@ pub(crate) enum Reply {
     Error(Value),
     /// No answer at all.
     Silence,
+    /// These messages instead of an answer, with every string `"$id"`
+    /// in them replaced by the request's id (a listen stream: its
+    /// acknowledgement, notifications, perhaps its result).
+    Notify(Vec<Value>),
 }
 
 /// A request the server received.
@@ -170,6 +175,48 @@ pub(crate) async fn connect_with(
     (TasksClient::new(running), log)
 }
 
+/// Like [`connect`], with the client's reader in a listen channel.
+pub(crate) async fn connect_listening(
+    handler: Handler,
+    script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
+) -> (TasksClient<Handler>, Log) {
+    let (client_io, server_io) = tokio::io::duplex(1 << 20);
+    let log = Log::default();
+    tokio::spawn(serve(
+        server_io,
+        Box::new(script),
+        discover_result(true),
+        log.clone(),
+    ));
+    let (read, write) = tokio::io::split(client_io);
+    let (channel, read) = ListenChannel::stdio(read);
+    let running = serve_client_with_lifecycle(
+        handler,
+        (read, write),
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .expect("the client connects to the scripted server");
+    (TasksClient::new(running).with_listen(channel), log)
+}
+
+/// `value` with every string `"$id"` replaced by `id`.
+fn with_id(value: &Value, id: &Value) -> Value {
+    match value {
+        Value::String(text) if text == "$id" => id.clone(),
+        Value::Array(items) => Value::Array(items.iter().map(|item| with_id(item, id)).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(key, item)| (key.clone(), with_id(item, id)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 async fn serve(io: tokio::io::DuplexStream, mut script: Script, discover: Value, log: Log) {
     let (read, mut write) = tokio::io::split(io);
     let mut lines = BufReader::new(read).lines();
@@ -190,13 +237,20 @@ async fn serve(io: tokio::io::DuplexStream, mut script: Script, discover: Value,
         } else {
             script(&method, &message["params"])
         };
-        let response = match reply {
-            Reply::Result(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Reply::Error(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        let messages = match reply {
+            Reply::Result(result) => vec![json!({"jsonrpc": "2.0", "id": id, "result": result})],
+            Reply::Error(error) => vec![json!({"jsonrpc": "2.0", "id": id, "error": error})],
             Reply::Silence => continue,
+            Reply::Notify(messages) => messages
+                .iter()
+                .map(|message| with_id(message, &id))
+                .collect(),
         };
-        let mut text = response.to_string();
-        text.push('\n');
+        let mut text = String::new();
+        for message in messages {
+            text.push_str(&message.to_string());
+            text.push('\n');
+        }
         if write.write_all(text.as_bytes()).await.is_err() {
             break;
         }

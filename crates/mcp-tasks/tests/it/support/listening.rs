@@ -1,0 +1,178 @@
+//! Clients that can listen, on both transports, and a raw listen stream
+//! over HTTP for checking what the server sends.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use mcp_tasks::TasksClient;
+use mcp_tasks::client::ListenChannel;
+use mcp_tasks::server::listen::ListenReader;
+use rmcp::ServiceExt;
+use rmcp::service::serve_client_with_lifecycle;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+use super::{Handler, RuntimeServer, lifecycle};
+
+/// The two transports the listen tests run on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Transport {
+    /// Newline-delimited JSON-RPC over an in-process pipe: the stdio
+    /// framing, with the server's reader wrapped in `ListenReader` and the
+    /// client's in `ListenChannel::stdio`.
+    Stdio,
+    /// Streamable HTTP on 127.0.0.1 with the library's serving recipe.
+    Http,
+}
+
+pub(crate) const TRANSPORTS: [Transport; 2] = [Transport::Stdio, Transport::Http];
+
+/// A listening client of `server` over `transport`.
+pub(crate) async fn client(server: &RuntimeServer, transport: Transport) -> TasksClient<Handler> {
+    client_with(server, transport, Handler::default()).await
+}
+
+/// [`client`] with a chosen handler.
+pub(crate) async fn client_with(
+    server: &RuntimeServer,
+    transport: Transport,
+    handler: Handler,
+) -> TasksClient<Handler> {
+    match transport {
+        Transport::Stdio => stdio_client(server.clone(), handler).await,
+        Transport::Http => {
+            let url = super::runtime_server::serve_http(server.clone()).await;
+            http_client(&url, None, handler).await
+        }
+    }
+}
+
+/// A client of `server` over an in-process newline-delimited pipe.
+pub(crate) async fn stdio_client(server: RuntimeServer, handler: Handler) -> TasksClient<Handler> {
+    let (server_io, client_io) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        let (read, write) = tokio::io::split(server_io);
+        if let Ok(running) = server.serve((ListenReader::new(read), write)).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let (read, write) = tokio::io::split(client_io);
+    let (channel, read) = ListenChannel::stdio(read);
+    let running = serve_client_with_lifecycle(handler, (read, write), lifecycle())
+        .await
+        .expect("connect in process");
+    TasksClient::new(running).with_listen(channel)
+}
+
+/// A listening client of the HTTP endpoint `url`, with a bearer `token`.
+pub(crate) async fn http_client(
+    url: &str,
+    token: Option<&str>,
+    handler: Handler,
+) -> TasksClient<Handler> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    if let Some(token) = token {
+        config = config.auth_header(token.to_owned());
+    }
+    let channel = ListenChannel::http(reqwest::Client::new(), &config);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let running = serve_client_with_lifecycle(handler, transport, lifecycle())
+        .await
+        .expect("connect over HTTP");
+    TasksClient::new(running).with_listen(channel)
+}
+
+/// A `subscriptions/listen` request for `task_ids`, declaring the
+/// extension when `declare`.
+pub(crate) fn listen_request(id: Value, task_ids: &[&str], declare: bool) -> Value {
+    let extensions = if declare {
+        json!({"io.modelcontextprotocol/tasks": {}})
+    } else {
+        json!({})
+    };
+    let mut request = json!({"jsonrpc": "2.0", "method": "subscriptions/listen", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions}},
+        "notifications": {"taskIds": task_ids}}});
+    request["id"] = id;
+    request
+}
+
+/// A raw HTTP listen stream: the messages of its SSE response.
+pub(crate) struct RawStream {
+    /// The response's status and headers.
+    pub(crate) status: u16,
+    pub(crate) headers: reqwest::header::HeaderMap,
+    body: futures::stream::BoxStream<'static, reqwest::Result<axum::body::Bytes>>,
+    text: String,
+    /// Comment lines seen so far.
+    pub(crate) comments: usize,
+}
+
+impl RawStream {
+    /// POSTs `message` to `url` with a bearer `token`.
+    pub(crate) async fn open(url: &str, token: Option<&str>, message: &Value) -> Self {
+        let mut request = reqwest::Client::new()
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "subscriptions/listen")
+            .body(message.to_string());
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let response = request.send().await.expect("the listen POST is answered");
+        Self {
+            status: response.status().as_u16(),
+            headers: response.headers().clone(),
+            body: response.bytes_stream().boxed(),
+            text: String::new(),
+            comments: 0,
+        }
+    }
+
+    /// The next JSON-RPC message, or `None` when the response ended or
+    /// nothing came within `within`.
+    pub(crate) async fn next_within(&mut self, within: Duration) -> Option<Value> {
+        tokio::time::timeout(within, self.next())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// The next JSON-RPC message, or `None` when the response ended.
+    pub(crate) async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.text.find("\n\n") {
+                let event: String = self.text.drain(..end + 2).collect();
+                let mut data = String::new();
+                for line in event.lines() {
+                    if let Some(value) = line.strip_prefix("data:") {
+                        data.push_str(value.trim_start());
+                    } else if line.starts_with(':') {
+                        self.comments += 1;
+                    }
+                }
+                if !data.is_empty() {
+                    return Some(serde_json::from_str(&data).expect("SSE data is JSON"));
+                }
+                continue;
+            }
+            match self.body.next().await {
+                Some(Ok(bytes)) => self.text.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// The whole body of a plain (non-SSE) answer.
+    pub(crate) async fn json(mut self) -> Value {
+        let mut text = String::new();
+        while let Some(Ok(bytes)) = self.body.next().await {
+            text.push_str(&String::from_utf8_lossy(&bytes));
+        }
+        serde_json::from_str(&text).expect("a JSON body")
+    }
+}
