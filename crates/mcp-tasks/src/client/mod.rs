@@ -31,7 +31,7 @@ use serde_json::Value;
 pub use error::{Error, ErrorKind};
 pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
 pub use listen::{ListenChannel, ListenMode};
-pub use state::{Era, TaskFailure, TaskOutcome, TaskState};
+pub use state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
 use self::error::ProtocolViolation;
@@ -48,6 +48,34 @@ pub fn with_tasks_extension(mut capabilities: ClientCapabilities) -> ClientCapab
         .get_or_insert_with(Default::default)
         .insert(TASKS_EXTENSION.to_owned(), JsonObject::new());
     capabilities
+}
+
+/// Tool arguments from any `impl Serialize` that serializes to a JSON
+/// object (a struct, a map, `serde_json::json!({..})`), for
+/// [`TasksClient::call_tool`] and the calls built on it; `()` and `null`
+/// give no arguments. Anything else is [`Error::Usage`].
+///
+/// ```
+/// #[derive(serde::Serialize)]
+/// struct Build { target: &'static str, release: bool }
+///
+/// let arguments = mcp_tasks::client::arguments(&Build { target: "app", release: true })?;
+/// assert_eq!(arguments.unwrap()["target"], "app");
+/// assert!(mcp_tasks::client::arguments(&()).unwrap().is_none());
+/// assert!(mcp_tasks::client::arguments(&3).is_err());
+/// # Ok::<(), mcp_tasks::Error>(())
+/// ```
+pub fn arguments<T: serde::Serialize + ?Sized>(value: &T) -> Result<Option<JsonObject>, Error> {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(object)) => Ok(Some(object)),
+        Ok(Value::Null) => Ok(None),
+        Ok(_) => Err(Error::Usage(
+            "tool arguments must serialize to a JSON object",
+        )),
+        Err(_) => Err(Error::Usage(
+            "tool arguments could not be serialized to JSON",
+        )),
+    }
 }
 
 /// What a `tools/call` answered.

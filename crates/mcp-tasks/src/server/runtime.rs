@@ -381,8 +381,13 @@ impl TaskRuntimeBuilder {
     }
 
     /// The `pollIntervalMs` suggested to clients for tasks whose tool sets
-    /// none (default 1 s). Clients that poll sample a task's state at this
-    /// interval; shorter means fresher status and more requests.
+    /// none ([`ToolTasks::with_poll_interval`] sets one per tool). The
+    /// default, 1 s, is a choice for tools that run seconds to hours: a
+    /// polling client then costs one request a second per task, and sees a
+    /// status message up to a second late (a listening client sees it at
+    /// once, whatever the interval). Shorter means fresher status for
+    /// polling clients and more requests; a tool that reports progress
+    /// often and is watched by people may want 250-500 ms.
     pub fn with_poll_interval(mut self, interval: Duration) -> Self {
         self.settings.poll_interval = interval;
         self

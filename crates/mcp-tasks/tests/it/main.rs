@@ -6,6 +6,7 @@
 mod support;
 
 mod client;
+mod examples;
 mod expiry;
 mod http;
 mod input;
