@@ -20,7 +20,8 @@ use crate::task::{RpcError, TaskId, TaskStatus, Timestamp, Ttl};
 /// or the experimental tasks of the 2025-11-25 revision (on a connection
 /// opened with `initialize`). [`TasksClient`](super::TasksClient) drives
 /// both through the same calls; the era only changes the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Era {
     /// The Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663).

@@ -368,6 +368,20 @@ impl<H: ClientHandler> TasksClient<H> {
         task: impl Into<AwaitFrom>,
         options: &AwaitOptions,
     ) -> Result<TaskOutcome, Error> {
+        let journaled = self.journaled(options);
+        let outcome = self
+            .await_unjournaled(task, journaled.as_ref().unwrap_or(options))
+            .await;
+        self.flush_journal().await;
+        outcome
+    }
+
+    /// [`TasksClient::await_task`] without the journal's flush.
+    pub(crate) async fn await_unjournaled(
+        &self,
+        task: impl Into<AwaitFrom>,
+        options: &AwaitOptions,
+    ) -> Result<TaskOutcome, Error> {
         if self.initialize_era() {
             return self.await_legacy(task.into(), options).await;
         }
@@ -505,6 +519,19 @@ impl<H: ClientHandler> TasksClient<H> {
     /// read), the intervals, the retries and the observer; its input
     /// settings are not used.
     pub async fn cancel_and_wait(
+        &self,
+        id: &TaskId,
+        options: &AwaitOptions,
+    ) -> Result<TaskState, Error> {
+        let journaled = self.journaled(options);
+        let state = self
+            .cancel_and_wait_unjournaled(id, journaled.as_ref().unwrap_or(options))
+            .await;
+        self.flush_journal().await;
+        state
+    }
+
+    async fn cancel_and_wait_unjournaled(
         &self,
         id: &TaskId,
         options: &AwaitOptions,

@@ -10,6 +10,7 @@ mod examples;
 mod expiry;
 mod http;
 mod input;
+mod journal;
 mod legacy;
 mod listen;
 mod restart;
