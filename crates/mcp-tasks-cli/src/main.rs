@@ -63,6 +63,10 @@ struct ServerArgs {
     /// An HTTP header for every request, 'Name: value' (repeatable).
     #[arg(long = "header", value_name = "'Name: value'")]
     headers: Vec<String>,
+    /// Connect to ADDR for the host NAME of --url, keeping NAME in the Host header, as curl's
+    /// --resolve does (e.g. tasks.example.test=127.0.0.1; repeatable).
+    #[arg(long = "resolve", value_name = "NAME=ADDR")]
+    resolve: Vec<String>,
     /// Print one JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -199,8 +203,8 @@ async fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// The target and headers of a command, or a usage error.
-fn target(server: &ServerArgs) -> Result<(Target, Vec<(String, String)>), ExitCode> {
+/// The target and HTTP options of a command, or a usage error.
+fn target(server: &ServerArgs) -> Result<(Target, connect::HttpOptions), ExitCode> {
     let target = match (&server.url, &server.stdio) {
         (Some(url), None) => Target::Url(url.clone()),
         (None, Some(command)) => Target::Stdio(command.clone()),
@@ -212,12 +216,18 @@ fn target(server: &ServerArgs) -> Result<(Target, Vec<(String, String)>), ExitCo
         .map(|header| connect::parse_header(header))
         .collect::<anyhow::Result<Vec<_>>>()
         .map_err(usage)?;
-    Ok((target, headers))
+    let resolve = server
+        .resolve
+        .iter()
+        .map(|text| connect::parse_resolve(text))
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map_err(usage)?;
+    Ok((target, connect::HttpOptions { headers, resolve }))
 }
 
 async fn connect_or_exit(server: &ServerArgs) -> Result<connect::Client, ExitCode> {
-    let (target, headers) = target(server)?;
-    connect::connect(&target, &headers).await.map_err(|error| {
+    let (target, options) = target(server)?;
+    connect::connect(&target, &options).await.map_err(|error| {
         let report = Report {
             status: "error".into(),
             task_id: None,

@@ -3,4 +3,5 @@
 mod contract;
 mod corrupt;
 mod full;
+mod private;
 mod restart;

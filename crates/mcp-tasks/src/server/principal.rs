@@ -1,5 +1,6 @@
 //! Who a request comes from: the [`Principal`] every task is bound to, and
-//! how the runtime finds it ([`PrincipalExtractor`], [`default_principal`]).
+//! how the runtime finds it ([`PrincipalExtractor`], [`default_principal`],
+//! and [`Authenticated`], what an authenticating layer leaves on a request).
 
 use std::sync::Arc;
 
@@ -12,19 +13,60 @@ pub use crate::store::Principal;
 /// extensions (over HTTP they hold the request's `http::request::Parts`).
 pub type PrincipalExtractor = Arc<dyn Fn(&Extensions) -> Principal + Send + Sync>;
 
-/// The default principal: over HTTP a hash of the `Authorization` header
+/// The principal an authenticating layer in front of the server established
+/// for an HTTP request, in the request's extensions (so in its
+/// `http::request::Parts`). [`require_bearer_tokens`] and the serving
+/// recipe with [`with_bearer_tokens`] insert it; [`default_principal`] and
+/// [`authenticated_principal`] read it; a layer of your own (one that checks
+/// a client certificate, or a header set by a proxy that authenticates) can
+/// insert it too.
+///
+/// [`require_bearer_tokens`]: crate::server::http::require_bearer_tokens
+/// [`with_bearer_tokens`]: crate::server::http::StreamableHttpServer::with_bearer_tokens
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authenticated(Principal);
+
+impl Authenticated {
+    /// The mark for a request from `principal`.
+    pub fn new(principal: Principal) -> Self {
+        Self(principal)
+    }
+
+    /// Who the request is from.
+    pub fn principal(&self) -> &Principal {
+        &self.0
+    }
+}
+
+/// The [`Authenticated`] principal of a request, if a layer established one.
+pub fn authenticated_principal(extensions: &Extensions) -> Option<Principal> {
+    extensions
+        .get::<::http::request::Parts>()?
+        .extensions
+        .get::<Authenticated>()
+        .map(|mark| mark.0.clone())
+}
+
+/// The default principal: over HTTP the [`Authenticated`] one when a layer
+/// authenticated the request, else a hash of the `Authorization` header
 /// (`http:anonymous` without one); elsewhere (stdio) the process itself.
-/// Callers are kept apart by what they send, never refused.
+/// Without an authenticating layer, callers are kept apart by what they
+/// send, never refused.
 pub fn default_principal(extensions: &Extensions) -> Principal {
     match extensions.get::<::http::request::Parts>() {
-        Some(parts) => match parts.headers.get(::http::header::AUTHORIZATION) {
-            Some(value) => {
-                let digest = sha2::Sha256::digest(value.as_bytes());
-                let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
-                Principal::new(format!("authorization:{hex}"))
+        Some(parts) => {
+            if let Some(mark) = parts.extensions.get::<Authenticated>() {
+                return mark.0.clone();
             }
-            None => Principal::new("http:anonymous"),
-        },
+            match parts.headers.get(::http::header::AUTHORIZATION) {
+                Some(value) => {
+                    let digest = sha2::Sha256::digest(value.as_bytes());
+                    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+                    Principal::new(format!("authorization:{hex}"))
+                }
+                None => Principal::new("http:anonymous"),
+            }
+        }
         None => Principal::new("process"),
     }
 }

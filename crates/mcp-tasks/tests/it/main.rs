@@ -5,6 +5,7 @@
 
 mod support;
 
+mod access;
 mod client;
 mod expiry;
 mod http;
