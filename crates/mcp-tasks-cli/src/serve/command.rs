@@ -34,15 +34,15 @@ pub(crate) struct ServeArgs {
     max_tasks_per_caller: usize,
     /// Also answer requests whose Host is NAME (NAME:PORT for one port only), as behind a
     /// reverse proxy; the loopback names are always answered (repeatable).
-    #[arg(long = "allowed-host", value_name = "NAME", requires = "http")]
+    #[arg(long = "allowed-host", value_name = "NAME")]
     allowed_hosts: Vec<String>,
     /// Also answer browsers from ORIGIN (scheme://host, scheme://host:port or scheme://host:*);
     /// loopback origins are always answered (repeatable).
-    #[arg(long = "allowed-origin", value_name = "ORIGIN", requires = "http")]
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     allowed_origins: Vec<String>,
     /// Require a bearer token from FILE on every request: one `TOKEN [LABEL]` a line, the label
     /// being the caller's principal (see the README); others get HTTP 401.
-    #[arg(long, value_name = "FILE", requires = "http")]
+    #[arg(long, value_name = "FILE")]
     auth_tokens: Option<PathBuf>,
 }
 
@@ -84,6 +84,17 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// ones given, and the tokens file. Read before the store is opened, so a
 /// bad flag changes nothing on disk.
 fn http_access(args: &ServeArgs) -> anyhow::Result<HttpAccess> {
+    // (clap's `requires` does not see repeatable flags, so this says it.)
+    let http_only = [
+        (!args.allowed_hosts.is_empty(), "--allowed-host"),
+        (!args.allowed_origins.is_empty(), "--allowed-origin"),
+        (args.auth_tokens.is_some(), "--auth-tokens"),
+    ];
+    if let Some((_, flag)) = http_only.iter().find(|(given, _)| *given)
+        && args.http.is_none()
+    {
+        anyhow::bail!("{flag} applies to --http only");
+    }
     for host in &args.allowed_hosts {
         validate_allowed_host(host).context("--allowed-host")?;
     }
