@@ -61,12 +61,47 @@ pub fn default_principal(extensions: &Extensions) -> Principal {
             match parts.headers.get(::http::header::AUTHORIZATION) {
                 Some(value) => {
                     let digest = sha2::Sha256::digest(value.as_bytes());
-                    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
-                    Principal::new(format!("authorization:{hex}"))
+                    let mut name = String::with_capacity(14 + 64);
+                    name.push_str("authorization:");
+                    push_hex(&mut name, &digest);
+                    Principal::new(name)
                 }
                 None => Principal::new("http:anonymous"),
             }
         }
         None => Principal::new("process"),
+    }
+}
+
+/// Appends `bytes` to `text` in lower-case hex.
+pub(crate) fn push_hex(text: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for byte in bytes {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_hash_is_lower_case_hex_of_sha_256() {
+        let (parts, ()) = ::http::Request::builder()
+            .header("authorization", "Bearer abc")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let mut extensions = Extensions::new();
+        extensions.insert(parts);
+        let expected: String = sha2::Sha256::digest(b"Bearer abc")
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        assert_eq!(
+            default_principal(&extensions).as_str(),
+            format!("authorization:{expected}")
+        );
     }
 }
