@@ -552,7 +552,7 @@ mod tests {
             .unwrap();
         assert_eq!(tokens.len(), 2);
         assert!(matches!(
-            tokens.clone().with_token(ALICE, Some("bob")),
+            tokens.with_token(ALICE, Some("bob")),
             Err(TokensError::Duplicate { .. })
         ));
         assert!(matches!(

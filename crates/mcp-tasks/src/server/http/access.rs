@@ -191,37 +191,67 @@ impl Access {
     }
 
     /// Admits `request` (marking it [`Admitted`], and [`Authenticated`]
-    /// when there are tokens) or answers it: 400 for an unreadable `Host`,
-    /// 403 for a host or origin not allowed, 401 without a known token.
-    pub(super) fn admit(&self, request: &mut Request) -> Result<(), Response> {
-        let forbidden = |message| refuse(StatusCode::FORBIDDEN, -32600, message, &Value::Null);
-        let host = Authority::of_request(request.uri(), request.headers())
-            .map_err(|message| refuse(StatusCode::BAD_REQUEST, -32600, message, &Value::Null))?;
+    /// when there are tokens) or says why not.
+    pub(super) fn admit(&self, request: &mut Request) -> Result<(), Refusal> {
+        let host =
+            Authority::of_request(request.uri(), request.headers()).map_err(Refusal::BadHost)?;
         if !self.hosts.is_empty() && !self.hosts.iter().any(|allowed| allowed.admits(&host)) {
             tracing::debug!(host = host.name, "refused a request for a host not allowed");
-            return Err(forbidden("Forbidden: the Host header is not allowed"));
+            return Err(Refusal::Forbidden(
+                "Forbidden: the Host header is not allowed",
+            ));
         }
         if let Some(origin) = request.headers().get(header::ORIGIN) {
             let origin = origin
                 .to_str()
                 .ok()
                 .and_then(Origin::parse)
-                .ok_or_else(|| forbidden("Forbidden: the Origin header is not valid"))?;
+                .ok_or(Refusal::Forbidden(
+                    "Forbidden: the Origin header is not valid",
+                ))?;
             if !self.origins.iter().any(|allowed| allowed.admits(&origin)) {
                 tracing::debug!("refused a request from an origin not allowed");
-                return Err(forbidden("Forbidden: the Origin header is not allowed"));
+                return Err(Refusal::Forbidden(
+                    "Forbidden: the Origin header is not allowed",
+                ));
             }
         }
         if let Some(tokens) = &self.tokens {
             let principal = tokens
                 .authenticate(request.headers())
-                .map_err(unauthorized)?;
+                .map_err(Refusal::Unauthorized)?;
             request
                 .extensions_mut()
                 .insert(Authenticated::new(principal));
         }
         request.extensions_mut().insert(Admitted);
         Ok(())
+    }
+}
+
+/// Why [`Access::admit`] refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// An unreadable `Host`: 400.
+    BadHost(&'static str),
+    /// A host or origin not allowed: 403.
+    Forbidden(&'static str),
+    /// No known bearer token: 401.
+    Unauthorized(Unauthorized),
+}
+
+impl Refusal {
+    /// The answer: the status, a JSON-RPC error, and for 401 the challenge.
+    pub(super) fn response(self) -> Response {
+        match self {
+            Self::BadHost(message) => {
+                refuse(StatusCode::BAD_REQUEST, -32600, message, &Value::Null)
+            }
+            Self::Forbidden(message) => {
+                refuse(StatusCode::FORBIDDEN, -32600, message, &Value::Null)
+            }
+            Self::Unauthorized(why) => unauthorized(why),
+        }
     }
 }
 
@@ -386,7 +416,7 @@ mod tests {
                 assert!(request.extensions().get::<Admitted>().is_some());
                 200
             }
-            Err(response) => response.status().as_u16(),
+            Err(refusal) => refusal.response().status().as_u16(),
         }
     }
 

@@ -46,7 +46,7 @@ pub(super) async fn guard(
     next: Next,
 ) -> Response {
     if let Err(refusal) = guard.access.admit(&mut request) {
-        return refusal;
+        return refusal.response();
     }
     if request.method() != Method::POST {
         return refuse(
