@@ -5,4 +5,5 @@ mod corrupt;
 mod full;
 #[cfg(feature = "journal")]
 mod journal;
+mod private;
 mod restart;
