@@ -55,6 +55,7 @@ mod clock;
 mod context;
 #[cfg(feature = "http")]
 pub mod http;
+mod lease;
 mod limits;
 pub mod listen;
 mod policy;
@@ -71,7 +72,7 @@ pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
 pub use principal::{Principal, PrincipalExtractor, default_principal};
 pub use router::TaskRouter;
 pub use runtime::{
-    DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime, TaskRuntimeBuilder,
+    DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, ResumeTool, TaskRuntime, TaskRuntimeBuilder,
 };
 
 /// Writes the `get_task`, `update_task`, `cancel_task` and
