@@ -6,3 +6,4 @@ mod cli;
 mod interactive;
 mod legacy;
 mod listen;
+mod replicas;
