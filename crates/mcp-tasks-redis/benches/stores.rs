@@ -9,6 +9,8 @@
 //! version whose numbers mean nothing. It starts its own `redis-server`
 //! processes (Debian's package) on free ports of 127.0.0.1.
 
+#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -182,14 +184,14 @@ fn table(title: &str, names: &[&str], columns: &[(&str, Vec<f64>)]) {
     println!("\n== {title}");
     print!("{:<36}", "store");
     for (column, _) in columns {
-        print!("{column:>16}{:>9}", "of memory");
+        print!("{column:>16}{:>10}", "of memory");
     }
     println!();
     for (row, name) in names.iter().enumerate() {
         print!("{name:<36}");
         for (_, values) in columns {
             print!(
-                "{:>16.0}{:>8.1}%",
+                "{:>16.0}{:>9.1}%",
                 values[row],
                 100.0 * values[row] / values[0]
             );
@@ -470,7 +472,18 @@ async fn feed_delay(
     Ok(times)
 }
 
-async fn replicas(scale: &Scale, redis: &RedisServer) -> anyhow::Result<()> {
+async fn connect_to(server: &RedisServer, prefix: &str) -> anyhow::Result<SharedStore> {
+    let options = RedisOptions::default().with_key_prefix(prefix);
+    Ok(Arc::new(
+        RedisStore::connect_with(&server.url(), options).await?,
+    ))
+}
+
+async fn replicas(
+    scale: &Scale,
+    redis: &RedisServer,
+    everysec: &RedisServer,
+) -> anyhow::Result<()> {
     println!(
         "\n== 3. wake-ups: from tasks/update arriving at replica B to the tool parked in request_input on replica A returning"
     );
@@ -480,17 +493,10 @@ async fn replicas(scale: &Scale, redis: &RedisServer) -> anyhow::Result<()> {
         "memory, one process (A is B)",
         wake_ups(scale, one.clone(), &one).await?,
     );
-    let connect = |prefix: &'static str| {
-        let url = redis.url();
-        async move {
-            let store: SharedStore = Arc::new(
-                RedisStore::connect_with(&url, RedisOptions::default().with_key_prefix(prefix))
-                    .await?,
-            );
-            Ok::<_, anyhow::Error>(store)
-        }
-    };
-    let (a, b) = (connect("wake:").await?, connect("wake:").await?);
+    let (a, b) = (
+        connect_to(redis, "wake:").await?,
+        connect_to(redis, "wake:").await?,
+    );
     let (on_a, on_b) = (runtime(a.clone()), runtime(b.clone()));
     percentiles(
         "Redis (always), one replica (A is B)",
@@ -500,7 +506,15 @@ async fn replicas(scale: &Scale, redis: &RedisServer) -> anyhow::Result<()> {
         "Redis (always), across replicas (own connections)",
         wake_ups(scale, on_a, &on_b).await?,
     );
-    let c = connect("wake:").await?;
+    let (d, e) = (
+        connect_to(everysec, "wake:").await?,
+        connect_to(everysec, "wake:").await?,
+    );
+    percentiles(
+        "Redis (everysec), across replicas (own connections)",
+        wake_ups(scale, runtime(d), &runtime(e)).await?,
+    );
+    let c = connect_to(redis, "wake:").await?;
     percentiles(
         "Redis: a write on A returned -> C's change feed has it",
         feed_delay(scale, &a, &c).await?,
@@ -528,7 +542,7 @@ async fn main() -> anyhow::Result<()> {
     let subjects = subjects(&redis, &everysec, dir.path()).await?;
     stores_alone(&scale, &subjects).await?;
     through_the_runtime(&scale, &subjects).await?;
-    replicas(&scale, &redis).await?;
+    replicas(&scale, &redis, &everysec).await?;
     println!("\n(the run took {:.0} s)", started.elapsed().as_secs_f64());
     Ok(())
 }
