@@ -3,6 +3,11 @@
 //! `subscriptions/listen` for tasks on both (`notifications/tasks` pushed
 //! as tasks change; see `mcp_tasks::server::listen`).
 //!
+//! With `--store redis://HOST:PORT/DB` (or `rediss://`) several `serve`
+//! processes share their tasks (see the crate `mcp-tasks-redis`): any of
+//! them answers for any task, and when one dies another ends its tasks
+//! within `--lease-period`, running `long_job` and `confirm_action` again.
+//!
 //! Over HTTP the endpoint is `/mcp`. rmcp's `StreamableHttpService` checks
 //! the `Host` header (loopback names only: DNS-rebinding protection) and,
 //! configured here, the `Origin` header: a request that carries an

@@ -292,6 +292,14 @@ pub(crate) async fn reap(inner: &Arc<Inner>) -> Result<usize, StoreError> {
     if !leasing.may_claim() {
         return Ok(0);
     }
+    // Our own lease first: after a stall, renewing it (if it was not
+    // claimed yet) keeps this process from claiming itself.
+    let own = leasing.current();
+    match leasing.ensure(replicas, &own).await {
+        Ok(()) => {}
+        Err(LeaseError::Lost) => return Ok(0),
+        Err(LeaseError::Store(error)) => return Err(error),
+    }
     let orphans = replicas.orphans(REAP_BATCH).await?;
     let mut taken = 0;
     for orphan in orphans {

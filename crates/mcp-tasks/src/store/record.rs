@@ -687,6 +687,64 @@ mod tests {
     }
 
     #[test]
+    fn runners_fence_their_writes_and_resumption_needs_a_call() {
+        let (a, b) = (RunnerId::new("a"), RunnerId::new("b"));
+        let call = json!({"name": "job", "arguments": {}});
+        let run = record().with_runner(a.clone(), Some(call.clone()));
+        assert_eq!(
+            (run.runner(), run.resumable_call(), run.resumed()),
+            (Some(&a), Some(&call), 0)
+        );
+        let asked = run
+            .apply_as(
+                &a,
+                &Change::RequestInput {
+                    key: "k".into(),
+                    request: json!({"method": "roots/list"}),
+                },
+                at(1_100),
+                ms(0),
+            )
+            .expect("its runner writes")
+            .into_record();
+        assert_eq!(
+            asked.apply_as(&b, &Change::StatusMessage("x".into()), at(1_200), ms(0)),
+            Err(TransitionError::NotRunner),
+            "another runner is fenced off"
+        );
+        let resumed = after(&asked, &Change::Resume(b.clone()), 1_300, 0);
+        assert_eq!((resumed.runner(), resumed.resumed()), (Some(&b), 1));
+        assert_eq!(
+            resumed.status(),
+            &TaskStatus::InputRequired,
+            "the question is kept"
+        );
+        assert_eq!(resumed.status_message(), Some(RESUMED_MESSAGE));
+        assert_eq!(
+            resumed.apply_as(&a, &Change::Complete(json!({})), at(1_400), ms(0)),
+            Err(TransitionError::NotRunner),
+            "the old runner cannot end it"
+        );
+        assert_eq!(
+            record()
+                .with_runner(a.clone(), None)
+                .apply(&Change::Resume(b), at(1_100), ms(0)),
+            Err(TransitionError::NotResumable)
+        );
+        let stopped = after(&run, &Change::RunnerStopped, 2_000, 500);
+        assert_eq!(stopped.status(), &TaskStatus::Failed);
+        assert_eq!(
+            stopped.error(),
+            Some(&json!({"code": -32603, "message": STOPPED_MESSAGE}))
+        );
+        // A record of a store without leases has no runner in its stored form.
+        assert!(serde_json::to_value(record()).unwrap().get("run").is_none());
+        let back: TaskRecord =
+            serde_json::from_value(serde_json::to_value(&resumed).unwrap()).unwrap();
+        assert_eq!(back, resumed);
+    }
+
+    #[test]
     fn a_record_at_the_last_version_refuses_to_change_rather_than_overflow() {
         let mut value = serde_json::to_value(record()).unwrap();
         value["version"] = json!(u64::MAX);
