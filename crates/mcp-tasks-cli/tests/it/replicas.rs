@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use crate::support::BIN;
 
 /// The lease period of the replicas.
-const LEASE: Duration = Duration::from_secs(3);
+const LEASE: Duration = Duration::from_secs(4);
 
 /// Declares form elicitation; answers nothing itself (the test updates).
 #[derive(Debug, Clone, Default)]

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::support::{Tools, answer, replica, result_text, start, status, until};
 
-const PERIOD: Duration = Duration::from_secs(2);
+const PERIOD: Duration = Duration::from_secs(3);
 
 /// Replica A on a thread and runtime of its own, and a client of it.
 async fn frozen_replica(url: String, prefix: &'static str) -> (Tools, Handle, TasksClient<()>) {

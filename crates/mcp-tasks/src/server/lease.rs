@@ -389,6 +389,7 @@ fn run_again(
     tokio::spawn(supervise(
         inner.clone(),
         id,
+        record.idle_ttl(),
         token,
         future,
         seat,
