@@ -11,13 +11,18 @@
 
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use mcp_tasks::client::ListenChannel;
+use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{TaskRuntime, ToolTasks};
 use mcp_tasks::store::{Change, MemoryStore, Principal, SharedStore, TaskRecord, modify};
-use mcp_tasks::{CallOptions, CallResponse, TaskId, TasksClient, Ttl, UnixMillis};
+use mcp_tasks::{
+    AwaitOptions, CallOptions, CallResponse, ListenMode, TaskId, TasksClient, Ttl, UnixMillis,
+};
 use mcp_tasks_redis::testing::RedisServer;
 use mcp_tasks_redis::{RedisOptions, RedisStore};
 use mcp_tasks_sqlite::SqliteStore;
@@ -26,6 +31,8 @@ use rmcp::model::{
     ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{ClientLifecycleMode, RequestContext, RoleServer, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -246,11 +253,23 @@ async fn stores_alone(scale: &Scale, subjects: &[Subject]) -> anyhow::Result<()>
 }
 
 /// The bench server: `instant` completes at once; `ask_loop` asks for
-/// `k0`, `k1`, ... and reports when each answer reached it.
+/// `k0`, `k1`, ... and reports when each answer reached it; `notes` sets
+/// `count` status messages 20-60 ms apart and notes when it set each.
 #[derive(Clone)]
 struct Bench {
     runtime: TaskRuntime,
     resumed: Arc<Mutex<Option<mpsc::UnboundedSender<Instant>>>>,
+    noted: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+impl Bench {
+    fn new(runtime: TaskRuntime) -> Self {
+        Self {
+            runtime,
+            resumed: Arc::default(),
+            noted: Arc::default(),
+        }
+    }
 }
 
 fn form() -> InputRequest {
@@ -275,7 +294,43 @@ impl ServerHandler for Bench {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let resumed = self.resumed.lock().expect("lock").clone();
+        let noted = self.noted.clone();
         match request.name.as_ref() {
+            "notes" => {
+                let arguments = request.arguments.clone().unwrap_or_default();
+                let tag = arguments
+                    .get("tag")
+                    .and_then(|tag| tag.as_str())
+                    .unwrap_or("")
+                    .to_owned();
+                let count = arguments
+                    .get("count")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(1);
+                self.runtime
+                    .call_tool(
+                        &request,
+                        &context,
+                        &ToolTasks::required(),
+                        move |task| async move {
+                            let mut random = Random(tag.len() as u64 * 7919 + 1);
+                            for n in 0..count {
+                                tokio::time::sleep(Duration::from_millis(
+                                    20 + random.below(40) as u64,
+                                ))
+                                .await;
+                                let message = format!("{tag}-{n}");
+                                noted
+                                    .lock()
+                                    .expect("lock")
+                                    .insert(message.clone(), Instant::now());
+                                task.set_status_message(message).await?;
+                            }
+                            Ok(CallToolResult::success(vec![ContentBlock::text("noted")]))
+                        },
+                    )
+                    .await
+            }
             "instant" => {
                 self.runtime
                     .call_tool(&request, &context, &ToolTasks::required(), |_| async {
@@ -342,10 +397,7 @@ async fn through_the_runtime(scale: &Scale, subjects: &[Subject]) -> anyhow::Res
     let mut clients = Vec::new();
     let mut ids = Vec::new();
     for subject in subjects {
-        let server = Bench {
-            runtime: runtime(subject.store.clone()),
-            resumed: Arc::default(),
-        };
+        let server = Bench::new(runtime(subject.store.clone()));
         let client = client(server).await?;
         let mut made = Vec::new();
         for _ in 0..scale.filled.min(1000) {
@@ -390,7 +442,7 @@ fn percentiles(name: &str, mut times: Vec<Duration>) {
     let at =
         |p: f64| times[((times.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0;
     println!(
-        "{name:<52} {:>4} answers: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        "{name:<52} {:>4} samples: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         times.len(),
         at(0.5),
         at(0.99),
@@ -402,10 +454,8 @@ fn percentiles(name: &str, mut times: Vec<Duration>) {
 /// `request_input` on replica A returning: `a` and `b` may be one runtime.
 async fn wake_ups(scale: &Scale, a: TaskRuntime, b: &TaskRuntime) -> anyhow::Result<Vec<Duration>> {
     let (sender, mut resumed) = mpsc::unbounded_channel();
-    let server = Bench {
-        runtime: a,
-        resumed: Arc::new(Mutex::new(Some(sender))),
-    };
+    let server = Bench::new(a);
+    *server.resumed.lock().expect("lock") = Some(sender);
     let client = client(server).await?;
     let id = make_task(&client, "ask_loop").await?;
     let mut times = Vec::new();
@@ -519,7 +569,90 @@ async fn replicas(
         "Redis: a write on A returned -> C's change feed has it",
         feed_delay(scale, &a, &c).await?,
     );
+    println!(
+        "\n== 4. listen across replicas: the tool on A sets a status message -> a client listening over HTTP on C has it"
+    );
+    let (a, c) = (
+        connect_to(redis, "listen:").await?,
+        connect_to(redis, "listen:").await?,
+    );
+    percentiles(
+        "Redis (always), A and C with their own connections",
+        heard_on_c(scale, a, c).await?,
+    );
     Ok(())
+}
+
+/// Tasks made on replica A (in process) whose status messages a client of
+/// replica C hears on listen streams over HTTP on 127.0.0.1.
+async fn heard_on_c(
+    scale: &Scale,
+    a: SharedStore,
+    c: SharedStore,
+) -> anyhow::Result<Vec<Duration>> {
+    // One caller for both (in process on A, over HTTP on C).
+    let caller = |store| {
+        TaskRuntime::builder(store)
+            .with_principal(|_| Principal::new("bench"))
+            .build()
+    };
+    let on_a = Bench::new(caller(a));
+    let noted = on_a.noted.clone();
+    let maker = client(on_a).await?;
+    let server_c = Bench::new(caller(c));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/mcp", listener.local_addr()?);
+    let router = StreamableHttpServer::new(server_c.clone(), server_c.runtime.clone()).router();
+    tokio::spawn(mcp_tasks::server::http::serve(listener, router));
+    let config = StreamableHttpClientTransportConfig::with_uri(url);
+    let channel = ListenChannel::http(reqwest::Client::new(), &config);
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let on_c = TasksClient::new(serve_client_with_lifecycle((), transport, lifecycle).await?)
+        .with_listen(channel);
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let mut waits = tokio::task::JoinSet::new();
+    let per_task = (scale.wakes / 4).max(1);
+    for wait in 0..4 {
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("tag".into(), json!(format!("w{wait}")));
+        arguments.insert("count".into(), json!(per_task));
+        let state = match maker
+            .call_tool("notes", Some(arguments), CallOptions::default())
+            .await?
+        {
+            CallResponse::Task(state) => state,
+            other => anyhow::bail!("notes made no task: {other:?}"),
+        };
+        let (heard, noted) = (heard.clone(), noted.clone());
+        let options = AwaitOptions::default()
+            .with_deadline(Some(Duration::from_secs(120)))
+            .with_listen(ListenMode::Required)
+            .with_observer(move |state| {
+                let at = Instant::now();
+                let message = state.status_message.as_ref();
+                let set = message.and_then(|m| noted.lock().expect("lock").remove(m));
+                if let Some(set) = set {
+                    heard
+                        .lock()
+                        .expect("lock")
+                        .push(at.saturating_duration_since(set));
+                }
+            });
+        let on_c = on_c.clone();
+        waits.spawn(async move { on_c.await_task(&state, &options).await });
+    }
+    while let Some(outcome) = waits.join_next().await {
+        outcome??;
+    }
+    let missed = noted.lock().expect("lock").len();
+    println!(
+        "(status messages set on A and not heard on C, replaced by a newer one first: {missed})"
+    );
+    let heard = heard.lock().expect("lock").clone();
+    Ok(heard)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -73,11 +73,13 @@ struct LeaseState {
 }
 
 /// Why a runner may not write now.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum LeaseError {
     /// The lease was claimed: another process takes the task over.
+    #[error("this server's lease was claimed by another server")]
     Lost,
     /// The store could not be asked.
+    #[error(transparent)]
     Store(StoreError),
 }
 

@@ -10,10 +10,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
-
-use tokio::sync::watch;
 
 use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
@@ -154,9 +152,8 @@ pub(crate) async fn supervise<Fut>(
             // store whose change feed is gone).
             () = waiter.wait(Duration::from_secs(30)) => {
                 match inner.store.get(&id).await {
-                    Ok(Some(record)) if lease.as_ref().is_some_and(|lease| record.runner() != Some(lease.runner())) => {
-                        break Ending::Stop;
-                    }
+                    // Taken over by another server: not ours to write.
+                    Ok(Some(record)) if taken_over(&record, lease.as_ref()) => break Ending::Stop,
                     Ok(Some(record)) if !record.cancel_requested() && !record.status().is_terminal() => {}
                     // Cancelled, expired, finished elsewhere or deleted: drop the tool.
                     Ok(_) => break Ending::Outcome(Change::Cancel),
@@ -167,8 +164,9 @@ pub(crate) async fn supervise<Fut>(
                 next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
                 // Refused while the task waits for input: then only its own
                 // changes keep it alive. A failed write is tried at the next.
-                if let Err(error) = inner.modify_as_runner(&id, &Change::KeepAlive, lease.as_ref()).await {
-                    tracing::warn!(error = %error.into_error_data().message, "keeping a running task alive failed");
+                let kept = inner.modify_as_runner(&id, &Change::KeepAlive, lease.as_ref()).await;
+                if let Err(error) = kept {
+                    tracing::warn!(%error, "keeping a running task alive failed");
                 }
             }
             () = lease_lost(lease.as_ref()) => break Ending::Stop,
@@ -180,6 +178,11 @@ pub(crate) async fn supervise<Fut>(
     }
     // The task is finished: its caller may start another.
     drop(seat);
+}
+
+/// True when `record` names another runner than `lease`'s.
+fn taken_over(record: &crate::store::TaskRecord, lease: Option<&Arc<Lease>>) -> bool {
+    lease.is_some_and(|lease| record.runner() != Some(lease.runner()))
 }
 
 /// Records a tool's outcome, retrying while the store cannot be reached

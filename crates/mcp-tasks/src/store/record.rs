@@ -727,7 +727,7 @@ mod tests {
         );
         assert_eq!(
             record()
-                .with_runner(a.clone(), None)
+                .with_runner(a, None)
                 .apply(&Change::Resume(b), at(1_100), ms(0)),
             Err(TransitionError::NotResumable)
         );
