@@ -11,11 +11,16 @@
 //! so a terminal state cannot be left whatever the backend, and a store
 //! shared by several server processes fits the same trait.
 //!
+//! A store shared by several server processes also offers [`Replicas`]
+//! (leases and feed gaps; see [`replicas`]) through [`TaskStore::replicas`];
+//! the others answer `None` there and need write nothing for it.
+//!
 //! This module is the cargo feature `store`, which a backend crate can
 //! depend on without the server runtime; `contract` adds the test suite.
 
 mod memory;
 mod record;
+pub mod replicas;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -29,9 +34,10 @@ use tokio::sync::broadcast;
 
 pub use memory::MemoryStore;
 pub use record::{
-    Change, EXPIRED_CODE, EXPIRED_MESSAGE, Principal, RESTARTED_MESSAGE, TaskRecord, Transition,
-    TransitionError,
+    Change, EXPIRED_CODE, EXPIRED_MESSAGE, Principal, RESTARTED_MESSAGE, RESUMED_MESSAGE,
+    STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
 };
+pub use replicas::{Orphan, Replicas, RunnerId};
 
 use crate::task::{TaskId, UnixMillis};
 
@@ -143,6 +149,13 @@ pub trait TaskStore: Send + Sync + 'static {
     /// The change feed: ids of records created or changed from now on.
     /// A lagging receiver may miss ids; waiters re-read on lag.
     fn changes(&self) -> broadcast::Receiver<TaskId>;
+
+    /// Leases and feed gaps, for a store that several server processes
+    /// share (see [`replicas`]). `None` (the default): one process owns
+    /// the store, and the runtime runs without leases.
+    fn replicas(&self) -> Option<&dyn Replicas> {
+        None
+    }
 }
 
 /// A store behind an `Arc` is the same store.
@@ -175,6 +188,9 @@ impl<S: TaskStore> TaskStore for Arc<S> {
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         S::changes(self)
     }
+    fn replicas(&self) -> Option<&dyn Replicas> {
+        S::replicas(self)
+    }
 }
 
 /// The object-safe form of [`TaskStore`], for a store chosen at run time.
@@ -196,6 +212,8 @@ pub trait DynStore: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>>;
     /// See [`TaskStore::changes`].
     fn changes(&self) -> broadcast::Receiver<TaskId>;
+    /// See [`TaskStore::replicas`].
+    fn replicas(&self) -> Option<&dyn Replicas>;
 }
 
 impl<S: TaskStore> DynStore for S {
@@ -220,6 +238,9 @@ impl<S: TaskStore> DynStore for S {
     }
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         TaskStore::changes(self)
+    }
+    fn replicas(&self) -> Option<&dyn Replicas> {
+        TaskStore::replicas(self)
     }
 }
 
@@ -266,11 +287,41 @@ pub async fn modify(
     now: UnixMillis,
     retention: Duration,
 ) -> Result<Modified, StoreError> {
+    modify_fenced(store, id, change, None, now, retention).await
+}
+
+/// [`modify`] for a change made by (or in the name of) `runner`, through
+/// [`TaskRecord::apply_as`]: refused with [`TransitionError::NotRunner`]
+/// once the record names another runner. How a runtime on a shared store
+/// writes for the tasks it runs, and how it takes over a dead runner's.
+pub async fn modify_as(
+    store: &dyn DynStore,
+    id: &TaskId,
+    change: &Change,
+    runner: &RunnerId,
+    now: UnixMillis,
+    retention: Duration,
+) -> Result<Modified, StoreError> {
+    modify_fenced(store, id, change, Some(runner), now, retention).await
+}
+
+async fn modify_fenced(
+    store: &dyn DynStore,
+    id: &TaskId,
+    change: &Change,
+    runner: Option<&RunnerId>,
+    now: UnixMillis,
+    retention: Duration,
+) -> Result<Modified, StoreError> {
     let Some(mut current) = store.get(id).await? else {
         return Ok(Modified::Missing);
     };
     loop {
-        let transition = match current.apply(change, now, retention) {
+        let applied = match runner {
+            Some(runner) => current.apply_as(runner, change, now, retention),
+            None => current.apply(change, now, retention),
+        };
+        let transition = match applied {
             Ok(transition) => transition,
             Err(refused) => return Ok(Modified::Refused(current, refused)),
         };

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::replicas::RunnerId;
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 
 /// The JSON-RPC error code of a task that ran past its TTL, or whose server
@@ -19,6 +20,13 @@ pub const EXPIRED_CODE: i64 = -32603;
 pub const EXPIRED_MESSAGE: &str = "task expired";
 /// The status message of tasks a restarted server found unfinished.
 pub const RESTARTED_MESSAGE: &str = "server restarted before the task finished";
+/// The status message of a task whose server stopped (its lease ran out)
+/// and that another server of a shared store failed.
+pub const STOPPED_MESSAGE: &str = "the server running this task stopped";
+/// The status message of a resumable task that another server of a shared
+/// store runs again after the server running it stopped.
+pub const RESUMED_MESSAGE: &str =
+    "the server running this task stopped; another server runs it again";
 
 /// Who a task belongs to: the authorization context of the request that
 /// created it. Every later `tasks/*` request about the task must come from
@@ -96,6 +104,23 @@ pub struct TaskRecord {
     error: Option<Value>,
     cancel_requested: bool,
     version: u64,
+    /// Who runs the task, in a store shared by several servers (boxed: most
+    /// records have none, and the in-memory store keeps records inline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run: Option<Box<Run>>,
+}
+
+/// The server process running a task in a store shared by several, and
+/// what another one needs to run it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Run {
+    runner: RunnerId,
+    /// The `tools/call` params (`name`, `arguments`) of a resumable task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    call: Option<Value>,
+    /// How many times another server took the task over and ran it again.
+    #[serde(default)]
+    resumed: u32,
 }
 
 impl fmt::Debug for TaskRecord {
@@ -140,8 +165,16 @@ pub enum Change {
     Cancel,
     /// The TTL passed: an unfinished task fails with "task expired".
     Expire,
-    /// The process that ran the task is gone.
+    /// The process that ran the task is gone (a restart found it unfinished).
     Abandon,
+    /// The server running the task stopped (its lease in a shared store ran
+    /// out): an unfinished task fails with "the server running this task
+    /// stopped".
+    RunnerStopped,
+    /// The server running a resumable task stopped; `runner` runs it again
+    /// from its call. Outstanding input requests and received answers are
+    /// kept, so the tool asking again under the same keys gets them.
+    Resume(RunnerId),
 }
 
 /// Why a change was refused.
@@ -162,6 +195,13 @@ pub enum TransitionError {
     /// only its own changes keep it alive then.
     #[error("the task is not working, so its tool does not keep it alive")]
     NotWorking,
+    /// The change was made for a runner that no longer runs the task (its
+    /// lease ran out and another server took the task over): fencing.
+    #[error("the task is no longer run by this server")]
+    NotRunner,
+    /// Only a task that keeps its call (made resumable) can be run again.
+    #[error("the task is not resumable")]
+    NotResumable,
 }
 
 /// A record changed by [`TaskRecord::apply`], with the version it was
@@ -218,6 +258,7 @@ impl TaskRecord {
             error: None,
             cancel_requested: false,
             version: 0,
+            run: None,
         }
     }
 
@@ -236,6 +277,21 @@ impl TaskRecord {
                 self.set_expiry(cap);
             }
         }
+        self
+    }
+
+    /// This new record, run by `runner` in a store shared by several
+    /// servers; `call` (the `tools/call` params) makes it resumable: another
+    /// server may run it again if `runner` stops. Set before
+    /// [`TaskStore::create`](super::TaskStore::create); changes after that
+    /// go through [`TaskRecord::apply`].
+    #[must_use]
+    pub fn with_runner(mut self, runner: RunnerId, call: Option<Value>) -> Self {
+        self.run = Some(Box::new(Run {
+            runner,
+            call,
+            resumed: 0,
+        }));
         self
     }
 
@@ -337,6 +393,43 @@ impl TaskRecord {
         self.version
     }
 
+    /// The server process running the task, in a store shared by several
+    /// (`None`: a store without leases).
+    pub fn runner(&self) -> Option<&RunnerId> {
+        self.run.as_ref().map(|run| &run.runner)
+    }
+
+    /// The `tools/call` params (`name`, `arguments`) another server runs
+    /// again if the task's runner stops: only for tools made resumable.
+    pub fn resumable_call(&self) -> Option<&Value> {
+        self.run.as_ref().and_then(|run| run.call.as_ref())
+    }
+
+    /// How many times the task was taken over and run again.
+    pub fn resumed(&self) -> u32 {
+        self.run.as_ref().map_or(0, |run| run.resumed)
+    }
+
+    /// [`TaskRecord::apply`] for a change made by the runner `runner`: refused
+    /// with [`TransitionError::NotRunner`] when the record names another
+    /// runner (the task was taken over). This is the fencing of leases: the
+    /// swap then fails on the version if the task changed since it was read.
+    pub fn apply_as(
+        &self,
+        runner: &RunnerId,
+        change: &Change,
+        now: UnixMillis,
+        retention: Duration,
+    ) -> Result<Transition, TransitionError> {
+        if self.status.is_terminal() {
+            return Err(TransitionError::Terminal(self.status.clone()));
+        }
+        if self.runner() != Some(runner) {
+            return Err(TransitionError::NotRunner);
+        }
+        self.apply(change, now, retention)
+    }
+
     /// The one transition function: the record after `change` at time
     /// `now`, as a [`Transition`] from this record's version, or why the
     /// change is refused. A finished task is kept `retention` after it ends.
@@ -386,11 +479,19 @@ impl TaskRecord {
                 next.error = Some(error.clone());
             }
             Change::Cancel => next.finish(TaskStatus::Cancelled, now, retention),
-            Change::Expire | Change::Abandon => {
-                let message = if matches!(change, Change::Expire) {
-                    EXPIRED_MESSAGE
-                } else {
-                    RESTARTED_MESSAGE
+            Change::Resume(runner) => {
+                let Some(run) = next.run.as_deref_mut().filter(|run| run.call.is_some()) else {
+                    return Err(TransitionError::NotResumable);
+                };
+                run.runner = runner.clone();
+                run.resumed = run.resumed.saturating_add(1);
+                next.status_message = Some(RESUMED_MESSAGE.to_owned());
+            }
+            Change::Expire | Change::Abandon | Change::RunnerStopped => {
+                let message = match change {
+                    Change::Expire => EXPIRED_MESSAGE,
+                    Change::Abandon => RESTARTED_MESSAGE,
+                    _ => STOPPED_MESSAGE,
                 };
                 next.finish(TaskStatus::Failed, now, retention);
                 next.status_message = Some(message.to_owned());
@@ -583,6 +684,64 @@ mod tests {
             Some(&json!({"code": -32603, "message": "task expired"}))
         );
         assert_eq!(expired.expires_at(), Some(at(90_000)));
+    }
+
+    #[test]
+    fn runners_fence_their_writes_and_resumption_needs_a_call() {
+        let (a, b) = (RunnerId::new("a"), RunnerId::new("b"));
+        let call = json!({"name": "job", "arguments": {}});
+        let run = record().with_runner(a.clone(), Some(call.clone()));
+        assert_eq!(
+            (run.runner(), run.resumable_call(), run.resumed()),
+            (Some(&a), Some(&call), 0)
+        );
+        let asked = run
+            .apply_as(
+                &a,
+                &Change::RequestInput {
+                    key: "k".into(),
+                    request: json!({"method": "roots/list"}),
+                },
+                at(1_100),
+                ms(0),
+            )
+            .expect("its runner writes")
+            .into_record();
+        assert_eq!(
+            asked.apply_as(&b, &Change::StatusMessage("x".into()), at(1_200), ms(0)),
+            Err(TransitionError::NotRunner),
+            "another runner is fenced off"
+        );
+        let resumed = after(&asked, &Change::Resume(b.clone()), 1_300, 0);
+        assert_eq!((resumed.runner(), resumed.resumed()), (Some(&b), 1));
+        assert_eq!(
+            resumed.status(),
+            &TaskStatus::InputRequired,
+            "the question is kept"
+        );
+        assert_eq!(resumed.status_message(), Some(RESUMED_MESSAGE));
+        assert_eq!(
+            resumed.apply_as(&a, &Change::Complete(json!({})), at(1_400), ms(0)),
+            Err(TransitionError::NotRunner),
+            "the old runner cannot end it"
+        );
+        assert_eq!(
+            record()
+                .with_runner(a, None)
+                .apply(&Change::Resume(b), at(1_100), ms(0)),
+            Err(TransitionError::NotResumable)
+        );
+        let stopped = after(&run, &Change::RunnerStopped, 2_000, 500);
+        assert_eq!(stopped.status(), &TaskStatus::Failed);
+        assert_eq!(
+            stopped.error(),
+            Some(&json!({"code": -32603, "message": STOPPED_MESSAGE}))
+        );
+        // A record of a store without leases has no runner in its stored form.
+        assert!(serde_json::to_value(record()).unwrap().get("run").is_none());
+        let back: TaskRecord =
+            serde_json::from_value(serde_json::to_value(&resumed).unwrap()).unwrap();
+        assert_eq!(back, resumed);
     }
 
     #[test]
