@@ -49,7 +49,8 @@ async fn tour() -> anyhow::Result<bool> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
     let serving = tokio::spawn(serve_http(
-        server,
+        server.clone(),
+        server.runtime().clone(),
         listener,
         HttpAccess::default(),
         std::future::pending(),
