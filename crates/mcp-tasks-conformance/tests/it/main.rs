@@ -2,5 +2,6 @@
 //! against the `hostile-server`.
 
 mod faults;
+mod gateway;
 mod hostile;
 mod server;
