@@ -3,5 +3,6 @@
 
 mod faults;
 mod gateway;
+mod gateway_tasks;
 mod hostile;
 mod server;
