@@ -11,8 +11,8 @@ use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{TaskPolicy, TaskRuntime};
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{
-    AwaitOptions, CallOptions, CallResponse, InputMode, TaskOutcome, TaskState, TaskStatus,
-    TasksClient,
+    AwaitOptions, CallOptions, CallResponse, InputMode, ListenChannel, ListenMode, TaskOutcome,
+    TaskState, TaskStatus, TasksClient,
 };
 use mcp_tasks_conformance::plain::FAIL_CODE;
 use rmcp::model::{CallToolResult, InputResponses, JsonObject, ProtocolVersion};
@@ -37,16 +37,18 @@ async fn gateway(options: GatewayOptions) -> (Gateway, TasksClient<()>) {
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let recipe = StreamableHttpServer::new(gateway.clone(), runtime);
     tokio::spawn(recipe.serve_with_shutdown(listener, std::future::pending()));
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(url),
-    );
+    // A client that can listen, so that a wait hears every status change.
+    let config = StreamableHttpClientTransportConfig::with_uri(url);
+    let http = reqwest::Client::new();
+    let channel = ListenChannel::http(http.clone(), &config);
+    let transport = StreamableHttpClientTransport::with_client(http, config);
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
     let running = serve_client_with_lifecycle((), transport, lifecycle)
         .await
         .expect("connect to the gateway");
-    (gateway, TasksClient::new(running))
+    (gateway, TasksClient::new(running).with_listen(channel))
 }
 
 fn args(value: Value) -> Option<JsonObject> {
@@ -120,18 +122,20 @@ async fn a_plain_tool_becomes_a_task_whose_status_follows_progress() {
     assert_eq!(state.status, TaskStatus::Working);
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let log = seen.clone();
-    let options = waiting().with_observer(move |state| {
-        if let Some(message) = &state.status_message {
-            let mut log = log.lock().unwrap();
-            if log.last() != Some(message) {
-                log.push(message.clone());
+    let options = waiting()
+        .with_listen(ListenMode::Required)
+        .with_observer(move |state| {
+            if let Some(message) = &state.status_message {
+                let mut log = log.lock().unwrap();
+                if log.last() != Some(message) {
+                    log.push(message.clone());
+                }
             }
-        }
-    });
+        });
     let result = completed(client.await_task(state, &options).await.unwrap());
     assert_eq!(text(&result), "done: 4 steps");
     let seen = seen.lock().unwrap().clone();
-    // Polled every 50 ms, steps 250 ms apart: each step is seen, in order.
+    // Heard on the listen stream: each step is seen, in order.
     for step in ["1/4", "2/4", "3/4"] {
         assert!(
             seen.iter().any(|message| message == step),

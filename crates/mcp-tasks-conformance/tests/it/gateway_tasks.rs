@@ -239,3 +239,59 @@ async fn tasks_cancel_is_sent_on_to_the_upstream_task() {
         "the upstream task was not cancelled"
     );
 }
+
+#[tokio::test]
+async fn two_upstream_input_requests_answered_one_at_a_time() {
+    let (_upstream, client) = setup().await;
+    let state = match client
+        .call_tool("multi_input", None, CallOptions::default())
+        .await
+        .unwrap()
+    {
+        CallResponse::Task(state) => state,
+        other => panic!("expected a task, got {other:?}"),
+    };
+    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    assert_eq!(
+        asking.input_requests.len(),
+        2,
+        "{:?}",
+        asking.input_requests
+    );
+    let keys: Vec<String> = asking.input_requests.keys().cloned().collect();
+    let answer_for = |key: &str| {
+        let request = &asking.input_requests[key];
+        let properties = request["params"]["requestedSchema"]["properties"].clone();
+        let content: serde_json::Map<String, Value> = properties
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, schema)| {
+                let value = match schema["type"].as_str() {
+                    Some("boolean") => json!(true),
+                    _ => json!("Alice"),
+                };
+                (name.clone(), value)
+            })
+            .collect();
+        json!({"action": "accept", "content": content})
+    };
+    let mut first = InputResponses::new();
+    first.insert(keys[0].clone(), answer_for(&keys[0]));
+    client.update(&asking.id, first).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let now = client.get(&asking.id).await.unwrap();
+    assert_eq!(now.status, mcp_tasks::TaskStatus::InputRequired, "{now:?}");
+    assert_eq!(
+        now.input_requests.keys().cloned().collect::<Vec<_>>(),
+        vec![keys[1].clone()]
+    );
+    let mut second = InputResponses::new();
+    second.insert(keys[1].clone(), answer_for(&keys[1]));
+    client.update(&asking.id, second).await.unwrap();
+    let outcome = client.await_task(&asking.id, &waiting()).await.unwrap();
+    assert!(matches!(outcome, TaskOutcome::Completed(_)), "{outcome:?}");
+}

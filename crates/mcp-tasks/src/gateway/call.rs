@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
@@ -17,21 +18,26 @@ use rmcp::{ErrorData, Peer, RoleClient};
 use serde_json::Value;
 
 use super::client_failure;
-use super::relay::Calls;
+use super::relay::{Calls, fit_to_form};
 use super::upstream::{Connection, UpstreamClient, upstream_failure};
 use crate::client::{
     AwaitOptions, CallOptions, CallResponse, InputError, InputMode, ListenMode, TaskOutcome,
-    read_call_result,
+    TaskState, read_call_result,
 };
 use crate::server::{TaskContext, TaskPolicy};
 use crate::task::TaskId;
 
 /// Whether the upstream answers a call of a tool marked `marked` with a
 /// task of its own: a 2026-07-28 upstream that advertises the extension, or
-/// a 2025-11-25 upstream for a tool it marks optional or required.
+/// a 2025-11-25 upstream that declared `tasks.requests.tools.call`, for a
+/// tool it marks optional or required.
 pub(crate) fn upstream_makes_tasks(client: &UpstreamClient, marked: Option<TaskPolicy>) -> bool {
     if client.initialize_era() {
-        matches!(marked, Some(TaskPolicy::Optional | TaskPolicy::Required))
+        let augmentable = client
+            .legacy_server_tasks()
+            .flatten()
+            .is_some_and(|tasks| tasks.tools_call());
+        augmentable && matches!(marked, Some(TaskPolicy::Optional | TaskPolicy::Required))
     } else {
         client.server_supports()
     }
@@ -141,12 +147,42 @@ pub(crate) async fn plain_task(
     }
 }
 
-/// Runs one call of a task on an upstream that makes tasks itself: its
-/// MRTR rounds and its task's input requests become `task`'s input, its
-/// status messages `task`'s, and its outcome the task's.
-pub(crate) async fn awaited(
+/// Calls a tool on an upstream that makes tasks itself, declaring the
+/// extension (and carrying the caller's MRTR answers): its result, its MRTR
+/// input request, or its task.
+pub(crate) async fn start_upstream(
     connection: &Connection,
     request: &CallToolRequestParams,
+) -> Result<CallResponse, ErrorData> {
+    let call = CallOptions::default()
+        .with_timeout(Some(Duration::from_secs(60)))
+        .with_mrtr_retry(
+            request.input_responses.clone(),
+            request.request_state.clone(),
+        );
+    connection
+        .client
+        .call_tool(request.name.to_string(), request.arguments.clone(), call)
+        .await
+        .map_err(|error| client_failure("tools/call", &error))
+}
+
+/// Cancels an upstream task the gateway will not await (its own task could
+/// not be created).
+pub(crate) fn abandon(connection: &Connection, id: TaskId) {
+    drop(CancelTask {
+        client: connection.client.clone(),
+        id: Some(id),
+    });
+}
+
+/// Awaits the upstream's task `upstream` for the gateway's `task`: its input
+/// requests become `task`'s input, its status messages `task`'s, and its
+/// outcome the task's. Dropped (the task was cancelled or expired), it sends
+/// `tasks/cancel` on.
+pub(crate) async fn await_upstream(
+    connection: &Connection,
+    upstream: TaskState,
     task: TaskContext,
 ) -> Result<CallToolResult, ErrorData> {
     let client = connection.client.clone();
@@ -165,33 +201,14 @@ pub(crate) async fn awaited(
                 let _ = status_tx.send(message.clone());
             }
         });
-    let call = CallOptions::default().with_timeout(None);
+    let mut cancel = CancelTask {
+        client: client.clone(),
+        id: Some(upstream.id.clone()),
+    };
     let run = async {
-        let response = client
-            .start_tool(
-                request.name.to_string(),
-                request.arguments.clone(),
-                call,
-                &options,
-            )
-            .await
-            .map_err(|error| client_failure("tools/call", &error))?;
-        match response {
-            CallResponse::Complete(result) => Ok(result),
-            CallResponse::Task(state) => {
-                let mut cancel = CancelTask {
-                    client: client.clone(),
-                    id: Some(state.id.clone()),
-                };
-                let outcome = client.await_task(state, &options).await;
-                cancel.id = None;
-                outcome_of(outcome.map_err(|error| client_failure("the upstream task", &error))?)
-            }
-            CallResponse::InputRequired(_) => Err(ErrorData::internal_error(
-                "the upstream server's input request before the task could not be answered",
-                None,
-            )),
-        }
+        let outcome = client.await_task(upstream, &options).await;
+        cancel.id = None;
+        outcome_of(outcome.map_err(|error| client_failure("the upstream task", &error))?)
     };
     let forward = async {
         let mut last = None;
@@ -243,13 +260,13 @@ async fn relay_inputs(
 ) -> Result<InputResponses, InputError> {
     let mut ours = BTreeMap::new();
     let mut theirs = BTreeMap::new();
-    for (key, request) in requests {
-        let request: InputRequest =
-            serde_json::from_value(request).map_err(|error| InputError::new(key.clone(), error))?;
+    for (key, wire) in requests {
+        let request: InputRequest = serde_json::from_value(wire.clone())
+            .map_err(|error| InputError::new(key.clone(), error))?;
         let n = keys.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let mine = format!("upstream-task-{n}");
         ours.insert(mine.clone(), request);
-        theirs.insert(mine, key);
+        theirs.insert(mine, (key, wire));
     }
     let answers = task
         .request_inputs(ours)
@@ -257,8 +274,8 @@ async fn relay_inputs(
         .map_err(|error| InputError::new("input", error.message.to_string()))?;
     let mut responses = InputResponses::new();
     for (mine, answer) in answers {
-        if let Some(key) = theirs.remove(&mine) {
-            responses.insert(key, answer);
+        if let Some((key, wire)) = theirs.remove(&mine) {
+            responses.insert(key, fit_to_form(&wire, answer));
         }
     }
     Ok(responses)

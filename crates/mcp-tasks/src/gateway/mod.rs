@@ -77,6 +77,7 @@ use rmcp::{ErrorData, ServerHandler};
 
 pub use upstream::Upstream;
 
+use crate::client::CallResponse;
 use crate::server::{TaskPolicy, TaskRuntime, ToolTasks};
 use upstream::Link;
 
@@ -270,17 +271,36 @@ impl Gateway {
                 )),
             };
         }
-        let link = self.link.clone();
         let principal = self.runtime.principal_of(&context.extensions);
         let described = CallToolRequestParams::new(request.name.clone());
+        let connection = self.link.connection().await?;
+        if call::upstream_makes_tasks(&connection.client, marked) {
+            // The upstream decides first: its result or MRTR round goes back
+            // as it is, and only its task becomes one of ours.
+            let upstream = match call::start_upstream(&connection, &request).await? {
+                CallResponse::Complete(result) => return Ok(CallToolResponse::Complete(result)),
+                CallResponse::InputRequired(input) => {
+                    return Ok(CallToolResponse::InputRequired(input));
+                }
+                CallResponse::Task(upstream) => upstream,
+            };
+            let id = upstream.id.clone();
+            let awaited = connection.clone();
+            let started = self
+                .runtime
+                .start_task(principal, &described, &tasks, move |task| async move {
+                    call::await_upstream(&awaited, upstream, task).await
+                })
+                .await;
+            if started.is_err() {
+                call::abandon(&connection, id);
+            }
+            return started;
+        }
+        let calls = self.link.calls.clone();
         self.runtime
             .start_task(principal, &described, &tasks, move |task| async move {
-                let connection = link.connection().await?;
-                if call::upstream_makes_tasks(&connection.client, marked) {
-                    call::awaited(&connection, &request, task).await
-                } else {
-                    call::plain_task(&connection, &link.calls, &request, task).await
-                }
+                call::plain_task(&connection, &calls, &request, task).await
             })
             .await
     }

@@ -177,11 +177,8 @@ impl RelayHandler {
                 None,
             ));
         }
-        let request: InputRequest = serde_json::from_value(json!({
-            "method": method,
-            "params": params,
-        }))
-        .map_err(|error| {
+        let wire = json!({ "method": method, "params": params });
+        let request: InputRequest = serde_json::from_value(wire.clone()).map_err(|error| {
             ErrorData::invalid_params(
                 format!("the {method} request cannot be relayed: {error}"),
                 None,
@@ -193,7 +190,7 @@ impl RelayHandler {
                 return Err(ErrorData::internal_error("the upstream withdrew its request", None));
             }
         };
-        serde_json::from_value(answer).map_err(|error| {
+        serde_json::from_value(fit_to_form(&wire, answer)).map_err(|error| {
             ErrorData::invalid_params(
                 format!("the client's answer to {method} does not read as one: {error}"),
                 None,
@@ -281,6 +278,31 @@ impl ClientHandler for RelayHandler {
     }
 }
 
+/// An answer to an input request as the upstream asked for it: an accepted
+/// form's `content` keeps only the fields of the form (a client may send
+/// more, and the gateway's own client checks answers against the form
+/// before it sends them on); anything else is left as it is.
+pub(crate) fn fit_to_form(request: &Value, mut answer: Value) -> Value {
+    if request.get("method").and_then(Value::as_str) != Some("elicitation/create")
+        || !matches!(
+            request.pointer("/params/mode").and_then(Value::as_str),
+            None | Some("form")
+        )
+    {
+        return answer;
+    }
+    let Some(properties) = request
+        .pointer("/params/requestedSchema/properties")
+        .and_then(Value::as_object)
+    else {
+        return answer;
+    };
+    if let Some(content) = answer.get_mut("content").and_then(Value::as_object_mut) {
+        content.retain(|field, _| properties.contains_key(field));
+    }
+    answer
+}
+
 /// The status message of a progress notification: `3/5`, `3`, with its
 /// message after (`3/5: copying`).
 pub(crate) fn progress_message(params: &ProgressNotificationParam) -> String {
@@ -304,6 +326,21 @@ pub(crate) fn progress_message(params: &ProgressNotificationParam) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_accepted_form_keeps_only_its_fields() {
+        let request = json!({"method": "elicitation/create", "params": {
+            "message": "?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+        }});
+        let answer = json!({"action": "accept", "content": {"name": "Ada", "confirm": true}});
+        assert_eq!(
+            fit_to_form(&request, answer),
+            json!({"action": "accept", "content": {"name": "Ada"}})
+        );
+        let sampling = json!({"method": "sampling/createMessage", "params": {}});
+        let answer = json!({"role": "assistant", "content": {"type": "text", "text": "x"}});
+        assert_eq!(fit_to_form(&sampling, answer.clone()), answer);
+    }
 
     #[test]
     fn progress_reads_as_a_status_message() {
