@@ -182,9 +182,13 @@ pub(crate) fn abandon(connection: &Connection, id: TaskId) {
 /// `tasks/cancel` on.
 pub(crate) async fn await_upstream(
     connection: &Connection,
+    calls: &Arc<Calls>,
     upstream: TaskState,
     task: TaskContext,
 ) -> Result<CallToolResult, ErrorData> {
+    // In flight like any call: a request that names no task is not handed
+    // to another call while this one runs.
+    let _guard = calls.register(task.clone());
     let client = connection.client.clone();
     let (status_tx, mut status_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let resolver_task = task.clone();

@@ -36,9 +36,16 @@
 //!   the one call in flight on the connection; with several in flight a
 //!   request is refused rather than guessed.
 //! * **An upstream that answers with tasks** (the extension, or 2025-11-25
-//!   tasks for tools it marks optional or required) is awaited with
-//!   [`TasksClient`](crate::TasksClient), its status messages and input
-//!   requests relayed the same way, and `tasks/cancel` sent on.
+//!   tasks for tools it marks optional or required, when it declared
+//!   `tasks.requests.tools.call`) answers first: its result or MRTR round
+//!   goes back as it is, and its task becomes a gateway task that awaits it
+//!   with [`TasksClient`](crate::TasksClient) (polling), relays its status
+//!   messages and input requests (under the gateway's own keys: the
+//!   upstream's may name its task) and sends `tasks/cancel` on.
+//! * **Synchronous calls** pass straight through; a request the upstream
+//!   sends during one is refused (a 2026-07-28 caller cannot be asked in
+//!   the middle of a call). `roots/list` is answered by the gateway itself,
+//!   with no roots: servers ask for roots when they like, not for a call.
 //! * Whatever the runtime promises holds: tasks on SQLite survive a gateway
 //!   restart (one cut off by it fails honestly), replicas share tasks on
 //!   Redis, tasks are bound to their caller, ids are never logged. Requests
@@ -286,10 +293,11 @@ impl Gateway {
             };
             let id = upstream.id.clone();
             let awaited = connection.clone();
+            let calls = self.link.calls.clone();
             let started = self
                 .runtime
                 .start_task(principal, &described, &tasks, move |task| async move {
-                    call::await_upstream(&awaited, upstream, task).await
+                    call::await_upstream(&awaited, &calls, upstream, task).await
                 })
                 .await;
             if started.is_err() {
