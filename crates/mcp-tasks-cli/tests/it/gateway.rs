@@ -184,7 +184,8 @@ fn gateway_flags_are_checked() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("cannot serve the upstream") && stderr.contains("does not speak MCP"),
+        stderr.contains("cannot serve the upstream")
+            && stderr.contains("did not complete the MCP handshake"),
         "{stderr}"
     );
 }

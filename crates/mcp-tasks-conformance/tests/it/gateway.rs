@@ -410,5 +410,10 @@ async fn an_upstream_that_cannot_start_is_a_clear_error() {
     )
     .await
     .unwrap_err();
-    assert!(error.to_string().contains("does not speak MCP"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("did not complete the MCP handshake"),
+        "{error}"
+    );
 }

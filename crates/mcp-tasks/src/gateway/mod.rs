@@ -99,8 +99,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The upstream did not complete the MCP handshake.
-    #[error("the upstream server does not speak MCP")]
+    /// The upstream did not complete the MCP handshake (it is not reachable,
+    /// exited, or does not speak MCP).
+    #[error("the upstream server did not complete the MCP handshake")]
     Initialize {
         /// Why.
         #[source]

@@ -75,6 +75,8 @@ pub(crate) struct Connection {
     pub(crate) client: UpstreamClient,
     /// Fired when the transport closed (a stdio child's stdout ended).
     closed: CancellationToken,
+    /// When it was opened: one that closes soon after counts as a failure.
+    opened: Instant,
 }
 
 impl Connection {
@@ -225,6 +227,7 @@ async fn connect(
     Ok(Connection {
         client: TasksClient::new(running),
         closed,
+        opened: Instant::now(),
     })
 }
 
@@ -351,7 +354,8 @@ impl Drop for Link {
 #[derive(Default)]
 struct State {
     current: Option<Arc<Connection>>,
-    /// Connection attempts that failed in a row, and when the next may be made.
+    /// Connection attempts that failed (or connections that closed soon
+    /// after they opened) in a row, and when the next attempt may be made.
     failures: u32,
     retry_at: Option<Instant>,
 }
@@ -388,10 +392,19 @@ impl Link {
     /// since the last failed attempt).
     pub(crate) async fn connection(&self) -> Result<Arc<Connection>, ErrorData> {
         let mut state = self.state.lock().await;
-        if let Some(current) = &state.current
-            && !current.is_closed()
-        {
-            return Ok(current.clone());
+        if let Some(current) = state.current.take() {
+            if !current.is_closed() {
+                state.current = Some(current.clone());
+                return Ok(current);
+            }
+            // An upstream that keeps exiting soon after it starts is started
+            // again ever more slowly; one that ran a while, at once.
+            if current.opened.elapsed() < self.options.restart_backoff_max {
+                state.failures = state.failures.saturating_add(1);
+                state.retry_at = Some(Instant::now() + self.backoff(state.failures));
+            } else {
+                state.failures = 0;
+            }
         }
         if let Some(at) = state.retry_at {
             tokio::time::sleep_until(at).await;
@@ -406,7 +419,6 @@ impl Link {
             Ok(connection) => {
                 let connection = Arc::new(connection);
                 state.current = Some(connection.clone());
-                state.failures = 0;
                 state.retry_at = None;
                 drop(state);
                 tracing::info!("connected to the upstream server again");
@@ -428,14 +440,12 @@ impl Link {
     }
 
     fn backoff(&self, failures: u32) -> Duration {
-        let (min, max) = (
+        backoff(
             self.options.restart_backoff_min,
             self.options.restart_backoff_max,
-        );
-        min.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(16)))
-            .min(max.max(min))
+            failures,
+        )
     }
-
     /// The tools as last read; read again first when the upstream said its
     /// list changed.
     pub(crate) async fn tools(&self) -> Tools {
@@ -475,6 +485,12 @@ impl Link {
     }
 }
 
+/// The pause before attempt `failures + 1`: `min`, doubling, up to `max`.
+fn backoff(min: Duration, max: Duration, failures: u32) -> Duration {
+    min.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(16)))
+        .min(max.max(min))
+}
+
 /// Restarts the upstream as soon as its connection closes (with the
 /// backoff of [`Link::connection`]), until the gateway is dropped.
 async fn supervise(link: Weak<Link>, stop: CancellationToken) {
@@ -497,5 +513,18 @@ async fn supervise(link: Weak<Link>, stop: CancellationToken) {
             }
             tracing::warn!("the upstream server closed the connection; connecting again");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_up_to_its_bound() {
+        let (min, max) = (Duration::from_millis(250), Duration::from_secs(10));
+        let pauses: Vec<u128> = (1..=8).map(|n| backoff(min, max, n).as_millis()).collect();
+        assert_eq!(pauses, [250, 500, 1000, 2000, 4000, 8000, 10_000, 10_000]);
+        assert_eq!(backoff(min, max, u32::MAX), max);
     }
 }
