@@ -162,6 +162,8 @@ pub(crate) struct ServeOptions {
     pub(crate) poll_interval: Duration,
     /// The TTL of tasks; `None`: the runtime's default (1 h).
     pub(crate) ttl: Option<Duration>,
+    /// The longest a task may live; `None`: no bound.
+    pub(crate) max_lifetime: Option<Duration>,
     /// How many unfinished tasks one caller may have at once; `None`: no limit.
     pub(crate) max_tasks_per_caller: Option<usize>,
     /// The lease period on a store shared by several replicas (Redis).
@@ -184,6 +186,7 @@ impl DemoServer {
             .with_poll_interval(options.poll_interval)
             .with_max_tasks_per_caller(options.max_tasks_per_caller)
             .with_lease_period(options.lease_period)
+            .with_max_lifetime(options.max_lifetime)
             // On a shared store, the resumable demo tools of a replica that
             // stopped run again here.
             .with_resume(tools::resume);
