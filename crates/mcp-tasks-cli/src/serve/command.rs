@@ -36,9 +36,13 @@ pub(crate) struct ServeArgs {
     /// The poll interval suggested to clients, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 500)]
     poll_interval: u64,
-    /// The TTL of tasks, in seconds (default: 1 hour).
+    /// The TTL of tasks, in seconds (default: 1 hour). It follows activity: a running task is
+    /// kept alive, a task waiting for input expires this long after its last change.
     #[arg(long, value_name = "SECS")]
     ttl: Option<u64>,
+    /// The longest a task may live, however often its TTL is extended, in seconds (0: no bound).
+    #[arg(long, value_name = "SECS", default_value_t = mcp_tasks::server::DEFAULT_MAX_LIFETIME.as_secs())]
+    max_lifetime: u64,
     /// How many unfinished tasks one caller may have at once (0: no limit).
     #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER)]
     max_tasks_per_caller: usize,
@@ -138,6 +142,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         store: choice.open(&args.redis_key_prefix).await?,
         poll_interval: Duration::from_millis(args.poll_interval.max(1)),
         ttl: args.ttl.map(Duration::from_secs),
+        max_lifetime: (args.max_lifetime > 0).then(|| Duration::from_secs(args.max_lifetime)),
         max_tasks_per_caller: (args.max_tasks_per_caller > 0).then_some(args.max_tasks_per_caller),
         lease_period: Duration::from_millis(args.lease_period.max(12)),
     };

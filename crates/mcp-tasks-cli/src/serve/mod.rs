@@ -162,6 +162,8 @@ pub(crate) struct ServeOptions {
     pub(crate) poll_interval: Duration,
     /// The TTL of tasks; `None`: the runtime's default (1 h).
     pub(crate) ttl: Option<Duration>,
+    /// The longest a task may live; `None`: no bound.
+    pub(crate) max_lifetime: Option<Duration>,
     /// How many unfinished tasks one caller may have at once; `None`: no limit.
     pub(crate) max_tasks_per_caller: Option<usize>,
     /// The lease period on a store shared by several replicas (Redis).
@@ -182,7 +184,8 @@ impl ServeOptions {
         let mut runtime = TaskRuntime::builder(self.store.clone())
             .with_poll_interval(self.poll_interval)
             .with_max_tasks_per_caller(self.max_tasks_per_caller)
-            .with_lease_period(self.lease_period);
+            .with_lease_period(self.lease_period)
+            .with_max_lifetime(self.max_lifetime);
         if let Some(ttl) = self.ttl {
             runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
         }

@@ -40,6 +40,7 @@ pub(crate) fn options(store: SharedStore) -> ServeOptions {
         ttl: None,
         max_tasks_per_caller: Some(mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER),
         lease_period: Duration::from_secs(10),
+        max_lifetime: Some(mcp_tasks::server::DEFAULT_MAX_LIFETIME),
     }
 }
 

@@ -248,6 +248,22 @@ fn through(nginx: &Nginx, path: &str, token: Option<&str>) -> Vec<String> {
     flags
 }
 
+/// Listening through the proxy: every step of a `long_job` heard, done
+/// long before the minute a poll would take (`--listen` fails if the
+/// stream does).
+fn listen_to_a_long_job(flags: &[String], caller: &str) {
+    let job = r#"{"steps": 3, "step_ms": 150}"#;
+    let output = run(&command(
+        &["call", "long_job", job, "--listen", "--timeout", "30"],
+        flags,
+    ));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{caller}: {stderr}");
+    for step in ["step 1 of 3", "step 2 of 3", "step 3 of 3"] {
+        assert!(stderr.contains(step), "{caller}: no {step:?} in {stderr}");
+    }
+}
+
 fn command<'a>(words: &[&'a str], flags: &'a [String]) -> Vec<&'a str> {
     let mut args = vec![words[0]];
     args.extend(flags.iter().map(String::as_str));
@@ -281,18 +297,7 @@ fn two_replicas_behind_nginx_with_tokens_and_a_public_host_name() {
 
     for (caller, token) in [("alice", ALICE), ("bob", BOB)] {
         let flags = through(&nginx, "/mcp", Some(token));
-        // Listening through the proxy: every step heard, done long before
-        // the minute a poll would take; --listen fails if the stream does.
-        let job = r#"{"steps": 3, "step_ms": 150}"#;
-        let output = run(&command(
-            &["call", "long_job", job, "--listen", "--timeout", "30"],
-            &flags,
-        ));
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(0), "{caller}: {stderr}");
-        for step in ["step 1 of 3", "step 2 of 3", "step 3 of 3"] {
-            assert!(stderr.contains(step), "{caller}: no {step:?} in {stderr}");
-        }
+        listen_to_a_long_job(&flags, caller);
 
         // A task made, read, waited on briefly and cancelled, each command
         // a new connection through the proxy: all reach its replica.
@@ -437,18 +442,8 @@ fn two_replicas_on_redis_behind_round_robin_nginx_share_every_task() {
     let nginx = start_nginx(&nginx_dir, &[&first, &second]);
     let flags = through(&nginx, "/round-robin/mcp", Some(ALICE));
 
-    // Every step heard through the proxy, whichever replica runs the tool
-    // and whichever holds the listen stream.
-    let job = r#"{"steps": 3, "step_ms": 150}"#;
-    let output = run(&command(
-        &["call", "long_job", job, "--listen", "--timeout", "30"],
-        &flags,
-    ));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
-    for step in ["step 1 of 3", "step 2 of 3", "step 3 of 3"] {
-        assert!(stderr.contains(step), "no {step:?} in {stderr}");
-    }
+    // Whichever replica runs the tool and whichever holds the stream.
+    listen_to_a_long_job(&flags, "alice");
 
     let output = run(&command(
         &["call", "sleep", "--arg", "ms=60000", "--no-wait"],
