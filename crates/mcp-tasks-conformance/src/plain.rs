@@ -10,6 +10,7 @@
 //! | `progress {steps, ms}` | sends `notifications/progress` `i/steps` every `ms`, then answers `done: N steps` |
 //! | `log {text}` | sends a `notifications/message` (`info`, `text`), waits 300 ms, answers `logged` |
 //! | `ask` | sends `elicitation/create` (a form with a string `name`), answers `hello NAME`, `declined` or `cancelled` |
+//! | `ask_url` | sends `elicitation/create` in URL mode, answers with the action taken |
 //! | `sample` | sends `sampling/createMessage`, answers with the text of its answer |
 //! | `fail` | answers a JSON-RPC error -32050 `the fixture tool failed` |
 //! | `error_result` | answers a tool result with `isError: true` |
@@ -134,6 +135,12 @@ fn tools(state: &State) -> Vec<Value> {
             "forbidden",
         ),
         tool("ask", "Asks the client for a name", json!({}), "forbidden"),
+        tool(
+            "ask_url",
+            "Sends the client to a URL",
+            json!({}),
+            "forbidden",
+        ),
         tool("sample", "Asks the client's model", json!({}), "forbidden"),
         tool("fail", "Answers a JSON-RPC error", json!({}), "forbidden"),
         tool(
@@ -268,6 +275,27 @@ async fn call(state: &State, out: &Out, params: &Value) -> Result<Value, (i64, S
                 Some("cancel") => text("cancelled"),
                 _ => text(format!("no answer: {answer}")),
             })
+        }
+        "ask_url" => {
+            let answer = ask_client(
+                state,
+                out,
+                "elicitation/create",
+                json!({
+                    "mode": "url",
+                    "message": "Sign in to continue",
+                    "url": "https://auth.example.com/sign-in",
+                    "elicitationId": "sign-in-1",
+                }),
+            )
+            .await;
+            Ok(text(format!(
+                "url: {}",
+                answer
+                    .pointer("/result/action")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+            )))
         }
         "sample" => {
             let answer = ask_client(

@@ -284,6 +284,24 @@ async fn an_elicitation_becomes_input_required_answered_with_tasks_update() {
 }
 
 #[tokio::test]
+async fn a_url_elicitation_is_relayed_too() {
+    let (_gateway, client) = gateway(GatewayOptions::default()).await;
+    let state = task(&client, "ask_url", json!({})).await;
+    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    let (key, request) = asking.input_requests.iter().next().expect("a request");
+    assert_eq!(request["params"]["mode"], "url");
+    assert_eq!(request["params"]["url"], "https://auth.example.com/sign-in");
+    let mut answer = InputResponses::new();
+    answer.insert(key.clone(), json!({"action": "accept"}));
+    client.update(&asking.id, answer).await.unwrap();
+    let result = completed(client.await_task(&asking.id, &waiting()).await.unwrap());
+    assert_eq!(text(&result), "url: accept");
+}
+
+#[tokio::test]
 async fn a_sampling_request_is_relayed_too() {
     let (_gateway, client) = gateway(GatewayOptions::default()).await;
     let state = task(&client, "sample", json!({})).await;
