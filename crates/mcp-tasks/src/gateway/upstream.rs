@@ -319,14 +319,16 @@ pub(crate) fn upstream_failure(method: &str, error: &rmcp::service::ServiceError
     use rmcp::service::ServiceError;
     match error {
         ServiceError::McpError(error) => error.clone(),
-        ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-            ErrorData::internal_error(
-                format!(
-                    "the upstream server closed the connection during {method} (it exited or crashed)"
-                ),
-                None,
-            )
-        }
+        ServiceError::TransportClosed => ErrorData::internal_error(
+            format!(
+                "the upstream server closed the connection during {method} (it exited or crashed)"
+            ),
+            None,
+        ),
+        ServiceError::TransportSend(error) => ErrorData::internal_error(
+            format!("{method} could not reach the upstream server: {error}"),
+            None,
+        ),
         other => ErrorData::internal_error(
             format!("{method} to the upstream server failed: {other}"),
             None,
