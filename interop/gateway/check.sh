@@ -9,7 +9,8 @@
 #     the progress notifications, trigger-elicitation-request becomes input_required
 #     answered with tasks/update, echo passes through synchronously (--tasks
 #     echo=forbidden), simulate-research-query (its own legacy task) is awaited and its
-#     elicitation relayed, Ctrl-C cancels;
+#     elicitation relayed, Ctrl-C cancels; over HTTP, server-everything restarted mid-task
+#     (its sessions lost) fails that task saying so and the next call works;
 #   * the fastmcp-tasks fixture server of interop/fastmcp (the extension, poll only) over
 #     HTTP behind a gateway on HTTP: its tasks awaited and relayed (slow, ask_name with
 #     its `<taskId>:<hex>` input keys, tool_error's isError, mrtr_then_task's MRTR round),
@@ -27,7 +28,7 @@
 set -u
 
 if [ $# -ne 2 ]; then
-  sed -n '18,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n "19,23p" "$0" | sed 's/^# \{0,1\}//' >&2
   exit 64
 fi
 BIN=$1
@@ -169,13 +170,36 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = everything-http ]; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   PORT=$port node -r "$HERE/../everything/loopback.cjs" "$EVERYTHING" streamableHttp \
     >"$WORK/everything-http-server.out" 2>"$WORK/everything-http-server.err" &
-  PIDS+=("$!")
+  everything_pid=$!
+  PIDS+=("$everything_pid")
   for _ in $(seq 100); do grep -q "listening on port" "$WORK/everything-http-server.err" && break; sleep 0.1; done
   if ! grep -q "listening on port" "$WORK/everything-http-server.err"; then
     fail "server-everything starts on HTTP" "$(tail -5 "$WORK/everything-http-server.err")"
   elif gateway_http everything-gateway --upstream-url "http://127.0.0.1:$port/mcp" --tasks echo=forbidden; then
     echo "# http: $BIN call --url $GATEWAY_URL (gateway in front of http://127.0.0.1:$port/mcp)"
     everything_checks everything-http --url "$GATEWAY_URL"
+
+    # server-everything restarted: its sessions are gone. The task running on the old
+    # session fails saying so (the gateway's health ping gives the session up), and the
+    # next call works on a new session.
+    out=$WORK/restart.json
+    "$BIN" call --url "$GATEWAY_URL" --json trigger-long-running-operation --arg duration=30 \
+      --arg steps=30 >"$out" 2>"$WORK/restart.err" &
+    cpid=$!
+    sleep 2
+    kill "$everything_pid"; wait "$everything_pid" 2>/dev/null
+    PORT=$port node -r "$HERE/../everything/loopback.cjs" "$EVERYTHING" streamableHttp \
+      >"$WORK/everything-http-server2.out" 2>"$WORK/everything-http-server2.err" &
+    PIDS+=("$!")
+    wait "$cpid"; rc=$?
+    expect "a restarted upstream fails the task it cut off, saying so/everything-http" "$out" $rc 2 \
+      'd["status"] == "failed" and d.get("taskId") and "exited or crashed, or stopped answering" in d["error"]["message"]'
+    for _ in $(seq 50); do
+      "$BIN" call --url "$GATEWAY_URL" --json echo --arg message=again >"$out" 2>"$WORK/restart.err"; rc=$?
+      [ "$rc" -eq 0 ] && break
+      sleep 0.5
+    done
+    expect "the next call works on a new session/everything-http" "$out" $rc 0 't == "Echo: again"'
   fi
 fi
 

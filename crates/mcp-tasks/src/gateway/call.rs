@@ -228,7 +228,8 @@ pub(crate) async fn await_upstream(
         outcome = run => outcome,
         () = forward => unreachable!("forwarding never ends"),
         () = connection.closed() => Err(ErrorData::internal_error(
-            "the upstream server closed the connection during the task (it exited or crashed)",
+            "the connection to the upstream server was lost during the task (it exited or \
+             crashed, or stopped answering)",
             None,
         )),
     }

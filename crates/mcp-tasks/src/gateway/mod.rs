@@ -147,6 +147,11 @@ pub struct GatewayOptions {
     pub restart_backoff_min: Duration,
     /// The longest pause between attempts (default 10 s).
     pub restart_backoff_max: Duration,
+    /// How often an HTTP upstream is pinged (default 5 s; zero: never). One
+    /// that does not answer within as long is given up as lost: the calls
+    /// in flight on it fail, and the next call connects again (a new
+    /// session).
+    pub health_check: Duration,
 }
 
 impl Default for GatewayOptions {
@@ -157,6 +162,7 @@ impl Default for GatewayOptions {
             connect_timeout: Duration::from_secs(30),
             restart_backoff_min: Duration::from_millis(250),
             restart_backoff_max: Duration::from_secs(10),
+            health_check: Duration::from_secs(5),
         }
     }
 }
@@ -177,6 +183,12 @@ impl GatewayOptions {
     /// How long connecting to the upstream may take.
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// How often an HTTP upstream is pinged (zero: never; see [`GatewayOptions::health_check`]).
+    pub fn with_health_check(mut self, interval: Duration) -> Self {
+        self.health_check = interval;
         self
     }
 
@@ -364,7 +376,10 @@ pub(crate) fn client_failure(what: &str, error: &crate::client::Error) -> ErrorD
             rpc.data.clone(),
         ),
         None if error.is_transport() => ErrorData::internal_error(
-            format!("{what}: the upstream server closed the connection (it exited or crashed)"),
+            format!(
+                "{what}: the connection to the upstream server was lost (it exited or crashed, \
+                 or stopped answering)"
+            ),
             None,
         ),
         None => ErrorData::internal_error(format!("{what} failed: {error}"), None),

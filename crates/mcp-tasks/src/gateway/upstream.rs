@@ -86,9 +86,25 @@ impl Connection {
             || self.client.running().peer().is_transport_closed()
     }
 
-    /// Completes when the transport has closed.
+    /// Completes when the transport has closed (or the connection was
+    /// given up as lost).
     pub(crate) async fn closed(&self) {
         self.closed.cancelled().await;
+    }
+
+    /// Whether the upstream answers a `ping` within `timeout`.
+    async fn answers_ping(&self, timeout: Duration) -> bool {
+        let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        let mut options = rmcp::service::PeerRequestOptions::no_options();
+        options.timeout = Some(timeout);
+        let peer = self.client.running().peer();
+        match peer.send_request_with_option(ping, options).await {
+            Ok(handle) => handle.await_response().await.is_ok(),
+            Err(_) => false,
+        }
     }
 }
 
@@ -321,7 +337,8 @@ pub(crate) fn upstream_failure(method: &str, error: &rmcp::service::ServiceError
         ServiceError::McpError(error) => error.clone(),
         ServiceError::TransportClosed => ErrorData::internal_error(
             format!(
-                "the upstream server closed the connection during {method} (it exited or crashed)"
+                "the connection to the upstream server was lost during {method} (it exited or \
+                 crashed, or stopped answering)"
             ),
             None,
         ),
@@ -386,7 +403,10 @@ impl Link {
             tools: RwLock::new(tools),
             stop: CancellationToken::new(),
         });
-        tokio::spawn(supervise(Arc::downgrade(&link), link.stop.clone()));
+        let health = matches!(link.upstream, Upstream::Url { .. })
+            .then_some(link.options.health_check)
+            .filter(|interval| !interval.is_zero());
+        tokio::spawn(supervise(Arc::downgrade(&link), link.stop.clone(), health));
         Ok(link)
     }
 
@@ -494,8 +514,13 @@ fn backoff(min: Duration, max: Duration, failures: u32) -> Duration {
 }
 
 /// Restarts the upstream as soon as its connection closes (with the
-/// backoff of [`Link::connection`]), until the gateway is dropped.
-async fn supervise(link: Weak<Link>, stop: CancellationToken) {
+/// backoff of [`Link::connection`]), until the gateway is dropped. With
+/// `health`, pings the upstream that often and gives a connection up as
+/// lost when a ping goes unanswered that long: an HTTP upstream that
+/// restarted has lost its session, and rmcp never answers a request that
+/// its error response names no id for (server-everything's "No valid
+/// session ID provided"), so without this the calls would hang.
+async fn supervise(link: Weak<Link>, stop: CancellationToken, health: Option<Duration>) {
     loop {
         let Some(strong) = link.upgrade() else { return };
         let connection = tokio::select! {
@@ -505,11 +530,23 @@ async fn supervise(link: Weak<Link>, stop: CancellationToken) {
         drop(strong);
         // On failure `connection` waits out the backoff before its next attempt.
         if let Ok(connection) = connection {
-            let mut check = tokio::time::interval(Duration::from_secs(1));
+            let mut check = tokio::time::interval(health.unwrap_or(Duration::from_secs(1)));
+            check.tick().await;
             loop {
                 tokio::select! {
                     () = connection.closed() => break,
-                    _ = check.tick() => if connection.is_closed() { break },
+                    _ = check.tick() => {
+                        if connection.is_closed() {
+                            break;
+                        }
+                        if let Some(timeout) = health
+                            && !connection.answers_ping(timeout).await
+                        {
+                            tracing::warn!("the upstream server does not answer; connecting again");
+                            connection.closed.cancel();
+                            break;
+                        }
+                    }
                     () = stop.cancelled() => return,
                 }
             }
