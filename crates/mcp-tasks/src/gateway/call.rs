@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
@@ -154,8 +153,10 @@ pub(crate) async fn start_upstream(
     connection: &Connection,
     request: &CallToolRequestParams,
 ) -> Result<CallResponse, ErrorData> {
+    // No timeout: an upstream that runs the call at once is waited for as
+    // its own caller would wait.
     let call = CallOptions::default()
-        .with_timeout(Some(Duration::from_secs(60)))
+        .with_timeout(None)
         .with_mrtr_retry(
             request.input_responses.clone(),
             request.request_state.clone(),
