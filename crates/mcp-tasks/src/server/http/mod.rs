@@ -37,6 +37,8 @@
 //! `fast_tasks` skips rmcp's dispatch for polls; the `Origin` list is the
 //! transport's required browser check.
 
+mod body;
+mod call;
 pub(crate) mod fast;
 pub(crate) mod guard;
 mod listen;
@@ -48,6 +50,7 @@ use rmcp::ServerHandler;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+pub use call::fast_tool_calls;
 pub use fast::fast_tasks;
 pub use listen::listen_tasks;
 
@@ -183,6 +186,7 @@ where
             .with_allowed_origins(self.allowed_origins)
             .enforce_origin_validation();
         let server = self.server;
+        let calls = server.clone();
         let service: StreamableHttpService<S, LocalSessionManager> =
             StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
         let guard = guard::Guard {
@@ -190,6 +194,7 @@ where
             body_timeout: self.limits.request_read_timeout,
         };
         let router = axum::Router::new().nest_service(&self.path, service);
+        let router = fast_tool_calls(router, calls);
         let router = fast_tasks(router, self.runtime.clone());
         let router = listen_tasks(router, self.runtime)
             .layer(axum::middleware::from_fn_with_state(guard, guard::guard));
