@@ -4,6 +4,7 @@
 
 mod connect;
 mod demo;
+mod journal;
 mod output;
 mod prompt;
 mod serve;
@@ -42,6 +43,8 @@ enum Command {
     Wait(WaitArgs),
     /// Cancel a task and show how it ended.
     Cancel(TaskArgs),
+    /// List the tasks in the journal, newest first.
+    Ls(LsArgs),
     /// List the server's tools.
     Tools(ServerArgs),
     /// Show the server's protocol versions, capabilities and task support.
@@ -55,7 +58,7 @@ enum Command {
 #[derive(Debug, Args)]
 struct ServerArgs {
     /// The server's Streamable HTTP endpoint.
-    #[arg(long, conflicts_with = "stdio", required_unless_present = "stdio")]
+    #[arg(long, conflicts_with = "stdio")]
     url: Option<String>,
     /// A command that runs the server on stdio, e.g. 'mcp-tasks serve --stdio'.
     #[arg(long)]
@@ -105,24 +108,58 @@ struct CallArgs {
     /// Print the task id and exit without waiting.
     #[arg(long)]
     no_wait: bool,
+    /// Ctrl-C leaves the task running (and journaled) instead of cancelling it.
+    #[arg(long, conflicts_with = "no_wait")]
+    detach: bool,
+    #[command(flatten)]
+    journal: journal::JournalArgs,
 }
 
 #[derive(Debug, Args)]
 struct TaskArgs {
     #[command(flatten)]
     server: ServerArgs,
-    /// The task id.
+    /// The task id; `-` reads it from stdin. Without --url or --stdio its
+    /// server is found in the journal.
     task_id: String,
+    #[command(flatten)]
+    journal: journal::JournalArgs,
 }
 
 #[derive(Debug, Args)]
 struct WaitArgs {
     #[command(flatten)]
     server: ServerArgs,
-    /// The task id.
-    task_id: String,
+    /// The task id; `-` reads it from stdin. Without --url or --stdio its
+    /// server is found in the journal.
+    #[arg(required_unless_present = "last")]
+    task_id: Option<String>,
+    /// Resume the newest unfinished task in the journal.
+    #[arg(long, conflicts_with = "task_id")]
+    last: bool,
     #[command(flatten)]
     input: InputArgs,
+    #[command(flatten)]
+    journal: journal::JournalArgs,
+}
+
+#[derive(Debug, Args)]
+struct LsArgs {
+    /// Finished tasks too.
+    #[arg(long)]
+    all: bool,
+    /// Ask each unfinished task's server for its current status ("gone": the
+    /// server does not know the task any more, or not for these headers).
+    #[arg(long)]
+    refresh: bool,
+    /// An HTTP header for --refresh requests, 'Name: value' (repeatable).
+    #[arg(long = "header", value_name = "'Name: value'")]
+    headers: Vec<String>,
+    /// Print a JSON array on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    journal: journal::JournalArgs,
 }
 
 fn main() -> ExitCode {
@@ -175,7 +212,7 @@ fn init_logging(verbose: u8) {
 }
 
 /// A usage error: printed, exit 64.
-fn usage(message: impl std::fmt::Display) -> ExitCode {
+pub(crate) fn usage(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::from(code::USAGE)
 }
@@ -186,6 +223,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Get(args) => task_command(args, TaskAction::Get).await,
         Command::Cancel(args) => task_command(args, TaskAction::Cancel).await,
         Command::Wait(args) => wait(args).await,
+        Command::Ls(args) => ls(args).await,
         Command::Tools(args) => tools(args).await,
         Command::Discover(args) => discover(args).await,
         Command::Serve(args) => match serve::run(args).await {
@@ -206,18 +244,20 @@ fn target(server: &ServerArgs) -> Result<(Target, Vec<(String, String)>), ExitCo
         (None, Some(command)) => Target::Stdio(command.clone()),
         _ => return Err(usage("give one of --url or --stdio")),
     };
-    let headers = server
-        .headers
-        .iter()
-        .map(|header| connect::parse_header(header))
-        .collect::<anyhow::Result<Vec<_>>>()
-        .map_err(usage)?;
-    Ok((target, headers))
+    Ok((target, headers_of(&server.headers)?))
 }
 
 async fn connect_or_exit(server: &ServerArgs) -> Result<connect::Client, ExitCode> {
     let (target, headers) = target(server)?;
-    connect::connect(&target, &headers).await.map_err(|error| {
+    connect_to(&target, &headers, server.json).await
+}
+
+async fn connect_to(
+    target: &Target,
+    headers: &[(String, String)],
+    json: bool,
+) -> Result<connect::Client, ExitCode> {
+    connect::connect(target, headers).await.map_err(|error| {
         let report = Report {
             status: "error".into(),
             task_id: None,
@@ -226,8 +266,49 @@ async fn connect_or_exit(server: &ServerArgs) -> Result<connect::Client, ExitCod
             error: Some(serde_json::json!({"message": output::error_chain(error.as_ref())})),
             exit: code::UNREACHABLE,
         };
-        report.print(server.json)
+        report.print(json)
     })
+}
+
+/// The client of a command about one task: its server from --url or
+/// --stdio, else from the journal; with the journal attached.
+async fn task_client(
+    server: &ServerArgs,
+    id: &mcp_tasks::TaskId,
+    journal: &journal::JournalArgs,
+) -> Result<connect::Client, ExitCode> {
+    let opened = if server.url.is_none() && server.stdio.is_none() {
+        match journal.open().await {
+            Ok(Some(opened)) => Some(opened),
+            Ok(None) => return Err(usage("give --url or --stdio (the journal is off)")),
+            Err(error) => return Err(usage(format!("give --url or --stdio: {error}"))),
+        }
+    } else {
+        journal.open_or_warn().await
+    };
+    let (target, headers) = match (&server.url, &server.stdio, &opened) {
+        (None, None, Some(opened)) => {
+            let entry = journal::find(opened, id).await?;
+            let target = journal::target_of(&entry.server)
+                .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?;
+            (target, headers_of(&server.headers)?)
+        }
+        _ => target(server)?,
+    };
+    let client = connect_to(&target, &headers, server.json).await?;
+    Ok(match opened {
+        Some(opened) => client.with_journal(opened, journal::server_ref(&target)),
+        None => client,
+    })
+}
+
+/// The parsed `--header`s.
+fn headers_of(headers: &[String]) -> Result<Vec<(String, String)>, ExitCode> {
+    headers
+        .iter()
+        .map(|header| connect::parse_header(header))
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map_err(usage)
 }
 
 /// The tool arguments from JSON_ARGS and --arg.
@@ -296,11 +377,20 @@ async fn call(args: CallArgs) -> ExitCode {
         Ok(options) => options,
         Err(exit) => return exit,
     };
-    let client = match connect_or_exit(&args.server).await {
+    let (target, headers) = match target(&args.server) {
+        Ok(target) => target,
+        Err(exit) => return exit,
+    };
+    let journal = args.journal.open_or_warn().await;
+    let client = match connect_to(&target, &headers, args.server.json).await {
         Ok(client) => client,
         Err(exit) => return exit,
     };
-    let watch = watch::Watch::new(args.server.json);
+    let client = match journal {
+        Some(journal) => client.with_journal(journal, journal::server_ref(&target)),
+        None => client,
+    };
+    let watch = watch::Watch::new(args.server.json).detached(args.detach);
     let options = watch.options(options, &policy);
     let call = mcp_tasks::CallOptions::default();
     let exit = if args.no_wait {
@@ -335,11 +425,27 @@ async fn wait(args: WaitArgs) -> ExitCode {
         Ok(options) => options,
         Err(exit) => return exit,
     };
-    let client = match connect_or_exit(&args.server).await {
+    let id = match (&args.task_id, args.last) {
+        (Some(text), _) => match journal::task_id(text) {
+            Ok(id) => id,
+            Err(exit) => return exit,
+        },
+        (None, _) => {
+            let opened = match args.journal.open().await {
+                Ok(Some(opened)) => opened,
+                Ok(None) => return usage("--last needs the journal"),
+                Err(error) => return usage(format!("--last: {error}")),
+            };
+            match journal::last(&opened).await {
+                Ok(entry) => entry.task_id,
+                Err(exit) => return exit,
+            }
+        }
+    };
+    let client = match task_client(&args.server, &id, &args.journal).await {
         Ok(client) => client,
         Err(exit) => return exit,
     };
-    let id = mcp_tasks::TaskId::new(args.task_id.clone());
     let watch = watch::Watch::new(args.server.json);
     let options = watch.options(options, &policy);
     let waiting = client.await_task(id, &options);
@@ -370,11 +476,14 @@ enum TaskAction {
 }
 
 async fn task_command(args: TaskArgs, action: TaskAction) -> ExitCode {
-    let client = match connect_or_exit(&args.server).await {
+    let id = match journal::task_id(&args.task_id) {
+        Ok(id) => id,
+        Err(exit) => return exit,
+    };
+    let client = match task_client(&args.server, &id, &args.journal).await {
         Ok(client) => client,
         Err(exit) => return exit,
     };
-    let id = mcp_tasks::TaskId::new(args.task_id.clone());
     let state = match action {
         TaskAction::Get => client.get(&id).await,
         TaskAction::Cancel => {
@@ -388,6 +497,91 @@ async fn task_command(args: TaskArgs, action: TaskAction) -> ExitCode {
     };
     client.close().await;
     exit
+}
+
+async fn ls(args: LsArgs) -> ExitCode {
+    let opened = match args.journal.open().await {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return usage("ls lists the journal, and --no-journal turns it off"),
+        Err(error) => return usage(error),
+    };
+    let headers = match headers_of(&args.headers) {
+        Ok(headers) => headers,
+        Err(exit) => return exit,
+    };
+    let entries = match mcp_tasks::client::journal::Journal::list(&*opened).await {
+        Ok(entries) => entries,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(code::PROTOCOL);
+        }
+    };
+    let mut shown = Vec::new();
+    for mut entry in entries {
+        if args.refresh && !entry.is_finished() {
+            entry.status = refreshed(&entry, &headers, &opened).await;
+        }
+        if args.all || !entry.is_finished() {
+            shown.push(entry);
+        }
+    }
+    let now = mcp_tasks::UnixMillis::now();
+    if args.json {
+        let rows: Vec<Value> = shown
+            .iter()
+            .map(|entry| {
+                serde_json::json!({
+                    "taskId": entry.task_id.expose(),
+                    "server": entry.server.to_string(),
+                    "tool": entry.tool,
+                    "status": entry.status.as_str(),
+                    "createdAt": entry.created_at.as_millis(),
+                })
+            })
+            .collect();
+        println!("{}", Value::Array(rows));
+    } else if shown.is_empty() {
+        eprintln!(
+            "no {}tasks in the journal",
+            if args.all { "" } else { "unfinished " }
+        );
+    } else {
+        for entry in &shown {
+            println!(
+                "{:<16} {:<5} {:<20} {:<24} {}",
+                entry.status.as_str(),
+                journal::age(entry.created_at, now),
+                entry.tool,
+                entry.server.to_string(),
+                entry.task_id.expose()
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// The status of `entry` as its server says now (recorded in the journal),
+/// or as last seen when the server cannot be asked.
+async fn refreshed(
+    entry: &mcp_tasks::client::journal::TaskRef,
+    headers: &[(String, String)],
+    journal: &std::sync::Arc<mcp_tasks_sqlite::SqliteJournal>,
+) -> mcp_tasks::TaskStatus {
+    let Some(target) = journal::target_of(&entry.server) else {
+        return entry.status.clone();
+    };
+    let Ok(client) = connect::connect(&target, headers).await else {
+        return entry.status.clone();
+    };
+    let client = client.with_journal(journal.clone(), entry.server.clone());
+    let status = match client.get(&entry.task_id).await {
+        Ok(state) => state.status,
+        // Expired and purged, or not this caller's (another --header).
+        Err(error) if error.is_unknown_task() => mcp_tasks::TaskStatus::from_wire("gone"),
+        Err(_) => entry.status.clone(),
+    };
+    client.close().await;
+    status
 }
 
 async fn tools(args: ServerArgs) -> ExitCode {

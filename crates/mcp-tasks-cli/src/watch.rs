@@ -24,6 +24,7 @@ pub(crate) struct Watch {
     quiet: bool,
     started: Instant,
     seen: Arc<Mutex<Seen>>,
+    detach: bool,
 }
 
 #[derive(Default)]
@@ -56,7 +57,14 @@ impl Watch {
             quiet: json,
             started: Instant::now(),
             seen: Arc::default(),
+            detach: false,
         }
+    }
+
+    /// With `detach`, Ctrl-C leaves the task running instead of cancelling it.
+    pub(crate) fn detached(mut self, detach: bool) -> Self {
+        self.detach = detach;
+        self
     }
 
     /// `options` with the status display and the input policy wired in.
@@ -111,7 +119,7 @@ impl Watch {
 
     /// Runs `waiting` to its end. The first Ctrl-C cancels the task (once
     /// one exists) and waits up to [`CANCEL_GRACE`] for it to settle; a
-    /// second one gives up at once.
+    /// second one gives up at once. Detached, Ctrl-C leaves the task be.
     pub(crate) async fn run<T>(
         &self,
         client: &Client,
@@ -127,6 +135,13 @@ impl Watch {
                     eprintln!("interrupted before a task existed");
                     return Watched::Interrupted;
                 };
+                if self.detach {
+                    eprintln!(
+                        "left task {} running; `mcp-tasks wait --last` resumes it",
+                        short_id(&id)
+                    );
+                    return Watched::Interrupted;
+                }
                 eprintln!("cancelling the task (Ctrl-C again to quit at once)…");
                 let grace = AwaitOptions::default().with_deadline(Some(CANCEL_GRACE));
                 tokio::select! {

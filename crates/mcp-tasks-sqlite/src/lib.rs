@@ -19,6 +19,12 @@
 //! processes may read the file (the `sqlite3` shell, a backup) while the
 //! server runs.
 //!
+//! # The client journal
+//!
+//! With the feature `journal`, [`SqliteJournal`] keeps a client's task
+//! journal (`mcp_tasks::client::journal`) in a SQLite file that several
+//! client processes may share, created private to its user.
+//!
 //! # Quick start
 //!
 //! ```
@@ -60,7 +66,12 @@
 //! future does not undo it: a create or swap that started is written and
 //! announced on the change feed.
 
+#[cfg(feature = "journal")]
+mod journal;
 mod schema;
+
+#[cfg(feature = "journal")]
+pub use journal::SqliteJournal;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};

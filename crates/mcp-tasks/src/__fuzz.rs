@@ -32,6 +32,29 @@ pub fn client_reads_task(data: &[u8]) {
     }
 }
 
+/// A line of a newline-delimited transport as listen mode reads it: the
+/// client's demux and its reading of stream messages (a task
+/// notification's params as a task state), and the server's rerouting of
+/// `subscriptions/listen` requests.
+pub fn listen_lines(data: &[u8]) {
+    use crate::stdio::LineFilter;
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let _ = crate::client::listen::routed::Demux::unrouted().filter(data, &mut cx);
+    let _ = crate::server::listen::stdio::Reroute.filter(data, &mut cx);
+    let Ok(message) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    for id in [Value::from(1), Value::from("1")] {
+        if let Some(crate::client::listen::Event::Task(params)) =
+            crate::client::listen::classify(&message, &id)
+            && let Ok(state) = crate::TaskState::from_json(params)
+        {
+            let _ = state.outcome();
+        }
+    }
+}
+
 /// An input request and an answer to it: validation, and the form.
 pub fn input_request_and_answer(data: &[u8]) {
     let Ok(Value::Array(pair)) = serde_json::from_slice::<Value>(data) else {
@@ -103,6 +126,7 @@ pub fn store_reads_record(data: &[u8]) {
         Change::ProvideInput([("k".to_owned(), Value::Null)].into()),
         Change::RequestCancel,
         Change::ExtendTtl(std::time::Duration::MAX),
+        Change::KeepAlive,
         Change::Complete(Value::Null),
         Change::Fail(Value::Null),
         Change::Cancel,
@@ -112,6 +136,17 @@ pub fn store_reads_record(data: &[u8]) {
         if let Ok(next) = record.apply(&change, now, retention) {
             assert_eq!(next.expected_version(), record.version());
             assert!(!record.status().is_terminal(), "a terminal record changed");
+            // No extension goes past the maximum lifetime (a record read
+            // past it already keeps its own expiry).
+            let next = next.record();
+            if let (Some(cap), Some(at)) = (next.max_expires_at(), next.expires_at())
+                && !next.status().is_terminal()
+            {
+                assert!(
+                    at <= cap.max(record.expires_at().unwrap_or(cap)),
+                    "extended past the cap"
+                );
+            }
         }
     }
     let _ = serde_json::to_vec(&record);

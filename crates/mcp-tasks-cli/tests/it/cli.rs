@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use mcp_tasks_conformance::hostile::Scenario;
 
 use crate::support::{
-    BIN, fixture_server, hostile_server, http_server, json_of, on_stdio, run, stdio_server,
+    BIN, bin, fixture_server, hostile_server, http_server, json_of, on_stdio, run, stdio_server,
 };
 
 /// A server that answers `tools/call` with a task that has no id.
@@ -435,7 +435,7 @@ fn a_misbehaving_server_is_named_in_the_error() {
 #[test]
 fn ctrl_c_cancels_the_task_and_reports_it() {
     let server = stdio_server();
-    let child = Command::new(BIN)
+    let child = bin()
         .args([
             "call", "--stdio", &server, "sleep", "--arg", "ms=60000", "--json",
         ])
@@ -464,7 +464,7 @@ fn ctrl_c_cancels_the_task_and_reports_it() {
 /// piped; returns the child and the URL.
 fn serve_logged(extra: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
-    let mut command = Command::new(BIN);
+    let mut command = bin();
     command
         .args([
             "serve",
@@ -504,7 +504,7 @@ fn task_ids_never_reach_a_log_at_any_verbosity() {
         let mut command = |args: &[&str]| {
             let mut full = vec!["-vv"];
             full.extend_from_slice(args);
-            let mut child = Command::new(BIN);
+            let mut child = bin();
             child.args(&full).stdin(Stdio::null());
             for (name, value) in env {
                 child.env(name, value);

@@ -1,9 +1,7 @@
 //! A person at a terminal: the binary prompts for an elicitation form in a
 //! pseudo-terminal, and `--input accept|decline` answer without one.
 
-use std::process::Command;
-
-use crate::support::{BIN, json_of, run, stdio_server};
+use crate::support::{bin, json_of, run, stdio_server};
 
 /// Types `text` (rexpect buffers until a flush; Enter is "\r").
 fn keys(pty: &mut rexpect::session::PtySession, text: &str) {
@@ -14,7 +12,7 @@ fn keys(pty: &mut rexpect::session::PtySession, text: &str) {
 #[test]
 fn a_form_is_answered_at_the_terminal() {
     let server = stdio_server();
-    let mut command = Command::new(BIN);
+    let mut command = bin();
     command
         .args([
             "call",

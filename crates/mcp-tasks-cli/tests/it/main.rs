@@ -4,5 +4,6 @@ mod support;
 
 mod cli;
 mod interactive;
+mod journal;
 mod legacy;
 mod listen;

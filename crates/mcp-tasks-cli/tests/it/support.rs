@@ -11,6 +11,15 @@ use serde_json::Value;
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
 
+/// The binary, with a journal of this test process (never the user's).
+pub(crate) fn bin() -> Command {
+    let mut command = Command::new(BIN);
+    let journal = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-tests-journal-{}.sqlite3", std::process::id()));
+    command.env("MCP_TASKS_JOURNAL", journal);
+    command
+}
+
 /// The `--stdio` command line of a fresh in-memory server.
 pub(crate) fn stdio_server() -> String {
     stdio_server_polling(50)
@@ -23,7 +32,7 @@ pub(crate) fn stdio_server_polling(ms: u64) -> String {
 
 /// Runs the binary with a 60 s limit.
 pub(crate) fn run(args: &[&str]) -> Output {
-    let mut child = Command::new(BIN)
+    let mut child = bin()
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -75,7 +84,7 @@ pub(crate) fn http_server() -> HttpServer {
 /// [`http_server`] suggesting polls every `ms`.
 pub(crate) fn http_server_polling(ms: u64) -> HttpServer {
     let ms = ms.to_string();
-    let mut child = Command::new(BIN)
+    let mut child = bin()
         .args([
             "serve",
             "--http",

@@ -225,10 +225,11 @@ async fn a_key_reused_after_its_answer_is_answered_again_at_the_interval() {
     assert!(matches!(outcome, Err(Error::Timeout { .. })), "{outcome:?}");
     let (gets, updates) = (hostile.count("tasks/get"), hostile.count("tasks/update"));
     assert!(gets <= 21, "{gets} tasks/get");
-    assert_eq!(
-        updates,
-        gets.div_ceil(2),
-        "one answer per input_required poll"
+    // One answer per input_required poll (every other one); the deadline
+    // may fall between a poll and its answer.
+    assert!(
+        (gets / 2..=gets.div_ceil(2)).contains(&updates),
+        "{updates} tasks/update for {gets} tasks/get"
     );
 }
 

@@ -3,4 +3,6 @@
 mod contract;
 mod corrupt;
 mod full;
+#[cfg(feature = "journal")]
+mod journal;
 mod restart;

@@ -10,6 +10,7 @@
 
 pub mod error;
 mod input;
+pub mod journal;
 pub mod legacy;
 pub mod listen;
 mod state;
@@ -31,7 +32,7 @@ use serde_json::Value;
 pub use error::{Error, ErrorKind};
 pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
 pub use listen::{ListenChannel, ListenMode};
-pub use state::{Era, TaskFailure, TaskOutcome, TaskState};
+pub use state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
 use self::error::ProtocolViolation;
@@ -48,6 +49,34 @@ pub fn with_tasks_extension(mut capabilities: ClientCapabilities) -> ClientCapab
         .get_or_insert_with(Default::default)
         .insert(TASKS_EXTENSION.to_owned(), JsonObject::new());
     capabilities
+}
+
+/// Tool arguments from any `impl Serialize` that serializes to a JSON
+/// object (a struct, a map, `serde_json::json!({..})`), for
+/// [`TasksClient::call_tool`] and the calls built on it; `()` and `null`
+/// give no arguments. Anything else is [`Error::Usage`].
+///
+/// ```
+/// #[derive(serde::Serialize)]
+/// struct Build { target: &'static str, release: bool }
+///
+/// let arguments = mcp_tasks::client::arguments(&Build { target: "app", release: true })?;
+/// assert_eq!(arguments.unwrap()["target"], "app");
+/// assert!(mcp_tasks::client::arguments(&()).unwrap().is_none());
+/// assert!(mcp_tasks::client::arguments(&3).is_err());
+/// # Ok::<(), mcp_tasks::Error>(())
+/// ```
+pub fn arguments<T: serde::Serialize + ?Sized>(value: &T) -> Result<Option<JsonObject>, Error> {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(object)) => Ok(Some(object)),
+        Ok(Value::Null) => Ok(None),
+        Ok(_) => Err(Error::Usage(
+            "tool arguments must serialize to a JSON object",
+        )),
+        Err(_) => Err(Error::Usage(
+            "tool arguments could not be serialized to JSON",
+        )),
+    }
 }
 
 /// What a `tools/call` answered.
@@ -148,6 +177,7 @@ pub struct TasksClient<H: ClientHandler> {
     /// The connection's legacy plumbing, when its handler is a [`legacy::Handler`].
     legacy: Option<Arc<legacy::Link>>,
     listen: Option<ListenChannel>,
+    journal: Option<Arc<journal::JournalLink>>,
 }
 
 impl<H: ClientHandler> Clone for TasksClient<H> {
@@ -156,6 +186,7 @@ impl<H: ClientHandler> Clone for TasksClient<H> {
             running: self.running.clone(),
             legacy: self.legacy.clone(),
             listen: self.listen.clone(),
+            journal: self.journal.clone(),
         }
     }
 }
@@ -184,6 +215,58 @@ impl<H: ClientHandler> TasksClient<H> {
             running,
             legacy,
             listen: None,
+            journal: None,
+        }
+    }
+
+    /// Records every task this client creates in `journal` before
+    /// `call_tool` returns it, with `server` (where this client's connection
+    /// goes) to find it again, and each status it learns of the task later
+    /// (see [`journal`]). Needs a tokio runtime.
+    pub fn with_journal(
+        mut self,
+        journal: Arc<dyn journal::Journal>,
+        server: journal::ServerRef,
+    ) -> Self {
+        self.journal = Some(journal::JournalLink::start(journal, server));
+        self
+    }
+
+    /// The journal, if the client has one.
+    pub fn journal(&self) -> Option<&Arc<dyn journal::Journal>> {
+        self.journal.as_ref().map(|link| link.journal())
+    }
+
+    /// Where the journal says this client's tasks are, if it has one.
+    pub fn journal_server(&self) -> Option<&journal::ServerRef> {
+        self.journal.as_ref().map(|link| link.server())
+    }
+
+    /// `options` with an observer that also queues each new status for the
+    /// journal; `None` without a journal.
+    pub(crate) fn journaled(&self, options: &AwaitOptions) -> Option<AwaitOptions> {
+        let link = self.journal.clone()?;
+        let inner = options.observer.clone();
+        let last = std::sync::Mutex::new(None);
+        Some(options.clone().with_observer(move |state| {
+            if let Some(inner) = &inner {
+                inner(state);
+            }
+            let now = Some((state.status.clone(), state.ttl));
+            let mut last = last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *last != now {
+                *last = now;
+                link.seen(state);
+            }
+        }))
+    }
+
+    /// Waits until the journal has every status queued so far.
+    pub(crate) async fn flush_journal(&self) {
+        if let Some(link) = &self.journal {
+            link.flush().await;
         }
     }
 
@@ -317,6 +400,22 @@ impl<H: ClientHandler> TasksClient<H> {
         arguments: Option<JsonObject>,
         options: CallOptions,
     ) -> Result<CallResponse, Error> {
+        let name = name.into();
+        let response = self
+            .call_tool_unjournaled(name.clone(), arguments, options)
+            .await?;
+        if let (CallResponse::Task(state), Some(link)) = (&response, &self.journal) {
+            link.created(&name, state).await;
+        }
+        Ok(response)
+    }
+
+    async fn call_tool_unjournaled(
+        &self,
+        name: impl Into<String>,
+        arguments: Option<JsonObject>,
+        options: CallOptions,
+    ) -> Result<CallResponse, Error> {
         if self.initialize_era() {
             return self
                 .call_tool_legacy(name.into(), arguments, &options)
@@ -341,8 +440,14 @@ impl<H: ClientHandler> TasksClient<H> {
 
     /// `tasks/get`: the current state of a task.
     pub async fn get(&self, id: &TaskId) -> Result<TaskState, Error> {
-        self.get_with_timeout(id, Some(Duration::from_secs(60)))
-            .await
+        let state = self
+            .get_with_timeout(id, Some(Duration::from_secs(60)))
+            .await?;
+        if let Some(link) = &self.journal {
+            link.seen(&state);
+            link.flush().await;
+        }
+        Ok(state)
     }
 
     pub(crate) async fn get_with_timeout(

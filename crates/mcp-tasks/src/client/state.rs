@@ -20,7 +20,8 @@ use crate::task::{RpcError, TaskId, TaskStatus, Timestamp, Ttl};
 /// or the experimental tasks of the 2025-11-25 revision (on a connection
 /// opened with `initialize`). [`TasksClient`](super::TasksClient) drives
 /// both through the same calls; the era only changes the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Era {
     /// The Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663).
@@ -348,6 +349,20 @@ impl TaskOutcome {
         }
     }
 
+    /// The text of a completed task's result: its text contents, joined
+    /// by newlines (empty when it has none). `None` for every other outcome.
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Self::Completed(result) => Some(result_text(result)),
+            _ => None,
+        }
+    }
+
+    /// [`TaskOutcome::into_result`], then its text (see [`TaskOutcome::text`]).
+    pub fn into_text(self) -> Result<String, Error> {
+        self.into_result().map(|result| result_text(&result))
+    }
+
     /// The tool result, or an error for every other outcome: a failed task
     /// becomes [`Error::TaskFailed`], a cancelled one [`Error::TaskCancelled`],
     /// and unanswered input [`Error::InputRequired`].
@@ -360,6 +375,18 @@ impl TaskOutcome {
             Self::CallInputRequired(_) => Err(Error::CallInputRequired),
         }
     }
+}
+
+/// The text contents of a tool result, joined by newlines: what a person
+/// would read of it (images, audio and resources are left out).
+pub fn result_text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|content| content.as_text())
+        .map(|text| text.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Reads a millisecond count leniently: a negative value is zero, a float is

@@ -29,7 +29,8 @@ pub(crate) const UNUSABLE_ANSWERS: u32 = 3;
 /// requires before the wait gives up with a protocol error.
 pub(crate) const INCOMPLETE_POLLS: u32 = 3;
 
-/// Called with every task state the wait reads, for progress displays.
+/// Called with every task state the wait reads, for progress displays (see
+/// [`AwaitOptions::with_observer`] for what it sees).
 pub type StateObserver = Arc<dyn Fn(&TaskState) + Send + Sync>;
 
 /// How [`TasksClient::await_task`] waits.
@@ -163,7 +164,15 @@ impl AwaitOptions {
         self
     }
 
-    /// Calls `observer` with every state the wait reads.
+    /// Calls `observer` with every state the wait reads, in order: the seed
+    /// state it starts from, each `tasks/get` answer and, when the wait
+    /// listens, each `notifications/tasks` it hears. A polling wait sees only
+    /// what polling samples: a status message set and replaced within one
+    /// poll interval (the server's `pollIntervalMs`, clamped; the runtime
+    /// suggests 1 s unless told otherwise) is never seen. A listening wait
+    /// sees every change the server sends (a server may coalesce changes
+    /// that land faster than it can send them). The observer runs on the
+    /// wait's task: keep it quick.
     pub fn with_observer(mut self, observer: impl Fn(&TaskState) + Send + Sync + 'static) -> Self {
         self.observer = Some(Arc::new(observer));
         self
@@ -359,6 +368,20 @@ impl<H: ClientHandler> TasksClient<H> {
         task: impl Into<AwaitFrom>,
         options: &AwaitOptions,
     ) -> Result<TaskOutcome, Error> {
+        let journaled = self.journaled(options);
+        let outcome = self
+            .await_unjournaled(task, journaled.as_ref().unwrap_or(options))
+            .await;
+        self.flush_journal().await;
+        outcome
+    }
+
+    /// [`TasksClient::await_task`] without the journal's flush.
+    pub(crate) async fn await_unjournaled(
+        &self,
+        task: impl Into<AwaitFrom>,
+        options: &AwaitOptions,
+    ) -> Result<TaskOutcome, Error> {
         if self.initialize_era() {
             return self.await_legacy(task.into(), options).await;
         }
@@ -496,6 +519,19 @@ impl<H: ClientHandler> TasksClient<H> {
     /// read), the intervals, the retries and the observer; its input
     /// settings are not used.
     pub async fn cancel_and_wait(
+        &self,
+        id: &TaskId,
+        options: &AwaitOptions,
+    ) -> Result<TaskState, Error> {
+        let journaled = self.journaled(options);
+        let state = self
+            .cancel_and_wait_unjournaled(id, journaled.as_ref().unwrap_or(options))
+            .await;
+        self.flush_journal().await;
+        state
+    }
+
+    async fn cancel_and_wait_unjournaled(
         &self,
         id: &TaskId,
         options: &AwaitOptions,

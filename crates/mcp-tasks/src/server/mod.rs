@@ -70,7 +70,9 @@ pub use context::TaskContext;
 pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
 pub use principal::{Principal, PrincipalExtractor, default_principal};
 pub use router::TaskRouter;
-pub use runtime::{DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime, TaskRuntimeBuilder};
+pub use runtime::{
+    DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime, TaskRuntimeBuilder,
+};
 
 /// Writes the `get_task`, `update_task`, `cancel_task` and
 /// `on_custom_request` methods of an rmcp `ServerHandler` impl, delegating

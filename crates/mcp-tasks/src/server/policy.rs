@@ -40,6 +40,11 @@ pub struct ToolTasks {
     /// The `pollIntervalMs` suggested for this tool's tasks (`None`: the
     /// runtime's default).
     pub poll_interval: Option<Duration>,
+    /// Whether the TTL counts from creation only, extended by nothing but
+    /// the tool's own [`TaskContext::extend_ttl`](super::TaskContext::extend_ttl)
+    /// heartbeats (default `false`: the TTL follows activity, see
+    /// [`TaskRuntimeBuilder::with_default_ttl`](super::TaskRuntimeBuilder::with_default_ttl)).
+    pub ttl_from_creation: bool,
 }
 
 impl fmt::Debug for ToolTasks {
@@ -49,6 +54,7 @@ impl fmt::Debug for ToolTasks {
             .field("selector", &self.selector.as_ref().map(|_| ".."))
             .field("ttl", &self.ttl)
             .field("poll_interval", &self.poll_interval)
+            .field("ttl_from_creation", &self.ttl_from_creation)
             .finish()
     }
 }
@@ -88,6 +94,16 @@ impl ToolTasks {
     /// This tool's TTL.
     pub fn with_ttl(mut self, ttl: Ttl) -> Self {
         self.ttl = Some(ttl);
+        self
+    }
+
+    /// The TTL counts from creation, as the extension defines it: the
+    /// runtime does not keep the task alive while the tool runs, and only
+    /// the tool's [`TaskContext::extend_ttl`](super::TaskContext::extend_ttl)
+    /// heartbeats extend it (a tool that hangs then expires at its TTL,
+    /// however short). The maximum lifetime still bounds it.
+    pub fn with_ttl_from_creation(mut self) -> Self {
+        self.ttl_from_creation = true;
         self
     }
 

@@ -21,7 +21,7 @@ use super::runtime::TaskRuntime;
 /// as tasks where their policy says so, on a [`TaskRuntime`].
 ///
 /// It has the methods rmcp's `#[tool_handler]` calls on a router (`call`,
-/// `list_all`, `get`) and the ones [`delegate_task_methods!`] calls on a
+/// `list_all`, `get`) and the ones [`delegate_task_methods!`](crate::delegate_task_methods) calls on a
 /// runtime, so a macro-written server gains tasks by keeping a
 /// `TaskRouter<Self>`, naming it in `#[tool_handler(router = self.tasks)]`
 /// and writing `delegate_task_methods!(tasks)`:
@@ -214,7 +214,7 @@ where
         self.tools.get(name)
     }
 
-    /// [`TaskRuntime::get_task`], for [`delegate_task_methods!`].
+    /// [`TaskRuntime::get_task`], for [`delegate_task_methods!`](crate::delegate_task_methods).
     pub async fn get_task(
         &self,
         request: GetTaskParams,
@@ -223,7 +223,7 @@ where
         self.runtime.get_task(request, context).await
     }
 
-    /// [`TaskRuntime::update_task`], for [`delegate_task_methods!`].
+    /// [`TaskRuntime::update_task`], for [`delegate_task_methods!`](crate::delegate_task_methods).
     pub async fn update_task(
         &self,
         request: UpdateTaskParams,
@@ -233,7 +233,7 @@ where
     }
 
     /// [`TaskRuntime::on_custom_request`] (task listens over stdio), for
-    /// [`delegate_task_methods!`].
+    /// [`delegate_task_methods!`](crate::delegate_task_methods).
     pub async fn on_custom_request(
         &self,
         request: CustomRequest,
@@ -242,7 +242,7 @@ where
         self.runtime.on_custom_request(request, context).await
     }
 
-    /// [`TaskRuntime::cancel_task`], for [`delegate_task_methods!`].
+    /// [`TaskRuntime::cancel_task`], for [`delegate_task_methods!`](crate::delegate_task_methods).
     pub async fn cancel_task(
         &self,
         request: CancelTaskParams,

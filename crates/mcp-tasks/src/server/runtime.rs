@@ -32,6 +32,10 @@ use crate::store::{
 };
 use crate::task::{TaskId, Ttl};
 
+/// The longest a task may live, however long its tool keeps it alive,
+/// unless the builder says otherwise.
+pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
 /// How many unfinished tasks one caller may have at once, unless the
 /// builder says otherwise.
 pub const DEFAULT_MAX_TASKS_PER_CALLER: usize = 1000;
@@ -55,6 +59,7 @@ pub(crate) struct Settings {
     pub(crate) retention: Duration,
     pub(crate) sweep_interval: Duration,
     pub(crate) max_tasks_per_caller: Option<usize>,
+    pub(crate) max_lifetime: Option<Duration>,
     pub(crate) max_listen_streams: usize,
 }
 
@@ -112,6 +117,7 @@ impl TaskRuntime {
                 retention: Duration::from_secs(3600),
                 sweep_interval: Duration::from_secs(1),
                 max_tasks_per_caller: Some(DEFAULT_MAX_TASKS_PER_CALLER),
+                max_lifetime: Some(DEFAULT_MAX_LIFETIME),
                 max_listen_streams: 64,
             },
             clock: Arc::new(SystemClock),
@@ -191,14 +197,16 @@ impl TaskRuntime {
             inner.clock.now(),
             tasks.ttl.unwrap_or(settings.default_ttl),
             Some(tasks.poll_interval.unwrap_or(settings.poll_interval)),
-        );
+        )
+        .with_lifetime(settings.max_lifetime, !tasks.ttl_from_creation);
         let id = record.id().clone();
+        let idle_ttl = record.idle_ttl();
         let created = wire_task(&record);
         // Durable before we answer: a tasks/get right after finds it.
         inner.store.create(record).await.map_err(store_failure)?;
         let token = CancellationToken::new();
         let future = run(TaskContext::task(id.clone(), inner.clone(), token.clone()));
-        tokio::spawn(supervise(inner.clone(), id, token, future, seat));
+        tokio::spawn(supervise(inner.clone(), id, idle_ttl, token, future, seat));
         Ok(CallToolResponse::Task(CreateTaskResult::new(created)))
     }
 
@@ -384,15 +392,36 @@ impl fmt::Debug for TaskRuntimeBuilder {
 }
 
 impl TaskRuntimeBuilder {
-    /// The TTL of tasks whose tool sets none (default 1 h).
+    /// The TTL of tasks whose tool sets none (default 1 h). A limited TTL
+    /// follows activity: while the tool runs, the runtime keeps the task
+    /// alive a TTL ahead of now (writing to the store about three times per
+    /// TTL); a task waiting for input expires a TTL after its last change,
+    /// and one whose server died a TTL after its last keep-alive. A finished
+    /// task is kept for the retention ([`TaskRuntimeBuilder::with_retention`]).
+    /// No task lives past the maximum lifetime
+    /// ([`TaskRuntimeBuilder::with_max_lifetime`]).
     pub fn with_default_ttl(mut self, ttl: Ttl) -> Self {
         self.settings.default_ttl = ttl;
         self
     }
 
+    /// The longest any task with a limited TTL may live from its creation,
+    /// however long its tool keeps it alive (default
+    /// [`DEFAULT_MAX_LIFETIME`], 24 h; `None`: no bound). An unlimited TTL
+    /// ([`Ttl::Unlimited`]) is not bounded by it.
+    pub fn with_max_lifetime(mut self, max: Option<Duration>) -> Self {
+        self.settings.max_lifetime = max;
+        self
+    }
+
     /// The `pollIntervalMs` suggested to clients for tasks whose tool sets
-    /// none (default 1 s). Clients that poll sample a task's state at this
-    /// interval; shorter means fresher status and more requests.
+    /// none ([`ToolTasks::with_poll_interval`] sets one per tool). The
+    /// default, 1 s, is a choice for tools that run seconds to hours: a
+    /// polling client then costs one request a second per task, and sees a
+    /// status message up to a second late (a listening client sees it at
+    /// once, whatever the interval). Shorter means fresher status for
+    /// polling clients and more requests; a tool that reports progress
+    /// often and is watched by people may want 250-500 ms.
     pub fn with_poll_interval(mut self, interval: Duration) -> Self {
         self.settings.poll_interval = interval;
         self

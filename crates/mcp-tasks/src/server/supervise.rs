@@ -75,10 +75,16 @@ pub(crate) async fn sweep(inner: &Inner) -> Result<usize, StoreError> {
     Ok(count)
 }
 
-/// Runs the tool to its outcome and records it; stops it on cancel or expiry.
+/// The shortest pause between two keep-alives of one task.
+const MIN_KEEP_ALIVE: Duration = Duration::from_millis(50);
+
+/// Runs the tool to its outcome and records it; stops it on cancel or
+/// expiry. While it runs, a task that follows activity is kept alive: a
+/// [`Change::KeepAlive`] every third of its idle TTL.
 pub(crate) async fn supervise<Fut>(
     inner: Arc<Inner>,
     id: TaskId,
+    idle_ttl: Option<Duration>,
     token: CancellationToken,
     future: Fut,
     seat: Seat,
@@ -90,7 +96,15 @@ pub(crate) async fn supervise<Fut>(
     // caught here and fails the task.
     let tool = std::panic::AssertUnwindSafe(future).catch_unwind();
     tokio::pin!(tool);
+    let keep_alive_every = idle_ttl.map(|idle| (idle / 3).max(MIN_KEEP_ALIVE));
+    let mut next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
     let change = loop {
+        let keep_alive = async {
+            match next_keep_alive {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             finished = &mut tool => break match finished {
                 Ok(Ok(result)) => Change::Complete(result_json(&result)),
@@ -105,6 +119,14 @@ pub(crate) async fn supervise<Fut>(
                     // Cancelled, expired, finished elsewhere or deleted: drop the tool.
                     Ok(_) => break Change::Cancel,
                     Err(error) => tracing::warn!(%error, "reading a running task failed"),
+                }
+            }
+            () = keep_alive => {
+                next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
+                // Refused while the task waits for input: then only its own
+                // changes keep it alive. A failed write is tried at the next.
+                if let Err(error) = inner.modify(&id, &Change::KeepAlive).await {
+                    tracing::warn!(error = %error.message, "keeping a running task alive failed");
                 }
             }
         }

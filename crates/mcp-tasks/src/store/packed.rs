@@ -42,6 +42,8 @@ pub struct PackedRecord {
     ttl: Ttl,
     poll_interval: Option<Duration>,
     expires_at: Option<UnixMillis>,
+    idle_ttl: Option<Duration>,
+    max_expires_at: Option<UnixMillis>,
     version: u64,
     cancel_requested: bool,
     inputs: Option<Box<Inputs>>,
@@ -138,6 +140,8 @@ impl PackedRecord {
             ttl,
             poll_interval,
             expires_at,
+            idle_ttl,
+            max_expires_at,
             input_requests,
             issued_keys,
             input_responses,
@@ -165,6 +169,8 @@ impl PackedRecord {
             ttl,
             poll_interval,
             expires_at,
+            idle_ttl,
+            max_expires_at,
             version,
             cancel_requested,
             inputs,
@@ -186,6 +192,8 @@ impl PackedRecord {
             ttl: self.ttl,
             poll_interval: self.poll_interval,
             expires_at: self.expires_at,
+            idle_ttl: self.idle_ttl,
+            max_expires_at: self.max_expires_at,
             input_requests: inputs.requests,
             issued_keys: inputs.issued_keys,
             input_responses: inputs.responses,
@@ -201,8 +209,8 @@ impl PackedRecord {
         &self.id
     }
 
-    /// The task id, shared.
-    pub(super) fn shared_id(&self) -> &Arc<str> {
+    /// The task id, shared (a bearer token: never log it).
+    pub fn shared_id(&self) -> &Arc<str> {
         &self.id
     }
 
@@ -244,6 +252,16 @@ impl PackedRecord {
     /// See [`TaskRecord::expires_at`].
     pub fn expires_at(&self) -> Option<UnixMillis> {
         self.expires_at
+    }
+
+    /// See [`TaskRecord::idle_ttl`].
+    pub fn idle_ttl(&self) -> Option<Duration> {
+        self.idle_ttl
+    }
+
+    /// See [`TaskRecord::max_expires_at`].
+    pub fn max_expires_at(&self) -> Option<UnixMillis> {
+        self.max_expires_at
     }
 
     /// See [`TaskRecord::is_due`].
@@ -336,6 +354,7 @@ mod tests {
             Ttl::from_millis(60_000),
             Some(Duration::from_millis(500)),
         )
+        .with_lifetime(Some(Duration::from_secs(3_600)), true)
     }
 
     fn after(record: &TaskRecord, change: &Change) -> TaskRecord {
@@ -365,6 +384,7 @@ mod tests {
             &record(),
             &Change::Fail(json!({"code": -32603, "message": "x"})),
         );
+        assert!(record().idle_ttl().is_some() && record().max_expires_at().is_some());
         for original in [record(), asked, answered, done.clone(), failed] {
             let packed = PackedRecord::pack(original.clone());
             assert_eq!(packed.unpack(), original);

@@ -82,6 +82,13 @@ pub struct TaskRecord {
     pub(super) poll_interval: Option<Duration>,
     #[serde(rename = "expires_at_ms")]
     pub(super) expires_at: Option<UnixMillis>,
+    /// Activity keeps the task alive this long ahead (records of older
+    /// builds have none: their TTL counts from creation).
+    #[serde(default, rename = "idle_ttl_ms", with = "optional_millis")]
+    pub(super) idle_ttl: Option<Duration>,
+    /// No extension goes past this.
+    #[serde(default, rename = "max_expires_at_ms")]
+    pub(super) max_expires_at: Option<UnixMillis>,
     pub(super) input_requests: BTreeMap<String, Value>,
     pub(super) issued_keys: BTreeSet<String>,
     pub(super) input_responses: BTreeMap<String, Value>,
@@ -121,6 +128,10 @@ pub enum Change {
     RequestCancel,
     /// Keep a working task alive: it expires no earlier than this long from now.
     ExtendTtl(Duration),
+    /// The task's tool is still running (the runtime sends this at a bounded
+    /// rate): a working task that follows activity expires no earlier than
+    /// its idle TTL from now. Refused for a task that waits for input.
+    KeepAlive,
     /// The tool returned a result (even `isError: true`).
     Complete(Value),
     /// The tool ended with a JSON-RPC error.
@@ -147,6 +158,10 @@ pub enum TransitionError {
     /// something else than this library: no task changes 2^64 times).
     #[error("the task's version is at its maximum and cannot change")]
     VersionExhausted,
+    /// A keep-alive for a task that is not working (it waits for input):
+    /// only its own changes keep it alive then.
+    #[error("the task is not working, so its tool does not keep it alive")]
+    NotWorking,
 }
 
 /// A record changed by [`TaskRecord::apply`], with the version it was
@@ -194,6 +209,8 @@ impl TaskRecord {
             ttl,
             poll_interval,
             expires_at: ttl.limit().map(|ttl| now.saturating_add(ttl)),
+            idle_ttl: None,
+            max_expires_at: None,
             input_requests: BTreeMap::new(),
             issued_keys: BTreeSet::new(),
             input_responses: BTreeMap::new(),
@@ -202,6 +219,24 @@ impl TaskRecord {
             cancel_requested: false,
             version: 0,
         }
+    }
+
+    /// The record bounded to `max_lifetime` from creation (`None`: no
+    /// bound), however often it is extended; with `follows_activity`, a
+    /// limited TTL is an idle TTL, pushed ahead of now by every change and
+    /// by the runtime's [`Change::KeepAlive`] while the tool runs. An
+    /// unlimited TTL stays unlimited.
+    pub fn with_lifetime(mut self, max_lifetime: Option<Duration>, follows_activity: bool) -> Self {
+        if let Ttl::Limited(idle) = self.ttl {
+            self.idle_ttl = follows_activity.then_some(idle);
+            self.max_expires_at = max_lifetime.map(|max| self.created_at.saturating_add(max));
+            if let (Some(at), Some(cap)) = (self.expires_at, self.max_expires_at)
+                && at > cap
+            {
+                self.set_expiry(cap);
+            }
+        }
+        self
     }
 
     /// The task id (a bearer token: never log it).
@@ -234,7 +269,8 @@ impl TaskRecord {
         self.updated_at
     }
 
-    /// The TTL, counted from creation.
+    /// The TTL, counted from creation (extended by activity when the task
+    /// follows it).
     pub fn ttl(&self) -> Ttl {
         self.ttl
     }
@@ -248,6 +284,17 @@ impl TaskRecord {
     /// ("task expired"); a finished one is deleted. `None`: never.
     pub fn expires_at(&self) -> Option<UnixMillis> {
         self.expires_at
+    }
+
+    /// How far ahead of its last activity the task is kept alive, when its
+    /// TTL follows activity ([`TaskRecord::with_lifetime`]).
+    pub fn idle_ttl(&self) -> Option<Duration> {
+        self.idle_ttl
+    }
+
+    /// The latest the task may expire however often it is extended.
+    pub fn max_expires_at(&self) -> Option<UnixMillis> {
+        self.max_expires_at
     }
 
     /// True when `expires_at` is at or before `now`.
@@ -323,15 +370,13 @@ impl TaskRecord {
                 }
             }
             Change::RequestCancel => next.cancel_requested = true,
-            Change::ExtendTtl(by) => {
-                let until = now.saturating_add(*by);
-                if let Ttl::Limited(ttl) = next.ttl
-                    && until > next.created_at.saturating_add(ttl)
-                {
-                    next.ttl = Ttl::Limited(until.saturating_since(next.created_at));
-                    next.expires_at = Some(until);
-                }
+            Change::ExtendTtl(by) => next.extend_to(now.saturating_add(*by)),
+            Change::KeepAlive if next.status != TaskStatus::Working => {
+                return Err(TransitionError::NotWorking);
             }
+            // What a keep-alive does, every change of a task that follows
+            // activity does too (below).
+            Change::KeepAlive => {}
             Change::Complete(result) => {
                 next.finish(TaskStatus::Completed, now, retention);
                 next.result = Some(result.clone());
@@ -352,6 +397,11 @@ impl TaskRecord {
                 next.error = Some(serde_json::json!({"code": EXPIRED_CODE, "message": message}));
             }
         }
+        if !next.status.is_terminal()
+            && let Some(idle) = next.idle_ttl
+        {
+            next.extend_to(now.saturating_add(idle));
+        }
         next.updated_at = now.max(self.updated_at);
         next.version = self
             .version
@@ -361,6 +411,22 @@ impl TaskRecord {
             expected: self.version,
             record: next,
         })
+    }
+
+    /// Moves a limited TTL's end to `until` if that is later, never past
+    /// the maximum lifetime.
+    fn extend_to(&mut self, until: UnixMillis) {
+        let until = self.max_expires_at.map_or(until, |cap| until.min(cap));
+        if let Ttl::Limited(ttl) = self.ttl
+            && until > self.created_at.saturating_add(ttl)
+        {
+            self.set_expiry(until);
+        }
+    }
+
+    fn set_expiry(&mut self, at: UnixMillis) {
+        self.ttl = Ttl::Limited(at.saturating_since(self.created_at));
+        self.expires_at = Some(at);
     }
 
     fn finish(&mut self, status: TaskStatus, now: UnixMillis, retention: Duration) {
@@ -553,5 +619,83 @@ mod tests {
         );
         let back: TaskRecord = serde_json::from_value(value).unwrap();
         assert_eq!(back, unlimited);
+    }
+
+    #[test]
+    fn a_task_that_follows_activity_lives_its_idle_ttl_past_each_change() {
+        // Created at 1 s with a 10 s TTL, at most 30 s of life.
+        let live = record().with_lifetime(Some(ms(30_000)), true);
+        assert_eq!(live.idle_ttl(), Some(ms(10_000)));
+        assert_eq!(live.max_expires_at(), Some(at(31_000)));
+        assert_eq!(live.expires_at(), Some(at(11_000)));
+        // A keep-alive at 8 s: alive until 18 s, and ttlMs says so.
+        let kept = after(&live, &Change::KeepAlive, 8_000, 0);
+        assert_eq!(kept.expires_at(), Some(at(18_000)));
+        assert_eq!(kept.ttl(), Ttl::Limited(ms(17_000)));
+        // Any change is activity; asking for input at 9 s moves it to 19 s,
+        // and then keep-alives are refused: only changes keep it alive.
+        let asking = after(
+            &kept,
+            &Change::RequestInput {
+                key: "k".into(),
+                request: json!({}),
+            },
+            9_000,
+            0,
+        );
+        assert_eq!(asking.expires_at(), Some(at(19_000)));
+        assert_eq!(
+            asking
+                .apply(&Change::KeepAlive, at(12_000), ms(0))
+                .unwrap_err(),
+            TransitionError::NotWorking
+        );
+        // The maximum lifetime bounds keep-alives and explicit extensions.
+        let late = after(&kept, &Change::KeepAlive, 25_000, 0);
+        assert_eq!(late.expires_at(), Some(at(31_000)));
+        let extended = after(&kept, &Change::ExtendTtl(ms(3_600_000)), 20_000, 0);
+        assert_eq!(extended.expires_at(), Some(at(31_000)));
+        // Never earlier than it was.
+        let early = after(&late, &Change::StatusMessage("m".into()), 2_000, 0);
+        assert_eq!(early.expires_at(), Some(at(31_000)));
+    }
+
+    #[test]
+    fn following_activity_keeps_unlimited_ttls_and_caps_long_ones() {
+        let unlimited = TaskRecord::new(
+            TaskId::new("u"),
+            Principal::new("o"),
+            at(0),
+            Ttl::Unlimited,
+            None,
+        )
+        .with_lifetime(Some(ms(5_000)), true);
+        assert_eq!(unlimited.expires_at(), None);
+        assert_eq!(
+            after(&unlimited, &Change::KeepAlive, 9_000, 0).expires_at(),
+            None
+        );
+        let capped = record().with_lifetime(Some(ms(4_000)), true);
+        assert_eq!(capped.expires_at(), Some(at(5_000)));
+        assert_eq!(capped.ttl(), Ttl::Limited(ms(4_000)));
+        // Bounded, without following activity: changes do not extend it,
+        // heartbeats do, up to the bound.
+        let fixed = record().with_lifetime(Some(ms(20_000)), false);
+        assert_eq!(fixed.idle_ttl(), None);
+        let message = after(&fixed, &Change::StatusMessage("m".into()), 9_000, 0);
+        assert_eq!(message.expires_at(), Some(at(11_000)));
+        let beat = after(&fixed, &Change::ExtendTtl(ms(60_000)), 9_000, 0);
+        assert_eq!(beat.expires_at(), Some(at(21_000)));
+        // A record of an older build (no idle TTL) reads as before.
+        let mut value = serde_json::to_value(record()).unwrap();
+        let fields = value.as_object_mut().unwrap();
+        fields.remove("idle_ttl_ms");
+        fields.remove("max_expires_at_ms");
+        let old: TaskRecord = serde_json::from_value(value).unwrap();
+        assert_eq!(old.idle_ttl(), None);
+        assert_eq!(
+            after(&old, &Change::KeepAlive, 8_000, 0).expires_at(),
+            Some(at(11_000))
+        );
     }
 }

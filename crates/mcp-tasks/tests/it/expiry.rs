@@ -1,6 +1,7 @@
-//! TTLs, heartbeats and retention, under a paused tokio clock that the
-//! runtime's injected `TokioClock` follows: a TTL of a second is tested to
-//! the millisecond, instantly. The sweeper is checked on the store itself,
+//! TTLs, heartbeats, TTLs that follow activity, the maximum lifetime and
+//! retention, under a paused tokio clock that the runtime's injected
+//! `TokioClock` follows: a TTL of a second is tested to the millisecond,
+//! instantly. The sweeper is checked on the store itself,
 //! so lazy expiry on read cannot hide a broken sweeper.
 
 use std::time::Duration;
@@ -48,7 +49,12 @@ async fn the_sweeper_fails_a_task_exactly_at_its_ttl_without_any_read() {
     let start = Instant::now();
     let server = server(Duration::from_secs(3600), ms(100));
     let client = in_process(server.clone()).await;
-    let state = task_of(&client, "forever", json!({"ttl_ms": 1000})).await;
+    let state = task_of(
+        &client,
+        "forever",
+        json!({"ttl_ms": 1000, "from_creation": true}),
+    )
+    .await;
     assert_eq!(state.ttl, Some(Ttl::from_millis(1000)));
     assert_eq!(
         state.created_at.as_ref().map(|at| at.as_str()),
@@ -85,7 +91,12 @@ async fn a_read_past_the_ttl_expires_the_task_before_the_sweeper_runs() {
     // The sweeper ticks at 0 and then only after an hour.
     let server = server(Duration::from_secs(3600), Duration::from_secs(3600));
     let client = in_process(server.clone()).await;
-    let state = task_of(&client, "forever", json!({"ttl_ms": 500})).await;
+    let state = task_of(
+        &client,
+        "forever",
+        json!({"ttl_ms": 500, "from_creation": true}),
+    )
+    .await;
     until(start, ms(600)).await;
     assert_eq!(
         stored_status(&server, &state.id).await,
@@ -109,10 +120,15 @@ async fn a_heartbeat_keeps_a_task_alive_past_its_ttl() {
     let beating = task_of(
         &client,
         "forever",
-        json!({"ttl_ms": 150, "heartbeat": true}),
+        json!({"ttl_ms": 150, "heartbeat": true, "from_creation": true}),
     )
     .await;
-    let dying = task_of(&client, "forever", json!({"ttl_ms": 150})).await;
+    let dying = task_of(
+        &client,
+        "forever",
+        json!({"ttl_ms": 150, "from_creation": true}),
+    )
+    .await;
     until(start, ms(2_000)).await;
     assert_eq!(
         stored_status(&server, &dying.id).await,
@@ -131,6 +147,77 @@ async fn a_heartbeat_keeps_a_task_alive_past_its_ttl() {
         alive.ttl
     );
     client.cancel(&beating.id).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_running_tool_keeps_its_task_alive_past_its_ttl() {
+    let server = server(Duration::from_secs(3600), ms(100));
+    let client = in_process(server.clone()).await;
+    // A 1 s TTL, a tool that runs 5 s.
+    let state = task_of(&client, "slow", json!({"ms": 5_000, "ttl_ms": 1_000})).await;
+    assert_eq!(state.ttl, Some(Ttl::from_millis(1000)));
+    tokio::time::sleep(ms(4_000)).await;
+    let running = client.get(&state.id).await.unwrap();
+    assert_eq!(running.status, TaskStatus::Working);
+    // ttlMs grows ahead of now: kept alive a TTL past the last keep-alive
+    // (one every third of the TTL).
+    assert!(
+        matches!(running.ttl, Some(Ttl::Limited(ttl)) if ttl > ms(4_000) && ttl <= ms(5_000)),
+        "{:?}",
+        running.ttl
+    );
+    tokio::time::sleep(ms(1_100)).await;
+    let done = client.get(&state.id).await.unwrap();
+    assert_eq!(done.status, TaskStatus::Completed, "{done:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_left_input_required_expires_a_ttl_after_its_last_change() {
+    let start = Instant::now();
+    let server = server(Duration::from_secs(3600), ms(100));
+    let client = in_process(server.clone()).await;
+    // Works 2 s (kept alive), then asks and is left waiting.
+    let state = task_of(&client, "ask", json!({"after_ms": 2_000, "ttl_ms": 1_000})).await;
+    until(start, ms(2_999)).await;
+    assert_eq!(
+        stored_status(&server, &state.id).await,
+        Some(TaskStatus::InputRequired)
+    );
+    until(start, ms(3_001)).await;
+    assert_eq!(
+        stored_status(&server, &state.id).await,
+        Some(TaskStatus::Failed),
+        "expired 1 s after it asked, at the sweeper's 3000 ms tick"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_maximum_lifetime_wins_over_every_extension() {
+    let start = Instant::now();
+    let server = RuntimeServer::new(
+        runtime_on(MemoryStore::new())
+            .with_clock(TokioClock::starting_at(START))
+            .with_sweep_interval(ms(100))
+            .with_max_lifetime(Some(Duration::from_secs(3)))
+            .build(),
+    );
+    let client = in_process(server.clone()).await;
+    // Kept alive by the runtime and by its own heartbeats (1 s every 50 ms).
+    let state = task_of(
+        &client,
+        "forever",
+        json!({"ttl_ms": 1_000, "heartbeat": true}),
+    )
+    .await;
+    until(start, ms(2_999)).await;
+    let alive = client.get(&state.id).await.unwrap();
+    assert_eq!(alive.status, TaskStatus::Working);
+    assert_eq!(alive.ttl, Some(Ttl::from_millis(3_000)), "capped at 3 s");
+    until(start, ms(3_001)).await;
+    assert_eq!(
+        stored_status(&server, &state.id).await,
+        Some(TaskStatus::Failed)
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -6,9 +6,11 @@
 mod support;
 
 mod client;
+mod examples;
 mod expiry;
 mod http;
 mod input;
+mod journal;
 mod legacy;
 mod listen;
 mod restart;

@@ -13,7 +13,7 @@ use mcp_tasks::{
     AwaitOptions, CallOptions, CallResponse, Elicited, Error, InputMode, TaskOutcome, TasksClient,
 };
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{ServerCapabilities, ServerConfig};
+use rmcp::model::{ElicitationSchema, ServerCapabilities, ServerConfig};
 use rmcp::service::serve_client_with_lifecycle;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
@@ -89,6 +89,22 @@ impl Builds {
         )
     }
 
+    /// Asks for a name with a form built with rmcp's builder (required).
+    #[tool]
+    async fn rename(&self, task: TaskContext) -> Result<String, ErrorData> {
+        let form = ElicitationSchema::builder()
+            .required_string("name")
+            .build()
+            .map_err(|error| ErrorData::internal_error(error, None))?;
+        let answer = task
+            .elicit_form::<serde_json::Map<String, serde_json::Value>>("name", "New name?", form)
+            .await?;
+        Ok(match answer {
+            Elicited::Accept(content) => format!("renamed to {}", content["name"]),
+            _ => "kept".to_owned(),
+        })
+    }
+
     /// Runs until cancelled, watching rmcp's cancellation token (required).
     #[tool]
     async fn forever(&self, token: CancellationToken) -> String {
@@ -129,6 +145,7 @@ async fn connect() -> (TasksClient<Handler>, Arc<Mutex<Vec<String>>>) {
             .with_tool("build", ToolTasks::required())
             .with_tool("where_am_i", ToolTasks::optional())
             .with_tool("deploy", ToolTasks::required())
+            .with_tool("rename", ToolTasks::required())
             .with_tool("forever", ToolTasks::required()),
         seen: seen.clone(),
     };
@@ -158,7 +175,14 @@ async fn macro_tools_run_as_their_policy_says() {
     names.sort();
     assert_eq!(
         names,
-        ["build", "deploy", "forever", "version", "where_am_i"]
+        [
+            "build",
+            "deploy",
+            "forever",
+            "rename",
+            "version",
+            "where_am_i"
+        ]
     );
 
     // Required: a task, its status message seen by the observer, its result.
@@ -271,6 +295,17 @@ async fn a_typed_form_is_answered_with_a_typed_value() {
         .await
         .unwrap();
     assert_eq!(completed_text(&outcome), "declined");
+
+    // A form from rmcp's builder, answered as a map.
+    let named = options().with_input(InputMode::forms(|request| async move {
+        assert_eq!(request.form().fields()[0].name(), "name");
+        Ok(Elicited::Accept(json!({"name": "Ada"})))
+    }));
+    let outcome = client
+        .call_and_await("rename", None, CallOptions::default(), &named)
+        .await
+        .unwrap();
+    assert_eq!(completed_text(&outcome), "renamed to \"Ada\"");
 
     // A value that does not fit the form is never sent.
     #[derive(serde::Serialize)]

@@ -32,7 +32,7 @@
 mod follow;
 #[cfg(feature = "http-client")]
 mod http;
-mod routed;
+pub(crate) mod routed;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -216,7 +216,7 @@ fn subscription_of(params: &Value) -> Option<&Value> {
 
 /// What one JSON-RPC message from the server means for the stream `id`,
 /// if anything.
-fn classify(message: &Value, id: &Value) -> Option<Event> {
+pub(crate) fn classify(message: &Value, id: &Value) -> Option<Event> {
     if let Some(method) = message.get("method").and_then(Value::as_str) {
         let params = message.get("params")?;
         if method == CANCELLED {

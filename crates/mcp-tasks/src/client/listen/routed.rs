@@ -104,6 +104,14 @@ impl<R: AsyncRead + Unpin> AsyncRead for DemuxReader<R> {
 /// Takes out the notifications of registered streams.
 pub(crate) struct Demux(Arc<Routes>);
 
+impl Demux {
+    /// A demux with no stream registered (for the fuzz targets).
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn unrouted() -> Self {
+        Self(Arc::default())
+    }
+}
+
 impl LineFilter for Demux {
     fn filter(&mut self, line: &[u8], cx: &mut Context<'_>) -> Line {
         let tagged =

@@ -41,7 +41,7 @@
 //! [`TaskRuntime::end_subscriptions`]: super::TaskRuntime::end_subscriptions
 //! [`TaskRuntimeBuilder::with_max_listen_streams`]: super::TaskRuntimeBuilder::with_max_listen_streams
 
-mod stdio;
+pub(crate) mod stdio;
 mod subscription;
 
 pub use stdio::ListenReader;

@@ -74,6 +74,22 @@ fn answer(value: &Value, field: &str) -> String {
         .to_owned()
 }
 
+/// `tasks` with the TTL the arguments ask for: `ttl_ms`, `unlimited`,
+/// `from_creation` (the TTL does not follow activity).
+fn with_ttl_args(request: &CallToolRequestParams, mut tasks: ToolTasks) -> ToolTasks {
+    let args = request.arguments.clone().unwrap_or_default();
+    if let Some(ttl) = args.get("ttl_ms").and_then(Value::as_u64) {
+        tasks = tasks.with_ttl(Ttl::from_millis(ttl));
+    }
+    if args.get("unlimited") == Some(&json!(true)) {
+        tasks = tasks.with_ttl(Ttl::Unlimited);
+    }
+    if args.get("from_creation") == Some(&json!(true)) {
+        tasks = tasks.with_ttl_from_creation();
+    }
+    tasks
+}
+
 fn ms_arg(request: &CallToolRequestParams) -> u64 {
     request
         .arguments
@@ -110,6 +126,7 @@ impl ServerHandler for RuntimeServer {
                         TaskPolicy::Optional
                     }
                 });
+                let tasks = with_ttl_args(&request, tasks);
                 rt.call_tool(
                     &request,
                     &context,
@@ -155,11 +172,18 @@ impl ServerHandler for RuntimeServer {
                 .await
             }
             "ask" => {
+                let after = request
+                    .arguments
+                    .as_ref()
+                    .and_then(|a| a.get("after_ms"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
                 rt.call_tool(
                     &request,
                     &context,
-                    &ToolTasks::required(),
-                    |ctx| async move {
+                    &with_ttl_args(&request, ToolTasks::required()),
+                    move |ctx| async move {
+                        tokio::time::sleep(Duration::from_millis(after)).await;
                         let name = ctx.request_input("name", form("Name?", "name")).await?;
                         Ok(text(format!("Hello, {}!", answer(&name, "name"))))
                     },
@@ -214,19 +238,7 @@ impl ServerHandler for RuntimeServer {
                 .await
             }
             "forever" => {
-                let ttl = request
-                    .arguments
-                    .as_ref()
-                    .and_then(|a| a.get("ttl_ms"))
-                    .and_then(Value::as_u64);
-                let mut tasks = ToolTasks::required();
-                if let Some(ttl) = ttl {
-                    tasks = tasks.with_ttl(Ttl::from_millis(ttl));
-                }
-                if request.arguments.as_ref().and_then(|a| a.get("unlimited")) == Some(&json!(true))
-                {
-                    tasks = tasks.with_ttl(Ttl::Unlimited);
-                }
+                let tasks = with_ttl_args(&request, ToolTasks::required());
                 let heartbeat = request
                     .arguments
                     .as_ref()

@@ -1,0 +1,142 @@
+//! The CLI's journal of the tasks it created: `--journal PATH`,
+//! `MCP_TASKS_JOURNAL`, or a file in the user's data directory; `ls` lists
+//! it, and `wait`, `get` and `cancel` find a task's server in it.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use mcp_tasks::client::journal::{Journal, ServerRef, TaskRef};
+use mcp_tasks::{TaskId, UnixMillis};
+use mcp_tasks_sqlite::SqliteJournal;
+
+use crate::connect::Target;
+use crate::output::code;
+
+/// Where the journal is.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct JournalArgs {
+    /// The journal of the tasks this CLI created (default: journal.sqlite3
+    /// in the user's data directory).
+    #[arg(long, value_name = "PATH", env = "MCP_TASKS_JOURNAL")]
+    pub(crate) journal: Option<PathBuf>,
+    /// Do not use the journal.
+    #[arg(long, conflicts_with = "journal")]
+    pub(crate) no_journal: bool,
+}
+
+impl JournalArgs {
+    fn path(&self) -> anyhow::Result<PathBuf> {
+        match &self.journal {
+            Some(path) => Ok(path.clone()),
+            None => {
+                let data = dirs::data_dir()
+                    .ok_or_else(|| anyhow::anyhow!("this system has no user data directory"))?;
+                Ok(data.join("mcp-tasks").join("journal.sqlite3"))
+            }
+        }
+    }
+
+    /// Opens the journal (pruning what is stale), or `None` with
+    /// `--no-journal`.
+    pub(crate) async fn open(&self) -> anyhow::Result<Option<Arc<SqliteJournal>>> {
+        if self.no_journal {
+            return Ok(None);
+        }
+        let path = self.path()?;
+        let journal = SqliteJournal::open(&path)
+            .map_err(|error| anyhow::anyhow!("{error} ({})", path.display()))?;
+        if let Err(error) = journal.prune(UnixMillis::now()).await {
+            tracing::warn!(%error, "the journal could not be pruned");
+        }
+        Ok(Some(Arc::new(journal)))
+    }
+
+    /// [`JournalArgs::open`] for a command that works without one: a
+    /// journal that cannot be opened is a warning.
+    pub(crate) async fn open_or_warn(&self) -> Option<Arc<SqliteJournal>> {
+        match self.open().await {
+            Ok(journal) => journal,
+            Err(error) => {
+                eprintln!("warning: tasks are not journaled: {error}");
+                None
+            }
+        }
+    }
+}
+
+/// The journal's name for a target.
+pub(crate) fn server_ref(target: &Target) -> ServerRef {
+    match target {
+        Target::Url(url) => ServerRef::Url(url.clone()),
+        Target::Stdio(command) => ServerRef::Stdio(command.clone()),
+    }
+}
+
+/// The target of a journal entry.
+pub(crate) fn target_of(server: &ServerRef) -> Option<Target> {
+    match server {
+        ServerRef::Url(url) => Some(Target::Url(url.clone())),
+        ServerRef::Stdio(command) => Some(Target::Stdio(command.clone())),
+        _ => None,
+    }
+}
+
+/// A task id from the command line: `-` reads it from stdin (so it need
+/// not appear in a process list or a shell history).
+pub(crate) fn task_id(text: &str) -> Result<TaskId, ExitCode> {
+    if text != "-" {
+        return Ok(TaskId::new(text));
+    }
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(_) if !line.trim().is_empty() => Ok(TaskId::new(line.trim())),
+        _ => Err(crate::usage("no task id on stdin")),
+    }
+}
+
+/// The journal's entry for `id`, when exactly one server has it.
+pub(crate) async fn find(journal: &SqliteJournal, id: &TaskId) -> Result<TaskRef, ExitCode> {
+    let entries = journal
+        .list()
+        .await
+        .map_err(|error| crate::usage(format!("cannot read the journal: {error}")))?;
+    let mut found = entries.into_iter().filter(|entry| &entry.task_id == id);
+    match (found.next(), found.next()) {
+        (Some(entry), None) => Ok(entry),
+        (Some(_), Some(_)) => Err(crate::usage(
+            "the journal has this task id on several servers: give --url or --stdio",
+        )),
+        (None, _) => Err(crate::usage(
+            "give --url or --stdio: the task is not in the journal",
+        )),
+    }
+}
+
+/// The newest unfinished entry.
+pub(crate) async fn last(journal: &SqliteJournal) -> Result<TaskRef, ExitCode> {
+    let entries = journal
+        .list()
+        .await
+        .map_err(|error| crate::usage(format!("cannot read the journal: {error}")))?;
+    entries
+        .into_iter()
+        .find(|entry| !entry.is_finished())
+        .ok_or_else(|| {
+            eprintln!("error: the journal has no unfinished task");
+            ExitCode::from(code::USAGE)
+        })
+}
+
+/// How long ago `at` was, for people.
+pub(crate) fn age(at: UnixMillis, now: UnixMillis) -> String {
+    let secs = now.saturating_since(at).as_secs();
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86_400 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}

@@ -1,0 +1,274 @@
+//! [`SqliteJournal`]: a client's task journal in one SQLite file, which
+//! several processes may share (feature `journal`).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use mcp_tasks::client::journal::{Journal, JournalError, ServerRef, TaskRef};
+use mcp_tasks::{TaskId, TaskStatus, Ttl, UnixMillis};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+/// A [`Journal`] in a SQLite file (WAL, a 5 s busy timeout): every write is
+/// one transaction, so processes that share the file never see half an
+/// entry, and a change is on disk before the call returns. The file is
+/// created with mode 0600 in a directory created 0700 (it holds task ids,
+/// which are bearer tokens).
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use mcp_tasks::client::journal::Journal;
+/// use mcp_tasks_sqlite::SqliteJournal;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// let journal = Arc::new(SqliteJournal::open(dir.path().join("journal.sqlite3"))?);
+/// assert!(journal.list().await?.is_empty());
+/// // client.with_journal(journal, ServerRef::Url(url)) records its tasks.
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteJournal {
+    connection: Arc<Mutex<Connection>>,
+}
+
+fn failed(what: &str) -> impl FnOnce(rusqlite::Error) -> JournalError + '_ {
+    move |error| JournalError::with_source(format!("cannot {what}"), error)
+}
+
+impl SqliteJournal {
+    /// Opens the journal at `path`, creating it (and its directory) if needed.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, JournalError> {
+        let path = path.as_ref();
+        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty())
+            && !dir.exists()
+        {
+            create_private_dir(dir)?;
+        }
+        if !path.exists() {
+            create_private_file(path)?;
+        }
+        let connection = Connection::open(path).map_err(failed("open the journal file"))?;
+        connection
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(failed("set the journal's busy timeout"))?;
+        connection
+            .pragma_update(None, "journal_mode", "WAL")
+            .map_err(failed("put the journal in WAL mode"))?;
+        connection
+            .execute_batch(
+                "CREATE TABLE IF NOT EXISTS journal (
+                    server TEXT NOT NULL,
+                    task_id TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    entry TEXT NOT NULL,
+                    PRIMARY KEY (server, task_id)
+                )",
+            )
+            .map_err(failed("create the journal's table"))?;
+        Ok(Self {
+            connection: Arc::new(Mutex::new(connection)),
+        })
+    }
+
+    /// Runs `work` on the connection on tokio's blocking pool.
+    fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, JournalError> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, JournalError>> {
+        let connection = self.connection.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut connection = connection
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                work(&mut connection)
+            })
+            .await
+            .map_err(|error| JournalError::with_source("the journal's worker stopped", error))?
+        })
+    }
+}
+
+fn server_key(server: &ServerRef) -> Result<String, JournalError> {
+    serde_json::to_string(server)
+        .map_err(|error| JournalError::with_source("cannot write a server reference", error))
+}
+
+fn read_entry(text: &str) -> Result<TaskRef, JournalError> {
+    serde_json::from_str(text)
+        .map_err(|error| JournalError::with_source("a journal entry is not readable", error))
+}
+
+fn write_entry(entry: &TaskRef) -> Result<String, JournalError> {
+    serde_json::to_string(entry)
+        .map_err(|error| JournalError::with_source("cannot write a journal entry", error))
+}
+
+impl Journal for SqliteJournal {
+    fn record(&self, task: &TaskRef) -> BoxFuture<'_, Result<(), JournalError>> {
+        let task = task.clone();
+        self.run(move |connection| {
+            connection
+                .execute(
+                    "INSERT OR REPLACE INTO journal (server, task_id, created_at, entry)
+                     VALUES (?1, ?2, ?3, ?4)",
+                    params![
+                        server_key(&task.server)?,
+                        task.task_id.expose(),
+                        i64::try_from(task.created_at.as_millis()).unwrap_or(i64::MAX),
+                        write_entry(&task)?
+                    ],
+                )
+                .map_err(failed("record a task"))?;
+            Ok(())
+        })
+    }
+
+    fn update(
+        &self,
+        server: &ServerRef,
+        id: &TaskId,
+        status: &TaskStatus,
+        ttl: Option<Ttl>,
+        at: UnixMillis,
+    ) -> BoxFuture<'_, Result<(), JournalError>> {
+        let (server, id, status) = (server.clone(), id.clone(), status.clone());
+        self.run(move |connection| {
+            let key = server_key(&server)?;
+            let transaction = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(failed("start a journal update"))?;
+            let entry: Option<String> = transaction
+                .query_row(
+                    "SELECT entry FROM journal WHERE server = ?1 AND task_id = ?2",
+                    params![key, id.expose()],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(failed("read a journal entry"))?;
+            let Some(entry) = entry else {
+                return Ok(());
+            };
+            let mut entry = read_entry(&entry)?;
+            entry.status = status;
+            entry.seen_at = entry.seen_at.max(at);
+            if ttl.is_some() {
+                entry.ttl = ttl;
+            }
+            transaction
+                .execute(
+                    "UPDATE journal SET entry = ?3 WHERE server = ?1 AND task_id = ?2",
+                    params![key, id.expose(), write_entry(&entry)?],
+                )
+                .map_err(failed("update a journal entry"))?;
+            transaction
+                .commit()
+                .map_err(failed("commit a journal update"))
+        })
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<TaskRef>, JournalError>> {
+        self.run(|connection| {
+            let mut statement = connection
+                .prepare("SELECT entry FROM journal ORDER BY created_at DESC, rowid DESC")
+                .map_err(failed("list the journal"))?;
+            let rows = statement
+                .query_map([], |row| row.get::<_, String>(0))
+                .map_err(failed("list the journal"))?;
+            let mut entries = Vec::new();
+            for row in rows {
+                entries.push(read_entry(&row.map_err(failed("list the journal"))?)?);
+            }
+            Ok(entries)
+        })
+    }
+
+    fn remove(&self, server: &ServerRef, id: &TaskId) -> BoxFuture<'_, Result<(), JournalError>> {
+        let (server, id) = (server.clone(), id.clone());
+        self.run(move |connection| {
+            connection
+                .execute(
+                    "DELETE FROM journal WHERE server = ?1 AND task_id = ?2",
+                    params![server_key(&server)?, id.expose()],
+                )
+                .map_err(failed("remove a journal entry"))?;
+            Ok(())
+        })
+    }
+
+    fn prune(&self, now: UnixMillis) -> BoxFuture<'_, Result<usize, JournalError>> {
+        self.run(move |connection| {
+            let transaction = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(failed("start pruning the journal"))?;
+            let stale: Vec<(String, String)> = {
+                let mut statement = transaction
+                    .prepare("SELECT server, task_id, entry FROM journal")
+                    .map_err(failed("read the journal"))?;
+                let rows = statement
+                    .query_map([], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                        ))
+                    })
+                    .map_err(failed("read the journal"))?;
+                let mut stale = Vec::new();
+                for row in rows {
+                    let (server, id, entry) = row.map_err(failed("read the journal"))?;
+                    // An entry that cannot be read is of no use to anyone.
+                    if read_entry(&entry).map_or(true, |entry| entry.is_stale(now)) {
+                        stale.push((server, id));
+                    }
+                }
+                stale
+            };
+            for (server, id) in &stale {
+                transaction
+                    .execute(
+                        "DELETE FROM journal WHERE server = ?1 AND task_id = ?2",
+                        params![server, id],
+                    )
+                    .map_err(failed("prune the journal"))?;
+            }
+            transaction
+                .commit()
+                .map_err(failed("commit pruning the journal"))?;
+            Ok(stale.len())
+        })
+    }
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> Result<(), JournalError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|error| JournalError::with_source("cannot create the journal's directory", error))
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> Result<(), JournalError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|error| JournalError::with_source("cannot create the journal's directory", error))
+}
+
+/// Creates the (empty) file 0600 before SQLite opens it; SQLite gives its
+/// WAL and shared-memory files the same mode.
+fn create_private_file(path: &Path) -> Result<(), JournalError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+        .open(path)
+        .map(drop)
+        .map_err(|error| JournalError::with_source("cannot create the journal file", error))
+}

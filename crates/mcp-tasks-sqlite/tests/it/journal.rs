@@ -1,0 +1,163 @@
+//! The SQLite journal on a real file: entries, statuses, pruning, private
+//! permissions, and several writers (each with its own connection, as
+//! separate processes would have) sharing one file.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_tasks::client::journal::{Journal, ServerRef, TaskRef};
+use mcp_tasks::{Era, TaskId, TaskStatus, Ttl, UnixMillis};
+use mcp_tasks_sqlite::SqliteJournal;
+
+fn entry(server: &str, id: &str, created: u64) -> TaskRef {
+    let json = serde_json::json!({
+        "server": {"kind": "url", "at": server},
+        "taskId": id,
+        "era": "extension",
+        "tool": "build",
+        "createdAt": created,
+        "ttl": 60_000,
+        "status": "working",
+        "seenAt": created,
+    });
+    serde_json::from_value(json).expect("a journal entry")
+}
+
+#[tokio::test]
+async fn entries_are_kept_updated_listed_newest_first_and_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("private").join("journal.sqlite3");
+    let journal = SqliteJournal::open(&path).unwrap();
+    journal
+        .record(&entry("http://a/mcp", "one", 1_000))
+        .await
+        .unwrap();
+    journal
+        .record(&entry("http://a/mcp", "two", 2_000))
+        .await
+        .unwrap();
+    // The same id on another server is another task.
+    journal
+        .record(&entry("http://b/mcp", "one", 3_000))
+        .await
+        .unwrap();
+    let listed = journal.list().await.unwrap();
+    let order: Vec<_> = listed
+        .iter()
+        .map(|e| (e.server.to_string(), e.task_id.expose().to_owned()))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("http://b/mcp".to_owned(), "one".to_owned()),
+            ("http://a/mcp".to_owned(), "two".to_owned()),
+            ("http://a/mcp".to_owned(), "one".to_owned()),
+        ]
+    );
+    assert_eq!(listed[0].era, Era::Extension);
+
+    let a = ServerRef::Url("http://a/mcp".into());
+    journal
+        .update(
+            &a,
+            &TaskId::new("one"),
+            &TaskStatus::Completed,
+            None,
+            UnixMillis::new(5_000),
+        )
+        .await
+        .unwrap();
+    // Unknown tasks are ignored.
+    journal
+        .update(
+            &a,
+            &TaskId::new("nope"),
+            &TaskStatus::Failed,
+            None,
+            UnixMillis::new(5_000),
+        )
+        .await
+        .unwrap();
+    let one = journal
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.server == a && e.task_id.expose() == "one")
+        .unwrap();
+    assert_eq!(one.status, TaskStatus::Completed);
+    assert_eq!(one.seen_at, UnixMillis::new(5_000));
+    assert_eq!(one.ttl, Some(Ttl::from_millis(60_000)));
+
+    // Finished and 60 s past when it was seen: pruned; the working ones stay.
+    assert_eq!(journal.prune(UnixMillis::new(64_999)).await.unwrap(), 0);
+    assert_eq!(journal.prune(UnixMillis::new(65_000)).await.unwrap(), 1);
+    assert_eq!(journal.list().await.unwrap().len(), 2);
+    journal.remove(&a, &TaskId::new("two")).await.unwrap();
+    assert_eq!(journal.list().await.unwrap().len(), 1);
+
+    // A reopened file has what was written.
+    drop(journal);
+    let reopened = SqliteJournal::open(&path).unwrap();
+    assert_eq!(reopened.list().await.unwrap().len(), 1);
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_journal_is_private_to_its_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("data").join("mcp-tasks");
+    let path = folder.join("journal.sqlite3");
+    let journal = SqliteJournal::open(&path).unwrap();
+    journal
+        .record(&entry("http://a/mcp", "one", 1))
+        .await
+        .unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&folder), 0o700);
+    assert_eq!(mode(&path), 0o600);
+    let wal = folder.join("journal.sqlite3-wal");
+    assert!(wal.exists(), "WAL mode keeps a -wal file");
+    assert_eq!(mode(&wal), 0o600, "SQLite gives the WAL the file's mode");
+}
+
+#[tokio::test]
+async fn writers_sharing_one_file_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.sqlite3");
+    let mut writers = Vec::new();
+    for writer in 0..4 {
+        // Each its own connection, as each process would have.
+        let journal = Arc::new(SqliteJournal::open(&path).unwrap());
+        writers.push(tokio::spawn(async move {
+            let server = ServerRef::Url(format!("http://{writer}/mcp"));
+            for n in 0..50u64 {
+                let id = format!("task-{n}");
+                journal
+                    .record(&entry(&format!("http://{writer}/mcp"), &id, n))
+                    .await
+                    .unwrap();
+                journal
+                    .update(
+                        &server,
+                        &TaskId::new(id),
+                        &TaskStatus::Completed,
+                        None,
+                        UnixMillis::new(n + 1),
+                    )
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for writer in writers {
+        tokio::time::timeout(Duration::from_secs(60), writer)
+            .await
+            .expect("writers finish")
+            .unwrap();
+    }
+    let all = SqliteJournal::open(&path).unwrap().list().await.unwrap();
+    assert_eq!(all.len(), 200);
+    assert!(all.iter().all(|e| e.status == TaskStatus::Completed));
+}

@@ -1,0 +1,84 @@
+//! A client of the example servers (`server_sqlite_http`, `server_macros`):
+//! it awaits a task with an observer, answers a form with a typed value,
+//! cancels a task and reads an id the server does not know.
+//!
+//! `cargo run -p mcp-tasks --example client -- [URL]` (default
+//! http://127.0.0.1:8080/mcp). Needs rmcp's `client` and
+//! `transport-streamable-http-client-reqwest` features, and `reqwest`.
+#![allow(clippy::print_stdout)]
+
+use std::time::Duration;
+
+use mcp_tasks::{
+    AwaitOptions, CallOptions, CallResponse, Elicited, InputMode, ListenChannel, TasksClient,
+};
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+/// The answer to the server's form: the same shape as the struct it was made from.
+#[derive(serde::Serialize)]
+struct Approval {
+    approve: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let url = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "http://127.0.0.1:8080/mcp".into());
+    let config = StreamableHttpClientTransportConfig::with_uri(url);
+    // Waits listen for the task's notifications where the server can (both
+    // example servers can), and poll otherwise.
+    let listen = ListenChannel::http(reqwest::Client::new(), &config);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let running = serve_client_with_lifecycle((), transport, lifecycle).await?;
+    let client = TasksClient::new(running).with_listen(listen);
+    println!("the server offers tasks: {}", client.server_supports());
+
+    // 1. Await a task, printing each status message the wait sees.
+    let watched = AwaitOptions::default()
+        .with_deadline(Some(Duration::from_secs(30)))
+        .with_observer(|state| {
+            if let Some(message) = &state.status_message {
+                println!("  build: {} ({message})", state.status);
+            }
+        });
+    let outcome = client
+        .call_and_await("build", None, CallOptions::default(), &watched)
+        .await?;
+    println!("build: {}", outcome.into_text()?);
+
+    // 2. Answer the server's form with a typed value; the library builds the
+    // answer and checks it against the form before it is sent.
+    let approving = AwaitOptions::default().with_input(InputMode::forms(|form| async move {
+        println!("  the server asks: {}", form.message());
+        Ok(Elicited::Accept(Approval { approve: true }))
+    }));
+    let outcome = client
+        .call_and_await("deploy", None, CallOptions::default(), &approving)
+        .await?;
+    println!("deploy: {}", outcome.into_text()?);
+
+    // 3. Start a task, then cancel it and wait until the server says so.
+    let CallResponse::Task(task) = client
+        .call_tool("forever", None, CallOptions::default())
+        .await?
+    else {
+        anyhow::bail!("forever should have become a task");
+    };
+    let ended = client
+        .cancel_and_wait(&task.id, &AwaitOptions::default())
+        .await?;
+    println!("forever: {}", ended.status);
+
+    // 4. An id the server does not know (or that belongs to another caller).
+    let error = client.get(&"no-such-task".into()).await.unwrap_err();
+    println!("no-such-task: {} error: {error}", error.kind());
+    client.close().await;
+    Ok(())
+}

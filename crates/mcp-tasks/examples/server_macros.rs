@@ -1,0 +1,100 @@
+//! An rmcp server written with rmcp's tool macros, made task-capable: its
+//! router goes into a `TaskRouter` that gives some tools a task policy, and
+//! each tool that wants its task takes a `TaskContext` argument.
+//!
+//! `cargo run -p mcp-tasks --example server_macros -- [ADDR]` (default
+//! 127.0.0.1:8080); then `cargo run -p mcp-tasks --example client --
+//! http://ADDR/mcp`. Needs rmcp's `server` and `macros` features.
+#![allow(clippy::print_stdout)]
+
+use std::time::Duration;
+
+use mcp_tasks::Elicited;
+use mcp_tasks::server::http::StreamableHttpServer;
+use mcp_tasks::server::{TaskContext, TaskRouter, TaskRuntime, ToolTasks};
+use mcp_tasks::store::MemoryStore;
+use rmcp::model::{ServerCapabilities, ServerConfig};
+use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
+
+/// The form `deploy` asks the user to fill in.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Approval {
+    /// Go ahead?
+    approve: bool,
+}
+
+#[derive(Clone)]
+struct Server {
+    tasks: TaskRouter<Self>,
+}
+
+#[tool_router]
+impl Server {
+    /// Builds for two seconds, saying how far it got.
+    #[tool]
+    async fn build(&self, task: TaskContext) -> Result<String, ErrorData> {
+        for step in 1..=4 {
+            task.set_status_message(format!("step {step} of 4")).await?;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Ok("built".into())
+    }
+
+    /// Asks for approval, then deploys.
+    #[tool]
+    async fn deploy(&self, task: TaskContext) -> Result<String, ErrorData> {
+        Ok(
+            match task.elicit::<Approval>("approval", "Deploy now?").await? {
+                Elicited::Accept(Approval { approve: true }) => "deployed".into(),
+                _ => "not deployed".into(),
+            },
+        )
+    }
+
+    /// Runs until cancelled.
+    #[tool]
+    async fn forever(&self, task: TaskContext) -> String {
+        task.cancelled().await;
+        "cancelled".into()
+    }
+
+    /// Answers at once: a plain rmcp tool, no task policy.
+    #[tool]
+    fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").into()
+    }
+}
+
+// The macro calls `self.tasks` as it would call a `ToolRouter`.
+#[tool_handler(router = self.tasks)]
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+    }
+
+    mcp_tasks::delegate_task_methods!(tasks);
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let address = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let runtime = TaskRuntime::builder(MemoryStore::new()).build();
+    let polled = Duration::from_millis(250);
+    let tasks = TaskRouter::new(Server::tool_router(), runtime.clone())
+        .with_tool("build", ToolTasks::required().with_poll_interval(polled))
+        .with_tool("deploy", ToolTasks::required().with_poll_interval(polled))
+        .with_tool("forever", ToolTasks::optional());
+    let listener = tokio::net::TcpListener::bind(&address).await?;
+    println!("listening on http://{}/mcp", listener.local_addr()?);
+    StreamableHttpServer::new(Server { tasks }, runtime)
+        .serve(listener)
+        .await?;
+    Ok(())
+}

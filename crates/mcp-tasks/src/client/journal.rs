@@ -1,0 +1,380 @@
+//! A journal of the tasks a client created, so that a restarted client can
+//! find them again: the extension has no `tasks/list`, and a task id that
+//! lived only in the memory of a crashed process is gone for good.
+//!
+//! A [`TasksClient`](super::TasksClient) given a journal
+//! ([`TasksClient::with_journal`](super::TasksClient::with_journal)) records
+//! every task it creates before `call_tool` returns it, and each status it
+//! learns afterwards (from `tasks/get`, a listen notification or a cancel);
+//! a wait's updates are written before the wait returns. [`Journal::list`]
+//! gives the entries back, newest first, to resume: connect to
+//! [`TaskRef::server`] again and [`TasksClient::await_task`](super::TasksClient::await_task)
+//! its [`TaskRef::task_id`].
+//!
+//! [`MemoryJournal`] is here; the crate `mcp-tasks-sqlite` has a file
+//! journal that several processes may share.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+use super::state::{Era, TaskState};
+use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
+
+/// How long a finished entry is kept after it was last seen, when the
+/// server gave the task no limited TTL.
+pub const FINISHED_KEPT: Duration = Duration::from_secs(24 * 3600);
+/// How long an unfinished entry is kept without any news of it.
+pub const UNFINISHED_KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Where a task's server is, as a journal keeps it: what it takes to reach
+/// it again, never a credential (headers and tokens are the caller's to
+/// give again).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "at", rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum ServerRef {
+    /// A Streamable HTTP endpoint.
+    Url(String),
+    /// A command line that speaks MCP on stdio.
+    Stdio(String),
+}
+
+impl fmt::Display for ServerRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Url(url) => f.write_str(url),
+            Self::Stdio(command) => write!(f, "stdio: {command}"),
+        }
+    }
+}
+
+/// A task as a journal keeps it: enough to find it again after a restart.
+///
+/// It holds the task id, a bearer token: `Debug` does not print it, and
+/// its serialized form is as secret as the id.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct TaskRef {
+    /// The server the task lives on.
+    pub server: ServerRef,
+    /// The task id.
+    pub task_id: TaskId,
+    /// The era of the task.
+    pub era: Era,
+    /// The tool whose call made the task.
+    pub tool: String,
+    /// When the client created it (the client's clock).
+    pub created_at: UnixMillis,
+    /// Its TTL, as the server last said.
+    pub ttl: Option<Ttl>,
+    /// Its status, as the client last saw it.
+    pub status: TaskStatus,
+    /// When the client last saw it (the client's clock).
+    pub seen_at: UnixMillis,
+}
+
+impl fmt::Debug for TaskRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskRef")
+            .field("server", &self.server)
+            .field("task_id", &self.task_id)
+            .field("tool", &self.tool)
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TaskRef {
+    /// The entry of a task just created by a call of `tool` on `server`.
+    pub fn new(
+        server: ServerRef,
+        tool: impl Into<String>,
+        state: &TaskState,
+        now: UnixMillis,
+    ) -> Self {
+        Self {
+            server,
+            task_id: state.id.clone(),
+            era: state.era(),
+            tool: tool.into(),
+            created_at: now,
+            ttl: state.ttl,
+            status: state.status.clone(),
+            seen_at: now,
+        }
+    }
+
+    /// True when its last seen status is terminal.
+    pub fn is_finished(&self) -> bool {
+        self.status.is_terminal()
+    }
+
+    /// True when the entry is no longer worth keeping at `now`: finished and
+    /// past its TTL (or [`FINISHED_KEPT`]) since it was last seen, or
+    /// unfinished with no news for [`UNFINISHED_KEPT`].
+    pub fn is_stale(&self, now: UnixMillis) -> bool {
+        let kept = if self.is_finished() {
+            match self.ttl {
+                Some(Ttl::Limited(ttl)) => ttl,
+                _ => FINISHED_KEPT,
+            }
+        } else {
+            UNFINISHED_KEPT
+        };
+        self.seen_at.saturating_add(kept) <= now
+    }
+}
+
+/// Why a journal could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("the task journal failed: {message}")]
+pub struct JournalError {
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl JournalError {
+    /// An error with `message` (it must not name a task id).
+    pub fn msg(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An error with `message`, caused by `source`.
+    pub fn with_source(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+}
+
+/// Where a client keeps the tasks it created. Implementations must be safe
+/// to use from several clients at once; a file-backed one, from several
+/// processes.
+pub trait Journal: Send + Sync + 'static {
+    /// Records `task`, replacing an entry with the same server and id.
+    fn record(&self, task: &TaskRef) -> BoxFuture<'_, Result<(), JournalError>>;
+
+    /// Notes that task `id` of `server` was seen with `status` at `at`
+    /// (and its TTL, when the server said). Unknown tasks are ignored.
+    fn update(
+        &self,
+        server: &ServerRef,
+        id: &TaskId,
+        status: &TaskStatus,
+        ttl: Option<Ttl>,
+        at: UnixMillis,
+    ) -> BoxFuture<'_, Result<(), JournalError>>;
+
+    /// Every entry, newest first.
+    fn list(&self) -> BoxFuture<'_, Result<Vec<TaskRef>, JournalError>>;
+
+    /// Removes the entry of task `id` of `server`, if any.
+    fn remove(&self, server: &ServerRef, id: &TaskId) -> BoxFuture<'_, Result<(), JournalError>>;
+
+    /// Removes the entries [`TaskRef::is_stale`] at `now`; returns how many.
+    fn prune(&self, now: UnixMillis) -> BoxFuture<'_, Result<usize, JournalError>>;
+}
+
+/// A journal in memory: for tests, and for a process that only wants to
+/// list what it started.
+#[derive(Debug, Default)]
+pub struct MemoryJournal {
+    entries: Mutex<HashMap<(ServerRef, TaskId), TaskRef>>,
+}
+
+impl MemoryJournal {
+    /// An empty journal.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<(ServerRef, TaskId), TaskRef>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Journal for MemoryJournal {
+    fn record(&self, task: &TaskRef) -> BoxFuture<'_, Result<(), JournalError>> {
+        let key = (task.server.clone(), task.task_id.clone());
+        self.entries().insert(key, task.clone());
+        Box::pin(async { Ok(()) })
+    }
+
+    fn update(
+        &self,
+        server: &ServerRef,
+        id: &TaskId,
+        status: &TaskStatus,
+        ttl: Option<Ttl>,
+        at: UnixMillis,
+    ) -> BoxFuture<'_, Result<(), JournalError>> {
+        if let Some(entry) = self.entries().get_mut(&(server.clone(), id.clone())) {
+            entry.status = status.clone();
+            entry.seen_at = at.max(entry.seen_at);
+            if ttl.is_some() {
+                entry.ttl = ttl;
+            }
+        }
+        Box::pin(async { Ok(()) })
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<TaskRef>, JournalError>> {
+        let mut entries: Vec<TaskRef> = self.entries().values().cloned().collect();
+        entries.sort_by_key(|entry| std::cmp::Reverse(entry.created_at));
+        Box::pin(async { Ok(entries) })
+    }
+
+    fn remove(&self, server: &ServerRef, id: &TaskId) -> BoxFuture<'_, Result<(), JournalError>> {
+        self.entries().remove(&(server.clone(), id.clone()));
+        Box::pin(async { Ok(()) })
+    }
+
+    fn prune(&self, now: UnixMillis) -> BoxFuture<'_, Result<usize, JournalError>> {
+        let mut entries = self.entries();
+        let before = entries.len();
+        entries.retain(|_, entry| !entry.is_stale(now));
+        let pruned = before - entries.len();
+        Box::pin(async move { Ok(pruned) })
+    }
+}
+
+/// A client's tie to its journal: creations are written at once; statuses
+/// seen during a wait go through a queue, written in order by one task and
+/// flushed before the wait returns.
+pub(crate) struct JournalLink {
+    journal: Arc<dyn Journal>,
+    server: ServerRef,
+    updates: mpsc::UnboundedSender<Update>,
+}
+
+enum Update {
+    Seen(TaskId, TaskStatus, Option<Ttl>, UnixMillis),
+    Flush(oneshot::Sender<()>),
+}
+
+impl JournalLink {
+    /// Starts the writer; needs a tokio runtime.
+    pub(crate) fn start(journal: Arc<dyn Journal>, server: ServerRef) -> Arc<Self> {
+        let (updates, mut queue) = mpsc::unbounded_channel();
+        let writer = journal.clone();
+        let at = server.clone();
+        tokio::spawn(async move {
+            while let Some(update) = queue.recv().await {
+                match update {
+                    Update::Seen(id, status, ttl, when) => {
+                        if let Err(error) = writer.update(&at, &id, &status, ttl, when).await {
+                            tracing::warn!(%error, "a task's status could not be journaled");
+                        }
+                    }
+                    Update::Flush(done) => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+        });
+        Arc::new(Self {
+            journal,
+            server,
+            updates,
+        })
+    }
+
+    /// Records a task just created by a call of `tool`. A failure is
+    /// logged, not returned: the task exists, and its caller must get it.
+    pub(crate) async fn created(&self, tool: &str, state: &TaskState) {
+        let entry = TaskRef::new(self.server.clone(), tool, state, UnixMillis::now());
+        if let Err(error) = self.journal.record(&entry).await {
+            tracing::warn!(%error, "a new task could not be journaled");
+        }
+    }
+
+    /// Queues the status of `state` for the journal.
+    pub(crate) fn seen(&self, state: &TaskState) {
+        let update = Update::Seen(
+            state.id.clone(),
+            state.status.clone(),
+            state.ttl,
+            UnixMillis::now(),
+        );
+        // The writer lives as long as this link.
+        let _ = self.updates.send(update);
+    }
+
+    /// Waits until every queued status is written.
+    pub(crate) async fn flush(&self) {
+        let (done, flushed) = oneshot::channel();
+        if self.updates.send(Update::Flush(done)).is_ok() {
+            let _ = flushed.await;
+        }
+    }
+
+    pub(crate) fn journal(&self) -> &Arc<dyn Journal> {
+        &self.journal
+    }
+
+    pub(crate) fn server(&self) -> &ServerRef {
+        &self.server
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(status: TaskStatus, ttl: Option<Ttl>, seen: u64) -> TaskRef {
+        TaskRef {
+            server: ServerRef::Url("http://127.0.0.1:1/mcp".into()),
+            task_id: TaskId::new("secret-id"),
+            era: Era::Extension,
+            tool: "build".into(),
+            created_at: UnixMillis::new(seen),
+            ttl,
+            status,
+            seen_at: UnixMillis::new(seen),
+        }
+    }
+
+    #[test]
+    fn a_reference_does_not_print_its_id_and_round_trips() {
+        let task = entry(TaskStatus::Working, Some(Ttl::from_millis(1000)), 5);
+        assert!(!format!("{task:?}").contains("secret-id"));
+        let json = serde_json::to_value(&task).unwrap();
+        assert_eq!(
+            json["server"],
+            serde_json::json!({"kind": "url", "at": "http://127.0.0.1:1/mcp"})
+        );
+        assert_eq!(json["era"], "extension");
+        assert_eq!(serde_json::from_value::<TaskRef>(json).unwrap(), task);
+    }
+
+    #[test]
+    fn staleness_follows_the_ttl_of_finished_tasks() {
+        let hour = 3_600_000;
+        let done = entry(TaskStatus::Completed, Some(Ttl::from_millis(hour)), 0);
+        assert!(!done.is_stale(UnixMillis::new(hour - 1)));
+        assert!(done.is_stale(UnixMillis::new(hour)));
+        let unlimited = entry(TaskStatus::Failed, Some(Ttl::Unlimited), 0);
+        assert!(!unlimited.is_stale(UnixMillis::new(hour)));
+        assert!(unlimited.is_stale(UnixMillis::new(24 * hour)));
+        let running = entry(TaskStatus::Working, Some(Ttl::from_millis(1)), 0);
+        assert!(!running.is_stale(UnixMillis::new(24 * hour)));
+        assert!(running.is_stale(UnixMillis::new(7 * 24 * hour)));
+    }
+}
