@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -72,6 +73,33 @@ pub(crate) fn parse_header(text: &str) -> anyhow::Result<(String, String)> {
     Ok((name.to_owned(), value.trim().to_owned()))
 }
 
+/// What a Streamable HTTP connection adds to its URL.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HttpOptions {
+    /// Headers for every request (`--header`).
+    pub(crate) headers: Vec<(String, String)>,
+    /// Addresses to connect to for host names of the URL (`--resolve`).
+    pub(crate) resolve: Vec<(String, IpAddr)>,
+}
+
+/// Parses `--resolve NAME=ADDR`.
+pub(crate) fn parse_resolve(text: &str) -> anyhow::Result<(String, IpAddr)> {
+    let Some((name, address)) = text.split_once('=') else {
+        bail!("--resolve {text:?} is not NAME=ADDR");
+    };
+    let name = name.trim();
+    if name.is_empty() || http::uri::Authority::try_from(name).is_err() || name.contains(':') {
+        bail!("--resolve {text:?}: {name:?} is not a host name");
+    }
+    let address = address.trim();
+    let address = address
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .with_context(|| format!("--resolve {text:?}: {address:?} is not an IP address"))?;
+    Ok((name.to_owned(), address))
+}
+
 /// How long a stdio server has to exit once its stdin is closed.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 
@@ -113,10 +141,8 @@ impl Transport<RoleClient> for ChildTransport {
 
 /// Connects and returns a client, or an error meaning the server is
 /// unreachable or does not speak MCP.
-pub(crate) async fn connect(
-    target: &Target,
-    headers: &[(String, String)],
-) -> anyhow::Result<Client> {
+pub(crate) async fn connect(target: &Target, options: &HttpOptions) -> anyhow::Result<Client> {
+    let headers = &options.headers;
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
@@ -128,6 +154,9 @@ pub(crate) async fn connect(
             Target::Stdio(command) => {
                 if !headers.is_empty() {
                     bail!("--header applies to --url only");
+                }
+                if !options.resolve.is_empty() {
+                    bail!("--resolve applies to --url only");
                 }
                 let mut child = tokio::process::Command::new("sh")
                     .arg("-c")
@@ -171,11 +200,14 @@ pub(crate) async fn connect(
                 }
                 // rmcp's own client, less its same-origin redirects: redirects are
                 // not followed at all.
-                let http = reqwest::Client::builder()
+                let mut http = reqwest::Client::builder()
                     .pool_max_idle_per_host(0)
-                    .redirect(reqwest::redirect::Policy::none())
-                    .build()
-                    .context("cannot build an HTTP client")?;
+                    .redirect(reqwest::redirect::Policy::none());
+                for (name, address) in &options.resolve {
+                    // Port 0: the URL's port is used.
+                    http = http.resolve(name, SocketAddr::new(*address, 0));
+                }
+                let http = http.build().context("cannot build an HTTP client")?;
                 let channel = ListenChannel::http(http.clone(), &config);
                 let transport = StreamableHttpClientTransport::with_client(tap.http(http), config);
                 let running = serve_client_with_lifecycle(handler, transport, lifecycle)

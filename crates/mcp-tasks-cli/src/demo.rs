@@ -12,10 +12,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, ListenMode, TaskOutcome, TaskState};
 use serde_json::json;
 
-use crate::connect::{Target, connect};
+use crate::connect::{HttpOptions, Target, connect};
 use crate::output::code;
 use crate::prompt::InputPolicy;
-use crate::serve::{DemoServer, ServeOptions, serve_http};
+use crate::serve::{DemoServer, HttpAccess, ServeOptions, serve_http};
 use crate::watch::{CANCEL_GRACE, Watch, short_id};
 
 pub(crate) async fn run() -> ExitCode {
@@ -47,9 +47,14 @@ async fn tour() -> anyhow::Result<bool> {
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
-    let serving = tokio::spawn(serve_http(server, listener, std::future::pending()));
+    let serving = tokio::spawn(serve_http(
+        server,
+        listener,
+        HttpAccess::default(),
+        std::future::pending(),
+    ));
     println!("mcp-tasks demo: a task server on an embedded SQLite store at {url}\n");
-    let client = connect(&Target::Url(url), &[]).await?;
+    let client = connect(&Target::Url(url), &HttpOptions::default()).await?;
     println!(
         "server supports the Tasks extension: {}\n",
         if client.server_supports() {

@@ -66,6 +66,10 @@ struct ServerArgs {
     /// An HTTP header for every request, 'Name: value' (repeatable).
     #[arg(long = "header", value_name = "'Name: value'")]
     headers: Vec<String>,
+    /// Connect to ADDR for the host NAME of --url, keeping NAME in the Host header, as curl's
+    /// --resolve does (e.g. tasks.example.test=127.0.0.1; repeatable).
+    #[arg(long = "resolve", value_name = "NAME=ADDR")]
+    resolve: Vec<String>,
     /// Print one JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -237,27 +241,41 @@ async fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// The target and headers of a command, or a usage error.
-fn target(server: &ServerArgs) -> Result<(Target, Vec<(String, String)>), ExitCode> {
+/// The target and HTTP options of a command, or a usage error.
+fn target(server: &ServerArgs) -> Result<(Target, connect::HttpOptions), ExitCode> {
     let target = match (&server.url, &server.stdio) {
         (Some(url), None) => Target::Url(url.clone()),
         (None, Some(command)) => Target::Stdio(command.clone()),
         _ => return Err(usage("give one of --url or --stdio")),
     };
-    Ok((target, headers_of(&server.headers)?))
+    Ok((target, http_options(server)?))
+}
+
+/// The parsed `--header`s and `--resolve`s.
+fn http_options(server: &ServerArgs) -> Result<connect::HttpOptions, ExitCode> {
+    let resolve = server
+        .resolve
+        .iter()
+        .map(|text| connect::parse_resolve(text))
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map_err(usage)?;
+    Ok(connect::HttpOptions {
+        headers: headers_of(&server.headers)?,
+        resolve,
+    })
 }
 
 async fn connect_or_exit(server: &ServerArgs) -> Result<connect::Client, ExitCode> {
-    let (target, headers) = target(server)?;
-    connect_to(&target, &headers, server.json).await
+    let (target, options) = target(server)?;
+    connect_to(&target, &options, server.json).await
 }
 
 async fn connect_to(
     target: &Target,
-    headers: &[(String, String)],
+    options: &connect::HttpOptions,
     json: bool,
 ) -> Result<connect::Client, ExitCode> {
-    connect::connect(target, headers).await.map_err(|error| {
+    connect::connect(target, options).await.map_err(|error| {
         let report = Report {
             status: "error".into(),
             task_id: None,
@@ -286,16 +304,16 @@ async fn task_client(
     } else {
         journal.open_or_warn().await
     };
-    let (target, headers) = match (&server.url, &server.stdio, &opened) {
+    let (target, options) = match (&server.url, &server.stdio, &opened) {
         (None, None, Some(opened)) => {
             let entry = journal::find(opened, id).await?;
             let target = journal::target_of(&entry.server)
                 .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?;
-            (target, headers_of(&server.headers)?)
+            (target, http_options(server)?)
         }
         _ => target(server)?,
     };
-    let client = connect_to(&target, &headers, server.json).await?;
+    let client = connect_to(&target, &options, server.json).await?;
     Ok(match opened {
         Some(opened) => client.with_journal(opened, journal::server_ref(&target)),
         None => client,
@@ -377,12 +395,12 @@ async fn call(args: CallArgs) -> ExitCode {
         Ok(options) => options,
         Err(exit) => return exit,
     };
-    let (target, headers) = match target(&args.server) {
+    let (target, http) = match target(&args.server) {
         Ok(target) => target,
         Err(exit) => return exit,
     };
     let journal = args.journal.open_or_warn().await;
-    let client = match connect_to(&target, &headers, args.server.json).await {
+    let client = match connect_to(&target, &http, args.server.json).await {
         Ok(client) => client,
         Err(exit) => return exit,
     };
@@ -505,8 +523,11 @@ async fn ls(args: LsArgs) -> ExitCode {
         Ok(None) => return usage("ls lists the journal, and --no-journal turns it off"),
         Err(error) => return usage(error),
     };
-    let headers = match headers_of(&args.headers) {
-        Ok(headers) => headers,
+    let options = match headers_of(&args.headers) {
+        Ok(headers) => connect::HttpOptions {
+            headers,
+            resolve: Vec::new(),
+        },
         Err(exit) => return exit,
     };
     let entries = match mcp_tasks::client::journal::Journal::list(&*opened).await {
@@ -519,7 +540,7 @@ async fn ls(args: LsArgs) -> ExitCode {
     let mut shown = Vec::new();
     for mut entry in entries {
         if args.refresh && !entry.is_finished() {
-            entry.status = refreshed(&entry, &headers, &opened).await;
+            entry.status = refreshed(&entry, &options, &opened).await;
         }
         if args.all || !entry.is_finished() {
             shown.push(entry);
@@ -564,13 +585,13 @@ async fn ls(args: LsArgs) -> ExitCode {
 /// or as last seen when the server cannot be asked.
 async fn refreshed(
     entry: &mcp_tasks::client::journal::TaskRef,
-    headers: &[(String, String)],
+    options: &connect::HttpOptions,
     journal: &std::sync::Arc<mcp_tasks_sqlite::SqliteJournal>,
 ) -> mcp_tasks::TaskStatus {
     let Some(target) = journal::target_of(&entry.server) else {
         return entry.status.clone();
     };
-    let Ok(client) = connect::connect(&target, headers).await else {
+    let Ok(client) = connect::connect(&target, options).await else {
         return entry.status.clone();
     };
     let client = client.with_journal(journal.clone(), entry.server.clone());

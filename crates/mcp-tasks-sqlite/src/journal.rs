@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use mcp_tasks::client::journal::{Journal, JournalError, ServerRef, TaskRef};
-use mcp_tasks::{TaskId, TaskStatus, Ttl, UnixMillis};
+use mcp_tasks::{TaskId, TaskStatus, Ttl, UnixMillis, private_files};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 /// A [`Journal`] in a SQLite file (WAL, a 5 s busy timeout): every write is
@@ -46,11 +46,15 @@ impl SqliteJournal {
         if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty())
             && !dir.exists()
         {
-            create_private_dir(dir)?;
+            private_files::create_private_dir(dir).map_err(|error| {
+                JournalError::with_source("cannot create the journal's directory", error)
+            })?;
         }
-        if !path.exists() {
-            create_private_file(path)?;
-        }
+        // 0600 before SQLite opens it; SQLite gives its WAL and
+        // shared-memory files the same mode. An existing file wider than
+        // that is warned about.
+        private_files::create_private_file(path)
+            .map_err(|error| JournalError::with_source("cannot create the journal file", error))?;
         let connection = Connection::open(path).map_err(failed("open the journal file"))?;
         connection
             .busy_timeout(std::time::Duration::from_secs(5))
@@ -242,33 +246,4 @@ impl Journal for SqliteJournal {
             Ok(stale.len())
         })
     }
-}
-
-#[cfg(unix)]
-fn create_private_dir(dir: &Path) -> Result<(), JournalError> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|error| JournalError::with_source("cannot create the journal's directory", error))
-}
-
-#[cfg(not(unix))]
-fn create_private_dir(dir: &Path) -> Result<(), JournalError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|error| JournalError::with_source("cannot create the journal's directory", error))
-}
-
-/// Creates the (empty) file 0600 before SQLite opens it; SQLite gives its
-/// WAL and shared-memory files the same mode.
-fn create_private_file(path: &Path) -> Result<(), JournalError> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(false);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options
-        .open(path)
-        .map(drop)
-        .map_err(|error| JournalError::with_source("cannot create the journal file", error))
 }

@@ -23,7 +23,17 @@
 //!
 //! With the feature `journal`, [`SqliteJournal`] keeps a client's task
 //! journal (`mcp_tasks::client::journal`) in a SQLite file that several
-//! client processes may share, created private to its user.
+//! client processes may share, created private to its user (below).
+//!
+//! # Private files
+//!
+//! Task ids are bearer tokens and results may be secret, so a new file is
+//! created `0600` (owner only, on Unix) before SQLite opens it, and SQLite
+//! gives its WAL, shared-memory and rollback files the same mode. An
+//! existing file, or one of those beside it, that group or others may use
+//! is left as it is and logged as a `tracing` warning that names it
+//! ([`mcp_tasks::private_files`]; the folder is the caller's: the
+//! `mcp-tasks` CLI makes its default one `0700`).
 //!
 //! # Quick start
 //!
@@ -104,6 +114,25 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(60 * 60);
 
 /// How many ids the change feed buffers for a slow receiver.
 const FEED_CAPACITY: usize = 1024;
+
+/// Creates the store file `0600` if it is new (see the [crate docs](crate));
+/// warns about it or the files SQLite keeps beside it if others may use
+/// them. In-memory databases and `file:` URIs are SQLite's business.
+fn keep_private(path: &Path) -> Result<(), StoreError> {
+    let text = path.as_os_str();
+    if text.is_empty() || text == ":memory:" || text.to_string_lossy().starts_with("file:") {
+        return Ok(());
+    }
+    mcp_tasks::private_files::create_private_file(path)
+        .map_err(|err| StoreError::new("cannot create the store file", err))?;
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut beside = text.to_owned();
+        beside.push(suffix);
+        // A file that cannot be inspected is SQLite's to report.
+        let _ = mcp_tasks::private_files::warn_if_exposed(Path::new(&beside));
+    }
+    Ok(())
+}
 
 /// How [`SqliteStore::open_with`] opens a file.
 #[derive(Debug, Clone)]
@@ -226,6 +255,7 @@ impl SqliteStore {
     /// As [`SqliteStore::open`].
     pub fn open_with(path: impl AsRef<Path>, options: &SqliteOptions) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
+        keep_private(&path)?;
         let mut conn = schema::open(&path, options.max_size_bytes)?;
         let now = options.now.unwrap_or_else(UnixMillis::now);
         let abandoned_at_open = schema::abandon_unfinished(&mut conn, now, options.retention)?;

@@ -6,7 +6,9 @@
 //!    per second at one task and at many retained tasks;
 //! 2. `tasks/get` over Streamable HTTP on 127.0.0.1, 64 requests in flight,
 //!    against a bare axum POST handler;
-//! 3. heap bytes per live task, counted by the global allocator.
+//! 3. heap bytes per live task, counted by the global allocator;
+//! 4. `tasks/get` over HTTP with bearer tokens required, against the same
+//!    request without them.
 //!
 //! It prints a table and PASS or MISS per target; a miss is reported, not
 //! asserted, so the run exits 0. The machine is shared: loads are measured
@@ -853,6 +855,131 @@ async fn http(scale: &Scale, targets: &mut Targets) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How many tokens the bearer-token endpoint knows.
+const AUTH_TOKENS: usize = 100;
+
+/// `tasks/get` on the fast path with bearer tokens required and not: the
+/// same request with the same `Authorization` header, to two recipes on one
+/// runtime (without tokens the header is hashed into the principal; with
+/// them it is checked against every token in constant time and the label
+/// is the principal).
+async fn http_auth(scale: &Scale, targets: &mut Targets) -> anyhow::Result<()> {
+    println!(
+        "\n== 4. tasks/get over HTTP with bearer tokens required and not ({AUTH_TOKENS} tokens; \
+         {HTTP_CONCURRENCY} requests in flight; {} rounds of {} ms)",
+        scale.http_rounds,
+        scale.http_window.as_millis()
+    );
+    let server = OurServer::new(Arc::new(MemoryStore::new()));
+    let file: String = (0..AUTH_TOKENS)
+        .map(|n| format!("bench-token-{n:032} caller-{n}\n"))
+        .collect();
+    let token = format!("bench-token-{:032}", AUTH_TOKENS - 1);
+    let tokens = mcp_tasks::server::auth::BearerTokens::parse(file.as_bytes())?;
+    let recipe = || StreamableHttpServer::new(server.clone(), server.runtime.clone());
+    let off = serve(recipe().router(), true).await?;
+    let on = serve(recipe().with_bearer_tokens(tokens).router(), true).await?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(HTTP_CONCURRENCY)
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}});
+    let authorization: reqwest::header::HeaderValue = format!("Bearer {token}").parse()?;
+    let mut endpoints = Vec::new();
+    for (name, address) in [
+        ("tokens off: the header hashed into the principal", off),
+        ("tokens on: checked, the label is the principal", on),
+    ] {
+        let url = reqwest::Url::parse(&format!("http://{address}/mcp"))?;
+        let mut call_headers = headers("tools/call", Some("wait"))?;
+        call_headers.insert("authorization", authorization.clone());
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "wait", "_meta": meta}});
+        let (_, created) = probe(&client, &url, &call_headers, call.to_string().leak()).await?;
+        let created: Value = serde_json::from_str(&created)?;
+        let task_id = created["result"]["taskId"]
+            .as_str()
+            .with_context(|| format!("{name}: tools/call made no task: {created}"))?;
+        let mut get_headers = headers("tasks/get", Some(task_id))?;
+        get_headers.insert("authorization", authorization.clone());
+        let get: &'static str = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get",
+            "params": {"taskId": task_id, "_meta": meta}})
+        .to_string()
+        .leak();
+        let (_, reply) = probe(&client, &url, &get_headers, get).await?;
+        anyhow::ensure!(reply.contains("\"working\""), "{name}: {reply}");
+        endpoints.push((name, url, get_headers, get));
+    }
+    let loads: Vec<Load> = endpoints
+        .iter()
+        .map(|(_, url, headers, body)| http_load(&client, url, headers, body, scale.http_window))
+        .collect();
+    let measured = rounds(&loads, scale.http_rounds, true).await;
+    println!("{:<50} {:>12}  of tokens off", "endpoint", "requests/s");
+    for ((name, ..), rates) in endpoints.iter().zip(&measured) {
+        println!(
+            "{name:<50} {:>12}  {}",
+            per_second(total(rates)),
+            percent(ratio(rates, &measured[0]))
+        );
+    }
+    // What each adds to a request, without the HTTP around it.
+    let (check_ns, hash_ns) = principal_costs(&file, &token, scale.memory_tasks);
+    println!(
+        "per request, in a loop: BearerTokens::authenticate with {AUTH_TOKENS} tokens {check_ns:.0} ns \
+         (+ Authenticated on the request); default_principal hashing the header {hash_ns:.0} ns"
+    );
+    let (off, on) = (total(&measured[0]), total(&measured[1]));
+    let of_off = ratio(&measured[1], &measured[0]);
+    targets.push((
+        "4. tasks/get with bearer tokens required within 5% of the rate without",
+        of_off.total >= 0.95 && on.failed == 0 && off.failed == 0,
+        format!(
+            "{:.0}/s vs {:.0}/s without: {} (floor 95%)",
+            on.per_second(),
+            off.per_second(),
+            percent(of_off)
+        ),
+    ));
+    Ok(())
+}
+
+/// Nanoseconds per call of checking `token` against the tokens of `file`
+/// and of `default_principal` hashing the same header, `reads` calls each.
+fn principal_costs(file: &str, token: &str, reads: usize) -> (f64, f64) {
+    let Ok(tokens) = mcp_tasks::server::auth::BearerTokens::parse(file.as_bytes()) else {
+        return (f64::NAN, f64::NAN);
+    };
+    let request = axum::http::Request::builder()
+        .header("authorization", format!("Bearer {token}"))
+        .body(())
+        .map(|request| request.into_parts().0);
+    let Ok(parts) = request else {
+        return (f64::NAN, f64::NAN);
+    };
+    let reads = reads.max(1);
+    let started = Instant::now();
+    for _ in 0..reads {
+        std::hint::black_box(
+            tokens
+                .authenticate(std::hint::black_box(&parts.headers))
+                .ok(),
+        );
+    }
+    let check = started.elapsed().as_nanos() as f64 / reads as f64;
+    let mut extensions = rmcp::model::Extensions::new();
+    extensions.insert(parts);
+    let started = Instant::now();
+    for _ in 0..reads {
+        std::hint::black_box(mcp_tasks::server::default_principal(std::hint::black_box(
+            &extensions,
+        )));
+    }
+    let hash = started.elapsed().as_nanos() as f64 / reads as f64;
+    (check, hash)
+}
+
 fn headers(method: &str, name: Option<&str>) -> anyhow::Result<reqwest::header::HeaderMap> {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert("content-type", "application/json".parse()?);
@@ -1055,6 +1182,7 @@ async fn main() -> anyhow::Result<()> {
     memory(&scale, &mut targets).await?;
     // HTTP before the in-process servers, whose running tools wake every second.
     http(&scale, &mut targets).await?;
+    http_auth(&scale, &mut targets).await?;
     in_process(&scale, &mut targets).await?;
 
     println!("\n== targets");

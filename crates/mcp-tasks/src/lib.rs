@@ -8,6 +8,7 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod form;
+pub mod private_files;
 #[cfg(any(feature = "client", feature = "server"))]
 mod stdio;
 pub mod task;

@@ -1,12 +1,16 @@
 //! `mcp-tasks serve`: the flags, then the server of `serve/mod.rs`.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 
-use super::{DemoServer, ServeOptions, StoreChoice};
+use mcp_tasks::server::auth::BearerTokens;
+use mcp_tasks::server::http::{validate_allowed_host, validate_allowed_origin};
+
+use super::{DemoServer, HttpAccess, ServeOptions, StoreChoice};
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
@@ -28,9 +32,22 @@ pub(crate) struct ServeArgs {
     /// How many unfinished tasks one caller may have at once (0: no limit).
     #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER)]
     max_tasks_per_caller: usize,
+    /// Also answer requests whose Host is NAME (NAME:PORT for one port only), as behind a
+    /// reverse proxy; the loopback names are always answered (repeatable).
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
+    /// Also answer browsers from ORIGIN (scheme://host, scheme://host:port or scheme://host:*);
+    /// loopback origins are always answered (repeatable).
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
+    /// Require a bearer token from FILE on every request: one `TOKEN [LABEL]` a line, the label
+    /// being the caller's principal (see the README); others get HTTP 401.
+    #[arg(long, value_name = "FILE")]
+    auth_tokens: Option<PathBuf>,
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let access = http_access(&args)?;
     let choice = match &args.store {
         Some(text) => StoreChoice::parse(text)?,
         None => StoreChoice::default_sqlite()?,
@@ -58,7 +75,42 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let interrupted = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
-            super::serve_http(server, listener, interrupted).await
+            super::serve_http(server, listener, access, interrupted).await
         }
     }
+}
+
+/// Who may reach the HTTP endpoint: the loopback names and origins, the
+/// ones given, and the tokens file. Read before the store is opened, so a
+/// bad flag changes nothing on disk.
+fn http_access(args: &ServeArgs) -> anyhow::Result<HttpAccess> {
+    // (clap's `requires` does not see repeatable flags, so this says it.)
+    let http_only = [
+        (!args.allowed_hosts.is_empty(), "--allowed-host"),
+        (!args.allowed_origins.is_empty(), "--allowed-origin"),
+        (args.auth_tokens.is_some(), "--auth-tokens"),
+    ];
+    if let Some((_, flag)) = http_only.iter().find(|(given, _)| *given)
+        && args.http.is_none()
+    {
+        anyhow::bail!("{flag} applies to --http only");
+    }
+    for host in &args.allowed_hosts {
+        validate_allowed_host(host).context("--allowed-host")?;
+    }
+    for origin in &args.allowed_origins {
+        validate_allowed_origin(origin).context("--allowed-origin")?;
+    }
+    let tokens = match &args.auth_tokens {
+        None => None,
+        Some(path) => Some(
+            BearerTokens::read(path)
+                .with_context(|| format!("--auth-tokens {}", path.display()))?,
+        ),
+    };
+    let mut access = HttpAccess::default();
+    access.hosts.extend(args.allowed_hosts.iter().cloned());
+    access.origins.extend(args.allowed_origins.iter().cloned());
+    access.tokens = tokens;
+    Ok(access)
 }

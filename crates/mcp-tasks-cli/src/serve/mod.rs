@@ -3,13 +3,15 @@
 //! `subscriptions/listen` for tasks on both (`notifications/tasks` pushed
 //! as tasks change; see `mcp_tasks::server::listen`).
 //!
-//! Over HTTP the endpoint is `/mcp`. rmcp's `StreamableHttpService` checks
-//! the `Host` header (loopback names only: DNS-rebinding protection) and,
-//! configured here, the `Origin` header: a request that carries an
-//! `Origin` whose host is not `localhost`, `127.0.0.1` or `[::1]` (any
-//! port, `http` or `https`) gets `403 Forbidden`, as the 2026-07-28
-//! transport requires; a request without `Origin` (a non-browser client)
-//! passes.
+//! Over HTTP the endpoint is `/mcp`, served by the library's recipe, which
+//! checks on every route the `Host` header (loopback names, and those of
+//! `--allowed-host`: DNS-rebinding protection) and the `Origin` header: a
+//! request that carries an `Origin` other than `localhost`, `127.0.0.1` or
+//! `[::1]` (any port, `http` or `https`) or one of `--allowed-origin` gets
+//! `403 Forbidden`, as the 2026-07-28 transport requires; a request without
+//! `Origin` (a non-browser client) passes. With `--auth-tokens` every
+//! request needs a bearer token of the file (401 otherwise), and its label
+//! is the caller's principal.
 
 mod command;
 mod tools;
@@ -23,7 +25,8 @@ use std::time::Duration;
 use anyhow::Context;
 use mcp_tasks::Ttl;
 use mcp_tasks::server::TaskRuntime;
-use mcp_tasks::server::http::StreamableHttpServer;
+use mcp_tasks::server::auth::BearerTokens;
+use mcp_tasks::server::http::{LOOPBACK_HOSTS, LOOPBACK_ORIGINS, StreamableHttpServer};
 use mcp_tasks::server::listen::ListenReader;
 use mcp_tasks::store::{MemoryStore, SharedStore};
 use mcp_tasks_sqlite::SqliteStore;
@@ -63,10 +66,11 @@ impl StoreChoice {
         Self::sqlite_in(data)
     }
 
-    /// The SQLite file `mcp-tasks/tasks.db` under `data`, creating the folder.
+    /// The SQLite file `mcp-tasks/tasks.db` under `data`, creating the
+    /// folder `0700` (an existing one open to others gets a warning).
     fn sqlite_in(data: impl Into<PathBuf>) -> anyhow::Result<Self> {
         let folder = data.into().join("mcp-tasks");
-        std::fs::create_dir_all(&folder)
+        mcp_tasks::private_files::create_private_dir(&folder)
             .with_context(|| format!("cannot create {}", folder.display()))?;
         Ok(Self::Sqlite(folder.join("tasks.db")))
     }
@@ -82,6 +86,31 @@ impl StoreChoice {
                     .with_context(|| format!("cannot open the task store {}", path.display()))?,
             ),
         })
+    }
+}
+
+/// Who may reach the HTTP endpoint.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpAccess {
+    /// The `Host` values answered.
+    pub(crate) hosts: Vec<String>,
+    /// The browser origins answered.
+    pub(crate) origins: Vec<String>,
+    /// The bearer tokens required, if any.
+    pub(crate) tokens: Option<BearerTokens>,
+}
+
+impl Default for HttpAccess {
+    /// Loopback names and origins only, no token required.
+    fn default() -> Self {
+        Self {
+            hosts: LOOPBACK_HOSTS.iter().map(|&host| host.to_owned()).collect(),
+            origins: LOOPBACK_ORIGINS
+                .iter()
+                .map(|&origin| origin.to_owned())
+                .collect(),
+            tokens: None,
+        }
     }
 }
 
@@ -178,15 +207,23 @@ pub(crate) async fn serve_stdio(server: DemoServer) -> anyhow::Result<()> {
 }
 
 /// Serves Streamable HTTP at `/mcp` on `listener` with the library's
-/// serving recipe until `shutdown` completes, then ends the listen streams
-/// gracefully and finishes the requests in flight.
+/// serving recipe, answering whom `access` allows, until `shutdown`
+/// completes, then ends the listen streams gracefully and finishes the
+/// requests in flight.
 pub(crate) async fn serve_http(
     server: DemoServer,
     listener: tokio::net::TcpListener,
+    access: HttpAccess,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let runtime = server.runtime.clone();
-    StreamableHttpServer::new(server, runtime)
+    let mut recipe = StreamableHttpServer::new(server, runtime)
+        .with_allowed_hosts(access.hosts)
+        .with_allowed_origins(access.origins);
+    if let Some(tokens) = access.tokens {
+        recipe = recipe.with_bearer_tokens(tokens);
+    }
+    recipe
         .serve_with_shutdown(listener, shutdown)
         .await
         .context("the HTTP server stopped")

@@ -193,7 +193,12 @@ async fn discover_advertises_the_extension_and_lists_every_tool() {
 async fn http(server: DemoServer) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    tokio::spawn(serve_http(server, listener, std::future::pending()));
+    tokio::spawn(serve_http(
+        server,
+        listener,
+        HttpAccess::default(),
+        std::future::pending(),
+    ));
     address
 }
 

@@ -3,6 +3,7 @@
 mod support;
 
 mod cli;
+mod deploy;
 mod interactive;
 mod journal;
 mod legacy;

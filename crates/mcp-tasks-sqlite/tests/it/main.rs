@@ -6,4 +6,5 @@ mod full;
 mod group;
 #[cfg(feature = "journal")]
 mod journal;
+mod private;
 mod restart;

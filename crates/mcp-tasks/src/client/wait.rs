@@ -185,6 +185,18 @@ impl AwaitOptions {
             .unwrap_or(self.default_interval);
         suggested.clamp(self.min_interval, self.max_interval.max(self.min_interval))
     }
+
+    /// The interval before poll `n + 1` (from 0) after a `tasks/cancel`:
+    /// a cooperative tool usually stops in moments, so the polls back off
+    /// from the minimum interval, doubling, up to
+    /// [`interval_for`](Self::interval_for) (a handful of polls more than
+    /// the server's interval alone: at most 10 with the default clamps).
+    pub fn settling_interval(&self, n: u32, state: Option<&TaskState>) -> Duration {
+        let quick = self
+            .min_interval
+            .saturating_mul(2u32.saturating_pow(n.min(16)));
+        self.interval_for(state).min(quick)
+    }
 }
 
 /// What to await: a task state (from `call_tool` or `get`) or just an id.
@@ -512,8 +524,9 @@ impl<H: ClientHandler> TasksClient<H> {
         }
     }
 
-    /// Sends `tasks/cancel`, then polls until the task is finished, and
-    /// returns its final state: `cancelled`, or `completed` or `failed` when
+    /// Sends `tasks/cancel`, then polls until the task is finished (from
+    /// the minimum interval, doubling up to the server's:
+    /// [`AwaitOptions::settling_interval`]), and returns its final state: `cancelled`, or `completed` or `failed` when
     /// the work ended first (cancellation is cooperative). `options` gives
     /// the deadline (past it, [`Error::Timeout`] carries the last state
     /// read), the intervals, the retries and the observer; its input
@@ -544,6 +557,7 @@ impl<H: ClientHandler> TasksClient<H> {
             self.cancel_with_timeout(id, Some(timeout))
         })
         .await?;
+        let mut settling = 0;
         loop {
             let state = wait
                 .retrying("tasks/get", |timeout| {
@@ -554,7 +568,8 @@ impl<H: ClientHandler> TasksClient<H> {
             if current.status.is_terminal() {
                 return Ok(current.clone());
             }
-            let pause = options.interval_for(Some(current));
+            let pause = options.settling_interval(settling, Some(current));
+            settling += 1;
             wait.sleep(pause).await?;
         }
     }

@@ -51,6 +51,7 @@
 //! `TCP_NODELAY` on accepted sockets: `tasks/*` answers then go out as one
 //! plain JSON write instead of several SSE writes held back by delayed ACKs.
 
+pub mod auth;
 mod clock;
 mod context;
 #[cfg(feature = "http")]
@@ -68,7 +69,9 @@ mod wire;
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
 pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
-pub use principal::{Principal, PrincipalExtractor, default_principal};
+pub use principal::{
+    Authenticated, Principal, PrincipalExtractor, authenticated_principal, default_principal,
+};
 pub use router::TaskRouter;
 pub use runtime::{
     DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime, TaskRuntimeBuilder,

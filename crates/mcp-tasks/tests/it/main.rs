@@ -5,6 +5,7 @@
 
 mod support;
 
+mod access;
 mod client;
 mod examples;
 mod expiry;

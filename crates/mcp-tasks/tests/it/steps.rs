@@ -51,7 +51,7 @@ async fn cancel_and_wait_returns_the_settled_state() {
         "tasks/cancel" => ack(),
         "tasks/get" => {
             polls += 1;
-            if polls < 3 {
+            if polls < 6 {
                 got("working", json!({"pollIntervalMs": 200}))
             } else {
                 got("cancelled", json!({}))
@@ -67,7 +67,35 @@ async fn cancel_and_wait_returns_the_settled_state() {
         .unwrap();
     assert_eq!(state.status, TaskStatus::Cancelled);
     assert_eq!(log.of("tasks/cancel").len(), 1);
-    assert_eq!(log.gaps("tasks/get", start), vec![ms(0), ms(200), ms(200)]);
+    // From the minimum interval, doubling, up to the server's.
+    assert_eq!(
+        log.gaps("tasks/get", start),
+        vec![ms(0), ms(50), ms(100), ms(200), ms(200), ms(200)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_settles_in_moments_against_a_server_suggesting_a_minute() {
+    let mut polls = 0;
+    let (client, log) = connect(Handler::default(), move |method, _| match method {
+        "tasks/cancel" => ack(),
+        "tasks/get" => {
+            polls += 1;
+            if polls < 4 {
+                got("working", json!({"pollIntervalMs": 60_000}))
+            } else {
+                got("cancelled", json!({}))
+            }
+        }
+        _ => Reply::Silence,
+    })
+    .await;
+    let start = Instant::now();
+    let options = AwaitOptions::default().with_deadline(Some(ms(5000)));
+    let state = client.cancel_and_wait(&task_id(), &options).await.unwrap();
+    assert_eq!(state.status, TaskStatus::Cancelled);
+    assert_eq!(start.elapsed(), ms(350), "0 + 50 + 100 + 200 ms");
+    assert_eq!(log.of("tasks/get").len(), 4);
 }
 
 #[tokio::test(start_paused = true)]

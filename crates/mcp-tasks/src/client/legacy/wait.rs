@@ -240,12 +240,15 @@ impl<H: ClientHandler> TasksClient<H> {
             })
             .await?;
         observe(&mut wait, state);
+        let mut settling = 0;
         loop {
             let current = current(&wait);
             if current.status.is_terminal() {
                 return Ok(self.with_payload(&wait, current).await);
             }
-            wait.sleep(options.interval_for(Some(&current))).await?;
+            wait.sleep(options.settling_interval(settling, Some(&current)))
+                .await?;
+            settling += 1;
             let state = wait
                 .retrying("tasks/get", |timeout| self.get_legacy(id, Some(timeout)))
                 .await?;

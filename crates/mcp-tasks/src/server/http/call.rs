@@ -24,8 +24,9 @@
 //!   -32022 and for -32602 on a request whose `_meta` lacks a required key;
 //!   404 for -32601; 200 otherwise) and `Content-Type: application/json`.
 //!
-//! Only requests rmcp would accept as they are take this path: a loopback
-//! `Host` and no `Origin`; exactly one `MCP-Protocol-Version: 2026-07-28`,
+//! Only requests rmcp would accept as they are take this path: ones the
+//! serving recipe's guard admitted (`Host`, `Origin` and bearer token
+//! checked; without the guard, a loopback `Host` and no `Origin`); exactly one `MCP-Protocol-Version: 2026-07-28`,
 //! one `Mcp-Method: tools/call` and one plain `Mcp-Name` equal to the
 //! tool's name; no `Mcp-Param-*` header and a tool whose schema asks for
 //! none; a body with only `jsonrpc`, `id`, `method` and `params`, whose
@@ -60,7 +61,7 @@ use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::fast::local_and_headless;
+use super::access::admitted;
 
 /// The only protocol version served here.
 const VERSION: &str = "2026-07-28";
@@ -204,7 +205,7 @@ impl Transport<RoleServer> for Discard {
 /// The tool's name, if the request is a `tools/call` whose headers and
 /// body take this path (see the module docs).
 fn call_name<'a>(headers: &HeaderMap, message: &'a Value) -> Option<&'a str> {
-    if !local_and_headless(headers) || !single(headers, "mcp-protocol-version", VERSION) {
+    if !single(headers, "mcp-protocol-version", VERSION) {
         return None;
     }
     if !single(headers, "mcp-method", "tools/call")
@@ -344,7 +345,7 @@ where
         .headers()
         .get("mcp-method")
         .is_some_and(|method| method == "tools/call");
-    if !is_call || request.method() != http::Method::POST {
+    if !is_call || request.method() != http::Method::POST || !admitted(&request) {
         return next.run(request).await;
     }
     // Behind the serving recipe's guard the message is parsed already.

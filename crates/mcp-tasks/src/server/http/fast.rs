@@ -5,10 +5,13 @@
 //! its own dispatch. Polls are most of a task server's traffic, so
 //! [`fast_tasks`] answers well-formed `tasks/*` requests from the runtime
 //! directly, as one plain JSON body, and hands every other request (and
-//! every `tasks/*` request it does not fully accept: a browser `Origin`, a
-//! non-loopback `Host`, a header that does not match the body, a missing
-//! capability) to the rmcp service behind it, which validates and answers
-//! as usual. Delete this module the day rmcp's own path is as fast.
+//! every `tasks/*` request it does not fully accept: a header that does not
+//! match the body, a missing capability) to the rmcp service behind it,
+//! which validates and answers as usual. Behind the serving recipe's guard
+//! it serves every request the guard admitted (its `Host`, `Origin` and
+//! token checked for all routes alike, see [`access`](super::access));
+//! without the guard, only loopback requests without `Origin`. Delete this
+//! module the day rmcp's own path is as fast.
 //!
 //! One deliberate leniency: a `tasks/*` request *without* `Mcp-Name` is
 //! answered (the extension says clients MUST send it; fastmcp-tasks' client
@@ -25,6 +28,7 @@ use rmcp::ErrorData;
 use rmcp::model::{Extensions, GetTaskResult, InputResponses};
 use serde_json::{Value, json};
 
+use super::access::admitted;
 use super::body::{ack_answer, get_task_answer};
 use super::guard::{Parsed, refuse};
 use crate::TASKS_EXTENSION;
@@ -55,7 +59,7 @@ async fn answer_tasks(
     let Some(method) = tasks_method(request.headers()) else {
         return next.run(request).await;
     };
-    if request.method() != http::Method::POST || !local_and_headless(request.headers()) {
+    if request.method() != http::Method::POST || !admitted(&request) {
         return next.run(request).await;
     }
     // Behind the serving recipe's guard the message is parsed already.
@@ -173,7 +177,8 @@ pub(super) fn json_body(status: StatusCode, body: Vec<u8>) -> Response {
     response
 }
 
-/// No `Origin` (browsers go through rmcp's origin check) and a loopback `Host`.
+/// No `Origin` and a loopback `Host`: what the fast path serves without the
+/// guard in front (which checks both for every route).
 pub(super) fn local_and_headless(headers: &HeaderMap) -> bool {
     if headers.contains_key(header::ORIGIN) {
         return false;

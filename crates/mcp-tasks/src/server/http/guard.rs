@@ -1,8 +1,12 @@
-//! The first thing every request meets: the endpoint's limits and the shape
-//! of a malformed request's answer.
+//! The first thing every request meets: who may reach the endpoint
+//! ([`access`](super::access): `Host`, `Origin`, bearer token), the
+//! endpoint's limits, and the shape of a malformed request's answer.
 //!
-//! A request that is not a JSON-RPC message over POST gets a JSON-RPC error
-//! as its body, whatever is wrong with it (rmcp answers several of these
+//! A request is first admitted or refused by [`Access`]: HTTP 400 for an
+//! unreadable `Host`, 403 for a host or origin not allowed, 401 (with
+//! `WWW-Authenticate`) without a known bearer token, each with a JSON-RPC
+//! error (-32600) as its body. Then a request that is not a JSON-RPC
+//! message over POST gets a JSON-RPC error as its body, whatever is wrong with it (rmcp answers several of these
 //! with a plain-text line): the body is not JSON, -32700 with HTTP 400; it is
 //! JSON but not one JSON-RPC request or notification, -32600 with 400; the
 //! wrong `Content-Type`, 415; an `Accept` without both JSON and SSE, 406;
@@ -22,9 +26,12 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
+use super::access::Access;
+
 /// What the guard enforces.
 #[derive(Debug, Clone)]
 pub(super) struct Guard {
+    pub(super) access: Arc<Access>,
     pub(super) max_body_bytes: usize,
     pub(super) body_timeout: Duration,
 }
@@ -33,7 +40,14 @@ pub(super) struct Guard {
 #[derive(Debug, Clone)]
 pub(super) struct Parsed(pub(super) Arc<Value>);
 
-pub(super) async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+pub(super) async fn guard(
+    State(guard): State<Guard>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if let Err(refusal) = guard.access.admit(&mut request) {
+        return refusal.response();
+    }
     if request.method() != Method::POST {
         return refuse(
             StatusCode::METHOD_NOT_ALLOWED,

@@ -9,9 +9,10 @@
 //! response ends the subscription, and everything it held goes with it.
 //!
 //! As on the `tasks/*` fast path, a request that is not exactly a
-//! well-formed 2026-07-28 task listen from a loopback, non-browser client
-//! goes to rmcp, which validates it; rmcp does not know `taskIds`, so such
-//! a client is acknowledged no task and polls. A well-formed task listen
+//! well-formed 2026-07-28 task listen, admitted by the guard (or, without
+//! it, from a loopback, non-browser client), goes to rmcp, which validates
+//! it; rmcp does not know `taskIds`, so such a client is acknowledged no
+//! task and polls. A well-formed task listen
 //! that does not declare the Tasks extension gets -32021 here.
 
 use std::convert::Infallible;
@@ -27,7 +28,8 @@ use rmcp::ErrorData;
 use rmcp::model::Extensions;
 use serde_json::{Value, json};
 
-use super::fast::{local_and_headless, plain};
+use super::access::admitted;
+use super::fast::plain;
 use crate::TASKS_EXTENSION;
 use crate::server::TaskRuntime;
 use crate::server::listen::{
@@ -59,7 +61,7 @@ async fn answer_listen(
         .is_some_and(|method| method == LISTEN);
     if !is_listen
         || request.method() != http::Method::POST
-        || !local_and_headless(request.headers())
+        || !admitted(&request)
         || !accepts_event_stream(request.headers())
     {
         return next.run(request).await;

@@ -3,15 +3,19 @@
 //! [`StreamableHttpServer`] builds the axum router for an rmcp server on our
 //! [`TaskRuntime`]: rmcp's `StreamableHttpService`, stateless (2026-07-28 has
 //! no sessions), answering plain JSON where no notification precedes the
-//! answer, without SSE keep-alives, with browser `Origin`s limited to
-//! loopback (rmcp answers others with 403, and checks that `Host` is a
-//! loopback name against DNS rebinding); in front of it [`fast_tasks`],
+//! answer, without SSE keep-alives; in front of it [`fast_tasks`],
 //! which answers well-formed `tasks/*` polls straight from the runtime, and
 //! [`listen_tasks`], which serves `subscriptions/listen` for tasks (rmcp
 //! 3.11 cannot: see [`listen`](super::listen)); and in front of everything
-//! a guard that bounds the body (size and time to arrive) and answers every
-//! malformed request with a JSON-RPC error (-32700 for a body that is not
-//! JSON, -32600 for the rest, with the HTTP status that fits). [`serve`]
+//! a guard that first checks who may reach the endpoint, for every route
+//! alike (the `Host`: loopback names by default, against DNS rebinding,
+//! [`with_allowed_hosts`](StreamableHttpServer::with_allowed_hosts) for a
+//! public name; a browser `Origin`: loopback ones by default; and with
+//! [`with_bearer_tokens`](StreamableHttpServer::with_bearer_tokens) the
+//! caller's token, see [`BearerTokens`]), then bounds the body (size and
+//! time to arrive) and answers every malformed request with a JSON-RPC
+//! error (-32700 for a body that is not JSON, -32600 for the rest, with the
+//! HTTP status that fits: 400, 401, 403, ...). [`serve`]
 //! runs a router on a listener with `TCP_NODELAY` on every accepted socket
 //! (each answer goes out in one write instead of waiting on Nagle and
 //! delayed ACKs), a bound on open connections, and a time limit for a
@@ -36,7 +40,13 @@
 //! tenfold throughput gain for `tasks/get` on loopback, see BENCHMARKS.md);
 //! `fast_tasks` skips rmcp's dispatch for polls; the `Origin` list is the
 //! transport's required browser check.
+//!
+//! Behind a reverse proxy: allow the public name the proxy passes on in
+//! `Host` (nginx: `proxy_set_header Host $host;`), and the origins of any
+//! browser app; no `Forwarded` or `X-Forwarded-*` header is read (see
+//! [`access`] and the README's recipe).
 
+mod access;
 mod body;
 mod call;
 pub(crate) mod fast;
@@ -50,11 +60,16 @@ use rmcp::ServerHandler;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+pub use access::{
+    InvalidAllowEntry, LOOPBACK_HOSTS, require_bearer_tokens, validate_allowed_host,
+    validate_allowed_origin,
+};
 pub use call::fast_tool_calls;
 pub use fast::fast_tasks;
 pub use listen::listen_tasks;
 
 use crate::server::TaskRuntime;
+use crate::server::auth::BearerTokens;
 
 /// Browser origins allowed by default: the loopback hosts, any port, `http`
 /// or `https`. A request without `Origin` (not a browser) always passes.
@@ -98,7 +113,9 @@ pub struct StreamableHttpServer<S> {
     server: S,
     runtime: TaskRuntime,
     path: String,
+    allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
+    tokens: Option<Arc<BearerTokens>>,
     limits: HttpLimits,
 }
 
@@ -106,7 +123,9 @@ impl<S> std::fmt::Debug for StreamableHttpServer<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StreamableHttpServer")
             .field("path", &self.path)
+            .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
+            .field("tokens", &self.tokens)
             .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
@@ -123,10 +142,12 @@ where
             server,
             runtime,
             path: "/mcp".to_owned(),
+            allowed_hosts: LOOPBACK_HOSTS.iter().map(|&host| host.to_owned()).collect(),
             allowed_origins: LOOPBACK_ORIGINS
                 .iter()
                 .map(|&origin| origin.to_owned())
                 .collect(),
+            tokens: None,
             limits: HttpLimits::default(),
         }
     }
@@ -159,8 +180,12 @@ where
         self
     }
 
-    /// The browser origins allowed to call the endpoint, as rmcp reads them
-    /// (`scheme://host:port`, `:*` for any port); default [`LOOPBACK_ORIGINS`].
+    /// The browser origins allowed to call the endpoint, on every route, as
+    /// rmcp reads them (`scheme://host:port`, `:*` for any port, `null`);
+    /// default [`LOOPBACK_ORIGINS`]. A request that carries another
+    /// `Origin` gets HTTP 403; one without `Origin` (not a browser) passes.
+    /// This replaces the list: add [`LOOPBACK_ORIGINS`] to keep them.
+    /// [`validate_allowed_origin`] checks an entry.
     pub fn with_allowed_origins(
         mut self,
         origins: impl IntoIterator<Item = impl Into<String>>,
@@ -169,7 +194,35 @@ where
         self
     }
 
-    /// The axum router: the guard, then [`fast_tasks`] and [`listen_tasks`],
+    /// The `Host` values the endpoint answers, on every route, as rmcp
+    /// reads them (`name` for any port, `name:port` for one; compared
+    /// case-insensitively); default [`LOOPBACK_HOSTS`], which protects a
+    /// server on a developer's machine from DNS rebinding. Behind a reverse
+    /// proxy or a load balancer, the public names it passes on. Any other
+    /// `Host` gets HTTP 403. This replaces the list: add [`LOOPBACK_HOSTS`]
+    /// to keep them; an empty list answers any `Host` (not recommended).
+    /// [`validate_allowed_host`] checks an entry.
+    pub fn with_allowed_hosts(
+        mut self,
+        hosts: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.allowed_hosts = hosts.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Requires a bearer token of `tokens` on every route, the `tasks/*`
+    /// fast path and listen streams included: a request without one, or
+    /// with an unknown one, gets HTTP 401 with a JSON-RPC error and
+    /// `WWW-Authenticate: Bearer`. The principal of an accepted request is
+    /// its token's label ([`Authenticated`](crate::server::Authenticated),
+    /// read by [`default_principal`](crate::server::default_principal)).
+    pub fn with_bearer_tokens(mut self, tokens: impl Into<Arc<BearerTokens>>) -> Self {
+        self.tokens = Some(tokens.into());
+        self
+    }
+
+    /// The axum router: the guard (host, origin, token, then the request's
+    /// shape), then [`fast_tasks`] and [`listen_tasks`],
     /// then rmcp's service at the path. Its body limits apply wherever the
     /// router is served; the connection limits only with
     /// [`StreamableHttpServer::serve`].
@@ -183,13 +236,19 @@ where
             .with_json_response(true)
             .with_sse_keep_alive(None)
             .with_max_request_body_bytes(self.limits.max_body_bytes)
-            .with_allowed_origins(self.allowed_origins)
+            .with_allowed_hosts(self.allowed_hosts.clone())
+            .with_allowed_origins(self.allowed_origins.clone())
             .enforce_origin_validation();
         let server = self.server;
         let calls = server.clone();
         let service: StreamableHttpService<S, LocalSessionManager> =
             StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
         let guard = guard::Guard {
+            access: Arc::new(access::Access::new(
+                &self.allowed_hosts,
+                &self.allowed_origins,
+                self.tokens,
+            )),
             max_body_bytes: self.limits.max_body_bytes,
             body_timeout: self.limits.request_read_timeout,
         };
