@@ -566,9 +566,9 @@ fn rss_bytes() -> f64 {
         .map_or(f64::NAN, |pages| pages * 4096.0)
 }
 
-/// In a child process: RSS per retained finished task at `RETAINED` in
+/// In a child process: RSS per retained finished task at `retained` in
 /// `store` ("memory" or "sqlite"), printed as `rss-per-task <bytes> <result bytes>`.
-async fn rss_child(store: &str) -> anyhow::Result<()> {
+async fn rss_child(store: &str, retained: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let store: SharedStore = match store {
         "sqlite" => Arc::new(SqliteStore::open(dir.path().join("tasks.sqlite3"))?),
@@ -600,12 +600,12 @@ async fn rss_child(store: &str) -> anyhow::Result<()> {
     };
     // Warm up allocator and SQLite, then measure from here.
     for n in 0..1_000 {
-        let (record, done) = make(n + RETAINED).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let (record, done) = make(n + retained).map_err(|e| anyhow::anyhow!("{e:?}"))?;
         store.create(record).await?;
         store.compare_and_swap(done).await?;
     }
     let before = rss_bytes();
-    for n in 0..RETAINED {
+    for n in 0..retained {
         let (record, done) = make(n).map_err(|e| anyhow::anyhow!("{e:?}"))?;
         store.create(record).await?;
         store.compare_and_swap(done).await?;
@@ -613,16 +613,17 @@ async fn rss_child(store: &str) -> anyhow::Result<()> {
     let after = rss_bytes();
     println!(
         "rss-per-task {:.0} {result_bytes}",
-        (after - before) / RETAINED as f64
+        (after - before) / retained as f64
     );
     drop(store);
     Ok(())
 }
 
 /// RSS per retained task for `store`, from a fresh child process.
-async fn rss_per_task(store: &str) -> anyhow::Result<(f64, f64)> {
+async fn rss_per_task(store: &str, retained: usize) -> anyhow::Result<(f64, f64)> {
     let output = tokio::process::Command::new(std::env::current_exe()?)
         .env("MCP_TASKS_PEERS_RSS", store)
+        .env("MCP_TASKS_PEERS_RETAINED", retained.to_string())
         .output()
         .await?;
     let text = String::from_utf8_lossy(&output.stdout);
@@ -712,7 +713,18 @@ async fn measure(full: bool) -> anyhow::Result<Table> {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     if let Ok(store) = std::env::var("MCP_TASKS_PEERS_RSS") {
-        return rss_child(&store).await;
+        let retained = std::env::var("MCP_TASKS_PEERS_RETAINED")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(RETAINED);
+        return rss_child(&store, retained).await;
+    }
+    // For profiling: serve one peer (by its position in the tables) until killed.
+    if let Ok(peer) = std::env::var("MCP_TASKS_PEERS_SERVE") {
+        let peer = PEERS[peer.parse::<usize>()?.min(PEERS.len() - 1)];
+        let served = start(peer, b"{}").await?;
+        println!("{} on http://{}/mcp", peer.name(), served.address);
+        std::future::pending::<()>().await;
     }
     let full = std::env::args().any(|arg| arg == "--bench");
     let has_wrk = std::process::Command::new("wrk")
@@ -787,12 +799,14 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
+    // The smoke run keeps fewer (a debug build fills slowly).
+    let retained = if full { RETAINED } else { RETAINED / 10 };
     println!(
-        "\n== memory: RSS per retained finished task at {RETAINED} (fresh child process each, store filled directly)"
+        "\n== memory: RSS per retained finished task at {retained} (fresh child process each, store filled directly)"
     );
     let mut rss = Vec::new();
     for store in ["memory", "sqlite"] {
-        let (per_task, result_bytes) = rss_per_task(store).await?;
+        let (per_task, result_bytes) = rss_per_task(store, retained).await?;
         println!(
             "{store}: {per_task:.0} B per task, of which the result's JSON is {result_bytes:.0} B"
         );

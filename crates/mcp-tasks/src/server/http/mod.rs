@@ -252,7 +252,7 @@ where
             max_body_bytes: self.limits.max_body_bytes,
             body_timeout: self.limits.request_read_timeout,
         };
-        let router = axum::Router::new().nest_service(&self.path, service);
+        let router = axum::Router::new().nest_service(&self.path, Shared(Arc::new(service)));
         let router = fast_tool_calls(router, calls);
         let router = fast_tasks(router, self.runtime.clone());
         let router = listen_tasks(router, self.runtime)
@@ -283,6 +283,40 @@ where
             runtime.end_subscriptions();
         })
         .await
+    }
+}
+
+/// rmcp's service behind an `Arc`. axum clones a route's service for each
+/// request at every middleware layer, and rmcp's clone copies its whole
+/// configuration (every allowed host and origin as a `String`): shared, a
+/// request that the fast paths answer costs a reference count instead, and
+/// one that reaches rmcp the one clone rmcp makes itself.
+struct Shared<T>(Arc<T>);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<T, R> tower_service::Service<R> for Shared<T>
+where
+    T: tower_service::Service<R> + Clone,
+{
+    type Response = T::Response;
+    type Error = T::Error;
+    type Future = T::Future;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        // rmcp's service is always ready.
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        (*self.0).clone().call(request)
     }
 }
 
