@@ -44,6 +44,8 @@ async fn tour() -> anyhow::Result<bool> {
         poll_interval: Duration::from_millis(200),
         ttl: None,
         max_tasks_per_caller: Some(mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER),
+        lease_period: Duration::from_secs(10),
+        max_lifetime: Some(mcp_tasks::server::DEFAULT_MAX_LIFETIME),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);

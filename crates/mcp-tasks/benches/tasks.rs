@@ -185,7 +185,12 @@ struct OurServer {
 impl OurServer {
     fn new(store: SharedStore) -> Self {
         Self {
-            runtime: TaskRuntime::builder(store).build(),
+            // One caller makes every task here: no per-caller cap (its
+            // default, 1,000 unfinished tasks, would refuse the 10,000
+            // running ones).
+            runtime: TaskRuntime::builder(store)
+                .with_max_tasks_per_caller(None)
+                .build(),
         }
     }
 }
@@ -507,6 +512,13 @@ async fn fill(client: &TasksClient<()>, tool: &'static str, count: usize) -> Vec
     while let Some(joined) = loops.join_next().await {
         all.extend(joined.unwrap_or_default());
     }
+    // A row must hold the tasks it says it holds.
+    assert_eq!(
+        all.len(),
+        count,
+        "{tool}: only {} of {count} calls made a task",
+        all.len()
+    );
     all
 }
 

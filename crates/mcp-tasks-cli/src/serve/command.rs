@@ -20,15 +20,27 @@ pub(crate) struct ServeArgs {
     /// Serve on stdin/stdout (the default).
     #[arg(long)]
     stdio: bool,
-    /// Where tasks are kept: memory, or sqlite:PATH (default: SQLite in the user's data directory).
-    #[arg(long, value_name = "memory|sqlite:PATH")]
+    /// Where tasks are kept: memory, sqlite:PATH, or redis://HOST:PORT/DB (also rediss://) for
+    /// several replicas sharing their tasks (default: SQLite in the user's data directory).
+    #[arg(long, value_name = "memory|sqlite:PATH|redis://HOST:PORT/DB")]
     store: Option<String>,
+    /// Put before every Redis key, so several deployments can share one Redis.
+    #[arg(long, value_name = "PREFIX", default_value = mcp_tasks_redis::DEFAULT_KEY_PREFIX)]
+    redis_key_prefix: String,
+    /// With Redis: when a replica dies, another ends its tasks (or runs the resumable ones
+    /// again) within this many milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    lease_period: u64,
     /// The poll interval suggested to clients, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 500)]
     poll_interval: u64,
-    /// The TTL of tasks, in seconds (default: 1 hour).
+    /// The TTL of tasks, in seconds (default: 1 hour). It follows activity: a running task is
+    /// kept alive, a task waiting for input expires this long after its last change.
     #[arg(long, value_name = "SECS")]
     ttl: Option<u64>,
+    /// The longest a task may live, however often its TTL is extended, in seconds (0: no bound).
+    #[arg(long, value_name = "SECS", default_value_t = mcp_tasks::server::DEFAULT_MAX_LIFETIME.as_secs())]
+    max_lifetime: u64,
     /// How many unfinished tasks one caller may have at once (0: no limit).
     #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER)]
     max_tasks_per_caller: usize,
@@ -53,10 +65,12 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => StoreChoice::default_sqlite()?,
     };
     let options = ServeOptions {
-        store: choice.open()?,
+        store: choice.open(&args.redis_key_prefix).await?,
         poll_interval: Duration::from_millis(args.poll_interval.max(1)),
         ttl: args.ttl.map(Duration::from_secs),
+        max_lifetime: (args.max_lifetime > 0).then(|| Duration::from_secs(args.max_lifetime)),
         max_tasks_per_caller: (args.max_tasks_per_caller > 0).then_some(args.max_tasks_per_caller),
+        lease_period: Duration::from_millis(args.lease_period.max(12)),
     };
     let server = DemoServer::new(&options);
     match &args.http {

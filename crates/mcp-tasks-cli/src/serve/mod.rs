@@ -3,6 +3,11 @@
 //! `subscriptions/listen` for tasks on both (`notifications/tasks` pushed
 //! as tasks change; see `mcp_tasks::server::listen`).
 //!
+//! With `--store redis://HOST:PORT/DB` (or `rediss://`) several `serve`
+//! processes share their tasks (see the crate `mcp-tasks-redis`): any of
+//! them answers for any task, and when one dies another ends its tasks
+//! within `--lease-period`, running `long_job` and `confirm_action` again.
+//!
 //! Over HTTP the endpoint is `/mcp`, served by the library's recipe, which
 //! checks on every route the `Host` header (loopback names, and those of
 //! `--allowed-host`: DNS-rebinding protection) and the `Origin` header: a
@@ -29,6 +34,7 @@ use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::{LOOPBACK_HOSTS, LOOPBACK_ORIGINS, StreamableHttpServer};
 use mcp_tasks::server::listen::ListenReader;
 use mcp_tasks::store::{MemoryStore, SharedStore};
+use mcp_tasks_redis::{RedisOptions, RedisStore};
 use mcp_tasks_sqlite::SqliteStore;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
@@ -44,10 +50,13 @@ pub(crate) enum StoreChoice {
     Memory,
     /// A SQLite file: tasks survive a restart (unfinished ones fail).
     Sqlite(PathBuf),
+    /// Redis (`redis://HOST:PORT/DB` or `rediss://`): several replicas share
+    /// the tasks.
+    Redis(String),
 }
 
 impl StoreChoice {
-    /// Reads `memory` or `sqlite:PATH`.
+    /// Reads `memory`, `sqlite:PATH`, `redis://...` or `rediss://...`.
     pub(crate) fn parse(text: &str) -> anyhow::Result<Self> {
         match text.split_once(':') {
             _ if text == "memory" => Ok(Self::Memory),
@@ -55,7 +64,16 @@ impl StoreChoice {
             Some(("sqlite", _)) => {
                 anyhow::bail!("sqlite: needs a file path, as in sqlite:tasks.db")
             }
-            _ => anyhow::bail!("unknown store {text:?}: use memory or sqlite:PATH"),
+            Some(("redis" | "rediss", rest)) if rest.starts_with("//") && rest.len() > 2 => {
+                Ok(Self::Redis(text.to_owned()))
+            }
+            Some(("redis" | "rediss", _)) => {
+                anyhow::bail!("a Redis store is a URL, as in redis://127.0.0.1:6379/0")
+            }
+            _ => anyhow::bail!(
+                "unknown store {:?}: use memory, sqlite:PATH or redis://HOST:PORT/DB",
+                redacted(text)
+            ),
         }
     }
 
@@ -77,14 +95,23 @@ impl StoreChoice {
 
     /// Opens the store. A SQLite file is opened at once (blocking file
     /// I/O: call this at start-up); its unfinished tasks from an earlier
-    /// run are failed.
-    pub(crate) fn open(&self) -> anyhow::Result<SharedStore> {
+    /// run are failed. Redis is connected to (within 2 s) under
+    /// `key_prefix`.
+    pub(crate) async fn open(&self, key_prefix: &str) -> anyhow::Result<SharedStore> {
         Ok(match self {
             Self::Memory => Arc::new(MemoryStore::new()),
             Self::Sqlite(path) => Arc::new(
                 SqliteStore::open(path)
                     .with_context(|| format!("cannot open the task store {}", path.display()))?,
             ),
+            Self::Redis(url) => {
+                let options = RedisOptions::default().with_key_prefix(key_prefix);
+                Arc::new(
+                    RedisStore::connect_with(url, options)
+                        .await
+                        .with_context(|| format!("cannot open the task store {}", redacted(url)))?,
+                )
+            }
         })
     }
 }
@@ -114,6 +141,18 @@ impl Default for HttpAccess {
     }
 }
 
+/// `text` with any password of a URL in it replaced by `***`.
+pub(crate) fn redacted(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => text.to_owned(),
+    }
+}
+
 /// How the server runs its tasks.
 #[derive(Clone)]
 pub(crate) struct ServeOptions {
@@ -123,8 +162,12 @@ pub(crate) struct ServeOptions {
     pub(crate) poll_interval: Duration,
     /// The TTL of tasks; `None`: the runtime's default (1 h).
     pub(crate) ttl: Option<Duration>,
+    /// The longest a task may live; `None`: no bound.
+    pub(crate) max_lifetime: Option<Duration>,
     /// How many unfinished tasks one caller may have at once; `None`: no limit.
     pub(crate) max_tasks_per_caller: Option<usize>,
+    /// The lease period on a store shared by several replicas (Redis).
+    pub(crate) lease_period: Duration,
 }
 
 /// The demo server: an rmcp `ServerHandler` that runs the tools of
@@ -141,7 +184,12 @@ impl DemoServer {
     pub(crate) fn new(options: &ServeOptions) -> Self {
         let mut runtime = TaskRuntime::builder(options.store.clone())
             .with_poll_interval(options.poll_interval)
-            .with_max_tasks_per_caller(options.max_tasks_per_caller);
+            .with_max_tasks_per_caller(options.max_tasks_per_caller)
+            .with_lease_period(options.lease_period)
+            .with_max_lifetime(options.max_lifetime)
+            // On a shared store, the resumable demo tools of a replica that
+            // stopped run again here.
+            .with_resume(tools::resume);
         if let Some(ttl) = options.ttl {
             runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
         }

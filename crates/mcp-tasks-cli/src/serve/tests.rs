@@ -39,6 +39,8 @@ pub(crate) fn options(store: SharedStore) -> ServeOptions {
         poll_interval: Duration::from_millis(20),
         ttl: None,
         max_tasks_per_caller: Some(mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER),
+        lease_period: Duration::from_secs(10),
+        max_lifetime: Some(mcp_tasks::server::DEFAULT_MAX_LIFETIME),
     }
 }
 
@@ -303,9 +305,38 @@ fn store_choices_parse() {
         StoreChoice::parse("sqlite:C:\\tasks.db").unwrap(),
         StoreChoice::Sqlite(PathBuf::from("C:\\tasks.db"))
     );
-    for bad in ["", "sqlite:", "sqlite", "redis://localhost", "Memory"] {
+    for url in ["redis://127.0.0.1:6379/0", "rediss://user:pw@cache:6380/2"] {
+        assert_eq!(
+            StoreChoice::parse(url).unwrap(),
+            StoreChoice::Redis(url.to_owned())
+        );
+    }
+    for bad in [
+        "",
+        "sqlite:",
+        "sqlite",
+        "redis:",
+        "redis://",
+        "redis:host",
+        "Memory",
+    ] {
         assert!(StoreChoice::parse(bad).is_err(), "{bad:?}");
     }
+    let unknown = StoreChoice::parse("mysql://user:secret@db/x").unwrap_err();
+    assert!(!unknown.to_string().contains("secret"), "{unknown}");
+}
+
+#[test]
+fn passwords_in_urls_are_redacted() {
+    assert_eq!(
+        redacted("rediss://user:secret@cache:6380/2"),
+        "rediss://***@cache:6380/2"
+    );
+    assert_eq!(
+        redacted("redis://127.0.0.1:6379/0"),
+        "redis://127.0.0.1:6379/0"
+    );
+    assert_eq!(redacted("redis://h/0?x=a@b"), "redis://h/0?x=a@b");
 }
 
 #[tokio::test]
@@ -317,7 +348,7 @@ async fn a_sqlite_store_in_the_data_folder_keeps_tasks() {
     };
     assert_eq!(path, &data.path().join("mcp-tasks").join("tasks.db"));
     assert!(data.path().join("mcp-tasks").is_dir());
-    let mut options = options(choice.open().unwrap());
+    let mut options = options(choice.open("").await.unwrap());
     options.ttl = Some(Duration::from_secs(120));
     let client = in_process_with(DemoServer::new(&options), ()).await;
     let state = task_of(&client, "sleep", json!({"ms": 0})).await;
@@ -328,8 +359,8 @@ async fn a_sqlite_store_in_the_data_folder_keeps_tasks() {
     let outcome = client.await_task(&state, &waiting()).await.unwrap();
     assert_eq!(completed(&outcome), "slept 0 ms");
     // Another handle on the file sees the finished task.
-    let again = choice.open().unwrap();
+    let again = choice.open("").await.unwrap();
     let record = again.get(&state.id).await.unwrap().expect("kept");
     assert!(record.status().is_terminal());
-    assert!(StoreChoice::Memory.open().is_ok());
+    assert!(StoreChoice::Memory.open("").await.is_ok());
 }

@@ -2,12 +2,18 @@
 //! [`TaskRuntime`]. Each is defined once, in [`TOOLS`]: its name,
 //! description and input schema, its task policy, and its body.
 //!
-//! | tool | task policy | needs |
-//! |---|---|---|
-//! | `long_job` | optional | |
-//! | `confirm_action` | required | form elicitation |
-//! | `failing_tool` | required | |
-//! | `sleep` | optional | |
+//! | tool | task policy | needs | resumable |
+//! |---|---|---|---|
+//! | `long_job` | optional | | yes |
+//! | `confirm_action` | required | form elicitation | yes |
+//! | `failing_tool` | required | | |
+//! | `sleep` | optional | | |
+//!
+//! Resumable: on a store shared by several replicas (Redis), when the
+//! replica running the task stops, another runs the tool again from its
+//! arguments ([`resume`]); `long_job` starts its steps over, and
+//! `confirm_action` asks nothing again (its question, or its answer, is
+//! kept). The other tasks fail with "the server running this task stopped".
 //!
 //! `confirm_action` checks, on the `tools/call` that would create its
 //! task, that the client declared form elicitation (the MRTR rule that no
@@ -46,8 +52,10 @@ struct DemoTool {
     /// Whether a call runs as a task.
     tasks: fn() -> ToolTasks,
     /// Reads the arguments (-32602 when they are bad), checks what the
-    /// client must have declared (-32021), and returns the body to run.
-    start: fn(&Args, &RequestContext<RoleServer>) -> Result<Body, ErrorData>,
+    /// client must have declared (-32021; no request when the task runs
+    /// again on another replica: it was checked when the task was made),
+    /// and returns the body to run.
+    start: fn(&Args, Option<&RequestContext<RoleServer>>) -> Result<Body, ErrorData>,
 }
 
 /// Every demo tool, in the order `tools/list` shows them.
@@ -65,7 +73,7 @@ const TOOLS: [DemoTool; 4] = [
                     "description": "How long each step takes, in milliseconds"}
             }})
         },
-        tasks: ToolTasks::optional,
+        tasks: || ToolTasks::optional().with_resumable(true),
         start: |args, _| {
             let steps = args.integer("steps", Some(5))?;
             if steps > MAX_STEPS {
@@ -93,10 +101,12 @@ const TOOLS: [DemoTool; 4] = [
                     "description": "What to confirm"}
             }})
         },
-        tasks: ToolTasks::required,
+        tasks: || ToolTasks::required().with_resumable(true),
         start: |args, context| {
             let action = args.string("action", Some("run the demo"))?;
-            require_tasks_and_forms(context)?;
+            if let Some(context) = context {
+                require_tasks_and_forms(context)?;
+            }
             Ok(boxed(move |task: TaskContext| async move {
                 let request = confirm_form(&format!("Confirm: {action}?"), &action)?;
                 let answer = task.request_input("confirm", request).await?;
@@ -188,14 +198,29 @@ pub(crate) async fn call(
         return Err(invalid(format!("no tool named {:?}", request.name)));
     };
     let args = Args(request.arguments.clone().unwrap_or_default());
-    let body = (tool.start)(&args, &context)?;
+    let body = (tool.start)(&args, Some(&context))?;
     runtime
         .call_tool(&request, &context, &(tool.tasks)(), body)
         .await
 }
 
+/// Runs a resumable tool's task again, from its name and arguments, on this
+/// replica after the replica running it stopped (the runtime's resume hook).
+pub(crate) fn resume(call: CallToolRequestParams, task: TaskContext) -> ToolFuture {
+    let Some(tool) = TOOLS.iter().find(|tool| tool.name == call.name) else {
+        let error = invalid(format!("no tool named {:?}", call.name));
+        return Box::pin(async move { Err(error) });
+    };
+    let args = Args(call.arguments.unwrap_or_default());
+    match (tool.start)(&args, None) {
+        Ok(body) => body(task),
+        Err(error) => Box::pin(async move { Err(error) }),
+    }
+}
+
 /// What a tool body returns.
-type ToolFuture = Pin<Box<dyn Future<Output = Result<CallToolResult, ErrorData>> + Send>>;
+pub(crate) type ToolFuture =
+    Pin<Box<dyn Future<Output = Result<CallToolResult, ErrorData>> + Send>>;
 
 /// A tool body: the code the runtime runs, synchronously or as a task.
 type Body = Box<dyn FnOnce(TaskContext) -> ToolFuture + Send>;

@@ -607,3 +607,47 @@ fn a_caller_past_its_task_cap_is_refused_and_others_are_served() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[test]
+fn a_running_task_outlives_its_ttl_but_not_the_maximum_lifetime() {
+    let (mut server, url) = serve_logged(&["--ttl", "1", "--max-lifetime", "3"], &[]);
+    let started = std::time::Instant::now();
+    let (exit, value) = json_of(&run(&[
+        "call",
+        "--url",
+        &url,
+        "sleep",
+        "--arg",
+        "ms=60000",
+        "--no-wait",
+        "--json",
+    ]));
+    assert_eq!(exit, 0, "{value}");
+    let id = value["taskId"].as_str().expect("a task id").to_owned();
+    // Past its 1 s TTL the running tool keeps its task alive.
+    std::thread::sleep(Duration::from_millis(1800));
+    let (exit, value) = json_of(&run(&["get", "--url", &url, &id, "--json"]));
+    assert_eq!((exit, &value["status"]), (0, &json!("working")), "{value}");
+    // The maximum lifetime ends it however alive it is kept.
+    let (_, value) = json_of(&run(&[
+        "wait",
+        "--url",
+        &url,
+        &id,
+        "--timeout",
+        "20",
+        "--json",
+    ]));
+    assert_eq!(value["status"], "failed", "{value}");
+    assert!(
+        value.to_string().contains("task expired"),
+        "expired: {value}"
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(10),
+        "ended at the 3 s lifetime, not the tool's minute: {took:?}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -4,7 +4,8 @@
 //! a task lives in the one process that made it), bearer tokens required,
 //! and `mcp-tasks call --url` driving it through the proxy with a real host
 //! name in `Host`. Also what happens without sticky routing, the files'
-//! permissions, and the flags' errors.
+//! permissions, and the flags' errors. Then two replicas on one Redis
+//! behind round robin: any replica answers for any task.
 //!
 //! nginx must be installed (`.ci/run` installs it): without it the test
 //! fails with a message saying so, it is never skipped.
@@ -38,9 +39,14 @@ impl Drop for Replica {
 }
 
 fn replica(store: &Path, tokens: &Path) -> Replica {
-    let store = format!("sqlite:{}", store.display());
+    replica_on(&format!("sqlite:{}", store.display()), &[], tokens)
+}
+
+/// A replica on the store `store` (`--store`), with `extra` flags.
+fn replica_on(store: &str, extra: &[&str], tokens: &Path) -> Replica {
     let mut child = Command::new(BIN)
-        .args(["serve", "--http", "127.0.0.1:0", "--store", &store])
+        .args(["serve", "--http", "127.0.0.1:0", "--store", store])
+        .args(extra)
         .args(["--allowed-host", NAME, "--auth-tokens"])
         .arg(tokens)
         // A poll a minute: a wait that ends within seconds listened.
@@ -242,6 +248,22 @@ fn through(nginx: &Nginx, path: &str, token: Option<&str>) -> Vec<String> {
     flags
 }
 
+/// Listening through the proxy: every step of a `long_job` heard, done
+/// long before the minute a poll would take (`--listen` fails if the
+/// stream does).
+fn listen_to_a_long_job(flags: &[String], caller: &str) {
+    let job = r#"{"steps": 3, "step_ms": 150}"#;
+    let output = run(&command(
+        &["call", "long_job", job, "--listen", "--timeout", "30"],
+        flags,
+    ));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{caller}: {stderr}");
+    for step in ["step 1 of 3", "step 2 of 3", "step 3 of 3"] {
+        assert!(stderr.contains(step), "{caller}: no {step:?} in {stderr}");
+    }
+}
+
 fn command<'a>(words: &[&'a str], flags: &'a [String]) -> Vec<&'a str> {
     let mut args = vec![words[0]];
     args.extend(flags.iter().map(String::as_str));
@@ -275,18 +297,7 @@ fn two_replicas_behind_nginx_with_tokens_and_a_public_host_name() {
 
     for (caller, token) in [("alice", ALICE), ("bob", BOB)] {
         let flags = through(&nginx, "/mcp", Some(token));
-        // Listening through the proxy: every step heard, done long before
-        // the minute a poll would take; --listen fails if the stream does.
-        let job = r#"{"steps": 3, "step_ms": 150}"#;
-        let output = run(&command(
-            &["call", "long_job", job, "--listen", "--timeout", "30"],
-            &flags,
-        ));
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(0), "{caller}: {stderr}");
-        for step in ["step 1 of 3", "step 2 of 3", "step 3 of 3"] {
-            assert!(stderr.contains(step), "{caller}: no {step:?} in {stderr}");
-        }
+        listen_to_a_long_job(&flags, caller);
 
         // A task made, read, waited on briefly and cancelled, each command
         // a new connection through the proxy: all reach its replica.
@@ -408,6 +419,67 @@ fn two_replicas_behind_nginx_with_tokens_and_a_public_host_name() {
             assert_eq!(mode(&path), 0o600, "{}", path.display());
         }
     }
+    drop(nginx);
+}
+
+/// The same recipe in front of two replicas sharing one `redis-server`:
+/// now round robin is fine, each request of a caller may reach either
+/// replica and finds its task; a cancel that reaches the replica not
+/// running the tool stops it, and a listen stream on either hears it.
+#[test]
+fn two_replicas_on_redis_behind_round_robin_nginx_share_every_task() {
+    let redis = mcp_tasks_redis::testing::RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("{ALICE} alice\n{BOB} bob\n")).unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let store = redis.url();
+    let extra = ["--redis-key-prefix", "deploy-test:"];
+    let first = replica_on(&store, &extra, &tokens);
+    let second = replica_on(&store, &extra, &tokens);
+    let nginx_dir = dir.path().join("nginx");
+    std::fs::create_dir(&nginx_dir).unwrap();
+    let nginx = start_nginx(&nginx_dir, &[&first, &second]);
+    let flags = through(&nginx, "/round-robin/mcp", Some(ALICE));
+
+    // Whichever replica runs the tool and whichever holds the stream.
+    listen_to_a_long_job(&flags, "alice");
+
+    let output = run(&command(
+        &["call", "sleep", "--arg", "ms=60000", "--no-wait"],
+        &flags,
+    ));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let found = round_robin_gets(nginx.port, &id, 4);
+    assert_eq!(found, [true; 4], "every replica knows the task");
+    // Bob, through the same proxy, still sees no such task.
+    let bob = through(&nginx, "/round-robin/mcp", Some(BOB));
+    let (exit, value) = json_of(&run(&command(&["get", &id, "--json"], &bob)));
+    assert_eq!(
+        (exit, &value["error"]["code"]),
+        (2, &json!(-32602)),
+        "{value}"
+    );
+    // A cancel stops the tool whichever replica it reaches; the get after
+    // it, on either, reads the task cancelled.
+    let (exit, value) = json_of(&run(&command(&["cancel", &id, "--json"], &flags)));
+    assert_eq!(
+        (exit, &value["status"]),
+        (3, &json!("cancelled")),
+        "{value}"
+    );
+    let (exit, value) = json_of(&run(&command(&["get", &id, "--json"], &flags)));
+    assert_eq!(
+        (exit, &value["status"]),
+        (3, &json!("cancelled")),
+        "{value}"
+    );
     drop(nginx);
 }
 

@@ -8,3 +8,4 @@ mod interactive;
 mod journal;
 mod legacy;
 mod listen;
+mod replicas;

@@ -8,10 +8,9 @@ use serde_json::{Map, Value};
 /// cancelled (the wire's `{"action": "accept", "content": {..}}`,
 /// `{"action": "decline"}`, `{"action": "cancel"}`).
 ///
-/// A server's tool gets one back from
-/// [`TaskContext::elicit`](crate::server::TaskContext::elicit); a client's
-/// resolver gives one for each form
-/// ([`InputMode::forms`](crate::client::InputMode::forms)).
+/// A server's tool gets one back from `server::TaskContext::elicit`; a
+/// client's resolver gives one for each form (`client::InputMode::forms`).
+/// (Not links: this module sits below both halves.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Elicited<T> {

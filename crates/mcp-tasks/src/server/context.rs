@@ -11,9 +11,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::lease::{Lease, LeaseError, lost_lease};
 use super::runtime::Inner;
 use crate::form::Elicited;
-use crate::store::{Change, Modified};
+use crate::store::{Change, Modified, TransitionError};
 use crate::task::{TaskId, TaskStatus};
 
 /// The handle tool code uses while it runs: status messages, input
@@ -26,6 +27,8 @@ use crate::task::{TaskId, TaskStatus};
 #[derive(Clone)]
 pub struct TaskContext {
     task: Option<(TaskId, Arc<Inner>)>,
+    /// The lease the task runs under, on a store shared by several servers.
+    lease: Option<Arc<Lease>>,
     token: CancellationToken,
 }
 
@@ -43,14 +46,22 @@ impl TaskContext {
     pub(crate) fn synchronous() -> Self {
         Self {
             task: None,
+            lease: None,
             token: CancellationToken::new(),
         }
     }
 
-    /// The context of the tool of task `id`.
-    pub(crate) fn task(id: TaskId, inner: Arc<Inner>, token: CancellationToken) -> Self {
+    /// The context of the tool of task `id`, run under `lease` on a store
+    /// shared by several servers.
+    pub(crate) fn task(
+        id: TaskId,
+        inner: Arc<Inner>,
+        token: CancellationToken,
+        lease: Option<Arc<Lease>>,
+    ) -> Self {
         Self {
             task: Some((id, inner)),
+            lease,
             token,
         }
     }
@@ -167,6 +178,18 @@ impl TaskContext {
         };
         let keys: Vec<String> = requests.keys().cloned().collect();
         let mut waiter = inner.waiters.register(id);
+        // A task run again after its server stopped asks only for what was
+        // never asked: the answers (or the outstanding requests) are kept.
+        // (Only a task on a shared store, under a lease, can be run again.)
+        let asked = match &self.lease {
+            Some(_) => Some(inner.read(id).await?).filter(|record| record.resumed() > 0),
+            None => None,
+        };
+        let requests = requests.into_iter().filter(|(key, _)| {
+            asked
+                .as_ref()
+                .is_none_or(|record| !record.issued_keys().contains(key))
+        });
         for (key, request) in requests {
             let request = serde_json::to_value(request).map_err(|error| {
                 ErrorData::internal_error(format!("input request {key:?}: {error}"), None)
@@ -188,6 +211,11 @@ impl TaskContext {
                     None,
                 ));
             }
+            if let Some(lease) = &self.lease
+                && record.runner() != Some(lease.runner())
+            {
+                return Err(lost_lease());
+            }
             waiter.wait(Duration::from_secs(5)).await;
         }
     }
@@ -196,8 +224,13 @@ impl TaskContext {
         let Some((id, inner)) = &self.task else {
             return Ok(());
         };
-        match inner.modify(id, &change).await? {
+        let modified = inner
+            .modify_as_runner(id, &change, self.lease.as_ref())
+            .await
+            .map_err(LeaseError::into_error_data)?;
+        match modified {
             Modified::Applied(_) => Ok(()),
+            Modified::Refused(_, TransitionError::NotRunner) => Err(lost_lease()),
             Modified::Refused(record, refused) => {
                 if matches!(
                     record.status(),

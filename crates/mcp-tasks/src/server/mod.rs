@@ -46,6 +46,16 @@
 //! }
 //! ```
 //!
+//! On a store that several server processes share (one whose
+//! [`TaskStore::replicas`](crate::store::TaskStore::replicas) answers, such
+//! as the crate `mcp-tasks-redis`), the runtime also holds a lease, renews
+//! it, and takes over the tasks of replicas whose lease ran out: they fail
+//! with "the server running this task stopped", or run again here for tools
+//! marked [`ToolTasks::with_resumable`] when the builder was given the code
+//! ([`TaskRuntimeBuilder::with_resume`]); a replica that lost its lease
+//! writes nothing more for its tasks. See [`crate::store::replicas`] for the
+//! design and [`TaskRuntimeBuilder::with_lease_period`] for the timing.
+//!
 //! Over Streamable HTTP, serve with rmcp's `StreamableHttpService`
 //! configured stateless with `with_json_response(true)` and set
 //! `TCP_NODELAY` on accepted sockets: `tasks/*` answers then go out as one
@@ -56,6 +66,7 @@ mod clock;
 mod context;
 #[cfg(feature = "http")]
 pub mod http;
+mod lease;
 mod limits;
 pub mod listen;
 mod policy;
@@ -74,7 +85,7 @@ pub use principal::{
 };
 pub use router::TaskRouter;
 pub use runtime::{
-    DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime, TaskRuntimeBuilder,
+    DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, ResumeTool, TaskRuntime, TaskRuntimeBuilder,
 };
 
 /// Writes the `get_task`, `update_task`, `cancel_task` and

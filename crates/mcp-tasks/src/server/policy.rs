@@ -45,6 +45,17 @@ pub struct ToolTasks {
     /// heartbeats (default `false`: the TTL follows activity, see
     /// [`TaskRuntimeBuilder::with_default_ttl`](super::TaskRuntimeBuilder::with_default_ttl)).
     pub ttl_from_creation: bool,
+    /// Whether another server may run this tool's task again when the server
+    /// running it stops (default false: the task fails with "the server
+    /// running this task stopped"). Only on a store shared by several
+    /// servers, and only where the runtime was given the code to run it
+    /// again ([`TaskRuntimeBuilder::with_resume`](super::TaskRuntimeBuilder::with_resume)).
+    /// The task then keeps the call's name and arguments. The tool runs
+    /// again from the start: it must be safe to repeat (idempotent work, or
+    /// steps it can skip); input it asked for under a key is not asked
+    /// again, the tool asking under the same key gets the answer (or waits
+    /// for it).
+    pub resumable: bool,
 }
 
 impl fmt::Debug for ToolTasks {
@@ -55,6 +66,7 @@ impl fmt::Debug for ToolTasks {
             .field("ttl", &self.ttl)
             .field("poll_interval", &self.poll_interval)
             .field("ttl_from_creation", &self.ttl_from_creation)
+            .field("resumable", &self.resumable)
             .finish()
     }
 }
@@ -110,6 +122,13 @@ impl ToolTasks {
     /// The poll interval suggested for this tool's tasks.
     pub fn with_poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = Some(interval);
+        self
+    }
+
+    /// Whether another server may run this tool's task again when the
+    /// server running it stops (see [`ToolTasks::resumable`]).
+    pub fn with_resumable(mut self, resumable: bool) -> Self {
+        self.resumable = resumable;
         self
     }
 

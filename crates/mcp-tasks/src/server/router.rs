@@ -180,8 +180,14 @@ where
         request.request_state = request_state;
         let principal = self.runtime.principal_of(&request_context.extensions);
         let tools = self.tools.clone();
+        // What a resumable task keeps of its call (see ToolTasks::resumable).
+        let described = if tasks.resumable {
+            request.clone()
+        } else {
+            CallToolRequestParams::new(request.name.clone())
+        };
         self.runtime
-            .start_task(principal, tasks, move |task| {
+            .start_task(principal, &described, tasks, move |task| {
                 let mut request_context = request_context;
                 request_context.ct = task.cancellation_token();
                 request_context.extensions.insert(task);

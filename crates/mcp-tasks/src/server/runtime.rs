@@ -17,6 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::{Clock, SystemClock};
 use super::context::TaskContext;
+use super::lease::{
+    DEFAULT_LEASE_PERIOD, Lease, LeaseError, Leasing, resumable_call, run_reaper, run_renewals,
+};
 use super::limits::LiveTasks;
 use super::listen::{Listeners, answer_rerouted};
 use super::policy::{TaskPolicy, ToolTasks};
@@ -28,7 +31,8 @@ use super::wire::{
     wire_task,
 };
 use crate::store::{
-    Change, IntoSharedStore, Modified, PackedRecord, SharedStore, StoreError, TaskRecord, modify,
+    BoxFuture, Change, IntoSharedStore, Modified, PackedRecord, SharedStore, StoreError,
+    TaskRecord, modify, modify_as,
 };
 use crate::task::{TaskId, Ttl};
 
@@ -40,6 +44,17 @@ pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 /// builder says otherwise.
 pub const DEFAULT_MAX_TASKS_PER_CALLER: usize = 1000;
 
+/// Runs a resumable tool's call again ([`TaskRuntimeBuilder::with_resume`]):
+/// the call's name and arguments, and the task's context.
+pub type ResumeTool = Arc<
+    dyn Fn(
+            CallToolRequestParams,
+            TaskContext,
+        ) -> BoxFuture<'static, Result<CallToolResult, ErrorData>>
+        + Send
+        + Sync,
+>;
+
 /// What every clone of a runtime shares.
 pub(crate) struct Inner {
     pub(crate) store: SharedStore,
@@ -49,6 +64,10 @@ pub(crate) struct Inner {
     pub(crate) waiters: Waiters,
     pub(crate) listeners: Listeners,
     pub(crate) settings: Settings,
+    /// This process's leases, on a store shared by several processes.
+    pub(crate) leasing: Option<Leasing>,
+    /// How a resumable task taken over from a stopped server runs again.
+    pub(crate) resume: Option<ResumeTool>,
 }
 
 /// The runtime's settings, as the builder set them.
@@ -61,6 +80,7 @@ pub(crate) struct Settings {
     pub(crate) max_tasks_per_caller: Option<usize>,
     pub(crate) max_lifetime: Option<Duration>,
     pub(crate) max_listen_streams: usize,
+    pub(crate) lease_period: Duration,
 }
 
 impl Inner {
@@ -75,6 +95,41 @@ impl Inner {
         )
         .await
         .map_err(store_failure)
+    }
+
+    /// Applies `change` to task `id` for the runner of `lease`: after
+    /// checking the lease, and refused once the task names another runner
+    /// (fencing). Without a lease, [`Inner::modify`].
+    pub(crate) async fn modify_as_runner(
+        &self,
+        id: &TaskId,
+        change: &Change,
+        lease: Option<&Arc<Lease>>,
+    ) -> Result<Modified, LeaseError> {
+        let (Some(lease), Some(leasing), Some(replicas)) =
+            (lease, &self.leasing, self.store.replicas())
+        else {
+            return modify(
+                &*self.store,
+                id,
+                change,
+                self.clock.now(),
+                self.settings.retention,
+            )
+            .await
+            .map_err(LeaseError::Store);
+        };
+        leasing.ensure(replicas, lease).await?;
+        modify_as(
+            &*self.store,
+            id,
+            change,
+            lease.runner(),
+            self.clock.now(),
+            self.settings.retention,
+        )
+        .await
+        .map_err(LeaseError::Store)
     }
 
     pub(crate) async fn read(&self, id: &TaskId) -> Result<TaskRecord, ErrorData> {
@@ -119,9 +174,11 @@ impl TaskRuntime {
                 max_tasks_per_caller: Some(DEFAULT_MAX_TASKS_PER_CALLER),
                 max_lifetime: Some(DEFAULT_MAX_LIFETIME),
                 max_listen_streams: 64,
+                lease_period: DEFAULT_LEASE_PERIOD,
             },
             clock: Arc::new(SystemClock),
             principal: Arc::new(default_principal),
+            resume: None,
         }
     }
 
@@ -152,7 +209,7 @@ impl TaskRuntime {
             };
         }
         let principal = self.principal_of(&context.extensions);
-        self.start_task(principal, tasks, run).await
+        self.start_task(principal, request, tasks, run).await
     }
 
     /// Whether this call runs as a task: its policy, and whether the
@@ -180,6 +237,7 @@ impl TaskRuntime {
     pub(crate) async fn start_task<F, Fut>(
         &self,
         principal: Principal,
+        request: &CallToolRequestParams,
         tasks: &ToolTasks,
         run: F,
     ) -> Result<CallToolResponse, ErrorData>
@@ -191,7 +249,7 @@ impl TaskRuntime {
         let settings = &inner.settings;
         // Held by the tool's supervision: the task counts until it ends.
         let seat = inner.live.take(&principal, settings.max_tasks_per_caller)?;
-        let record = TaskRecord::new(
+        let mut record = TaskRecord::new(
             new_task_id()?,
             principal,
             inner.clock.now(),
@@ -199,14 +257,42 @@ impl TaskRuntime {
             Some(tasks.poll_interval.unwrap_or(settings.poll_interval)),
         )
         .with_lifetime(settings.max_lifetime, !tasks.ttl_from_creation);
+        // On a shared store the task names this process's lease, checked first.
+        let lease = match (&inner.leasing, inner.store.replicas()) {
+            (Some(leasing), Some(replicas)) => {
+                let lease = leasing.current();
+                leasing
+                    .ensure(replicas, &lease)
+                    .await
+                    .map_err(LeaseError::into_error_data)?;
+                let call =
+                    (tasks.resumable && inner.resume.is_some()).then(|| resumable_call(request));
+                record = record.with_runner(lease.runner().clone(), call);
+                Some(lease)
+            }
+            _ => None,
+        };
         let id = record.id().clone();
         let idle_ttl = record.idle_ttl();
         let created = wire_task(&record);
         // Durable before we answer: a tasks/get right after finds it.
         inner.store.create(record).await.map_err(store_failure)?;
         let token = CancellationToken::new();
-        let future = run(TaskContext::task(id.clone(), inner.clone(), token.clone()));
-        tokio::spawn(supervise(inner.clone(), id, idle_ttl, token, future, seat));
+        let future = run(TaskContext::task(
+            id.clone(),
+            inner.clone(),
+            token.clone(),
+            lease.clone(),
+        ));
+        tokio::spawn(supervise(
+            inner.clone(),
+            id,
+            idle_ttl,
+            token,
+            future,
+            seat,
+            lease,
+        ));
         Ok(CallToolResponse::Task(CreateTaskResult::new(created)))
     }
 
@@ -381,6 +467,7 @@ pub struct TaskRuntimeBuilder {
     settings: Settings,
     clock: Arc<dyn Clock>,
     principal: PrincipalExtractor,
+    resume: Option<ResumeTool>,
 }
 
 impl fmt::Debug for TaskRuntimeBuilder {
@@ -465,6 +552,32 @@ impl TaskRuntimeBuilder {
         self
     }
 
+    /// The lease period on a store shared by several server processes
+    /// (default 10 s; ignored on a store of one process): when a server
+    /// dies, another ends its tasks (or runs resumable ones again) within
+    /// this period. Shorter means a quicker takeover and more store
+    /// writes (a renewal every sixth of it, a scan every quarter), and a
+    /// server stalled for half of it loses its lease: its tasks are taken
+    /// over and its own writes for them refused.
+    pub fn with_lease_period(mut self, period: Duration) -> Self {
+        self.settings.lease_period = period.max(Duration::from_millis(12));
+        self
+    }
+
+    /// How a resumable tool's task runs again on this server after the
+    /// server running it stopped (see [`ToolTasks::resumable`]): given the
+    /// call's name and arguments and the task's context, the tool's future.
+    /// Without it (the default) no task is resumable here: a stopped
+    /// server's tasks fail. Every replica of a deployment gives the same.
+    pub fn with_resume<F, Fut>(mut self, resume: F) -> Self
+    where
+        F: Fn(CallToolRequestParams, TaskContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
+    {
+        self.resume = Some(Arc::new(move |call, task| Box::pin(resume(call, task))));
+        self
+    }
+
     /// How a request's principal is found (default: [`default_principal`]).
     pub fn with_principal(
         mut self,
@@ -478,6 +591,13 @@ impl TaskRuntimeBuilder {
     /// the sweeper and the change listener, which stop when the last clone
     /// of the runtime is dropped.
     pub fn build(self) -> TaskRuntime {
+        let period = self.settings.lease_period;
+        let leasing = self
+            .store
+            .replicas()
+            .is_some()
+            .then(|| Leasing::new(period));
+        let gaps = self.store.replicas().map(|replicas| replicas.feed_gaps());
         let inner = Arc::new(Inner {
             store: self.store,
             clock: self.clock,
@@ -486,15 +606,22 @@ impl TaskRuntimeBuilder {
             live: Arc::default(),
             listeners: Listeners::default(),
             settings: self.settings,
+            leasing,
+            resume: self.resume,
         });
         tokio::spawn(listen_for_changes(
             Arc::downgrade(&inner),
             inner.store.changes(),
+            gaps,
         ));
         tokio::spawn(run_sweeper(
             Arc::downgrade(&inner),
             inner.settings.sweep_interval,
         ));
+        if inner.leasing.is_some() {
+            tokio::spawn(run_renewals(Arc::downgrade(&inner), period));
+            tokio::spawn(run_reaper(Arc::downgrade(&inner), period));
+        }
         TaskRuntime { inner }
     }
 }

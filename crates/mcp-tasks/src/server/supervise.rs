@@ -1,6 +1,7 @@
 //! Background work of the runtime: supervising each tool to its outcome,
 //! the sweeper (expiry and retention, read from the injected clock), and
-//! the listener that turns the store's change feed into wake-ups.
+//! the listener that turns the store's change feed into wake-ups. (The
+//! leases of a shared store are in `lease.rs`.)
 
 use std::future::Future;
 use std::sync::{Arc, Weak};
@@ -9,27 +10,53 @@ use std::time::Duration;
 use futures::FutureExt;
 use rmcp::ErrorData;
 use rmcp::model::CallToolResult;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
 use super::runtime::Inner;
 use super::wire::{error_json, result_json, tool_panicked};
-use crate::store::{Change, Modified, StoreError, modify};
+use crate::store::{Change, Modified, StoreError, StoreErrorKind, modify};
 use crate::task::TaskId;
 
 /// The most records one sweep acts on.
 const SWEEP_BATCH: usize = 1024;
 
-/// Wakes the waiters of each changed task.
-pub(crate) async fn listen_for_changes(inner: Weak<Inner>, mut feed: broadcast::Receiver<TaskId>) {
+/// How long recording a tool's outcome is retried while the store cannot
+/// be reached.
+const OUTCOME_RETRY_FOR: Duration = Duration::from_secs(600);
+
+/// Wakes the waiters of each changed task; wakes them all when the feed
+/// lagged or (a shared store's) `gaps` says it may have missed changes.
+pub(crate) async fn listen_for_changes(
+    inner: Weak<Inner>,
+    mut feed: broadcast::Receiver<TaskId>,
+    mut gaps: Option<watch::Receiver<u64>>,
+) {
     loop {
-        let next = feed.recv().await;
-        let Some(inner) = inner.upgrade() else { return };
-        match next {
-            Ok(id) => inner.waiters.wake(&id),
-            Err(broadcast::error::RecvError::Lagged(_)) => inner.waiters.wake_all(),
-            Err(broadcast::error::RecvError::Closed) => return,
+        let gap = async {
+            match &mut gaps {
+                Some(gaps) => gaps.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            next = feed.recv() => {
+                let Some(inner) = inner.upgrade() else { return };
+                match next {
+                    Ok(id) => inner.waiters.wake(&id),
+                    Err(broadcast::error::RecvError::Lagged(_)) => inner.waiters.wake_all(),
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+            open = gap => {
+                let Some(inner) = inner.upgrade() else { return };
+                inner.waiters.wake_all();
+                if !open {
+                    gaps = None;
+                }
+            }
         }
     }
 }
@@ -78,8 +105,17 @@ pub(crate) async fn sweep(inner: &Inner) -> Result<usize, StoreError> {
 /// The shortest pause between two keep-alives of one task.
 const MIN_KEEP_ALIVE: Duration = Duration::from_millis(50);
 
+/// How a supervised tool ended.
+enum Ending {
+    /// Record this outcome.
+    Outcome(Change),
+    /// Write nothing: the task is not ours any more (lease lost, taken over).
+    Stop,
+}
+
 /// Runs the tool to its outcome and records it; stops it on cancel or
-/// expiry. While it runs, a task that follows activity is kept alive: a
+/// expiry, and without writing when this server lost the task (`lease`).
+/// While it runs, a task that follows activity is kept alive: a
 /// [`Change::KeepAlive`] every third of its idle TTL.
 pub(crate) async fn supervise<Fut>(
     inner: Arc<Inner>,
@@ -88,6 +124,7 @@ pub(crate) async fn supervise<Fut>(
     token: CancellationToken,
     future: Fut,
     seat: Seat,
+    lease: Option<Arc<Lease>>,
 ) where
     Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
 {
@@ -98,7 +135,7 @@ pub(crate) async fn supervise<Fut>(
     tokio::pin!(tool);
     let keep_alive_every = idle_ttl.map(|idle| (idle / 3).max(MIN_KEEP_ALIVE));
     let mut next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
-    let change = loop {
+    let ending = loop {
         let keep_alive = async {
             match next_keep_alive {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -106,18 +143,20 @@ pub(crate) async fn supervise<Fut>(
             }
         };
         tokio::select! {
-            finished = &mut tool => break match finished {
+            finished = &mut tool => break Ending::Outcome(match finished {
                 Ok(Ok(result)) => Change::Complete(result_json(&result)),
                 Ok(Err(error)) => Change::Fail(error_json(&error)),
                 Err(_panic) => Change::Fail(error_json(&tool_panicked())),
-            },
+            }),
             // Every change of this task wakes us (the fallback only covers a
             // store whose change feed is gone).
             () = waiter.wait(Duration::from_secs(30)) => {
                 match inner.store.get(&id).await {
+                    // Taken over by another server: not ours to write.
+                    Ok(Some(record)) if taken_over(&record, lease.as_ref()) => break Ending::Stop,
                     Ok(Some(record)) if !record.cancel_requested() && !record.status().is_terminal() => {}
                     // Cancelled, expired, finished elsewhere or deleted: drop the tool.
-                    Ok(_) => break Change::Cancel,
+                    Ok(_) => break Ending::Outcome(Change::Cancel),
                     Err(error) => tracing::warn!(%error, "reading a running task failed"),
                 }
             }
@@ -125,16 +164,54 @@ pub(crate) async fn supervise<Fut>(
                 next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
                 // Refused while the task waits for input: then only its own
                 // changes keep it alive. A failed write is tried at the next.
-                if let Err(error) = inner.modify(&id, &Change::KeepAlive).await {
-                    tracing::warn!(error = %error.message, "keeping a running task alive failed");
+                let kept = inner.modify_as_runner(&id, &Change::KeepAlive, lease.as_ref()).await;
+                if let Err(error) = kept {
+                    tracing::warn!(%error, "keeping a running task alive failed");
                 }
             }
+            () = lease_lost(lease.as_ref()) => break Ending::Stop,
         }
     };
     token.cancel();
-    if let Err(error) = inner.modify(&id, &change).await {
-        tracing::error!(%error, "recording a task outcome failed");
+    if let Ending::Outcome(change) = ending {
+        record_outcome(&inner, &id, &change, lease.as_ref()).await;
     }
     // The task is finished: its caller may start another.
     drop(seat);
+}
+
+/// True when `record` names another runner than `lease`'s.
+fn taken_over(record: &crate::store::TaskRecord, lease: Option<&Arc<Lease>>) -> bool {
+    lease.is_some_and(|lease| record.runner() != Some(lease.runner()))
+}
+
+/// Records a tool's outcome, retrying while the store cannot be reached
+/// (for at most [`OUTCOME_RETRY_FOR`]) and giving up if the lease is lost.
+async fn record_outcome(inner: &Inner, id: &TaskId, change: &Change, lease: Option<&Arc<Lease>>) {
+    let give_up = tokio::time::Instant::now() + OUTCOME_RETRY_FOR;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match inner.modify_as_runner(id, change, lease).await {
+            Ok(_) => return,
+            Err(LeaseError::Lost) => {
+                tracing::warn!("a tool finished after this server lost its task: not recorded");
+                return;
+            }
+            Err(LeaseError::Store(error))
+                if error.kind() == StoreErrorKind::Unavailable
+                    && tokio::time::Instant::now() + pause < give_up =>
+            {
+                tracing::warn!(%error, "recording a task outcome failed; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = lease_lost(lease) => return,
+                }
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            Err(LeaseError::Store(error)) => {
+                tracing::error!(%error, "recording a task outcome failed");
+                return;
+            }
+        }
+    }
 }

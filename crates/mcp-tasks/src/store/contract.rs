@@ -1,7 +1,9 @@
 //! The contract every [`TaskStore`](super::TaskStore) backend must pass.
 //!
 //! A backend's tests call [`run_all`] with a function that makes a fresh,
-//! empty store; each check panics with a message naming what broke.
+//! empty store; each check panics with a message naming what broke. A
+//! store shared by several processes (one with [`Replicas`](super::Replicas))
+//! also runs [`run_replicas`].
 //!
 //! ```ignore
 //! mcp_tasks::store::contract::run_all(|| async { Arc::new(MyStore::open_temp()) as SharedStore }).await;
@@ -13,7 +15,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Change, Modified, Principal, SharedStore, Swap, TaskRecord, modify};
+use super::{
+    Change, Modified, Orphan, Principal, RunnerId, STOPPED_MESSAGE, SharedStore, Swap, TaskRecord,
+    TransitionError, modify, modify_as,
+};
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 
 const RETENTION: Duration = Duration::from_secs(60);
@@ -32,6 +37,19 @@ where
     change_feed(make().await).await;
     concurrent_updates_are_not_lost(make().await).await;
     cancel_races_complete(make().await).await;
+    runners_round_trip(make().await).await;
+}
+
+/// Runs the checks of a store shared by several processes: leases, their
+/// claims, and the orphaned tasks they leave, races included. Leases are
+/// timed by the store's clock, so these checks sleep for real (about 1 s).
+pub async fn run_replicas<F, Fut>(make: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = SharedStore>,
+{
+    leases_run_out_and_are_claimed(make().await).await;
+    takeovers_race(make().await).await;
 }
 
 fn id(name: &str) -> TaskId {
@@ -315,4 +333,218 @@ pub async fn cancel_races_complete(store: SharedStore) {
         ));
         assert_eq!(read.version(), 1);
     }
+}
+
+/// A record's runner and resumable call survive the store and its swaps.
+pub async fn runners_round_trip(store: SharedStore) {
+    let runner = RunnerId::new("runner-a");
+    let call = json!({"name": "build", "arguments": {"target": "x"}});
+    let created = record("a", 1, Some(10_000)).with_runner(runner.clone(), Some(call.clone()));
+    store.create(created.clone()).await.expect("create");
+    let read = store.get(&id("a")).await.expect("get").expect("record");
+    assert_eq!(read, created);
+    assert_eq!(
+        (read.runner(), read.resumable_call()),
+        (Some(&runner), Some(&call))
+    );
+    let next = RunnerId::new("runner-b");
+    let resumed = modify_as(
+        &*store,
+        &id("a"),
+        &Change::Resume(next.clone()),
+        &runner,
+        at(2),
+        RETENTION,
+    )
+    .await
+    .expect("modify");
+    let Modified::Applied(resumed) = resumed else {
+        panic!("a resumable task is resumed by its runner's name: {resumed:?}")
+    };
+    assert_eq!((resumed.runner(), resumed.resumed()), (Some(&next), 1));
+    assert_eq!(
+        store.get(&id("a")).await.expect("get").as_ref(),
+        Some(&resumed)
+    );
+    let stale = modify_as(
+        &*store,
+        &id("a"),
+        &Change::StatusMessage("old runner".into()),
+        &runner,
+        at(3),
+        RETENTION,
+    )
+    .await
+    .expect("modify");
+    assert!(
+        matches!(stale, Modified::Refused(_, TransitionError::NotRunner)),
+        "the old runner is fenced off: {stale:?}"
+    );
+}
+
+fn replicas_of(store: &SharedStore) -> &dyn super::Replicas {
+    store
+        .replicas()
+        .expect("run_replicas is for stores with Replicas (TaskStore::replicas)")
+}
+
+/// A lease that ran out is claimed (never renewed after), its unfinished
+/// tasks are listed once taken, and a lease renewed in time is not.
+pub async fn leases_run_out_and_are_claimed(store: SharedStore) {
+    let replicas = replicas_of(&store);
+    let (short, long) = (RunnerId::new("short"), RunnerId::new("long"));
+    replicas
+        .acquire(&short, Duration::from_millis(300))
+        .await
+        .expect("acquire");
+    replicas
+        .acquire(&long, Duration::from_secs(30))
+        .await
+        .expect("acquire");
+    let of = |name: &str, runner: &RunnerId| {
+        record(name, 1, Some(600_000)).with_runner(runner.clone(), None)
+    };
+    for task in [of("s1", &short), of("s2", &short), of("l1", &long)] {
+        store.create(task).await.expect("create");
+    }
+    // A finished task of the short runner is no orphan.
+    store.create(of("s3", &short)).await.expect("create");
+    modify(
+        &*store,
+        &id("s3"),
+        &Change::Complete(json!({})),
+        at(2),
+        RETENTION,
+    )
+    .await
+    .expect("modify");
+    assert!(
+        replicas.orphans(10).await.expect("orphans").is_empty(),
+        "no lease ran out yet"
+    );
+    assert!(
+        replicas
+            .renew(&short, Duration::from_millis(300))
+            .await
+            .expect("renew")
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        replicas
+            .renew(&long, Duration::from_secs(30))
+            .await
+            .expect("renew"),
+        "a lease renewed in time stays"
+    );
+    let mut orphans = replicas.orphans(10).await.expect("orphans");
+    orphans.sort_by(|a, b| a.id.expose().cmp(b.id.expose()));
+    assert_eq!(
+        orphans,
+        [
+            Orphan::new(id("s1"), short.clone()),
+            Orphan::new(id("s2"), short.clone())
+        ],
+        "the unfinished tasks of the lease that ran out, and only those"
+    );
+    assert!(
+        !replicas
+            .renew(&short, Duration::from_secs(30))
+            .await
+            .expect("renew"),
+        "a claimed lease cannot be renewed"
+    );
+    assert_eq!(
+        replicas.orphans(1).await.expect("orphans").len(),
+        1,
+        "at most `limit`"
+    );
+    for name in ["s1", "s2"] {
+        let ended = modify_as(
+            &*store,
+            &id(name),
+            &Change::RunnerStopped,
+            &short,
+            at(3),
+            RETENTION,
+        )
+        .await
+        .expect("modify");
+        let Modified::Applied(ended) = ended else {
+            panic!("the takeover applies: {ended:?}")
+        };
+        assert_eq!(ended.status(), &TaskStatus::Failed);
+        assert_eq!(ended.status_message(), Some(STOPPED_MESSAGE));
+    }
+    assert!(
+        replicas.orphans(10).await.expect("orphans").is_empty(),
+        "taken over, a task is no orphan any more"
+    );
+    // A deleted task of a claimed runner is no orphan either.
+    let late = RunnerId::new("late");
+    replicas
+        .acquire(&late, Duration::from_millis(100))
+        .await
+        .expect("acquire");
+    store.create(of("gone", &late)).await.expect("create");
+    store.delete(&id("gone")).await.expect("delete");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(replicas.orphans(10).await.expect("orphans").is_empty());
+}
+
+/// Several processes take over the same orphans at once: each task is
+/// taken over exactly once.
+pub async fn takeovers_race(store: SharedStore) {
+    let replicas = replicas_of(&store);
+    let dead = RunnerId::new("dead");
+    replicas
+        .acquire(&dead, Duration::from_millis(100))
+        .await
+        .expect("acquire");
+    for n in 0..10 {
+        let task =
+            record(&format!("t{n}"), 1, None).with_runner(dead.clone(), Some(json!({"name": "x"})));
+        store.create(task).await.expect("create");
+    }
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let mut takers = Vec::new();
+    for taker in 0..4 {
+        let store = Arc::clone(&store);
+        takers.push(tokio::spawn(async move {
+            let replicas = replicas_of(&store);
+            let orphans = replicas.orphans(100).await.expect("orphans");
+            let mut won = 0;
+            for orphan in orphans {
+                let change = Change::Resume(RunnerId::new(format!("taker-{taker}")));
+                let taken = modify_as(
+                    &*store,
+                    &orphan.id,
+                    &change,
+                    &orphan.runner,
+                    at(2),
+                    RETENTION,
+                )
+                .await
+                .expect("modify");
+                if matches!(taken, Modified::Applied(_)) {
+                    won += 1;
+                }
+            }
+            won
+        }));
+    }
+    let mut won = 0;
+    for taker in takers {
+        won += taker.await.expect("join");
+    }
+    assert_eq!(won, 10, "each orphan was taken over exactly once");
+    for n in 0..10 {
+        let read = store
+            .get(&id(&format!("t{n}")))
+            .await
+            .expect("get")
+            .expect("record");
+        assert_eq!(read.resumed(), 1, "resumed once");
+        assert_ne!(read.runner(), Some(&dead));
+    }
+    assert!(replicas.orphans(100).await.expect("orphans").is_empty());
 }

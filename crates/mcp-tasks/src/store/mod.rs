@@ -11,12 +11,17 @@
 //! so a terminal state cannot be left whatever the backend, and a store
 //! shared by several server processes fits the same trait.
 //!
+//! A store shared by several server processes also offers [`Replicas`]
+//! (leases and feed gaps; see [`replicas`]) through [`TaskStore::replicas`];
+//! the others answer `None` there and need write nothing for it.
+//!
 //! This module is the cargo feature `store`, which a backend crate can
 //! depend on without the server runtime; `contract` adds the test suite.
 
 mod memory;
 mod packed;
 mod record;
+pub mod replicas;
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -31,9 +36,10 @@ use tokio::sync::broadcast;
 pub use memory::MemoryStore;
 pub use packed::PackedRecord;
 pub use record::{
-    Change, EXPIRED_CODE, EXPIRED_MESSAGE, Principal, RESTARTED_MESSAGE, TaskRecord, Transition,
-    TransitionError,
+    Change, EXPIRED_CODE, EXPIRED_MESSAGE, Principal, RESTARTED_MESSAGE, RESUMED_MESSAGE,
+    STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
 };
+pub use replicas::{Orphan, Replicas, RunnerId};
 
 use crate::task::{TaskId, UnixMillis};
 
@@ -161,6 +167,13 @@ pub trait TaskStore: Send + Sync + 'static {
                 .map(|record| Arc::new(PackedRecord::pack(record))))
         }
     }
+
+    /// Leases and feed gaps, for a store that several server processes
+    /// share (see [`replicas`]). `None` (the default): one process owns
+    /// the store, and the runtime runs without leases.
+    fn replicas(&self) -> Option<&dyn Replicas> {
+        None
+    }
 }
 
 /// A store behind an `Arc` is the same store.
@@ -199,6 +212,9 @@ impl<S: TaskStore> TaskStore for Arc<S> {
     ) -> impl Future<Output = Result<Option<Arc<PackedRecord>>, StoreError>> + Send {
         S::get_packed(self, id)
     }
+    fn replicas(&self) -> Option<&dyn Replicas> {
+        S::replicas(self)
+    }
 }
 
 /// The object-safe form of [`TaskStore`], for a store chosen at run time.
@@ -232,6 +248,8 @@ pub trait DynStore: Send + Sync + 'static {
                 .map(|record| Arc::new(PackedRecord::pack(record))))
         })
     }
+    /// See [`TaskStore::replicas`].
+    fn replicas(&self) -> Option<&dyn Replicas>;
 }
 
 impl<S: TaskStore> DynStore for S {
@@ -262,6 +280,9 @@ impl<S: TaskStore> DynStore for S {
         id: &'a TaskId,
     ) -> BoxFuture<'a, Result<Option<Arc<PackedRecord>>, StoreError>> {
         Box::pin(TaskStore::get_packed(self, id))
+    }
+    fn replicas(&self) -> Option<&dyn Replicas> {
+        TaskStore::replicas(self)
     }
 }
 
@@ -308,11 +329,41 @@ pub async fn modify(
     now: UnixMillis,
     retention: Duration,
 ) -> Result<Modified, StoreError> {
+    modify_fenced(store, id, change, None, now, retention).await
+}
+
+/// [`modify`] for a change made by (or in the name of) `runner`, through
+/// [`TaskRecord::apply_as`]: refused with [`TransitionError::NotRunner`]
+/// once the record names another runner. How a runtime on a shared store
+/// writes for the tasks it runs, and how it takes over a dead runner's.
+pub async fn modify_as(
+    store: &dyn DynStore,
+    id: &TaskId,
+    change: &Change,
+    runner: &RunnerId,
+    now: UnixMillis,
+    retention: Duration,
+) -> Result<Modified, StoreError> {
+    modify_fenced(store, id, change, Some(runner), now, retention).await
+}
+
+async fn modify_fenced(
+    store: &dyn DynStore,
+    id: &TaskId,
+    change: &Change,
+    runner: Option<&RunnerId>,
+    now: UnixMillis,
+    retention: Duration,
+) -> Result<Modified, StoreError> {
     let Some(mut current) = store.get(id).await? else {
         return Ok(Modified::Missing);
     };
     loop {
-        let transition = match current.apply(change, now, retention) {
+        let applied = match runner {
+            Some(runner) => current.apply_as(runner, change, now, retention),
+            None => current.apply(change, now, retention),
+        };
+        let transition = match applied {
             Ok(transition) => transition,
             Err(refused) => return Ok(Modified::Refused(current, refused)),
         };

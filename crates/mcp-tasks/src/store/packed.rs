@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::record::{Principal, TaskRecord};
+use super::record::{Principal, Run, TaskRecord};
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 
 /// Values nested deeper than this stay parsed: `serde_json` refuses to read
@@ -44,6 +44,7 @@ pub struct PackedRecord {
     expires_at: Option<UnixMillis>,
     idle_ttl: Option<Duration>,
     max_expires_at: Option<UnixMillis>,
+    run: Option<Box<Run>>,
     version: u64,
     cancel_requested: bool,
     inputs: Option<Box<Inputs>>,
@@ -149,6 +150,7 @@ impl PackedRecord {
             error,
             cancel_requested,
             version,
+            run,
         } = record;
         let inputs =
             (!(input_requests.is_empty() && issued_keys.is_empty() && input_responses.is_empty()))
@@ -171,6 +173,7 @@ impl PackedRecord {
             expires_at,
             idle_ttl,
             max_expires_at,
+            run,
             version,
             cancel_requested,
             inputs,
@@ -201,6 +204,7 @@ impl PackedRecord {
             error: self.error.as_ref().map(PackedJson::unpack),
             cancel_requested: self.cancel_requested,
             version: self.version,
+            run: self.run.clone(),
         }
     }
 
@@ -384,8 +388,13 @@ mod tests {
             &record(),
             &Change::Fail(json!({"code": -32603, "message": "x"})),
         );
+        let run = record().with_runner(
+            crate::store::RunnerId::new("replica-1"),
+            Some(json!({"name": "slow", "arguments": {"n": 1}})),
+        );
+        assert!(run.runner().is_some());
         assert!(record().idle_ttl().is_some() && record().max_expires_at().is_some());
-        for original in [record(), asked, answered, done.clone(), failed] {
+        for original in [record(), asked, answered, done.clone(), failed, run] {
             let packed = PackedRecord::pack(original.clone());
             assert_eq!(packed.unpack(), original);
             assert_eq!(packed.id(), "t-1");

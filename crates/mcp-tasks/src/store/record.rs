@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::replicas::RunnerId;
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 
 /// The JSON-RPC error code of a task that ran past its TTL, or whose server
@@ -19,6 +20,13 @@ pub const EXPIRED_CODE: i64 = -32603;
 pub const EXPIRED_MESSAGE: &str = "task expired";
 /// The status message of tasks a restarted server found unfinished.
 pub const RESTARTED_MESSAGE: &str = "server restarted before the task finished";
+/// The status message of a task whose server stopped (its lease ran out)
+/// and that another server of a shared store failed.
+pub const STOPPED_MESSAGE: &str = "the server running this task stopped";
+/// The status message of a resumable task that another server of a shared
+/// store runs again after the server running it stopped.
+pub const RESUMED_MESSAGE: &str =
+    "the server running this task stopped; another server runs it again";
 
 /// Who a task belongs to: the authorization context of the request that
 /// created it. Every later `tasks/*` request about the task must come from
@@ -96,6 +104,23 @@ pub struct TaskRecord {
     pub(super) error: Option<Value>,
     pub(super) cancel_requested: bool,
     pub(super) version: u64,
+    /// Who runs the task, in a store shared by several servers (boxed: most
+    /// records have none, and the in-memory store keeps records inline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) run: Option<Box<Run>>,
+}
+
+/// The server process running a task in a store shared by several, and
+/// what another one needs to run it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct Run {
+    runner: RunnerId,
+    /// The `tools/call` params (`name`, `arguments`) of a resumable task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    call: Option<Value>,
+    /// How many times another server took the task over and ran it again.
+    #[serde(default)]
+    resumed: u32,
 }
 
 impl fmt::Debug for TaskRecord {
@@ -140,8 +165,16 @@ pub enum Change {
     Cancel,
     /// The TTL passed: an unfinished task fails with "task expired".
     Expire,
-    /// The process that ran the task is gone.
+    /// The process that ran the task is gone (a restart found it unfinished).
     Abandon,
+    /// The server running the task stopped (its lease in a shared store ran
+    /// out): an unfinished task fails with "the server running this task
+    /// stopped".
+    RunnerStopped,
+    /// The server running a resumable task stopped; `runner` runs it again
+    /// from its call. Outstanding input requests and received answers are
+    /// kept, so the tool asking again under the same keys gets them.
+    Resume(RunnerId),
 }
 
 /// Why a change was refused.
@@ -162,6 +195,13 @@ pub enum TransitionError {
     /// only its own changes keep it alive then.
     #[error("the task is not working, so its tool does not keep it alive")]
     NotWorking,
+    /// The change was made for a runner that no longer runs the task (its
+    /// lease ran out and another server took the task over): fencing.
+    #[error("the task is no longer run by this server")]
+    NotRunner,
+    /// Only a task that keeps its call (made resumable) can be run again.
+    #[error("the task is not resumable")]
+    NotResumable,
 }
 
 /// A record changed by [`TaskRecord::apply`], with the version it was
@@ -218,6 +258,7 @@ impl TaskRecord {
             error: None,
             cancel_requested: false,
             version: 0,
+            run: None,
         }
     }
 
@@ -236,6 +277,21 @@ impl TaskRecord {
                 self.set_expiry(cap);
             }
         }
+        self
+    }
+
+    /// This new record, run by `runner` in a store shared by several
+    /// servers; `call` (the `tools/call` params) makes it resumable: another
+    /// server may run it again if `runner` stops. Set before
+    /// [`TaskStore::create`](super::TaskStore::create); changes after that
+    /// go through [`TaskRecord::apply`].
+    #[must_use]
+    pub fn with_runner(mut self, runner: RunnerId, call: Option<Value>) -> Self {
+        self.run = Some(Box::new(Run {
+            runner,
+            call,
+            resumed: 0,
+        }));
         self
     }
 
@@ -337,6 +393,43 @@ impl TaskRecord {
         self.version
     }
 
+    /// The server process running the task, in a store shared by several
+    /// (`None`: a store without leases).
+    pub fn runner(&self) -> Option<&RunnerId> {
+        self.run.as_ref().map(|run| &run.runner)
+    }
+
+    /// The `tools/call` params (`name`, `arguments`) another server runs
+    /// again if the task's runner stops: only for tools made resumable.
+    pub fn resumable_call(&self) -> Option<&Value> {
+        self.run.as_ref().and_then(|run| run.call.as_ref())
+    }
+
+    /// How many times the task was taken over and run again.
+    pub fn resumed(&self) -> u32 {
+        self.run.as_ref().map_or(0, |run| run.resumed)
+    }
+
+    /// [`TaskRecord::apply`] for a change made by the runner `runner`: refused
+    /// with [`TransitionError::NotRunner`] when the record names another
+    /// runner (the task was taken over). This is the fencing of leases: the
+    /// swap then fails on the version if the task changed since it was read.
+    pub fn apply_as(
+        &self,
+        runner: &RunnerId,
+        change: &Change,
+        now: UnixMillis,
+        retention: Duration,
+    ) -> Result<Transition, TransitionError> {
+        if self.status.is_terminal() {
+            return Err(TransitionError::Terminal(self.status.clone()));
+        }
+        if self.runner() != Some(runner) {
+            return Err(TransitionError::NotRunner);
+        }
+        self.apply(change, now, retention)
+    }
+
     /// The one transition function: the record after `change` at time
     /// `now`, as a [`Transition`] from this record's version, or why the
     /// change is refused. A finished task is kept `retention` after it ends.
@@ -386,11 +479,19 @@ impl TaskRecord {
                 next.error = Some(error.clone());
             }
             Change::Cancel => next.finish(TaskStatus::Cancelled, now, retention),
-            Change::Expire | Change::Abandon => {
-                let message = if matches!(change, Change::Expire) {
-                    EXPIRED_MESSAGE
-                } else {
-                    RESTARTED_MESSAGE
+            Change::Resume(runner) => {
+                let Some(run) = next.run.as_deref_mut().filter(|run| run.call.is_some()) else {
+                    return Err(TransitionError::NotResumable);
+                };
+                run.runner = runner.clone();
+                run.resumed = run.resumed.saturating_add(1);
+                next.status_message = Some(RESUMED_MESSAGE.to_owned());
+            }
+            Change::Expire | Change::Abandon | Change::RunnerStopped => {
+                let message = match change {
+                    Change::Expire => EXPIRED_MESSAGE,
+                    Change::Abandon => RESTARTED_MESSAGE,
+                    _ => STOPPED_MESSAGE,
                 };
                 next.finish(TaskStatus::Failed, now, retention);
                 next.status_message = Some(message.to_owned());
@@ -460,242 +561,4 @@ mod optional_millis {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn record() -> TaskRecord {
-        TaskRecord::new(
-            TaskId::new("t"),
-            Principal::new("o"),
-            UnixMillis::new(1_000),
-            Ttl::from_millis(10_000),
-            Some(Duration::from_millis(100)),
-        )
-    }
-
-    fn at(ms: u64) -> UnixMillis {
-        UnixMillis::new(ms)
-    }
-
-    fn ms(ms: u64) -> Duration {
-        Duration::from_millis(ms)
-    }
-
-    fn after(record: &TaskRecord, change: &Change, now: u64, retention: u64) -> TaskRecord {
-        record
-            .apply(change, at(now), ms(retention))
-            .expect("applies")
-            .into_record()
-    }
-
-    #[test]
-    fn terminal_states_never_change() {
-        let done = after(&record(), &Change::Complete(json!({})), 2_000, 500);
-        assert_eq!(done.status(), &TaskStatus::Completed);
-        assert_eq!(done.expires_at(), Some(at(2_500)));
-        for change in [
-            Change::Cancel,
-            Change::Expire,
-            Change::Fail(json!({})),
-            Change::StatusMessage("x".into()),
-            Change::RequestCancel,
-        ] {
-            assert_eq!(
-                done.apply(&change, at(3_000), ms(500)),
-                Err(TransitionError::Terminal(TaskStatus::Completed))
-            );
-        }
-    }
-
-    #[test]
-    fn a_transition_expects_the_version_it_was_computed_from() {
-        let one = record()
-            .apply(&Change::StatusMessage("a".into()), at(1_100), ms(0))
-            .unwrap();
-        assert_eq!((one.expected_version(), one.record().version()), (0, 1));
-        let two = one
-            .record()
-            .apply(&Change::StatusMessage("b".into()), at(1_000), ms(0))
-            .unwrap();
-        assert_eq!((two.expected_version(), two.record().version()), (1, 2));
-        assert_eq!(
-            two.record().updated_at(),
-            at(1_100),
-            "a change never moves lastUpdatedAt back"
-        );
-    }
-
-    #[test]
-    fn input_keys_are_unique_and_partial_answers_keep_waiting() {
-        let ask = |r: &TaskRecord, key: &str| {
-            r.apply(
-                &Change::RequestInput {
-                    key: key.into(),
-                    request: json!({"method": "roots/list"}),
-                },
-                at(1_500),
-                ms(0),
-            )
-            .map(Transition::into_record)
-        };
-        let one = ask(&record(), "a").unwrap();
-        let two = ask(&one, "b").unwrap();
-        assert_eq!(two.status(), &TaskStatus::InputRequired);
-        let partial = after(
-            &two,
-            &Change::ProvideInput([("a".into(), json!(1)), ("zzz".into(), json!(2))].into()),
-            1_600,
-            0,
-        );
-        assert_eq!(partial.status(), &TaskStatus::InputRequired);
-        assert_eq!(partial.input_requests().keys().collect::<Vec<_>>(), ["b"]);
-        assert_eq!(partial.input_responses().keys().collect::<Vec<_>>(), ["a"]);
-        let all = after(
-            &partial,
-            &Change::ProvideInput([("b".into(), json!(3))].into()),
-            1_700,
-            0,
-        );
-        assert_eq!(all.status(), &TaskStatus::Working);
-        assert_eq!(
-            ask(&all, "a"),
-            Err(TransitionError::DuplicateKey("a".into()))
-        );
-        assert_eq!(all.version(), 4);
-    }
-
-    #[test]
-    fn expiry_and_heartbeat() {
-        let alive = after(&record(), &Change::ExtendTtl(ms(20_000)), 5_000, 0);
-        assert_eq!(
-            (alive.ttl(), alive.expires_at()),
-            (Ttl::from_millis(24_000), Some(at(25_000)))
-        );
-        let shorter = after(&alive, &Change::ExtendTtl(ms(1)), 6_000, 0);
-        assert_eq!(shorter.expires_at(), Some(at(25_000)));
-        assert!(!shorter.is_due(at(24_999)) && shorter.is_due(at(25_000)));
-        let expired = after(&alive, &Change::Expire, 30_000, 60_000);
-        assert_eq!(expired.status(), &TaskStatus::Failed);
-        assert_eq!(
-            expired.error(),
-            Some(&json!({"code": -32603, "message": "task expired"}))
-        );
-        assert_eq!(expired.expires_at(), Some(at(90_000)));
-    }
-
-    #[test]
-    fn a_record_at_the_last_version_refuses_to_change_rather_than_overflow() {
-        let mut value = serde_json::to_value(record()).unwrap();
-        value["version"] = json!(u64::MAX);
-        let last: TaskRecord = serde_json::from_value(value).unwrap();
-        assert_eq!(
-            last.apply(&Change::RequestCancel, at(2_000), ms(0)),
-            Err(TransitionError::VersionExhausted)
-        );
-    }
-
-    #[test]
-    fn the_stored_form_keeps_its_field_names() {
-        let value = serde_json::to_value(record()).unwrap();
-        assert_eq!(value["id"], "t");
-        assert_eq!(value["owner"], "o");
-        assert_eq!(value["created_at_ms"], 1_000);
-        assert_eq!(value["ttl_ms"], 10_000);
-        assert_eq!(value["poll_interval_ms"], 100);
-        assert_eq!(value["expires_at_ms"], 11_000);
-        let unlimited = TaskRecord::new(
-            TaskId::new("u"),
-            Principal::new("o"),
-            at(1),
-            Ttl::Unlimited,
-            None,
-        );
-        let value = serde_json::to_value(&unlimited).unwrap();
-        assert_eq!(
-            (&value["ttl_ms"], &value["expires_at_ms"]),
-            (&json!(null), &json!(null))
-        );
-        let back: TaskRecord = serde_json::from_value(value).unwrap();
-        assert_eq!(back, unlimited);
-    }
-
-    #[test]
-    fn a_task_that_follows_activity_lives_its_idle_ttl_past_each_change() {
-        // Created at 1 s with a 10 s TTL, at most 30 s of life.
-        let live = record().with_lifetime(Some(ms(30_000)), true);
-        assert_eq!(live.idle_ttl(), Some(ms(10_000)));
-        assert_eq!(live.max_expires_at(), Some(at(31_000)));
-        assert_eq!(live.expires_at(), Some(at(11_000)));
-        // A keep-alive at 8 s: alive until 18 s, and ttlMs says so.
-        let kept = after(&live, &Change::KeepAlive, 8_000, 0);
-        assert_eq!(kept.expires_at(), Some(at(18_000)));
-        assert_eq!(kept.ttl(), Ttl::Limited(ms(17_000)));
-        // Any change is activity; asking for input at 9 s moves it to 19 s,
-        // and then keep-alives are refused: only changes keep it alive.
-        let asking = after(
-            &kept,
-            &Change::RequestInput {
-                key: "k".into(),
-                request: json!({}),
-            },
-            9_000,
-            0,
-        );
-        assert_eq!(asking.expires_at(), Some(at(19_000)));
-        assert_eq!(
-            asking
-                .apply(&Change::KeepAlive, at(12_000), ms(0))
-                .unwrap_err(),
-            TransitionError::NotWorking
-        );
-        // The maximum lifetime bounds keep-alives and explicit extensions.
-        let late = after(&kept, &Change::KeepAlive, 25_000, 0);
-        assert_eq!(late.expires_at(), Some(at(31_000)));
-        let extended = after(&kept, &Change::ExtendTtl(ms(3_600_000)), 20_000, 0);
-        assert_eq!(extended.expires_at(), Some(at(31_000)));
-        // Never earlier than it was.
-        let early = after(&late, &Change::StatusMessage("m".into()), 2_000, 0);
-        assert_eq!(early.expires_at(), Some(at(31_000)));
-    }
-
-    #[test]
-    fn following_activity_keeps_unlimited_ttls_and_caps_long_ones() {
-        let unlimited = TaskRecord::new(
-            TaskId::new("u"),
-            Principal::new("o"),
-            at(0),
-            Ttl::Unlimited,
-            None,
-        )
-        .with_lifetime(Some(ms(5_000)), true);
-        assert_eq!(unlimited.expires_at(), None);
-        assert_eq!(
-            after(&unlimited, &Change::KeepAlive, 9_000, 0).expires_at(),
-            None
-        );
-        let capped = record().with_lifetime(Some(ms(4_000)), true);
-        assert_eq!(capped.expires_at(), Some(at(5_000)));
-        assert_eq!(capped.ttl(), Ttl::Limited(ms(4_000)));
-        // Bounded, without following activity: changes do not extend it,
-        // heartbeats do, up to the bound.
-        let fixed = record().with_lifetime(Some(ms(20_000)), false);
-        assert_eq!(fixed.idle_ttl(), None);
-        let message = after(&fixed, &Change::StatusMessage("m".into()), 9_000, 0);
-        assert_eq!(message.expires_at(), Some(at(11_000)));
-        let beat = after(&fixed, &Change::ExtendTtl(ms(60_000)), 9_000, 0);
-        assert_eq!(beat.expires_at(), Some(at(21_000)));
-        // A record of an older build (no idle TTL) reads as before.
-        let mut value = serde_json::to_value(record()).unwrap();
-        let fields = value.as_object_mut().unwrap();
-        fields.remove("idle_ttl_ms");
-        fields.remove("max_expires_at_ms");
-        let old: TaskRecord = serde_json::from_value(value).unwrap();
-        assert_eq!(old.idle_ttl(), None);
-        assert_eq!(
-            after(&old, &Change::KeepAlive, 8_000, 0).expires_at(),
-            Some(at(11_000))
-        );
-    }
-}
+mod tests;

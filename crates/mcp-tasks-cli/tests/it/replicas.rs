@@ -1,0 +1,254 @@
+//! Three `mcp-tasks serve` processes over HTTP on one real `redis-server`,
+//! as replicas behind one address would be: a task made on A is read and
+//! answered on B, cancelled on C, heard on C while it runs on A; A is
+//! killed with SIGKILL mid-task, and its tasks end honestly within one lease
+//! period, read from B (the resumable one runs again elsewhere).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcp_tasks::client::ListenChannel;
+use mcp_tasks::store::STOPPED_MESSAGE;
+use mcp_tasks::{
+    AwaitOptions, CallOptions, CallResponse, InputMode, ListenMode, TaskId, TaskOutcome, TaskState,
+    TaskStatus, TasksClient,
+};
+use mcp_tasks_redis::testing::RedisServer;
+use rmcp::ClientHandler;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitationCapability, Implementation, JsonObject,
+    ProtocolVersion,
+};
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+use crate::support::BIN;
+
+/// The lease period of the replicas.
+const LEASE: Duration = Duration::from_secs(4);
+
+/// Declares form elicitation; answers nothing itself (the test updates).
+#[derive(Debug, Clone, Default)]
+struct Forms;
+
+impl ClientHandler for Forms {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(ElicitationCapability::default());
+        ClientConfig::new(capabilities, Implementation::new("replica-tests", "0"))
+    }
+}
+
+/// `mcp-tasks serve --http` on the Redis at `url`; killed when dropped.
+struct Replica {
+    child: Child,
+    url: String,
+}
+
+impl Replica {
+    fn start(redis: &str) -> Self {
+        let lease = LEASE.as_millis().to_string();
+        let mut child = Command::new(BIN)
+            .args(["serve", "--http", "127.0.0.1:0", "--store", redis])
+            .args([
+                "--redis-key-prefix",
+                "replicas-test:",
+                "--lease-period",
+                &lease,
+            ])
+            // Polling would take a minute: whatever is seen sooner was heard.
+            .args(["--poll-interval", "60000"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the server starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the server prints where it listens");
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Self { child, url }
+    }
+
+    /// SIGKILL: no chance to end, hand over or write anything.
+    fn kill_9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// A client of this replica that listens over HTTP.
+    async fn client(&self) -> TasksClient<Forms> {
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone());
+        let http = reqwest::Client::new();
+        let channel = ListenChannel::http(http.clone(), &config);
+        let transport = StreamableHttpClientTransport::with_client(http, config);
+        let lifecycle = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        TasksClient::new(
+            serve_client_with_lifecycle(Forms, transport, lifecycle)
+                .await
+                .expect("connect"),
+        )
+        .with_listen(channel)
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill_9();
+    }
+}
+
+fn args(value: Value) -> Option<JsonObject> {
+    match value {
+        Value::Object(object) => Some(object),
+        _ => None,
+    }
+}
+
+async fn start(client: &TasksClient<Forms>, tool: &str, arguments: Value) -> TaskState {
+    match client
+        .call_tool(tool, args(arguments), CallOptions::default())
+        .await
+        .expect("tools/call")
+    {
+        CallResponse::Task(state) => state,
+        other => panic!("{tool} should make a task, got {other:?}"),
+    }
+}
+
+/// Reads `id` through `client` every 20 ms until `done` holds, for at most `within`.
+async fn until(
+    client: &TasksClient<Forms>,
+    id: &TaskId,
+    within: Duration,
+    done: impl Fn(&TaskState) -> bool,
+) -> TaskState {
+    let deadline = Instant::now() + within;
+    loop {
+        let state = client.get(id).await.expect("tasks/get");
+        if done(&state) {
+            return state;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not within {within:?}: {:?} {:?}",
+            state.status,
+            state.status_message
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn text_of(outcome: &TaskOutcome) -> String {
+    match outcome {
+        TaskOutcome::Completed(result) => serde_json::to_value(result).expect("json")["content"][0]
+            ["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned(),
+        other => panic!("expected a completed task, got {other:?}"),
+    }
+}
+
+fn returned() -> AwaitOptions {
+    AwaitOptions::default()
+        .with_deadline(Some(Duration::from_secs(30)))
+        .with_input(InputMode::Return)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_on_one_redis_share_tasks_and_survive_a_sigkill() {
+    let redis = RedisServer::start();
+    let mut a = Replica::start(&redis.url());
+    let b = Replica::start(&redis.url());
+    let c = Replica::start(&redis.url());
+    let (on_a, on_b, on_c) = (a.client().await, b.client().await, c.client().await);
+
+    // Made on A, read and answered on B: the tool parked on A goes on.
+    let asked = start(&on_a, "confirm_action", json!({"action": "deploy"})).await;
+    let waiting = until(&on_b, &asked.id, Duration::from_secs(5), |state| {
+        state.status == TaskStatus::InputRequired
+    })
+    .await;
+    assert!(waiting.input_requests.contains_key("confirm"));
+    let yes = json!({"action": "accept", "content": {"confirm": true}});
+    on_b.update(&asked.id, [("confirm".to_owned(), yes)].into())
+        .await
+        .expect("tasks/update on B");
+    let outcome = on_b
+        .await_task(&asked, &returned().with_listen(ListenMode::Required))
+        .await
+        .expect("the task ends");
+    assert_eq!(text_of(&outcome), "confirmed: deploy");
+
+    // Cancelled on C while it runs on A.
+    let sleeping = start(&on_a, "sleep", json!({"ms": 600_000})).await;
+    on_c.cancel(&sleeping.id).await.expect("tasks/cancel on C");
+    let cancelled = until(&on_b, &sleeping.id, Duration::from_secs(5), |state| {
+        state.status.is_terminal()
+    })
+    .await;
+    assert_eq!(cancelled.status, TaskStatus::Cancelled);
+
+    // Heard on C while it runs on A: every step, with polls a minute apart.
+    let job = start(&on_a, "long_job", json!({"steps": 3, "step_ms": 300})).await;
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let seen = heard.clone();
+    let listening = returned()
+        .with_listen(ListenMode::Required)
+        .with_observer(move |state| {
+            if let Some(message) = &state.status_message {
+                seen.lock().unwrap().push(message.clone());
+            }
+        });
+    let outcome = on_c.await_task(&job, &listening).await.expect("heard on C");
+    assert_eq!(text_of(&outcome), "done: 3 steps");
+    let heard = heard.lock().unwrap().clone();
+    for step in ["step 1 of 3", "step 2 of 3", "step 3 of 3"] {
+        assert!(
+            heard.iter().any(|m| m == step),
+            "{step:?} not heard: {heard:?}"
+        );
+    }
+
+    // A dies mid-task: its tasks end within one lease period, read from B.
+    let stuck = start(&on_a, "sleep", json!({"ms": 600_000})).await;
+    let resumable = start(&on_a, "long_job", json!({"steps": 4, "step_ms": 500})).await;
+    until(&on_b, &resumable.id, Duration::from_secs(5), |state| {
+        state.status_message.as_deref() == Some("step 1 of 4")
+    })
+    .await;
+    a.kill_9();
+    let killed = Instant::now();
+    let failed = until(&on_b, &stuck.id, LEASE * 2, |state| {
+        state.status.is_terminal()
+    })
+    .await;
+    let took = killed.elapsed();
+    assert_eq!(failed.status, TaskStatus::Failed);
+    assert_eq!(failed.status_message.as_deref(), Some(STOPPED_MESSAGE));
+    let error = failed.error.as_ref().expect("a failed task has its error");
+    assert_eq!(error.message, STOPPED_MESSAGE);
+    // One lease period, and the time of a few polls of B.
+    assert!(
+        took <= LEASE + Duration::from_millis(300),
+        "the task of the killed replica ended after {took:?}"
+    );
+    // The resumable job runs again on B or C, from the start, and completes.
+    let outcome = on_b
+        .await_task(&resumable, &returned())
+        .await
+        .expect("the resumed job ends");
+    assert_eq!(text_of(&outcome), "done: 4 steps");
+}

@@ -1,0 +1,99 @@
+//! The change feed across processes: one pub/sub subscription to the
+//! `changes` channel, which every write script publishes to, turned into
+//! the store's local broadcast of ids.
+//!
+//! A subscription that is lost (Redis restarted, the connection dropped, a
+//! ping unanswered) is made again with a capped backoff; whatever was
+//! published in between is lost, so after each new subscription the gap
+//! counter goes up and the runtime wakes every waiter, which re-reads its
+//! task. The runtime's own periodic re-reads bound a gap that nothing
+//! reported (a connection that died silently between two pings).
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use mcp_tasks::TaskId;
+use mcp_tasks::store::{StoreError, StoreErrorKind};
+use redis::aio::PubSub;
+use tokio::sync::{broadcast, watch};
+
+/// How often the subscription is checked with a ping.
+const PING_EVERY: Duration = Duration::from_secs(2);
+/// The longest pause between two attempts to subscribe again.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Subscribes to `channel`, within `timeout`.
+pub(crate) async fn subscribe(
+    client: &redis::Client,
+    channel: &str,
+    timeout: Duration,
+) -> Result<PubSub, StoreError> {
+    let subscribing = async {
+        let mut pubsub = client.get_async_pubsub().await?;
+        pubsub.subscribe(channel).await?;
+        Ok::<_, redis::RedisError>(pubsub)
+    };
+    match tokio::time::timeout(timeout, subscribing).await {
+        Ok(Ok(pubsub)) => Ok(pubsub),
+        Ok(Err(error)) => Err(crate::failure(
+            "Redis refused the change feed's subscription",
+            error,
+        )),
+        Err(_) => Err(StoreError::msg(format!(
+            "Redis did not answer the change feed's subscription within {timeout:?}"
+        ))
+        .with_kind(StoreErrorKind::Unavailable)),
+    }
+}
+
+/// Forwards published ids to `feed` for as long as the task runs (the
+/// store aborts it when dropped), subscribing again whenever the
+/// subscription is lost.
+pub(crate) async fn forward(
+    client: redis::Client,
+    channel: String,
+    mut pubsub: PubSub,
+    feed: broadcast::Sender<TaskId>,
+    gaps: watch::Sender<u64>,
+    timeout: Duration,
+) {
+    loop {
+        let (mut sink, mut messages) = pubsub.split();
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.tick().await;
+        loop {
+            tokio::select! {
+                message = messages.next() => match message {
+                    Some(message) => {
+                        if let Ok(id) = message.get_payload::<String>() {
+                            // No receiver is not an error.
+                            let _ = feed.send(TaskId::new(id));
+                        }
+                    }
+                    None => break,
+                },
+                _ = ping.tick() => {
+                    let answered = tokio::time::timeout(timeout, sink.ping::<redis::Value>()).await;
+                    if !matches!(answered, Ok(Ok(_))) {
+                        break;
+                    }
+                }
+            }
+        }
+        drop((sink, messages));
+        tracing::warn!("the Redis change feed's subscription was lost; subscribing again");
+        let mut pause = Duration::from_millis(20);
+        pubsub = loop {
+            match subscribe(&client, &channel, timeout).await {
+                Ok(pubsub) => break pubsub,
+                Err(error) => {
+                    tracing::debug!(%error, "subscribing to the Redis change feed failed");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_BACKOFF);
+                }
+            }
+        };
+        tracing::info!("the Redis change feed is subscribed again; waiters re-read their tasks");
+        gaps.send_modify(|gaps| *gaps = gaps.wrapping_add(1));
+    }
+}

@@ -1,0 +1,483 @@
+#![doc = include_str!("../README.md")]
+
+mod feed;
+mod scripts;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+use std::time::Duration;
+
+use mcp_tasks::store::{
+    BoxFuture, Orphan, Replicas, RunnerId, StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore,
+    Transition,
+};
+use mcp_tasks::{TaskId, UnixMillis};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::{broadcast, watch};
+use tokio::task::AbortHandle;
+
+/// The key prefix when the options set none.
+pub const DEFAULT_KEY_PREFIX: &str = "mcp-tasks:";
+
+/// How many ids the change feed buffers for a slow receiver.
+const FEED_CAPACITY: usize = 4096;
+
+/// How [`RedisStore::connect_with`] connects.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RedisOptions {
+    /// Put before every key and the channel (default [`DEFAULT_KEY_PREFIX`]),
+    /// so several deployments can share one Redis: stores with different
+    /// prefixes see nothing of each other.
+    pub key_prefix: String,
+    /// The longest any one operation takes, connecting included (default
+    /// 2 s): past it the operation fails with a [`StoreError`] of kind
+    /// [`StoreErrorKind::Unavailable`], and the server answers its request
+    /// with a JSON-RPC error instead of hanging.
+    pub timeout: Duration,
+    /// How long after its `expiresAt` Redis itself drops a record no
+    /// server's sweeper dealt with (default 1 h): a backstop for memory when
+    /// no server runs. The sweepers act at `expiresAt` as with any store.
+    pub expiry_grace: Duration,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self {
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            timeout: Duration::from_secs(2),
+            expiry_grace: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl RedisOptions {
+    /// The key prefix.
+    pub fn with_key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// The longest one operation takes.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How long after its `expiresAt` Redis drops a record by itself.
+    pub fn with_expiry_grace(mut self, grace: Duration) -> Self {
+        self.expiry_grace = grace;
+        self
+    }
+}
+
+/// A [`TaskStore`] in Redis that several server processes share. See the
+/// [crate docs](crate).
+///
+/// Its operations must be awaited inside a tokio runtime; dropping the
+/// store ends its change-feed subscription.
+#[derive(Debug)]
+pub struct RedisStore {
+    connection: ConnectionManager,
+    keys: Keys,
+    options: RedisOptions,
+    feed: broadcast::Sender<TaskId>,
+    gaps: watch::Receiver<u64>,
+    listener: AbortHandle,
+}
+
+/// The keys of one prefix.
+#[derive(Debug, Clone)]
+struct Keys {
+    prefix: String,
+    expiry: String,
+    runners: String,
+    claimed: String,
+    channel: String,
+}
+
+impl Keys {
+    fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+            expiry: format!("{prefix}expiry"),
+            runners: format!("{prefix}runners"),
+            claimed: format!("{prefix}claimed"),
+            channel: format!("{prefix}changes"),
+        }
+    }
+
+    fn task(&self, id: &TaskId) -> Vec<u8> {
+        let mut key = Vec::with_capacity(self.prefix.len() + 5 + id.expose().len());
+        key.extend_from_slice(self.prefix.as_bytes());
+        key.extend_from_slice(b"task:");
+        key.extend_from_slice(id.expose().as_bytes());
+        key
+    }
+}
+
+impl Drop for RedisStore {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+/// A Redis failure as a [`StoreError`]: a connection that failed or timed
+/// out is [`StoreErrorKind::Unavailable`], Redis out of memory is
+/// [`StoreErrorKind::Full`].
+pub(crate) fn failure(message: &str, error: redis::RedisError) -> StoreError {
+    let kind = if error.is_io_error()
+        || error.is_timeout()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || matches!(
+            error.code(),
+            Some("LOADING" | "READONLY" | "MASTERDOWN" | "TRYAGAIN")
+        ) {
+        StoreErrorKind::Unavailable
+    } else if error.code() == Some("OOM") {
+        StoreErrorKind::Full
+    } else {
+        StoreErrorKind::Other
+    };
+    StoreError::new(message, error).with_kind(kind)
+}
+
+fn corrupt(message: &str) -> StoreError {
+    StoreError::msg(format!("corrupt task in Redis: {message}"))
+}
+
+impl RedisStore {
+    /// Connects to the Redis at `url` (`redis://[user:password@]HOST[:PORT][/DB]`,
+    /// or `rediss://` for TLS) with the default options.
+    ///
+    /// # Errors
+    ///
+    /// The URL does not parse, or Redis cannot be reached or subscribed to
+    /// within the timeout.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, RedisOptions::default()).await
+    }
+
+    /// [`RedisStore::connect`] with options.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedisStore::connect`].
+    pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url)
+            .map_err(|error| failure("the Redis URL does not parse", error))?;
+        let keys = Keys::new(&options.key_prefix);
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(options.timeout))
+            .set_response_timeout(Some(options.timeout))
+            // A request while Redis is away fails after one attempt to
+            // reconnect; the next request tries again.
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(200));
+        let connecting = ConnectionManager::new_with_config(client.clone(), config);
+        let connection = match tokio::time::timeout(options.timeout, connecting).await {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(error)) => return Err(failure("cannot connect to Redis", error)),
+            Err(_) => {
+                return Err(StoreError::msg(format!(
+                    "Redis did not answer within {:?}",
+                    options.timeout
+                ))
+                .with_kind(StoreErrorKind::Unavailable));
+            }
+        };
+        // Subscribed before this returns: no change after it is missed.
+        let pubsub = feed::subscribe(&client, &keys.channel, options.timeout).await?;
+        let (sender, _) = broadcast::channel(FEED_CAPACITY);
+        let (gaps_sender, gaps) = watch::channel(0);
+        let listener = tokio::spawn(feed::forward(
+            client,
+            keys.channel.clone(),
+            pubsub,
+            sender.clone(),
+            gaps_sender,
+            options.timeout,
+        ))
+        .abort_handle();
+        Ok(Self {
+            connection,
+            keys,
+            options,
+            feed: sender,
+            gaps,
+            listener,
+        })
+    }
+
+    /// The key prefix.
+    pub fn key_prefix(&self) -> &str {
+        &self.keys.prefix
+    }
+
+    /// Runs one operation within the timeout.
+    async fn bounded<T>(
+        &self,
+        what: &'static str,
+        operation: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.options.timeout, operation).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(failure(what, error)),
+            Err(_) => Err(StoreError::msg(format!(
+                "{what}: Redis did not answer within {:?}",
+                self.options.timeout
+            ))
+            .with_kind(StoreErrorKind::Unavailable)),
+        }
+    }
+
+    /// The arguments every write passes about a record's indexes:
+    /// expires_at, how long Redis keeps it, its runner, whether it is finished.
+    fn index_args(&self, record: &TaskRecord) -> (String, String, String, &'static str) {
+        let (expires_at, keep) = match record.expires_at() {
+            Some(at) => {
+                let keep = at
+                    .saturating_since(record.updated_at())
+                    .saturating_add(self.options.expiry_grace);
+                (
+                    // Scores are doubles: exact to 2^53 ms, far past any date.
+                    at.as_millis().min(1 << 53).to_string(),
+                    millis(keep).max(1).to_string(),
+                )
+            }
+            None => (String::new(), String::new()),
+        };
+        let runner = record
+            .runner()
+            .map(|runner| runner.as_str().to_owned())
+            .unwrap_or_default();
+        let finished = if record.status().is_terminal() {
+            "1"
+        } else {
+            "0"
+        };
+        (expires_at, keep, runner, finished)
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn encode(record: &TaskRecord) -> Result<String, StoreError> {
+    serde_json::to_string(record).map_err(|error| StoreError::new("cannot encode a task", error))
+}
+
+/// A stored record: its JSON and the version beside it must agree with
+/// each other and with the id it was read under.
+fn decode(id: &TaskId, version: &str, json: &str) -> Result<TaskRecord, StoreError> {
+    let record: TaskRecord = serde_json::from_str(json)
+        .map_err(|error| StoreError::new("corrupt task in Redis: not a task record", error))?;
+    if record.id() != id || version.parse::<u64>().ok() != Some(record.version()) {
+        return Err(corrupt("the record disagrees with its key or version"));
+    }
+    Ok(record)
+}
+
+impl TaskStore for RedisStore {
+    async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
+        let json = encode(&record)?;
+        let (expires_at, keep, runner, finished) = self.index_args(&record);
+        let mut connection = self.connection.clone();
+        let mut invocation = scripts::CREATE.key(self.keys.task(record.id()));
+        invocation
+            .key(&self.keys.expiry)
+            .arg(record.id().expose())
+            .arg(json)
+            .arg(record.version())
+            .arg(expires_at)
+            .arg(keep)
+            .arg(runner)
+            .arg(finished)
+            .arg(&self.keys.prefix);
+        let created: i64 = self
+            .bounded(
+                "Redis could not create the task",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        if created == 0 {
+            return Err(StoreError::msg("a task with this id exists"));
+        }
+        Ok(())
+    }
+
+    async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mut command = redis::cmd("HMGET");
+        command.arg(self.keys.task(id)).arg("v").arg("r");
+        let (version, json): (Option<String>, Option<String>) = self
+            .bounded(
+                "Redis could not read the task",
+                command.query_async(&mut connection),
+            )
+            .await?;
+        match (version, json) {
+            (Some(version), Some(json)) => decode(id, &version, &json).map(Some),
+            (None, None) => Ok(None),
+            _ => Err(corrupt("a record without its version, or the reverse")),
+        }
+    }
+
+    async fn compare_and_swap(&self, transition: Transition) -> Result<Swap, StoreError> {
+        let record = transition.record();
+        let json = encode(record)?;
+        let (expires_at, keep, runner, finished) = self.index_args(record);
+        let id = record.id().clone();
+        let mut connection = self.connection.clone();
+        let mut invocation = scripts::SWAP.key(self.keys.task(&id));
+        invocation
+            .key(&self.keys.expiry)
+            .arg(id.expose())
+            .arg(transition.expected_version())
+            .arg(json)
+            .arg(record.version())
+            .arg(expires_at)
+            .arg(keep)
+            .arg(runner)
+            .arg(finished)
+            .arg(&self.keys.prefix);
+        let answer: Vec<redis::Value> = self
+            .bounded(
+                "Redis could not change the task",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        let text = |value: &redis::Value| -> Option<String> {
+            redis::from_redis_value_ref::<String>(value).ok()
+        };
+        match answer.as_slice() {
+            [code] if redis::from_redis_value_ref::<i64>(code).ok() == Some(2) => Ok(Swap::Swapped),
+            [code] if redis::from_redis_value_ref::<i64>(code).ok() == Some(0) => Ok(Swap::Missing),
+            [_, version, json] => match (text(version), text(json)) {
+                (Some(version), Some(json)) => {
+                    Ok(Swap::Conflict(Box::new(decode(&id, &version, &json)?)))
+                }
+                _ => Err(corrupt("a record without its version, or the reverse")),
+            },
+            _ => Err(StoreError::msg(
+                "Redis answered a compare-and-set with something unexpected",
+            )),
+        }
+    }
+
+    async fn delete(&self, id: &TaskId) -> Result<(), StoreError> {
+        let mut connection = self.connection.clone();
+        let mut invocation = scripts::DELETE.key(self.keys.task(id));
+        invocation
+            .key(&self.keys.expiry)
+            .arg(id.expose())
+            .arg(&self.keys.prefix);
+        let _: i64 = self
+            .bounded(
+                "Redis could not delete the task",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn expired(&self, now: UnixMillis, limit: usize) -> Result<Vec<TaskId>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut connection = self.connection.clone();
+        let mut invocation = scripts::EXPIRED.key(&self.keys.expiry);
+        invocation
+            .arg(now.as_millis().min(1 << 53))
+            .arg(limit)
+            .arg(&self.keys.prefix);
+        let ids: Vec<String> = self
+            .bounded(
+                "Redis could not list expired tasks",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        Ok(ids.into_iter().map(TaskId::new).collect())
+    }
+
+    fn changes(&self) -> broadcast::Receiver<TaskId> {
+        self.feed.subscribe()
+    }
+
+    fn replicas(&self) -> Option<&dyn Replicas> {
+        Some(self)
+    }
+}
+
+impl Replicas for RedisStore {
+    fn acquire<'a>(
+        &'a self,
+        runner: &'a RunnerId,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let mut connection = self.connection.clone();
+            let mut invocation = scripts::ACQUIRE.key(&self.keys.runners);
+            invocation.arg(runner.as_str()).arg(millis(hold));
+            let _: i64 = self
+                .bounded(
+                    "Redis could not take the lease",
+                    invocation.invoke_async(&mut connection),
+                )
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        runner: &'a RunnerId,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let mut connection = self.connection.clone();
+            let mut invocation = scripts::RENEW.key(&self.keys.runners);
+            invocation.arg(runner.as_str()).arg(millis(hold));
+            let renewed: i64 = self
+                .bounded(
+                    "Redis could not renew the lease",
+                    invocation.invoke_async(&mut connection),
+                )
+                .await?;
+            Ok(renewed == 1)
+        })
+    }
+
+    fn orphans(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Orphan>, StoreError>> {
+        Box::pin(async move {
+            if limit == 0 {
+                return Ok(Vec::new());
+            }
+            let mut connection = self.connection.clone();
+            let mut invocation = scripts::ORPHANS.key(&self.keys.runners);
+            invocation
+                .key(&self.keys.claimed)
+                .arg(limit)
+                .arg(&self.keys.prefix);
+            let flat: Vec<String> = self
+                .bounded(
+                    "Redis could not list the tasks of stopped servers",
+                    invocation.invoke_async(&mut connection),
+                )
+                .await?;
+            Ok(flat
+                .chunks_exact(2)
+                .map(|pair| {
+                    Orphan::new(TaskId::new(pair[0].clone()), RunnerId::new(pair[1].clone()))
+                })
+                .collect())
+        })
+    }
+
+    fn feed_gaps(&self) -> watch::Receiver<u64> {
+        self.gaps.clone()
+    }
+}

@@ -1,0 +1,169 @@
+//! The Lua scripts behind every write: each runs atomically in Redis, so a
+//! record, its indexes and its announcement change together.
+//!
+//! Keys under the prefix `P`: `P task:ID` (a hash: `v` the version, `r` the
+//! record's JSON, `o` its runner), `P expiry` (a sorted set of ids by
+//! `expires_at`), `P runners` (a sorted set of runners by the end of their
+//! lease, in Redis's clock), `P claimed` (runners whose lease ran out and
+//! was claimed), `P runner:RUNNER` (the unfinished tasks of a runner), and
+//! the channel `P changes` (ids of changed tasks). The scripts build the
+//! keys they derive from the prefix, so the store needs one Redis node (a
+//! primary with replicas is fine; Redis Cluster is not supported).
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Creates a record unless its id exists. KEYS: task, expiry. ARGV: id,
+/// record, version, expires_at or '', keep_ms or '', runner or '',
+/// finished ('1' or '0'), prefix. Returns 1, or 0 for an existing id.
+pub(crate) static CREATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[2])
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[1], 'o', ARGV[6])
+  if ARGV[7] == '0' then redis.call('SADD', ARGV[8] .. 'runner:' .. ARGV[6], ARGV[1]) end
+end
+if ARGV[4] ~= '' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
+if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
+redis.call('PUBLISH', ARGV[8] .. 'changes', ARGV[1])
+return 1
+",
+    )
+});
+
+/// Compare-and-set. KEYS: task, expiry. ARGV: id, expected version,
+/// record, its version, expires_at or '', keep_ms or '', runner or '',
+/// finished, prefix. Returns {2} swapped, {1, version, record} conflict,
+/// {0} missing.
+pub(crate) static SWAP: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local current = redis.call('HMGET', KEYS[1], 'v', 'r', 'o')
+if not current[1] then return {0} end
+if current[1] ~= ARGV[2] then return {1, current[1], current[2]} end
+redis.call('HSET', KEYS[1], 'v', ARGV[4], 'r', ARGV[3])
+local old = current[3]
+if old and (old ~= ARGV[7] or ARGV[8] == '1') then
+  redis.call('SREM', ARGV[9] .. 'runner:' .. old, ARGV[1])
+end
+if ARGV[7] ~= '' then
+  redis.call('HSET', KEYS[1], 'o', ARGV[7])
+  if ARGV[8] == '0' and old ~= ARGV[7] then
+    redis.call('SADD', ARGV[9] .. 'runner:' .. ARGV[7], ARGV[1])
+  end
+elseif old then
+  redis.call('HDEL', KEYS[1], 'o')
+end
+if ARGV[5] ~= '' then
+  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
+else
+  redis.call('ZREM', KEYS[2], ARGV[1])
+end
+if ARGV[6] ~= '' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+else
+  redis.call('PERSIST', KEYS[1])
+end
+redis.call('PUBLISH', ARGV[9] .. 'changes', ARGV[1])
+return {2}
+",
+    )
+});
+
+/// Deletes a record and its index entries. KEYS: task, expiry. ARGV: id, prefix.
+pub(crate) static DELETE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local old = redis.call('HGET', KEYS[1], 'o')
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+if old then redis.call('SREM', ARGV[2] .. 'runner:' .. old, ARGV[1]) end
+return 1
+",
+    )
+});
+
+/// Ids due at `now`, soonest first; entries whose record Redis already
+/// expired are dropped from the index. KEYS: expiry. ARGV: now, limit, prefix.
+pub(crate) static EXPIRED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+local due = {}
+for _, id in ipairs(ids) do
+  if redis.call('EXISTS', ARGV[3] .. 'task:' .. id) == 1 then
+    due[#due + 1] = id
+  else
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+return due
+",
+    )
+});
+
+/// Redis's clock in milliseconds, inside a script.
+const NOW: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+";
+
+/// Takes a lease. KEYS: runners. ARGV: runner, hold_ms.
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+return 1
+"
+    ))
+});
+
+/// Renews a lease unless it was claimed. KEYS: runners. ARGV: runner,
+/// hold_ms. Returns 1 renewed, 0 claimed.
+pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+return 1
+"
+    ))
+});
+
+/// Claims the leases that ran out and lists unfinished tasks of claimed
+/// runners, as a flat list id, runner, id, runner... KEYS: runners,
+/// claimed. ARGV: limit, prefix.
+pub(crate) static ORPHANS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{NOW}
+local ran_out = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, 64)
+for _, runner in ipairs(ran_out) do
+  redis.call('ZREM', KEYS[1], runner)
+  redis.call('SADD', KEYS[2], runner)
+end
+local limit = tonumber(ARGV[1])
+local found = {{}}
+for _, runner in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if #found >= 2 * limit then break end
+  local tasks = ARGV[2] .. 'runner:' .. runner
+  local ids = redis.call('SRANDMEMBER', tasks, limit - #found / 2)
+  if #ids == 0 then
+    redis.call('SREM', KEYS[2], runner)
+  else
+    for _, id in ipairs(ids) do
+      if redis.call('HGET', ARGV[2] .. 'task:' .. id, 'o') == runner then
+        found[#found + 1] = id
+        found[#found + 1] = runner
+      else
+        redis.call('SREM', tasks, id)
+      end
+    end
+  end
+end
+return found
+"
+    ))
+});

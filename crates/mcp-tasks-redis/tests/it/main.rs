@@ -1,0 +1,8 @@
+//! Integration tests of the Redis store, each against a real
+//! `redis-server` started on a free port (see `mcp_tasks_redis::testing`).
+
+mod contract;
+mod outage;
+mod pause;
+mod replicas;
+mod support;
