@@ -44,7 +44,7 @@
 //! Behind a reverse proxy: allow the public name the proxy passes on in
 //! `Host` (nginx: `proxy_set_header Host $host;`), and the origins of any
 //! browser app; no `Forwarded` or `X-Forwarded-*` header is read (see
-//! [`access`] and the README's recipe).
+//! [`StreamableHttpServer::with_allowed_hosts`] and the README's recipe).
 
 mod access;
 mod body;
