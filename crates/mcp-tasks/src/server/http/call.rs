@@ -318,10 +318,13 @@ fn plain_error(status: StatusCode, text: &str) -> Response {
 
 /// Wraps an axum router that serves rmcp's `StreamableHttpService` (with
 /// JSON answers, as [`StreamableHttpServer`](super::StreamableHttpServer)
-/// configures it): `tools/call` requests that take the fast path (see the
-/// [module docs](self)) are answered by calling `server`'s handler directly,
-/// everything else goes to `router`. `StreamableHttpServer` does this for
-/// you.
+/// configures it): `tools/call` requests that rmcp would accept as they are
+/// (admitted by the guard, one `MCP-Protocol-Version: 2026-07-28`, a plain
+/// `Mcp-Name` equal to the tool's name, no `Mcp-Param-*` header, no
+/// `progressToken` or `logLevel` in `_meta`) are answered by calling
+/// `server`'s handler through rmcp's own `Service::handle_request`, without
+/// rmcp's one-shot service per request; everything else goes to `router`.
+/// `StreamableHttpServer` does this for you.
 pub fn fast_tool_calls<S>(router: axum::Router, server: S) -> axum::Router
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
