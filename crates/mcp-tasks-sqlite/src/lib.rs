@@ -63,6 +63,18 @@
 //! # }
 //! ```
 //!
+//! # Reads from memory, writes in groups
+//!
+//! The store is one process's, so it answers reads from a bounded cache of
+//! the records it wrote or read last ([`SqliteOptions::with_cache`]: by
+//! default 100,000 records or 128 MiB): live tasks, which change, stay in
+//! it; finished ones leave oldest first and are read from the file again
+//! when asked for. Every statement runs on one thread that owns the
+//! connection; the writes that queue while a commit is under way share the
+//! next transaction (group commit). A write is answered only once its
+//! transaction has committed, and the cache and the change feed learn of it
+//! only then, so what a read sees is always in the file.
+//!
 //! # Errors
 //!
 //! Every failure is a [`StoreError`]: SQLite errors are its source, and a
@@ -72,10 +84,12 @@
 //!
 //! # Cancel safety
 //!
-//! Each operation runs to completion on tokio's blocking pool. Dropping its
-//! future does not undo it: a create or swap that started is written and
-//! announced on the change feed.
+//! Each operation, once called, is queued for the committer and runs to
+//! completion there. Dropping its future does not undo it: a create or swap
+//! that was queued is written and announced on the change feed.
 
+mod cache;
+mod commit;
 #[cfg(feature = "journal")]
 mod journal;
 mod schema;
@@ -84,13 +98,16 @@ mod schema;
 pub use journal::SqliteJournal;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
-use mcp_tasks::store::{StoreError, Swap, TaskRecord, TaskStore, Transition};
+use mcp_tasks::store::{PackedRecord, StoreError, Swap, TaskRecord, TaskStore, Transition};
 use mcp_tasks::{TaskId, UnixMillis};
-use rusqlite::Connection;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::cache::Cache;
+use crate::commit::{Op, Shared};
 
 /// How long [`SqliteStore::open`] keeps a task it failed at open: one hour.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(60 * 60);
@@ -129,6 +146,12 @@ pub struct SqliteOptions {
     /// it, creating or changing a task fails with a [`StoreError`] of kind
     /// [`StoreErrorKind::Full`](mcp_tasks::store::StoreErrorKind::Full), as on a full disk.
     pub max_size_bytes: Option<u64>,
+    /// How many records the read cache keeps at most (default 100,000; 0:
+    /// none, every read goes to the file).
+    pub cache_records: usize,
+    /// How many bytes of records the read cache keeps at most (default
+    /// 128 MiB), counted as [`PackedRecord::heap_size`].
+    pub cache_bytes: usize,
 }
 
 impl Default for SqliteOptions {
@@ -137,6 +160,8 @@ impl Default for SqliteOptions {
             now: None,
             retention: DEFAULT_RETENTION,
             max_size_bytes: None,
+            cache_records: 100_000,
+            cache_bytes: 128 << 20,
         }
     }
 }
@@ -159,40 +184,28 @@ impl SqliteOptions {
         self.max_size_bytes = Some(bytes);
         self
     }
+
+    /// The bounds of the read cache: at most `records` records and `bytes`
+    /// bytes of them (`records` 0: no cache).
+    pub fn with_cache(mut self, records: usize, bytes: usize) -> Self {
+        self.cache_records = records;
+        self.cache_bytes = bytes;
+        self
+    }
 }
 
 /// A [`TaskStore`] on one SQLite file in WAL mode. See the [crate docs](crate).
 ///
-/// Its operations run on tokio's blocking pool, so they must be awaited
-/// inside a tokio runtime (either flavor).
+/// Its operations are answered by its committer thread (or, for a cached
+/// record, at once), so they may be awaited on any async runtime; dropping
+/// the store lets the committer finish what is queued and waits for it.
 #[derive(Debug)]
 pub struct SqliteStore {
     shared: Arc<Shared>,
+    queue: Option<mpsc::Sender<Op>>,
+    committer: Option<JoinHandle<()>>,
     path: PathBuf,
     abandoned_at_open: usize,
-}
-
-/// What the blocking operations share with the store.
-#[derive(Debug)]
-struct Shared {
-    conn: Mutex<Connection>,
-    feed: broadcast::Sender<TaskId>,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock cannot leave a half-written record:
-        // each write is one statement or a transaction that rolls back when
-        // dropped.
-        self.conn
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn announce(&self, id: TaskId) {
-        // No receiver is not an error.
-        let _ = self.feed.send(id);
-    }
 }
 
 impl SqliteStore {
@@ -246,11 +259,22 @@ impl SqliteStore {
         let mut conn = schema::open(&path, options.max_size_bytes)?;
         let now = options.now.unwrap_or_else(UnixMillis::now);
         let abandoned_at_open = schema::abandon_unfinished(&mut conn, now, options.retention)?;
+        let shared = Arc::new(Shared {
+            cache: Mutex::new(Cache::new(options.cache_records, options.cache_bytes)),
+            feed: broadcast::channel(FEED_CAPACITY).0,
+        });
+        let (queue, ops) = mpsc::channel();
+        let committer = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("mcp-tasks-sqlite".to_owned())
+                .spawn(move || commit::run(&conn, &shared, &ops))
+                .map_err(|err| StoreError::new("cannot start the SQLite committer thread", err))?
+        };
         Ok(Self {
-            shared: Arc::new(Shared {
-                conn: Mutex::new(conn),
-                feed: broadcast::channel(FEED_CAPACITY).0,
-            }),
+            shared,
+            queue: Some(queue),
+            committer: Some(committer),
             path,
             abandoned_at_open,
         })
@@ -266,89 +290,89 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Runs `op` on the connection on tokio's blocking pool.
-    ///
-    /// Why not inline: most operations take microseconds, but a commit that
-    /// triggers a WAL checkpoint syncs the file, and a lock held by another
-    /// connection (a backup, the `sqlite3` shell) makes SQLite wait up to
-    /// the busy timeout. Doing that on a runtime worker would stall every
-    /// task scheduled on it, and waiting for the connection's mutex would
-    /// too; on the blocking pool only the caller waits. The cost is one
-    /// thread hand-off per operation. `op` also announces on the change
-    /// feed, so a write that started is announced even if the caller's
-    /// future is dropped.
-    async fn run<T, F>(&self, op: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Shared, &Connection) -> Result<T, StoreError> + Send + 'static,
-    {
-        let shared = Arc::clone(&self.shared);
-        tokio::task::spawn_blocking(move || {
-            let conn = shared.lock();
-            op(&shared, &conn)
-        })
-        .await
-        .map_err(|failed| StoreError::new("a SQLite operation did not finish", failed))?
+    /// Queues an operation for the committer and waits for its answer.
+    async fn run<T>(
+        &self,
+        op: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Op,
+    ) -> Result<T, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let queued = self
+            .queue
+            .as_ref()
+            .is_some_and(|queue| queue.send(op(reply)).is_ok());
+        if !queued {
+            return Err(StoreError::msg("the SQLite committer has stopped"));
+        }
+        answer
+            .await
+            .map_err(|_| StoreError::msg("the SQLite committer stopped before answering"))?
+    }
+
+    /// The record, from the cache or else from the file.
+    async fn packed(&self, id: &TaskId) -> Result<Option<Arc<PackedRecord>>, StoreError> {
+        if let Some(cached) = self.shared.cache().get(id.expose()) {
+            return Ok(Some(cached));
+        }
+        let id = id.expose().to_owned();
+        self.run(|reply| Op::Read { id, reply }).await
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // The committer ends once the queue is closed and drained.
+        drop(self.queue.take());
+        if let Some(committer) = self.committer.take() {
+            let _ = committer.join();
+        }
     }
 }
 
 impl TaskStore for SqliteStore {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
         let row = schema::Row::encode(&record)?;
-        let id = record.id().clone();
-        self.run(move |shared, conn| {
-            schema::insert(conn, &row)?;
-            shared.announce(id);
-            Ok(())
-        })
-        .await
+        let packed = Arc::new(PackedRecord::pack(record));
+        self.run(|reply| Op::Create { row, packed, reply }).await
     }
 
     async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
-        let id = id.expose().to_owned();
-        self.run(move |_, conn| schema::read(conn, &id)).await
+        Ok(self.packed(id).await?.map(|packed| packed.unpack()))
+    }
+
+    async fn get_packed(&self, id: &TaskId) -> Result<Option<Arc<PackedRecord>>, StoreError> {
+        self.packed(id).await
     }
 
     async fn compare_and_swap(&self, transition: Transition) -> Result<Swap, StoreError> {
         let row = schema::Row::encode(transition.record())?;
-        let id = transition.record().id().clone();
         // No stored version exceeds i64::MAX (encoding refuses it), so such
         // an `expected` is stale like any other mismatch.
-        let expected = i64::try_from(transition.expected_version()).ok();
-        self.run(move |shared, conn| {
-            if let Some(expected) = expected
-                && schema::update(conn, expected, &row)?
-            {
-                shared.announce(id);
-                return Ok(Swap::Swapped);
-            }
-            // Nothing matched: either the version moved on or there is no
-            // such record. The connection's lock is held, so no write of
-            // this process comes between the update and this read.
-            Ok(match schema::read(conn, &row.id)? {
-                Some(current) => Swap::Conflict(Box::new(current)),
-                None => Swap::Missing,
-            })
+        let expected =
+            Some(transition.expected_version()).filter(|&version| i64::try_from(version).is_ok());
+        let packed = Arc::new(PackedRecord::pack(transition.into_record()));
+        self.run(|reply| Op::Swap {
+            row,
+            packed,
+            expected,
+            reply,
         })
         .await
     }
 
     async fn delete(&self, id: &TaskId) -> Result<(), StoreError> {
         let id = id.expose().to_owned();
-        self.run(move |_, conn| {
-            conn.prepare_cached("DELETE FROM tasks WHERE id = ?1")
-                .and_then(|mut delete| delete.execute([&id]))
-                .map_err(|err| schema::failure("SQLite could not delete the task", err))?;
-            Ok(())
-        })
-        .await
+        self.run(|reply| Op::Delete { id, reply }).await
     }
 
     async fn expired(&self, now: UnixMillis, limit: usize) -> Result<Vec<TaskId>, StoreError> {
         let now_ms = schema::clamp(now);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.run(move |_, conn| schema::expired(conn, now_ms, limit))
-            .await
+        self.run(|reply| Op::Expired {
+            now_ms,
+            limit,
+            reply,
+        })
+        .await
     }
 
     fn changes(&self) -> broadcast::Receiver<TaskId> {

@@ -215,8 +215,8 @@ fn decode(id: &str, version: i64, json: &str) -> Result<TaskRecord, StoreError> 
     Ok(record)
 }
 
-/// Inserts a new record; an existing id is refused.
-pub(crate) fn insert(conn: &Connection, row: &Row) -> Result<(), StoreError> {
+/// Inserts a new record; false (and nothing written) if the id exists.
+pub(crate) fn insert(conn: &Connection, row: &Row) -> Result<bool, StoreError> {
     let inserted = conn
         .prepare_cached(
             "INSERT INTO tasks (id, owner, status, version, expires_at_ms, record)
@@ -233,10 +233,8 @@ pub(crate) fn insert(conn: &Connection, row: &Row) -> Result<(), StoreError> {
             ])
         });
     match inserted {
-        Ok(_) => Ok(()),
-        Err(err) if err.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
-            Err(StoreError::msg("a task with this id exists"))
-        }
+        Ok(_) => Ok(true),
+        Err(err) if err.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => Ok(false),
         Err(err) => Err(failure("SQLite could not insert the task", err)),
     }
 }

@@ -3,6 +3,7 @@
 mod contract;
 mod corrupt;
 mod full;
+mod group;
 #[cfg(feature = "journal")]
 mod journal;
 mod private;

@@ -31,8 +31,8 @@ use super::wire::{
     wire_task,
 };
 use crate::store::{
-    BoxFuture, Change, IntoSharedStore, Modified, SharedStore, StoreError, TaskRecord, modify,
-    modify_as,
+    BoxFuture, Change, IntoSharedStore, Modified, PackedRecord, SharedStore, StoreError,
+    TaskRecord, modify, modify_as,
 };
 use crate::task::{TaskId, Ttl};
 
@@ -362,14 +362,14 @@ impl TaskRuntime {
         &self,
         id: &TaskId,
         principal: &Principal,
-    ) -> Result<TaskRecord, ErrorData> {
+    ) -> Result<Arc<PackedRecord>, ErrorData> {
         let mut record = self.owned(id, principal).await?;
         if !record.status().is_terminal()
             && record.is_due(self.inner.clock.now())
             && let Modified::Applied(next) | Modified::Refused(next, _) =
                 self.inner.modify(id, &Change::Expire).await?
         {
-            record = next;
+            record = Arc::new(PackedRecord::pack(next));
         }
         Ok(record)
     }
@@ -435,8 +435,18 @@ impl TaskRuntime {
     }
 
     /// The record, if it exists and `principal` owns it; the same -32602 otherwise.
-    async fn owned(&self, id: &TaskId, principal: &Principal) -> Result<TaskRecord, ErrorData> {
-        match self.inner.store.get(id).await.map_err(store_failure)? {
+    async fn owned(
+        &self,
+        id: &TaskId,
+        principal: &Principal,
+    ) -> Result<Arc<PackedRecord>, ErrorData> {
+        match self
+            .inner
+            .store
+            .get_packed(id)
+            .await
+            .map_err(store_failure)?
+        {
             Some(record) if record.owner() == principal => Ok(record),
             _ => Err(task_not_found()),
         }

@@ -8,43 +8,121 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use crate::store::{StoreError, StoreErrorKind, TaskRecord};
+use crate::store::{PackedRecord, StoreError, StoreErrorKind, TaskRecord};
 use crate::task::{TaskId, TaskStatus, UnixMillis};
 
 /// A fresh task id: 128 bits from the system's CSPRNG, as hex.
 pub(crate) fn new_task_id() -> Result<TaskId, ErrorData> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes)
         .map_err(|error| ErrorData::internal_error(format!("no randomness: {error}"), None))?;
-    Ok(TaskId::new(
-        bytes
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect::<String>(),
-    ))
+    let mut id = String::with_capacity(32);
+    for byte in bytes {
+        id.push(char::from(HEX[usize::from(byte >> 4)]));
+        id.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+    Ok(TaskId::new(id))
 }
 
 /// RFC 3339 in UTC with milliseconds, as the extension's timestamps are sent.
 pub(crate) fn timestamp(at: UnixMillis) -> String {
-    i64::try_from(at.as_millis())
-        .ok()
-        .and_then(chrono::DateTime::from_timestamp_millis)
-        .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".to_owned())
+    let mut text = String::with_capacity(24);
+    push_timestamp(&mut text, at);
+    text
 }
 
-/// The task fields of a record (`CreateTaskResult`, and the base of `tasks/get`).
-pub(crate) fn wire_task(record: &TaskRecord) -> Task {
-    let status = match record.status() {
+/// [`timestamp`], appended to `out`: `2026-07-28T10:30:00.123Z`. Years up to
+/// 9999 are written here; later ones (and times past what chrono reads) as
+/// chrono writes them.
+pub(crate) fn push_timestamp(out: &mut String, at: UnixMillis) {
+    const MILLIS_PER_DAY: u64 = 86_400_000;
+    // 10000-01-01T00:00:00Z: the first time with a five-digit year.
+    const YEAR_10000: u64 = 253_402_300_800_000;
+    let millis = at.as_millis();
+    if millis >= YEAR_10000 {
+        let text = i64::try_from(millis)
+            .ok()
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+        out.push_str(text.as_deref().unwrap_or("1970-01-01T00:00:00.000Z"));
+        return;
+    }
+    let (days, in_day) = (millis / MILLIS_PER_DAY, millis % MILLIS_PER_DAY);
+    let (year, month, day) = civil_from_days(days);
+    let digits = |out: &mut String, value: u64, width: usize| {
+        let mut buffer = [b'0'; 4];
+        let mut rest = value;
+        for slot in buffer[..width].iter_mut().rev() {
+            *slot = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        for &digit in &buffer[..width] {
+            out.push(char::from(digit));
+        }
+    };
+    digits(out, year, 4);
+    out.push('-');
+    digits(out, month, 2);
+    out.push('-');
+    digits(out, day, 2);
+    out.push('T');
+    digits(out, in_day / 3_600_000, 2);
+    out.push(':');
+    digits(out, in_day / 60_000 % 60, 2);
+    out.push(':');
+    digits(out, in_day / 1_000 % 60, 2);
+    out.push('.');
+    digits(out, in_day % 1_000, 3);
+    out.push('Z');
+}
+
+/// The (year, month, day) of `days` after 1970-01-01 in the proleptic
+/// Gregorian calendar (Howard Hinnant's `civil_from_days`, for days >= 0).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The wire status of a record's status: a status this library does not
+/// know reads as `working`.
+fn wire_status(status: &TaskStatus) -> rmcp::model::TaskStatus {
+    match status {
         TaskStatus::InputRequired => rmcp::model::TaskStatus::InputRequired,
         TaskStatus::Completed => rmcp::model::TaskStatus::Completed,
         TaskStatus::Failed => rmcp::model::TaskStatus::Failed,
         TaskStatus::Cancelled => rmcp::model::TaskStatus::Cancelled,
         _ => rmcp::model::TaskStatus::Working,
-    };
+    }
+}
+
+/// The task fields of a record (`CreateTaskResult`, and the base of `tasks/get`).
+pub(crate) fn wire_task(record: &TaskRecord) -> Task {
     let mut task = Task::new(
         record.id().expose(),
-        status,
+        wire_status(record.status()),
+        timestamp(record.created_at()),
+        timestamp(record.updated_at()),
+    );
+    task.ttl_ms = record.ttl().as_millis();
+    task.poll_interval_ms = record.poll_interval().map(crate::task::saturating_millis);
+    task.status_message = record.status_message().map(str::to_owned);
+    task
+}
+
+/// [`wire_task`] of a packed record.
+fn wire_task_packed(record: &PackedRecord) -> Task {
+    let mut task = Task::new(
+        record.id(),
+        wire_status(record.status()),
         timestamp(record.created_at()),
         timestamp(record.updated_at()),
     );
@@ -55,13 +133,12 @@ pub(crate) fn wire_task(record: &TaskRecord) -> Task {
 }
 
 /// The `DetailedTask` of a record: what `tasks/get` answers.
-pub(crate) fn detailed_task(record: &TaskRecord) -> Result<DetailedTask, ErrorData> {
-    let object = |value: Option<&Value>, what: &str| match value {
-        Some(Value::Object(object)) => Ok(object.clone()),
-        _ => Err(ErrorData::internal_error(
-            format!("the stored task has no {what}"),
-            None,
-        )),
+pub(crate) fn detailed_task(record: &PackedRecord) -> Result<DetailedTask, ErrorData> {
+    let missing =
+        |what: &str| ErrorData::internal_error(format!("the stored task has no {what}"), None);
+    let object = |value: Option<Value>, what: &str| match value {
+        Some(Value::Object(object)) => Ok(object),
+        _ => Err(missing(what)),
     };
     let payload = match record.status() {
         TaskStatus::InputRequired => {
@@ -77,15 +154,15 @@ pub(crate) fn detailed_task(record: &TaskRecord) -> Result<DetailedTask, ErrorDa
             }
         }
         TaskStatus::Completed => TaskPayload::Completed {
-            result: object(record.result(), "result")?,
+            result: object(record.result_value(), "result")?,
         },
         TaskStatus::Failed => TaskPayload::Failed {
-            error: object(record.error(), "error")?,
+            error: object(record.error_value(), "error")?,
         },
         TaskStatus::Cancelled => TaskPayload::Cancelled,
         _ => TaskPayload::Working,
     };
-    Ok(DetailedTask::new(wire_task(record), payload))
+    Ok(DetailedTask::new(wire_task_packed(record), payload))
 }
 
 /// A tool result as a completed task keeps it (with `resultType: complete`).
@@ -143,4 +220,56 @@ pub(crate) fn store_failure(error: StoreError) -> ErrorData {
         _ => "internal error: the task store failed",
     };
     ErrorData::internal_error(message, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chrono_timestamp(at: u64) -> String {
+        i64::try_from(at)
+            .ok()
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".to_owned())
+    }
+
+    #[test]
+    fn timestamps_are_written_as_chrono_writes_them() {
+        let mut at: u64 = 0;
+        let mut samples = vec![
+            0,
+            1,
+            999,
+            86_399_999,
+            86_400_000,
+            951_782_400_000,     // 2000-02-29
+            4_107_542_400_000,   // 2100-03-01
+            253_402_300_799_999, // 9999-12-31T23:59:59.999
+            253_402_300_800_000, // year 10000: chrono's form
+            i64::MAX as u64,
+            u64::MAX,
+        ];
+        // Every month boundary and leap day for four centuries, in steps.
+        while at < 13_000_000_000_000 {
+            samples.push(at);
+            at += 7_777_777_777;
+        }
+        for at in samples {
+            assert_eq!(timestamp(UnixMillis::new(at)), chrono_timestamp(at), "{at}");
+        }
+    }
+
+    #[test]
+    fn task_ids_are_32_hex_digits_and_differ() {
+        let one = new_task_id().unwrap();
+        let two = new_task_id().unwrap();
+        assert_eq!(one.expose().len(), 32);
+        assert!(
+            one.expose()
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+        assert_ne!(one, two);
+    }
 }

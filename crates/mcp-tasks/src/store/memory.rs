@@ -1,12 +1,21 @@
-//! The in-memory store: a hash map for O(1) lookups and an ordered expiry
-//! index, behind one short-held lock. Tasks live as long as the process.
+//! The in-memory store: a hash set of packed records for O(1) lookups and
+//! an ordered expiry index, behind one short-held lock. Tasks live as long
+//! as the process.
+//!
+//! Records are kept as [`PackedRecord`]s behind an `Arc`: a read hands out
+//! the `Arc` ([`TaskStore::get_packed`]) or unpacks a copy
+//! ([`TaskStore::get`]); the hash set and the expiry index share the id
+//! the record holds, so a finished task costs a few hundred bytes beyond
+//! its result's text.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Mutex, MutexGuard};
+use std::borrow::Borrow;
+use std::collections::{BTreeSet, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 
-use super::{StoreError, Swap, TaskRecord, TaskStore, Transition};
+use super::{PackedRecord, StoreError, Swap, TaskRecord, TaskStore, Transition};
 use crate::task::{TaskId, UnixMillis};
 
 /// Keeps tasks in this process's memory.
@@ -18,10 +27,34 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct Inner {
-    records: HashMap<TaskId, TaskRecord>,
+    records: HashSet<Entry>,
     /// `(expires_at, id)` of every record that expires.
-    expiry: BTreeSet<(UnixMillis, TaskId)>,
+    expiry: BTreeSet<(UnixMillis, Arc<str>)>,
 }
+
+/// A record in the hash set, found by its id.
+#[derive(Debug, Clone)]
+struct Entry(Arc<PackedRecord>);
+
+impl Borrow<str> for Entry {
+    fn borrow(&self) -> &str {
+        self.0.id()
+    }
+}
+
+impl Hash for Entry {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.id().hash(state);
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id() == other.0.id()
+    }
+}
+
+impl Eq for Entry {}
 
 impl Default for MemoryStore {
     fn default() -> Self {
@@ -60,11 +93,18 @@ impl MemoryStore {
         // No receiver is not an error.
         let _ = self.feed.send(id);
     }
+
+    fn packed(&self, id: &TaskId) -> Option<Arc<PackedRecord>> {
+        self.lock()
+            .records
+            .get(id.expose())
+            .map(|entry| entry.0.clone())
+    }
 }
 
 impl Inner {
     /// Moves `id` in the expiry index from `old` to `new`.
-    fn index(&mut self, id: &TaskId, old: Option<UnixMillis>, new: Option<UnixMillis>) {
+    fn index(&mut self, id: &Arc<str>, old: Option<UnixMillis>, new: Option<UnixMillis>) {
         if old != new {
             if let Some(at) = old {
                 self.expiry.remove(&(at, id.clone()));
@@ -79,36 +119,53 @@ impl Inner {
 impl TaskStore for MemoryStore {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
         let id = record.id().clone();
+        // Packed outside the lock.
+        let packed = PackedRecord::pack(record);
         {
             let mut inner = self.lock();
-            if inner.records.contains_key(&id) {
+            if inner.records.contains(id.expose()) {
                 return Err(StoreError::msg("a task with this id exists"));
             }
-            inner.index(&id, None, record.expires_at());
-            inner.records.insert(id.clone(), record);
+            inner.index(packed.shared_id(), None, packed.expires_at());
+            inner.records.insert(Entry(Arc::new(packed)));
         }
         self.announce(id);
         Ok(())
     }
 
     async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
-        Ok(self.lock().records.get(id).cloned())
+        Ok(self.packed(id).map(|packed| packed.unpack()))
+    }
+
+    async fn get_packed(&self, id: &TaskId) -> Result<Option<Arc<PackedRecord>>, StoreError> {
+        Ok(self.packed(id))
     }
 
     async fn compare_and_swap(&self, transition: Transition) -> Result<Swap, StoreError> {
         let id = transition.record().id().clone();
+        // Packed outside the lock; the id is shared with the stored record's.
+        let Some(current) = self.packed(&id) else {
+            return Ok(Swap::Missing);
+        };
+        if current.version() != transition.expected_version() {
+            return Ok(Swap::Conflict(Box::new(current.unpack())));
+        }
+        let packed = Arc::new(PackedRecord::pack_with_id(
+            transition.into_record(),
+            current.shared_id().clone(),
+        ));
         {
             let mut inner = self.lock();
-            let Some(current) = inner.records.get(&id) else {
+            // Checked again under the lock: another write may have come first.
+            let Some(stored) = inner.records.get(id.expose()).map(|entry| entry.0.clone()) else {
                 return Ok(Swap::Missing);
             };
-            if current.version() != transition.expected_version() {
-                return Ok(Swap::Conflict(Box::new(current.clone())));
+            if !Arc::ptr_eq(&stored, &current) {
+                drop(inner);
+                return Ok(Swap::Conflict(Box::new(stored.unpack())));
             }
-            let old = current.expires_at();
-            let record = transition.into_record();
-            inner.index(&id, old, record.expires_at());
-            inner.records.insert(id.clone(), record);
+            inner.index(stored.shared_id(), stored.expires_at(), packed.expires_at());
+            inner.records.replace(Entry(packed));
         }
         self.announce(id);
         Ok(Swap::Swapped)
@@ -116,8 +173,8 @@ impl TaskStore for MemoryStore {
 
     async fn delete(&self, id: &TaskId) -> Result<(), StoreError> {
         let mut inner = self.lock();
-        if let Some(old) = inner.records.remove(id) {
-            inner.index(id, old.expires_at(), None);
+        if let Some(old) = inner.records.take(id.expose()) {
+            inner.index(old.0.shared_id(), old.0.expires_at(), None);
         }
         Ok(())
     }
@@ -129,7 +186,7 @@ impl TaskStore for MemoryStore {
             .iter()
             .take_while(|(at, _)| *at <= now)
             .take(limit)
-            .map(|(_, id)| id.clone())
+            .map(|(_, id)| TaskId::new(&**id))
             .collect())
     }
 

@@ -19,6 +19,7 @@
 //! depend on without the server runtime; `contract` adds the test suite.
 
 mod memory;
+mod packed;
 mod record;
 pub mod replicas;
 
@@ -33,6 +34,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 pub use memory::MemoryStore;
+pub use packed::PackedRecord;
 pub use record::{
     Change, EXPIRED_CODE, EXPIRED_MESSAGE, Principal, RESTARTED_MESSAGE, RESUMED_MESSAGE,
     STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
@@ -150,6 +152,22 @@ pub trait TaskStore: Send + Sync + 'static {
     /// A lagging receiver may miss ids; waiters re-read on lag.
     fn changes(&self) -> broadcast::Receiver<TaskId>;
 
+    /// The record, packed ([`PackedRecord`]): what the server reads to
+    /// answer `tasks/get` and to check who owns a task. A store that keeps
+    /// packed records in memory hands out its own without copying it; the
+    /// default packs what [`TaskStore::get`] returns.
+    fn get_packed(
+        &self,
+        id: &TaskId,
+    ) -> impl Future<Output = Result<Option<Arc<PackedRecord>>, StoreError>> + Send {
+        let read = self.get(id);
+        async move {
+            Ok(read
+                .await?
+                .map(|record| Arc::new(PackedRecord::pack(record))))
+        }
+    }
+
     /// Leases and feed gaps, for a store that several server processes
     /// share (see [`replicas`]). `None` (the default): one process owns
     /// the store, and the runtime runs without leases.
@@ -188,6 +206,12 @@ impl<S: TaskStore> TaskStore for Arc<S> {
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         S::changes(self)
     }
+    fn get_packed(
+        &self,
+        id: &TaskId,
+    ) -> impl Future<Output = Result<Option<Arc<PackedRecord>>, StoreError>> + Send {
+        S::get_packed(self, id)
+    }
     fn replicas(&self) -> Option<&dyn Replicas> {
         S::replicas(self)
     }
@@ -212,6 +236,18 @@ pub trait DynStore: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>>;
     /// See [`TaskStore::changes`].
     fn changes(&self) -> broadcast::Receiver<TaskId>;
+    /// See [`TaskStore::get_packed`].
+    fn get_packed<'a>(
+        &'a self,
+        id: &'a TaskId,
+    ) -> BoxFuture<'a, Result<Option<Arc<PackedRecord>>, StoreError>> {
+        Box::pin(async move {
+            Ok(self
+                .get(id)
+                .await?
+                .map(|record| Arc::new(PackedRecord::pack(record))))
+        })
+    }
     /// See [`TaskStore::replicas`].
     fn replicas(&self) -> Option<&dyn Replicas>;
 }
@@ -238,6 +274,12 @@ impl<S: TaskStore> DynStore for S {
     }
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         TaskStore::changes(self)
+    }
+    fn get_packed<'a>(
+        &'a self,
+        id: &'a TaskId,
+    ) -> BoxFuture<'a, Result<Option<Arc<PackedRecord>>, StoreError>> {
+        Box::pin(TaskStore::get_packed(self, id))
     }
     fn replicas(&self) -> Option<&dyn Replicas> {
         TaskStore::replicas(self)

@@ -76,44 +76,44 @@ impl From<String> for Principal {
 /// bearer token: treat the bytes as secret.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskRecord {
-    id: TaskId,
-    owner: Principal,
-    status: TaskStatus,
-    status_message: Option<String>,
+    pub(super) id: TaskId,
+    pub(super) owner: Principal,
+    pub(super) status: TaskStatus,
+    pub(super) status_message: Option<String>,
     #[serde(rename = "created_at_ms")]
-    created_at: UnixMillis,
+    pub(super) created_at: UnixMillis,
     #[serde(rename = "updated_at_ms")]
-    updated_at: UnixMillis,
+    pub(super) updated_at: UnixMillis,
     #[serde(rename = "ttl_ms")]
-    ttl: Ttl,
+    pub(super) ttl: Ttl,
     #[serde(rename = "poll_interval_ms", with = "optional_millis")]
-    poll_interval: Option<Duration>,
+    pub(super) poll_interval: Option<Duration>,
     #[serde(rename = "expires_at_ms")]
-    expires_at: Option<UnixMillis>,
+    pub(super) expires_at: Option<UnixMillis>,
     /// Activity keeps the task alive this long ahead (records of older
     /// builds have none: their TTL counts from creation).
     #[serde(default, rename = "idle_ttl_ms", with = "optional_millis")]
-    idle_ttl: Option<Duration>,
+    pub(super) idle_ttl: Option<Duration>,
     /// No extension goes past this.
     #[serde(default, rename = "max_expires_at_ms")]
-    max_expires_at: Option<UnixMillis>,
-    input_requests: BTreeMap<String, Value>,
-    issued_keys: BTreeSet<String>,
-    input_responses: BTreeMap<String, Value>,
-    result: Option<Value>,
-    error: Option<Value>,
-    cancel_requested: bool,
-    version: u64,
+    pub(super) max_expires_at: Option<UnixMillis>,
+    pub(super) input_requests: BTreeMap<String, Value>,
+    pub(super) issued_keys: BTreeSet<String>,
+    pub(super) input_responses: BTreeMap<String, Value>,
+    pub(super) result: Option<Value>,
+    pub(super) error: Option<Value>,
+    pub(super) cancel_requested: bool,
+    pub(super) version: u64,
     /// Who runs the task, in a store shared by several servers (boxed: most
     /// records have none, and the in-memory store keeps records inline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    run: Option<Box<Run>>,
+    pub(super) run: Option<Box<Run>>,
 }
 
 /// The server process running a task in a store shared by several, and
 /// what another one needs to run it again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Run {
+pub(super) struct Run {
     runner: RunnerId,
     /// The `tools/call` params (`name`, `arguments`) of a resumable task.
     #[serde(default, skip_serializing_if = "Option::is_none")]

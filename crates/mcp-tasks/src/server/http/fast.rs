@@ -22,19 +22,22 @@ use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use rmcp::ErrorData;
-use rmcp::model::{Extensions, InputResponses};
+use rmcp::model::{Extensions, GetTaskResult, InputResponses};
 use serde_json::{Value, json};
 
 use super::access::admitted;
+use super::body::{ack_answer, get_task_answer};
 use super::guard::{Parsed, refuse};
 use crate::TASKS_EXTENSION;
 use crate::server::TaskRuntime;
+use crate::server::wire::detailed_task;
 use crate::task::TaskId;
 
 /// The largest `tasks/*` body answered on the fast path.
-const MAX_BODY: usize = 4 << 20;
+pub(super) const MAX_BODY: usize = 4 << 20;
 
 /// Wraps an axum router that serves rmcp's `StreamableHttpService`: well-formed
 /// `tasks/*` POSTs are answered from `runtime`, everything else goes to `router`.
@@ -53,70 +56,102 @@ async fn answer_tasks(
     request: Request,
     next: Next,
 ) -> Response {
-    let method = match request.headers().get("mcp-method").map(HeaderValue::to_str) {
-        Some(Ok(method @ ("tasks/get" | "tasks/update" | "tasks/cancel"))) => method.to_owned(),
-        _ => return next.run(request).await,
+    let Some(method) = tasks_method(request.headers()) else {
+        return next.run(request).await;
     };
     if request.method() != http::Method::POST || !admitted(&request) {
         return next.run(request).await;
     }
     // Behind the serving recipe's guard the message is parsed already.
-    let parsed = request
-        .extensions()
-        .get::<Parsed>()
-        .map(|parsed| parsed.0.clone());
-    let (parts, call) = match parsed {
-        Some(message) => match accept(&method, request.headers(), &message) {
-            Some(call) => (request.into_parts().0, call),
+    if let Some(Parsed(message)) = request.extensions().get::<Parsed>().cloned() {
+        return match accept(method, request.headers(), &message) {
+            Some(call) => respond(&runtime, request.into_parts().0, call).await,
             // Not for the fast path: rmcp validates and answers.
-            None => return next.run(request).await,
-        },
-        None => {
-            let (parts, body) = request.into_parts();
-            let Ok(bytes) = to_bytes(body, MAX_BODY).await else {
-                return refuse(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    -32600,
-                    "Invalid Request: the request body is too large",
-                    &Value::Null,
-                );
-            };
-            let accepted = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .and_then(|message| accept(&method, &parts.headers, &message));
-            match accepted {
-                Some(call) => (parts, call),
-                None => {
-                    return next
-                        .run(Request::from_parts(parts, Body::from(bytes)))
-                        .await;
-                }
-            }
-        }
+            None => next.run(request).await,
+        };
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = to_bytes(body, MAX_BODY).await else {
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            -32600,
+            "Invalid Request: the request body is too large",
+            &Value::Null,
+        );
     };
+    let accepted = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|message| accept(method, &parts.headers, &message));
+    match accepted {
+        Some(call) => respond(&runtime, parts, call).await,
+        // Not for the fast path: rmcp validates and answers.
+        None => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+    }
+}
+
+/// The `tasks/*` method a request's `Mcp-Method` header names, if any.
+pub(super) fn tasks_method(headers: &HeaderMap) -> Option<&'static str> {
+    match headers.get("mcp-method").map(HeaderValue::as_bytes) {
+        Some(b"tasks/get") => Some("tasks/get"),
+        Some(b"tasks/update") => Some("tasks/update"),
+        Some(b"tasks/cancel") => Some("tasks/cancel"),
+        _ => None,
+    }
+}
+
+/// Answers an accepted `tasks/*` request from the runtime.
+pub(super) async fn respond(runtime: &TaskRuntime, parts: Parts, call: Call) -> Response {
     let mut extensions = Extensions::new();
     extensions.insert(parts);
     let principal = runtime.principal_of(&extensions);
     let id = TaskId::new(call.task_id);
-    let outcome: Result<Value, ErrorData> = match call.method {
-        Method::Get => runtime
-            .get_task_as(&id, &principal)
-            .await
-            .and_then(|result| serde_json::to_value(result).map_err(internal)),
+    let outcome: Result<Option<Vec<u8>>, ErrorData> = match call.method {
+        Method::Get => match runtime.current(&id, &principal).await {
+            Ok(record) => match get_task_answer(&call.id, &record) {
+                Some(body) => Ok(Some(body)),
+                // What the writer leaves to serde (input requests, odd records).
+                None => detailed_task(&record)
+                    .and_then(|task| {
+                        serde_json::to_value(GetTaskResult::new(task)).map_err(internal)
+                    })
+                    .map(|result| {
+                        Some(
+                            json!({"jsonrpc": "2.0", "id": call.id, "result": result})
+                                .to_string()
+                                .into_bytes(),
+                        )
+                    }),
+            },
+            Err(error) => Err(error),
+        },
         Method::Update(responses) => runtime
             .update_task_as(&id, responses, &principal)
             .await
-            .map(|()| json!({"resultType": "complete"})),
+            .map(|()| ack_answer(&call.id)),
         Method::Cancel => runtime
             .cancel_task_as(&id, &principal)
             .await
-            .map(|()| json!({"resultType": "complete"})),
+            .map(|()| ack_answer(&call.id)),
     };
-    let body = match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": call.id, "result": result}),
-        Err(error) => json!({"jsonrpc": "2.0", "id": call.id, "error": error}),
-    };
-    plain(StatusCode::OK, &body)
+    match outcome {
+        Ok(Some(body)) => json_body(StatusCode::OK, body),
+        Ok(None) => plain(
+            StatusCode::OK,
+            &json!({"jsonrpc": "2.0", "id": call.id,
+                "error": internal_message("cannot write the answer")}),
+        ),
+        Err(error) => plain(
+            StatusCode::OK,
+            &json!({"jsonrpc": "2.0", "id": call.id, "error": error}),
+        ),
+    }
+}
+
+fn internal_message(what: &str) -> ErrorData {
+    ErrorData::internal_error(what.to_owned(), None)
 }
 
 #[expect(
@@ -128,7 +163,12 @@ fn internal(error: serde_json::Error) -> ErrorData {
 }
 
 pub(super) fn plain(status: StatusCode, body: &Value) -> Response {
-    let mut response = Response::new(Body::from(body.to_string()));
+    json_body(status, body.to_string().into_bytes())
+}
+
+/// A JSON answer with `status`.
+pub(super) fn json_body(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -160,7 +200,7 @@ pub(crate) enum Method {
 }
 
 pub(crate) struct Call {
-    id: Value,
+    pub(super) id: Value,
     task_id: String,
     method: Method,
 }

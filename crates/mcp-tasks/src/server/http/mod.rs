@@ -47,6 +47,8 @@
 //! [`StreamableHttpServer::with_allowed_hosts`] and the README's recipe).
 
 mod access;
+mod body;
+mod call;
 pub(crate) mod fast;
 pub(crate) mod guard;
 mod listen;
@@ -62,6 +64,7 @@ pub use access::{
     InvalidAllowEntry, LOOPBACK_HOSTS, require_bearer_tokens, validate_allowed_host,
     validate_allowed_origin,
 };
+pub use call::fast_tool_calls;
 pub use fast::fast_tasks;
 pub use listen::listen_tasks;
 
@@ -237,6 +240,7 @@ where
             .with_allowed_origins(self.allowed_origins.clone())
             .enforce_origin_validation();
         let server = self.server;
+        let calls = server.clone();
         let service: StreamableHttpService<S, LocalSessionManager> =
             StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
         let guard = guard::Guard {
@@ -248,7 +252,8 @@ where
             max_body_bytes: self.limits.max_body_bytes,
             body_timeout: self.limits.request_read_timeout,
         };
-        let router = axum::Router::new().nest_service(&self.path, service);
+        let router = axum::Router::new().nest_service(&self.path, Shared(Arc::new(service)));
+        let router = fast_tool_calls(router, calls);
         let router = fast_tasks(router, self.runtime.clone());
         let router = listen_tasks(router, self.runtime)
             .layer(axum::middleware::from_fn_with_state(guard, guard::guard));
@@ -278,6 +283,40 @@ where
             runtime.end_subscriptions();
         })
         .await
+    }
+}
+
+/// rmcp's service behind an `Arc`. axum clones a route's service for each
+/// request at every middleware layer, and rmcp's clone copies its whole
+/// configuration (every allowed host and origin as a `String`): shared, a
+/// request that the fast paths answer costs a reference count instead, and
+/// one that reaches rmcp the one clone rmcp makes itself.
+struct Shared<T>(Arc<T>);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<T, R> tower_service::Service<R> for Shared<T>
+where
+    T: tower_service::Service<R> + Clone,
+{
+    type Response = T::Response;
+    type Error = T::Error;
+    type Future = T::Future;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        // rmcp's service is always ready.
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        (*self.0).clone().call(request)
     }
 }
 
