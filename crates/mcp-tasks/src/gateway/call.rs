@@ -155,12 +155,10 @@ pub(crate) async fn start_upstream(
 ) -> Result<CallResponse, ErrorData> {
     // No timeout: an upstream that runs the call at once is waited for as
     // its own caller would wait.
-    let call = CallOptions::default()
-        .with_timeout(None)
-        .with_mrtr_retry(
-            request.input_responses.clone(),
-            request.request_state.clone(),
-        );
+    let call = CallOptions::default().with_timeout(None).with_mrtr_retry(
+        request.input_responses.clone(),
+        request.request_state.clone(),
+    );
     connection
         .client
         .call_tool(request.name.to_string(), request.arguments.clone(), call)
