@@ -92,7 +92,9 @@ impl Connection {
         self.closed.cancelled().await;
     }
 
-    /// Whether the upstream answers a `ping` within `timeout`.
+    /// Whether the upstream answers a `ping` within `timeout`: with a
+    /// result or with a JSON-RPC error (a 2026-07-28 server may not know
+    /// `ping`); a timeout or a transport failure is no answer.
     async fn answers_ping(&self, timeout: Duration) -> bool {
         let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
             method: Default::default(),
@@ -102,7 +104,10 @@ impl Connection {
         options.timeout = Some(timeout);
         let peer = self.client.running().peer();
         match peer.send_request_with_option(ping, options).await {
-            Ok(handle) => handle.await_response().await.is_ok(),
+            Ok(handle) => matches!(
+                handle.await_response().await,
+                Ok(_) | Err(rmcp::service::ServiceError::McpError(_))
+            ),
             Err(_) => false,
         }
     }
