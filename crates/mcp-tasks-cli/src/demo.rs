@@ -1,7 +1,8 @@
 //! `mcp-tasks demo`: a server on an embedded SQLite store, served on
 //! 127.0.0.1, and a short tour against it: a task with live status, an
 //! input request, a cancelled task, how late a change is seen when the
-//! client listens and when it polls, and a summary.
+//! client listens and when it polls, the task gateway in front of a child
+//! server, and a summary.
 
 use std::collections::HashSet;
 use std::io::IsTerminal;
@@ -17,6 +18,7 @@ use crate::output::code;
 use crate::prompt::InputPolicy;
 use crate::serve::{DemoServer, HttpAccess, ServeOptions, serve_http};
 use crate::watch::{CANCEL_GRACE, Watch, short_id};
+use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 
 pub(crate) async fn run() -> ExitCode {
     match tour().await {
@@ -50,7 +52,8 @@ async fn tour() -> anyhow::Result<bool> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
     let serving = tokio::spawn(serve_http(
-        server,
+        server.clone(),
+        server.runtime().clone(),
         listener,
         HttpAccess::default(),
         std::future::pending(),
@@ -68,7 +71,7 @@ async fn tour() -> anyhow::Result<bool> {
     let mut summary = Vec::new();
     let options = AwaitOptions::default().with_deadline(Some(Duration::from_secs(30)));
 
-    println!("1/4  long_job: a task that reports its progress (heard as it happens)");
+    println!("1/5  long_job: a task that reports its progress (heard as it happens)");
     let started = Instant::now();
     let watch = Watch::new(false);
     let watching = watch.options(options.clone(), &InputPolicy::Fail);
@@ -85,7 +88,7 @@ async fn tour() -> anyhow::Result<bool> {
     watch.report(outcome).print(false);
     summary.push(("long_job", ended, started.elapsed(), "completed"));
 
-    println!("\n2/4  confirm_action: the task asks for input (tasks/update answers it)");
+    println!("\n2/5  confirm_action: the task asks for input (tasks/update answers it)");
     let policy = if std::io::stdin().is_terminal() {
         InputPolicy::Prompt
     } else {
@@ -108,7 +111,7 @@ async fn tour() -> anyhow::Result<bool> {
     watch.report(outcome).print(false);
     summary.push(("confirm_action", ended, started.elapsed(), "completed"));
 
-    println!("\n3/4  sleep: a task cancelled with tasks/cancel");
+    println!("\n3/5  sleep: a task cancelled with tasks/cancel");
     let started = Instant::now();
     let cancelled = match client
         .call_tool("sleep", args(json!({"ms": 60_000})), CallOptions::default())
@@ -131,7 +134,7 @@ async fn tour() -> anyhow::Result<bool> {
     summary.push(("sleep", cancelled, started.elapsed(), "cancelled"));
 
     println!(
-        "\n4/4  listen or poll: how late long_job's changes are seen (the server suggests 200 ms polls)"
+        "\n4/5  listen or poll: how late long_job's changes are seen (the server suggests 200 ms polls)"
     );
     for (mode, name) in [(ListenMode::Required, "listen"), (ListenMode::Poll, "poll")] {
         let started = Instant::now();
@@ -158,6 +161,13 @@ async fn tour() -> anyhow::Result<bool> {
         summary.push((tool, outcome_name(&outcome), started.elapsed(), "completed"));
     }
 
+    println!(
+        "\n5/5  the gateway: another server's tools as tasks (mcp-tasks serve --upstream 'COMMAND')"
+    );
+    let started = Instant::now();
+    let ended = gateway_step(&options).await?;
+    summary.push(("long_job, gateway", ended, started.elapsed(), "completed"));
+
     println!("\nsummary");
     let mut all_as_expected = true;
     for (tool, ended, took, expected) in &summary {
@@ -181,6 +191,57 @@ async fn tour() -> anyhow::Result<bool> {
         let _ = std::fs::remove_file(side);
     }
     Ok(all_as_expected)
+}
+
+/// The gateway step: a gateway in this process in front of a child
+/// `mcp-tasks serve --stdio` (this binary), served on 127.0.0.1, and
+/// `long_job` called through it; returns how the task ended.
+async fn gateway_step(options: &AwaitOptions) -> anyhow::Result<String> {
+    let exe = std::env::current_exe()?;
+    let exe = exe.to_string_lossy().replace('\'', r"'\''");
+    let upstream = format!("'{exe}' serve --stdio --store memory --poll-interval 100");
+    println!(
+        "     upstream: a child `mcp-tasks serve --stdio`; any MCP server's command works the same"
+    );
+    let runtime = mcp_tasks::server::TaskRuntime::builder(mcp_tasks::store::MemoryStore::new())
+        .with_poll_interval(Duration::from_millis(200))
+        .build();
+    let gateway = Gateway::start(
+        Upstream::command(upstream),
+        runtime.clone(),
+        GatewayOptions::default(),
+    )
+    .await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/mcp", listener.local_addr()?);
+    let serving = tokio::spawn(serve_http(
+        gateway,
+        runtime,
+        listener,
+        HttpAccess::default(),
+        std::future::pending(),
+    ));
+    println!("     gateway at {url}");
+    let client = connect(&Target::Url(url), &HttpOptions::default()).await?;
+    let watch = Watch::new(false);
+    let watching = watch.options(options.clone(), &InputPolicy::Fail);
+    let waiting = client.call_and_await(
+        "long_job",
+        args(json!({"steps": 3, "step_ms": 300})),
+        CallOptions::default(),
+        &watching,
+    );
+    let ended = match watch.run(&client, waiting).await.outcome() {
+        Some(outcome) => {
+            let ended = outcome_name(&outcome);
+            watch.report(outcome).print(false);
+            ended
+        }
+        None => "interrupted".to_owned(),
+    };
+    client.close().await;
+    serving.abort();
+    Ok(ended)
 }
 
 /// How long after each change (its `lastUpdatedAt`) the client saw it.

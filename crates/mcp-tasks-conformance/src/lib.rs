@@ -4,6 +4,7 @@
 //! | binary | source | what it is |
 //! |---|---|---|
 //! | `conformance-server` | `src/bin/conformance-server.rs` | [`FixtureServer`] over stdio or stateless Streamable HTTP, judged by the official conformance suite and by fastmcp's client (`interop/run`) |
+//! | `plain-upstream` | `src/bin/plain-upstream.rs` | [`plain`]: a task-less 2025-11-25 server on stdio, put behind the task gateway by its tests |
 //! | `mcp-tasks-conformance` | `src/bin/mcp-tasks-conformance/` | the client the suite drives (`npx conformance client --command ...`), on `TasksClient` |
 //!
 //! [`FixtureServer`] runs, on the library's `TaskRuntime`, the seven
@@ -16,6 +17,7 @@
 //! with rmcp's `RequestStateCodec`.
 
 pub mod hostile;
+pub mod plain;
 mod server;
 
 pub use server::{FixtureServer, serve_http};

@@ -35,6 +35,9 @@ pub mod store;
 #[cfg(feature = "server")]
 pub mod server;
 
+#[cfg(feature = "gateway")]
+pub mod gateway;
+
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod __fuzz;

@@ -7,8 +7,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
+use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::{validate_allowed_host, validate_allowed_origin};
+use mcp_tasks::server::{TaskPolicy, TaskRuntime};
 
 use super::{DemoServer, HttpAccess, ServeOptions, StoreChoice};
 
@@ -56,10 +58,82 @@ pub(crate) struct ServeArgs {
     /// being the caller's principal (see the README); others get HTTP 401.
     #[arg(long, value_name = "FILE")]
     auth_tokens: Option<PathBuf>,
+    /// Serve the tools of this MCP server (a command line, run with `sh -c`, speaking MCP on
+    /// stdio) as tasks, instead of the demo tools: a task gateway.
+    #[arg(long, value_name = "COMMAND", conflicts_with = "upstream_url")]
+    upstream: Option<String>,
+    /// Serve the tools of the MCP server at this Streamable HTTP URL as tasks (a task gateway).
+    #[arg(long, value_name = "URL")]
+    upstream_url: Option<String>,
+    /// A header for every request to --upstream-url, 'Name: value' (repeatable).
+    #[arg(long = "upstream-header", value_name = "HEADER")]
+    upstream_headers: Vec<String>,
+    /// The task policy of one upstream tool, TOOL=optional|required|forbidden (repeatable);
+    /// it wins over the upstream's own mark.
+    #[arg(long = "tasks", value_name = "TOOL=MODE")]
+    tool_policies: Vec<String>,
+    /// The task policy of upstream tools not named by --tasks nor marked by the upstream.
+    #[arg(long, value_name = "MODE", default_value = "optional")]
+    tasks_default: String,
+}
+
+/// Reads a task policy: `optional`, `required` or `forbidden`.
+pub(crate) fn parse_policy(text: &str) -> anyhow::Result<TaskPolicy> {
+    match text {
+        "optional" => Ok(TaskPolicy::Optional),
+        "required" => Ok(TaskPolicy::Required),
+        "forbidden" => Ok(TaskPolicy::Forbidden),
+        other => {
+            anyhow::bail!("unknown task policy {other:?}: use optional, required or forbidden")
+        }
+    }
+}
+
+/// The gateway's upstream and options, when --upstream or --upstream-url is given.
+fn gateway_flags(args: &ServeArgs) -> anyhow::Result<Option<(Upstream, GatewayOptions)>> {
+    let upstream = match (&args.upstream, &args.upstream_url) {
+        (Some(command), _) => Upstream::command(command.clone()),
+        (None, Some(url)) => {
+            let mut upstream = Upstream::url(url.clone());
+            for header in &args.upstream_headers {
+                let (name, value) = crate::connect::parse_header(header)
+                    .with_context(|| "--upstream-header".to_owned())?;
+                upstream = upstream.with_header(name, value);
+            }
+            upstream
+        }
+        (None, None) => {
+            let given = [
+                (!args.tool_policies.is_empty(), "--tasks"),
+                (args.tasks_default != "optional", "--tasks-default"),
+                (!args.upstream_headers.is_empty(), "--upstream-header"),
+            ];
+            if let Some((_, flag)) = given.iter().find(|(given, _)| *given) {
+                anyhow::bail!("{flag} applies to --upstream or --upstream-url only");
+            }
+            return Ok(None);
+        }
+    };
+    if args.upstream.is_some() && !args.upstream_headers.is_empty() {
+        anyhow::bail!("--upstream-header applies to --upstream-url only");
+    }
+    let mut options = GatewayOptions::default()
+        .with_default_policy(parse_policy(&args.tasks_default).context("--tasks-default")?);
+    for entry in &args.tool_policies {
+        let Some((tool, mode)) = entry.split_once('=') else {
+            anyhow::bail!("--tasks {entry:?} is not TOOL=MODE");
+        };
+        if tool.is_empty() {
+            anyhow::bail!("--tasks {entry:?} names no tool");
+        }
+        options = options.with_tool_policy(tool, parse_policy(mode).context("--tasks")?);
+    }
+    Ok(Some((upstream, options)))
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let access = http_access(&args)?;
+    let gateway = gateway_flags(&args)?;
     let choice = match &args.store {
         Some(text) => StoreChoice::parse(text)?,
         None => StoreChoice::default_sqlite()?,
@@ -72,7 +146,41 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_tasks_per_caller: (args.max_tasks_per_caller > 0).then_some(args.max_tasks_per_caller),
         lease_period: Duration::from_millis(args.lease_period.max(12)),
     };
-    let server = DemoServer::new(&options);
+    match gateway {
+        None => {
+            let server = DemoServer::new(&options);
+            let runtime = server.runtime().clone();
+            serve(&args, server, runtime, access).await
+        }
+        Some((upstream, gateway)) => {
+            let described = upstream.clone();
+            let server = Gateway::start(upstream, options.runtime().build(), gateway)
+                .await
+                .with_context(|| format!("cannot serve the upstream {}", describe(&described)))?;
+            let runtime = server.runtime().clone();
+            serve(&args, server, runtime, access).await
+        }
+    }
+}
+
+/// How an upstream is named in messages (a URL without its password).
+fn describe(upstream: &Upstream) -> String {
+    match upstream {
+        Upstream::Command(command) => format!("command {command:?}"),
+        Upstream::Url { url, .. } => super::redacted(url),
+        _ => "server".to_owned(),
+    }
+}
+
+async fn serve<S>(
+    args: &ServeArgs,
+    server: S,
+    runtime: TaskRuntime,
+    access: HttpAccess,
+) -> anyhow::Result<()>
+where
+    S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
+{
     match &args.http {
         None => super::serve_stdio(server).await,
         Some(address) => {
@@ -89,7 +197,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let interrupted = async {
                 let _ = tokio::signal::ctrl_c().await;
             };
-            super::serve_http(server, listener, access, interrupted).await
+            super::serve_http(server, runtime, listener, access, interrupted).await
         }
     }
 }

@@ -29,10 +29,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use mcp_tasks::Ttl;
-use mcp_tasks::server::TaskRuntime;
 use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::{LOOPBACK_HOSTS, LOOPBACK_ORIGINS, StreamableHttpServer};
 use mcp_tasks::server::listen::ListenReader;
+use mcp_tasks::server::{TaskRuntime, TaskRuntimeBuilder};
 use mcp_tasks::store::{MemoryStore, SharedStore};
 use mcp_tasks_redis::{RedisOptions, RedisStore};
 use mcp_tasks_sqlite::SqliteStore;
@@ -178,24 +178,36 @@ pub(crate) struct DemoServer {
     runtime: TaskRuntime,
 }
 
+impl ServeOptions {
+    /// A runtime builder with these options.
+    pub(crate) fn runtime(&self) -> TaskRuntimeBuilder {
+        let mut runtime = TaskRuntime::builder(self.store.clone())
+            .with_poll_interval(self.poll_interval)
+            .with_max_tasks_per_caller(self.max_tasks_per_caller)
+            .with_lease_period(self.lease_period)
+            .with_max_lifetime(self.max_lifetime);
+        if let Some(ttl) = self.ttl {
+            runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
+        }
+        runtime
+    }
+}
+
 impl DemoServer {
     /// Starts the runtime (its sweeper runs until the last clone is
     /// dropped). Must be called inside a tokio runtime.
     pub(crate) fn new(options: &ServeOptions) -> Self {
-        let mut runtime = TaskRuntime::builder(options.store.clone())
-            .with_poll_interval(options.poll_interval)
-            .with_max_tasks_per_caller(options.max_tasks_per_caller)
-            .with_lease_period(options.lease_period)
-            .with_max_lifetime(options.max_lifetime)
-            // On a shared store, the resumable demo tools of a replica that
-            // stopped run again here.
-            .with_resume(tools::resume);
-        if let Some(ttl) = options.ttl {
-            runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
-        }
+        // On a shared store, the resumable demo tools of a replica that
+        // stopped run again here.
+        let runtime = options.runtime().with_resume(tools::resume);
         Self {
             runtime: runtime.build(),
         }
+    }
+
+    /// The runtime its tasks run on.
+    pub(crate) fn runtime(&self) -> &TaskRuntime {
+        &self.runtime
     }
 }
 
@@ -239,7 +251,10 @@ impl ServerHandler for DemoServer {
 }
 
 /// Serves on stdin and stdout until stdin closes (also before any message).
-pub(crate) async fn serve_stdio(server: DemoServer) -> anyhow::Result<()> {
+pub(crate) async fn serve_stdio<S>(server: S) -> anyhow::Result<()>
+where
+    S: ServerHandler + Send + Sync + 'static,
+{
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let running = match server.serve((ListenReader::new(stdin), stdout)).await {
         Ok(running) => running,
@@ -258,13 +273,16 @@ pub(crate) async fn serve_stdio(server: DemoServer) -> anyhow::Result<()> {
 /// serving recipe, answering whom `access` allows, until `shutdown`
 /// completes, then ends the listen streams gracefully and finishes the
 /// requests in flight.
-pub(crate) async fn serve_http(
-    server: DemoServer,
+pub(crate) async fn serve_http<S>(
+    server: S,
+    runtime: TaskRuntime,
     listener: tokio::net::TcpListener,
     access: HttpAccess,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let runtime = server.runtime.clone();
+) -> anyhow::Result<()>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
     let mut recipe = StreamableHttpServer::new(server, runtime)
         .with_allowed_hosts(access.hosts)
         .with_allowed_origins(access.origins);

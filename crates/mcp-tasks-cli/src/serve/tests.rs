@@ -196,7 +196,8 @@ async fn http(server: DemoServer) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(serve_http(
-        server,
+        server.clone(),
+        server.runtime().clone(),
         listener,
         HttpAccess::default(),
         std::future::pending(),

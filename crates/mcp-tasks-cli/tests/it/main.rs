@@ -4,6 +4,7 @@ mod support;
 
 mod cli;
 mod deploy;
+mod gateway;
 mod interactive;
 mod journal;
 mod legacy;

@@ -2,5 +2,7 @@
 //! against the `hostile-server`.
 
 mod faults;
+mod gateway;
+mod gateway_tasks;
 mod hostile;
 mod server;

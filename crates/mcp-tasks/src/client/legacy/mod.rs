@@ -147,6 +147,11 @@ impl ServerTasks {
         })
     }
 
+    /// Whether `tools/call` can be task-augmented (`tasks.requests.tools.call`).
+    pub(crate) fn tools_call(self) -> bool {
+        self.tools_call
+    }
+
     /// The methods, in the order a person reads them.
     pub(crate) fn methods(self) -> Vec<&'static str> {
         let mut methods = vec!["tasks/get", "tasks/result"];

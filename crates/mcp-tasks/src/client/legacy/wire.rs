@@ -40,7 +40,7 @@ impl<H: ClientHandler> TasksClient<H> {
 
     /// Sends one request and returns its result as the server sent it (when
     /// the tap kept it) or as rmcp re-serializes what it read.
-    async fn send_legacy(
+    pub(crate) async fn send_legacy(
         &self,
         method: &'static str,
         params: Value,

@@ -1,0 +1,191 @@
+//! `mcp-tasks serve --upstream` / `--upstream-url`: the task gateway as a
+//! process, in front of `mcp-tasks serve` itself (an upstream that makes
+//! tasks: the gateway awaits them and relays their status and input), over
+//! stdio and over HTTP, its flags, and a gateway on SQLite killed and
+//! started again. The gateway in front of a task-less server is tested in
+//! `crates/mcp-tasks-conformance/tests/it/gateway.rs`, and in front of
+//! server-everything and fastmcp by `interop/run`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+
+use crate::support::{BIN, bin, http_server, json_of, on_stdio, run, stdio_server};
+
+/// A gateway on HTTP; killed when dropped.
+struct Gateway {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_gateway(extra: &[&str]) -> Gateway {
+    let mut child = bin()
+        .args(["serve", "--http", "127.0.0.1:0", "--poll-interval", "50"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the gateway starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the gateway prints where it listens");
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    Gateway { child, url }
+}
+
+#[test]
+fn a_stdio_gateway_relays_an_upstream_task_with_its_status() {
+    let gateway = format!(
+        "{BIN} serve --stdio --store memory --poll-interval 50 --upstream '{}'",
+        stdio_server()
+    );
+    let output = run(&on_stdio(
+        &gateway,
+        &["call", "--json", "long_job", "--arg", "steps=3"],
+    ));
+    let (code, value) = json_of(&output);
+    assert_eq!(code, 0, "{value}");
+    assert_eq!(value["status"], "completed");
+    assert!(value["taskId"].is_string(), "{value}");
+    // The upstream task's status messages are the gateway task's.
+    let output = run(&on_stdio(
+        &gateway,
+        &["call", "long_job", "--arg", "steps=2"],
+    ));
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "done: 2 steps"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("working step 1 of 2"), "{stderr}");
+
+    let output = run(&on_stdio(&gateway, &["tools"]));
+    let listed = String::from_utf8_lossy(&output.stdout);
+    for tool in ["long_job", "confirm_action", "failing_tool", "sleep"] {
+        assert!(listed.contains(tool), "{listed}");
+    }
+}
+
+#[test]
+fn an_http_gateway_in_front_of_an_http_upstream_relays_input_and_policies() {
+    let upstream = http_server();
+    let gateway = http_gateway(&[
+        "--store",
+        "memory",
+        "--upstream-url",
+        &upstream.url,
+        "--tasks",
+        "sleep=forbidden",
+    ]);
+    let output = run(&[
+        "call",
+        "--url",
+        &gateway.url,
+        "--json",
+        "confirm_action",
+        "--answer",
+        "confirm=true",
+    ]);
+    let (code, value) = json_of(&output);
+    assert_eq!(code, 0, "{value}");
+    assert_eq!(value["status"], "completed");
+    assert!(value["taskId"].is_string(), "{value}");
+
+    // Forbidden by --tasks: a plain result, no task.
+    let output = run(&[
+        "call",
+        "--url",
+        &gateway.url,
+        "--json",
+        "sleep",
+        "--arg",
+        "ms=10",
+    ]);
+    let (code, value) = json_of(&output);
+    assert_eq!(code, 0, "{value}");
+    assert!(value.get("taskId").is_none(), "{value}");
+
+    // The upstream's JSON-RPC error fails the task.
+    let output = run(&["call", "--url", &gateway.url, "--json", "failing_tool"]);
+    let (code, value) = json_of(&output);
+    assert_eq!(code, 2, "{value}");
+    assert_eq!(value["status"], "failed");
+}
+
+#[test]
+fn a_task_cut_off_by_a_gateway_restart_fails_honestly() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", folder.path().join("gateway.db").display());
+    let upstream = stdio_server();
+    let flags = ["--store", &store, "--upstream", &upstream];
+    let first = http_gateway(&flags);
+    let output = run(&[
+        "call",
+        "--url",
+        &first.url,
+        "sleep",
+        "--arg",
+        "ms=60000",
+        "--no-wait",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    assert!(!id.is_empty());
+    drop(first);
+    let second = http_gateway(&flags);
+    let output = run(&["get", "--url", &second.url, "--json", &id]);
+    let (_, value) = json_of(&output);
+    assert_eq!(value["status"], "failed", "{value}");
+    assert!(
+        value["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("restarted")),
+        "{value}"
+    );
+}
+
+#[test]
+fn gateway_flags_are_checked() {
+    let output = run(&["serve", "--store", "memory", "--tasks", "x=optional"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--tasks applies to --upstream"), "{stderr}");
+
+    let output = run(&[
+        "serve",
+        "--store",
+        "memory",
+        "--upstream",
+        "true",
+        "--tasks",
+        "x=sometimes",
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("unknown task policy \"sometimes\""),
+        "{stderr}"
+    );
+
+    let output = run(&["serve", "--store", "memory", "--upstream", "true"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot serve the upstream")
+            && stderr.contains("did not complete the MCP handshake"),
+        "{stderr}"
+    );
+}

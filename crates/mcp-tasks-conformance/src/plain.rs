@@ -1,0 +1,342 @@
+//! A plain MCP server with no tasks at all, as most servers in the field
+//! are: the 2025-11-25 era over stdio (`initialize`), raw JSON-RPC lines,
+//! with the tools a task gateway must relay. The `plain-upstream` binary
+//! serves it; the gateway tests put `mcp-tasks serve --upstream` (or the
+//! library's `Gateway`) in front of it.
+//!
+//! | tool | what it does |
+//! |---|---|
+//! | `echo {text}` | answers `text` at once (marked `taskSupport: forbidden`, as the TypeScript SDK v1 marks every plain tool) |
+//! | `progress {steps, ms}` | sends `notifications/progress` `i/steps` every `ms`, then answers `done: N steps` |
+//! | `log {text}` | sends a `notifications/message` (`info`, `text`), waits 300 ms, answers `logged` |
+//! | `ask` | sends `elicitation/create` (a form with a string `name`), answers `hello NAME`, `declined` or `cancelled` |
+//! | `ask_url` | sends `elicitation/create` in URL mode, answers with the action taken |
+//! | `sample` | sends `sampling/createMessage`, answers with the text of its answer |
+//! | `fail` | answers a JSON-RPC error -32050 `the fixture tool failed` |
+//! | `error_result` | answers a tool result with `isError: true` |
+//! | `crash {ms}` | exits the process (status 3) after `ms` |
+//! | `hang` | never answers; a `notifications/cancelled` for it is counted |
+//! | `cancellations` | answers how many `notifications/cancelled` this process received |
+//! | `needs_task` | marked `taskSupport: required`; answers `ran` |
+//! | `add_tool` | adds the tool `added` and sends `notifications/tools/list_changed` |
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+/// The error code of the `fail` tool.
+pub const FAIL_CODE: i64 = -32050;
+
+#[derive(Default)]
+struct State {
+    cancellations: AtomicUsize,
+    added: AtomicBool,
+    next_id: AtomicUsize,
+    /// Our requests to the client waiting for their answers, by id.
+    waiting: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
+}
+
+type Out = mpsc::UnboundedSender<Value>;
+
+/// Serves on stdin and stdout until stdin closes.
+pub async fn serve_stdio() -> std::io::Result<()> {
+    let state = Arc::new(State::default());
+    let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(message) = outgoing.recv().await {
+            let mut line = message.to_string();
+            line.push('\n');
+            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = lines.next_line().await? {
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        handle(&state, &out, message);
+    }
+    drop(out);
+    let _ = writer.await;
+    Ok(())
+}
+
+fn handle(state: &Arc<State>, out: &Out, message: Value) {
+    let id = message.get("id").cloned();
+    let method = message.get("method").and_then(Value::as_str);
+    match (method, id) {
+        // An answer to one of our requests.
+        (None, Some(id)) => {
+            let waiting = id
+                .as_u64()
+                .and_then(|id| state.waiting.lock().ok()?.remove(&id));
+            if let Some(waiting) = waiting {
+                let _ = waiting.send(message);
+            }
+        }
+        (Some("notifications/cancelled"), None) => {
+            state.cancellations.fetch_add(1, Ordering::SeqCst);
+        }
+        (Some(_), None) => {}
+        (Some(method), Some(id)) => {
+            let params = message.get("params").cloned().unwrap_or(json!({}));
+            let (state, out, method) = (state.clone(), out.clone(), method.to_owned());
+            tokio::spawn(async move {
+                let answer = request(&state, &out, &method, &params).await;
+                let message = match answer {
+                    Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                    Err((code, text)) => {
+                        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}})
+                    }
+                };
+                let _ = out.send(message);
+            });
+        }
+        (None, None) => {}
+    }
+}
+
+#[allow(clippy::needless_pass_by_value, reason = "called with json! literals")]
+fn tool(name: &str, description: &str, properties: Value, task_support: &str) -> Value {
+    json!({
+        "name": name,
+        "description": description,
+        "inputSchema": {"type": "object", "properties": properties},
+        "execution": {"taskSupport": task_support},
+    })
+}
+
+fn tools(state: &State) -> Vec<Value> {
+    let mut tools = vec![
+        tool(
+            "echo",
+            "Answers its text",
+            json!({"text": {"type": "string"}}),
+            "forbidden",
+        ),
+        tool(
+            "progress",
+            "Reports progress, then answers",
+            json!({"steps": {"type": "integer"}, "ms": {"type": "integer"}}),
+            "forbidden",
+        ),
+        tool(
+            "log",
+            "Logs a message, then answers",
+            json!({"text": {"type": "string"}}),
+            "forbidden",
+        ),
+        tool("ask", "Asks the client for a name", json!({}), "forbidden"),
+        tool(
+            "ask_url",
+            "Sends the client to a URL",
+            json!({}),
+            "forbidden",
+        ),
+        tool("sample", "Asks the client's model", json!({}), "forbidden"),
+        tool("fail", "Answers a JSON-RPC error", json!({}), "forbidden"),
+        tool(
+            "error_result",
+            "Answers isError: true",
+            json!({}),
+            "forbidden",
+        ),
+        tool(
+            "crash",
+            "Exits the process",
+            json!({"ms": {"type": "integer"}}),
+            "forbidden",
+        ),
+        tool("hang", "Never answers", json!({}), "forbidden"),
+        tool(
+            "cancellations",
+            "How many cancellations arrived",
+            json!({}),
+            "forbidden",
+        ),
+        tool("needs_task", "Marked required", json!({}), "required"),
+        tool("add_tool", "Adds a tool", json!({}), "forbidden"),
+    ];
+    if state.added.load(Ordering::SeqCst) {
+        tools.push(tool("added", "Added by add_tool", json!({}), "forbidden"));
+    }
+    tools
+}
+
+fn text(text: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}]})
+}
+
+/// Sends a request to the client and waits for its answer.
+async fn ask_client(state: &State, out: &Out, method: &str, params: Value) -> Value {
+    let id = state.next_id.fetch_add(1, Ordering::SeqCst) as u64 + 1000;
+    let (sender, receiver) = oneshot::channel();
+    if let Ok(mut waiting) = state.waiting.lock() {
+        waiting.insert(id, sender);
+    }
+    let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+    receiver.await.unwrap_or(Value::Null)
+}
+
+async fn request(
+    state: &State,
+    out: &Out,
+    method: &str,
+    params: &Value,
+) -> Result<Value, (i64, String)> {
+    match method {
+        "initialize" => Ok(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {"listChanged": true}, "logging": {}},
+            "serverInfo": {"name": "plain-upstream", "version": "1.0.0"},
+        })),
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(json!({"tools": tools(state)})),
+        "tools/call" => call(state, out, params).await,
+        other => Err((-32601, format!("Method not found: {other}"))),
+    }
+}
+
+async fn call(state: &State, out: &Out, params: &Value) -> Result<Value, (i64, String)> {
+    let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+    let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
+    let number = |key: &str, default: u64| {
+        arguments
+            .get(key)
+            .and_then(Value::as_u64)
+            .unwrap_or(default)
+    };
+    let token = params.pointer("/_meta/progressToken").cloned();
+    match name {
+        "echo" => Ok(text(
+            arguments.get("text").and_then(Value::as_str).unwrap_or(""),
+        )),
+        "progress" => {
+            let (steps, ms) = (number("steps", 3), number("ms", 100));
+            for step in 1..=steps {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                if let Some(token) = &token {
+                    let _ = out.send(json!({
+                        "jsonrpc": "2.0",
+                        "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": step, "total": steps},
+                    }));
+                }
+            }
+            Ok(text(format!("done: {steps} steps")))
+        }
+        "log" => {
+            let said = arguments
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or("hello");
+            let _ = out.send(json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/message",
+                "params": {"level": "info", "data": said},
+            }));
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok(text("logged"))
+        }
+        "ask" => {
+            let answer = ask_client(
+                state,
+                out,
+                "elicitation/create",
+                json!({
+                    "mode": "form",
+                    "message": "What is your name?",
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}},
+                        "required": ["name"],
+                    },
+                }),
+            )
+            .await;
+            let result = answer.get("result").cloned().unwrap_or(Value::Null);
+            Ok(match result.get("action").and_then(Value::as_str) {
+                Some("accept") => text(format!(
+                    "hello {}",
+                    result
+                        .pointer("/content/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                )),
+                Some("decline") => text("declined"),
+                Some("cancel") => text("cancelled"),
+                _ => text(format!("no answer: {answer}")),
+            })
+        }
+        "ask_url" => {
+            let answer = ask_client(
+                state,
+                out,
+                "elicitation/create",
+                json!({
+                    "mode": "url",
+                    "message": "Sign in to continue",
+                    "url": "https://auth.example.com/sign-in",
+                    "elicitationId": "sign-in-1",
+                }),
+            )
+            .await;
+            Ok(text(format!(
+                "url: {}",
+                answer
+                    .pointer("/result/action")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+            )))
+        }
+        "sample" => {
+            let answer = ask_client(
+                state,
+                out,
+                "sampling/createMessage",
+                json!({
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}],
+                    "maxTokens": 10,
+                }),
+            )
+            .await;
+            Ok(text(format!(
+                "the model said: {}",
+                answer
+                    .pointer("/result/content/text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+            )))
+        }
+        "fail" => Err((FAIL_CODE, "the fixture tool failed".to_owned())),
+        "error_result" => Ok(json!({
+            "content": [{"type": "text", "text": "the tool reports an error"}],
+            "isError": true,
+        })),
+        "crash" => {
+            tokio::time::sleep(Duration::from_millis(number("ms", 0))).await;
+            std::process::exit(3);
+        }
+        "hang" => std::future::pending().await,
+        "cancellations" => Ok(text(state.cancellations.load(Ordering::SeqCst).to_string())),
+        "needs_task" | "added" => Ok(text("ran")),
+        "add_tool" => {
+            state.added.store(true, Ordering::SeqCst);
+            let _ =
+                out.send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+            Ok(text("added"))
+        }
+        other => Ok(json!({
+            "content": [{"type": "text", "text": format!("unknown tool {other}")}],
+            "isError": true,
+        })),
+    }
+}

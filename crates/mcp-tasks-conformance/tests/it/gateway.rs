@@ -1,0 +1,437 @@
+//! The task gateway (`mcp_tasks::gateway`) in front of a real child
+//! process: the `plain-upstream` binary, a task-less 2025-11-25 server over
+//! stdio. The gateway is served over Streamable HTTP on 127.0.0.1 and
+//! called by our client, declaring the extension or not.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
+use mcp_tasks::server::http::StreamableHttpServer;
+use mcp_tasks::server::{TaskPolicy, TaskRuntime};
+use mcp_tasks::store::MemoryStore;
+use mcp_tasks::{
+    AwaitOptions, CallOptions, CallResponse, InputMode, ListenChannel, ListenMode, TaskOutcome,
+    TaskState, TaskStatus, TasksClient,
+};
+use mcp_tasks_conformance::plain::FAIL_CODE;
+use rmcp::model::{CallToolResult, InputResponses, JsonObject, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+const UPSTREAM: &str = env!("CARGO_BIN_EXE_plain-upstream");
+
+/// A gateway in front of a fresh `plain-upstream`, served over HTTP, and a
+/// client of it.
+async fn gateway(options: GatewayOptions) -> (Gateway, TasksClient<()>) {
+    let runtime = TaskRuntime::builder(MemoryStore::new())
+        .with_poll_interval(Duration::from_millis(50))
+        .build();
+    let options = options.with_restart_backoff(Duration::from_millis(50), Duration::from_secs(1));
+    let gateway = Gateway::start(Upstream::command(UPSTREAM), runtime.clone(), options)
+        .await
+        .expect("the gateway starts in front of plain-upstream");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let recipe = StreamableHttpServer::new(gateway.clone(), runtime);
+    tokio::spawn(recipe.serve_with_shutdown(listener, std::future::pending()));
+    // A client that can listen, so that a wait hears every status change.
+    let config = StreamableHttpClientTransportConfig::with_uri(url);
+    let http = reqwest::Client::new();
+    let channel = ListenChannel::http(http.clone(), &config);
+    let transport = StreamableHttpClientTransport::with_client(http, config);
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let running = serve_client_with_lifecycle((), transport, lifecycle)
+        .await
+        .expect("connect to the gateway");
+    (gateway, TasksClient::new(running).with_listen(channel))
+}
+
+fn args(value: Value) -> Option<JsonObject> {
+    match value {
+        Value::Object(object) => Some(object),
+        _ => None,
+    }
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|content| content.as_text())
+        .map(|text| text.text.clone())
+        .unwrap_or_default()
+}
+
+fn waiting() -> AwaitOptions {
+    AwaitOptions::default()
+        .with_deadline(Some(Duration::from_secs(20)))
+        .with_input(InputMode::Return)
+}
+
+/// Calls `tool` declaring the extension and expects a task.
+async fn task(client: &TasksClient<()>, tool: &str, arguments: Value) -> TaskState {
+    match client
+        .call_tool(tool, args(arguments), CallOptions::default())
+        .await
+        .expect("tools/call")
+    {
+        CallResponse::Task(state) => state,
+        other => panic!("expected a task for {tool}, got {other:?}"),
+    }
+}
+
+/// Calls `tool` without declaring the extension and expects a result.
+async fn synchronous(client: &TasksClient<()>, tool: &str, arguments: Value) -> CallToolResult {
+    match client
+        .call_tool(
+            tool,
+            args(arguments),
+            CallOptions::default().with_declare_tasks(false),
+        )
+        .await
+        .expect("tools/call")
+    {
+        CallResponse::Complete(result) => result,
+        other => panic!("expected a result for {tool}, got {other:?}"),
+    }
+}
+
+fn completed(outcome: TaskOutcome) -> CallToolResult {
+    match outcome {
+        TaskOutcome::Completed(result) => result,
+        other => panic!("expected completed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_plain_tool_becomes_a_task_whose_status_follows_progress() {
+    let (gateway, client) = gateway(GatewayOptions::default()).await;
+    assert!(client.server_supports());
+    let names: Vec<String> = gateway
+        .tools()
+        .iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    assert!(names.contains(&"progress".to_owned()), "{names:?}");
+    let state = task(&client, "progress", json!({"steps": 4, "ms": 250})).await;
+    assert_eq!(state.status, TaskStatus::Working);
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let options = waiting()
+        .with_listen(ListenMode::Required)
+        .with_observer(move |state| {
+            if let Some(message) = &state.status_message {
+                let mut log = log.lock().unwrap();
+                if log.last() != Some(message) {
+                    log.push(message.clone());
+                }
+            }
+        });
+    let result = completed(client.await_task(state, &options).await.unwrap());
+    assert_eq!(text(&result), "done: 4 steps");
+    let seen = seen.lock().unwrap().clone();
+    // Heard on the listen stream: each step is seen, in order.
+    for step in ["1/4", "2/4", "3/4"] {
+        assert!(
+            seen.iter().any(|message| message == step),
+            "{step} not in {seen:?}"
+        );
+    }
+    let positions: Vec<usize> = ["1/4", "2/4", "3/4"]
+        .iter()
+        .filter_map(|step| seen.iter().position(|message| message == step))
+        .collect();
+    assert!(
+        positions.windows(2).all(|pair| pair[0] < pair[1]),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_log_message_becomes_the_status_message() {
+    let (_gateway, client) = gateway(GatewayOptions::default()).await;
+    let state = task(&client, "log", json!({"text": "warming up"})).await;
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let options = waiting().with_observer(move |state| {
+        if let Some(message) = &state.status_message {
+            log.lock().unwrap().push(message.clone());
+        }
+    });
+    assert_eq!(
+        text(&completed(
+            client.await_task(state, &options).await.unwrap()
+        )),
+        "logged"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().any(|message| message == "info: warming up"),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn synchronous_calls_pass_straight_through() {
+    let options = GatewayOptions::default().with_tool_policy("echo", TaskPolicy::Forbidden);
+    let (gateway, client) = gateway(options).await;
+    assert_eq!(gateway.policy("echo"), TaskPolicy::Forbidden);
+    // Forbidden: no task, even for a caller that declared the extension.
+    match client
+        .call_tool("echo", args(json!({"text": "hi"})), CallOptions::default())
+        .await
+        .unwrap()
+    {
+        CallResponse::Complete(result) => assert_eq!(text(&result), "hi"),
+        other => panic!("expected a plain result, got {other:?}"),
+    }
+    // Optional, and the caller did not declare the extension: no task.
+    let result = synchronous(&client, "progress", json!({"steps": 1, "ms": 10})).await;
+    assert_eq!(text(&result), "done: 1 steps");
+    let result = synchronous(&client, "error_result", json!({})).await;
+    assert_eq!(result.is_error, Some(true));
+    let error = client
+        .call_tool(
+            "fail",
+            None,
+            CallOptions::default().with_declare_tasks(false),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(FAIL_CODE));
+}
+
+#[tokio::test]
+async fn the_upstreams_outcomes_become_the_tasks() {
+    let (_gateway, client) = gateway(GatewayOptions::default()).await;
+    let state = task(&client, "error_result", json!({})).await;
+    let result = completed(client.await_task(state, &waiting()).await.unwrap());
+    assert_eq!(result.is_error, Some(true));
+    assert_eq!(text(&result), "the tool reports an error");
+
+    let state = task(&client, "fail", json!({})).await;
+    match client.await_task(state, &waiting()).await.unwrap() {
+        TaskOutcome::Failed(failure) => {
+            assert_eq!(failure.error.code, FAIL_CODE);
+            assert_eq!(failure.error.message, "the fixture tool failed");
+        }
+        other => panic!("expected failed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_mark_of_required_is_kept_unless_overridden() {
+    let (first, client) = gateway(GatewayOptions::default()).await;
+    assert_eq!(first.policy("needs_task"), TaskPolicy::Required);
+    // `forbidden` marks say only that the upstream makes no task itself.
+    assert_eq!(first.policy("echo"), TaskPolicy::Optional);
+    let error = client
+        .call_tool(
+            "needs_task",
+            None,
+            CallOptions::default().with_declare_tasks(false),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.requires_tasks_extension(), "{error}");
+    let state = task(&client, "needs_task", json!({})).await;
+    assert_eq!(
+        text(&completed(
+            client.await_task(state, &waiting()).await.unwrap()
+        )),
+        "ran"
+    );
+
+    let options = GatewayOptions::default().with_tool_policy("needs_task", TaskPolicy::Optional);
+    let (_gateway, client) = gateway(options).await;
+    assert_eq!(
+        text(&synchronous(&client, "needs_task", json!({})).await),
+        "ran"
+    );
+}
+
+#[tokio::test]
+async fn an_elicitation_becomes_input_required_answered_with_tasks_update() {
+    let (_gateway, client) = gateway(GatewayOptions::default()).await;
+    let state = task(&client, "ask", json!({})).await;
+    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    let requests = asking.input_requests.clone();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let (key, request) = requests.iter().next().unwrap();
+    let request = serde_json::to_value(request).unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "What is your name?");
+    assert_eq!(
+        request["params"]["requestedSchema"]["required"],
+        json!(["name"])
+    );
+    let mut answer = InputResponses::new();
+    answer.insert(
+        key.clone(),
+        json!({"action": "accept", "content": {"name": "Ada"}}),
+    );
+    client.update(&asking.id, answer).await.unwrap();
+    let result = completed(client.await_task(&asking.id, &waiting()).await.unwrap());
+    assert_eq!(text(&result), "hello Ada");
+}
+
+#[tokio::test]
+async fn a_url_elicitation_is_relayed_too() {
+    let (_gateway, client) = gateway(GatewayOptions::default()).await;
+    let state = task(&client, "ask_url", json!({})).await;
+    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    let (key, request) = asking.input_requests.iter().next().expect("a request");
+    assert_eq!(request["params"]["mode"], "url");
+    assert_eq!(request["params"]["url"], "https://auth.example.com/sign-in");
+    let mut answer = InputResponses::new();
+    answer.insert(key.clone(), json!({"action": "accept"}));
+    client.update(&asking.id, answer).await.unwrap();
+    let result = completed(client.await_task(&asking.id, &waiting()).await.unwrap());
+    assert_eq!(text(&result), "url: accept");
+}
+
+#[tokio::test]
+async fn a_sampling_request_is_relayed_too() {
+    let (_gateway, client) = gateway(GatewayOptions::default()).await;
+    let state = task(&client, "sample", json!({})).await;
+    let options = waiting().with_input(InputMode::resolver(|requests| async move {
+        let mut answers = InputResponses::new();
+        for (key, request) in requests {
+            assert_eq!(request["method"], "sampling/createMessage");
+            answers.insert(
+                key,
+                json!({"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}),
+            );
+        }
+        Ok(answers)
+    }));
+    let result = completed(client.await_task(state, &options).await.unwrap());
+    assert_eq!(text(&result), "the model said: hi");
+}
+
+#[tokio::test]
+async fn a_request_is_refused_when_several_calls_are_in_flight() {
+    let (_gateway, client) = gateway(GatewayOptions::default()).await;
+    let hanging = task(&client, "hang", json!({})).await;
+    let state = task(&client, "ask", json!({})).await;
+    // The elicitation could belong to either call: it is refused, not guessed.
+    let result = completed(client.await_task(state, &waiting()).await.unwrap());
+    assert!(
+        text(&result).contains("cannot tell which one"),
+        "{}",
+        text(&result)
+    );
+    client.cancel(&hanging.id).await.unwrap();
+}
+
+#[tokio::test]
+async fn tasks_cancel_cancels_the_upstream_request() {
+    let (_gateway, client) = gateway(GatewayOptions::default()).await;
+    let before = text(&synchronous(&client, "cancellations", json!({})).await);
+    assert_eq!(before, "0");
+    let state = task(&client, "hang", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let settled = client.cancel_and_wait(&state.id, &waiting()).await.unwrap();
+    assert_eq!(settled.status, TaskStatus::Cancelled);
+    let mut count = String::new();
+    for _ in 0..50 {
+        count = text(&synchronous(&client, "cancellations", json!({})).await);
+        if count == "1" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(count, "1", "the upstream heard no notifications/cancelled");
+}
+
+#[tokio::test]
+async fn a_crashed_upstream_fails_its_task_and_the_gateway_keeps_serving() {
+    let (_gateway, client) = gateway(GatewayOptions::default()).await;
+    let state = task(&client, "crash", json!({"ms": 200})).await;
+    match client.await_task(state, &waiting()).await.unwrap() {
+        TaskOutcome::Failed(failure) => assert!(
+            failure.error.message.contains("exited or crashed"),
+            "{}",
+            failure.error.message
+        ),
+        other => panic!("expected failed, got {other:?}"),
+    }
+    // The upstream is started again: the next calls work, as a task and not.
+    let state = task(&client, "echo", json!({"text": "again"})).await;
+    assert_eq!(
+        text(&completed(
+            client.await_task(state, &waiting()).await.unwrap()
+        )),
+        "again"
+    );
+    assert_eq!(
+        text(&synchronous(&client, "echo", json!({"text": "plain"})).await),
+        "plain"
+    );
+    // A synchronous call cut off by a crash gets an error that says so.
+    let error = client
+        .call_tool(
+            "crash",
+            args(json!({"ms": 100})),
+            CallOptions::default().with_declare_tasks(false),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("exited or crashed"), "{error}");
+    assert_eq!(
+        text(&synchronous(&client, "echo", json!({"text": "still"})).await),
+        "still"
+    );
+}
+
+#[tokio::test]
+async fn the_tool_list_follows_the_upstreams_list_changed() {
+    let (gateway, client) = gateway(GatewayOptions::default()).await;
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools
+            .into_iter()
+            .map(|tool| tool.name.to_string())
+            .collect()
+    };
+    assert!(!names(client.running().list_all_tools().await.unwrap()).contains(&"added".to_owned()));
+    synchronous(&client, "add_tool", json!({})).await;
+    let mut listed = Vec::new();
+    for _ in 0..50 {
+        listed = names(client.running().list_all_tools().await.unwrap());
+        if listed.contains(&"added".to_owned()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(listed.contains(&"added".to_owned()), "{listed:?}");
+    assert!(names(gateway.tools()).contains(&"added".to_owned()));
+}
+
+#[tokio::test]
+async fn an_upstream_that_cannot_start_is_a_clear_error() {
+    let runtime = TaskRuntime::builder(MemoryStore::new()).build();
+    let error = Gateway::start(
+        Upstream::command("true"),
+        runtime,
+        GatewayOptions::default().with_connect_timeout(Duration::from_secs(5)),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("did not complete the MCP handshake"),
+        "{error}"
+    );
+}

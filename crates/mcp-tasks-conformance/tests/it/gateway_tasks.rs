@@ -1,0 +1,297 @@
+//! The task gateway in front of an upstream that makes tasks itself: the
+//! conformance fixture server (2026-07-28 with the extension) over
+//! Streamable HTTP (`Upstream::url`), its runtime held by the test so that
+//! what reaches the upstream can be checked there.
+
+use std::time::Duration;
+
+use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
+use mcp_tasks::server::http::StreamableHttpServer;
+use mcp_tasks::server::{Principal, TaskRuntime};
+use mcp_tasks::store::MemoryStore;
+use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, InputMode, TaskOutcome, TasksClient};
+use mcp_tasks_conformance::{FixtureServer, serve_http};
+use rmcp::model::{CallToolResult, InputResponses, JsonObject, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+/// The fixture server on HTTP (its runtime returned), the gateway in front
+/// of it on HTTP, and a client of the gateway.
+async fn setup() -> (TaskRuntime, TasksClient<()>) {
+    let upstream_runtime = TaskRuntime::builder(MemoryStore::new())
+        .with_poll_interval(Duration::from_millis(50))
+        .build();
+    let fixture = FixtureServer::new(upstream_runtime.clone()).expect("a random key");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream_url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(serve_http(fixture, listener));
+
+    let runtime = TaskRuntime::builder(MemoryStore::new())
+        .with_poll_interval(Duration::from_millis(50))
+        .build();
+    let gateway = Gateway::start(
+        Upstream::url(upstream_url),
+        runtime.clone(),
+        GatewayOptions::default(),
+    )
+    .await
+    .expect("the gateway starts in front of the fixture server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(StreamableHttpServer::new(gateway, runtime).serve(listener));
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url),
+    );
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let running = serve_client_with_lifecycle((), transport, lifecycle)
+        .await
+        .expect("connect to the gateway");
+    (upstream_runtime, TasksClient::new(running))
+}
+
+fn args(value: Value) -> Option<JsonObject> {
+    match value {
+        Value::Object(object) => Some(object),
+        _ => None,
+    }
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|content| content.as_text())
+        .map(|text| text.text.clone())
+        .unwrap_or_default()
+}
+
+fn waiting() -> AwaitOptions {
+    AwaitOptions::default()
+        .with_deadline(Some(Duration::from_secs(20)))
+        .with_input(InputMode::Return)
+}
+
+#[tokio::test]
+async fn an_upstream_task_is_awaited_and_its_outcomes_relayed() {
+    let (_upstream, client) = setup().await;
+    let outcome = client
+        .call_and_await(
+            "slow_compute",
+            args(json!({"seconds": 0.2, "label": "sum"})),
+            CallOptions::default(),
+            &waiting(),
+        )
+        .await
+        .unwrap();
+    let TaskOutcome::Completed(result) = outcome else {
+        panic!("expected completed, got {outcome:?}");
+    };
+    assert!(text(&result).contains("sum"), "{}", text(&result));
+
+    let outcome = client
+        .call_and_await("failing_job", None, CallOptions::default(), &waiting())
+        .await
+        .unwrap();
+    let TaskOutcome::Completed(result) = outcome else {
+        panic!("expected completed with isError, got {outcome:?}");
+    };
+    assert_eq!(result.is_error, Some(true));
+
+    let outcome = client
+        .call_and_await(
+            "protocol_error_job",
+            None,
+            CallOptions::default(),
+            &waiting(),
+        )
+        .await
+        .unwrap();
+    let TaskOutcome::Failed(failure) = outcome else {
+        panic!("expected failed, got {outcome:?}");
+    };
+    assert_eq!(failure.error.code, -32603);
+    assert!(
+        failure
+            .error
+            .message
+            .contains("protocol_error_job failed on purpose")
+    );
+
+    // Without the extension the call passes through: the fixture's -32021.
+    let error = client
+        .call_tool(
+            "failing_job",
+            None,
+            CallOptions::default().with_declare_tasks(false),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.requires_tasks_extension(), "{error}");
+}
+
+#[tokio::test]
+async fn the_upstream_tasks_input_is_relayed_both_ways() {
+    let (_upstream, client) = setup().await;
+    let state = match client
+        .call_tool(
+            "confirm_delete",
+            args(json!({"filename": "notes.txt"})),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap()
+    {
+        CallResponse::Task(state) => state,
+        other => panic!("expected a task, got {other:?}"),
+    };
+    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    let (key, request) = asking.input_requests.iter().next().expect("one request");
+    assert!(
+        key.starts_with("upstream-task-"),
+        "the gateway's own key: {key}"
+    );
+    assert_eq!(request["method"], "elicitation/create");
+    let mut answer = InputResponses::new();
+    answer.insert(
+        key.clone(),
+        json!({"action": "accept", "content": {"confirm": true}}),
+    );
+    client.update(&asking.id, answer).await.unwrap();
+    let outcome = client.await_task(&asking.id, &waiting()).await.unwrap();
+    let TaskOutcome::Completed(result) = outcome else {
+        panic!("expected completed, got {outcome:?}");
+    };
+    assert!(text(&result).contains("notes.txt"), "{}", text(&result));
+}
+
+#[tokio::test]
+async fn an_mrtr_round_before_the_upstream_task_is_relayed_too() {
+    let (_upstream, client) = setup().await;
+    let options = waiting().with_input(InputMode::resolver(|requests| async move {
+        let mut answers = InputResponses::new();
+        for key in requests.keys() {
+            answers.insert(
+                key.clone(),
+                json!({"action": "accept", "content": {"name": "Alice"}}),
+            );
+        }
+        Ok(answers)
+    }));
+    let outcome = client
+        .call_and_await(
+            "test_tool_with_task",
+            None,
+            CallOptions::default(),
+            &options,
+        )
+        .await
+        .unwrap();
+    let TaskOutcome::Completed(result) = outcome else {
+        panic!("expected completed, got {outcome:?}");
+    };
+    assert!(text(&result).contains("Alice"), "{}", text(&result));
+}
+
+#[tokio::test]
+async fn tasks_cancel_is_sent_on_to_the_upstream_task() {
+    let (upstream, client) = setup().await;
+    let gateway = Principal::new("http:anonymous");
+    let state = match client
+        .call_tool(
+            "slow_compute",
+            args(json!({"seconds": 30})),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap()
+    {
+        CallResponse::Task(state) => state,
+        other => panic!("expected a task, got {other:?}"),
+    };
+    for _ in 0..100 {
+        if upstream.unfinished_tasks_of(&gateway) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        upstream.unfinished_tasks_of(&gateway),
+        1,
+        "the upstream task runs"
+    );
+    client.cancel_and_wait(&state.id, &waiting()).await.unwrap();
+    for _ in 0..100 {
+        if upstream.unfinished_tasks_of(&gateway) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        upstream.unfinished_tasks_of(&gateway),
+        0,
+        "the upstream task was not cancelled"
+    );
+}
+
+#[tokio::test]
+async fn two_upstream_input_requests_answered_one_at_a_time() {
+    let (_upstream, client) = setup().await;
+    let state = match client
+        .call_tool("multi_input", None, CallOptions::default())
+        .await
+        .unwrap()
+    {
+        CallResponse::Task(state) => state,
+        other => panic!("expected a task, got {other:?}"),
+    };
+    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    assert_eq!(
+        asking.input_requests.len(),
+        2,
+        "{:?}",
+        asking.input_requests
+    );
+    let keys: Vec<String> = asking.input_requests.keys().cloned().collect();
+    let answer_for = |key: &str| {
+        let request = &asking.input_requests[key];
+        let properties = request["params"]["requestedSchema"]["properties"].clone();
+        let content: serde_json::Map<String, Value> = properties
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, schema)| {
+                let value = match schema["type"].as_str() {
+                    Some("boolean") => json!(true),
+                    _ => json!("Alice"),
+                };
+                (name.clone(), value)
+            })
+            .collect();
+        json!({"action": "accept", "content": content})
+    };
+    let mut first = InputResponses::new();
+    first.insert(keys[0].clone(), answer_for(&keys[0]));
+    client.update(&asking.id, first).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let now = client.get(&asking.id).await.unwrap();
+    assert_eq!(now.status, mcp_tasks::TaskStatus::InputRequired, "{now:?}");
+    assert_eq!(
+        now.input_requests.keys().cloned().collect::<Vec<_>>(),
+        vec![keys[1].clone()]
+    );
+    let mut second = InputResponses::new();
+    second.insert(keys[1].clone(), answer_for(&keys[1]));
+    client.update(&asking.id, second).await.unwrap();
+    let outcome = client.await_task(&asking.id, &waiting()).await.unwrap();
+    assert!(matches!(outcome, TaskOutcome::Completed(_)), "{outcome:?}");
+}

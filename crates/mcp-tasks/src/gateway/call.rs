@@ -1,0 +1,286 @@
+//! One `tools/call` relayed to the upstream: as a plain request whose
+//! progress, log messages and requests reach the call's [`TaskContext`]
+//! (see [`relay`](super::relay)), or, when the upstream itself makes tasks
+//! (either era), as its task awaited with our own client, its status and
+//! input relayed the same way. A dropped call (the task was cancelled or
+//! expired) cancels the upstream request or the upstream task.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
+    CancelledNotificationParam, ClientRequest, InputRequest, InputResponses, RequestId,
+};
+use rmcp::service::PeerRequestOptions;
+use rmcp::{ErrorData, Peer, RoleClient};
+use serde_json::Value;
+
+use super::client_failure;
+use super::relay::{Calls, fit_to_form};
+use super::upstream::{Connection, UpstreamClient, upstream_failure};
+use crate::client::{
+    AwaitOptions, CallOptions, CallResponse, InputError, InputMode, ListenMode, TaskOutcome,
+    TaskState, read_call_result,
+};
+use crate::server::{TaskContext, TaskPolicy};
+use crate::task::TaskId;
+
+/// Whether the upstream answers a call of a tool marked `marked` with a
+/// task of its own: a 2026-07-28 upstream that advertises the extension, or
+/// a 2025-11-25 upstream that declared `tasks.requests.tools.call`, for a
+/// tool it marks optional or required.
+pub(crate) fn upstream_makes_tasks(client: &UpstreamClient, marked: Option<TaskPolicy>) -> bool {
+    if client.initialize_era() {
+        let augmentable = client
+            .legacy_server_tasks()
+            .flatten()
+            .is_some_and(|tasks| tasks.tools_call());
+        augmentable && matches!(marked, Some(TaskPolicy::Optional | TaskPolicy::Required))
+    } else {
+        client.server_supports()
+    }
+}
+
+/// Sends `notifications/cancelled` for the upstream request when dropped
+/// armed: the gateway's call was dropped before the upstream answered.
+struct CancelRequest {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelRequest {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let params = CancelledNotificationParam::new(
+                    Some(id),
+                    Some("the gateway's task was cancelled".into()),
+                );
+                let _ = peer.notify_cancelled(params).await;
+            });
+        }
+    }
+}
+
+/// Sends `tasks/cancel` for the upstream task when dropped armed.
+struct CancelTask {
+    client: UpstreamClient,
+    id: Option<TaskId>,
+}
+
+impl Drop for CancelTask {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let client = self.client.clone();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = client.cancel(&id).await;
+            });
+        }
+    }
+}
+
+/// Relays one call as a plain request and returns what the upstream
+/// answered (a result, or an MRTR input request for a synchronous caller to
+/// answer itself). The request's progress notifications reach `task`.
+pub(crate) async fn plain(
+    connection: &Connection,
+    calls: &Arc<Calls>,
+    request: &CallToolRequestParams,
+    task: TaskContext,
+) -> Result<CallToolResponse, ErrorData> {
+    let guard = calls.register(task);
+    let mut params = CallToolRequestParams::new(request.name.clone());
+    params.arguments = request.arguments.clone();
+    params.input_responses = request.input_responses.clone();
+    params.request_state = request.request_state.clone();
+    let mut options = PeerRequestOptions::no_options();
+    options.timeout = None;
+    let peer = connection.client.running().peer().clone();
+    let handle = peer
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            options,
+        )
+        .await
+        .map_err(|error| upstream_failure("tools/call", &error))?;
+    guard.set_progress_token(handle.progress_token.clone());
+    let mut cancel = CancelRequest {
+        peer,
+        id: Some(handle.id.clone()),
+    };
+    let answer = tokio::select! {
+        answer = handle.await_response() => answer,
+        // A stdio child that died takes the request with it.
+        () = connection.closed() => Err(rmcp::service::ServiceError::TransportClosed),
+    };
+    cancel.id = None;
+    let answer = answer.map_err(|error| upstream_failure("tools/call", &error))?;
+    match read_call_result(answer).map_err(|error| client_failure("tools/call", &error))? {
+        CallResponse::Complete(result) => Ok(CallToolResponse::Complete(result)),
+        CallResponse::InputRequired(input) => Ok(CallToolResponse::InputRequired(input)),
+        CallResponse::Task(_) => Err(ErrorData::internal_error(
+            "the upstream server answered with a task that was not asked for",
+            None,
+        )),
+    }
+}
+
+/// Relays one call of a task as a plain request: its outcome is the task's.
+pub(crate) async fn plain_task(
+    connection: &Connection,
+    calls: &Arc<Calls>,
+    request: &CallToolRequestParams,
+    task: TaskContext,
+) -> Result<CallToolResult, ErrorData> {
+    match plain(connection, calls, request, task).await? {
+        CallToolResponse::Complete(result) => Ok(result),
+        _ => Err(ErrorData::internal_error(
+            "the upstream server asked for input before running the tool (an MRTR round), \
+             which the gateway does not relay to a task",
+            None,
+        )),
+    }
+}
+
+/// Calls a tool on an upstream that makes tasks itself, declaring the
+/// extension (and carrying the caller's MRTR answers): its result, its MRTR
+/// input request, or its task.
+pub(crate) async fn start_upstream(
+    connection: &Connection,
+    request: &CallToolRequestParams,
+) -> Result<CallResponse, ErrorData> {
+    // No timeout: an upstream that runs the call at once is waited for as
+    // its own caller would wait.
+    let call = CallOptions::default().with_timeout(None).with_mrtr_retry(
+        request.input_responses.clone(),
+        request.request_state.clone(),
+    );
+    connection
+        .client
+        .call_tool(request.name.to_string(), request.arguments.clone(), call)
+        .await
+        .map_err(|error| client_failure("tools/call", &error))
+}
+
+/// Cancels an upstream task the gateway will not await (its own task could
+/// not be created).
+pub(crate) fn abandon(connection: &Connection, id: TaskId) {
+    drop(CancelTask {
+        client: connection.client.clone(),
+        id: Some(id),
+    });
+}
+
+/// Awaits the upstream's task `upstream` for the gateway's `task`: its input
+/// requests become `task`'s input, its status messages `task`'s, and its
+/// outcome the task's. Dropped (the task was cancelled or expired), it sends
+/// `tasks/cancel` on.
+pub(crate) async fn await_upstream(
+    connection: &Connection,
+    calls: &Arc<Calls>,
+    upstream: TaskState,
+    task: TaskContext,
+) -> Result<CallToolResult, ErrorData> {
+    // In flight like any call: a request that names no task is not handed
+    // to another call while this one runs.
+    let _guard = calls.register(task.clone());
+    let client = connection.client.clone();
+    let (status_tx, mut status_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let resolver_task = task.clone();
+    let keys = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let options = AwaitOptions::default()
+        .with_deadline(None)
+        .with_listen(ListenMode::Poll)
+        .with_stall_detection(u32::MAX, false)
+        .with_input(InputMode::resolver(move |requests| {
+            relay_inputs(resolver_task.clone(), keys.clone(), requests)
+        }))
+        .with_observer(move |state| {
+            if let Some(message) = &state.status_message {
+                let _ = status_tx.send(message.clone());
+            }
+        });
+    let mut cancel = CancelTask {
+        client: client.clone(),
+        id: Some(upstream.id.clone()),
+    };
+    let run = async {
+        let outcome = client.await_task(upstream, &options).await;
+        cancel.id = None;
+        outcome_of(outcome.map_err(|error| client_failure("the upstream task", &error))?)
+    };
+    let forward = async {
+        let mut last = None;
+        while let Some(message) = status_rx.recv().await {
+            if last.as_ref() != Some(&message) {
+                let _ = task.set_status_message(message.clone()).await;
+                last = Some(message);
+            }
+        }
+        std::future::pending::<()>().await;
+    };
+    tokio::select! {
+        outcome = run => outcome,
+        () = forward => unreachable!("forwarding never ends"),
+        () = connection.closed() => Err(ErrorData::internal_error(
+            "the connection to the upstream server was lost during the task (it exited or \
+             crashed, or stopped answering)",
+            None,
+        )),
+    }
+}
+
+/// What the upstream task's outcome makes of the gateway's task.
+fn outcome_of(outcome: TaskOutcome) -> Result<CallToolResult, ErrorData> {
+    match outcome {
+        TaskOutcome::Completed(result) => Ok(result),
+        TaskOutcome::Failed(failure) => Err(ErrorData::new(
+            rmcp::model::ErrorCode(i32::try_from(failure.error.code).unwrap_or(-32603)),
+            failure.error.message.clone(),
+            failure.error.data.clone(),
+        )),
+        TaskOutcome::Cancelled(_) => Err(ErrorData::internal_error(
+            "the upstream server cancelled its task",
+            None,
+        )),
+        _ => Err(ErrorData::internal_error(
+            "the upstream task needs input the gateway could not relay",
+            None,
+        )),
+    }
+}
+
+/// Asks the gateway's task for the upstream's input requests, under keys of
+/// the gateway's own (the upstream's keys may name its task), and hands the
+/// answers back under the upstream's keys.
+async fn relay_inputs(
+    task: TaskContext,
+    keys: Arc<std::sync::atomic::AtomicU64>,
+    requests: BTreeMap<String, Value>,
+) -> Result<InputResponses, InputError> {
+    let mut ours = BTreeMap::new();
+    let mut theirs = BTreeMap::new();
+    for (key, wire) in requests {
+        let request: InputRequest = serde_json::from_value(wire.clone())
+            .map_err(|error| InputError::new(key.clone(), error))?;
+        let n = keys.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let mine = format!("upstream-task-{n}");
+        ours.insert(mine.clone(), request);
+        theirs.insert(mine, (key, wire));
+    }
+    let answers = task
+        .request_inputs(ours)
+        .await
+        .map_err(|error| InputError::new("input", error.message.to_string()))?;
+    let mut responses = InputResponses::new();
+    for (mine, answer) in answers {
+        if let Some((key, wire)) = theirs.remove(&mine) {
+            responses.insert(key, fit_to_form(&wire, answer));
+        }
+    }
+    Ok(responses)
+}

@@ -1,0 +1,387 @@
+//! A task gateway: any MCP server's tools, served to 2026-07-28 clients as
+//! durable tasks.
+//!
+//! [`Gateway`] is an rmcp `ServerHandler` on a [`TaskRuntime`] whose tools
+//! are those of an upstream server: a child process over stdio or a
+//! Streamable HTTP endpoint ([`Upstream`]), reached in whichever era it
+//! speaks (2026-07-28 by `server/discover`, else `initialize`: 2025-11-25,
+//! 2025-06-18). The upstream needs no change: a slow tool that would hit an
+//! HTTP or host timeout, or lose its work when the caller's connection
+//! drops, becomes a task the caller polls, listens to, answers and cancels.
+//!
+//! * **Tools** are listed at start and read again after every reconnect
+//!   and on the upstream's `notifications/tools/list_changed`.
+//! * **Policy** per tool ([`GatewayOptions::with_tool_policy`], default
+//!   [`GatewayOptions::with_default_policy`], optional unless told): a tool
+//!   the upstream marks with a task policy (a 2025-11-25 tool's
+//!   `execution.taskSupport` `optional` or `required`) keeps it unless told
+//!   otherwise; `forbidden` only says the upstream makes no task of its own
+//!   (the TypeScript SDK v1 marks every plain tool so), which is what the
+//!   gateway is for, so such a tool gets the default. A call that
+//!   runs synchronously (policy forbidden, or the caller did not declare the
+//!   extension) passes straight through, MRTR rounds included.
+//! * **A call that becomes a task** runs the upstream call under the
+//!   runtime: the upstream's result (`isError: true` too) completes the
+//!   task, its JSON-RPC error fails it, and a connection that closes during
+//!   the call (a stdio child that exited or crashed) fails it with a
+//!   message saying so; the upstream is connected again with backoff in
+//!   the background while the gateway keeps serving.
+//! * **During the call** the upstream's requests (elicitation in form and URL
+//!   mode, sampling) become the task's `input_required`, and the
+//!   answer of the client's `tasks/update` goes back as the response; its
+//!   `notifications/progress` (`3/5: message`) and log messages
+//!   (`info: text`) become the task's status message. `tasks/cancel` (and
+//!   expiry) cancels the upstream request (`notifications/cancelled`).
+//!   Requests and log messages carry no link to their call, so they go to
+//!   the one call in flight on the connection; with several in flight a
+//!   request is refused rather than guessed.
+//! * **An upstream that answers with tasks** (the extension, or 2025-11-25
+//!   tasks for tools it marks optional or required, when it declared
+//!   `tasks.requests.tools.call`) answers first: its result or MRTR round
+//!   goes back as it is, and its task becomes a gateway task that awaits it
+//!   with [`TasksClient`](crate::TasksClient) (polling), relays its status
+//!   messages and input requests (under the gateway's own keys: the
+//!   upstream's may name its task) and sends `tasks/cancel` on.
+//! * **Synchronous calls** pass straight through; a request the upstream
+//!   sends during one is refused (a 2026-07-28 caller cannot be asked in
+//!   the middle of a call). `roots/list` is answered by the gateway itself,
+//!   with no roots: servers ask for roots when they like, not for a call.
+//! * Whatever the runtime promises holds: tasks on SQLite survive a gateway
+//!   restart (one cut off by it fails honestly), replicas share tasks on
+//!   Redis, tasks are bound to their caller, ids are never logged. Requests
+//!   the gateway does not serve (resources, prompts, ...) get -32601.
+//!
+//! ```no_run
+//! use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
+//! use mcp_tasks::server::{TaskPolicy, TaskRuntime};
+//! use mcp_tasks::store::MemoryStore;
+//! use rmcp::ServiceExt;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = TaskRuntime::builder(MemoryStore::new()).build();
+//! let options = GatewayOptions::default().with_tool_policy("echo", TaskPolicy::Forbidden);
+//! let gateway = Gateway::start(Upstream::command("npx mcp-server-everything stdio"), runtime, options).await?;
+//! let running = gateway.serve(rmcp::transport::stdio()).await?;
+//! running.waiting().await?;
+//! # Ok(()) }
+//! ```
+
+mod call;
+mod relay;
+mod upstream;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler};
+
+pub use upstream::Upstream;
+
+use crate::client::CallResponse;
+use crate::server::{TaskPolicy, TaskRuntime, ToolTasks};
+use upstream::Link;
+
+/// Why a gateway could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The upstream command could not be started.
+    #[error("cannot start the upstream command")]
+    Spawn {
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The upstream did not complete the MCP handshake (it is not reachable,
+    /// exited, or does not speak MCP).
+    #[error("the upstream server did not complete the MCP handshake")]
+    Initialize {
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The HTTP client could not be built.
+    #[error("cannot build an HTTP client for the upstream")]
+    Http {
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A header for the upstream is not a valid HTTP header.
+    #[error("the upstream header {name:?} is not a valid HTTP header")]
+    Header {
+        /// The header's name.
+        name: String,
+    },
+    /// The upstream did not answer the handshake in time.
+    #[error("the upstream server did not answer within {0:?}")]
+    ConnectTimeout(Duration),
+    /// The upstream's tools could not be listed.
+    #[error("cannot list the upstream's tools: {message}")]
+    ListTools {
+        /// The upstream's error message.
+        message: String,
+    },
+}
+
+/// How a [`Gateway`] serves the upstream's tools.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GatewayOptions {
+    /// The policy of tools neither named in `policies` nor marked by the
+    /// upstream (default [`TaskPolicy::Optional`]).
+    pub default_policy: TaskPolicy,
+    /// Policies by tool name; they win over the upstream's marks.
+    pub policies: HashMap<String, TaskPolicy>,
+    /// How long connecting to the upstream may take (default 30 s).
+    pub connect_timeout: Duration,
+    /// The pause before connecting again after a failed attempt (default
+    /// 250 ms), doubled on each further failure up to `restart_backoff_max`.
+    pub restart_backoff_min: Duration,
+    /// The longest pause between attempts (default 10 s).
+    pub restart_backoff_max: Duration,
+    /// How often an HTTP upstream is pinged (default 5 s; zero: never). One
+    /// that does not answer within as long is given up as lost: the calls
+    /// in flight on it fail, and the next call connects again (a new
+    /// session).
+    pub health_check: Duration,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        Self {
+            default_policy: TaskPolicy::Optional,
+            policies: HashMap::new(),
+            connect_timeout: Duration::from_secs(30),
+            restart_backoff_min: Duration::from_millis(250),
+            restart_backoff_max: Duration::from_secs(10),
+            health_check: Duration::from_secs(5),
+        }
+    }
+}
+
+impl GatewayOptions {
+    /// The policy of tools not named and not marked by the upstream.
+    pub fn with_default_policy(mut self, policy: TaskPolicy) -> Self {
+        self.default_policy = policy;
+        self
+    }
+
+    /// The policy of the tool `name`, over the upstream's mark.
+    pub fn with_tool_policy(mut self, name: impl Into<String>, policy: TaskPolicy) -> Self {
+        self.policies.insert(name.into(), policy);
+        self
+    }
+
+    /// How long connecting to the upstream may take.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How often an HTTP upstream is pinged (zero: never; see [`GatewayOptions::health_check`]).
+    pub fn with_health_check(mut self, interval: Duration) -> Self {
+        self.health_check = interval;
+        self
+    }
+
+    /// The backoff between attempts to connect again: from `min`, doubling, up to `max`.
+    pub fn with_restart_backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.restart_backoff_min = min;
+        self.restart_backoff_max = max;
+        self
+    }
+}
+
+/// The gateway: an rmcp `ServerHandler` serving an upstream's tools as
+/// tasks (see the [module](self) docs). Cheap to clone; clones share the
+/// upstream connection and the runtime, so one value serves every HTTP
+/// request.
+#[derive(Clone)]
+pub struct Gateway {
+    runtime: TaskRuntime,
+    link: Arc<Link>,
+    options: Arc<GatewayOptions>,
+}
+
+impl fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gateway")
+            .field("upstream", &self.link.upstream)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// Connects to `upstream` and lists its tools (both must succeed), then
+    /// serves them on `runtime`. Keeps the upstream connected until the
+    /// last clone is dropped. Must be called inside a tokio runtime.
+    pub async fn start(
+        upstream: Upstream,
+        runtime: TaskRuntime,
+        options: GatewayOptions,
+    ) -> Result<Self, Error> {
+        let link = Link::start(upstream, options.clone()).await?;
+        Ok(Self {
+            runtime,
+            link,
+            options: Arc::new(options),
+        })
+    }
+
+    /// The runtime the tasks run on.
+    pub fn runtime(&self) -> &TaskRuntime {
+        &self.runtime
+    }
+
+    /// The upstream's tools as last read.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.link.cached_tools().list.as_ref().clone()
+    }
+
+    /// The policy the gateway applies to the tool `name`: the one given for
+    /// it, else the upstream's mark, else the default.
+    pub fn policy(&self, name: &str) -> TaskPolicy {
+        self.options
+            .policies
+            .get(name)
+            .copied()
+            .or_else(|| self.link.cached_tools().marked.get(name).copied())
+            .unwrap_or(self.options.default_policy)
+    }
+
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tools = self.link.tools().await;
+        let policy = self.policy(&request.name);
+        let tasks = match policy {
+            TaskPolicy::Forbidden => ToolTasks::forbidden(),
+            TaskPolicy::Required => ToolTasks::required(),
+            _ => ToolTasks::optional(),
+        };
+        let marked = tools.marked.get(request.name.as_ref()).copied();
+        let as_task = self.runtime.runs_as_task(&request, &context, &tasks)?;
+        tracing::debug!(tool = %request.name, ?policy, as_task, "tools/call");
+        if !as_task {
+            // Straight through, as the caller would have called the upstream.
+            let connection = self.link.connection().await?;
+            let calls = self.link.calls.clone();
+            let run = call::plain(
+                &connection,
+                &calls,
+                &request,
+                crate::server::TaskContext::synchronous(),
+            );
+            return tokio::select! {
+                response = run => response,
+                () = context.ct.cancelled() => Err(ErrorData::internal_error(
+                    "the call was cancelled",
+                    None,
+                )),
+            };
+        }
+        let principal = self.runtime.principal_of(&context.extensions);
+        let described = CallToolRequestParams::new(request.name.clone());
+        let connection = self.link.connection().await?;
+        if call::upstream_makes_tasks(&connection.client, marked) {
+            // The upstream decides first: its result or MRTR round goes back
+            // as it is, and only its task becomes one of ours.
+            let upstream = match call::start_upstream(&connection, &request).await? {
+                CallResponse::Complete(result) => return Ok(CallToolResponse::Complete(result)),
+                CallResponse::InputRequired(input) => {
+                    return Ok(CallToolResponse::InputRequired(input));
+                }
+                CallResponse::Task(upstream) => upstream,
+            };
+            let id = upstream.id.clone();
+            let awaited = connection.clone();
+            let calls = self.link.calls.clone();
+            let started = self
+                .runtime
+                .start_task(principal, &described, &tasks, move |task| async move {
+                    call::await_upstream(&awaited, &calls, upstream, task).await
+                })
+                .await;
+            if started.is_err() {
+                call::abandon(&connection, id);
+            }
+            return started;
+        }
+        let calls = self.link.calls.clone();
+        self.runtime
+            .start_task(principal, &described, &tasks, move |task| async move {
+                call::plain_task(&connection, &calls, &request, task).await
+            })
+            .await
+    }
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "mcp-tasks-gateway",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(
+            "A task gateway: the tools of an upstream MCP server, each call run as a task \
+             (io.modelcontextprotocol/tasks) where its policy allows.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.link.tools().await;
+        Ok(ListToolsResult::with_all_items(tools.list.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, context).await
+    }
+
+    crate::delegate_task_methods!(runtime);
+}
+
+/// A client error of a request to the upstream, as the JSON-RPC error the
+/// gateway answers with: the upstream's own JSON-RPC error as it sent it,
+/// anything else as -32603 saying what went wrong.
+pub(crate) fn client_failure(what: &str, error: &crate::client::Error) -> ErrorData {
+    match error.rpc_error() {
+        Some(rpc) => ErrorData::new(
+            rmcp::model::ErrorCode(i32::try_from(rpc.code).unwrap_or(-32603)),
+            rpc.message.clone(),
+            rpc.data.clone(),
+        ),
+        None if error.is_transport() => ErrorData::internal_error(
+            format!(
+                "{what}: the connection to the upstream server was lost (it exited or crashed, \
+                 or stopped answering)"
+            ),
+            None,
+        ),
+        None => ErrorData::internal_error(format!("{what} failed: {error}"), None),
+    }
+}

@@ -1,0 +1,356 @@
+//! What the upstream sends during a call, relayed to the call's task: the
+//! rmcp client handler of the upstream connection ([`RelayHandler`]) and the
+//! calls in flight it relays to ([`Calls`]).
+//!
+//! The upstream's requests (elicitation, sampling) become the task's
+//! `input_required` through [`TaskContext::request_input`], and the answer
+//! of the client's `tasks/update` goes back as the response; its progress
+//! notifications and log messages become the task's status message.
+//!
+//! Which call a message belongs to: a progress notification names its call
+//! by the progress token of the request. A request or a log message names
+//! none (a 2025-11-25 server's requests tied to one of its own tasks are
+//! routed by [`legacy::Handler`](crate::client::legacy::Handler) to the wait
+//! on that task before they reach this handler), so it goes to the one call
+//! in flight on the connection; with several in flight it is refused (a
+//! request) or dropped (a log message), never guessed: a guess could hand
+//! one caller's prompt to another.
+
+// Sampling is deprecated (SEP-2577) but an upstream may still ask.
+#![allow(deprecated)]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
+    Implementation, InputRequest, ListRootsResult, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, SamplingCapability, UrlElicitationCapability,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::server::TaskContext;
+
+/// The gateway's calls in flight on the upstream, shared by the handler of
+/// every connection the gateway makes.
+#[derive(Default)]
+pub(crate) struct Calls {
+    active: Mutex<Vec<Active>>,
+    next_call: AtomicU64,
+    next_key: AtomicU64,
+    /// Set by `notifications/tools/list_changed`: the tool list is read again.
+    tools_stale: AtomicBool,
+}
+
+struct Active {
+    id: u64,
+    token: Option<ProgressToken>,
+    task: TaskContext,
+}
+
+impl Calls {
+    fn lock(&self) -> MutexGuard<'_, Vec<Active>> {
+        self.active
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers a call in flight whose messages go to `task`, until the
+    /// returned guard is dropped.
+    pub(crate) fn register(self: &Arc<Self>, task: TaskContext) -> CallGuard {
+        let id = self.next_call.fetch_add(1, Ordering::Relaxed);
+        self.lock().push(Active {
+            id,
+            token: None,
+            task,
+        });
+        CallGuard {
+            calls: self.clone(),
+            id,
+        }
+    }
+
+    /// A fresh input key, unique for the process's lifetime.
+    fn next_key(&self) -> String {
+        format!(
+            "upstream-{}",
+            self.next_key.fetch_add(1, Ordering::Relaxed) + 1
+        )
+    }
+
+    /// The task of the call whose request carried `token`, else of the
+    /// one call in flight.
+    fn by_token(&self, token: &ProgressToken) -> Option<TaskContext> {
+        let active = self.lock();
+        active
+            .iter()
+            .find(|call| call.token.as_ref() == Some(token))
+            .or_else(|| match active.as_slice() {
+                [only] if only.token.is_none() => Some(only),
+                _ => None,
+            })
+            .map(|call| call.task.clone())
+    }
+
+    /// The task of the one call in flight; `Err` with how many there are.
+    fn only(&self) -> Result<TaskContext, usize> {
+        match self.lock().as_slice() {
+            [only] => Ok(only.task.clone()),
+            several => Err(several.len()),
+        }
+    }
+
+    /// Marks the tool list stale.
+    pub(crate) fn tools_changed(&self) {
+        self.tools_stale.store(true, Ordering::Release);
+    }
+
+    /// Whether the tool list is to be read again, clearing the mark.
+    pub(crate) fn take_tools_stale(&self) -> bool {
+        self.tools_stale.swap(false, Ordering::AcqRel)
+    }
+}
+
+/// A call in flight; dropping it ends the relaying to its task.
+pub(crate) struct CallGuard {
+    calls: Arc<Calls>,
+    id: u64,
+}
+
+impl CallGuard {
+    /// The progress token the call's request carries.
+    pub(crate) fn set_progress_token(&self, token: ProgressToken) {
+        if let Some(call) = self.calls.lock().iter_mut().find(|call| call.id == self.id) {
+            call.token = Some(token);
+        }
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.calls.lock().retain(|call| call.id != self.id);
+    }
+}
+
+/// The rmcp client handler of an upstream connection: it declares form and
+/// URL elicitation and sampling, and relays each to the task of the
+/// call in flight (see the [module](self) docs).
+#[derive(Clone)]
+pub(crate) struct RelayHandler {
+    pub(crate) calls: Arc<Calls>,
+}
+
+impl RelayHandler {
+    /// Asks the task of the call in flight to relay `method` with `params`,
+    /// and reads its answer as a `T`.
+    async fn relay<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Value,
+        context: &RequestContext<RoleClient>,
+    ) -> Result<T, ErrorData> {
+        let task = self.calls.only().map_err(|calls| {
+            ErrorData::internal_error(
+                if calls == 0 {
+                    format!("the gateway has no call in flight to relay {method} to")
+                } else {
+                    format!(
+                        "the gateway has {calls} calls in flight and cannot tell which one \
+                         {method} belongs to"
+                    )
+                },
+                None,
+            )
+        })?;
+        if !task.is_task() {
+            // A synchronous call has no task to ask through: -32021 tells
+            // the upstream that the client would need the Tasks extension.
+            return Err(ErrorData::internal_error(
+                format!(
+                    "the gateway runs this call synchronously (its client did not declare the \
+                     Tasks extension, or the tool's policy is forbidden) and cannot relay {method}"
+                ),
+                None,
+            ));
+        }
+        let wire = json!({ "method": method, "params": params });
+        let request: InputRequest = serde_json::from_value(wire.clone()).map_err(|error| {
+            ErrorData::invalid_params(
+                format!("the {method} request cannot be relayed: {error}"),
+                None,
+            )
+        })?;
+        let answer = tokio::select! {
+            answer = task.request_input(self.calls.next_key(), request) => answer?,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::internal_error("the upstream withdrew its request", None));
+            }
+        };
+        serde_json::from_value(fit_to_form(&wire, answer)).map_err(|error| {
+            ErrorData::invalid_params(
+                format!("the client's answer to {method} does not read as one: {error}"),
+                None,
+            )
+        })
+    }
+}
+
+impl ClientHandler for RelayHandler {
+    fn get_info(&self) -> ClientConfig {
+        let mut elicitation = ElicitationCapability::default();
+        elicitation.form = Some(FormElicitationCapability::default());
+        elicitation.url = Some(UrlElicitationCapability::default());
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(elicitation);
+        capabilities.sampling = Some(SamplingCapability::default());
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("mcp-tasks-gateway", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let params = serde_json::to_value(&request)
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
+        self.relay("elicitation/create", params, &context).await
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let params = serde_json::to_value(&params)
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
+        self.relay("sampling/createMessage", params, &context).await
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        // Servers ask for roots when they start and whenever they like, not
+        // for one call: a call's task cannot be told apart, so the gateway
+        // answers for itself. It has no roots.
+        Ok(ListRootsResult::default())
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(task) = self.calls.by_token(&params.progress_token) {
+            let message = progress_message(&params);
+            // A task that has ended takes no more status: nothing to do.
+            let _ = task.set_status_message(message).await;
+        }
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Ok(task) = self.calls.only() {
+            let text = match &params.data {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            let level = serde_json::to_value(params.level)
+                .ok()
+                .and_then(|level| level.as_str().map(str::to_owned))
+                .unwrap_or_else(|| "log".to_owned());
+            let _ = task.set_status_message(format!("{level}: {text}")).await;
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.calls.tools_changed();
+    }
+}
+
+/// An answer to an input request as the upstream asked for it: an accepted
+/// form's `content` keeps only the fields of the form (a client may send
+/// more, and the gateway's own client checks answers against the form
+/// before it sends them on); anything else is left as it is.
+pub(crate) fn fit_to_form(request: &Value, mut answer: Value) -> Value {
+    if request.get("method").and_then(Value::as_str) != Some("elicitation/create")
+        || !matches!(
+            request.pointer("/params/mode").and_then(Value::as_str),
+            None | Some("form")
+        )
+    {
+        return answer;
+    }
+    let Some(properties) = request
+        .pointer("/params/requestedSchema/properties")
+        .and_then(Value::as_object)
+    else {
+        return answer;
+    };
+    if let Some(content) = answer.get_mut("content").and_then(Value::as_object_mut) {
+        content.retain(|field, _| properties.contains_key(field));
+    }
+    answer
+}
+
+/// The status message of a progress notification: `3/5`, `3`, with its
+/// message after (`3/5: copying`).
+pub(crate) fn progress_message(params: &ProgressNotificationParam) -> String {
+    let number = |value: f64| {
+        if value.fract() == 0.0 && value.abs() < 1e15 {
+            format!("{}", value as i64)
+        } else {
+            format!("{value}")
+        }
+    };
+    let mut text = number(params.progress);
+    if let Some(total) = params.total {
+        text = format!("{text}/{}", number(total));
+    }
+    match &params.message {
+        Some(message) if !message.is_empty() => format!("{text}: {message}"),
+        _ => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_accepted_form_keeps_only_its_fields() {
+        let request = json!({"method": "elicitation/create", "params": {
+            "message": "?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+        }});
+        let answer = json!({"action": "accept", "content": {"name": "Ada", "confirm": true}});
+        assert_eq!(
+            fit_to_form(&request, answer),
+            json!({"action": "accept", "content": {"name": "Ada"}})
+        );
+        let sampling = json!({"method": "sampling/createMessage", "params": {}});
+        let answer = json!({"role": "assistant", "content": {"type": "text", "text": "x"}});
+        assert_eq!(fit_to_form(&sampling, answer.clone()), answer);
+    }
+
+    #[test]
+    fn progress_reads_as_a_status_message() {
+        let mut params: ProgressNotificationParam =
+            serde_json::from_value(json!({"progressToken": 1, "progress": 3, "total": 5})).unwrap();
+        assert_eq!(progress_message(&params), "3/5");
+        params.message = Some("copying".into());
+        assert_eq!(progress_message(&params), "3/5: copying");
+        params.total = None;
+        params.progress = 0.5;
+        assert_eq!(progress_message(&params), "0.5: copying");
+    }
+}

@@ -1,0 +1,574 @@
+//! The upstream server: where it is ([`Upstream`]), the connection to it in
+//! whichever era it speaks, and keeping one open: a connection that closes
+//! (a stdio child that exited or crashed) is made again with backoff, in
+//! the background and by the next call, and the tool list is read again
+//! after each connect and on `notifications/tools/list_changed`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::process::Stdio;
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+
+use rmcp::model::{ProtocolVersion, Tool};
+use rmcp::service::{
+    ClientLifecycleMode, RxJsonRpcMessage, TxJsonRpcMessage, serve_client_with_lifecycle,
+};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, Transport};
+use rmcp::{ErrorData, RoleClient};
+use serde_json::{Value, json};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::relay::{Calls, RelayHandler};
+use super::{Error, GatewayOptions};
+use crate::client::{Era, TasksClient, legacy};
+use crate::server::TaskPolicy;
+
+/// Where the upstream MCP server is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Upstream {
+    /// A command line, run with `sh -c`, that speaks MCP on stdin and stdout.
+    Command(String),
+    /// A Streamable HTTP endpoint, with headers for every request (an
+    /// `Authorization` header is sent as the transport's bearer token).
+    Url {
+        /// The endpoint, e.g. `http://127.0.0.1:8080/mcp`.
+        url: String,
+        /// `(name, value)` pairs.
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl Upstream {
+    /// A child process: `command` run with `sh -c`.
+    pub fn command(command: impl Into<String>) -> Self {
+        Self::Command(command.into())
+    }
+
+    /// A Streamable HTTP endpoint.
+    pub fn url(url: impl Into<String>) -> Self {
+        Self::Url {
+            url: url.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// Adds a header to every request of an HTTP upstream (ignored for a command).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        if let Self::Url { headers, .. } = &mut self {
+            headers.push((name.into(), value.into()));
+        }
+        self
+    }
+}
+
+/// The client of one upstream connection.
+pub(crate) type UpstreamClient = TasksClient<legacy::Handler>;
+
+/// One connection to the upstream.
+pub(crate) struct Connection {
+    pub(crate) client: UpstreamClient,
+    /// Fired when the transport closed (a stdio child's stdout ended).
+    closed: CancellationToken,
+    /// When it was opened: one that closes soon after counts as a failure.
+    opened: Instant,
+}
+
+impl Connection {
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+            || self.client.running().is_closed()
+            || self.client.running().peer().is_transport_closed()
+    }
+
+    /// Completes when the transport has closed (or the connection was
+    /// given up as lost).
+    pub(crate) async fn closed(&self) {
+        self.closed.cancelled().await;
+    }
+
+    /// Whether the upstream answers a `ping` within `timeout`: with a
+    /// result or with a JSON-RPC error (a 2026-07-28 server may not know
+    /// `ping`); a timeout or a transport failure is no answer.
+    async fn answers_ping(&self, timeout: Duration) -> bool {
+        let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        let mut options = rmcp::service::PeerRequestOptions::no_options();
+        options.timeout = Some(timeout);
+        let peer = self.client.running().peer();
+        match peer.send_request_with_option(ping, options).await {
+            Ok(handle) => matches!(
+                handle.await_response().await,
+                Ok(_) | Err(rmcp::service::ServiceError::McpError(_))
+            ),
+            Err(_) => false,
+        }
+    }
+}
+
+/// How long a stdio upstream has to exit once its stdin is closed.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// A child process's stdio as an rmcp transport, through the legacy tap,
+/// that says when the child's stdout ends.
+struct ChildTransport {
+    io: AsyncRwTransport<RoleClient, legacy::TapRead<ChildStdout>, ChildStdin>,
+    child: Child,
+    closed: CancellationToken,
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let sending = self.io.send(item);
+        let closed = self.closed.clone();
+        async move {
+            let sent = sending.await;
+            if sent.is_err() {
+                closed.cancel();
+            }
+            sent
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.io.receive().await;
+        if message.is_none() {
+            self.closed.cancel();
+        }
+        message
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.closed.cancel();
+        self.io.close().await?;
+        if tokio::time::timeout(EXIT_GRACE, self.child.wait())
+            .await
+            .is_err()
+        {
+            self.child.kill().await?;
+        }
+        Ok(())
+    }
+}
+
+/// Opens a connection to `upstream` (within `timeout`), in whichever era it
+/// speaks: 2026-07-28 by `server/discover`, else `initialize` (2025-11-25,
+/// or an older version the server settles on).
+async fn connect(
+    upstream: &Upstream,
+    calls: Arc<Calls>,
+    timeout: Duration,
+) -> Result<Connection, Error> {
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    };
+    let handler = legacy::Handler::new(RelayHandler { calls });
+    let tap = handler.tap();
+    let closed = CancellationToken::new();
+    let connecting = async {
+        match upstream {
+            Upstream::Command(command) => {
+                let mut child = tokio::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("exec {command}"))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .map_err(|source| Error::Spawn { source })?;
+                let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+                    return Err(Error::Spawn {
+                        source: std::io::Error::other("the child has no stdin or stdout"),
+                    });
+                };
+                let transport = ChildTransport {
+                    io: AsyncRwTransport::new_client(tap.read(stdout), stdin),
+                    child,
+                    closed: closed.clone(),
+                };
+                serve_client_with_lifecycle(handler, transport, lifecycle)
+                    .await
+                    .map_err(|source| Error::Initialize {
+                        source: Box::new(source),
+                    })
+            }
+            Upstream::Url { url, headers } => {
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    if name.eq_ignore_ascii_case("authorization") {
+                        let token = value.strip_prefix("Bearer ").unwrap_or(value);
+                        config = config.auth_header(token);
+                    } else {
+                        let name = http::HeaderName::try_from(name.as_str())
+                            .map_err(|_| Error::Header { name: name.clone() })?;
+                        let value = http::HeaderValue::try_from(value.as_str()).map_err(|_| {
+                            Error::Header {
+                                name: name.to_string(),
+                            }
+                        })?;
+                        custom.insert(name, value);
+                    }
+                }
+                if !custom.is_empty() {
+                    config = config.custom_headers(custom);
+                }
+                // Redirects are not followed: the upstream is where it was told.
+                let http = reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|source| Error::Http {
+                        source: Box::new(source),
+                    })?;
+                let transport = StreamableHttpClientTransport::with_client(tap.http(http), config);
+                serve_client_with_lifecycle(handler, transport, lifecycle)
+                    .await
+                    .map_err(|source| Error::Initialize {
+                        source: Box::new(source),
+                    })
+            }
+        }
+    };
+    let running = tokio::time::timeout(timeout, connecting)
+        .await
+        .map_err(|_| Error::ConnectTimeout(timeout))??;
+    Ok(Connection {
+        client: TasksClient::new(running),
+        closed,
+        opened: Instant::now(),
+    })
+}
+
+/// The upstream's tools as last read.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tools {
+    pub(crate) list: Arc<Vec<Tool>>,
+    /// The task policy a 2025-11-25 upstream marks a tool with
+    /// (`execution.taskSupport` `optional` or `required`), by name.
+    pub(crate) marked: HashMap<String, TaskPolicy>,
+}
+
+/// Reads every tool, following `nextCursor`. From a 2025-11-25 upstream the
+/// raw JSON is read too, for each tool's `execution.taskSupport`.
+async fn list_tools(client: &UpstreamClient) -> Result<Tools, ErrorData> {
+    if client.era() == Era::Extension {
+        let list = client
+            .running()
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|error| upstream_failure("tools/list", &error))?;
+        return Ok(Tools {
+            list: Arc::new(list),
+            marked: HashMap::new(),
+        });
+    }
+    let mut list = Vec::new();
+    let mut marked = HashMap::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1000 {
+        let params = match &cursor {
+            Some(cursor) => json!({ "cursor": cursor }),
+            None => json!({}),
+        };
+        let page = client
+            .send_legacy(
+                "tools/list",
+                params,
+                &serde_json::Map::new(),
+                Some(Duration::from_secs(60)),
+            )
+            .await
+            .map_err(|error| crate::gateway::client_failure("tools/list", &error))?;
+        for raw in page
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Ok(tool) = serde_json::from_value::<Tool>(raw.clone()) else {
+                tracing::warn!("the upstream listed a tool that does not read as one; left out");
+                continue;
+            };
+            // `forbidden` says the upstream makes no task of its own, which is
+            // what the gateway is for: the TypeScript SDK v1 marks every
+            // plain tool so. It is not kept; `optional` and `required` are.
+            let policy = match raw
+                .pointer("/execution/taskSupport")
+                .and_then(Value::as_str)
+            {
+                Some("optional") => Some(TaskPolicy::Optional),
+                Some("required") => Some(TaskPolicy::Required),
+                _ => None,
+            };
+            if let Some(policy) = policy {
+                marked.insert(tool.name.to_string(), policy);
+            }
+            list.push(tool);
+        }
+        cursor = page
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    Ok(Tools {
+        list: Arc::new(list),
+        marked,
+    })
+}
+
+/// An rmcp failure of a request to the upstream, as the JSON-RPC error the
+/// gateway answers with: the upstream's own error as it sent it, a closed
+/// connection said plainly.
+pub(crate) fn upstream_failure(method: &str, error: &rmcp::service::ServiceError) -> ErrorData {
+    use rmcp::service::ServiceError;
+    match error {
+        ServiceError::McpError(error) => error.clone(),
+        ServiceError::TransportClosed => ErrorData::internal_error(
+            format!(
+                "the connection to the upstream server was lost during {method} (it exited or \
+                 crashed, or stopped answering)"
+            ),
+            None,
+        ),
+        ServiceError::TransportSend(error) => ErrorData::internal_error(
+            format!("{method} could not reach the upstream server: {error}"),
+            None,
+        ),
+        other => ErrorData::internal_error(
+            format!("{method} to the upstream server failed: {other}"),
+            None,
+        ),
+    }
+}
+
+/// Keeps a connection to the upstream open.
+pub(crate) struct Link {
+    pub(crate) upstream: Upstream,
+    pub(crate) calls: Arc<Calls>,
+    options: GatewayOptions,
+    state: tokio::sync::Mutex<State>,
+    tools: RwLock<Tools>,
+    /// Fired when the gateway is dropped: the supervisor stops.
+    stop: CancellationToken,
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+#[derive(Default)]
+struct State {
+    current: Option<Arc<Connection>>,
+    /// Connection attempts that failed (or connections that closed soon
+    /// after they opened) in a row, and when the next attempt may be made.
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+impl Link {
+    /// Connects (the first attempt must succeed) and reads the tools.
+    pub(crate) async fn start(
+        upstream: Upstream,
+        options: GatewayOptions,
+    ) -> Result<Arc<Self>, Error> {
+        let calls = Arc::new(Calls::default());
+        let connection = connect(&upstream, calls.clone(), options.connect_timeout).await?;
+        let tools = list_tools(&connection.client)
+            .await
+            .map_err(|error| Error::ListTools {
+                message: error.message.to_string(),
+            })?;
+        let link = Arc::new(Self {
+            upstream,
+            calls,
+            options,
+            state: tokio::sync::Mutex::new(State {
+                current: Some(Arc::new(connection)),
+                ..State::default()
+            }),
+            tools: RwLock::new(tools),
+            stop: CancellationToken::new(),
+        });
+        let health = matches!(link.upstream, Upstream::Url { .. })
+            .then_some(link.options.health_check)
+            .filter(|interval| !interval.is_zero());
+        tokio::spawn(supervise(Arc::downgrade(&link), link.stop.clone(), health));
+        Ok(link)
+    }
+
+    /// The open connection, made again if it closed (after the backoff
+    /// since the last failed attempt).
+    pub(crate) async fn connection(&self) -> Result<Arc<Connection>, ErrorData> {
+        let mut state = self.state.lock().await;
+        if let Some(current) = state.current.take() {
+            if !current.is_closed() {
+                state.current = Some(current.clone());
+                return Ok(current);
+            }
+            // An upstream that keeps exiting soon after it starts is started
+            // again ever more slowly; one that ran a while, at once.
+            if current.opened.elapsed() < self.options.restart_backoff_max {
+                state.failures = state.failures.saturating_add(1);
+                state.retry_at = Some(Instant::now() + self.backoff(state.failures));
+            } else {
+                state.failures = 0;
+            }
+        }
+        if let Some(at) = state.retry_at {
+            tokio::time::sleep_until(at).await;
+        }
+        let attempt = connect(
+            &self.upstream,
+            self.calls.clone(),
+            self.options.connect_timeout,
+        )
+        .await;
+        match attempt {
+            Ok(connection) => {
+                let connection = Arc::new(connection);
+                state.current = Some(connection.clone());
+                state.retry_at = None;
+                drop(state);
+                tracing::info!("connected to the upstream server again");
+                self.refresh_tools(&connection).await;
+                Ok(connection)
+            }
+            Err(error) => {
+                state.current = None;
+                state.failures = state.failures.saturating_add(1);
+                let backoff = self.backoff(state.failures);
+                state.retry_at = Some(Instant::now() + backoff);
+                tracing::warn!(%error, retry_in = ?backoff, "cannot reach the upstream server");
+                Err(ErrorData::internal_error(
+                    format!("the upstream server is not reachable: {error}"),
+                    None,
+                ))
+            }
+        }
+    }
+
+    fn backoff(&self, failures: u32) -> Duration {
+        backoff(
+            self.options.restart_backoff_min,
+            self.options.restart_backoff_max,
+            failures,
+        )
+    }
+    /// The tools as last read; read again first when the upstream said its
+    /// list changed.
+    pub(crate) async fn tools(&self) -> Tools {
+        if self.calls.take_tools_stale()
+            && let Ok(connection) = self.connection().await
+        {
+            self.refresh_tools(&connection).await;
+        }
+        self.tools
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The tools as last read, without reading them again.
+    pub(crate) fn cached_tools(&self) -> Tools {
+        self.tools
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    async fn refresh_tools(&self, connection: &Connection) {
+        match list_tools(&connection.client).await {
+            Ok(tools) => {
+                *self
+                    .tools
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = tools;
+            }
+            Err(error) => {
+                // The next list_changed or reconnect tries again.
+                self.calls.tools_changed();
+                tracing::warn!(message = %error.message, "cannot read the upstream's tools");
+            }
+        }
+    }
+}
+
+/// The pause before attempt `failures + 1`: `min`, doubling, up to `max`.
+fn backoff(min: Duration, max: Duration, failures: u32) -> Duration {
+    min.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(16)))
+        .min(max.max(min))
+}
+
+/// Restarts the upstream as soon as its connection closes (with the
+/// backoff of [`Link::connection`]), until the gateway is dropped. With
+/// `health`, pings the upstream that often and gives a connection up as
+/// lost when a ping goes unanswered that long: an HTTP upstream that
+/// restarted has lost its session, and rmcp never answers a request that
+/// its error response names no id for (server-everything's "No valid
+/// session ID provided"), so without this the calls would hang.
+async fn supervise(link: Weak<Link>, stop: CancellationToken, health: Option<Duration>) {
+    loop {
+        let Some(strong) = link.upgrade() else { return };
+        let connection = tokio::select! {
+            connection = strong.connection() => connection,
+            () = stop.cancelled() => return,
+        };
+        drop(strong);
+        // On failure `connection` waits out the backoff before its next attempt.
+        if let Ok(connection) = connection {
+            let mut check = tokio::time::interval(health.unwrap_or(Duration::from_secs(1)));
+            check.tick().await;
+            loop {
+                tokio::select! {
+                    () = connection.closed() => break,
+                    _ = check.tick() => {
+                        if connection.is_closed() {
+                            break;
+                        }
+                        if let Some(timeout) = health
+                            && !connection.answers_ping(timeout).await
+                        {
+                            tracing::warn!("the upstream server does not answer; connecting again");
+                            connection.closed.cancel();
+                            break;
+                        }
+                    }
+                    () = stop.cancelled() => return,
+                }
+            }
+            tracing::warn!("the upstream server closed the connection; connecting again");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_up_to_its_bound() {
+        let (min, max) = (Duration::from_millis(250), Duration::from_secs(10));
+        let pauses: Vec<u128> = (1..=8).map(|n| backoff(min, max, n).as_millis()).collect();
+        assert_eq!(pauses, [250, 500, 1000, 2000, 4000, 8000, 10_000, 10_000]);
+        assert_eq!(backoff(min, max, u32::MAX), max);
+    }
+}

@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# The task gateway (`mcp-tasks serve --upstream` / `--upstream-url`) in front of real
+# third-party servers, driven by our client (the mcp-tasks binary, 2026-07-28 with the
+# Tasks extension):
+#
+#   * @modelcontextprotocol/server-everything 2026.8.31 (a 2025-11-25 server with legacy
+#     tasks) over stdio, behind a gateway on stdio, and over its Streamable HTTP behind a
+#     gateway on HTTP: trigger-long-running-operation becomes a task whose status follows
+#     the progress notifications, trigger-elicitation-request becomes input_required
+#     answered with tasks/update, echo passes through synchronously (--tasks
+#     echo=forbidden), simulate-research-query (its own legacy task) is awaited and its
+#     elicitation relayed, Ctrl-C cancels; over HTTP, server-everything restarted mid-task
+#     (its sessions lost) fails that task saying so and the next call works;
+#   * the fastmcp-tasks fixture server of interop/fastmcp (the extension, poll only) over
+#     HTTP behind a gateway on HTTP: its tasks awaited and relayed (slow, ask_name with
+#     its `<taskId>:<hex>` input keys, tool_error's isError, mrtr_then_task's MRTR round),
+#     greet passed through, and tasks/cancel sent on (seen in the fixture's trace).
+#
+# Usage: check.sh MCP_TASKS_BIN PYTHON
+#   MCP_TASKS_BIN  e.g. target/debug/mcp-tasks (cargo build -p mcp-tasks-cli)
+#   PYTHON         a python with fastmcp[tasks] (interop/.venv/bin/python, as interop/run makes)
+# Needs node and interop/node_modules (npm ci in interop/, as interop/run does).
+# Env: ONLY=everything-stdio|everything-http|fastmcp runs one part.
+#
+# Prints "PASS name" / "FAIL name: why" per check, "# ..." notes, and exits 1 if any
+# check failed, 64 on bad usage (a missing peer included: never a silent skip).
+
+set -u
+
+if [ $# -ne 2 ]; then
+  sed -n "19,23p" "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 64
+fi
+BIN=$1
+PY=$2
+case $BIN in */*) BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN") ;; esac
+HERE=$(cd "$(dirname "$0")" && pwd)
+EVERYTHING=$HERE/../node_modules/@modelcontextprotocol/server-everything/dist/index.js
+FASTMCP=$HERE/../fastmcp/server.py
+[ -x "$BIN" ] || { echo "no executable $BIN" >&2; exit 64; }
+[ -f "$EVERYTHING" ] || { echo "no server-everything at $EVERYTHING (npm ci in interop/)" >&2; exit 64; }
+command -v node >/dev/null || { echo "no node on PATH" >&2; exit 64; }
+"$PY" -c 'import fastmcp' 2>/dev/null || { echo "no fastmcp in $PY (pip install -r interop/fastmcp/requirements.txt)" >&2; exit 64; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gateway-check.XXXXXX")
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+export MCP_TASKS_JOURNAL=$WORK/journal.sqlite3
+
+FAILS=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; FAILS=$((FAILS + 1)); }
+
+# json FILE PYTHON-EXPRESSION: evaluates the expression with `d` = the JSON object in FILE
+# (`t` = d's concatenated result text).
+json() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception:
+    d = {}
+res = d.get("result") or {}
+t = " ".join(c.get("text", "") for c in res.get("content", []) if isinstance(c, dict))
+try:
+    v = eval(sys.argv[2])
+except Exception as e:
+    v = f"<{type(e).__name__}: {e}>"
+print("" if v is None else v if isinstance(v, str) else json.dumps(v))
+EOF
+}
+
+# expect NAME FILE RC WANT_RC PYTHON-EXPRESSION
+expect() {
+  local name=$1 out=$2 rc=$3 want=$4 cond=$5
+  if [ "$rc" -ne "$want" ]; then
+    fail "$name" "exit $rc, expected $want: $(head -c 400 "$out")"
+  elif [ "$(json "$out" "bool($cond)")" != "true" ]; then
+    fail "$name" "not ($cond): $(head -c 400 "$out")"
+  else
+    pass "$name"
+  fi
+}
+
+# listening FILE PID: waits for "listening on URL" in FILE and prints URL.
+listening() {
+  local url=
+  for _ in $(seq 300); do
+    url=$(sed -n 's/^listening on //p' "$1" | head -n 1)
+    [ -n "$url" ] && break
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "$url"
+}
+
+# gateway_http NAME ARGS...: starts `mcp-tasks serve --http` with ARGS; sets GATEWAY_URL.
+gateway_http() {
+  local name=$1
+  shift
+  "$BIN" serve --http 127.0.0.1:0 --store memory --poll-interval 100 "$@" \
+    >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  local pid=$!
+  PIDS+=("$pid")
+  GATEWAY_URL=$(listening "$WORK/$name.out" "$pid")
+  if [ -z "$GATEWAY_URL" ]; then
+    fail "the gateway starts/$name" "$(tail -5 "$WORK/$name.err")"
+    return 1
+  fi
+}
+
+everything_checks() {
+  local tr=$1
+  shift
+  local out=$WORK/$tr.json rc
+
+  "$BIN" call "$@" --json trigger-long-running-operation --arg duration=2 --arg steps=4 \
+    >"$out" 2>"$WORK/$tr.err"; rc=$?
+  expect "trigger-long-running-operation becomes a task/$tr" "$out" $rc 0 \
+    'd["status"] == "completed" and d.get("taskId") and "Long running operation completed" in t'
+
+  "$BIN" call "$@" trigger-long-running-operation --arg duration=2 --arg steps=4 \
+    >"$WORK/$tr.txt" 2>"$WORK/$tr.err"; rc=$?
+  if [ "$rc" -eq 0 ] && grep -q "working 1/4" "$WORK/$tr.err" && grep -q "working 3/4" "$WORK/$tr.err"; then
+    pass "its status follows the progress notifications/$tr"
+  else
+    fail "its status follows the progress notifications/$tr" "exit $rc: $(head -c 400 "$WORK/$tr.err")"
+  fi
+
+  "$BIN" call "$@" --json trigger-elicitation-request --answer name=Ada >"$out" 2>"$WORK/$tr.err"; rc=$?
+  expect "trigger-elicitation-request is input_required answered with tasks/update/$tr" "$out" $rc 0 \
+    'd["status"] == "completed" and d.get("taskId") and "Name: Ada" in t'
+
+  "$BIN" call "$@" --json trigger-elicitation-request --input fail >"$out" 2>"$WORK/$tr.err"; rc=$?
+  expect "the elicitation is the gateway task's input request/$tr" "$out" $rc 4 \
+    'd["status"] == "input_required" and
+     [r["method"] for r in d["result"]["inputRequests"].values()] == ["elicitation/create"] and
+     all(k.startswith("upstream-") for k in d["result"]["inputRequests"])'
+
+  "$BIN" call "$@" --json echo --arg message=hi >"$out" 2>"$WORK/$tr.err"; rc=$?
+  expect "echo passes through synchronously/$tr" "$out" $rc 0 \
+    'd["status"] == "completed" and t == "Echo: hi" and "taskId" not in d'
+
+  "$BIN" call "$@" --json simulate-research-query --arg topic=python --arg ambiguous=true \
+    --answer interpretation=snake >"$out" 2>"$WORK/$tr.err"; rc=$?
+  expect "its own legacy task is awaited and its elicitation relayed/$tr" "$out" $rc 0 \
+    'd["status"] == "completed" and "**Clarification**: snake" in t'
+
+  "$BIN" call "$@" --json trigger-long-running-operation --arg duration=30 --arg steps=30 \
+    >"$out" 2>"$WORK/$tr.err" &
+  local pid=$!
+  sleep 3
+  kill -INT "$pid"
+  wait "$pid"; rc=$?
+  expect "Ctrl-C cancels the gateway task/$tr" "$out" $rc 3 \
+    'd["status"] == "cancelled" and d.get("taskId")'
+}
+
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = everything-stdio ]; then
+  gateway="$BIN serve --stdio --store memory --poll-interval 100 --upstream 'node $EVERYTHING stdio' --tasks echo=forbidden"
+  echo "# stdio: $BIN call --stdio \"$gateway\""
+  everything_checks everything-stdio --stdio "$gateway"
+fi
+
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = everything-http ]; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  PORT=$port node -r "$HERE/../everything/loopback.cjs" "$EVERYTHING" streamableHttp \
+    >"$WORK/everything-http-server.out" 2>"$WORK/everything-http-server.err" &
+  everything_pid=$!
+  PIDS+=("$everything_pid")
+  for _ in $(seq 100); do grep -q "listening on port" "$WORK/everything-http-server.err" && break; sleep 0.1; done
+  if ! grep -q "listening on port" "$WORK/everything-http-server.err"; then
+    fail "server-everything starts on HTTP" "$(tail -5 "$WORK/everything-http-server.err")"
+  elif gateway_http everything-gateway --upstream-url "http://127.0.0.1:$port/mcp" --tasks echo=forbidden; then
+    echo "# http: $BIN call --url $GATEWAY_URL (gateway in front of http://127.0.0.1:$port/mcp)"
+    everything_checks everything-http --url "$GATEWAY_URL"
+
+    # server-everything restarted: its sessions are gone. The task running on the old
+    # session fails saying so (the gateway's health ping gives the session up), and the
+    # next call works on a new session.
+    out=$WORK/restart.json
+    "$BIN" call --url "$GATEWAY_URL" --json trigger-long-running-operation --arg duration=30 \
+      --arg steps=30 >"$out" 2>"$WORK/restart.err" &
+    cpid=$!
+    sleep 2
+    kill "$everything_pid"; wait "$everything_pid" 2>/dev/null
+    PORT=$port node -r "$HERE/../everything/loopback.cjs" "$EVERYTHING" streamableHttp \
+      >"$WORK/everything-http-server2.out" 2>"$WORK/everything-http-server2.err" &
+    PIDS+=("$!")
+    wait "$cpid"; rc=$?
+    expect "a restarted upstream fails the task it cut off, saying so/everything-http" "$out" $rc 2 \
+      'd["status"] == "failed" and d.get("taskId") and "exited or crashed, or stopped answering" in d["error"]["message"]'
+    for _ in $(seq 50); do
+      "$BIN" call --url "$GATEWAY_URL" --json echo --arg message=again >"$out" 2>"$WORK/restart.err"; rc=$?
+      [ "$rc" -eq 0 ] && break
+      sleep 0.5
+    done
+    expect "the next call works on a new session/everything-http" "$out" $rc 0 't == "Echo: again"'
+  fi
+fi
+
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = fastmcp ]; then
+  trace=$WORK/fastmcp-trace.jsonl
+  : >"$trace"
+  FIXTURE_TRACE=$trace FIXTURE_POLL_MS=100 "$PY" "$FASTMCP" http 127.0.0.1:0 \
+    >"$WORK/fastmcp.out" 2>"$WORK/fastmcp.err" &
+  pid=$!
+  PIDS+=("$pid")
+  upstream=$(listening "$WORK/fastmcp.out" "$pid")
+  if [ -z "$upstream" ]; then
+    fail "the fastmcp server starts" "$(tail -5 "$WORK/fastmcp.err")"
+  elif gateway_http fastmcp-gateway --upstream-url "$upstream" --tasks greet=forbidden; then
+    echo "# fastmcp: $BIN call --url $GATEWAY_URL (gateway in front of $upstream)"
+    out=$WORK/fastmcp.json
+    "$BIN" call --url "$GATEWAY_URL" --json slow --arg seconds=0.3 >"$out" 2>"$WORK/fastmcp.cerr"; rc=$?
+    expect "its task is awaited and relayed/fastmcp" "$out" $rc 0 \
+      'd["status"] == "completed" and d.get("taskId") and t == "slept 0.3 s"'
+
+    "$BIN" call --url "$GATEWAY_URL" --json ask_name --answer name=Ada >"$out" 2>"$WORK/fastmcp.cerr"; rc=$?
+    expect "its in-task elicitation is relayed under the gateway's keys/fastmcp" "$out" $rc 0 \
+      'd["status"] == "completed" and t == "Hello, Ada!"'
+
+    "$BIN" call --url "$GATEWAY_URL" --json ask_name --input fail >"$out" 2>"$WORK/fastmcp.cerr"; rc=$?
+    expect "no upstream task id in the relayed input keys/fastmcp" "$out" $rc 4 \
+      'd["status"] == "input_required" and
+       all(k.startswith("upstream-task-") and ":" not in k for k in d["result"]["inputRequests"])'
+
+    "$BIN" call --url "$GATEWAY_URL" --json tool_error >"$out" 2>"$WORK/fastmcp.cerr"; rc=$?
+    expect "isError completes the task/fastmcp" "$out" $rc 1 \
+      'd["status"] == "completed" and t == "tool error"'
+
+    "$BIN" call --url "$GATEWAY_URL" --json mrtr_then_task --answer name=Bob >"$out" 2>"$WORK/fastmcp.cerr"; rc=$?
+    expect "an MRTR round before its task is relayed/fastmcp" "$out" $rc 0 \
+      'd["status"] == "completed" and t == "Hello, Bob!"'
+
+    "$BIN" call --url "$GATEWAY_URL" --json greet --arg name=Cy >"$out" 2>"$WORK/fastmcp.cerr"; rc=$?
+    expect "greet passes through synchronously/fastmcp" "$out" $rc 0 \
+      'd["status"] == "completed" and t == "Hello, Cy!" and "taskId" not in d'
+
+    "$BIN" call --url "$GATEWAY_URL" --json cancellable >"$out" 2>"$WORK/fastmcp.cerr" &
+    cpid=$!
+    sleep 2
+    kill -INT "$cpid"
+    wait "$cpid"; rc=$?
+    expect "Ctrl-C cancels the gateway task/fastmcp" "$out" $rc 3 'd["status"] == "cancelled"'
+    cancels=0
+    for _ in $(seq 50); do
+      cancels=$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if l.strip() and json.loads(l).get("event") == "tasks/cancel"))' "$trace")
+      [ "$cancels" -gt 0 ] && break
+      sleep 0.1
+    done
+    if [ "$cancels" -gt 0 ]; then
+      pass "tasks/cancel is sent on to the fastmcp task/fastmcp"
+    else
+      fail "tasks/cancel is sent on to the fastmcp task/fastmcp" "no tasks/cancel in the fixture's trace"
+    fi
+  fi
+fi
+
+echo "# $FAILS failed"
+[ "$FAILS" -eq 0 ]
