@@ -1,7 +1,7 @@
 //! The bounded cache of records the store answers reads from.
 //!
 //! It holds what the file holds for the records it has (the committer
-//! updates it only after a commit, see [`commit`](crate::commit)), so a hit
+//! updates it only after a commit: see the `commit` module), so a hit
 //! is the committed record. Records are dropped in the order they were last
 //! written (or read from the file) once the cache holds more than its
 //! record count or its bytes: live tasks are written as they change, so
