@@ -124,7 +124,9 @@ struct TaskArgs {
     #[command(flatten)]
     server: ServerArgs,
     /// The task id; `-` reads it from stdin. Without --url or --stdio its
-    /// server is found in the journal.
+    /// server is found in the journal. An id may start with `-` (servers
+    /// choose them: fastmcp's are base64url).
+    #[arg(allow_hyphen_values = true)]
     task_id: String,
     #[command(flatten)]
     journal: journal::JournalArgs,
@@ -135,8 +137,8 @@ struct WaitArgs {
     #[command(flatten)]
     server: ServerArgs,
     /// The task id; `-` reads it from stdin. Without --url or --stdio its
-    /// server is found in the journal.
-    #[arg(required_unless_present = "last")]
+    /// server is found in the journal. An id may start with `-`.
+    #[arg(required_unless_present = "last", allow_hyphen_values = true)]
     task_id: Option<String>,
     /// Resume the newest unfinished task in the journal.
     #[arg(long, conflicts_with = "task_id")]

@@ -651,3 +651,45 @@ fn a_running_task_outlives_its_ttl_but_not_the_maximum_lifetime() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[test]
+fn a_task_id_may_start_with_a_hyphen() {
+    // Servers choose ids (fastmcp's are base64url): one starting with `-`
+    // is an id, not an unknown flag; the flags around it still count.
+    for args in [
+        [
+            "get",
+            "-abc_def",
+            "--url",
+            "http://127.0.0.1:1/mcp",
+            "--json",
+        ],
+        [
+            "get",
+            "--url",
+            "http://127.0.0.1:1/mcp",
+            "-abc_def",
+            "--json",
+        ],
+        [
+            "cancel",
+            "-abc_def",
+            "--url",
+            "http://127.0.0.1:1/mcp",
+            "--json",
+        ],
+        [
+            "wait",
+            "-abc_def",
+            "--url",
+            "http://127.0.0.1:1/mcp",
+            "--json",
+        ],
+    ] {
+        let (exit, value) = json_of(&run(&args));
+        assert_eq!(
+            exit, 69,
+            "{args:?}: the id was taken, the server is unreachable: {value}"
+        );
+    }
+}
