@@ -250,9 +250,10 @@ fn through(nginx: &Nginx, path: &str, token: Option<&str>) -> Vec<String> {
 
 /// Listening through the proxy: every step of a `long_job` heard, done
 /// long before the minute a poll would take (`--listen` fails if the
-/// stream does).
+/// stream does). Steps 400 ms apart: on a loaded machine the stream may
+/// open a few hundred milliseconds after the task starts.
 fn listen_to_a_long_job(flags: &[String], caller: &str) {
-    let job = r#"{"steps": 3, "step_ms": 150}"#;
+    let job = r#"{"steps": 3, "step_ms": 400}"#;
     let output = run(&command(
         &["call", "long_job", job, "--listen", "--timeout", "30"],
         flags,
