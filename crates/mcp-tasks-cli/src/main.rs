@@ -10,6 +10,12 @@ mod prompt;
 mod serve;
 mod watch;
 
+/// mimalloc, not glibc's allocator: a server that keeps many finished tasks
+/// for their TTL fragmented glibc's heap until a third of its CPU went to
+/// `malloc` (BENCHMARKS.md, "Against honest peers").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;

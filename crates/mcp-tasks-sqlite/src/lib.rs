@@ -2,7 +2,8 @@
 //! SQLite file, so they outlive the server process.
 //!
 //! [`SqliteStore::open`] creates or opens the file (WAL journal,
-//! `synchronous=NORMAL`, a 5 s busy timeout). Tasks that the previous
+//! `synchronous=NORMAL`, a checkpoint every 10,000 pages, a 5 s busy
+//! timeout). Tasks that the previous
 //! process left unfinished (`working`, `input_required` or a status this
 //! library does not know) cannot finish any more: opening fails them through
 //! [`TaskRecord::apply`] with [`Change::Abandon`](mcp_tasks::store::Change::Abandon)

@@ -28,6 +28,11 @@
 //! ```
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
+/// Every peer in this process runs on mimalloc, the allocator of the
+/// `mcp-tasks` binary (glibc's fragmented under ours as tasks piled up).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -9,6 +9,7 @@ use rmcp::model::{ClientCapabilities, ElicitationSchema, InputRequest};
 use rmcp::schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tokio::sync::SetOnce;
 use tokio_util::sync::CancellationToken;
 
 use super::lease::{Lease, LeaseError, lost_lease};
@@ -30,6 +31,9 @@ pub struct TaskContext {
     /// The lease the task runs under, on a store shared by several servers.
     lease: Option<Arc<Lease>>,
     token: CancellationToken,
+    /// Set once the task is in the store: the tool's first step runs before
+    /// (see `TaskRuntime::start_task`), and what touches the task waits.
+    stored: Option<Arc<SetOnce<()>>>,
 }
 
 impl std::fmt::Debug for TaskContext {
@@ -48,6 +52,7 @@ impl TaskContext {
             task: None,
             lease: None,
             token: CancellationToken::new(),
+            stored: None,
         }
     }
 
@@ -63,6 +68,21 @@ impl TaskContext {
             task: Some((id, inner)),
             lease,
             token,
+            stored: None,
+        }
+    }
+
+    /// This context, for a tool whose task is stored only once `stored`
+    /// is set: until then, what touches the task waits.
+    pub(crate) fn stored_when(mut self, stored: Arc<SetOnce<()>>) -> Self {
+        self.stored = Some(stored);
+        self
+    }
+
+    /// Waits until the task is in the store.
+    async fn until_stored(&self) {
+        if let Some(stored) = &self.stored {
+            stored.wait().await;
         }
     }
 
@@ -176,6 +196,7 @@ impl TaskContext {
                 ClientCapabilities::builder().enable_tasks().build(),
             ));
         };
+        self.until_stored().await;
         let keys: Vec<String> = requests.keys().cloned().collect();
         let mut waiter = inner.waiters.register(id);
         // A task run again after its server stopped asks only for what was
@@ -224,6 +245,7 @@ impl TaskContext {
         let Some((id, inner)) = &self.task else {
             return Ok(());
         };
+        self.until_stored().await;
         let modified = inner
             .modify_as_runner(id, &change, self.lease.as_ref())
             .await

@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::TaskContext;
 use super::runtime::Inner;
-use super::supervise::supervise;
+use super::supervise::{catch_panics, supervise};
 use super::wire::new_task_id;
 use crate::store::{Change, Modified, Orphan, Replicas, RunnerId, StoreError, modify_as};
 
@@ -393,7 +393,7 @@ fn run_again(
         id,
         record.idle_ttl(),
         token,
-        future,
+        catch_panics(future),
         seat,
         Some(lease),
     ));

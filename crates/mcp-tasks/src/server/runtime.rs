@@ -4,6 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -13,6 +14,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
+use tokio::sync::SetOnce;
 use tokio_util::sync::CancellationToken;
 
 use super::clock::{Clock, SystemClock};
@@ -24,7 +26,9 @@ use super::limits::LiveTasks;
 use super::listen::{Listeners, answer_rerouted};
 use super::policy::{TaskPolicy, ToolTasks};
 use super::principal::{Principal, PrincipalExtractor, default_principal};
-use super::supervise::{listen_for_changes, run_sweeper, supervise, sweep};
+use super::supervise::{
+    catch_panics, listen_for_changes, outcome_of, run_sweeper, supervise, sweep,
+};
 use super::waiters::Waiters;
 use super::wire::{
     detailed_task, new_task_id, store_failure, task_not_found, tasks_required, tool_panicked,
@@ -190,6 +194,13 @@ impl TaskRuntime {
     /// Runs one `tools/call`: synchronously or as a task, as `tasks` and
     /// the request's declaration decide. A task is in the store before this
     /// returns its `CreateTaskResult`.
+    ///
+    /// The tool's first step (its future's first poll) runs here, before
+    /// the task is stored; what it does to its task (a status message, an
+    /// input request) waits until the task is. A tool that returns from
+    /// that step is stored already finished, in one write, and its
+    /// `CreateTaskResult` says `completed` (or `failed`). So that step
+    /// should not block: the answer waits for it.
     pub async fn call_tool<F, Fut>(
         &self,
         request: &CallToolRequestParams,
@@ -274,22 +285,35 @@ impl TaskRuntime {
         };
         let id = record.id().clone();
         let idle_ttl = record.idle_ttl();
+        let token = CancellationToken::new();
+        let stored = Arc::new(SetOnce::new());
+        let context = TaskContext::task(id.clone(), inner.clone(), token.clone(), lease.clone())
+            .stored_when(stored.clone());
+        let mut tool = Box::pin(catch_panics(run(context)));
+        // The tool's first step runs before the task is stored (what touches
+        // the task waits for it): a tool that returns from that step, as many
+        // do, is stored finished, in one write instead of two.
+        if let Poll::Ready(finished) = futures::poll!(&mut tool) {
+            token.cancel();
+            let finished = record
+                .apply(&outcome_of(finished), inner.clock.now(), settings.retention)
+                .map_err(|refused| ErrorData::internal_error(refused.to_string(), None))?
+                .into_record();
+            let created = wire_task(&finished);
+            inner.store.create(finished).await.map_err(store_failure)?;
+            drop(seat);
+            return Ok(CallToolResponse::Task(CreateTaskResult::new(created)));
+        }
         let created = wire_task(&record);
         // Durable before we answer: a tasks/get right after finds it.
         inner.store.create(record).await.map_err(store_failure)?;
-        let token = CancellationToken::new();
-        let future = run(TaskContext::task(
-            id.clone(),
-            inner.clone(),
-            token.clone(),
-            lease.clone(),
-        ));
+        let _ = stored.set(());
         tokio::spawn(supervise(
             inner.clone(),
             id,
             idle_ttl,
             token,
-            future,
+            tool,
             seat,
             lease,
         ));

@@ -113,25 +113,46 @@ enum Ending {
     Stop,
 }
 
+/// How a tool's future ended: its outcome, or the panic it raised.
+pub(crate) type Finished = std::thread::Result<Result<CallToolResult, ErrorData>>;
+
+/// A tool's future with its panics caught ([`catch_panics`]).
+pub(crate) trait Tool: Future<Output = Finished> + Send + 'static {}
+
+impl<F: Future<Output = Finished> + Send + 'static> Tool for F {}
+
+/// `future` with a panic in it caught, to fail its task.
+pub(crate) fn catch_panics<Fut>(future: Fut) -> impl Tool
+where
+    Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
+{
+    std::panic::AssertUnwindSafe(future).catch_unwind()
+}
+
+/// The change that records how a tool ended (a panic fails the task).
+pub(crate) fn outcome_of(finished: Finished) -> Change {
+    match finished {
+        Ok(Ok(result)) => Change::Complete(result_json(&result)),
+        Ok(Err(error)) => Change::Fail(error_json(&error)),
+        Err(_panic) => Change::Fail(error_json(&tool_panicked())),
+    }
+}
+
 /// Runs the tool to its outcome and records it; stops it on cancel or
 /// expiry, and without writing when this server lost the task (`lease`).
 /// While it runs, a task that follows activity is kept alive: a
 /// [`Change::KeepAlive`] every third of its idle TTL.
-pub(crate) async fn supervise<Fut>(
+pub(crate) async fn supervise(
     inner: Arc<Inner>,
     id: TaskId,
     idle_ttl: Option<Duration>,
     token: CancellationToken,
-    future: Fut,
+    tool: impl Tool,
     seat: Seat,
     lease: Option<Arc<Lease>>,
-) where
-    Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
-{
+) {
     let mut waiter = inner.waiters.register(&id);
-    // The tool runs inside this task (no second spawn); a panic in it is
-    // caught here and fails the task.
-    let tool = std::panic::AssertUnwindSafe(future).catch_unwind();
+    // The tool runs inside this task (no second spawn).
     tokio::pin!(tool);
     let keep_alive_every = idle_ttl.map(|idle| (idle / 3).max(MIN_KEEP_ALIVE));
     let mut next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
@@ -143,11 +164,7 @@ pub(crate) async fn supervise<Fut>(
             }
         };
         tokio::select! {
-            finished = &mut tool => break Ending::Outcome(match finished {
-                Ok(Ok(result)) => Change::Complete(result_json(&result)),
-                Ok(Err(error)) => Change::Fail(error_json(&error)),
-                Err(_panic) => Change::Fail(error_json(&tool_panicked())),
-            }),
+            finished = &mut tool => break Ending::Outcome(outcome_of(finished)),
             // Every change of this task wakes us (the fallback only covers a
             // store whose change feed is gone).
             () = waiter.wait(Duration::from_secs(30)) => {

@@ -9,6 +9,7 @@ mod access;
 mod client;
 mod examples;
 mod expiry;
+mod first_step;
 mod http;
 mod input;
 mod journal;

@@ -148,6 +148,10 @@ impl ServerTasks {
     }
 
     /// Whether `tools/call` can be task-augmented (`tasks.requests.tools.call`).
+    #[cfg_attr(
+        not(feature = "gateway"),
+        allow(dead_code, reason = "read by the gateway")
+    )]
     pub(crate) fn tools_call(self) -> bool {
         self.tools_call
     }
