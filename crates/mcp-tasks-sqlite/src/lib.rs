@@ -2,8 +2,8 @@
 //! SQLite file, so they outlive the server process.
 //!
 //! [`SqliteStore::open`] creates or opens the file (WAL journal,
-//! `synchronous=NORMAL`, a checkpoint every 10,000 pages, a 5 s busy
-//! timeout). Tasks that the previous
+//! `synchronous=NORMAL`, a 5 s busy timeout); a second thread copies the
+//! WAL back into the file every 200 ms, so writes never wait for that. Tasks that the previous
 //! process left unfinished (`working`, `input_required` or a status this
 //! library does not know) cannot finish any more: opening fails them through
 //! [`TaskRecord::apply`] with [`Change::Abandon`](mcp_tasks::store::Change::Abandon)
@@ -90,6 +90,7 @@
 //! that was queued is written and announced on the change feed.
 
 mod cache;
+mod checkpoint;
 mod commit;
 #[cfg(feature = "journal")]
 mod journal;
@@ -108,6 +109,7 @@ use mcp_tasks::{TaskId, UnixMillis};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::cache::Cache;
+use crate::checkpoint::Checkpointer;
 use crate::commit::{Op, Shared};
 
 /// How long [`SqliteStore::open`] keeps a task it failed at open: one hour.
@@ -205,6 +207,8 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
     queue: Option<mpsc::Sender<Op>>,
     committer: Option<JoinHandle<()>>,
+    /// Stopped before the committer, whose connection closes last.
+    checkpointer: Option<Checkpointer>,
     path: PathBuf,
     abandoned_at_open: usize,
 }
@@ -272,10 +276,12 @@ impl SqliteStore {
                 .spawn(move || commit::run(&conn, &shared, &ops))
                 .map_err(|err| StoreError::new("cannot start the SQLite committer thread", err))?
         };
+        let checkpointer = Checkpointer::start(path.clone());
         Ok(Self {
             shared,
             queue: Some(queue),
             committer: Some(committer),
+            checkpointer,
             path,
             abandoned_at_open,
         })
@@ -321,6 +327,7 @@ impl SqliteStore {
 
 impl Drop for SqliteStore {
     fn drop(&mut self) {
+        drop(self.checkpointer.take());
         // The committer ends once the queue is closed and drained.
         drop(self.queue.take());
         if let Some(committer) = self.committer.take() {

@@ -73,10 +73,9 @@ pub(crate) fn open(path: &Path, max_size_bytes: Option<u64>) -> Result<Connectio
     // of the process, and at worst the last commits are lost with power.
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(|err| StoreError::new("SQLite could not set synchronous=NORMAL", err))?;
-    // Checkpoint every 10,000 pages (about 40 MiB of WAL) rather than 1,000:
-    // a task's writes dirty a random page of the id index, and a longer WAL
-    // copies each such page back once for many writes.
-    conn.pragma_update(None, "wal_autocheckpoint", 10_000)
+    // The checkpointer thread copies the WAL back beside the writes; this
+    // connection's own checkpoint starts the WAL over (see `checkpoint`).
+    conn.pragma_update(None, "wal_autocheckpoint", crate::checkpoint::WRITER_PAGES)
         .map_err(|err| StoreError::new("SQLite could not set wal_autocheckpoint", err))?;
     if let Some(bytes) = max_size_bytes {
         let page_size: i64 = conn

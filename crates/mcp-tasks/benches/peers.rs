@@ -346,6 +346,11 @@ async fn serve(
 
 /// Starts `peer`; `bare` answers `fixed`.
 async fn start(peer: Peer, fixed: &'static [u8]) -> anyhow::Result<Served> {
+    start_with(peer, fixed, 0).await
+}
+
+/// [`start`], ours with `retained` finished tasks in the store first.
+async fn start_with(peer: Peer, fixed: &'static [u8], retained: usize) -> anyhow::Result<Served> {
     let mut dir = None;
     let (router, nodelay) = match peer {
         Peer::Bare => (
@@ -387,6 +392,7 @@ async fn start(peer: Peer, fixed: &'static [u8]) -> anyhow::Result<Served> {
             } else {
                 Arc::new(MemoryStore::new())
             };
+            fill(&store, retained).await?;
             let server = OurServer {
                 runtime: TaskRuntime::builder(store).build(),
             };
@@ -563,6 +569,56 @@ fn median(points: &mut [Point]) -> Point {
 
 // ------------------------------------------------------------------ memory
 
+/// The result every retained task holds.
+fn finished_result() -> Value {
+    json!({"content": [{"type": "text", "text": "done"}], "isError": false})
+}
+
+/// Task `n` as the runtime makes it (a 32-hex id, owner
+/// `authorization:<64 hex>`), and the transition that completes it.
+fn finished_task(
+    n: usize,
+    now: UnixMillis,
+) -> anyhow::Result<(TaskRecord, mcp_tasks::store::Transition)> {
+    let record = TaskRecord::new(
+        TaskId::new(format!(
+            "{:032x}",
+            (n as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)
+        )),
+        Principal::new(format!("authorization:{:064x}", n % 97)),
+        now,
+        Ttl::from_millis(TTL_MS),
+        Some(Duration::from_millis(POLL_MS)),
+    )
+    .with_lifetime(Some(Duration::from_secs(86_400)), true);
+    let done = record
+        .apply(
+            &Change::Complete(finished_result()),
+            now,
+            Duration::from_secs(3_600),
+        )
+        .map_err(|refused| anyhow::anyhow!("{refused:?}"))?;
+    Ok((record, done))
+}
+
+/// Puts `retained` finished tasks into `store`, stored finished (one write
+/// each, as the runtime stores a tool that returned at once), 256 at a time.
+async fn fill(store: &SharedStore, retained: usize) -> anyhow::Result<()> {
+    use futures::StreamExt as _;
+    let now = UnixMillis::now();
+    futures::stream::iter(0..retained)
+        .map(|n| async move {
+            let (_, done) = finished_task(n, now)?;
+            store.create(done.into_record()).await?;
+            anyhow::Ok(())
+        })
+        .buffer_unordered(256)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
+}
+
 /// RSS of this process in bytes, from /proc/self/statm.
 fn rss_bytes() -> f64 {
     std::fs::read_to_string("/proc/self/statm")
@@ -579,39 +635,18 @@ async fn rss_child(store: &str, retained: usize) -> anyhow::Result<()> {
         "sqlite" => Arc::new(SqliteStore::open(dir.path().join("tasks.sqlite3"))?),
         _ => Arc::new(MemoryStore::new()),
     };
-    let result = json!({"content": [{"type": "text", "text": "done"}], "isError": false});
-    let result_bytes = result.to_string().len();
+    let result_bytes = finished_result().to_string().len();
     let now = UnixMillis::now();
-    let make = |n: usize| {
-        // As the runtime makes them: a 32-hex id, owner `authorization:<64 hex>`.
-        let record = TaskRecord::new(
-            TaskId::new(format!(
-                "{:032x}",
-                (n as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)
-            )),
-            Principal::new(format!("authorization:{:064x}", n % 97)),
-            now,
-            Ttl::from_millis(TTL_MS),
-            Some(Duration::from_millis(POLL_MS)),
-        )
-        .with_lifetime(Some(Duration::from_secs(86_400)), true);
-        record
-            .apply(
-                &Change::Complete(result.clone()),
-                now,
-                Duration::from_secs(3_600),
-            )
-            .map(|transition| (record, transition))
-    };
+    let make = |n: usize| finished_task(n, now);
     // Warm up allocator and SQLite, then measure from here.
     for n in 0..1_000 {
-        let (record, done) = make(n + retained).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let (record, done) = make(n + retained)?;
         store.create(record).await?;
         store.compare_and_swap(done).await?;
     }
     let before = rss_bytes();
     for n in 0..retained {
-        let (record, done) = make(n).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let (record, done) = make(n)?;
         store.create(record).await?;
         store.compare_and_swap(done).await?;
     }
@@ -712,6 +747,33 @@ async fn measure(full: bool) -> anyhow::Result<Table> {
         }
         println!("(c={connections} measured)");
     }
+    // Flat from 1 to 100,000 tasks: tasks/get of one task in a store that
+    // retains RETAINED finished ones, against the one-task server above,
+    // in turns.
+    let (c, retained) = if full {
+        (64, RETAINED)
+    } else {
+        (4, RETAINED / 10)
+    };
+    for (n, (peer, one, one_script)) in get_targets
+        .iter()
+        .filter(|(peer, ..)| matches!(peer, Peer::OursMemory | Peer::OursSqlite))
+        .enumerate()
+    {
+        let filled = start_with(*peer, fixed, retained).await?;
+        let created = probe(filled.address, &call_request("wait")).await?;
+        let id = task_id_in(&created)
+            .with_context(|| format!("{}: tools/call made no task: {created}", peer.name()))?;
+        let script = wrk_script(scripts.path(), &get_request(&id), 200 + n)?;
+        let (mut ones, mut filleds) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            ones.push(wrk(one.address, one_script, c, seconds).await?);
+            filleds.push(wrk(filled.address, &script, c, seconds).await?);
+        }
+        table.insert(("get, 1 task", *peer, c), median(&mut ones));
+        table.insert(("get, filled", *peer, c), median(&mut filleds));
+    }
+    println!("(tasks/get at {retained} retained tasks measured)");
     Ok(table)
 }
 
@@ -785,6 +847,29 @@ async fn main() -> anyhow::Result<()> {
             println!();
         }
     }
+    // The smoke run keeps fewer (a debug build fills slowly).
+    let retained = if full { RETAINED } else { RETAINED / 10 };
+    let c64 = if full { 64 } else { 4 };
+    println!(
+        "\n== tasks/get/s at c={c64}: one task alone, and one among {retained} retained finished tasks (in turns)"
+    );
+    let mut flat = Vec::new();
+    for peer in [Peer::OursMemory, Peer::OursSqlite] {
+        let (Some(one), Some(filled)) = (
+            table.get(&("get, 1 task", peer, c64)),
+            table.get(&("get, filled", peer, c64)),
+        ) else {
+            continue;
+        };
+        let ratio = filled.rate / one.rate;
+        println!(
+            "{:<22} {:>8.0} alone, {:>8.0} among {retained} ({ratio:.2})",
+            peer.name(),
+            one.rate,
+            filled.rate
+        );
+        flat.push((peer, ratio));
+    }
     let errors: u64 = table.values().map(|p| p.errors).sum();
     println!("(`!`: some answers were errors or not 2xx; {errors} in all)");
     println!("\n== csv");
@@ -804,8 +889,6 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
-    // The smoke run keeps fewer (a debug build fills slowly).
-    let retained = if full { RETAINED } else { RETAINED / 10 };
     println!(
         "\n== memory: RSS per retained finished task at {retained} (fresh child process each, store filled directly)"
     );
@@ -819,7 +902,6 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let rate = |load, peer, c| table.get(&(load, peer, c)).map_or(f64::NAN, |p| p.rate);
-    let c64 = if full { 64 } else { 4 };
     let c16 = if full { 16 } else { 4 };
     let mut targets: Vec<(String, bool)> = Vec::new();
     let ratio = |a: f64, b: f64| a / b;
@@ -859,6 +941,15 @@ async fn main() -> anyhow::Result<()> {
         format!("memory tasks/get >= 0.7 of the bare ceiling (c={c64}): {get_of_bare:.2}"),
         get_of_bare >= 0.7,
     ));
+    for (peer, ratio) in flat {
+        targets.push((
+            format!(
+                "{} tasks/get flat from 1 to {retained} tasks (>= 0.9 of the one-task rate): {ratio:.2}",
+                peer.name()
+            ),
+            ratio >= 0.9,
+        ));
+    }
     for (store, beyond) in rss {
         targets.push((
             format!(
