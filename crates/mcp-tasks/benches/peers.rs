@@ -12,9 +12,10 @@
 //!
 //! Loads: `tasks/get` of one task and `tools/call` of a tool that returns at
 //! once (a task each), at 1, 4, 16, 64 and 256 connections; each point is
-//! the median of 3 runs of `wrk` (servers in turn within a round). Creation
-//! points start each peer fresh (rmcp's `spawn` scans every task, so its
-//! rate falls as tasks pile up; a fresh server is its best case). Server CPU
+//! the median of 3 runs of `wrk` (servers in turn within a round, each
+//! round starting one server further on). Creation points start each peer
+//! fresh (rmcp's `spawn` scans every task, so its rate falls as tasks pile
+//! up; a fresh server is its best case). Server CPU
 //! per request is this process's CPU time (servers only: `wrk` is another
 //! process) over the requests. Then RSS per retained finished task at
 //! 100,000 tasks for each store, each in a fresh child process.
@@ -722,16 +723,25 @@ async fn measure(full: bool) -> anyhow::Result<Table> {
     for &connections in levels {
         let mut gets: HashMap<Peer, Vec<Point>> = HashMap::new();
         let mut calls: HashMap<Peer, Vec<Point>> = HashMap::new();
-        for _ in 0..rounds {
+        // Each round starts one peer further on, so that no peer always
+        // runs right after the same other one.
+        for round in 0..rounds {
             let point = wrk(bare.address, &bare_script, connections, seconds).await?;
             gets.entry(Peer::Bare).or_default().push(point);
-            for (peer, served, script) in &get_targets {
+            let turn = round % get_targets.len();
+            for (peer, served, script) in get_targets[turn..].iter().chain(&get_targets[..turn]) {
                 let point = wrk(served.address, script, connections, seconds).await?;
                 gets.entry(*peer).or_default().push(point);
             }
             let point = wrk(bare.address, &call_script, connections, seconds).await?;
             calls.entry(Peer::Bare).or_default().push(point);
-            for peer in PEERS.into_iter().filter(|peer| *peer != Peer::Bare) {
+            let mut others: Vec<Peer> = PEERS
+                .into_iter()
+                .filter(|peer| *peer != Peer::Bare)
+                .collect();
+            let turn = round % others.len();
+            others.rotate_left(turn);
+            for peer in others {
                 let served = start(peer, fixed).await?;
                 let point = wrk(served.address, &call_script, connections, seconds).await?;
                 calls.entry(peer).or_default().push(point);
@@ -766,9 +776,14 @@ async fn measure(full: bool) -> anyhow::Result<Table> {
             .with_context(|| format!("{}: tools/call made no task: {created}", peer.name()))?;
         let script = wrk_script(scripts.path(), &get_request(&id), 200 + n)?;
         let (mut ones, mut filleds) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            ones.push(wrk(one.address, one_script, c, seconds).await?);
-            filleds.push(wrk(filled.address, &script, c, seconds).await?);
+        for round in 0..rounds {
+            if round % 2 == 0 {
+                ones.push(wrk(one.address, one_script, c, seconds).await?);
+                filleds.push(wrk(filled.address, &script, c, seconds).await?);
+            } else {
+                filleds.push(wrk(filled.address, &script, c, seconds).await?);
+                ones.push(wrk(one.address, one_script, c, seconds).await?);
+            }
         }
         table.insert(("get, 1 task", *peer, c), median(&mut ones));
         table.insert(("get, filled", *peer, c), median(&mut filleds));
