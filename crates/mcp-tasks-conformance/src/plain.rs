@@ -15,12 +15,14 @@
 //! | `fail` | answers a JSON-RPC error -32050 `the fixture tool failed` |
 //! | `error_result` | answers a tool result with `isError: true` |
 //! | `crash {ms}` | exits the process (status 3) after `ms` |
-//! | `hang` | never answers; a `notifications/cancelled` for it is counted |
+//! | `hang` | never answers; a `notifications/cancelled` for it is counted (and, with `--cancel-log PATH`, appended to `PATH` as a line) |
 //! | `cancellations` | answers how many `notifications/cancelled` this process received |
 //! | `needs_task` | marked `taskSupport: required`; answers `ran` |
 //! | `add_tool` | adds the tool `added` and sends `notifications/tools/list_changed` |
 
 use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,13 +41,21 @@ struct State {
     next_id: AtomicUsize,
     /// Our requests to the client waiting for their answers, by id.
     waiting: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
+    /// Where each `notifications/cancelled` is appended as a line.
+    cancel_log: Option<PathBuf>,
 }
 
 type Out = mpsc::UnboundedSender<Value>;
 
-/// Serves on stdin and stdout until stdin closes.
-pub async fn serve_stdio() -> std::io::Result<()> {
-    let state = Arc::new(State::default());
+/// Serves on stdin and stdout until stdin closes; with `cancel_log`, each
+/// `notifications/cancelled` received is appended to that file as a line
+/// (the request id it names), so that a test sees it after the process
+/// has gone.
+pub async fn serve_stdio(cancel_log: Option<PathBuf>) -> std::io::Result<()> {
+    let state = Arc::new(State {
+        cancel_log,
+        ..State::default()
+    });
     let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -84,6 +94,20 @@ fn handle(state: &Arc<State>, out: &Out, message: Value) {
         }
         (Some("notifications/cancelled"), None) => {
             state.cancellations.fetch_add(1, Ordering::SeqCst);
+            if let Some(path) = &state.cancel_log {
+                let named = message
+                    .pointer("/params/requestId")
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+                let appended = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .and_then(|mut file| writeln!(file, "{named}"));
+                if let Err(error) = appended {
+                    eprintln!("cannot append to the cancel log: {error}");
+                }
+            }
         }
         (Some(_), None) => {}
         (Some(method), Some(id)) => {

@@ -32,9 +32,20 @@
 //!   `notifications/progress` (`3/5: message`) and log messages
 //!   (`info: text`) become the task's status message. `tasks/cancel` (and
 //!   expiry) cancels the upstream request (`notifications/cancelled`).
-//!   Requests and log messages carry no link to their call, so they go to
-//!   the one call in flight on the connection; with several in flight a
-//!   request is refused rather than guessed.
+//!   Requests and log messages carry no link to their call, so each
+//!   connection carries one call of a plain tool at a time and what comes
+//!   on it is that call's, never guessed: a call takes a free connection,
+//!   else opens one of its own (a further child process, a further HTTP
+//!   session), up to [`GatewayOptions::with_max_upstream_connections`];
+//!   past the bound it waits its turn, a task `working` with a status
+//!   message saying so. The gateway's own connection (it lists the tools
+//!   and hears `list_changed`) is the first of them, unless the upstream
+//!   makes tasks itself: then it carries the calls that await the
+//!   upstream's tasks, whose input names its task. Idle connections are
+//!   reused; one whose call was cancelled is closed (the upstream might
+//!   still ask on the cancelled call's behalf), one that died is dropped
+//!   and fails only its own call. A stdio upstream that keeps state in its
+//!   process sees concurrent calls in separate processes.
 //! * **An upstream that answers with tasks** (the extension, or 2025-11-25
 //!   tasks for tools it marks optional or required, when it declared
 //!   `tasks.requests.tools.call`) answers first: its result or MRTR round
@@ -67,6 +78,7 @@
 //! ```
 
 mod call;
+mod pool;
 mod relay;
 mod upstream;
 
@@ -152,6 +164,16 @@ pub struct GatewayOptions {
     /// in flight on it fail, and the next call connects again (a new
     /// session).
     pub health_check: Duration,
+    /// How many connections to the upstream may carry calls of plain tools
+    /// at once (default 8; at least 1). Each carries one call at a time, so
+    /// that the upstream's requests and log messages on it are that call's:
+    /// a stdio upstream runs as that many child processes at most, an HTTP
+    /// upstream is reached in that many sessions (one more of either for
+    /// an upstream that makes tasks itself, whose tasks are awaited on the
+    /// gateway's own connection). A call past the bound waits for a
+    /// connection to come free (a task stays `working`, its status message
+    /// saying it waits).
+    pub max_upstream_connections: usize,
 }
 
 impl Default for GatewayOptions {
@@ -163,6 +185,7 @@ impl Default for GatewayOptions {
             restart_backoff_min: Duration::from_millis(250),
             restart_backoff_max: Duration::from_secs(10),
             health_check: Duration::from_secs(5),
+            max_upstream_connections: 8,
         }
     }
 }
@@ -189,6 +212,13 @@ impl GatewayOptions {
     /// How often an HTTP upstream is pinged (zero: never; see [`GatewayOptions::health_check`]).
     pub fn with_health_check(mut self, interval: Duration) -> Self {
         self.health_check = interval;
+        self
+    }
+
+    /// How many connections may carry calls at once (at least 1; see
+    /// [`GatewayOptions::max_upstream_connections`]).
+    pub fn with_max_upstream_connections(mut self, connections: usize) -> Self {
+        self.max_upstream_connections = connections.max(1);
         self
     }
 
@@ -274,11 +304,12 @@ impl Gateway {
         let as_task = self.runtime.runs_as_task(&request, &context, &tasks)?;
         tracing::debug!(tool = %request.name, ?policy, as_task, "tools/call");
         if !as_task {
-            // Straight through, as the caller would have called the upstream.
-            let connection = self.link.connection().await?;
+            // Straight through, as the caller would have called the upstream,
+            // on a connection of its own.
+            let lease = self.link.pool.lease().await?;
             let calls = self.link.calls.clone();
             let run = call::plain(
-                &connection,
+                &lease,
                 &calls,
                 &request,
                 crate::server::TaskContext::synchronous(),
@@ -294,7 +325,7 @@ impl Gateway {
         let principal = self.runtime.principal_of(&context.extensions);
         let described = CallToolRequestParams::new(request.name.clone());
         let connection = self.link.connection().await?;
-        if call::upstream_makes_tasks(&connection.client, marked) {
+        if call::upstream_makes_tasks(&connection, marked) {
             // The upstream decides first: its result or MRTR round goes back
             // as it is, and only its task becomes one of ours.
             let upstream = match call::start_upstream(&connection, &request).await? {
@@ -306,11 +337,10 @@ impl Gateway {
             };
             let id = upstream.id.clone();
             let awaited = connection.clone();
-            let calls = self.link.calls.clone();
             let started = self
                 .runtime
                 .start_task(principal, &described, &tasks, move |task| async move {
-                    call::await_upstream(&awaited, &calls, upstream, task).await
+                    call::await_upstream(&awaited, upstream, task).await
                 })
                 .await;
             if started.is_err() {
@@ -318,10 +348,29 @@ impl Gateway {
             }
             return started;
         }
+        // A connection of the call's own: at once if one is free (a new one
+        // must open before the task is made), else waited for in the task.
+        let pool = self.link.pool.clone();
+        let lease = match pool.try_permit() {
+            Some(permit) => Some(pool.lease_with(permit).await?),
+            None => None,
+        };
         let calls = self.link.calls.clone();
         self.runtime
             .start_task(principal, &described, &tasks, move |task| async move {
-                call::plain_task(&connection, &calls, &request, task).await
+                let lease = match lease {
+                    Some(lease) => lease,
+                    None => {
+                        let _ = task
+                            .set_status_message(format!(
+                                "waiting for a connection to the upstream server (all {} are busy)",
+                                pool.bound()
+                            ))
+                            .await;
+                        pool.lease().await?
+                    }
+                };
+                call::plain_task(&lease, &calls, &request, task).await
             })
             .await
     }
