@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::client_failure;
 use super::pool::Lease;
-use super::relay::{Calls, fit_to_form};
+use super::relay::{Calls, Target, fit_to_form};
 use super::upstream::{Connection, UpstreamClient, upstream_failure};
 use crate::client::{
     AwaitOptions, CallOptions, CallResponse, InputError, InputMode, ListenMode, TaskOutcome,
@@ -59,16 +59,16 @@ impl Drop for CancelTask {
 /// Relays one call as a plain request on the connection `lease` holds for
 /// it alone, and returns what the upstream answered (a result, or an MRTR
 /// input request for a synchronous caller to answer itself). The upstream's
-/// requests, progress and log messages on the connection reach `task`.
+/// requests, progress and log messages on the connection reach `target`.
 /// Dropped before the upstream answered, the lease cancels the request.
 pub(crate) async fn plain(
     lease: &Lease,
     calls: &Arc<Calls>,
     request: &CallToolRequestParams,
-    task: TaskContext,
+    target: Target,
 ) -> Result<CallToolResponse, ErrorData> {
     let connection: &Connection = lease;
-    let guard = calls.register(connection.id, task);
+    let guard = calls.register(connection.id, target);
     let mut params = CallToolRequestParams::new(request.name.clone());
     params.arguments = request.arguments.clone();
     params.input_responses = request.input_responses.clone();
@@ -109,7 +109,7 @@ pub(crate) async fn plain_task(
     request: &CallToolRequestParams,
     task: TaskContext,
 ) -> Result<CallToolResult, ErrorData> {
-    match plain(lease, calls, request, task).await? {
+    match plain(lease, calls, request, Target::Task(task)).await? {
         CallToolResponse::Complete(result) => Ok(result),
         _ => Err(ErrorData::internal_error(
             "the upstream server asked for input before running the tool (an MRTR round), \

@@ -53,10 +53,16 @@
 //!   with [`TasksClient`](crate::TasksClient) (polling), relays its status
 //!   messages and input requests (under the gateway's own keys: the
 //!   upstream's may name its task) and sends `tasks/cancel` on.
-//! * **Synchronous calls** pass straight through; a request the upstream
-//!   sends during one is refused (a 2026-07-28 caller cannot be asked in
-//!   the middle of a call). `roots/list` is answered by the gateway itself,
-//!   with no roots: servers ask for roots when they like, not for a call.
+//! * **Synchronous calls** pass straight through, on a connection of their
+//!   own like any call of a plain tool; a request the upstream sends during
+//!   one goes to the caller: on a 2025-era session as a request on the
+//!   caller's own connection, to a 2026-07-28 caller as an MRTR round (the
+//!   `tools/call` answers `input_required` with a `requestState` naming the
+//!   parked upstream call, and the retry's answers go to it; bound to the
+//!   caller and the tool, kept for [`GatewayOptions::with_input_timeout`],
+//!   then the upstream request is cancelled). `roots/list` is answered by
+//!   the gateway itself, with no roots: servers ask for roots when they
+//!   like, not for a call.
 //! * Whatever the runtime promises holds: tasks on SQLite survive a gateway
 //!   restart (one cut off by it fails honestly), replicas share tasks on
 //!   Redis, tasks are bound to their caller, ids are never logged. Requests
@@ -80,6 +86,7 @@
 mod call;
 mod pool;
 mod relay;
+mod sync;
 mod upstream;
 
 use std::collections::HashMap;
@@ -174,6 +181,10 @@ pub struct GatewayOptions {
     /// connection to come free (a task stays `working`, its status message
     /// saying it waits).
     pub max_upstream_connections: usize,
+    /// How long a synchronous call of a 2026-07-28 caller, parked for the
+    /// caller's input (an MRTR round), waits for the retry (default
+    /// 5 min); past it the upstream request is cancelled.
+    pub input_timeout: Duration,
 }
 
 impl Default for GatewayOptions {
@@ -186,6 +197,7 @@ impl Default for GatewayOptions {
             restart_backoff_max: Duration::from_secs(10),
             health_check: Duration::from_secs(5),
             max_upstream_connections: 8,
+            input_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -222,6 +234,13 @@ impl GatewayOptions {
         self
     }
 
+    /// How long a synchronous call parked for its caller's input waits for
+    /// the retry (see [`GatewayOptions::input_timeout`]).
+    pub fn with_input_timeout(mut self, timeout: Duration) -> Self {
+        self.input_timeout = timeout;
+        self
+    }
+
     /// The backoff between attempts to connect again: from `min`, doubling, up to `max`.
     pub fn with_restart_backoff(mut self, min: Duration, max: Duration) -> Self {
         self.restart_backoff_min = min;
@@ -239,6 +258,7 @@ pub struct Gateway {
     runtime: TaskRuntime,
     link: Arc<Link>,
     options: Arc<GatewayOptions>,
+    parked: Arc<sync::Parked>,
 }
 
 impl fmt::Debug for Gateway {
@@ -264,6 +284,7 @@ impl Gateway {
             runtime,
             link,
             options: Arc::new(options),
+            parked: Arc::default(),
         })
     }
 
@@ -303,26 +324,20 @@ impl Gateway {
         let marked = tools.marked.get(request.name.as_ref()).copied();
         let as_task = self.runtime.runs_as_task(&request, &context, &tasks)?;
         tracing::debug!(tool = %request.name, ?policy, as_task, "tools/call");
-        if !as_task {
-            // Straight through, as the caller would have called the upstream,
-            // on a connection of its own.
-            let lease = self.link.pool.lease().await?;
-            let calls = self.link.calls.clone();
-            let run = call::plain(
-                &lease,
-                &calls,
-                &request,
-                crate::server::TaskContext::synchronous(),
-            );
-            return tokio::select! {
-                response = run => response,
-                () = context.ct.cancelled() => Err(ErrorData::internal_error(
-                    "the call was cancelled",
-                    None,
-                )),
-            };
-        }
         let principal = self.runtime.principal_of(&context.extensions);
+        if !as_task || sync::resumes(&request) {
+            // Straight through, as the caller would have called the upstream,
+            // on a connection of its own; the upstream's requests go to the
+            // caller.
+            let sync = sync::SyncCall {
+                pool: &self.link.pool,
+                calls: &self.link.calls,
+                parked: &self.parked,
+                options: &self.options,
+                principal,
+            };
+            return sync::call(sync, request, context).await;
+        }
         let described = CallToolRequestParams::new(request.name.clone());
         let connection = self.link.connection().await?;
         if call::upstream_makes_tasks(&connection, marked) {

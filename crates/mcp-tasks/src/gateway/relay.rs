@@ -5,7 +5,9 @@
 //! The upstream's requests (elicitation, sampling) become the task's
 //! `input_required` through [`TaskContext::request_input`], and the answer
 //! of the client's `tasks/update` goes back as the response; its progress
-//! notifications and log messages become the task's status message.
+//! notifications and log messages become the task's status message. During
+//! a synchronous call ([`Target::Caller`]) the requests go to the call's
+//! caller instead (see [`sync`](super::sync)).
 //!
 //! Which call a message belongs to: a progress notification names its call
 //! by the progress token of the request (on the connection it came on). A
@@ -37,6 +39,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::server::TaskContext;
 
@@ -57,7 +60,34 @@ struct Active {
     /// The connection the call is in flight on.
     connection: u64,
     token: Option<ProgressToken>,
-    task: TaskContext,
+    target: Target,
+}
+
+/// Where the upstream's messages during a call go.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// The call's task: requests become its input requests, progress and
+    /// log messages its status message.
+    Task(TaskContext),
+    /// A synchronous call's caller, asked by the call itself (see
+    /// [`sync`](super::sync)); progress and log messages are dropped.
+    Caller(mpsc::UnboundedSender<Asked>),
+}
+
+impl Target {
+    fn task(&self) -> Option<TaskContext> {
+        match self {
+            Self::Task(task) => Some(task.clone()),
+            Self::Caller(_) => None,
+        }
+    }
+}
+
+/// A request of the upstream for a synchronous call's caller, and where
+/// its answer goes.
+pub(crate) struct Asked {
+    pub(crate) request: InputRequest,
+    pub(crate) answer: oneshot::Sender<Result<Value, ErrorData>>,
 }
 
 impl Calls {
@@ -74,13 +104,13 @@ impl Calls {
 
     /// Registers a call in flight on the connection `connection` whose
     /// messages go to `task`, until the returned guard is dropped.
-    pub(crate) fn register(self: &Arc<Self>, connection: u64, task: TaskContext) -> CallGuard {
+    pub(crate) fn register(self: &Arc<Self>, connection: u64, target: Target) -> CallGuard {
         let id = self.next_call.fetch_add(1, Ordering::Relaxed);
         self.lock().push(Active {
             id,
             connection,
             token: None,
-            task,
+            target,
         });
         CallGuard {
             calls: self.clone(),
@@ -110,17 +140,17 @@ impl Calls {
                 [only] if only.token.is_none() => Some(only),
                 _ => None,
             })
-            .map(|call| call.task.clone())
+            .and_then(|call| call.target.task())
     }
 
     /// The task of the call in flight on `connection`; `Err` with how many
     /// there are (none, or several on a connection shared by calls of an
     /// upstream that makes tasks).
-    fn only(&self, connection: u64) -> Result<TaskContext, usize> {
+    fn only(&self, connection: u64) -> Result<Target, usize> {
         let active = self.lock();
         let mut on = active.iter().filter(|call| call.connection == connection);
         match (on.next(), on.next()) {
-            (Some(only), None) => Ok(only.task.clone()),
+            (Some(only), None) => Ok(only.target.clone()),
             (None, _) => Err(0),
             (Some(_), Some(_)) => Err(2 + on.count()),
         }
@@ -177,7 +207,7 @@ impl RelayHandler {
         params: Value,
         context: &RequestContext<RoleClient>,
     ) -> Result<T, ErrorData> {
-        let task = self.calls.only(self.connection).map_err(|calls| {
+        let target = self.calls.only(self.connection).map_err(|calls| {
             ErrorData::internal_error(
                 if calls == 0 {
                     format!(
@@ -192,17 +222,6 @@ impl RelayHandler {
                 None,
             )
         })?;
-        if !task.is_task() {
-            // A synchronous call has no task to ask through: -32021 tells
-            // the upstream that the client would need the Tasks extension.
-            return Err(ErrorData::internal_error(
-                format!(
-                    "the gateway runs this call synchronously (its client did not declare the \
-                     Tasks extension, or the tool's policy is forbidden) and cannot relay {method}"
-                ),
-                None,
-            ));
-        }
         let wire = json!({ "method": method, "params": params });
         let request: InputRequest = serde_json::from_value(wire.clone()).map_err(|error| {
             ErrorData::invalid_params(
@@ -210,10 +229,37 @@ impl RelayHandler {
                 None,
             )
         })?;
-        let answer = tokio::select! {
-            answer = task.request_input(self.calls.next_key(), request) => answer?,
-            () = context.ct.cancelled() => {
-                return Err(ErrorData::internal_error("the upstream withdrew its request", None));
+        let answer = match target {
+            Target::Task(task) => {
+                if !task.is_task() {
+                    return Err(ErrorData::internal_error(
+                        format!("the gateway has no task to relay {method} to"),
+                        None,
+                    ));
+                }
+                tokio::select! {
+                    answer = task.request_input(self.calls.next_key(), request) => answer?,
+                    () = context.ct.cancelled() => {
+                        return Err(ErrorData::internal_error("the upstream withdrew its request", None));
+                    }
+                }
+            }
+            Target::Caller(caller) => {
+                let (answer, answered) = oneshot::channel();
+                caller
+                    .send(Asked { request, answer })
+                    .map_err(|_| ErrorData::internal_error("the call has ended", None))?;
+                tokio::select! {
+                    answer = answered => answer.map_err(|_| {
+                        ErrorData::internal_error(
+                            format!("the caller went away before answering {method}"),
+                            None,
+                        )
+                    })??,
+                    () = context.ct.cancelled() => {
+                        return Err(ErrorData::internal_error("the upstream withdrew its request", None));
+                    }
+                }
             }
         };
         serde_json::from_value(fit_to_form(&wire, answer)).map_err(|error| {
@@ -286,7 +332,7 @@ impl ClientHandler for RelayHandler {
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        if let Ok(task) = self.calls.only(self.connection) {
+        if let Ok(Target::Task(task)) = self.calls.only(self.connection) {
             let text = match &params.data {
                 Value::String(text) => text.clone(),
                 other => other.to_string(),
