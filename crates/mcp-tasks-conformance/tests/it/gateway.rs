@@ -26,6 +26,7 @@ const UPSTREAM: &str = env!("CARGO_BIN_EXE_plain-upstream");
 /// A gateway in front of a fresh `plain-upstream`, served over HTTP, and a
 /// client of it.
 async fn gateway(options: GatewayOptions) -> (Gateway, TasksClient<()>) {
+    let options = options.with_restart_backoff(Duration::from_millis(50), Duration::from_secs(1));
     gateway_of(UPSTREAM.to_owned(), options).await
 }
 
@@ -34,7 +35,6 @@ async fn gateway_of(command: String, options: GatewayOptions) -> (Gateway, Tasks
     let runtime = TaskRuntime::builder(MemoryStore::new())
         .with_poll_interval(Duration::from_millis(50))
         .build();
-    let options = options.with_restart_backoff(Duration::from_millis(50), Duration::from_secs(1));
     let gateway = Gateway::start(Upstream::command(command), runtime.clone(), options)
         .await
         .expect("the gateway starts in front of plain-upstream");
@@ -456,7 +456,11 @@ async fn tasks_cancel_cancels_the_upstream_request() {
     ));
     let _ = std::fs::remove_file(&log);
     let command = format!("{UPSTREAM} --cancel-log {}", log.display());
-    let (_gateway, client) = gateway_of(command, GatewayOptions::default()).await;
+    // A long backoff: closing the cancelled call's connection is no
+    // failure of the upstream, so nothing waits for it.
+    let options = GatewayOptions::default()
+        .with_restart_backoff(Duration::from_secs(3), Duration::from_secs(10));
+    let (_gateway, client) = gateway_of(command, options).await;
     let state = task(&client, "hang", json!({})).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let settled = client.cancel_and_wait(&state.id, &waiting()).await.unwrap();
@@ -477,9 +481,18 @@ async fn tasks_cancel_cancels_the_upstream_request() {
     // The cancelled call's connection is not used again (the upstream may
     // still ask on the cancelled call's behalf): the next call runs on
     // another child, which heard no cancellation.
+    let started = std::time::Instant::now();
+    let state = task(&client, "cancellations", json!({})).await;
     assert_eq!(
-        text(&synchronous(&client, "cancellations", json!({})).await),
+        text(&completed(
+            client.await_task(state, &waiting()).await.unwrap()
+        )),
         "0"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "the next call waited {:?}",
+        started.elapsed()
     );
     let _ = std::fs::remove_file(&log);
 }

@@ -166,6 +166,12 @@ impl Pool {
     /// A connection that closed: one that closed soon after it opened
     /// counts as a failure, one that ran a while clears the count.
     fn note_closed(&self, state: &mut State, connection: &Connection) {
+        if connection
+            .retired
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return;
+        }
         if connection.opened.elapsed() < self.options.restart_backoff_max {
             state.failures = state.failures.saturating_add(1);
             state.retry_at = Some(Instant::now() + self.backoff(state.failures));
@@ -271,7 +277,10 @@ impl Drop for Lease {
                 let _ = tokio::time::timeout(Duration::from_secs(5), peer.notify_cancelled(params))
                     .await;
                 // Given up, also where the gateway holds it as its own
-                // connection (which is then made again).
+                // connection (which is then made again, at once).
+                connection
+                    .retired
+                    .store(true, std::sync::atomic::Ordering::Release);
                 connection.closed.cancel();
                 drop(connection);
             });

@@ -81,6 +81,8 @@ pub(crate) struct Connection {
     pub(super) closed: CancellationToken,
     /// When it was opened: one that closes soon after counts as a failure.
     pub(super) opened: Instant,
+    /// Closed by the gateway itself (its call was cancelled): no failure.
+    pub(super) retired: std::sync::atomic::AtomicBool,
 }
 
 impl Connection {
@@ -272,6 +274,7 @@ pub(super) async fn connect(
         client: TasksClient::new(running),
         closed,
         opened: Instant::now(),
+        retired: std::sync::atomic::AtomicBool::new(false),
     })
 }
 
@@ -455,8 +458,11 @@ impl Link {
                 return Ok(current);
             }
             // An upstream that keeps exiting soon after it starts is started
-            // again ever more slowly; one that ran a while, at once.
-            if current.opened.elapsed() < self.options.restart_backoff_max {
+            // again ever more slowly; one that ran a while, or that the
+            // gateway closed itself, at once.
+            if current.retired.load(std::sync::atomic::Ordering::Acquire) {
+                state.retry_at = None;
+            } else if current.opened.elapsed() < self.options.restart_backoff_max {
                 state.failures = state.failures.saturating_add(1);
                 state.retry_at = Some(Instant::now() + self.backoff(state.failures));
             } else {
