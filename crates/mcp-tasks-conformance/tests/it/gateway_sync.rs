@@ -90,10 +90,17 @@ async fn over_http(gateway: Gateway, runtime: TaskRuntime, declare: bool) -> Tas
         StreamableHttpServer::new(gateway, runtime)
             .serve_with_shutdown(listener, std::future::pending()),
     );
-    let transport = StreamableHttpClientTransport::with_client(
-        reqwest::Client::new(),
-        StreamableHttpClientTransportConfig::with_uri(url),
-    );
+    client_of(&url, declare, None).await
+}
+
+/// A 2026-07-28 client of the gateway at `url`, sending `token` (its
+/// principal is a hash of it: the gateway has no token list).
+async fn client_of(url: &str, declare: bool, token: Option<&str>) -> TasksClient<Asked> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
@@ -283,4 +290,61 @@ async fn a_2025_session_caller_is_asked_on_its_own_connection() {
     let (asked, sampled) = tokio::join!(call("ask"), call("sample"));
     assert_eq!(text(&asked), "hello Grace");
     assert_eq!(text(&sampled), "the model said: hi");
+}
+
+#[tokio::test]
+async fn a_2025_caller_over_stateless_http_is_not_asked_and_nothing_hangs() {
+    let (gateway, runtime) = start(UPSTREAM.to_owned(), GatewayOptions::default()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(
+        StreamableHttpServer::new(gateway, runtime)
+            .serve_with_shutdown(listener, std::future::pending()),
+    );
+    let transport = StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        StreamableHttpClientTransportConfig::with_uri(url),
+    );
+    let handler = Asked {
+        declare: true,
+        version: ProtocolVersion::V_2025_11_25,
+    };
+    let running = serve_client_with_lifecycle(handler, transport, ClientLifecycleMode::Initialize)
+        .await
+        .expect("initialize with the gateway");
+    // The server keeps no session: there is no connection to ask on.
+    let call = running.peer().call_tool(CallToolRequestParams::new("ask"));
+    let result = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("answered, not hung")
+        .expect("tools/call");
+    let said = text(&result);
+    assert!(said.starts_with("no answer"), "{said}");
+}
+
+#[tokio::test]
+async fn a_parked_call_is_resumed_only_by_its_own_caller() {
+    let (gateway, runtime) = start(UPSTREAM.to_owned(), GatewayOptions::default()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(
+        StreamableHttpServer::new(gateway, runtime)
+            .serve_with_shutdown(listener, std::future::pending()),
+    );
+    let alice = client_of(&url, true, Some("alice")).await;
+    let mallory = client_of(&url, true, Some("mallory")).await;
+    let parked = round(&alice, "ask", plain()).await;
+    let error = mallory
+        .call_tool("ask", None, answer(&parked, "Mallory"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(-32602), "{error}");
+    match alice
+        .call_tool("ask", None, answer(&parked, "Alice"))
+        .await
+        .unwrap()
+    {
+        CallResponse::Complete(result) => assert_eq!(text(&result), "hello Alice"),
+        other => panic!("expected the result, got {other:?}"),
+    }
 }

@@ -15,6 +15,7 @@
 //!   the next round. A parked call is bound to the caller's principal and
 //!   tool and kept for [`GatewayOptions::input_timeout`]; past it, or when
 //!   the caller sends no retry, the upstream request is cancelled. It
+//!   keeps its upstream connection meanwhile (one of the pool's), and
 //!   lives in this process: a retry that reaches another gateway replica
 //!   gets -32602, as does one whose `requestState` names no parked call.
 //!
@@ -121,6 +122,10 @@ fn caller_of(context: &RequestContext<RoleServer>) -> Caller {
     {
         Caller::Rounds
     } else if context.peer.peer_info().is_some() {
+        // Also a 2025-era request over stateless HTTP, for which rmcp makes
+        // up a handshake with no capabilities: such a caller is never asked
+        // (it declared nothing), so no request waits on a connection that
+        // cannot carry one.
         Caller::Session(context.peer.clone())
     } else {
         Caller::None
