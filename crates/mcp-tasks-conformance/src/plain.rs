@@ -16,13 +16,16 @@
 //! | `error_result` | answers a tool result with `isError: true` |
 //! | `crash {ms}` | exits the process (status 3) after `ms` |
 //! | `hang` | never answers; a `notifications/cancelled` for it is counted (and, with `--cancel-log PATH`, appended to `PATH` as a line) |
+//!
+//! With `--life-log PATH` the process appends `start PID` to `PATH` when it
+//! starts and `exit PID` when its stdin closes.
 //! | `cancellations` | answers how many `notifications/cancelled` this process received |
 //! | `needs_task` | marked `taskSupport: required`; answers `ran` |
 //! | `add_tool` | adds the tool `added` and sends `notifications/tools/list_changed` |
 
 use std::collections::HashMap;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,13 +50,39 @@ struct State {
 
 type Out = mpsc::UnboundedSender<Value>;
 
-/// Serves on stdin and stdout until stdin closes; with `cancel_log`, each
-/// `notifications/cancelled` received is appended to that file as a line
-/// (the request id it names), so that a test sees it after the process
-/// has gone.
-pub async fn serve_stdio(cancel_log: Option<PathBuf>) -> std::io::Result<()> {
+/// Files the fixture appends to, so that a test sees what happened after
+/// the process has gone.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Logs {
+    /// Each `notifications/cancelled` received, as a line (the request id
+    /// it names).
+    pub cancel: Option<PathBuf>,
+    /// `start PID` when the process starts serving, `exit PID` when its
+    /// stdin closes.
+    pub life: Option<PathBuf>,
+}
+
+fn append(path: &Path, line: &str) {
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut file| writeln!(file, "{line}"));
+    if let Err(error) = appended {
+        eprintln!("cannot append to {}: {error}", path.display());
+    }
+}
+
+/// Serves on stdin and stdout until stdin closes, appending to `logs`.
+pub async fn serve_stdio(logs: Logs) -> std::io::Result<()> {
+    let pid = std::process::id();
+    if let Some(path) = &logs.life {
+        append(path, &format!("start {pid}"));
+    }
+    let life = logs.life.clone();
     let state = Arc::new(State {
-        cancel_log,
+        cancel_log: logs.cancel,
         ..State::default()
     });
     let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
@@ -76,6 +105,9 @@ pub async fn serve_stdio(cancel_log: Option<PathBuf>) -> std::io::Result<()> {
     }
     drop(out);
     let _ = writer.await;
+    if let Some(path) = &life {
+        append(path, &format!("exit {pid}"));
+    }
     Ok(())
 }
 
@@ -99,14 +131,7 @@ fn handle(state: &Arc<State>, out: &Out, message: Value) {
                     .pointer("/params/requestId")
                     .map(Value::to_string)
                     .unwrap_or_default();
-                let appended = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .and_then(|mut file| writeln!(file, "{named}"));
-                if let Err(error) = appended {
-                    eprintln!("cannot append to the cancel log: {error}");
-                }
+                append(path, &named);
             }
         }
         (Some(_), None) => {}

@@ -448,6 +448,52 @@ async fn a_pooled_child_that_dies_fails_only_its_call() {
 }
 
 #[tokio::test]
+async fn further_connections_left_idle_are_closed_and_the_gateways_own_stays() {
+    let log = std::env::temp_dir().join(format!(
+        "plain-upstream-life-{}-{}.log",
+        std::process::id(),
+        line!()
+    ));
+    let _ = std::fs::remove_file(&log);
+    let lines = |word: &str| {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| line.starts_with(word))
+            .count()
+    };
+    let command = format!("{UPSTREAM} --life-log {}", log.display());
+    let options =
+        GatewayOptions::default().with_idle_connection_timeout(Duration::from_millis(300));
+    let (_gateway, client) = gateway_of(command, options).await;
+    // Two calls at once: the gateway's own connection and a further one.
+    let first = task(&client, "progress", json!({"steps": 2, "ms": 100})).await;
+    let second = task(&client, "progress", json!({"steps": 2, "ms": 100})).await;
+    for state in [first, second] {
+        completed(client.await_task(state, &waiting()).await.unwrap());
+    }
+    assert_eq!(lines("start"), 2);
+    let mut exited = 0;
+    for _ in 0..100 {
+        exited = lines("exit");
+        if exited > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(exited, 1, "the further child did not exit");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(lines("exit"), 1, "the gateway's own child exited too");
+    // The next call runs on the gateway's own child: no new process.
+    assert_eq!(
+        text(&synchronous(&client, "echo", json!({"text": "still"})).await),
+        "still"
+    );
+    assert_eq!(lines("start"), 2);
+    let _ = std::fs::remove_file(&log);
+}
+
+#[tokio::test]
 async fn tasks_cancel_cancels_the_upstream_request() {
     let log = std::env::temp_dir().join(format!(
         "plain-upstream-cancel-{}-{}.log",

@@ -42,7 +42,9 @@
 //!   and hears `list_changed`) is the first of them, unless the upstream
 //!   makes tasks itself: then it carries the calls that await the
 //!   upstream's tasks, whose input names its task. Idle connections are
-//!   reused; one whose call was cancelled is closed (the upstream might
+//!   reused (further ones closed after
+//!   [`GatewayOptions::with_idle_connection_timeout`]); one whose call was
+//!   cancelled is closed (the upstream might
 //!   still ask on the cancelled call's behalf), one that died is dropped
 //!   and fails only its own call. A stdio upstream that keeps state in its
 //!   process sees concurrent calls in separate processes.
@@ -181,6 +183,9 @@ pub struct GatewayOptions {
     /// connection to come free (a task stays `working`, its status message
     /// saying it waits).
     pub max_upstream_connections: usize,
+    /// How long a further connection (beyond the gateway's own) may stay
+    /// idle before it is closed (default 60 s; zero: kept until it dies).
+    pub idle_connection_timeout: Duration,
     /// How long a synchronous call of a 2026-07-28 caller, parked for the
     /// caller's input (an MRTR round), waits for the retry (default
     /// 5 min); past it the upstream request is cancelled.
@@ -197,6 +202,7 @@ impl Default for GatewayOptions {
             restart_backoff_max: Duration::from_secs(10),
             health_check: Duration::from_secs(5),
             max_upstream_connections: 8,
+            idle_connection_timeout: Duration::from_secs(60),
             input_timeout: Duration::from_secs(300),
         }
     }
@@ -231,6 +237,13 @@ impl GatewayOptions {
     /// [`GatewayOptions::max_upstream_connections`]).
     pub fn with_max_upstream_connections(mut self, connections: usize) -> Self {
         self.max_upstream_connections = connections.max(1);
+        self
+    }
+
+    /// How long a further connection may stay idle (see
+    /// [`GatewayOptions::idle_connection_timeout`]).
+    pub fn with_idle_connection_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_connection_timeout = timeout;
         self
     }
 

@@ -16,7 +16,9 @@
 //! so). A connection goes back to the pool only when the upstream answered
 //! its call: one whose call was cancelled (the upstream may still ask on
 //! its behalf) is closed once `notifications/cancelled` is sent, and one
-//! that died is dropped. New connections follow the same backoff as the
+//! that died is dropped. A further connection idle for
+//! [`GatewayOptions::idle_connection_timeout`] is closed (the gateway's own
+//! stays open). New connections follow the same backoff as the
 //! gateway's own after failures (an attempt that fails, or a connection
 //! that closes soon after it opened), and an HTTP upstream's are pinged
 //! like the gateway's own ([`GatewayOptions::health_check`]).
@@ -46,7 +48,8 @@ pub(crate) struct Pool {
 
 #[derive(Default)]
 struct State {
-    idle: Vec<Arc<Connection>>,
+    /// Idle connections, with when each came back.
+    idle: Vec<(Arc<Connection>, Instant)>,
     /// Failed attempts (or connections that closed soon after they
     /// opened) in a row, and when the next attempt may be made.
     failures: u32,
@@ -100,7 +103,7 @@ impl Pool {
     pub(crate) async fn lease_with(self: &Arc<Self>, permit: Permit) -> Result<Lease, ErrorData> {
         let retry_at = {
             let mut state = self.lock();
-            while let Some(connection) = state.idle.pop() {
+            while let Some((connection, _)) = state.idle.pop() {
                 if connection.is_closed() {
                     self.note_closed(&mut state, &connection);
                     continue;
@@ -180,12 +183,16 @@ impl Pool {
         }
     }
 
-    fn release(&self, connection: Arc<Connection>) {
+    fn release(self: &Arc<Self>, connection: Arc<Connection>) {
         let mut state = self.lock();
         if connection.is_closed() {
             self.note_closed(&mut state, &connection);
         } else if state.idle.len() < self.bound() {
-            state.idle.push(connection);
+            state.idle.push((connection, Instant::now()));
+            let timeout = self.options.idle_connection_timeout;
+            if !timeout.is_zero() {
+                tokio::spawn(reap(Arc::downgrade(self), timeout));
+            }
         }
     }
 
@@ -193,11 +200,42 @@ impl Pool {
     /// upstream makes tasks (see the [module](self) docs).
     pub(crate) fn adopt(&self, connection: &Arc<Connection>) {
         if !connection.makes_tasks() {
+            connection
+                .own
+                .store(true, std::sync::atomic::Ordering::Release);
             let mut state = self.lock();
-            state.idle.retain(|idle| !idle.is_closed());
+            state.idle.retain(|(idle, _)| !idle.is_closed());
             if state.idle.len() < self.bound() {
-                state.idle.push(connection.clone());
+                state.idle.push((connection.clone(), Instant::now()));
             }
+        }
+    }
+
+    /// Closes the further connections idle for `timeout` or longer (the
+    /// gateway's own stays).
+    fn close_idle(&self, timeout: Duration) {
+        let idle = {
+            let mut state = self.lock();
+            let (keep, close): (Vec<_>, Vec<_>) = std::mem::take(&mut state.idle)
+                .into_iter()
+                .partition(|(connection, since)| {
+                    connection.own.load(std::sync::atomic::Ordering::Acquire)
+                        || since.elapsed() < timeout
+                });
+            state.idle = keep;
+            close
+        };
+        if !idle.is_empty() {
+            tracing::debug!(
+                closed = idle.len(),
+                "closing idle connections to the upstream server"
+            );
+        }
+        for (connection, _) in idle {
+            connection
+                .retired
+                .store(true, std::sync::atomic::Ordering::Release);
+            drop(connection);
         }
     }
 }
@@ -285,6 +323,14 @@ impl Drop for Lease {
                 drop(connection);
             });
         }
+    }
+}
+
+/// Closes the connections that are still idle `timeout` from now.
+async fn reap(pool: Weak<Pool>, timeout: Duration) {
+    tokio::time::sleep(timeout).await;
+    if let Some(pool) = pool.upgrade() {
+        pool.close_idle(timeout);
     }
 }
 

@@ -81,8 +81,11 @@ pub(crate) struct Connection {
     pub(super) closed: CancellationToken,
     /// When it was opened: one that closes soon after counts as a failure.
     pub(super) opened: Instant,
-    /// Closed by the gateway itself (its call was cancelled): no failure.
+    /// Closed by the gateway itself (its call was cancelled, or it was
+    /// idle): no failure.
     pub(super) retired: std::sync::atomic::AtomicBool,
+    /// The gateway's own connection, in the pool too: never closed as idle.
+    pub(super) own: std::sync::atomic::AtomicBool,
 }
 
 impl Connection {
@@ -275,6 +278,7 @@ pub(super) async fn connect(
         closed,
         opened: Instant::now(),
         retired: std::sync::atomic::AtomicBool::new(false),
+        own: std::sync::atomic::AtomicBool::new(false),
     })
 }
 
