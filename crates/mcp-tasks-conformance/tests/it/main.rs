@@ -3,6 +3,7 @@
 
 mod faults;
 mod gateway;
+mod gateway_http;
 mod gateway_sync;
 mod gateway_tasks;
 mod hostile;
