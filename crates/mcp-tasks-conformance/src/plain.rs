@@ -15,12 +15,17 @@
 //! | `fail` | answers a JSON-RPC error -32050 `the fixture tool failed` |
 //! | `error_result` | answers a tool result with `isError: true` |
 //! | `crash {ms}` | exits the process (status 3) after `ms` |
-//! | `hang` | never answers; a `notifications/cancelled` for it is counted |
+//! | `hang` | never answers; a `notifications/cancelled` for it is counted (and, with `--cancel-log PATH`, appended to `PATH` as a line) |
+//!
+//! With `--life-log PATH` the process appends `start PID` to `PATH` when it
+//! starts and `exit PID` when its stdin closes.
 //! | `cancellations` | answers how many `notifications/cancelled` this process received |
 //! | `needs_task` | marked `taskSupport: required`; answers `ran` |
 //! | `add_tool` | adds the tool `added` and sends `notifications/tools/list_changed` |
 
 use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,13 +44,47 @@ struct State {
     next_id: AtomicUsize,
     /// Our requests to the client waiting for their answers, by id.
     waiting: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
+    /// Where each `notifications/cancelled` is appended as a line.
+    cancel_log: Option<PathBuf>,
 }
 
 type Out = mpsc::UnboundedSender<Value>;
 
-/// Serves on stdin and stdout until stdin closes.
-pub async fn serve_stdio() -> std::io::Result<()> {
-    let state = Arc::new(State::default());
+/// Files the fixture appends to, so that a test sees what happened after
+/// the process has gone.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Logs {
+    /// Each `notifications/cancelled` received, as a line (the request id
+    /// it names).
+    pub cancel: Option<PathBuf>,
+    /// `start PID` when the process starts serving, `exit PID` when its
+    /// stdin closes.
+    pub life: Option<PathBuf>,
+}
+
+fn append(path: &Path, line: &str) {
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut file| writeln!(file, "{line}"));
+    if let Err(error) = appended {
+        eprintln!("cannot append to {}: {error}", path.display());
+    }
+}
+
+/// Serves on stdin and stdout until stdin closes, appending to `logs`.
+pub async fn serve_stdio(logs: Logs) -> std::io::Result<()> {
+    let pid = std::process::id();
+    if let Some(path) = &logs.life {
+        append(path, &format!("start {pid}"));
+    }
+    let life = logs.life.clone();
+    let state = Arc::new(State {
+        cancel_log: logs.cancel,
+        ..State::default()
+    });
     let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -66,6 +105,9 @@ pub async fn serve_stdio() -> std::io::Result<()> {
     }
     drop(out);
     let _ = writer.await;
+    if let Some(path) = &life {
+        append(path, &format!("exit {pid}"));
+    }
     Ok(())
 }
 
@@ -84,6 +126,13 @@ fn handle(state: &Arc<State>, out: &Out, message: Value) {
         }
         (Some("notifications/cancelled"), None) => {
             state.cancellations.fetch_add(1, Ordering::SeqCst);
+            if let Some(path) = &state.cancel_log {
+                let named = message
+                    .pointer("/params/requestId")
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+                append(path, &named);
+            }
         }
         (Some(_), None) => {}
         (Some(method), Some(id)) => {

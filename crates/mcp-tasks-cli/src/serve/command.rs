@@ -75,6 +75,11 @@ pub(crate) struct ServeArgs {
     /// The task policy of upstream tools not named by --tasks nor marked by the upstream.
     #[arg(long, value_name = "MODE", default_value = "optional")]
     tasks_default: String,
+    /// How many upstream connections may carry calls at once (each one call at a time, so the
+    /// upstream's requests on it are that call's): child processes of --upstream, sessions of
+    /// --upstream-url (default 8). Calls past it wait their turn.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    upstream_connections: Option<u16>,
 }
 
 /// Reads a task policy: `optional`, `required` or `forbidden`.
@@ -107,6 +112,10 @@ fn gateway_flags(args: &ServeArgs) -> anyhow::Result<Option<(Upstream, GatewayOp
                 (!args.tool_policies.is_empty(), "--tasks"),
                 (args.tasks_default != "optional", "--tasks-default"),
                 (!args.upstream_headers.is_empty(), "--upstream-header"),
+                (
+                    args.upstream_connections.is_some(),
+                    "--upstream-connections",
+                ),
             ];
             if let Some((_, flag)) = given.iter().find(|(given, _)| *given) {
                 anyhow::bail!("{flag} applies to --upstream or --upstream-url only");
@@ -127,6 +136,9 @@ fn gateway_flags(args: &ServeArgs) -> anyhow::Result<Option<(Upstream, GatewayOp
             anyhow::bail!("--tasks {entry:?} names no tool");
         }
         options = options.with_tool_policy(tool, parse_policy(mode).context("--tasks")?);
+    }
+    if let Some(connections) = args.upstream_connections {
+        options = options.with_max_upstream_connections(usize::from(connections));
     }
     Ok(Some((upstream, options)))
 }

@@ -180,6 +180,26 @@ fn gateway_flags_are_checked() {
         "{stderr}"
     );
 
+    let output = run(&["serve", "--store", "memory", "--upstream-connections", "2"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--upstream-connections applies to --upstream"),
+        "{stderr}"
+    );
+    let output = run(&[
+        "serve",
+        "--store",
+        "memory",
+        "--upstream",
+        "true",
+        "--upstream-connections",
+        "0",
+    ]);
+    assert_eq!(output.status.code(), Some(64), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("'--upstream-connections <N>'"), "{stderr}");
+
     let output = run(&["serve", "--store", "memory", "--upstream", "true"]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);

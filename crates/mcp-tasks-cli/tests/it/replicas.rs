@@ -2,7 +2,10 @@
 //! as replicas behind one address would be: a task made on A is read and
 //! answered on B, cancelled on C, heard on C while it runs on A; A is
 //! killed with SIGKILL mid-task, and its tasks end honestly within one lease
-//! period, read from B (the resumable one runs again elsewhere).
+//! period, read from B (the resumable one runs again elsewhere). And two
+//! task gateways (`serve --upstream`, each with its own upstream child) as
+//! replicas on one Redis: the upstream call runs on A, its input is
+//! answered and its task cancelled on B.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -51,15 +54,16 @@ struct Replica {
 
 impl Replica {
     fn start(redis: &str) -> Self {
+        Self::start_with(redis, "replicas-test:", &[])
+    }
+
+    /// A replica with the key prefix `prefix` and further flags.
+    fn start_with(redis: &str, prefix: &str, extra: &[&str]) -> Self {
         let lease = LEASE.as_millis().to_string();
         let mut child = Command::new(BIN)
             .args(["serve", "--http", "127.0.0.1:0", "--store", redis])
-            .args([
-                "--redis-key-prefix",
-                "replicas-test:",
-                "--lease-period",
-                &lease,
-            ])
+            .args(["--redis-key-prefix", prefix, "--lease-period", &lease])
+            .args(extra)
             // Polling would take a minute: whatever is seen sooner was heard.
             .args(["--poll-interval", "60000"])
             .stdin(Stdio::null())
@@ -87,7 +91,16 @@ impl Replica {
 
     /// A client of this replica that listens over HTTP.
     async fn client(&self) -> TasksClient<Forms> {
-        let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone());
+        self.client_as(None).await
+    }
+
+    /// [`Replica::client`] sending `token` as its bearer token (without
+    /// `--auth-tokens` a caller's principal is a hash of what it sends).
+    async fn client_as(&self, token: Option<&str>) -> TasksClient<Forms> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url.clone());
+        if let Some(token) = token {
+            config = config.auth_header(token);
+        }
         let http = reqwest::Client::new();
         let channel = ListenChannel::http(http.clone(), &config);
         let transport = StreamableHttpClientTransport::with_client(http, config);
@@ -251,4 +264,116 @@ async fn three_replicas_on_one_redis_share_tasks_and_survive_a_sigkill() {
         .await
         .expect("the resumed job ends");
     assert_eq!(text_of(&outcome), "done: 4 steps");
+}
+
+/// How many tasks of the SQLite store at `path` have `status`.
+fn upstream_tasks(path: &std::path::Path, status: &str) -> usize {
+    let Ok(connection) = rusqlite::Connection::open(path) else {
+        return 0;
+    };
+    connection
+        .query_row(
+            "SELECT count(*) FROM tasks WHERE status = ?1",
+            [status],
+            |row| row.get::<_, i64>(0),
+        )
+        .map_or(0, |count| usize::try_from(count).unwrap_or(0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateway_replicas_on_one_redis_relay_each_others_callers() {
+    let redis = RedisServer::start();
+    let folder = tempfile::tempdir().unwrap();
+    // Each gateway runs its own upstream, `mcp-tasks serve --stdio` on a
+    // SQLite file of its own, so what the upstream did can be read after.
+    let upstream_db = |name: &str| folder.path().join(format!("{name}.db"));
+    let upstream = |db: &std::path::Path| {
+        format!(
+            "{BIN} serve --stdio --store sqlite:{} --poll-interval 50",
+            db.display()
+        )
+    };
+    let (a_db, b_db) = (upstream_db("upstream-a"), upstream_db("upstream-b"));
+    let (a_upstream, b_upstream) = (upstream(&a_db), upstream(&b_db));
+    let prefix = "gateway-replicas-test:";
+    let mut a = Replica::start_with(&redis.url(), prefix, &["--upstream", &a_upstream]);
+    let b = Replica::start_with(&redis.url(), prefix, &["--upstream", &b_upstream]);
+    let (on_a, on_b) = (a.client().await, b.client().await);
+    let stranger = b.client_as(Some("someone-else")).await;
+
+    // Made on A (its upstream asks), read and answered on B: the answer
+    // reaches the upstream call on A, and the result is read on B.
+    let asked = start(&on_a, "confirm_action", json!({"action": "deploy"})).await;
+    let waiting = until(&on_b, &asked.id, Duration::from_secs(10), |state| {
+        state.status == TaskStatus::InputRequired
+    })
+    .await;
+    let (key, request) = waiting
+        .input_requests
+        .iter()
+        .next()
+        .expect("the upstream's input request");
+    assert_eq!(request["method"], "elicitation/create");
+    // Another caller sees nothing of it, on either replica.
+    for replica in [&stranger, &a.client_as(Some("someone-else")).await] {
+        let error = replica.get(&asked.id).await.unwrap_err();
+        assert_eq!(error.code(), Some(-32602), "{error}");
+    }
+    let yes = json!({"action": "accept", "content": {"confirm": true}});
+    on_b.update(&asked.id, [(key.clone(), yes)].into())
+        .await
+        .expect("tasks/update on B");
+    let outcome = on_b
+        .await_task(&asked, &returned())
+        .await
+        .expect("the task ends");
+    assert_eq!(text_of(&outcome), "confirmed: deploy");
+    assert_eq!(upstream_tasks(&a_db, "completed"), 1, "ran on A's upstream");
+    assert_eq!(upstream_tasks(&b_db, "completed"), 0, "not on B's");
+
+    // Cancelled on B while A's upstream runs it: A cancels its upstream task.
+    let sleeping = start(&on_a, "sleep", json!({"ms": 600_000})).await;
+    until(&on_b, &sleeping.id, Duration::from_secs(10), |_| {
+        upstream_tasks(&a_db, "working") == 1
+    })
+    .await;
+    on_b.cancel(&sleeping.id).await.expect("tasks/cancel on B");
+    let cancelled = until(&on_b, &sleeping.id, Duration::from_secs(5), |state| {
+        state.status.is_terminal()
+    })
+    .await;
+    assert_eq!(cancelled.status, TaskStatus::Cancelled);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while upstream_tasks(&a_db, "cancelled") != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "A's upstream task was not cancelled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A dies mid-call: its task fails within one lease period, read from B
+    // (a relayed call is not repeated elsewhere).
+    let stuck = start(&on_a, "sleep", json!({"ms": 600_000})).await;
+    until(&on_b, &stuck.id, Duration::from_secs(10), |_| {
+        upstream_tasks(&a_db, "working") == 1
+    })
+    .await;
+    a.kill_9();
+    let killed = Instant::now();
+    let failed = until(&on_b, &stuck.id, LEASE * 2, |state| {
+        state.status.is_terminal()
+    })
+    .await;
+    let took = killed.elapsed();
+    assert_eq!(failed.status, TaskStatus::Failed);
+    assert_eq!(failed.status_message.as_deref(), Some(STOPPED_MESSAGE));
+    assert!(
+        took <= LEASE + Duration::from_millis(300),
+        "the task of the killed gateway ended after {took:?}"
+    );
+    // B goes on serving, on its own upstream.
+    let job = start(&on_b, "long_job", json!({"steps": 2, "step_ms": 50})).await;
+    let outcome = on_b.await_task(&job, &returned()).await.expect("ends");
+    assert_eq!(text_of(&outcome), "done: 2 steps");
 }

@@ -26,11 +26,16 @@ const UPSTREAM: &str = env!("CARGO_BIN_EXE_plain-upstream");
 /// A gateway in front of a fresh `plain-upstream`, served over HTTP, and a
 /// client of it.
 async fn gateway(options: GatewayOptions) -> (Gateway, TasksClient<()>) {
+    let options = options.with_restart_backoff(Duration::from_millis(50), Duration::from_secs(1));
+    gateway_of(UPSTREAM.to_owned(), options).await
+}
+
+/// A gateway in front of `command` (a `plain-upstream` command line).
+async fn gateway_of(command: String, options: GatewayOptions) -> (Gateway, TasksClient<()>) {
     let runtime = TaskRuntime::builder(MemoryStore::new())
         .with_poll_interval(Duration::from_millis(50))
         .build();
-    let options = options.with_restart_backoff(Duration::from_millis(50), Duration::from_secs(1));
-    let gateway = Gateway::start(Upstream::command(UPSTREAM), runtime.clone(), options)
+    let gateway = Gateway::start(Upstream::command(command), runtime.clone(), options)
         .await
         .expect("the gateway starts in front of plain-upstream");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -155,6 +160,9 @@ async fn a_plain_tool_becomes_a_task_whose_status_follows_progress() {
 #[tokio::test]
 async fn a_log_message_becomes_the_status_message() {
     let (_gateway, client) = gateway(GatewayOptions::default()).await;
+    // Another call in flight: the log message still names its own call
+    // by the connection it came on.
+    let hanging = task(&client, "hang", json!({})).await;
     let state = task(&client, "log", json!({"text": "warming up"})).await;
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let log = seen.clone();
@@ -174,6 +182,9 @@ async fn a_log_message_becomes_the_status_message() {
         seen.iter().any(|message| message == "info: warming up"),
         "{seen:?}"
     );
+    let hung = client.get(&hanging.id).await.unwrap();
+    assert_eq!(hung.status_message, None, "the log went to the other call");
+    client.cancel(&hanging.id).await.unwrap();
 }
 
 #[tokio::test]
@@ -320,39 +331,216 @@ async fn a_sampling_request_is_relayed_too() {
     assert_eq!(text(&result), "the model said: hi");
 }
 
+/// Waits for the task to ask for input and returns the one request's key
+/// and the task.
+async fn asked(client: &TasksClient<()>, state: TaskState) -> (String, TaskState) {
+    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    assert_eq!(
+        asking.input_requests.len(),
+        1,
+        "{:?}",
+        asking.input_requests
+    );
+    let (key, request) = asking.input_requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "What is your name?");
+    (key.clone(), asking)
+}
+
+fn named(key: &str, name: &str) -> InputResponses {
+    let mut answer = InputResponses::new();
+    answer.insert(
+        key.to_owned(),
+        json!({"action": "accept", "content": {"name": name}}),
+    );
+    answer
+}
+
 #[tokio::test]
-async fn a_request_is_refused_when_several_calls_are_in_flight() {
+async fn concurrent_elicitations_each_reach_their_own_call() {
     let (_gateway, client) = gateway(GatewayOptions::default()).await;
     let hanging = task(&client, "hang", json!({})).await;
-    let state = task(&client, "ask", json!({})).await;
-    // The elicitation could belong to either call: it is refused, not guessed.
-    let result = completed(client.await_task(state, &waiting()).await.unwrap());
-    assert!(
-        text(&result).contains("cannot tell which one"),
-        "{}",
-        text(&result)
+    let calls = futures::future::join_all((0..3).map(|_| task(&client, "ask", json!({})))).await;
+    let mut asking = Vec::new();
+    for state in calls {
+        asking.push(asked(&client, state).await);
+    }
+    // Answered separately, in another order than asked: each result
+    // carries its own answer.
+    let names = ["Ada", "Grace", "Edsger"];
+    for ((key, state), name) in asking.iter().zip(names).rev() {
+        client.update(&state.id, named(key, name)).await.unwrap();
+    }
+    for ((_, state), name) in asking.iter().zip(names) {
+        let result = completed(client.await_task(&state.id, &waiting()).await.unwrap());
+        assert_eq!(text(&result), format!("hello {name}"));
+    }
+    assert_eq!(
+        client.get(&hanging.id).await.unwrap().status,
+        TaskStatus::Working
     );
     client.cancel(&hanging.id).await.unwrap();
 }
 
 #[tokio::test]
-async fn tasks_cancel_cancels_the_upstream_request() {
+async fn a_bound_of_one_makes_the_next_call_wait_then_run() {
+    let options = GatewayOptions::default().with_max_upstream_connections(1);
+    let (_gateway, client) = gateway(options).await;
+    let first = task(&client, "progress", json!({"steps": 4, "ms": 250})).await;
+    let second = task(&client, "echo", json!({"text": "second"})).await;
+    assert_eq!(second.status, TaskStatus::Working);
+    let mut message = None;
+    for _ in 0..40 {
+        message = client.get(&second.id).await.unwrap().status_message;
+        if message.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let message = message.expect("the waiting task says so");
+    assert!(message.contains("waiting for a connection"), "{message}");
+    assert!(message.contains("all 1 are busy"), "{message}");
+    let result = completed(client.await_task(&second.id, &waiting()).await.unwrap());
+    assert_eq!(text(&result), "second");
+    // It ran only once the first call had given its connection back.
+    let first = client.get(&first.id).await.unwrap();
+    assert_eq!(first.status, TaskStatus::Completed);
+    // A synchronous call waits its turn the same way.
+    let hanging = task(&client, "hang", json!({})).await;
+    let waited = tokio::time::timeout(
+        Duration::from_millis(300),
+        synchronous(&client, "echo", json!({"text": "later"})),
+    )
+    .await;
+    assert!(waited.is_err(), "the synchronous call ran past the bound");
+    client.cancel(&hanging.id).await.unwrap();
+    assert_eq!(
+        text(&synchronous(&client, "echo", json!({"text": "later"})).await),
+        "later"
+    );
+}
+
+#[tokio::test]
+async fn a_pooled_child_that_dies_fails_only_its_call() {
     let (_gateway, client) = gateway(GatewayOptions::default()).await;
-    let before = text(&synchronous(&client, "cancellations", json!({})).await);
-    assert_eq!(before, "0");
-    let state = task(&client, "hang", json!({})).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let settled = client.cancel_and_wait(&state.id, &waiting()).await.unwrap();
-    assert_eq!(settled.status, TaskStatus::Cancelled);
-    let mut count = String::new();
-    for _ in 0..50 {
-        count = text(&synchronous(&client, "cancellations", json!({})).await);
-        if count == "1" {
+    let state = task(&client, "ask", json!({})).await;
+    let (key, asking) = asked(&client, state).await;
+    // This call's child exits while the other waits for its answer.
+    let crashing = task(&client, "crash", json!({"ms": 100})).await;
+    match client.await_task(crashing, &waiting()).await.unwrap() {
+        TaskOutcome::Failed(failure) => assert!(
+            failure.error.message.contains("exited or crashed"),
+            "{}",
+            failure.error.message
+        ),
+        other => panic!("expected failed, got {other:?}"),
+    }
+    client.update(&asking.id, named(&key, "Ada")).await.unwrap();
+    let result = completed(client.await_task(&asking.id, &waiting()).await.unwrap());
+    assert_eq!(text(&result), "hello Ada");
+    assert_eq!(
+        text(&synchronous(&client, "echo", json!({"text": "still"})).await),
+        "still"
+    );
+}
+
+#[tokio::test]
+async fn further_connections_left_idle_are_closed_and_the_gateways_own_stays() {
+    let log = std::env::temp_dir().join(format!(
+        "plain-upstream-life-{}-{}.log",
+        std::process::id(),
+        line!()
+    ));
+    let _ = std::fs::remove_file(&log);
+    let lines = |word: &str| {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| line.starts_with(word))
+            .count()
+    };
+    let command = format!("{UPSTREAM} --life-log {}", log.display());
+    let options =
+        GatewayOptions::default().with_idle_connection_timeout(Duration::from_millis(300));
+    let (_gateway, client) = gateway_of(command, options).await;
+    // Two calls at once: the gateway's own connection and a further one.
+    let first = task(&client, "progress", json!({"steps": 2, "ms": 100})).await;
+    let second = task(&client, "progress", json!({"steps": 2, "ms": 100})).await;
+    for state in [first, second] {
+        completed(client.await_task(state, &waiting()).await.unwrap());
+    }
+    assert_eq!(lines("start"), 2);
+    let mut exited = 0;
+    for _ in 0..100 {
+        exited = lines("exit");
+        if exited > 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(count, "1", "the upstream heard no notifications/cancelled");
+    assert_eq!(exited, 1, "the further child did not exit");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(lines("exit"), 1, "the gateway's own child exited too");
+    // The next call runs on the gateway's own child: no new process.
+    assert_eq!(
+        text(&synchronous(&client, "echo", json!({"text": "still"})).await),
+        "still"
+    );
+    assert_eq!(lines("start"), 2);
+    let _ = std::fs::remove_file(&log);
+}
+
+#[tokio::test]
+async fn tasks_cancel_cancels_the_upstream_request() {
+    let log = std::env::temp_dir().join(format!(
+        "plain-upstream-cancel-{}-{}.log",
+        std::process::id(),
+        line!()
+    ));
+    let _ = std::fs::remove_file(&log);
+    let command = format!("{UPSTREAM} --cancel-log {}", log.display());
+    // A long backoff: closing the cancelled call's connection is no
+    // failure of the upstream, so nothing waits for it.
+    let options = GatewayOptions::default()
+        .with_restart_backoff(Duration::from_secs(3), Duration::from_secs(10));
+    let (_gateway, client) = gateway_of(command, options).await;
+    let state = task(&client, "hang", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let settled = client.cancel_and_wait(&state.id, &waiting()).await.unwrap();
+    assert_eq!(settled.status, TaskStatus::Cancelled);
+    let mut heard = String::new();
+    for _ in 0..100 {
+        heard = std::fs::read_to_string(&log).unwrap_or_default();
+        if !heard.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        heard.lines().count(),
+        1,
+        "the upstream heard no notifications/cancelled: {heard:?}"
+    );
+    // The cancelled call's connection is not used again (the upstream may
+    // still ask on the cancelled call's behalf): the next call runs on
+    // another child, which heard no cancellation.
+    let started = std::time::Instant::now();
+    let state = task(&client, "cancellations", json!({})).await;
+    assert_eq!(
+        text(&completed(
+            client.await_task(state, &waiting()).await.unwrap()
+        )),
+        "0"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "the next call waited {:?}",
+        started.elapsed()
+    );
+    let _ = std::fs::remove_file(&log);
 }
 
 #[tokio::test]

@@ -3,6 +3,8 @@
 
 mod faults;
 mod gateway;
+mod gateway_http;
+mod gateway_sync;
 mod gateway_tasks;
 mod hostile;
 mod server;

@@ -3,21 +3,23 @@
 //! (see [`relay`](super::relay)), or, when the upstream itself makes tasks
 //! (either era), as its task awaited with our own client, its status and
 //! input relayed the same way. A dropped call (the task was cancelled or
-//! expired) cancels the upstream request or the upstream task.
+//! expired) cancels the upstream request (through its [`Lease`]) or the
+//! upstream task.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
-    CancelledNotificationParam, ClientRequest, InputRequest, InputResponses, RequestId,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
+    InputRequest, InputResponses,
 };
 use rmcp::service::PeerRequestOptions;
-use rmcp::{ErrorData, Peer, RoleClient};
 use serde_json::Value;
 
 use super::client_failure;
-use super::relay::{Calls, fit_to_form};
+use super::pool::Lease;
+use super::relay::{Calls, Target, fit_to_form};
 use super::upstream::{Connection, UpstreamClient, upstream_failure};
 use crate::client::{
     AwaitOptions, CallOptions, CallResponse, InputError, InputMode, ListenMode, TaskOutcome,
@@ -30,39 +32,10 @@ use crate::task::TaskId;
 /// task of its own: a 2026-07-28 upstream that advertises the extension, or
 /// a 2025-11-25 upstream that declared `tasks.requests.tools.call`, for a
 /// tool it marks optional or required.
-pub(crate) fn upstream_makes_tasks(client: &UpstreamClient, marked: Option<TaskPolicy>) -> bool {
-    if client.initialize_era() {
-        let augmentable = client
-            .legacy_server_tasks()
-            .flatten()
-            .is_some_and(|tasks| tasks.tools_call());
-        augmentable && matches!(marked, Some(TaskPolicy::Optional | TaskPolicy::Required))
-    } else {
-        client.server_supports()
-    }
-}
-
-/// Sends `notifications/cancelled` for the upstream request when dropped
-/// armed: the gateway's call was dropped before the upstream answered.
-struct CancelRequest {
-    peer: Peer<RoleClient>,
-    id: Option<RequestId>,
-}
-
-impl Drop for CancelRequest {
-    fn drop(&mut self) {
-        let Some(id) = self.id.take() else { return };
-        let peer = self.peer.clone();
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                let params = CancelledNotificationParam::new(
-                    Some(id),
-                    Some("the gateway's task was cancelled".into()),
-                );
-                let _ = peer.notify_cancelled(params).await;
-            });
-        }
-    }
+pub(crate) fn upstream_makes_tasks(connection: &Connection, marked: Option<TaskPolicy>) -> bool {
+    connection.makes_tasks()
+        && (!connection.client.initialize_era()
+            || matches!(marked, Some(TaskPolicy::Optional | TaskPolicy::Required)))
 }
 
 /// Sends `tasks/cancel` for the upstream task when dropped armed.
@@ -83,16 +56,19 @@ impl Drop for CancelTask {
     }
 }
 
-/// Relays one call as a plain request and returns what the upstream
-/// answered (a result, or an MRTR input request for a synchronous caller to
-/// answer itself). The request's progress notifications reach `task`.
+/// Relays one call as a plain request on the connection `lease` holds for
+/// it alone, and returns what the upstream answered (a result, or an MRTR
+/// input request for a synchronous caller to answer itself). The upstream's
+/// requests, progress and log messages on the connection reach `target`.
+/// Dropped before the upstream answered, the lease cancels the request.
 pub(crate) async fn plain(
-    connection: &Connection,
+    lease: &Lease,
     calls: &Arc<Calls>,
     request: &CallToolRequestParams,
-    task: TaskContext,
+    target: Target,
 ) -> Result<CallToolResponse, ErrorData> {
-    let guard = calls.register(task);
+    let connection: &Connection = lease;
+    let guard = calls.register(connection.id, target);
     let mut params = CallToolRequestParams::new(request.name.clone());
     params.arguments = request.arguments.clone();
     params.input_responses = request.input_responses.clone();
@@ -108,16 +84,13 @@ pub(crate) async fn plain(
         .await
         .map_err(|error| upstream_failure("tools/call", &error))?;
     guard.set_progress_token(handle.progress_token.clone());
-    let mut cancel = CancelRequest {
-        peer,
-        id: Some(handle.id.clone()),
-    };
+    lease.sent(handle.id.clone());
     let answer = tokio::select! {
         answer = handle.await_response() => answer,
         // A stdio child that died takes the request with it.
         () = connection.closed() => Err(rmcp::service::ServiceError::TransportClosed),
     };
-    cancel.id = None;
+    lease.answered();
     let answer = answer.map_err(|error| upstream_failure("tools/call", &error))?;
     match read_call_result(answer).map_err(|error| client_failure("tools/call", &error))? {
         CallResponse::Complete(result) => Ok(CallToolResponse::Complete(result)),
@@ -131,12 +104,12 @@ pub(crate) async fn plain(
 
 /// Relays one call of a task as a plain request: its outcome is the task's.
 pub(crate) async fn plain_task(
-    connection: &Connection,
+    lease: &Lease,
     calls: &Arc<Calls>,
     request: &CallToolRequestParams,
     task: TaskContext,
 ) -> Result<CallToolResult, ErrorData> {
-    match plain(connection, calls, request, task).await? {
+    match plain(lease, calls, request, Target::Task(task)).await? {
         CallToolResponse::Complete(result) => Ok(result),
         _ => Err(ErrorData::internal_error(
             "the upstream server asked for input before running the tool (an MRTR round), \
@@ -181,13 +154,13 @@ pub(crate) fn abandon(connection: &Connection, id: TaskId) {
 /// `tasks/cancel` on.
 pub(crate) async fn await_upstream(
     connection: &Connection,
-    calls: &Arc<Calls>,
     upstream: TaskState,
     task: TaskContext,
 ) -> Result<CallToolResult, ErrorData> {
-    // In flight like any call: a request that names no task is not handed
-    // to another call while this one runs.
-    let _guard = calls.register(task.clone());
+    // On the gateway's own connection, shared by every such call: the
+    // upstream's input reaches this call through its task (a 2025-11-25
+    // request names the task it belongs to); a request that names none is
+    // refused there.
     let client = connection.client.clone();
     let (status_tx, mut status_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let resolver_task = task.clone();

@@ -32,9 +32,22 @@
 //!   `notifications/progress` (`3/5: message`) and log messages
 //!   (`info: text`) become the task's status message. `tasks/cancel` (and
 //!   expiry) cancels the upstream request (`notifications/cancelled`).
-//!   Requests and log messages carry no link to their call, so they go to
-//!   the one call in flight on the connection; with several in flight a
-//!   request is refused rather than guessed.
+//!   Requests and log messages carry no link to their call, so each
+//!   connection carries one call of a plain tool at a time and what comes
+//!   on it is that call's, never guessed: a call takes a free connection,
+//!   else opens one of its own (a further child process, a further HTTP
+//!   session), up to [`GatewayOptions::with_max_upstream_connections`];
+//!   past the bound it waits its turn, a task `working` with a status
+//!   message saying so. The gateway's own connection (it lists the tools
+//!   and hears `list_changed`) is the first of them, unless the upstream
+//!   makes tasks itself: then it carries the calls that await the
+//!   upstream's tasks, whose input names its task. Idle connections are
+//!   reused (further ones closed after
+//!   [`GatewayOptions::with_idle_connection_timeout`]); one whose call was
+//!   cancelled is closed (the upstream might
+//!   still ask on the cancelled call's behalf), one that died is dropped
+//!   and fails only its own call. A stdio upstream that keeps state in its
+//!   process sees concurrent calls in separate processes.
 //! * **An upstream that answers with tasks** (the extension, or 2025-11-25
 //!   tasks for tools it marks optional or required, when it declared
 //!   `tasks.requests.tools.call`) answers first: its result or MRTR round
@@ -42,10 +55,16 @@
 //!   with [`TasksClient`](crate::TasksClient) (polling), relays its status
 //!   messages and input requests (under the gateway's own keys: the
 //!   upstream's may name its task) and sends `tasks/cancel` on.
-//! * **Synchronous calls** pass straight through; a request the upstream
-//!   sends during one is refused (a 2026-07-28 caller cannot be asked in
-//!   the middle of a call). `roots/list` is answered by the gateway itself,
-//!   with no roots: servers ask for roots when they like, not for a call.
+//! * **Synchronous calls** pass straight through, on a connection of their
+//!   own like any call of a plain tool; a request the upstream sends during
+//!   one goes to the caller: on a 2025-era session as a request on the
+//!   caller's own connection, to a 2026-07-28 caller as an MRTR round (the
+//!   `tools/call` answers `input_required` with a `requestState` naming the
+//!   parked upstream call, and the retry's answers go to it; bound to the
+//!   caller and the tool, kept for [`GatewayOptions::with_input_timeout`],
+//!   then the upstream request is cancelled). `roots/list` is answered by
+//!   the gateway itself, with no roots: servers ask for roots when they
+//!   like, not for a call.
 //! * Whatever the runtime promises holds: tasks on SQLite survive a gateway
 //!   restart (one cut off by it fails honestly), replicas share tasks on
 //!   Redis, tasks are bound to their caller, ids are never logged. Requests
@@ -67,7 +86,9 @@
 //! ```
 
 mod call;
+mod pool;
 mod relay;
+mod sync;
 mod upstream;
 
 use std::collections::HashMap;
@@ -152,6 +173,23 @@ pub struct GatewayOptions {
     /// in flight on it fail, and the next call connects again (a new
     /// session).
     pub health_check: Duration,
+    /// How many connections to the upstream may carry calls of plain tools
+    /// at once (default 8; at least 1). Each carries one call at a time, so
+    /// that the upstream's requests and log messages on it are that call's:
+    /// a stdio upstream runs as that many child processes at most, an HTTP
+    /// upstream is reached in that many sessions (one more of either for
+    /// an upstream that makes tasks itself, whose tasks are awaited on the
+    /// gateway's own connection). A call past the bound waits for a
+    /// connection to come free (a task stays `working`, its status message
+    /// saying it waits).
+    pub max_upstream_connections: usize,
+    /// How long a further connection (beyond the gateway's own) may stay
+    /// idle before it is closed (default 60 s; zero: kept until it dies).
+    pub idle_connection_timeout: Duration,
+    /// How long a synchronous call of a 2026-07-28 caller, parked for the
+    /// caller's input (an MRTR round), waits for the retry (default
+    /// 5 min); past it the upstream request is cancelled.
+    pub input_timeout: Duration,
 }
 
 impl Default for GatewayOptions {
@@ -163,6 +201,9 @@ impl Default for GatewayOptions {
             restart_backoff_min: Duration::from_millis(250),
             restart_backoff_max: Duration::from_secs(10),
             health_check: Duration::from_secs(5),
+            max_upstream_connections: 8,
+            idle_connection_timeout: Duration::from_secs(60),
+            input_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -192,6 +233,27 @@ impl GatewayOptions {
         self
     }
 
+    /// How many connections may carry calls at once (at least 1; see
+    /// [`GatewayOptions::max_upstream_connections`]).
+    pub fn with_max_upstream_connections(mut self, connections: usize) -> Self {
+        self.max_upstream_connections = connections.max(1);
+        self
+    }
+
+    /// How long a further connection may stay idle (see
+    /// [`GatewayOptions::idle_connection_timeout`]).
+    pub fn with_idle_connection_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_connection_timeout = timeout;
+        self
+    }
+
+    /// How long a synchronous call parked for its caller's input waits for
+    /// the retry (see [`GatewayOptions::input_timeout`]).
+    pub fn with_input_timeout(mut self, timeout: Duration) -> Self {
+        self.input_timeout = timeout;
+        self
+    }
+
     /// The backoff between attempts to connect again: from `min`, doubling, up to `max`.
     pub fn with_restart_backoff(mut self, min: Duration, max: Duration) -> Self {
         self.restart_backoff_min = min;
@@ -209,6 +271,7 @@ pub struct Gateway {
     runtime: TaskRuntime,
     link: Arc<Link>,
     options: Arc<GatewayOptions>,
+    parked: Arc<sync::Parked>,
 }
 
 impl fmt::Debug for Gateway {
@@ -234,6 +297,7 @@ impl Gateway {
             runtime,
             link,
             options: Arc::new(options),
+            parked: Arc::default(),
         })
     }
 
@@ -273,28 +337,23 @@ impl Gateway {
         let marked = tools.marked.get(request.name.as_ref()).copied();
         let as_task = self.runtime.runs_as_task(&request, &context, &tasks)?;
         tracing::debug!(tool = %request.name, ?policy, as_task, "tools/call");
-        if !as_task {
-            // Straight through, as the caller would have called the upstream.
-            let connection = self.link.connection().await?;
-            let calls = self.link.calls.clone();
-            let run = call::plain(
-                &connection,
-                &calls,
-                &request,
-                crate::server::TaskContext::synchronous(),
-            );
-            return tokio::select! {
-                response = run => response,
-                () = context.ct.cancelled() => Err(ErrorData::internal_error(
-                    "the call was cancelled",
-                    None,
-                )),
-            };
-        }
         let principal = self.runtime.principal_of(&context.extensions);
+        if !as_task || sync::resumes(&request) {
+            // Straight through, as the caller would have called the upstream,
+            // on a connection of its own; the upstream's requests go to the
+            // caller.
+            let sync = sync::SyncCall {
+                pool: &self.link.pool,
+                calls: &self.link.calls,
+                parked: &self.parked,
+                options: &self.options,
+                principal,
+            };
+            return sync::call(sync, request, context).await;
+        }
         let described = CallToolRequestParams::new(request.name.clone());
         let connection = self.link.connection().await?;
-        if call::upstream_makes_tasks(&connection.client, marked) {
+        if call::upstream_makes_tasks(&connection, marked) {
             // The upstream decides first: its result or MRTR round goes back
             // as it is, and only its task becomes one of ours.
             let upstream = match call::start_upstream(&connection, &request).await? {
@@ -306,11 +365,10 @@ impl Gateway {
             };
             let id = upstream.id.clone();
             let awaited = connection.clone();
-            let calls = self.link.calls.clone();
             let started = self
                 .runtime
                 .start_task(principal, &described, &tasks, move |task| async move {
-                    call::await_upstream(&awaited, &calls, upstream, task).await
+                    call::await_upstream(&awaited, upstream, task).await
                 })
                 .await;
             if started.is_err() {
@@ -318,10 +376,29 @@ impl Gateway {
             }
             return started;
         }
+        // A connection of the call's own: at once if one is free (a new one
+        // must open before the task is made), else waited for in the task.
+        let pool = self.link.pool.clone();
+        let lease = match pool.try_permit() {
+            Some(permit) => Some(pool.lease_with(permit).await?),
+            None => None,
+        };
         let calls = self.link.calls.clone();
         self.runtime
             .start_task(principal, &described, &tasks, move |task| async move {
-                call::plain_task(&connection, &calls, &request, task).await
+                let lease = match lease {
+                    Some(lease) => lease,
+                    None => {
+                        let _ = task
+                            .set_status_message(format!(
+                                "waiting for a connection to the upstream server (all {} are busy)",
+                                pool.bound()
+                            ))
+                            .await;
+                        pool.lease().await?
+                    }
+                };
+                call::plain_task(&lease, &calls, &request, task).await
             })
             .await
     }

@@ -5,16 +5,23 @@
 //! The upstream's requests (elicitation, sampling) become the task's
 //! `input_required` through [`TaskContext::request_input`], and the answer
 //! of the client's `tasks/update` goes back as the response; its progress
-//! notifications and log messages become the task's status message.
+//! notifications and log messages become the task's status message. During
+//! a synchronous call ([`Target::Caller`]) the requests go to the call's
+//! caller instead (see [`sync`](super::sync)).
 //!
 //! Which call a message belongs to: a progress notification names its call
-//! by the progress token of the request. A request or a log message names
-//! none (a 2025-11-25 server's requests tied to one of its own tasks are
-//! routed by [`legacy::Handler`](crate::client::legacy::Handler) to the wait
-//! on that task before they reach this handler), so it goes to the one call
-//! in flight on the connection; with several in flight it is refused (a
-//! request) or dropped (a log message), never guessed: a guess could hand
-//! one caller's prompt to another.
+//! by the progress token of the request (on the connection it came on). A
+//! request or a log message names none (a 2025-11-25 server's requests tied
+//! to one of its own tasks are routed by
+//! [`legacy::Handler`](crate::client::legacy::Handler) to the wait on that
+//! task before they reach this handler), so it goes to the call in flight
+//! on the connection it came on: each connection that carries calls of
+//! plain tools carries one at a time (the [pool](super::pool)), so that
+//! call is the one it belongs to. A request on a connection with no call
+//! of its own (the gateway's own connection, which lists the tools and
+//! awaits an upstream's tasks, or an idle one) is refused and a log
+//! message there dropped, never guessed: a guess could hand one caller's
+//! prompt to another.
 
 // Sampling is deprecated (SEP-2577) but an upstream may still ask.
 #![allow(deprecated)]
@@ -32,6 +39,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::server::TaskContext;
 
@@ -41,6 +49,7 @@ use crate::server::TaskContext;
 pub(crate) struct Calls {
     active: Mutex<Vec<Active>>,
     next_call: AtomicU64,
+    next_connection: AtomicU64,
     next_key: AtomicU64,
     /// Set by `notifications/tools/list_changed`: the tool list is read again.
     tools_stale: AtomicBool,
@@ -48,8 +57,37 @@ pub(crate) struct Calls {
 
 struct Active {
     id: u64,
+    /// The connection the call is in flight on.
+    connection: u64,
     token: Option<ProgressToken>,
-    task: TaskContext,
+    target: Target,
+}
+
+/// Where the upstream's messages during a call go.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// The call's task: requests become its input requests, progress and
+    /// log messages its status message.
+    Task(TaskContext),
+    /// A synchronous call's caller, asked by the call itself (see
+    /// [`sync`](super::sync)); progress and log messages are dropped.
+    Caller(mpsc::UnboundedSender<Asked>),
+}
+
+impl Target {
+    fn task(&self) -> Option<TaskContext> {
+        match self {
+            Self::Task(task) => Some(task.clone()),
+            Self::Caller(_) => None,
+        }
+    }
+}
+
+/// A request of the upstream for a synchronous call's caller, and where
+/// its answer goes.
+pub(crate) struct Asked {
+    pub(crate) request: InputRequest,
+    pub(crate) answer: oneshot::Sender<Result<Value, ErrorData>>,
 }
 
 impl Calls {
@@ -59,14 +97,20 @@ impl Calls {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Registers a call in flight whose messages go to `task`, until the
-    /// returned guard is dropped.
-    pub(crate) fn register(self: &Arc<Self>, task: TaskContext) -> CallGuard {
+    /// A fresh connection id.
+    pub(crate) fn next_connection(&self) -> u64 {
+        self.next_connection.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Registers a call in flight on the connection `connection` whose
+    /// messages go to `task`, until the returned guard is dropped.
+    pub(crate) fn register(self: &Arc<Self>, connection: u64, target: Target) -> CallGuard {
         let id = self.next_call.fetch_add(1, Ordering::Relaxed);
         self.lock().push(Active {
             id,
+            connection,
             token: None,
-            task,
+            target,
         });
         CallGuard {
             calls: self.clone(),
@@ -82,25 +126,33 @@ impl Calls {
         )
     }
 
-    /// The task of the call whose request carried `token`, else of the
-    /// one call in flight.
-    fn by_token(&self, token: &ProgressToken) -> Option<TaskContext> {
+    /// The task of the call on `connection` whose request carried
+    /// `token`, else of the one call on it whose token is not known yet.
+    fn by_token(&self, connection: u64, token: &ProgressToken) -> Option<TaskContext> {
         let active = self.lock();
-        active
+        let on: Vec<&Active> = active
             .iter()
+            .filter(|call| call.connection == connection)
+            .collect();
+        on.iter()
             .find(|call| call.token.as_ref() == Some(token))
-            .or_else(|| match active.as_slice() {
+            .or_else(|| match on.as_slice() {
                 [only] if only.token.is_none() => Some(only),
                 _ => None,
             })
-            .map(|call| call.task.clone())
+            .and_then(|call| call.target.task())
     }
 
-    /// The task of the one call in flight; `Err` with how many there are.
-    fn only(&self) -> Result<TaskContext, usize> {
-        match self.lock().as_slice() {
-            [only] => Ok(only.task.clone()),
-            several => Err(several.len()),
+    /// The task of the call in flight on `connection`; `Err` with how many
+    /// there are (none, or several on a connection shared by calls of an
+    /// upstream that makes tasks).
+    fn only(&self, connection: u64) -> Result<Target, usize> {
+        let active = self.lock();
+        let mut on = active.iter().filter(|call| call.connection == connection);
+        match (on.next(), on.next()) {
+            (Some(only), None) => Ok(only.target.clone()),
+            (None, _) => Err(0),
+            (Some(_), Some(_)) => Err(2 + on.count()),
         }
     }
 
@@ -138,10 +190,12 @@ impl Drop for CallGuard {
 
 /// The rmcp client handler of an upstream connection: it declares form and
 /// URL elicitation and sampling, and relays each to the task of the
-/// call in flight (see the [module](self) docs).
+/// call in flight on it (see the [module](self) docs).
 #[derive(Clone)]
 pub(crate) struct RelayHandler {
     pub(crate) calls: Arc<Calls>,
+    /// The connection this handler serves.
+    pub(crate) connection: u64,
 }
 
 impl RelayHandler {
@@ -153,30 +207,21 @@ impl RelayHandler {
         params: Value,
         context: &RequestContext<RoleClient>,
     ) -> Result<T, ErrorData> {
-        let task = self.calls.only().map_err(|calls| {
+        let target = self.calls.only(self.connection).map_err(|calls| {
             ErrorData::internal_error(
                 if calls == 0 {
-                    format!("the gateway has no call in flight to relay {method} to")
+                    format!(
+                        "the gateway has no call in flight on this connection to relay {method} to"
+                    )
                 } else {
                     format!(
-                        "the gateway has {calls} calls in flight and cannot tell which one \
-                         {method} belongs to"
+                        "the gateway has {calls} calls in flight on this connection and cannot \
+                         tell which one {method} belongs to"
                     )
                 },
                 None,
             )
         })?;
-        if !task.is_task() {
-            // A synchronous call has no task to ask through: -32021 tells
-            // the upstream that the client would need the Tasks extension.
-            return Err(ErrorData::internal_error(
-                format!(
-                    "the gateway runs this call synchronously (its client did not declare the \
-                     Tasks extension, or the tool's policy is forbidden) and cannot relay {method}"
-                ),
-                None,
-            ));
-        }
         let wire = json!({ "method": method, "params": params });
         let request: InputRequest = serde_json::from_value(wire.clone()).map_err(|error| {
             ErrorData::invalid_params(
@@ -184,10 +229,37 @@ impl RelayHandler {
                 None,
             )
         })?;
-        let answer = tokio::select! {
-            answer = task.request_input(self.calls.next_key(), request) => answer?,
-            () = context.ct.cancelled() => {
-                return Err(ErrorData::internal_error("the upstream withdrew its request", None));
+        let answer = match target {
+            Target::Task(task) => {
+                if !task.is_task() {
+                    return Err(ErrorData::internal_error(
+                        format!("the gateway has no task to relay {method} to"),
+                        None,
+                    ));
+                }
+                tokio::select! {
+                    answer = task.request_input(self.calls.next_key(), request) => answer?,
+                    () = context.ct.cancelled() => {
+                        return Err(ErrorData::internal_error("the upstream withdrew its request", None));
+                    }
+                }
+            }
+            Target::Caller(caller) => {
+                let (answer, answered) = oneshot::channel();
+                caller
+                    .send(Asked { request, answer })
+                    .map_err(|_| ErrorData::internal_error("the call has ended", None))?;
+                tokio::select! {
+                    answer = answered => answer.map_err(|_| {
+                        ErrorData::internal_error(
+                            format!("the caller went away before answering {method}"),
+                            None,
+                        )
+                    })??,
+                    () = context.ct.cancelled() => {
+                        return Err(ErrorData::internal_error("the upstream withdrew its request", None));
+                    }
+                }
             }
         };
         serde_json::from_value(fit_to_form(&wire, answer)).map_err(|error| {
@@ -248,7 +320,7 @@ impl ClientHandler for RelayHandler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        if let Some(task) = self.calls.by_token(&params.progress_token) {
+        if let Some(task) = self.calls.by_token(self.connection, &params.progress_token) {
             let message = progress_message(&params);
             // A task that has ended takes no more status: nothing to do.
             let _ = task.set_status_message(message).await;
@@ -260,7 +332,7 @@ impl ClientHandler for RelayHandler {
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        if let Ok(task) = self.calls.only() {
+        if let Ok(Target::Task(task)) = self.calls.only(self.connection) {
             let text = match &params.data {
                 Value::String(text) => text.clone(),
                 other => other.to_string(),

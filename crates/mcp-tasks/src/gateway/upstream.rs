@@ -23,6 +23,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::pool::Pool;
 use super::relay::{Calls, RelayHandler};
 use super::{Error, GatewayOptions};
 use crate::client::{Era, TasksClient, legacy};
@@ -72,14 +73,36 @@ pub(crate) type UpstreamClient = TasksClient<legacy::Handler>;
 
 /// One connection to the upstream.
 pub(crate) struct Connection {
+    /// Names the connection to the relay: the upstream's requests on it go
+    /// to the call in flight on it.
+    pub(crate) id: u64,
     pub(crate) client: UpstreamClient,
     /// Fired when the transport closed (a stdio child's stdout ended).
-    closed: CancellationToken,
+    pub(super) closed: CancellationToken,
     /// When it was opened: one that closes soon after counts as a failure.
-    opened: Instant,
+    pub(super) opened: Instant,
+    /// Closed by the gateway itself (its call was cancelled, or it was
+    /// idle): no failure.
+    pub(super) retired: std::sync::atomic::AtomicBool,
+    /// The gateway's own connection, in the pool too: never closed as idle.
+    pub(super) own: std::sync::atomic::AtomicBool,
 }
 
 impl Connection {
+    /// Whether the upstream makes tasks of its own: a 2026-07-28 upstream
+    /// that advertises the extension, or a 2025-11-25 upstream that
+    /// declared `tasks.requests.tools.call`.
+    pub(crate) fn makes_tasks(&self) -> bool {
+        if self.client.initialize_era() {
+            self.client
+                .legacy_server_tasks()
+                .flatten()
+                .is_some_and(|tasks| tasks.tools_call())
+        } else {
+            self.client.server_supports()
+        }
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.is_cancelled()
             || self.client.running().is_closed()
@@ -95,7 +118,7 @@ impl Connection {
     /// Whether the upstream answers a `ping` within `timeout`: with a
     /// result or with a JSON-RPC error (a 2026-07-28 server may not know
     /// `ping`); a timeout or a transport failure is no answer.
-    async fn answers_ping(&self, timeout: Duration) -> bool {
+    pub(super) async fn answers_ping(&self, timeout: Duration) -> bool {
         let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
             method: Default::default(),
             extensions: Default::default(),
@@ -166,16 +189,20 @@ impl Transport<RoleClient> for ChildTransport {
 /// Opens a connection to `upstream` (within `timeout`), in whichever era it
 /// speaks: 2026-07-28 by `server/discover`, else `initialize` (2025-11-25,
 /// or an older version the server settles on).
-async fn connect(
+pub(super) async fn connect(
     upstream: &Upstream,
     calls: Arc<Calls>,
     timeout: Duration,
 ) -> Result<Connection, Error> {
+    let id = calls.next_connection();
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
     };
-    let handler = legacy::Handler::new(RelayHandler { calls });
+    let handler = legacy::Handler::new(RelayHandler {
+        calls,
+        connection: id,
+    });
     let tap = handler.tap();
     let closed = CancellationToken::new();
     let connecting = async {
@@ -246,9 +273,12 @@ async fn connect(
         .await
         .map_err(|_| Error::ConnectTimeout(timeout))??;
     Ok(Connection {
+        id,
         client: TasksClient::new(running),
         closed,
         opened: Instant::now(),
+        retired: std::sync::atomic::AtomicBool::new(false),
+        own: std::sync::atomic::AtomicBool::new(false),
     })
 }
 
@@ -358,10 +388,13 @@ pub(crate) fn upstream_failure(method: &str, error: &rmcp::service::ServiceError
     }
 }
 
-/// Keeps a connection to the upstream open.
+/// Keeps the gateway's own connection to the upstream open (it lists the
+/// tools and carries the calls of an upstream that makes tasks), beside the
+/// [`Pool`] of connections for calls of plain tools.
 pub(crate) struct Link {
     pub(crate) upstream: Upstream,
     pub(crate) calls: Arc<Calls>,
+    pub(crate) pool: Arc<Pool>,
     options: GatewayOptions,
     state: tokio::sync::Mutex<State>,
     tools: RwLock<Tools>,
@@ -397,12 +430,16 @@ impl Link {
             .map_err(|error| Error::ListTools {
                 message: error.message.to_string(),
             })?;
+        let pool = Arc::new(Pool::new(upstream.clone(), calls.clone(), options.clone()));
+        let connection = Arc::new(connection);
+        pool.adopt(&connection);
         let link = Arc::new(Self {
             upstream,
             calls,
+            pool,
             options,
             state: tokio::sync::Mutex::new(State {
-                current: Some(Arc::new(connection)),
+                current: Some(connection),
                 ..State::default()
             }),
             tools: RwLock::new(tools),
@@ -425,8 +462,11 @@ impl Link {
                 return Ok(current);
             }
             // An upstream that keeps exiting soon after it starts is started
-            // again ever more slowly; one that ran a while, at once.
-            if current.opened.elapsed() < self.options.restart_backoff_max {
+            // again ever more slowly; one that ran a while, or that the
+            // gateway closed itself, at once.
+            if current.retired.load(std::sync::atomic::Ordering::Acquire) {
+                state.retry_at = None;
+            } else if current.opened.elapsed() < self.options.restart_backoff_max {
                 state.failures = state.failures.saturating_add(1);
                 state.retry_at = Some(Instant::now() + self.backoff(state.failures));
             } else {
@@ -448,6 +488,7 @@ impl Link {
                 state.current = Some(connection.clone());
                 state.retry_at = None;
                 drop(state);
+                self.pool.adopt(&connection);
                 tracing::info!("connected to the upstream server again");
                 self.refresh_tools(&connection).await;
                 Ok(connection)
@@ -513,7 +554,7 @@ impl Link {
 }
 
 /// The pause before attempt `failures + 1`: `min`, doubling, up to `max`.
-fn backoff(min: Duration, max: Duration, failures: u32) -> Duration {
+pub(super) fn backoff(min: Duration, max: Duration, failures: u32) -> Duration {
     min.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(16)))
         .min(max.max(min))
 }

@@ -1,0 +1,350 @@
+//! The task gateway's synchronous calls (a caller that did not declare the
+//! extension) in front of `plain-upstream`: the upstream's requests during
+//! the call go to the caller, as an MRTR round to a 2026-07-28 caller over
+//! Streamable HTTP, and as a request on its own session to a 2025-11-25
+//! caller over a TCP socket.
+
+// Sampling is deprecated (SEP-2577) but an upstream may still ask.
+#![allow(deprecated)]
+
+use std::time::Duration;
+
+use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
+use mcp_tasks::server::TaskRuntime;
+use mcp_tasks::server::http::StreamableHttpServer;
+use mcp_tasks::store::MemoryStore;
+use mcp_tasks::{CallOptions, CallResponse, TasksClient};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ElicitationCapability, FormElicitationCapability, Implementation, InputRequiredResult,
+    InputResponses, ProtocolVersion, SamplingCapability,
+};
+use rmcp::service::{ClientLifecycleMode, RequestContext, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use serde_json::json;
+
+const UPSTREAM: &str = env!("CARGO_BIN_EXE_plain-upstream");
+
+/// A client handler that declares form elicitation and sampling (or
+/// nothing), and answers them as a user would: the name "Grace", the
+/// model's "hi".
+#[derive(Clone)]
+struct Asked {
+    declare: bool,
+    version: ProtocolVersion,
+}
+
+impl ClientHandler for Asked {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if self.declare {
+            let mut elicitation = ElicitationCapability::default();
+            elicitation.form = Some(FormElicitationCapability::default());
+            capabilities.elicitation = Some(elicitation);
+            capabilities.sampling = Some(SamplingCapability::default());
+        }
+        let mut config = ClientConfig::new(capabilities, Implementation::new("asked", "1.0.0"));
+        config.protocol_version = self.version.clone();
+        config
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        serde_json::from_value(json!({"action": "accept", "content": {"name": "Grace"}}))
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        serde_json::from_value(json!({
+            "role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m",
+        }))
+        .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+}
+
+async fn start(command: String, options: GatewayOptions) -> (Gateway, TaskRuntime) {
+    let runtime = TaskRuntime::builder(MemoryStore::new())
+        .with_poll_interval(Duration::from_millis(50))
+        .build();
+    let gateway = Gateway::start(Upstream::command(command), runtime.clone(), options)
+        .await
+        .expect("the gateway starts in front of plain-upstream");
+    (gateway, runtime)
+}
+
+/// A 2026-07-28 client of the gateway over Streamable HTTP.
+async fn over_http(gateway: Gateway, runtime: TaskRuntime, declare: bool) -> TasksClient<Asked> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(
+        StreamableHttpServer::new(gateway, runtime)
+            .serve_with_shutdown(listener, std::future::pending()),
+    );
+    client_of(&url, declare, None).await
+}
+
+/// A 2026-07-28 client of the gateway at `url`, sending `token` (its
+/// principal is a hash of it: the gateway has no token list).
+async fn client_of(url: &str, declare: bool, token: Option<&str>) -> TasksClient<Asked> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let handler = Asked {
+        declare,
+        version: ProtocolVersion::V_2026_07_28,
+    };
+    let running = serve_client_with_lifecycle(handler, transport, lifecycle)
+        .await
+        .expect("connect to the gateway");
+    TasksClient::new(running)
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|content| content.as_text())
+        .map(|text| text.text.clone())
+        .unwrap_or_default()
+}
+
+fn plain() -> CallOptions {
+    CallOptions::default().with_declare_tasks(false)
+}
+
+async fn round(
+    client: &TasksClient<Asked>,
+    tool: &str,
+    options: CallOptions,
+) -> InputRequiredResult {
+    match client
+        .call_tool(tool, None, options)
+        .await
+        .expect("tools/call")
+    {
+        CallResponse::InputRequired(round) => round,
+        other => panic!("expected an MRTR round for {tool}, got {other:?}"),
+    }
+}
+
+fn answer(round: &InputRequiredResult, name: &str) -> CallOptions {
+    let requests = round.input_requests.clone().unwrap_or_default();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let (key, request) = requests.iter().next().unwrap();
+    let request = serde_json::to_value(request).unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "What is your name?");
+    let mut answers = InputResponses::new();
+    answers.insert(
+        key.clone(),
+        json!({"action": "accept", "content": {"name": name}}),
+    );
+    plain().with_mrtr_retry(Some(answers), round.request_state.clone())
+}
+
+#[tokio::test]
+async fn a_2026_caller_answers_an_upstream_request_in_an_mrtr_round() {
+    let (gateway, runtime) = start(UPSTREAM.to_owned(), GatewayOptions::default()).await;
+    let client = over_http(gateway, runtime, true).await;
+    // Two calls parked at once, answered in the other order.
+    let first = round(&client, "ask", plain()).await;
+    let second = round(&client, "ask", plain()).await;
+    assert!(first.request_state.is_some());
+    assert_ne!(first.request_state, second.request_state);
+    // The second retry declares the extension: a retry of a parked call
+    // resumes it all the same, no task.
+    for (parked, name, declare) in [(&second, "Edsger", false), (&first, "Ada", true)] {
+        let options = answer(parked, name).with_declare_tasks(declare);
+        match client.call_tool("ask", None, options).await.unwrap() {
+            CallResponse::Complete(result) => assert_eq!(text(&result), format!("hello {name}")),
+            other => panic!("expected the result, got {other:?}"),
+        }
+    }
+    // A retry that answers nothing is asked again, under the same key.
+    let third = round(&client, "ask", plain()).await;
+    let again = round(
+        &client,
+        "ask",
+        plain().with_mrtr_retry(Some(InputResponses::new()), third.request_state.clone()),
+    )
+    .await;
+    assert_eq!(
+        again
+            .input_requests
+            .as_ref()
+            .map(|requests| requests.keys().collect::<Vec<_>>()),
+        third
+            .input_requests
+            .as_ref()
+            .map(|requests| requests.keys().collect::<Vec<_>>())
+    );
+    // Its state names another tool's call: refused, and still parked.
+    let error = client
+        .call_tool("sample", None, answer(&again, "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(-32602), "{error}");
+    match client
+        .call_tool("ask", None, answer(&again, "Barbara"))
+        .await
+        .unwrap()
+    {
+        CallResponse::Complete(result) => assert_eq!(text(&result), "hello Barbara"),
+        other => panic!("expected the result, got {other:?}"),
+    }
+    // Answered already: the state names nothing any more.
+    let error = client
+        .call_tool("ask", None, answer(&again, "Barbara"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(-32602), "{error}");
+}
+
+#[tokio::test]
+async fn a_parked_call_left_unanswered_is_cancelled_upstream() {
+    let log = std::env::temp_dir().join(format!(
+        "plain-upstream-cancel-{}-{}.log",
+        std::process::id(),
+        line!()
+    ));
+    let _ = std::fs::remove_file(&log);
+    let command = format!("{UPSTREAM} --cancel-log {}", log.display());
+    let options = GatewayOptions::default().with_input_timeout(Duration::from_millis(300));
+    let (gateway, runtime) = start(command, options).await;
+    let client = over_http(gateway, runtime, true).await;
+    let parked = round(&client, "ask", plain()).await;
+    let mut heard = String::new();
+    for _ in 0..100 {
+        heard = std::fs::read_to_string(&log).unwrap_or_default();
+        if !heard.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        heard.lines().count(),
+        1,
+        "no notifications/cancelled: {heard:?}"
+    );
+    let error = client
+        .call_tool("ask", None, answer(&parked, "late"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(-32602), "{error}");
+    let _ = std::fs::remove_file(&log);
+}
+
+#[tokio::test]
+async fn a_caller_that_declared_no_elicitation_is_not_asked() {
+    let (gateway, runtime) = start(UPSTREAM.to_owned(), GatewayOptions::default()).await;
+    let client = over_http(gateway, runtime, false).await;
+    // The upstream is told the caller cannot be asked, and answers so.
+    match client.call_tool("ask", None, plain()).await.unwrap() {
+        CallResponse::Complete(result) => {
+            let said = text(&result);
+            assert!(said.starts_with("no answer"), "{said}");
+            assert!(said.contains("did not declare"), "{said}");
+        }
+        other => panic!("expected the upstream's result, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_2025_session_caller_is_asked_on_its_own_connection() {
+    let (gateway, _runtime) = start(UPSTREAM.to_owned(), GatewayOptions::default()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.unwrap();
+        let running = gateway.serve(socket).await.expect("the session starts");
+        let _ = running.waiting().await;
+    });
+    let socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    let handler = Asked {
+        declare: true,
+        version: ProtocolVersion::V_2025_11_25,
+    };
+    let running = serve_client_with_lifecycle(handler, socket, ClientLifecycleMode::Initialize)
+        .await
+        .expect("initialize with the gateway");
+    let call = |tool: &str| {
+        let peer = running.peer().clone();
+        let params = CallToolRequestParams::new(tool.to_owned());
+        async move { peer.call_tool(params).await.expect("tools/call") }
+    };
+    let (asked, sampled) = tokio::join!(call("ask"), call("sample"));
+    assert_eq!(text(&asked), "hello Grace");
+    assert_eq!(text(&sampled), "the model said: hi");
+}
+
+#[tokio::test]
+async fn a_2025_caller_over_stateless_http_is_not_asked_and_nothing_hangs() {
+    let (gateway, runtime) = start(UPSTREAM.to_owned(), GatewayOptions::default()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(
+        StreamableHttpServer::new(gateway, runtime)
+            .serve_with_shutdown(listener, std::future::pending()),
+    );
+    let transport = StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        StreamableHttpClientTransportConfig::with_uri(url),
+    );
+    let handler = Asked {
+        declare: true,
+        version: ProtocolVersion::V_2025_11_25,
+    };
+    let running = serve_client_with_lifecycle(handler, transport, ClientLifecycleMode::Initialize)
+        .await
+        .expect("initialize with the gateway");
+    // The server keeps no session: there is no connection to ask on.
+    let call = running.peer().call_tool(CallToolRequestParams::new("ask"));
+    let result = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("answered, not hung")
+        .expect("tools/call");
+    let said = text(&result);
+    assert!(said.starts_with("no answer"), "{said}");
+}
+
+#[tokio::test]
+async fn a_parked_call_is_resumed_only_by_its_own_caller() {
+    let (gateway, runtime) = start(UPSTREAM.to_owned(), GatewayOptions::default()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(
+        StreamableHttpServer::new(gateway, runtime)
+            .serve_with_shutdown(listener, std::future::pending()),
+    );
+    let alice = client_of(&url, true, Some("alice")).await;
+    let mallory = client_of(&url, true, Some("mallory")).await;
+    let parked = round(&alice, "ask", plain()).await;
+    let error = mallory
+        .call_tool("ask", None, answer(&parked, "Mallory"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(-32602), "{error}");
+    match alice
+        .call_tool("ask", None, answer(&parked, "Alice"))
+        .await
+        .unwrap()
+    {
+        CallResponse::Complete(result) => assert_eq!(text(&result), "hello Alice"),
+        other => panic!("expected the result, got {other:?}"),
+    }
+}

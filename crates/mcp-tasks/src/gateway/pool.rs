@@ -1,0 +1,356 @@
+//! The connections that carry calls of plain tools, one call each: a
+//! [`Pool`] of upstream connections. The gateway's own connection (which
+//! lists the tools and hears `list_changed`) is one of them, unless the
+//! upstream makes tasks itself: then it carries the calls that await the
+//! upstream's tasks (their input names their task), and the pool's
+//! connections are further ones.
+//!
+//! An upstream's request (elicitation, sampling) and its log messages name
+//! no call; on a connection that carries one call at a time they can only
+//! belong to it, so they are relayed to it exactly, never guessed. A call
+//! [leases](Pool::lease) a connection for as long as it runs: an idle one,
+//! else a new one (a further child process for a stdio upstream, a further
+//! session for an HTTP one), up to
+//! [`GatewayOptions::max_upstream_connections`]; past the bound it waits
+//! for one to come free (a task stays `working`, its status message saying
+//! so). A connection goes back to the pool only when the upstream answered
+//! its call: one whose call was cancelled (the upstream may still ask on
+//! its behalf) is closed once `notifications/cancelled` is sent, and one
+//! that died is dropped. A further connection idle for
+//! [`GatewayOptions::idle_connection_timeout`] is closed (the gateway's own
+//! stays open). New connections follow the same backoff as the
+//! gateway's own after failures (an attempt that fails, or a connection
+//! that closes soon after it opened), and an HTTP upstream's are pinged
+//! like the gateway's own ([`GatewayOptions::health_check`]).
+
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::{CancelledNotificationParam, RequestId};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::GatewayOptions;
+use super::relay::Calls;
+use super::upstream::{Connection, Upstream, backoff, connect};
+
+/// The connections for calls, idle and leased (see the [module](self) docs).
+pub(crate) struct Pool {
+    upstream: Upstream,
+    calls: Arc<Calls>,
+    options: GatewayOptions,
+    /// One permit per connection that may carry a call.
+    permits: Arc<Semaphore>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Idle connections, with when each came back.
+    idle: Vec<(Arc<Connection>, Instant)>,
+    /// Failed attempts (or connections that closed soon after they
+    /// opened) in a row, and when the next attempt may be made.
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+impl Pool {
+    pub(crate) fn new(upstream: Upstream, calls: Arc<Calls>, options: GatewayOptions) -> Self {
+        let permits = Arc::new(Semaphore::new(options.max_upstream_connections.max(1)));
+        Self {
+            upstream,
+            calls,
+            options,
+            permits,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The bound on connections that carry calls.
+    pub(crate) fn bound(&self) -> usize {
+        self.options.max_upstream_connections.max(1)
+    }
+
+    /// A connection's place if one is free now, without waiting.
+    pub(crate) fn try_permit(self: &Arc<Self>) -> Option<Permit> {
+        self.permits.clone().try_acquire_owned().ok().map(Permit)
+    }
+
+    /// Waits for a connection's place.
+    pub(crate) async fn permit(self: &Arc<Self>) -> Permit {
+        match self.permits.clone().acquire_owned().await {
+            Ok(permit) => Permit(permit),
+            // The semaphore is never closed.
+            Err(_) => unreachable!("the pool's semaphore is never closed"),
+        }
+    }
+
+    /// Waits for a free connection: an idle one, else a new one.
+    pub(crate) async fn lease(self: &Arc<Self>) -> Result<Lease, ErrorData> {
+        let permit = self.permit().await;
+        self.lease_with(permit).await
+    }
+
+    /// A connection for the place `permit`: an idle one, else a new one.
+    pub(crate) async fn lease_with(self: &Arc<Self>, permit: Permit) -> Result<Lease, ErrorData> {
+        let retry_at = {
+            let mut state = self.lock();
+            while let Some((connection, _)) = state.idle.pop() {
+                if connection.is_closed() {
+                    self.note_closed(&mut state, &connection);
+                    continue;
+                }
+                return Ok(self.leased(connection, permit));
+            }
+            state.retry_at
+        };
+        if let Some(at) = retry_at {
+            tokio::time::sleep_until(at).await;
+        }
+        match connect(
+            &self.upstream,
+            self.calls.clone(),
+            self.options.connect_timeout,
+        )
+        .await
+        {
+            Ok(connection) => {
+                let connection = Arc::new(connection);
+                self.lock().retry_at = None;
+                if matches!(self.upstream, Upstream::Url { .. })
+                    && !self.options.health_check.is_zero()
+                {
+                    tokio::spawn(watch(
+                        Arc::downgrade(&connection),
+                        self.options.health_check,
+                    ));
+                }
+                Ok(self.leased(connection, permit))
+            }
+            Err(error) => {
+                let mut state = self.lock();
+                state.failures = state.failures.saturating_add(1);
+                let pause = self.backoff(state.failures);
+                state.retry_at = Some(Instant::now() + pause);
+                tracing::warn!(%error, retry_in = ?pause, "cannot open a further connection to the upstream server");
+                Err(ErrorData::internal_error(
+                    format!("the upstream server is not reachable: {error}"),
+                    None,
+                ))
+            }
+        }
+    }
+
+    fn leased(self: &Arc<Self>, connection: Arc<Connection>, permit: Permit) -> Lease {
+        Lease {
+            connection: Some(connection),
+            pool: self.clone(),
+            outstanding: Mutex::new(None),
+            _permit: permit,
+        }
+    }
+
+    fn backoff(&self, failures: u32) -> Duration {
+        backoff(
+            self.options.restart_backoff_min,
+            self.options.restart_backoff_max,
+            failures,
+        )
+    }
+
+    /// A connection that closed: one that closed soon after it opened
+    /// counts as a failure, one that ran a while clears the count.
+    fn note_closed(&self, state: &mut State, connection: &Connection) {
+        if connection
+            .retired
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return;
+        }
+        if connection.opened.elapsed() < self.options.restart_backoff_max {
+            state.failures = state.failures.saturating_add(1);
+            state.retry_at = Some(Instant::now() + self.backoff(state.failures));
+        } else {
+            state.failures = 0;
+        }
+    }
+
+    fn release(self: &Arc<Self>, connection: Arc<Connection>) {
+        let mut state = self.lock();
+        if connection.is_closed() {
+            self.note_closed(&mut state, &connection);
+        } else if state.idle.len() < self.bound() {
+            state.idle.push((connection, Instant::now()));
+            let timeout = self.options.idle_connection_timeout;
+            if !timeout.is_zero() {
+                tokio::spawn(reap(Arc::downgrade(self), timeout));
+            }
+        }
+    }
+
+    /// Takes the gateway's own connection into the pool, unless the
+    /// upstream makes tasks (see the [module](self) docs).
+    pub(crate) fn adopt(&self, connection: &Arc<Connection>) {
+        if !connection.makes_tasks() {
+            connection
+                .own
+                .store(true, std::sync::atomic::Ordering::Release);
+            let mut state = self.lock();
+            state.idle.retain(|(idle, _)| !idle.is_closed());
+            if state.idle.len() < self.bound() {
+                state.idle.push((connection.clone(), Instant::now()));
+            }
+        }
+    }
+
+    /// Closes the further connections idle for `timeout` or longer (the
+    /// gateway's own stays).
+    fn close_idle(&self, timeout: Duration) {
+        let idle = {
+            let mut state = self.lock();
+            let (keep, close): (Vec<_>, Vec<_>) = std::mem::take(&mut state.idle)
+                .into_iter()
+                .partition(|(connection, since)| {
+                    connection.own.load(std::sync::atomic::Ordering::Acquire)
+                        || since.elapsed() < timeout
+                });
+            state.idle = keep;
+            close
+        };
+        if !idle.is_empty() {
+            tracing::debug!(
+                closed = idle.len(),
+                "closing idle connections to the upstream server"
+            );
+        }
+        for (connection, _) in idle {
+            connection
+                .retired
+                .store(true, std::sync::atomic::Ordering::Release);
+            drop(connection);
+        }
+    }
+}
+
+/// A place for one connection in the [`Pool`].
+pub(crate) struct Permit(#[allow(dead_code, reason = "held for its drop")] OwnedSemaphorePermit);
+
+/// A connection leased to one call; dropped, it goes back to the pool
+/// (see the [module](self) docs).
+pub(crate) struct Lease {
+    connection: Option<Arc<Connection>>,
+    pool: Arc<Pool>,
+    /// The upstream request of the call that has not been answered yet.
+    outstanding: Mutex<Option<RequestId>>,
+    _permit: Permit,
+}
+
+impl Lease {
+    /// The call sent request `id`, not answered yet: if the lease is
+    /// dropped before [`Lease::answered`], the request is cancelled and the
+    /// connection closed.
+    pub(crate) fn sent(&self, id: RequestId) {
+        *self
+            .outstanding
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(id);
+    }
+
+    /// The upstream answered the call's request (or the connection closed).
+    pub(crate) fn answered(&self) {
+        *self
+            .outstanding
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+}
+
+impl Deref for Lease {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        match &self.connection {
+            Some(connection) => connection,
+            None => unreachable!("a lease holds its connection until it is dropped"),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let Some(connection) = self.connection.take() else {
+            return;
+        };
+        let outstanding = self
+            .outstanding
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some(id) = outstanding else {
+            self.pool.release(connection);
+            return;
+        };
+        // The call was dropped before the upstream answered: cancel its
+        // request, then close the connection (the upstream may still ask
+        // on the cancelled call's behalf, and a request on a connection
+        // cannot be told apart from the next call's).
+        if connection.is_closed() {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let params = CancelledNotificationParam::new(
+                    Some(id),
+                    Some("the gateway's call was cancelled".into()),
+                );
+                let peer = connection.client.running().peer().clone();
+                let _ = tokio::time::timeout(Duration::from_secs(5), peer.notify_cancelled(params))
+                    .await;
+                // Given up, also where the gateway holds it as its own
+                // connection (which is then made again, at once).
+                connection
+                    .retired
+                    .store(true, std::sync::atomic::Ordering::Release);
+                connection.closed.cancel();
+                drop(connection);
+            });
+        }
+    }
+}
+
+/// Closes the connections that are still idle `timeout` from now.
+async fn reap(pool: Weak<Pool>, timeout: Duration) {
+    tokio::time::sleep(timeout).await;
+    if let Some(pool) = pool.upgrade() {
+        pool.close_idle(timeout);
+    }
+}
+
+/// Pings the connection every `interval` while it lives, and gives it up
+/// as lost when a ping goes unanswered that long.
+async fn watch(connection: Weak<Connection>, interval: Duration) {
+    let mut check = tokio::time::interval(interval);
+    check.tick().await;
+    loop {
+        check.tick().await;
+        let Some(connection) = connection.upgrade() else {
+            return;
+        };
+        if connection.is_closed() {
+            return;
+        }
+        if !connection.answers_ping(interval).await {
+            tracing::warn!("a connection to the upstream server does not answer; given up");
+            connection.closed.cancel();
+            return;
+        }
+    }
+}
