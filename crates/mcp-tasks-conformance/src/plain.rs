@@ -19,6 +19,12 @@
 //! | `cancellations` | answers how many `notifications/cancelled` this process received |
 //! | `needs_task` | marked `taskSupport: required`; answers `ran` |
 //! | `add_tool` | adds the tool `added` and sends `notifications/tools/list_changed` |
+//! | `roots` | sends `roots/list` in the middle of the call, answers `roots: URI (NAME), ...`, `no roots` or `error: MESSAGE` |
+//! | `startup_roots` | answers what the `roots/list` of `--roots-at-start` got (the same words as `roots`), or `not asked` |
+//!
+//! Flags ([`Options::from_args`]): `--roots-at-start MS` asks for the
+//! client's roots `MS` after `notifications/initialized`, outside any call,
+//! as server-everything does (350 ms after).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,8 +38,40 @@ use tokio::sync::{mpsc, oneshot};
 /// The error code of the `fail` tool.
 pub const FAIL_CODE: i64 = -32050;
 
+/// How the server behaves (its command line).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Options {
+    /// Ask for the client's roots this long after `notifications/initialized`.
+    pub roots_at_start: Option<Duration>,
+}
+
+impl Options {
+    /// Reads the flags (see the [module](self) docs).
+    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
+        let mut options = Self::default();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--roots-at-start" => {
+                    let ms = args
+                        .next()
+                        .and_then(|ms| ms.parse::<u64>().ok())
+                        .ok_or("--roots-at-start takes milliseconds")?;
+                    options.roots_at_start = Some(Duration::from_millis(ms));
+                }
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        Ok(options)
+    }
+}
+
 #[derive(Default)]
 struct State {
+    options: Options,
+    /// The answer to the `roots/list` of `--roots-at-start`.
+    startup_roots: Mutex<Option<Value>>,
     cancellations: AtomicUsize,
     added: AtomicBool,
     next_id: AtomicUsize,
@@ -44,8 +82,11 @@ struct State {
 type Out = mpsc::UnboundedSender<Value>;
 
 /// Serves on stdin and stdout until stdin closes.
-pub async fn serve_stdio() -> std::io::Result<()> {
-    let state = Arc::new(State::default());
+pub async fn serve_stdio(options: Options) -> std::io::Result<()> {
+    let state = Arc::new(State {
+        options,
+        ..State::default()
+    });
     let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -84,6 +125,18 @@ fn handle(state: &Arc<State>, out: &Out, message: Value) {
         }
         (Some("notifications/cancelled"), None) => {
             state.cancellations.fetch_add(1, Ordering::SeqCst);
+        }
+        (Some("notifications/initialized"), None) => {
+            if let Some(after) = state.options.roots_at_start {
+                let (state, out) = (state.clone(), out.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    let answer = ask_client(&state, &out, "roots/list", json!({})).await;
+                    if let Ok(mut roots) = state.startup_roots.lock() {
+                        *roots = Some(answer);
+                    }
+                });
+            }
         }
         (Some(_), None) => {}
         (Some(method), Some(id)) => {
@@ -164,11 +217,50 @@ fn tools(state: &State) -> Vec<Value> {
         ),
         tool("needs_task", "Marked required", json!({}), "required"),
         tool("add_tool", "Adds a tool", json!({}), "forbidden"),
+        tool(
+            "roots",
+            "Asks the client for its roots",
+            json!({}),
+            "forbidden",
+        ),
+        tool(
+            "startup_roots",
+            "What the roots/list at start-up got",
+            json!({}),
+            "forbidden",
+        ),
     ];
     if state.added.load(Ordering::SeqCst) {
         tools.push(tool("added", "Added by add_tool", json!({}), "forbidden"));
     }
     tools
+}
+
+/// An answer to `roots/list` in words: `roots: URI (NAME), ...`,
+/// `no roots`, or `error: MESSAGE`.
+fn roots_text(answer: &Value) -> String {
+    if let Some(error) = answer.get("error") {
+        let message = error.get("message").and_then(Value::as_str).unwrap_or("?");
+        return format!("error: {message}");
+    }
+    let roots: Vec<String> = answer
+        .pointer("/result/roots")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|root| {
+            let uri = root.get("uri").and_then(Value::as_str).unwrap_or("?");
+            match root.get("name").and_then(Value::as_str) {
+                Some(name) => format!("{uri} ({name})"),
+                None => uri.to_owned(),
+            }
+        })
+        .collect();
+    if roots.is_empty() {
+        "no roots".to_owned()
+    } else {
+        format!("roots: {}", roots.join(", "))
+    }
 }
 
 fn text(text: impl Into<String>) -> Value {
@@ -328,6 +420,21 @@ async fn call(state: &State, out: &Out, params: &Value) -> Result<Value, (i64, S
         "hang" => std::future::pending().await,
         "cancellations" => Ok(text(state.cancellations.load(Ordering::SeqCst).to_string())),
         "needs_task" | "added" => Ok(text("ran")),
+        "roots" => {
+            let answer = ask_client(state, out, "roots/list", json!({})).await;
+            Ok(text(roots_text(&answer)))
+        }
+        "startup_roots" => {
+            let answer = state
+                .startup_roots
+                .lock()
+                .ok()
+                .and_then(|roots| roots.clone());
+            Ok(text(answer.map_or_else(
+                || "not asked".to_owned(),
+                |answer| roots_text(&answer),
+            )))
+        }
         "add_tool" => {
             state.added.store(true, Ordering::SeqCst);
             let _ =

@@ -5,7 +5,14 @@ use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match mcp_tasks_conformance::plain::serve_stdio().await {
+    let options = match mcp_tasks_conformance::plain::Options::from_args(std::env::args().skip(1)) {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(64);
+        }
+    };
+    match mcp_tasks_conformance::plain::serve_stdio(options).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");

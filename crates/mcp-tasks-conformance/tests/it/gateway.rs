@@ -26,11 +26,16 @@ const UPSTREAM: &str = env!("CARGO_BIN_EXE_plain-upstream");
 /// A gateway in front of a fresh `plain-upstream`, served over HTTP, and a
 /// client of it.
 async fn gateway(options: GatewayOptions) -> (Gateway, TasksClient<()>) {
+    gateway_of(UPSTREAM, options).await
+}
+
+/// [`gateway`] in front of `command` (`plain-upstream` with flags).
+async fn gateway_of(command: &str, options: GatewayOptions) -> (Gateway, TasksClient<()>) {
     let runtime = TaskRuntime::builder(MemoryStore::new())
         .with_poll_interval(Duration::from_millis(50))
         .build();
     let options = options.with_restart_backoff(Duration::from_millis(50), Duration::from_secs(1));
-    let gateway = Gateway::start(Upstream::command(UPSTREAM), runtime.clone(), options)
+    let gateway = Gateway::start(Upstream::command(command), runtime.clone(), options)
         .await
         .expect("the gateway starts in front of plain-upstream");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -318,6 +323,69 @@ async fn a_sampling_request_is_relayed_too() {
     }));
     let result = completed(client.await_task(state, &options).await.unwrap());
     assert_eq!(text(&result), "the model said: hi");
+}
+
+#[tokio::test]
+async fn a_roots_request_during_a_call_is_relayed_as_input_required() {
+    // No start-up window: plain-upstream asks for roots only in its call.
+    let options = GatewayOptions::default().with_startup_window(Duration::ZERO);
+    let (_gateway, client) = gateway(options).await;
+    let state = task(&client, "roots", json!({})).await;
+    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    assert_eq!(
+        asking.input_requests.len(),
+        1,
+        "{:?}",
+        asking.input_requests
+    );
+    let (key, request) = asking.input_requests.iter().next().unwrap();
+    let request = serde_json::to_value(request).unwrap();
+    assert_eq!(request["method"], "roots/list", "{request}");
+    let mut answer = InputResponses::new();
+    answer.insert(
+        key.clone(),
+        json!({"roots": [{"uri": "file:///work", "name": "work"}, {"uri": "file:///tmp"}]}),
+    );
+    client.update(&asking.id, answer).await.unwrap();
+    let result = completed(client.await_task(&asking.id, &waiting()).await.unwrap());
+    assert_eq!(text(&result), "roots: file:///work (work), file:///tmp");
+}
+
+#[tokio::test]
+async fn an_upstream_asking_roots_at_start_up_does_not_break_the_first_call() {
+    // As server-everything does: roots/list 350 ms after initialized, while
+    // the first call (1 s of progress) is in flight.
+    let command = format!("{UPSTREAM} --roots-at-start 350");
+    let (_gateway, client) = gateway_of(&command, GatewayOptions::default()).await;
+    let state = task(&client, "progress", json!({"steps": 4, "ms": 250})).await;
+    let outcome = client.await_task(state, &waiting()).await.unwrap();
+    assert_eq!(text(&completed(outcome)), "done: 4 steps");
+    // The gateway answered the start-up ask itself: no roots.
+    let mut said = String::new();
+    for _ in 0..50 {
+        said = text(&synchronous(&client, "startup_roots", json!({})).await);
+        if said != "not asked" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(said, "no roots");
+    // Past the window, a roots request during a call is relayed.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let state = task(&client, "roots", json!({})).await;
+    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    let (key, _) = asking.input_requests.iter().next().unwrap();
+    let mut answer = InputResponses::new();
+    answer.insert(key.clone(), json!({"roots": []}));
+    client.update(&asking.id, answer).await.unwrap();
+    let result = completed(client.await_task(&asking.id, &waiting()).await.unwrap());
+    assert_eq!(text(&result), "no roots");
 }
 
 #[tokio::test]

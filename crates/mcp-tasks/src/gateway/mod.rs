@@ -27,14 +27,20 @@
 //!   message saying so; the upstream is connected again with backoff in
 //!   the background while the gateway keeps serving.
 //! * **During the call** the upstream's requests (elicitation in form and URL
-//!   mode, sampling) become the task's `input_required`, and the
+//!   mode, sampling, roots) become the task's `input_required`, and the
 //!   answer of the client's `tasks/update` goes back as the response; its
 //!   `notifications/progress` (`3/5: message`) and log messages
 //!   (`info: text`) become the task's status message. `tasks/cancel` (and
 //!   expiry) cancels the upstream request (`notifications/cancelled`).
 //!   Requests and log messages carry no link to their call, so they go to
 //!   the one call in flight on the connection; with several in flight a
-//!   request is refused rather than guessed.
+//!   request is refused rather than guessed. A `roots/list` with no call in
+//!   flight, or during the handshake or within
+//!   [`GatewayOptions::startup_window`] after it (default 1 s), is answered
+//!   by the gateway, with no roots: servers ask for roots once they are
+//!   initialized, for the session (server-everything 350 ms after
+//!   `notifications/initialized`), and that ask would otherwise land in
+//!   whichever call runs then.
 //! * **An upstream that answers with tasks** (the extension, or 2025-11-25
 //!   tasks for tools it marks optional or required, when it declared
 //!   `tasks.requests.tools.call`) answers first: its result or MRTR round
@@ -44,8 +50,7 @@
 //!   upstream's may name its task) and sends `tasks/cancel` on.
 //! * **Synchronous calls** pass straight through; a request the upstream
 //!   sends during one is refused (a 2026-07-28 caller cannot be asked in
-//!   the middle of a call). `roots/list` is answered by the gateway itself,
-//!   with no roots: servers ask for roots when they like, not for a call.
+//!   the middle of a call).
 //! * Whatever the runtime promises holds: tasks on SQLite survive a gateway
 //!   restart (one cut off by it fails honestly), replicas share tasks on
 //!   Redis, tasks are bound to their caller, ids are never logged. Requests
@@ -152,6 +157,12 @@ pub struct GatewayOptions {
     /// in flight on it fail, and the next call connects again (a new
     /// session).
     pub health_check: Duration,
+    /// How long after the handshake a `roots/list` from the upstream is taken
+    /// as its start-up ask (default 1 s): servers ask for the client's roots
+    /// once they are initialized, for the whole session (server-everything
+    /// 350 ms after), and the gateway answers that itself, with no roots,
+    /// even when a call is in flight. Later ones during a call are relayed.
+    pub startup_window: Duration,
 }
 
 impl Default for GatewayOptions {
@@ -163,6 +174,7 @@ impl Default for GatewayOptions {
             restart_backoff_min: Duration::from_millis(250),
             restart_backoff_max: Duration::from_secs(10),
             health_check: Duration::from_secs(5),
+            startup_window: Duration::from_secs(1),
         }
     }
 }
@@ -189,6 +201,13 @@ impl GatewayOptions {
     /// How often an HTTP upstream is pinged (zero: never; see [`GatewayOptions::health_check`]).
     pub fn with_health_check(mut self, interval: Duration) -> Self {
         self.health_check = interval;
+        self
+    }
+
+    /// How long after the handshake the upstream's `roots/list` is answered by
+    /// the gateway (see [`GatewayOptions::startup_window`]).
+    pub fn with_startup_window(mut self, window: Duration) -> Self {
+        self.startup_window = window;
         self
     }
 

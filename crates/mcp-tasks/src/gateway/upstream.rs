@@ -169,13 +169,15 @@ impl Transport<RoleClient> for ChildTransport {
 async fn connect(
     upstream: &Upstream,
     calls: Arc<Calls>,
-    timeout: Duration,
+    options: &GatewayOptions,
 ) -> Result<Connection, Error> {
+    let timeout = options.connect_timeout;
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
     };
-    let handler = legacy::Handler::new(RelayHandler { calls });
+    let relay = RelayHandler::new(calls, options.startup_window);
+    let handler = legacy::Handler::new(relay.clone());
     let tap = handler.tap();
     let closed = CancellationToken::new();
     let connecting = async {
@@ -245,6 +247,7 @@ async fn connect(
     let running = tokio::time::timeout(timeout, connecting)
         .await
         .map_err(|_| Error::ConnectTimeout(timeout))??;
+    relay.handshake_completed();
     Ok(Connection {
         client: TasksClient::new(running),
         closed,
@@ -391,7 +394,7 @@ impl Link {
         options: GatewayOptions,
     ) -> Result<Arc<Self>, Error> {
         let calls = Arc::new(Calls::default());
-        let connection = connect(&upstream, calls.clone(), options.connect_timeout).await?;
+        let connection = connect(&upstream, calls.clone(), &options).await?;
         let tools = list_tools(&connection.client)
             .await
             .map_err(|error| Error::ListTools {
@@ -436,12 +439,7 @@ impl Link {
         if let Some(at) = state.retry_at {
             tokio::time::sleep_until(at).await;
         }
-        let attempt = connect(
-            &self.upstream,
-            self.calls.clone(),
-            self.options.connect_timeout,
-        )
-        .await;
+        let attempt = connect(&self.upstream, self.calls.clone(), &self.options).await;
         match attempt {
             Ok(connection) => {
                 let connection = Arc::new(connection);
