@@ -15,7 +15,10 @@ use mcp_tasks::{
     TaskState, TaskStatus, TasksClient,
 };
 use mcp_tasks_conformance::plain::FAIL_CODE;
-use rmcp::model::{CallToolResult, InputResponses, JsonObject, ProtocolVersion};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, InputResponses, JsonObject, ProtocolVersion,
+    ServerNotification, SubscriptionFilter,
+};
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -463,27 +466,133 @@ async fn a_crashed_upstream_fails_its_task_and_the_gateway_keeps_serving() {
     );
 }
 
+fn names(tools: Vec<rmcp::model::Tool>) -> Vec<String> {
+    tools
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect()
+}
+
+/// Waits (at most 10 s) for a `notifications/tools/list_changed` on `subscription`.
+async fn heard_tools_changed(subscription: &mut rmcp::service::Subscription) {
+    let next = tokio::time::timeout(Duration::from_secs(10), subscription.next())
+        .await
+        .expect("notifications/tools/list_changed within 10 s")
+        .expect("the stream is well formed");
+    assert!(
+        matches!(
+            next,
+            Some(ServerNotification::ToolListChangedNotification(_))
+        ),
+        "{next:?}"
+    );
+}
+
 #[tokio::test]
-async fn the_tool_list_follows_the_upstreams_list_changed() {
+async fn the_tool_list_follows_the_upstreams_list_changed_and_clients_hear_it() {
     let (gateway, client) = gateway(GatewayOptions::default()).await;
-    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
-        tools
-            .into_iter()
-            .map(|tool| tool.name.to_string())
-            .collect()
-    };
+    assert_eq!(
+        client
+            .running()
+            .peer_info()
+            .and_then(|info| info.capabilities.tools.clone())
+            .and_then(|tools| tools.list_changed),
+        Some(true),
+        "the gateway declares tools.listChanged"
+    );
+    // A 2026-07-28 client hears it on a subscriptions/listen stream (HTTP).
+    let mut subscription = client
+        .running()
+        .peer()
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("the gateway serves subscriptions/listen for tool list changes");
+    assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
     assert!(!names(client.running().list_all_tools().await.unwrap()).contains(&"added".to_owned()));
     synchronous(&client, "add_tool", json!({})).await;
-    let mut listed = Vec::new();
-    for _ in 0..50 {
-        listed = names(client.running().list_all_tools().await.unwrap());
-        if listed.contains(&"added".to_owned()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    heard_tools_changed(&mut subscription).await;
+    // Sent after the list was read again: the new tool is there at once.
+    let listed = names(client.running().list_all_tools().await.unwrap());
     assert!(listed.contains(&"added".to_owned()), "{listed:?}");
     assert!(names(gateway.tools()).contains(&"added".to_owned()));
+    // A second add changes nothing upstream: no second notification.
+    synchronous(&client, "add_tool", json!({})).await;
+    let quiet = tokio::time::timeout(Duration::from_millis(500), subscription.next()).await;
+    assert!(quiet.is_err(), "{quiet:?}");
+}
+
+/// A client handler that reports `notifications/tools/list_changed`.
+#[derive(Clone)]
+struct ToolsChanged(tokio::sync::mpsc::UnboundedSender<()>);
+
+impl rmcp::ClientHandler for ToolsChanged {
+    async fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.0.send(());
+    }
+}
+
+#[tokio::test]
+async fn clients_on_stdio_of_either_era_hear_tool_list_changes() {
+    use rmcp::ServiceExt;
+    let runtime = TaskRuntime::builder(MemoryStore::new()).build();
+    let gateway = Gateway::start(
+        Upstream::command(UPSTREAM),
+        runtime,
+        GatewayOptions::default(),
+    )
+    .await
+    .expect("the gateway starts");
+    // Two newline-delimited stdio transports, in process.
+    let (modern_server, modern_client) = tokio::io::duplex(1 << 16);
+    let (legacy_server, legacy_client) = tokio::io::duplex(1 << 16);
+    for io in [modern_server, legacy_server] {
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            if let Ok(serving) = gateway.serve(io).await {
+                let _ = serving.waiting().await;
+            }
+        });
+    }
+    let modern = serve_client_with_lifecycle(
+        (),
+        modern_client,
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .expect("a 2026-07-28 client");
+    let (heard, mut hearing) = tokio::sync::mpsc::unbounded_channel();
+    let legacy = serve_client_with_lifecycle(
+        ToolsChanged(heard),
+        legacy_client,
+        ClientLifecycleMode::Initialize,
+    )
+    .await
+    .expect("an initialize-era client");
+    let mut subscription = modern
+        .peer()
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("listen on stdio");
+    // The legacy client's initialized notification has reached the gateway
+    // once it has answered a request after it.
+    legacy.peer().list_all_tools().await.unwrap();
+    modern
+        .peer()
+        .call_tool(CallToolRequestParams::new("add_tool"))
+        .await
+        .unwrap();
+    heard_tools_changed(&mut subscription).await;
+    tokio::time::timeout(Duration::from_secs(10), hearing.recv())
+        .await
+        .expect("the initialize-era client hears list_changed within 10 s")
+        .expect("a notification");
+    let listed = names(legacy.peer().list_all_tools().await.unwrap());
+    assert!(listed.contains(&"added".to_owned()), "{listed:?}");
 }
 
 #[tokio::test]

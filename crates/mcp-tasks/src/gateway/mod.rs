@@ -10,7 +10,12 @@
 //! drops, becomes a task the caller polls, listens to, answers and cancels.
 //!
 //! * **Tools** are listed at start and read again after every reconnect
-//!   and on the upstream's `notifications/tools/list_changed`.
+//!   and on the upstream's `notifications/tools/list_changed`. When the
+//!   list read differs, the gateway's clients are told with
+//!   `notifications/tools/list_changed` (it declares `tools.listChanged`):
+//!   2026-07-28 clients on their `subscriptions/listen` streams that ask
+//!   for `toolsListChanged` (HTTP and stdio alike), initialize-era clients
+//!   directly.
 //! * **Policy** per tool ([`GatewayOptions::with_tool_policy`], default
 //!   [`GatewayOptions::with_default_policy`], optional unless told): a tool
 //!   the upstream marks with a task policy (a 2025-11-25 tool's
@@ -77,15 +82,15 @@ mod upstream;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer};
-use rmcp::{ErrorData, ServerHandler};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
+use rmcp::{ErrorData, Peer, ServerHandler};
 
 pub use upstream::Upstream;
 
@@ -228,6 +233,8 @@ pub struct Gateway {
     runtime: TaskRuntime,
     link: Arc<Link>,
     options: Arc<GatewayOptions>,
+    /// The initialize-era clients, told of tool list changes directly.
+    legacy_peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
 }
 
 impl fmt::Debug for Gateway {
@@ -249,10 +256,16 @@ impl Gateway {
         options: GatewayOptions,
     ) -> Result<Self, Error> {
         let link = Link::start(upstream, options.clone()).await?;
+        let legacy_peers = Arc::default();
+        tokio::spawn(tell_legacy_peers(
+            link.watch_tools(),
+            Arc::downgrade(&legacy_peers),
+        ));
         Ok(Self {
             runtime,
             link,
             options: Arc::new(options),
+            legacy_peers,
         })
     }
 
@@ -351,6 +364,7 @@ impl ServerHandler for Gateway {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_tasks()
                 .build(),
         )
@@ -381,7 +395,72 @@ impl ServerHandler for Gateway {
         self.call(request, context).await
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Only tool list changes: the gateway serves no prompts or resources.
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.link.watch_tools();
+        changes.mark_unchanged();
+        if context.accepted().tools_list_changed != Some(true) {
+            context.cancelled().await;
+            return Ok(());
+        }
+        loop {
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        // The gateway is going away: end the stream gracefully.
+                        return Ok(());
+                    }
+                    if context.sink().notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+                () = context.cancelled() => return Ok(()),
+            }
+        }
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut peers = self
+            .legacy_peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        peers.retain(|peer| !peer.is_transport_closed());
+        peers.push(context.peer);
+    }
+
     crate::delegate_task_methods!(runtime);
+}
+
+/// Sends `notifications/tools/list_changed` to every initialize-era client
+/// after each change of the upstream's tool list (2026-07-28 clients hear
+/// it on their `subscriptions/listen` streams), until the gateway is gone.
+async fn tell_legacy_peers(
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    peers: Weak<Mutex<Vec<Peer<RoleServer>>>>,
+) {
+    while changes.changed().await.is_ok() {
+        let Some(peers) = peers.upgrade() else { return };
+        let open: Vec<Peer<RoleServer>> = {
+            let mut peers = peers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            peers.retain(|peer| !peer.is_transport_closed());
+            peers.clone()
+        };
+        for peer in open {
+            // A client that went away meanwhile misses nothing it could hear.
+            let _ = peer.notify_tool_list_changed().await;
+        }
+    }
 }
 
 /// A client error of a request to the upstream, as the JSON-RPC error the

@@ -57,6 +57,9 @@ pub(crate) struct Calls {
     next_key: AtomicU64,
     /// Set by `notifications/tools/list_changed`: the tool list is read again.
     tools_stale: AtomicBool,
+    /// Woken by `notifications/tools/list_changed`: the supervisor reads the
+    /// list again at once and tells the gateway's clients.
+    tools_changed: tokio::sync::Notify,
 }
 
 struct Active {
@@ -122,9 +125,21 @@ impl Calls {
         }
     }
 
-    /// Marks the tool list stale.
+    /// Marks the tool list stale and wakes [`Calls::tools_change`].
     pub(crate) fn tools_changed(&self) {
         self.tools_stale.store(true, Ordering::Release);
+        self.tools_changed.notify_one();
+    }
+
+    /// Marks the tool list stale, to be read again when next needed.
+    pub(crate) fn tools_still_stale(&self) {
+        self.tools_stale.store(true, Ordering::Release);
+    }
+
+    /// Completes at the upstream's next `notifications/tools/list_changed`
+    /// (at once if one came since the last wait).
+    pub(crate) async fn tools_change(&self) {
+        self.tools_changed.notified().await;
     }
 
     /// Whether the tool list is to be read again, clearing the mark.

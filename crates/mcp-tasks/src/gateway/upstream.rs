@@ -368,6 +368,8 @@ pub(crate) struct Link {
     options: GatewayOptions,
     state: tokio::sync::Mutex<State>,
     tools: RwLock<Tools>,
+    /// Counts the changes of the tool list read (not its first reading).
+    tools_version: tokio::sync::watch::Sender<u64>,
     /// Fired when the gateway is dropped: the supervisor stops.
     stop: CancellationToken,
 }
@@ -409,12 +411,14 @@ impl Link {
                 ..State::default()
             }),
             tools: RwLock::new(tools),
+            tools_version: tokio::sync::watch::Sender::new(0),
             stop: CancellationToken::new(),
         });
         let health = matches!(link.upstream, Upstream::Url { .. })
             .then_some(link.options.health_check)
             .filter(|interval| !interval.is_zero());
         tokio::spawn(supervise(Arc::downgrade(&link), link.stop.clone(), health));
+        tokio::spawn(follow_tools(Arc::downgrade(&link), link.stop.clone()));
         Ok(link)
     }
 
@@ -493,19 +497,53 @@ impl Link {
             .clone()
     }
 
+    /// Tells of every change of the tool list read from now on.
+    pub(crate) fn watch_tools(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.tools_version.subscribe()
+    }
+
     async fn refresh_tools(&self, connection: &Connection) {
         match list_tools(&connection.client).await {
             Ok(tools) => {
-                *self
-                    .tools
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = tools;
+                let changed = {
+                    let mut current = self
+                        .tools
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let changed = current.list != tools.list || current.marked != tools.marked;
+                    *current = tools;
+                    changed
+                };
+                if changed {
+                    self.tools_version.send_modify(|version| *version += 1);
+                }
             }
             Err(error) => {
-                // The next list_changed or reconnect tries again.
-                self.calls.tools_changed();
+                // The next list_changed, call or reconnect tries again.
+                self.calls.tools_still_stale();
                 tracing::warn!(message = %error.message, "cannot read the upstream's tools");
             }
+        }
+    }
+}
+
+/// Reads the tool list again as soon as the upstream says it changed (and
+/// so tells the gateway's clients, see [`Link::watch_tools`]), until the
+/// gateway is dropped.
+async fn follow_tools(link: Weak<Link>, stop: CancellationToken) {
+    let Some(calls) = link.upgrade().map(|link| link.calls.clone()) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            () = calls.tools_change() => {}
+            () = stop.cancelled() => return,
+        }
+        let Some(link) = link.upgrade() else { return };
+        if link.calls.take_tools_stale()
+            && let Ok(connection) = link.connection().await
+        {
+            link.refresh_tools(&connection).await;
         }
     }
 }
