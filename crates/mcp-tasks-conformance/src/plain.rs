@@ -24,7 +24,11 @@
 //!
 //! Flags ([`Options::from_args`]): `--roots-at-start MS` asks for the
 //! client's roots `MS` after `notifications/initialized`, outside any call,
-//! as server-everything does (350 ms after).
+//! as server-everything does (350 ms after). `--mark-forbidden TOOL`
+//! (repeatable) marks only the named tools `taskSupport: forbidden` and
+//! lists the other plain tools with no `execution` at all, as an SDK that
+//! writes no default does; without it every plain tool is marked
+//! `forbidden`, as the TypeScript SDK v1 marks them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -44,6 +48,9 @@ pub const FAIL_CODE: i64 = -32050;
 pub struct Options {
     /// Ask for the client's roots this long after `notifications/initialized`.
     pub roots_at_start: Option<Duration>,
+    /// With `Some`, only these plain tools are marked `forbidden`; the
+    /// others carry no `execution`.
+    pub mark_forbidden: Option<Vec<String>>,
 }
 
 impl Options {
@@ -59,6 +66,13 @@ impl Options {
                         .and_then(|ms| ms.parse::<u64>().ok())
                         .ok_or("--roots-at-start takes milliseconds")?;
                     options.roots_at_start = Some(Duration::from_millis(ms));
+                }
+                "--mark-forbidden" => {
+                    let tool = args.next().ok_or("--mark-forbidden takes a tool name")?;
+                    options
+                        .mark_forbidden
+                        .get_or_insert_with(Vec::new)
+                        .push(tool);
                 }
                 other => return Err(format!("unknown argument {other:?}")),
             }
@@ -232,6 +246,18 @@ fn tools(state: &State) -> Vec<Value> {
     ];
     if state.added.load(Ordering::SeqCst) {
         tools.push(tool("added", "Added by add_tool", json!({}), "forbidden"));
+    }
+    if let Some(marked) = &state.options.mark_forbidden {
+        for tool in &mut tools {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+            let forbidden = tool.pointer("/execution/taskSupport") == Some(&json!("forbidden"));
+            if forbidden
+                && !marked.iter().any(|marked| marked == name)
+                && let Some(tool) = tool.as_object_mut()
+            {
+                tool.remove("execution");
+            }
+        }
     }
     tools
 }

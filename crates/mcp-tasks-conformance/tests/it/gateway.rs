@@ -236,7 +236,8 @@ async fn the_upstreams_outcomes_become_the_tasks() {
 async fn an_upstream_mark_of_required_is_kept_unless_overridden() {
     let (first, client) = gateway(GatewayOptions::default()).await;
     assert_eq!(first.policy("needs_task"), TaskPolicy::Required);
-    // `forbidden` marks say only that the upstream makes no task itself.
+    // plain-upstream marks every plain tool `forbidden`, as the TypeScript
+    // SDK v1 does: that is its default, not a mark of the tool.
     assert_eq!(first.policy("echo"), TaskPolicy::Optional);
     let error = client
         .call_tool(
@@ -260,6 +261,44 @@ async fn an_upstream_mark_of_required_is_kept_unless_overridden() {
     assert_eq!(
         text(&synchronous(&client, "needs_task", json!({})).await),
         "ran"
+    );
+}
+
+#[tokio::test]
+async fn a_forbidden_mark_is_kept_from_an_upstream_that_leaves_tools_unmarked() {
+    // Only echo is marked forbidden; the other plain tools carry no mark.
+    let command = format!("{UPSTREAM} --mark-forbidden echo");
+    let (first, client) = gateway_of(&command, GatewayOptions::default()).await;
+    assert_eq!(first.policy("echo"), TaskPolicy::Forbidden);
+    assert_eq!(first.policy("progress"), TaskPolicy::Optional);
+    assert_eq!(first.policy("needs_task"), TaskPolicy::Required);
+    // A caller that declared the extension still gets echo synchronously...
+    match client
+        .call_tool("echo", args(json!({"text": "hi"})), CallOptions::default())
+        .await
+        .unwrap()
+    {
+        CallResponse::Complete(result) => assert_eq!(text(&result), "hi"),
+        other => panic!("expected a plain result, got {other:?}"),
+    }
+    // ...and an unmarked tool as a task.
+    let state = task(&client, "progress", json!({"steps": 1, "ms": 10})).await;
+    assert_eq!(
+        text(&completed(
+            client.await_task(state, &waiting()).await.unwrap()
+        )),
+        "done: 1 steps"
+    );
+
+    // Told otherwise, the gateway's policy wins.
+    let options = GatewayOptions::default().with_tool_policy("echo", TaskPolicy::Optional);
+    let (_gateway, client) = gateway_of(&command, options).await;
+    let state = task(&client, "echo", json!({"text": "as a task"})).await;
+    assert_eq!(
+        text(&completed(
+            client.await_task(state, &waiting()).await.unwrap()
+        )),
+        "as a task"
     );
 }
 

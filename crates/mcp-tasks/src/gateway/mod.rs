@@ -19,10 +19,16 @@
 //! * **Policy** per tool ([`GatewayOptions::with_tool_policy`], default
 //!   [`GatewayOptions::with_default_policy`], optional unless told): a tool
 //!   the upstream marks with a task policy (a 2025-11-25 tool's
-//!   `execution.taskSupport` `optional` or `required`) keeps it unless told
-//!   otherwise; `forbidden` only says the upstream makes no task of its own
-//!   (the TypeScript SDK v1 marks every plain tool so), which is what the
-//!   gateway is for, so such a tool gets the default. A call that
+//!   `execution.taskSupport`; 2026-07-28 tools carry none) keeps it unless
+//!   told otherwise. `optional` and `required` are always kept. `forbidden`
+//!   is kept only from an upstream that leaves some of its tools unmarked:
+//!   2025-11-25 reads an absent mark as `forbidden`, and the TypeScript SDK
+//!   v1 writes `forbidden` on every tool not registered as a task tool
+//!   (server-everything 2026.8.31 so marks all but one of its tools, its
+//!   `tasks` capability declared), so from an upstream that marks every
+//!   tool it is the SDK's default and says only that the upstream makes no
+//!   task itself, which is what the gateway is for: such a tool gets the
+//!   default policy. A call that
 //!   runs synchronously (policy forbidden, or the caller did not declare the
 //!   extension) passes straight through, MRTR rounds included.
 //! * **A call that becomes a task** runs the upstream call under the

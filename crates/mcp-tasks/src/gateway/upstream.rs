@@ -260,7 +260,8 @@ async fn connect(
 pub(crate) struct Tools {
     pub(crate) list: Arc<Vec<Tool>>,
     /// The task policy a 2025-11-25 upstream marks a tool with
-    /// (`execution.taskSupport` `optional` or `required`), by name.
+    /// (`execution.taskSupport` `optional` or `required`, and `forbidden`
+    /// from an upstream that leaves some tools unmarked), by name.
     pub(crate) marked: HashMap<String, TaskPolicy>,
 }
 
@@ -281,6 +282,9 @@ async fn list_tools(client: &UpstreamClient) -> Result<Tools, ErrorData> {
     }
     let mut list = Vec::new();
     let mut marked = HashMap::new();
+    let mut forbidden = Vec::new();
+    // Whether some tool carries no `execution.taskSupport` at all.
+    let mut some_unmarked = false;
     let mut cursor: Option<String> = None;
     for _ in 0..1000 {
         let params = match &cursor {
@@ -306,17 +310,17 @@ async fn list_tools(client: &UpstreamClient) -> Result<Tools, ErrorData> {
                 tracing::warn!("the upstream listed a tool that does not read as one; left out");
                 continue;
             };
-            // `forbidden` says the upstream makes no task of its own, which is
-            // what the gateway is for: the TypeScript SDK v1 marks every
-            // plain tool so. It is not kept; `optional` and `required` are.
-            let policy = match raw
-                .pointer("/execution/taskSupport")
-                .and_then(Value::as_str)
-            {
+            let mark = raw.pointer("/execution/taskSupport");
+            let policy = match mark.and_then(Value::as_str) {
                 Some("optional") => Some(TaskPolicy::Optional),
                 Some("required") => Some(TaskPolicy::Required),
+                Some("forbidden") => {
+                    forbidden.push(tool.name.to_string());
+                    None
+                }
                 _ => None,
             };
+            some_unmarked |= mark.is_none();
             if let Some(policy) = policy {
                 marked.insert(tool.name.to_string(), policy);
             }
@@ -329,6 +333,18 @@ async fn list_tools(client: &UpstreamClient) -> Result<Tools, ErrorData> {
         if cursor.is_none() {
             break;
         }
+    }
+    // `forbidden` is also what an absent mark means, and the TypeScript SDK
+    // v1 writes it on every tool not registered as a task tool: from an
+    // upstream that marks every tool, `forbidden` is its default and says
+    // nothing about the tool. It is kept only from an upstream that leaves
+    // some tools unmarked, where it is a choice made for that tool.
+    if some_unmarked {
+        marked.extend(
+            forbidden
+                .into_iter()
+                .map(|name| (name, TaskPolicy::Forbidden)),
+        );
     }
     Ok(Tools {
         list: Arc::new(list),
