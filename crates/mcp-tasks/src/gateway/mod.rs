@@ -56,7 +56,11 @@
 //!   tasks for tools it marks optional or required, when it declared
 //!   `tasks.requests.tools.call`) answers first: its result or MRTR round
 //!   goes back as it is, and its task becomes a gateway task that awaits it
-//!   with [`TasksClient`](crate::TasksClient) (polling), relays its status
+//!   with [`TasksClient`](crate::TasksClient) (on a `subscriptions/listen`
+//!   stream for the task where the upstream serves one, over HTTP or stdio,
+//!   so its changes arrive as they happen; by polling at its
+//!   `pollIntervalMs` where it refuses the stream, as fastmcp-tasks does,
+//!   or speaks 2025-11-25), relays its status
 //!   messages and input requests (under the gateway's own keys: the
 //!   upstream's may name its task) and sends `tasks/cancel` on.
 //! * **Synchronous calls** pass straight through; a request the upstream

@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::relay::{Calls, RelayHandler};
 use super::{Error, GatewayOptions};
-use crate::client::{Era, TasksClient, legacy};
+use crate::client::listen::DemuxReader;
+use crate::client::{Era, ListenChannel, TasksClient, legacy};
 use crate::server::TaskPolicy;
 
 /// Where the upstream MCP server is.
@@ -119,7 +120,7 @@ const EXIT_GRACE: Duration = Duration::from_secs(3);
 /// A child process's stdio as an rmcp transport, through the legacy tap,
 /// that says when the child's stdout ends.
 struct ChildTransport {
-    io: AsyncRwTransport<RoleClient, legacy::TapRead<ChildStdout>, ChildStdin>,
+    io: AsyncRwTransport<RoleClient, DemuxReader<legacy::TapRead<ChildStdout>>, ChildStdin>,
     child: Child,
     closed: CancellationToken,
 }
@@ -196,16 +197,18 @@ async fn connect(
                         source: std::io::Error::other("the child has no stdin or stdout"),
                     });
                 };
+                let (listen, stdout) = ListenChannel::stdio(tap.read(stdout));
                 let transport = ChildTransport {
-                    io: AsyncRwTransport::new_client(tap.read(stdout), stdin),
+                    io: AsyncRwTransport::new_client(stdout, stdin),
                     child,
                     closed: closed.clone(),
                 };
-                serve_client_with_lifecycle(handler, transport, lifecycle)
+                let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .map_err(|source| Error::Initialize {
                         source: Box::new(source),
-                    })
+                    })?;
+                Ok((running, listen))
             }
             Upstream::Url { url, headers } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
@@ -235,21 +238,26 @@ async fn connect(
                     .map_err(|source| Error::Http {
                         source: Box::new(source),
                     })?;
+                // Listen streams are POSTs of their own, to the same endpoint.
+                let listen = ListenChannel::http(http.clone(), &config);
                 let transport = StreamableHttpClientTransport::with_client(tap.http(http), config);
-                serve_client_with_lifecycle(handler, transport, lifecycle)
+                let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .map_err(|source| Error::Initialize {
                         source: Box::new(source),
-                    })
+                    })?;
+                Ok((running, listen))
             }
         }
     };
-    let running = tokio::time::timeout(timeout, connecting)
+    let (running, listen) = tokio::time::timeout(timeout, connecting)
         .await
         .map_err(|_| Error::ConnectTimeout(timeout))??;
     relay.handshake_completed();
     Ok(Connection {
-        client: TasksClient::new(running),
+        // An upstream task is awaited on a listen stream where the upstream
+        // serves one (2026-07-28), by polling otherwise.
+        client: TasksClient::new(running).with_listen(listen),
         closed,
         opened: Instant::now(),
     })
