@@ -560,6 +560,58 @@ async fn the_tool_list_follows_the_upstreams_list_changed_and_clients_hear_it() 
     assert!(quiet.is_err(), "{quiet:?}");
 }
 
+#[tokio::test]
+async fn a_graceful_shutdown_ends_the_tool_list_streams() {
+    let runtime = TaskRuntime::builder(MemoryStore::new()).build();
+    let gateway = Gateway::start(
+        Upstream::command(UPSTREAM),
+        runtime.clone(),
+        GatewayOptions::default(),
+    )
+    .await
+    .expect("the gateway starts");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(
+        StreamableHttpServer::new(gateway, runtime).serve_with_shutdown(listener, async {
+            let _ = stopped.await;
+        }),
+    );
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url),
+    );
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let client = serve_client_with_lifecycle((), transport, lifecycle)
+        .await
+        .unwrap();
+    let mut subscription = client
+        .peer()
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .unwrap();
+    stop.send(()).unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), subscription.next())
+        .await
+        .expect("the stream ends within 10 s");
+    assert!(matches!(ended, Ok(None)), "{ended:?}");
+    assert!(
+        matches!(
+            subscription.end(),
+            Some(rmcp::service::SubscriptionEnd::Graceful(_))
+        ),
+        "{:?}",
+        subscription.end()
+    );
+    tokio::time::timeout(Duration::from_secs(10), serving)
+        .await
+        .expect("the server stops within 10 s")
+        .unwrap()
+        .unwrap();
+}
+
 /// A client handler that reports `notifications/tools/list_changed`.
 #[derive(Clone)]
 struct ToolsChanged(tokio::sync::mpsc::UnboundedSender<()>);

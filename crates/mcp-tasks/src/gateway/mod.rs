@@ -14,8 +14,9 @@
 //!   list read differs, the gateway's clients are told with
 //!   `notifications/tools/list_changed` (it declares `tools.listChanged`):
 //!   2026-07-28 clients on their `subscriptions/listen` streams that ask
-//!   for `toolsListChanged` (HTTP and stdio alike), initialize-era clients
-//!   directly.
+//!   for `toolsListChanged` (HTTP and stdio alike; such a stream ends
+//!   gracefully with the runtime's own, at
+//!   [`TaskRuntime::end_subscriptions`]), initialize-era clients directly.
 //! * **Policy** per tool ([`GatewayOptions::with_tool_policy`], default
 //!   [`GatewayOptions::with_default_policy`], optional unless told): a tool
 //!   the upstream marks with a task policy (a 2025-11-25 tool's
@@ -418,12 +419,18 @@ impl ServerHandler for Gateway {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let mut changes = self.link.watch_tools();
         changes.mark_unchanged();
+        // Ended with the runtime's own streams, before a graceful shutdown.
+        let ending = self.runtime.subscriptions_ending();
         if context.accepted().tools_list_changed != Some(true) {
-            context.cancelled().await;
+            tokio::select! {
+                () = context.cancelled() => {}
+                () = ending.cancelled() => {}
+            }
             return Ok(());
         }
         loop {
             tokio::select! {
+                () = ending.cancelled() => return Ok(()),
                 changed = changes.changed() => {
                     if changed.is_err() {
                         // The gateway is going away: end the stream gracefully.

@@ -21,9 +21,8 @@
 //! (server-everything 350 ms after `notifications/initialized`), and such
 //! a request lands in whatever call happens to be in flight. A `roots/list`
 //! during the handshake or within [`GatewayOptions::startup_window`] after
-//! it, or with no call
-//! in flight, is answered by the gateway itself: no roots. Later ones
-//! during a call are relayed like elicitation.
+//! it, or with no call in flight, is answered by the gateway itself: no
+//! roots. Later ones during a call are relayed like elicitation.
 //!
 //! [`GatewayOptions::startup_window`]: super::GatewayOptions::startup_window
 
