@@ -16,12 +16,22 @@
 //! | `error_result` | answers a tool result with `isError: true` |
 //! | `crash {ms}` | exits the process (status 3) after `ms` |
 //! | `hang` | never answers; a `notifications/cancelled` for it is counted (and, with `--cancel-log PATH`, appended to `PATH` as a line) |
-//!
-//! With `--life-log PATH` the process appends `start PID` to `PATH` when it
-//! starts and `exit PID` when its stdin closes.
 //! | `cancellations` | answers how many `notifications/cancelled` this process received |
 //! | `needs_task` | marked `taskSupport: required`; answers `ran` |
 //! | `add_tool` | adds the tool `added` and sends `notifications/tools/list_changed` |
+//! | `roots` | sends `roots/list` in the middle of the call, answers `roots: URI (NAME), ...`, `no roots` or `error: MESSAGE` |
+//! | `startup_roots` | answers what the `roots/list` of `--roots-at-start` got (the same words as `roots`), or `not asked` |
+//!
+//! Flags ([`Options::from_args`]): `--roots-at-start MS` asks for the
+//! client's roots `MS` after `notifications/initialized`, outside any call,
+//! as server-everything does (350 ms after). `--mark-forbidden TOOL`
+//! (repeatable) marks only the named tools `taskSupport: forbidden` and
+//! lists the other plain tools with no `execution` at all, as an SDK that
+//! writes no default does; without it every plain tool is marked
+//! `forbidden`, as the TypeScript SDK v1 marks them. `--cancel-log PATH`
+//! appends each `notifications/cancelled` to `PATH`; `--life-log PATH`
+//! appends `start PID` to `PATH` when the process starts and `exit PID`
+//! when its stdin closes.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -37,8 +47,63 @@ use tokio::sync::{mpsc, oneshot};
 /// The error code of the `fail` tool.
 pub const FAIL_CODE: i64 = -32050;
 
+/// How the server behaves (its command line).
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Options {
+    /// Ask for the client's roots this long after `notifications/initialized`.
+    pub roots_at_start: Option<Duration>,
+    /// With `Some`, only these plain tools are marked `forbidden`; the
+    /// others carry no `execution`.
+    pub mark_forbidden: Option<Vec<String>>,
+    /// Where each `notifications/cancelled` is appended, as a line (the
+    /// request id it names).
+    pub cancel_log: Option<PathBuf>,
+    /// Where `start PID` and `exit PID` are appended.
+    pub life_log: Option<PathBuf>,
+}
+
+impl Options {
+    /// Reads the flags (see the [module](self) docs).
+    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
+        let mut options = Self::default();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--roots-at-start" => {
+                    let ms = args
+                        .next()
+                        .and_then(|ms| ms.parse::<u64>().ok())
+                        .ok_or("--roots-at-start takes milliseconds")?;
+                    options.roots_at_start = Some(Duration::from_millis(ms));
+                }
+                "--mark-forbidden" => {
+                    let tool = args.next().ok_or("--mark-forbidden takes a tool name")?;
+                    options
+                        .mark_forbidden
+                        .get_or_insert_with(Vec::new)
+                        .push(tool);
+                }
+                "--cancel-log" => {
+                    let path = args.next().ok_or("--cancel-log takes a path")?;
+                    options.cancel_log = Some(path.into());
+                }
+                "--life-log" => {
+                    let path = args.next().ok_or("--life-log takes a path")?;
+                    options.life_log = Some(path.into());
+                }
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        Ok(options)
+    }
+}
+
 #[derive(Default)]
 struct State {
+    options: Options,
+    /// The answer to the `roots/list` of `--roots-at-start`.
+    startup_roots: Mutex<Option<Value>>,
     cancellations: AtomicUsize,
     added: AtomicBool,
     next_id: AtomicUsize,
@@ -49,19 +114,6 @@ struct State {
 }
 
 type Out = mpsc::UnboundedSender<Value>;
-
-/// Files the fixture appends to, so that a test sees what happened after
-/// the process has gone.
-#[derive(Debug, Clone, Default)]
-#[non_exhaustive]
-pub struct Logs {
-    /// Each `notifications/cancelled` received, as a line (the request id
-    /// it names).
-    pub cancel: Option<PathBuf>,
-    /// `start PID` when the process starts serving, `exit PID` when its
-    /// stdin closes.
-    pub life: Option<PathBuf>,
-}
 
 fn append(path: &Path, line: &str) {
     let appended = std::fs::OpenOptions::new()
@@ -74,15 +126,16 @@ fn append(path: &Path, line: &str) {
     }
 }
 
-/// Serves on stdin and stdout until stdin closes, appending to `logs`.
-pub async fn serve_stdio(logs: Logs) -> std::io::Result<()> {
+/// Serves on stdin and stdout until stdin closes.
+pub async fn serve_stdio(options: Options) -> std::io::Result<()> {
     let pid = std::process::id();
-    if let Some(path) = &logs.life {
+    if let Some(path) = &options.life_log {
         append(path, &format!("start {pid}"));
     }
-    let life = logs.life.clone();
+    let life = options.life_log.clone();
     let state = Arc::new(State {
-        cancel_log: logs.cancel,
+        cancel_log: options.cancel_log.clone(),
+        options,
         ..State::default()
     });
     let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
@@ -132,6 +185,18 @@ fn handle(state: &Arc<State>, out: &Out, message: Value) {
                     .map(Value::to_string)
                     .unwrap_or_default();
                 append(path, &named);
+            }
+        }
+        (Some("notifications/initialized"), None) => {
+            if let Some(after) = state.options.roots_at_start {
+                let (state, out) = (state.clone(), out.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    let answer = ask_client(&state, &out, "roots/list", json!({})).await;
+                    if let Ok(mut roots) = state.startup_roots.lock() {
+                        *roots = Some(answer);
+                    }
+                });
             }
         }
         (Some(_), None) => {}
@@ -213,11 +278,62 @@ fn tools(state: &State) -> Vec<Value> {
         ),
         tool("needs_task", "Marked required", json!({}), "required"),
         tool("add_tool", "Adds a tool", json!({}), "forbidden"),
+        tool(
+            "roots",
+            "Asks the client for its roots",
+            json!({}),
+            "forbidden",
+        ),
+        tool(
+            "startup_roots",
+            "What the roots/list at start-up got",
+            json!({}),
+            "forbidden",
+        ),
     ];
     if state.added.load(Ordering::SeqCst) {
         tools.push(tool("added", "Added by add_tool", json!({}), "forbidden"));
     }
+    if let Some(marked) = &state.options.mark_forbidden {
+        for tool in &mut tools {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+            let forbidden = tool.pointer("/execution/taskSupport") == Some(&json!("forbidden"));
+            if forbidden
+                && !marked.iter().any(|marked| marked == name)
+                && let Some(tool) = tool.as_object_mut()
+            {
+                tool.remove("execution");
+            }
+        }
+    }
     tools
+}
+
+/// An answer to `roots/list` in words: `roots: URI (NAME), ...`,
+/// `no roots`, or `error: MESSAGE`.
+fn roots_text(answer: &Value) -> String {
+    if let Some(error) = answer.get("error") {
+        let message = error.get("message").and_then(Value::as_str).unwrap_or("?");
+        return format!("error: {message}");
+    }
+    let roots: Vec<String> = answer
+        .pointer("/result/roots")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|root| {
+            let uri = root.get("uri").and_then(Value::as_str).unwrap_or("?");
+            match root.get("name").and_then(Value::as_str) {
+                Some(name) => format!("{uri} ({name})"),
+                None => uri.to_owned(),
+            }
+        })
+        .collect();
+    if roots.is_empty() {
+        "no roots".to_owned()
+    } else {
+        format!("roots: {}", roots.join(", "))
+    }
 }
 
 fn text(text: impl Into<String>) -> Value {
@@ -377,6 +493,21 @@ async fn call(state: &State, out: &Out, params: &Value) -> Result<Value, (i64, S
         "hang" => std::future::pending().await,
         "cancellations" => Ok(text(state.cancellations.load(Ordering::SeqCst).to_string())),
         "needs_task" | "added" => Ok(text("ran")),
+        "roots" => {
+            let answer = ask_client(state, out, "roots/list", json!({})).await;
+            Ok(text(roots_text(&answer)))
+        }
+        "startup_roots" => {
+            let answer = state
+                .startup_roots
+                .lock()
+                .ok()
+                .and_then(|roots| roots.clone());
+            Ok(text(answer.map_or_else(
+                || "not asked".to_owned(),
+                |answer| roots_text(&answer),
+            )))
+        }
         "add_tool" => {
             state.added.store(true, Ordering::SeqCst);
             let _ =

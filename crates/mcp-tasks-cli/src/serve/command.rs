@@ -69,7 +69,8 @@ pub(crate) struct ServeArgs {
     #[arg(long = "upstream-header", value_name = "HEADER")]
     upstream_headers: Vec<String>,
     /// The task policy of one upstream tool, TOOL=optional|required|forbidden (repeatable);
-    /// it wins over the upstream's own mark.
+    /// it wins over the upstream's own mark (a `forbidden` mark counts only from an upstream that
+    /// leaves some tools unmarked).
     #[arg(long = "tasks", value_name = "TOOL=MODE")]
     tool_policies: Vec<String>,
     /// The task policy of upstream tools not named by --tasks nor marked by the upstream.

@@ -15,7 +15,10 @@ use mcp_tasks::{
     TaskState, TaskStatus, TasksClient,
 };
 use mcp_tasks_conformance::plain::FAIL_CODE;
-use rmcp::model::{CallToolResult, InputResponses, JsonObject, ProtocolVersion};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, InputResponses, JsonObject, ProtocolVersion,
+    ServerNotification, SubscriptionFilter,
+};
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -27,11 +30,15 @@ const UPSTREAM: &str = env!("CARGO_BIN_EXE_plain-upstream");
 /// client of it.
 async fn gateway(options: GatewayOptions) -> (Gateway, TasksClient<()>) {
     let options = options.with_restart_backoff(Duration::from_millis(50), Duration::from_secs(1));
-    gateway_of(UPSTREAM.to_owned(), options).await
+    gateway_of(UPSTREAM, options).await
 }
 
-/// A gateway in front of `command` (a `plain-upstream` command line).
-async fn gateway_of(command: String, options: GatewayOptions) -> (Gateway, TasksClient<()>) {
+/// A gateway in front of `command` (a `plain-upstream` command line, with
+/// flags), with `options` as they are.
+async fn gateway_of(
+    command: impl Into<String>,
+    options: GatewayOptions,
+) -> (Gateway, TasksClient<()>) {
     let runtime = TaskRuntime::builder(MemoryStore::new())
         .with_poll_interval(Duration::from_millis(50))
         .build();
@@ -239,7 +246,8 @@ async fn the_upstreams_outcomes_become_the_tasks() {
 async fn an_upstream_mark_of_required_is_kept_unless_overridden() {
     let (first, client) = gateway(GatewayOptions::default()).await;
     assert_eq!(first.policy("needs_task"), TaskPolicy::Required);
-    // `forbidden` marks say only that the upstream makes no task itself.
+    // plain-upstream marks every plain tool `forbidden`, as the TypeScript
+    // SDK v1 does: that is its default, not a mark of the tool.
     assert_eq!(first.policy("echo"), TaskPolicy::Optional);
     let error = client
         .call_tool(
@@ -263,6 +271,44 @@ async fn an_upstream_mark_of_required_is_kept_unless_overridden() {
     assert_eq!(
         text(&synchronous(&client, "needs_task", json!({})).await),
         "ran"
+    );
+}
+
+#[tokio::test]
+async fn a_forbidden_mark_is_kept_from_an_upstream_that_leaves_tools_unmarked() {
+    // Only echo is marked forbidden; the other plain tools carry no mark.
+    let command = format!("{UPSTREAM} --mark-forbidden echo");
+    let (first, client) = gateway_of(&command, GatewayOptions::default()).await;
+    assert_eq!(first.policy("echo"), TaskPolicy::Forbidden);
+    assert_eq!(first.policy("progress"), TaskPolicy::Optional);
+    assert_eq!(first.policy("needs_task"), TaskPolicy::Required);
+    // A caller that declared the extension still gets echo synchronously...
+    match client
+        .call_tool("echo", args(json!({"text": "hi"})), CallOptions::default())
+        .await
+        .unwrap()
+    {
+        CallResponse::Complete(result) => assert_eq!(text(&result), "hi"),
+        other => panic!("expected a plain result, got {other:?}"),
+    }
+    // ...and an unmarked tool as a task.
+    let state = task(&client, "progress", json!({"steps": 1, "ms": 10})).await;
+    assert_eq!(
+        text(&completed(
+            client.await_task(state, &waiting()).await.unwrap()
+        )),
+        "done: 1 steps"
+    );
+
+    // Told otherwise, the gateway's policy wins.
+    let options = GatewayOptions::default().with_tool_policy("echo", TaskPolicy::Optional);
+    let (_gateway, client) = gateway_of(&command, options).await;
+    let state = task(&client, "echo", json!({"text": "as a task"})).await;
+    assert_eq!(
+        text(&completed(
+            client.await_task(state, &waiting()).await.unwrap()
+        )),
+        "as a task"
     );
 }
 
@@ -357,6 +403,69 @@ fn named(key: &str, name: &str) -> InputResponses {
         json!({"action": "accept", "content": {"name": name}}),
     );
     answer
+}
+
+#[tokio::test]
+async fn a_roots_request_during_a_call_is_relayed_as_input_required() {
+    // No start-up window: plain-upstream asks for roots only in its call.
+    let options = GatewayOptions::default().with_startup_window(Duration::ZERO);
+    let (_gateway, client) = gateway(options).await;
+    let state = task(&client, "roots", json!({})).await;
+    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    assert_eq!(
+        asking.input_requests.len(),
+        1,
+        "{:?}",
+        asking.input_requests
+    );
+    let (key, request) = asking.input_requests.iter().next().unwrap();
+    let request = serde_json::to_value(request).unwrap();
+    assert_eq!(request["method"], "roots/list", "{request}");
+    let mut answer = InputResponses::new();
+    answer.insert(
+        key.clone(),
+        json!({"roots": [{"uri": "file:///work", "name": "work"}, {"uri": "file:///tmp"}]}),
+    );
+    client.update(&asking.id, answer).await.unwrap();
+    let result = completed(client.await_task(&asking.id, &waiting()).await.unwrap());
+    assert_eq!(text(&result), "roots: file:///work (work), file:///tmp");
+}
+
+#[tokio::test]
+async fn an_upstream_asking_roots_at_start_up_does_not_break_the_first_call() {
+    // As server-everything does: roots/list 350 ms after initialized, while
+    // the first call (1 s of progress) is in flight.
+    let command = format!("{UPSTREAM} --roots-at-start 350");
+    let (_gateway, client) = gateway_of(&command, GatewayOptions::default()).await;
+    let state = task(&client, "progress", json!({"steps": 4, "ms": 250})).await;
+    let outcome = client.await_task(state, &waiting()).await.unwrap();
+    assert_eq!(text(&completed(outcome)), "done: 4 steps");
+    // The gateway answered the start-up ask itself: no roots.
+    let mut said = String::new();
+    for _ in 0..50 {
+        said = text(&synchronous(&client, "startup_roots", json!({})).await);
+        if said != "not asked" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(said, "no roots");
+    // Past the window, a roots request during a call is relayed.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let state = task(&client, "roots", json!({})).await;
+    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    let (key, _) = asking.input_requests.iter().next().unwrap();
+    let mut answer = InputResponses::new();
+    answer.insert(key.clone(), json!({"roots": []}));
+    client.update(&asking.id, answer).await.unwrap();
+    let result = completed(client.await_task(&asking.id, &waiting()).await.unwrap());
+    assert_eq!(text(&result), "no roots");
 }
 
 #[tokio::test]
@@ -583,27 +692,185 @@ async fn a_crashed_upstream_fails_its_task_and_the_gateway_keeps_serving() {
     );
 }
 
+fn names(tools: Vec<rmcp::model::Tool>) -> Vec<String> {
+    tools
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect()
+}
+
+/// Waits (at most 10 s) for a `notifications/tools/list_changed` on `subscription`.
+async fn heard_tools_changed(subscription: &mut rmcp::service::Subscription) {
+    let next = tokio::time::timeout(Duration::from_secs(10), subscription.next())
+        .await
+        .expect("notifications/tools/list_changed within 10 s")
+        .expect("the stream is well formed");
+    assert!(
+        matches!(
+            next,
+            Some(ServerNotification::ToolListChangedNotification(_))
+        ),
+        "{next:?}"
+    );
+}
+
 #[tokio::test]
-async fn the_tool_list_follows_the_upstreams_list_changed() {
+async fn the_tool_list_follows_the_upstreams_list_changed_and_clients_hear_it() {
     let (gateway, client) = gateway(GatewayOptions::default()).await;
-    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
-        tools
-            .into_iter()
-            .map(|tool| tool.name.to_string())
-            .collect()
-    };
+    assert_eq!(
+        client
+            .running()
+            .peer_info()
+            .and_then(|info| info.capabilities.tools.clone())
+            .and_then(|tools| tools.list_changed),
+        Some(true),
+        "the gateway declares tools.listChanged"
+    );
+    // A 2026-07-28 client hears it on a subscriptions/listen stream (HTTP).
+    let mut subscription = client
+        .running()
+        .peer()
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("the gateway serves subscriptions/listen for tool list changes");
+    assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
     assert!(!names(client.running().list_all_tools().await.unwrap()).contains(&"added".to_owned()));
     synchronous(&client, "add_tool", json!({})).await;
-    let mut listed = Vec::new();
-    for _ in 0..50 {
-        listed = names(client.running().list_all_tools().await.unwrap());
-        if listed.contains(&"added".to_owned()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    heard_tools_changed(&mut subscription).await;
+    // Sent after the list was read again: the new tool is there at once.
+    let listed = names(client.running().list_all_tools().await.unwrap());
     assert!(listed.contains(&"added".to_owned()), "{listed:?}");
     assert!(names(gateway.tools()).contains(&"added".to_owned()));
+    // A second add changes nothing upstream: no second notification.
+    synchronous(&client, "add_tool", json!({})).await;
+    let quiet = tokio::time::timeout(Duration::from_millis(500), subscription.next()).await;
+    assert!(quiet.is_err(), "{quiet:?}");
+}
+
+#[tokio::test]
+async fn a_graceful_shutdown_ends_the_tool_list_streams() {
+    let runtime = TaskRuntime::builder(MemoryStore::new()).build();
+    let gateway = Gateway::start(
+        Upstream::command(UPSTREAM),
+        runtime.clone(),
+        GatewayOptions::default(),
+    )
+    .await
+    .expect("the gateway starts");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(
+        StreamableHttpServer::new(gateway, runtime).serve_with_shutdown(listener, async {
+            let _ = stopped.await;
+        }),
+    );
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url),
+    );
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let client = serve_client_with_lifecycle((), transport, lifecycle)
+        .await
+        .unwrap();
+    let mut subscription = client
+        .peer()
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .unwrap();
+    stop.send(()).unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), subscription.next())
+        .await
+        .expect("the stream ends within 10 s");
+    assert!(matches!(ended, Ok(None)), "{ended:?}");
+    assert!(
+        matches!(
+            subscription.end(),
+            Some(rmcp::service::SubscriptionEnd::Graceful(_))
+        ),
+        "{:?}",
+        subscription.end()
+    );
+    tokio::time::timeout(Duration::from_secs(10), serving)
+        .await
+        .expect("the server stops within 10 s")
+        .unwrap()
+        .unwrap();
+}
+
+/// A client handler that reports `notifications/tools/list_changed`.
+#[derive(Clone)]
+struct ToolsChanged(tokio::sync::mpsc::UnboundedSender<()>);
+
+impl rmcp::ClientHandler for ToolsChanged {
+    async fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.0.send(());
+    }
+}
+
+#[tokio::test]
+async fn clients_on_stdio_of_either_era_hear_tool_list_changes() {
+    use rmcp::ServiceExt;
+    let runtime = TaskRuntime::builder(MemoryStore::new()).build();
+    let gateway = Gateway::start(
+        Upstream::command(UPSTREAM),
+        runtime,
+        GatewayOptions::default(),
+    )
+    .await
+    .expect("the gateway starts");
+    // Two newline-delimited stdio transports, in process.
+    let (modern_server, modern_client) = tokio::io::duplex(1 << 16);
+    let (legacy_server, legacy_client) = tokio::io::duplex(1 << 16);
+    for io in [modern_server, legacy_server] {
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            if let Ok(serving) = gateway.serve(io).await {
+                let _ = serving.waiting().await;
+            }
+        });
+    }
+    let modern = serve_client_with_lifecycle(
+        (),
+        modern_client,
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .expect("a 2026-07-28 client");
+    let (heard, mut hearing) = tokio::sync::mpsc::unbounded_channel();
+    let legacy = serve_client_with_lifecycle(
+        ToolsChanged(heard),
+        legacy_client,
+        ClientLifecycleMode::Initialize,
+    )
+    .await
+    .expect("an initialize-era client");
+    let mut subscription = modern
+        .peer()
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("listen on stdio");
+    // The legacy client's initialized notification has reached the gateway
+    // once it has answered a request after it.
+    legacy.peer().list_all_tools().await.unwrap();
+    modern
+        .peer()
+        .call_tool(CallToolRequestParams::new("add_tool"))
+        .await
+        .unwrap();
+    heard_tools_changed(&mut subscription).await;
+    tokio::time::timeout(Duration::from_secs(10), hearing.recv())
+        .await
+        .expect("the initialize-era client hears list_changed within 10 s")
+        .expect("a notification");
+    let listed = names(legacy.peer().list_all_tools().await.unwrap());
+    assert!(listed.contains(&"added".to_owned()), "{listed:?}");
 }
 
 #[tokio::test]

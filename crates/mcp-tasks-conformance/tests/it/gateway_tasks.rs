@@ -20,8 +20,13 @@ use serde_json::{Value, json};
 /// The fixture server on HTTP (its runtime returned), the gateway in front
 /// of it on HTTP, and a client of the gateway.
 async fn setup() -> (TaskRuntime, TasksClient<()>) {
+    setup_with(Duration::from_millis(50)).await
+}
+
+/// [`setup`] with an upstream that suggests `poll_interval` for its tasks.
+async fn setup_with(poll_interval: Duration) -> (TaskRuntime, TasksClient<()>) {
     let upstream_runtime = TaskRuntime::builder(MemoryStore::new())
-        .with_poll_interval(Duration::from_millis(50))
+        .with_poll_interval(poll_interval)
         .build();
     let fixture = FixtureServer::new(upstream_runtime.clone()).expect("a random key");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -131,6 +136,43 @@ async fn an_upstream_task_is_awaited_and_its_outcomes_relayed() {
         .await
         .unwrap_err();
     assert!(error.requires_tasks_extension(), "{error}");
+}
+
+#[tokio::test]
+async fn an_upstream_task_is_listened_to_not_polled() {
+    // The upstream suggests polling every 20 s: a gateway that polled would
+    // hear neither the status message nor the outcome within the bound.
+    let (_upstream, client) = setup_with(Duration::from_secs(20)).await;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    let options = waiting()
+        .with_deadline(Some(Duration::from_secs(5)))
+        .with_observer(move |state| {
+            if let Some(message) = &state.status_message {
+                log.lock().unwrap().push(message.clone());
+            }
+        });
+    let started = std::time::Instant::now();
+    let outcome = client
+        .call_and_await(
+            "slow_compute",
+            args(json!({"seconds": 1.0, "label": "sum"})),
+            CallOptions::default(),
+            &options,
+        )
+        .await
+        .expect("the relayed outcome within 5 s");
+    let elapsed = started.elapsed();
+    let TaskOutcome::Completed(result) = outcome else {
+        panic!("expected completed, got {outcome:?}");
+    };
+    assert!(text(&result).contains("sum"), "{}", text(&result));
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().any(|message| message == "computing sum"),
+        "the upstream's status message was relayed while it ran: {seen:?}"
+    );
 }
 
 #[tokio::test]

@@ -167,7 +167,9 @@ pub(crate) async fn await_upstream(
     let keys = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let options = AwaitOptions::default()
         .with_deadline(None)
-        .with_listen(ListenMode::Poll)
+        // Listen where the upstream serves the stream, poll where it
+        // refuses (fastmcp-tasks: -32601) or speaks 2025-11-25.
+        .with_listen(ListenMode::Auto)
         .with_stall_detection(u32::MAX, false)
         .with_input(InputMode::resolver(move |requests| {
             relay_inputs(resolver_task.clone(), keys.clone(), requests)

@@ -10,14 +10,26 @@
 //! drops, becomes a task the caller polls, listens to, answers and cancels.
 //!
 //! * **Tools** are listed at start and read again after every reconnect
-//!   and on the upstream's `notifications/tools/list_changed`.
+//!   and on the upstream's `notifications/tools/list_changed`. When the
+//!   list read differs, the gateway's clients are told with
+//!   `notifications/tools/list_changed` (it declares `tools.listChanged`):
+//!   2026-07-28 clients on their `subscriptions/listen` streams that ask
+//!   for `toolsListChanged` (HTTP and stdio alike; such a stream ends
+//!   gracefully with the runtime's own, at
+//!   [`TaskRuntime::end_subscriptions`]), initialize-era clients directly.
 //! * **Policy** per tool ([`GatewayOptions::with_tool_policy`], default
 //!   [`GatewayOptions::with_default_policy`], optional unless told): a tool
 //!   the upstream marks with a task policy (a 2025-11-25 tool's
-//!   `execution.taskSupport` `optional` or `required`) keeps it unless told
-//!   otherwise; `forbidden` only says the upstream makes no task of its own
-//!   (the TypeScript SDK v1 marks every plain tool so), which is what the
-//!   gateway is for, so such a tool gets the default. A call that
+//!   `execution.taskSupport`; 2026-07-28 tools carry none) keeps it unless
+//!   told otherwise. `optional` and `required` are always kept. `forbidden`
+//!   is kept only from an upstream that leaves some of its tools unmarked:
+//!   2025-11-25 reads an absent mark as `forbidden`, and the TypeScript SDK
+//!   v1 writes `forbidden` on every tool not registered as a task tool
+//!   (server-everything 2026.8.31 so marks all but one of its tools, its
+//!   `tasks` capability declared), so from an upstream that marks every
+//!   tool it is the SDK's default and says only that the upstream makes no
+//!   task itself, which is what the gateway is for: such a tool gets the
+//!   default policy. A call that
 //!   runs synchronously (policy forbidden, or the caller did not declare the
 //!   extension) passes straight through, MRTR rounds included.
 //! * **A call that becomes a task** runs the upstream call under the
@@ -27,7 +39,7 @@
 //!   message saying so; the upstream is connected again with backoff in
 //!   the background while the gateway keeps serving.
 //! * **During the call** the upstream's requests (elicitation in form and URL
-//!   mode, sampling) become the task's `input_required`, and the
+//!   mode, sampling, roots) become the task's `input_required`, and the
 //!   answer of the client's `tasks/update` goes back as the response; its
 //!   `notifications/progress` (`3/5: message`) and log messages
 //!   (`info: text`) become the task's status message. `tasks/cancel` (and
@@ -47,12 +59,22 @@
 //!   cancelled is closed (the upstream might
 //!   still ask on the cancelled call's behalf), one that died is dropped
 //!   and fails only its own call. A stdio upstream that keeps state in its
-//!   process sees concurrent calls in separate processes.
+//!   process sees concurrent calls in separate processes. A `roots/list`
+//!   with no call in flight, or during a connection's handshake or within
+//!   [`GatewayOptions::startup_window`] after it (default 1 s), is answered
+//!   by the gateway, with no roots: servers ask for roots once they are
+//!   initialized, for the session (server-everything 350 ms after
+//!   `notifications/initialized`), and that ask would otherwise land in
+//!   whichever call runs then.
 //! * **An upstream that answers with tasks** (the extension, or 2025-11-25
 //!   tasks for tools it marks optional or required, when it declared
 //!   `tasks.requests.tools.call`) answers first: its result or MRTR round
 //!   goes back as it is, and its task becomes a gateway task that awaits it
-//!   with [`TasksClient`](crate::TasksClient) (polling), relays its status
+//!   with [`TasksClient`](crate::TasksClient) (on a `subscriptions/listen`
+//!   stream for the task where the upstream serves one, over HTTP or stdio,
+//!   so its changes arrive as they happen; by polling at its
+//!   `pollIntervalMs` where it refuses the stream, as fastmcp-tasks does,
+//!   or speaks 2025-11-25), relays its status
 //!   messages and input requests (under the gateway's own keys: the
 //!   upstream's may name its task) and sends `tasks/cancel` on.
 //! * **Synchronous calls** pass straight through, on a connection of their
@@ -62,9 +84,7 @@
 //!   `tools/call` answers `input_required` with a `requestState` naming the
 //!   parked upstream call, and the retry's answers go to it; bound to the
 //!   caller and the tool, kept for [`GatewayOptions::with_input_timeout`],
-//!   then the upstream request is cancelled). `roots/list` is answered by
-//!   the gateway itself, with no roots: servers ask for roots when they
-//!   like, not for a call.
+//!   then the upstream request is cancelled).
 //! * Whatever the runtime promises holds: tasks on SQLite survive a gateway
 //!   restart (one cut off by it fails honestly), replicas share tasks on
 //!   Redis, tasks are bound to their caller, ids are never logged. Requests
@@ -93,15 +113,15 @@ mod upstream;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer};
-use rmcp::{ErrorData, ServerHandler};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
+use rmcp::{ErrorData, Peer, ServerHandler};
 
 pub use upstream::Upstream;
 
@@ -190,6 +210,12 @@ pub struct GatewayOptions {
     /// caller's input (an MRTR round), waits for the retry (default
     /// 5 min); past it the upstream request is cancelled.
     pub input_timeout: Duration,
+    /// How long after the handshake a `roots/list` from the upstream is taken
+    /// as its start-up ask (default 1 s): servers ask for the client's roots
+    /// once they are initialized, for the whole session (server-everything
+    /// 350 ms after), and the gateway answers that itself, with no roots,
+    /// even when a call is in flight. Later ones during a call are relayed.
+    pub startup_window: Duration,
 }
 
 impl Default for GatewayOptions {
@@ -204,6 +230,7 @@ impl Default for GatewayOptions {
             max_upstream_connections: 8,
             idle_connection_timeout: Duration::from_secs(60),
             input_timeout: Duration::from_secs(300),
+            startup_window: Duration::from_secs(1),
         }
     }
 }
@@ -254,6 +281,13 @@ impl GatewayOptions {
         self
     }
 
+    /// How long after the handshake the upstream's `roots/list` is answered by
+    /// the gateway (see [`GatewayOptions::startup_window`]).
+    pub fn with_startup_window(mut self, window: Duration) -> Self {
+        self.startup_window = window;
+        self
+    }
+
     /// The backoff between attempts to connect again: from `min`, doubling, up to `max`.
     pub fn with_restart_backoff(mut self, min: Duration, max: Duration) -> Self {
         self.restart_backoff_min = min;
@@ -272,6 +306,8 @@ pub struct Gateway {
     link: Arc<Link>,
     options: Arc<GatewayOptions>,
     parked: Arc<sync::Parked>,
+    /// The initialize-era clients, told of tool list changes directly.
+    legacy_peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
 }
 
 impl fmt::Debug for Gateway {
@@ -293,11 +329,17 @@ impl Gateway {
         options: GatewayOptions,
     ) -> Result<Self, Error> {
         let link = Link::start(upstream, options.clone()).await?;
+        let legacy_peers = Arc::default();
+        tokio::spawn(tell_legacy_peers(
+            link.watch_tools(),
+            Arc::downgrade(&legacy_peers),
+        ));
         Ok(Self {
             runtime,
             link,
             options: Arc::new(options),
             parked: Arc::default(),
+            legacy_peers,
         })
     }
 
@@ -409,6 +451,7 @@ impl ServerHandler for Gateway {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_tasks()
                 .build(),
         )
@@ -439,7 +482,78 @@ impl ServerHandler for Gateway {
         self.call(request, context).await
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Only tool list changes: the gateway serves no prompts or resources.
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.link.watch_tools();
+        changes.mark_unchanged();
+        // Ended with the runtime's own streams, before a graceful shutdown.
+        let ending = self.runtime.subscriptions_ending();
+        if context.accepted().tools_list_changed != Some(true) {
+            tokio::select! {
+                () = context.cancelled() => {}
+                () = ending.cancelled() => {}
+            }
+            return Ok(());
+        }
+        loop {
+            tokio::select! {
+                () = ending.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        // The gateway is going away: end the stream gracefully.
+                        return Ok(());
+                    }
+                    if context.sink().notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+                () = context.cancelled() => return Ok(()),
+            }
+        }
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut peers = self
+            .legacy_peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        peers.retain(|peer| !peer.is_transport_closed());
+        peers.push(context.peer);
+    }
+
     crate::delegate_task_methods!(runtime);
+}
+
+/// Sends `notifications/tools/list_changed` to every initialize-era client
+/// after each change of the upstream's tool list (2026-07-28 clients hear
+/// it on their `subscriptions/listen` streams), until the gateway is gone.
+async fn tell_legacy_peers(
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    peers: Weak<Mutex<Vec<Peer<RoleServer>>>>,
+) {
+    while changes.changed().await.is_ok() {
+        let Some(peers) = peers.upgrade() else { return };
+        let open: Vec<Peer<RoleServer>> = {
+            let mut peers = peers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            peers.retain(|peer| !peer.is_transport_closed());
+            peers.clone()
+        };
+        for peer in open {
+            // A client that went away meanwhile misses nothing it could hear.
+            let _ = peer.notify_tool_list_changed().await;
+        }
+    }
 }
 
 /// A client error of a request to the upstream, as the JSON-RPC error the

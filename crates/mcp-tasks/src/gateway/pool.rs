@@ -115,13 +115,7 @@ impl Pool {
         if let Some(at) = retry_at {
             tokio::time::sleep_until(at).await;
         }
-        match connect(
-            &self.upstream,
-            self.calls.clone(),
-            self.options.connect_timeout,
-        )
-        .await
-        {
+        match connect(&self.upstream, self.calls.clone(), &self.options).await {
             Ok(connection) => {
                 let connection = Arc::new(connection);
                 self.lock().retry_at = None;

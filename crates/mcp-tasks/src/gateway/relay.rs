@@ -2,7 +2,7 @@
 //! rmcp client handler of the upstream connection ([`RelayHandler`]) and the
 //! calls in flight it relays to ([`Calls`]).
 //!
-//! The upstream's requests (elicitation, sampling) become the task's
+//! The upstream's requests (elicitation, sampling, roots) become the task's
 //! `input_required` through [`TaskContext::request_input`], and the answer
 //! of the client's `tasks/update` goes back as the response; its progress
 //! notifications and log messages become the task's status message. During
@@ -22,24 +22,37 @@
 //! awaits an upstream's tasks, or an idle one) is refused and a log
 //! message there dropped, never guessed: a guess could hand one caller's
 //! prompt to another.
+//!
+//! `roots/list` is the exception servers make at start-up: many ask for
+//! the client's roots once they are initialized, for the whole session
+//! (server-everything 350 ms after `notifications/initialized`), and such
+//! a request lands in whatever call happens to be in flight. A `roots/list`
+//! during a connection's handshake or within
+//! [`GatewayOptions::startup_window`] after it, or with no call in flight
+//! on the connection, is answered by the gateway itself: no roots. Later
+//! ones during a call are relayed like elicitation.
+//!
+//! [`GatewayOptions::startup_window`]: super::GatewayOptions::startup_window
 
 // Sampling is deprecated (SEP-2577) but an upstream may still ask.
 #![allow(deprecated)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
     Implementation, InputRequest, ListRootsResult, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, SamplingCapability, UrlElicitationCapability,
+    ProgressNotificationParam, ProgressToken, RootsCapabilities, SamplingCapability,
+    UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 use crate::server::TaskContext;
 
@@ -53,6 +66,9 @@ pub(crate) struct Calls {
     next_key: AtomicU64,
     /// Set by `notifications/tools/list_changed`: the tool list is read again.
     tools_stale: AtomicBool,
+    /// Woken by `notifications/tools/list_changed`: the supervisor reads the
+    /// list again at once and tells the gateway's clients.
+    tools_changed: tokio::sync::Notify,
 }
 
 struct Active {
@@ -143,6 +159,14 @@ impl Calls {
             .and_then(|call| call.target.task())
     }
 
+    /// How many calls are in flight on `connection`.
+    fn in_flight(&self, connection: u64) -> usize {
+        self.lock()
+            .iter()
+            .filter(|call| call.connection == connection)
+            .count()
+    }
+
     /// The task of the call in flight on `connection`; `Err` with how many
     /// there are (none, or several on a connection shared by calls of an
     /// upstream that makes tasks).
@@ -156,9 +180,21 @@ impl Calls {
         }
     }
 
-    /// Marks the tool list stale.
+    /// Marks the tool list stale and wakes [`Calls::tools_change`].
     pub(crate) fn tools_changed(&self) {
         self.tools_stale.store(true, Ordering::Release);
+        self.tools_changed.notify_one();
+    }
+
+    /// Marks the tool list stale, to be read again when next needed.
+    pub(crate) fn tools_still_stale(&self) {
+        self.tools_stale.store(true, Ordering::Release);
+    }
+
+    /// Completes at the upstream's next `notifications/tools/list_changed`
+    /// (at once if one came since the last wait).
+    pub(crate) async fn tools_change(&self) {
+        self.tools_changed.notified().await;
     }
 
     /// Whether the tool list is to be read again, clearing the mark.
@@ -189,16 +225,49 @@ impl Drop for CallGuard {
 }
 
 /// The rmcp client handler of an upstream connection: it declares form and
-/// URL elicitation and sampling, and relays each to the task of the
+/// URL elicitation, sampling and roots, and relays each to the task of the
 /// call in flight on it (see the [module](self) docs).
 #[derive(Clone)]
 pub(crate) struct RelayHandler {
     pub(crate) calls: Arc<Calls>,
     /// The connection this handler serves.
     pub(crate) connection: u64,
+    /// When the connection's handshake completed (unset during it), and
+    /// how long after that a `roots/list` counts as the upstream's
+    /// start-up ask.
+    opened: Arc<OnceLock<Instant>>,
+    startup_window: std::time::Duration,
 }
 
 impl RelayHandler {
+    /// The handler of the connection `connection`, being opened now.
+    pub(crate) fn new(
+        calls: Arc<Calls>,
+        connection: u64,
+        startup_window: std::time::Duration,
+    ) -> Self {
+        Self {
+            calls,
+            connection,
+            opened: Arc::default(),
+            startup_window,
+        }
+    }
+
+    /// Marks the connection's handshake complete: its start-up window
+    /// begins now.
+    pub(crate) fn handshake_completed(&self) {
+        let _ = self.opened.set(Instant::now());
+    }
+
+    /// Whether the connection is still starting up: in its handshake, or
+    /// within the start-up window after it.
+    fn starting_up(&self) -> bool {
+        self.opened
+            .get()
+            .is_none_or(|opened| opened.elapsed() < self.startup_window)
+    }
+
     /// Asks the task of the call in flight to relay `method` with `params`,
     /// and reads its answer as a `T`.
     async fn relay<T: DeserializeOwned>(
@@ -222,7 +291,11 @@ impl RelayHandler {
                 None,
             )
         })?;
-        let wire = json!({ "method": method, "params": params });
+        let wire = if params.is_null() {
+            json!({ "method": method })
+        } else {
+            json!({ "method": method, "params": params })
+        };
         let request: InputRequest = serde_json::from_value(wire.clone()).map_err(|error| {
             ErrorData::invalid_params(
                 format!("the {method} request cannot be relayed: {error}"),
@@ -279,6 +352,7 @@ impl ClientHandler for RelayHandler {
         let mut capabilities = ClientCapabilities::default();
         capabilities.elicitation = Some(elicitation);
         capabilities.sampling = Some(SamplingCapability::default());
+        capabilities.roots = Some(RootsCapabilities::default());
         ClientConfig::new(
             capabilities,
             Implementation::new("mcp-tasks-gateway", env!("CARGO_PKG_VERSION")),
@@ -307,12 +381,16 @@ impl ClientHandler for RelayHandler {
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        // Servers ask for roots when they start and whenever they like, not
-        // for one call: a call's task cannot be told apart, so the gateway
-        // answers for itself. It has no roots.
-        Ok(ListRootsResult::default())
+        // The upstream's start-up ask, or one outside any call, is for the
+        // session, not for a caller: the gateway answers for itself, and it
+        // has no roots.
+        if self.starting_up() || self.calls.in_flight(self.connection) == 0 {
+            tracing::debug!("roots/list outside a call: answered with no roots");
+            return Ok(ListRootsResult::default());
+        }
+        self.relay("roots/list", Value::Null, &context).await
     }
 
     async fn on_progress(

@@ -26,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 use super::pool::Pool;
 use super::relay::{Calls, RelayHandler};
 use super::{Error, GatewayOptions};
-use crate::client::{Era, TasksClient, legacy};
+use crate::client::listen::DemuxReader;
+use crate::client::{Era, ListenChannel, TasksClient, legacy};
 use crate::server::TaskPolicy;
 
 /// Where the upstream MCP server is.
@@ -142,7 +143,7 @@ const EXIT_GRACE: Duration = Duration::from_secs(3);
 /// A child process's stdio as an rmcp transport, through the legacy tap,
 /// that says when the child's stdout ends.
 struct ChildTransport {
-    io: AsyncRwTransport<RoleClient, legacy::TapRead<ChildStdout>, ChildStdin>,
+    io: AsyncRwTransport<RoleClient, DemuxReader<legacy::TapRead<ChildStdout>>, ChildStdin>,
     child: Child,
     closed: CancellationToken,
 }
@@ -192,17 +193,16 @@ impl Transport<RoleClient> for ChildTransport {
 pub(super) async fn connect(
     upstream: &Upstream,
     calls: Arc<Calls>,
-    timeout: Duration,
+    options: &GatewayOptions,
 ) -> Result<Connection, Error> {
     let id = calls.next_connection();
+    let timeout = options.connect_timeout;
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
     };
-    let handler = legacy::Handler::new(RelayHandler {
-        calls,
-        connection: id,
-    });
+    let relay = RelayHandler::new(calls, id, options.startup_window);
+    let handler = legacy::Handler::new(relay.clone());
     let tap = handler.tap();
     let closed = CancellationToken::new();
     let connecting = async {
@@ -221,16 +221,18 @@ pub(super) async fn connect(
                         source: std::io::Error::other("the child has no stdin or stdout"),
                     });
                 };
+                let (listen, stdout) = ListenChannel::stdio(tap.read(stdout));
                 let transport = ChildTransport {
-                    io: AsyncRwTransport::new_client(tap.read(stdout), stdin),
+                    io: AsyncRwTransport::new_client(stdout, stdin),
                     child,
                     closed: closed.clone(),
                 };
-                serve_client_with_lifecycle(handler, transport, lifecycle)
+                let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .map_err(|source| Error::Initialize {
                         source: Box::new(source),
-                    })
+                    })?;
+                Ok((running, listen))
             }
             Upstream::Url { url, headers } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
@@ -260,21 +262,27 @@ pub(super) async fn connect(
                     .map_err(|source| Error::Http {
                         source: Box::new(source),
                     })?;
+                // Listen streams are POSTs of their own, to the same endpoint.
+                let listen = ListenChannel::http(http.clone(), &config);
                 let transport = StreamableHttpClientTransport::with_client(tap.http(http), config);
-                serve_client_with_lifecycle(handler, transport, lifecycle)
+                let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .map_err(|source| Error::Initialize {
                         source: Box::new(source),
-                    })
+                    })?;
+                Ok((running, listen))
             }
         }
     };
-    let running = tokio::time::timeout(timeout, connecting)
+    let (running, listen) = tokio::time::timeout(timeout, connecting)
         .await
         .map_err(|_| Error::ConnectTimeout(timeout))??;
+    relay.handshake_completed();
     Ok(Connection {
         id,
-        client: TasksClient::new(running),
+        // An upstream task is awaited on a listen stream where the upstream
+        // serves one (2026-07-28), by polling otherwise.
+        client: TasksClient::new(running).with_listen(listen),
         closed,
         opened: Instant::now(),
         retired: std::sync::atomic::AtomicBool::new(false),
@@ -287,7 +295,8 @@ pub(super) async fn connect(
 pub(crate) struct Tools {
     pub(crate) list: Arc<Vec<Tool>>,
     /// The task policy a 2025-11-25 upstream marks a tool with
-    /// (`execution.taskSupport` `optional` or `required`), by name.
+    /// (`execution.taskSupport` `optional` or `required`, and `forbidden`
+    /// from an upstream that leaves some tools unmarked), by name.
     pub(crate) marked: HashMap<String, TaskPolicy>,
 }
 
@@ -308,6 +317,9 @@ async fn list_tools(client: &UpstreamClient) -> Result<Tools, ErrorData> {
     }
     let mut list = Vec::new();
     let mut marked = HashMap::new();
+    let mut forbidden = Vec::new();
+    // Whether some tool carries no `execution.taskSupport` at all.
+    let mut some_unmarked = false;
     let mut cursor: Option<String> = None;
     for _ in 0..1000 {
         let params = match &cursor {
@@ -333,17 +345,17 @@ async fn list_tools(client: &UpstreamClient) -> Result<Tools, ErrorData> {
                 tracing::warn!("the upstream listed a tool that does not read as one; left out");
                 continue;
             };
-            // `forbidden` says the upstream makes no task of its own, which is
-            // what the gateway is for: the TypeScript SDK v1 marks every
-            // plain tool so. It is not kept; `optional` and `required` are.
-            let policy = match raw
-                .pointer("/execution/taskSupport")
-                .and_then(Value::as_str)
-            {
+            let mark = raw.pointer("/execution/taskSupport");
+            let policy = match mark.and_then(Value::as_str) {
                 Some("optional") => Some(TaskPolicy::Optional),
                 Some("required") => Some(TaskPolicy::Required),
+                Some("forbidden") => {
+                    forbidden.push(tool.name.to_string());
+                    None
+                }
                 _ => None,
             };
+            some_unmarked |= mark.is_none();
             if let Some(policy) = policy {
                 marked.insert(tool.name.to_string(), policy);
             }
@@ -356,6 +368,18 @@ async fn list_tools(client: &UpstreamClient) -> Result<Tools, ErrorData> {
         if cursor.is_none() {
             break;
         }
+    }
+    // `forbidden` is also what an absent mark means, and the TypeScript SDK
+    // v1 writes it on every tool not registered as a task tool: from an
+    // upstream that marks every tool, `forbidden` is its default and says
+    // nothing about the tool. It is kept only from an upstream that leaves
+    // some tools unmarked, where it is a choice made for that tool.
+    if some_unmarked {
+        marked.extend(
+            forbidden
+                .into_iter()
+                .map(|name| (name, TaskPolicy::Forbidden)),
+        );
     }
     Ok(Tools {
         list: Arc::new(list),
@@ -398,6 +422,8 @@ pub(crate) struct Link {
     options: GatewayOptions,
     state: tokio::sync::Mutex<State>,
     tools: RwLock<Tools>,
+    /// Counts the changes of the tool list read (not its first reading).
+    tools_version: tokio::sync::watch::Sender<u64>,
     /// Fired when the gateway is dropped: the supervisor stops.
     stop: CancellationToken,
 }
@@ -424,7 +450,7 @@ impl Link {
         options: GatewayOptions,
     ) -> Result<Arc<Self>, Error> {
         let calls = Arc::new(Calls::default());
-        let connection = connect(&upstream, calls.clone(), options.connect_timeout).await?;
+        let connection = connect(&upstream, calls.clone(), &options).await?;
         let tools = list_tools(&connection.client)
             .await
             .map_err(|error| Error::ListTools {
@@ -443,12 +469,14 @@ impl Link {
                 ..State::default()
             }),
             tools: RwLock::new(tools),
+            tools_version: tokio::sync::watch::Sender::new(0),
             stop: CancellationToken::new(),
         });
         let health = matches!(link.upstream, Upstream::Url { .. })
             .then_some(link.options.health_check)
             .filter(|interval| !interval.is_zero());
         tokio::spawn(supervise(Arc::downgrade(&link), link.stop.clone(), health));
+        tokio::spawn(follow_tools(Arc::downgrade(&link), link.stop.clone()));
         Ok(link)
     }
 
@@ -476,12 +504,7 @@ impl Link {
         if let Some(at) = state.retry_at {
             tokio::time::sleep_until(at).await;
         }
-        let attempt = connect(
-            &self.upstream,
-            self.calls.clone(),
-            self.options.connect_timeout,
-        )
-        .await;
+        let attempt = connect(&self.upstream, self.calls.clone(), &self.options).await;
         match attempt {
             Ok(connection) => {
                 let connection = Arc::new(connection);
@@ -536,19 +559,53 @@ impl Link {
             .clone()
     }
 
+    /// Tells of every change of the tool list read from now on.
+    pub(crate) fn watch_tools(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.tools_version.subscribe()
+    }
+
     async fn refresh_tools(&self, connection: &Connection) {
         match list_tools(&connection.client).await {
             Ok(tools) => {
-                *self
-                    .tools
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = tools;
+                let changed = {
+                    let mut current = self
+                        .tools
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let changed = current.list != tools.list || current.marked != tools.marked;
+                    *current = tools;
+                    changed
+                };
+                if changed {
+                    self.tools_version.send_modify(|version| *version += 1);
+                }
             }
             Err(error) => {
-                // The next list_changed or reconnect tries again.
-                self.calls.tools_changed();
+                // The next list_changed, call or reconnect tries again.
+                self.calls.tools_still_stale();
                 tracing::warn!(message = %error.message, "cannot read the upstream's tools");
             }
+        }
+    }
+}
+
+/// Reads the tool list again as soon as the upstream says it changed (and
+/// so tells the gateway's clients, see [`Link::watch_tools`]), until the
+/// gateway is dropped.
+async fn follow_tools(link: Weak<Link>, stop: CancellationToken) {
+    let Some(calls) = link.upgrade().map(|link| link.calls.clone()) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            () = calls.tools_change() => {}
+            () = stop.cancelled() => return,
+        }
+        let Some(link) = link.upgrade() else { return };
+        if link.calls.take_tools_stale()
+            && let Ok(connection) = link.connection().await
+        {
+            link.refresh_tools(&connection).await;
         }
     }
 }

@@ -424,6 +424,13 @@ impl TaskRuntime {
         self.inner.listeners.end_all();
     }
 
+    /// Fired when [`TaskRuntime::end_subscriptions`] ends the streams open
+    /// now: a stream served beside the runtime's own ends with them.
+    #[cfg(feature = "gateway")]
+    pub(crate) fn subscriptions_ending(&self) -> tokio_util::sync::CancellationToken {
+        self.inner.listeners.ending()
+    }
+
     /// How many listen streams are open now.
     pub fn open_subscriptions(&self) -> usize {
         self.inner.listeners.open()

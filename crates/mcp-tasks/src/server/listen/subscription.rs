@@ -43,7 +43,7 @@ impl Listeners {
         std::mem::take(&mut *ending).cancel();
     }
 
-    fn ending(&self) -> CancellationToken {
+    pub(crate) fn ending(&self) -> CancellationToken {
         self.ending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
