@@ -785,8 +785,8 @@ async fn measure(full: bool) -> anyhow::Result<Table> {
                 ones.push(wrk(one.address, one_script, c, seconds).await?);
             }
         }
-        table.insert(("get, 1 task", *peer, c), median(&mut ones));
-        table.insert(("get, filled", *peer, c), median(&mut filleds));
+        table.insert(("get_one", *peer, c), median(&mut ones));
+        table.insert(("get_filled", *peer, c), median(&mut filleds));
     }
     println!("(tasks/get at {retained} retained tasks measured)");
     Ok(table)
@@ -871,8 +871,8 @@ async fn main() -> anyhow::Result<()> {
     let mut flat = Vec::new();
     for peer in [Peer::OursMemory, Peer::OursSqlite] {
         let (Some(one), Some(filled)) = (
-            table.get(&("get, 1 task", peer, c64)),
-            table.get(&("get, filled", peer, c64)),
+            table.get(&("get_one", peer, c64)),
+            table.get(&("get_filled", peer, c64)),
         ) else {
             continue;
         };
