@@ -3,9 +3,10 @@
 //!
 //! [`SqliteStore::open`] creates or opens the file (WAL journal,
 //! `synchronous=NORMAL`, a 5 s busy timeout); a second thread copies the
-//! WAL back into the file every 200 ms, so writes never wait for that. Tasks that the previous
-//! process left unfinished (`working`, `input_required` or a status this
-//! library does not know) cannot finish any more: opening fails them through
+//! WAL back into the file every 100 ms, beside the writes. Tasks that the
+//! previous process left unfinished (`working`, `input_required` or a
+//! status this library does not know) cannot finish any more: opening
+//! fails them through
 //! [`TaskRecord::apply`] with [`Change::Abandon`](mcp_tasks::store::Change::Abandon)
 //! ("server restarted before the task finished"), and
 //! [`SqliteStore::abandoned_at_open`] says how many there were.
