@@ -10,11 +10,11 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::support::args;
 use mcp_tasks::{CallOptions, CallResponse, TaskId, TaskStatus, TasksClient};
 use rmcp::ClientHandler;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitationCapability, Implementation, JsonObject,
-    ProtocolVersion,
+    ClientCapabilities, ClientConfig, ElicitationCapability, Implementation, ProtocolVersion,
 };
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -88,13 +88,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-fn args(value: Value) -> Option<JsonObject> {
-    match value {
-        Value::Object(object) => Some(object),
-        _ => None,
     }
 }
 

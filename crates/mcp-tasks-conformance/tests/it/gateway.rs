@@ -6,18 +6,19 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{args, text, waiting};
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{TaskPolicy, TaskRuntime};
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{
-    AwaitOptions, CallOptions, CallResponse, InputMode, ListenChannel, ListenMode, TaskOutcome,
-    TaskState, TaskStatus, TasksClient,
+    CallOptions, CallResponse, InputMode, ListenChannel, ListenMode, TaskOutcome, TaskState,
+    TaskStatus, TasksClient,
 };
 use mcp_tasks_conformance::plain::FAIL_CODE;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, InputResponses, JsonObject, ProtocolVersion,
-    ServerNotification, SubscriptionFilter,
+    CallToolRequestParams, CallToolResult, InputResponses, ProtocolVersion, ServerNotification,
+    SubscriptionFilter,
 };
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -61,28 +62,6 @@ async fn gateway_of(
         .await
         .expect("connect to the gateway");
     (gateway, TasksClient::new(running).with_listen(channel))
-}
-
-fn args(value: Value) -> Option<JsonObject> {
-    match value {
-        Value::Object(object) => Some(object),
-        _ => None,
-    }
-}
-
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .first()
-        .and_then(|content| content.as_text())
-        .map(|text| text.text.clone())
-        .unwrap_or_default()
-}
-
-fn waiting() -> AwaitOptions {
-    AwaitOptions::default()
-        .with_deadline(Some(Duration::from_secs(20)))
-        .with_input(InputMode::Return)
 }
 
 /// Calls `tool` declaring the extension and expects a task.

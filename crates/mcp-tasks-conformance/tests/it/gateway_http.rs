@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::text;
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::TaskRuntime;
 use mcp_tasks::server::http::StreamableHttpServer;
@@ -120,15 +121,6 @@ async fn asking_upstream() -> (String, Arc<AtomicUsize>) {
     let router = axum::Router::new().nest_service("/mcp", service);
     tokio::spawn(async move { axum::serve(listener, router).await });
     (format!("http://{address}/mcp"), sessions)
-}
-
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .first()
-        .and_then(|content| content.as_text())
-        .map(|text| text.text.clone())
-        .unwrap_or_default()
 }
 
 #[tokio::test]

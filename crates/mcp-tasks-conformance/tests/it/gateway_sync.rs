@@ -9,16 +9,17 @@
 
 use std::time::Duration;
 
+use crate::support::text;
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::TaskRuntime;
 use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{CallOptions, CallResponse, TasksClient};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
-    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-    ElicitationCapability, FormElicitationCapability, Implementation, InputRequiredResult,
-    InputResponses, ProtocolVersion, SamplingCapability,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCapability,
+    FormElicitationCapability, Implementation, InputRequiredResult, InputResponses,
+    ProtocolVersion, SamplingCapability,
 };
 use rmcp::service::{ClientLifecycleMode, RequestContext, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -112,15 +113,6 @@ async fn client_of(url: &str, declare: bool, token: Option<&str>) -> TasksClient
         .await
         .expect("connect to the gateway");
     TasksClient::new(running)
-}
-
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .first()
-        .and_then(|content| content.as_text())
-        .map(|text| text.text.clone())
-        .unwrap_or_default()
 }
 
 fn plain() -> CallOptions {

@@ -5,13 +5,14 @@
 
 use std::time::Duration;
 
+use crate::support::{args, text, waiting};
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{Principal, TaskRuntime};
 use mcp_tasks::store::MemoryStore;
-use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, InputMode, TaskOutcome, TasksClient};
+use mcp_tasks::{CallOptions, CallResponse, InputMode, TaskOutcome, TasksClient};
 use mcp_tasks_conformance::{FixtureServer, serve_http};
-use rmcp::model::{CallToolResult, InputResponses, JsonObject, ProtocolVersion};
+use rmcp::model::{InputResponses, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -56,28 +57,6 @@ async fn setup_with(poll_interval: Duration) -> (TaskRuntime, TasksClient<()>) {
         .await
         .expect("connect to the gateway");
     (upstream_runtime, TasksClient::new(running))
-}
-
-fn args(value: Value) -> Option<JsonObject> {
-    match value {
-        Value::Object(object) => Some(object),
-        _ => None,
-    }
-}
-
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .first()
-        .and_then(|content| content.as_text())
-        .map(|text| text.text.clone())
-        .unwrap_or_default()
-}
-
-fn waiting() -> AwaitOptions {
-    AwaitOptions::default()
-        .with_deadline(Some(Duration::from_secs(20)))
-        .with_input(InputMode::Return)
 }
 
 #[tokio::test]

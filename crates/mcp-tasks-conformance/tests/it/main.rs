@@ -8,3 +8,4 @@ mod gateway_sync;
 mod gateway_tasks;
 mod hostile;
 mod server;
+mod support;

@@ -6,14 +6,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::{args, text};
 use mcp_tasks::store::SharedStore;
 use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TaskOutcome, TasksClient};
 use mcp_tasks_sqlite::SqliteStore;
-use rmcp::model::{CallToolResult, JsonObject, ProtocolVersion};
+use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_conformance-server");
 
@@ -31,22 +32,6 @@ fn lifecycle() -> ClientLifecycleMode {
     ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     }
-}
-
-fn args(value: Value) -> Option<JsonObject> {
-    match value {
-        Value::Object(object) => Some(object),
-        _ => None,
-    }
-}
-
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .first()
-        .and_then(|content| content.as_text())
-        .map(|text| text.text.clone())
-        .unwrap_or_default()
 }
 
 async fn tool_names(client: &TasksClient<()>) -> Vec<String> {
