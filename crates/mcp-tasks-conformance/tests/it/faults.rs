@@ -10,7 +10,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::support::args;
 use mcp_tasks::{CallOptions, CallResponse, TaskId, TaskStatus, TasksClient};
 use rmcp::ClientHandler;
 use rmcp::model::{
@@ -20,6 +19,8 @@ use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
+
+use crate::support::args;
 
 const BIN: &str = env!("CARGO_BIN_EXE_conformance-server");
 

@@ -6,7 +6,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::{args, text, waiting};
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{TaskPolicy, TaskRuntime};
@@ -24,6 +23,8 @@ use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
+
+use crate::support::{args, first_lines, fixture_log, text, waiting};
 
 const UPSTREAM: &str = env!("CARGO_BIN_EXE_plain-upstream");
 
@@ -537,12 +538,7 @@ async fn a_pooled_child_that_dies_fails_only_its_call() {
 
 #[tokio::test]
 async fn further_connections_left_idle_are_closed_and_the_gateways_own_stays() {
-    let log = std::env::temp_dir().join(format!(
-        "plain-upstream-life-{}-{}.log",
-        std::process::id(),
-        line!()
-    ));
-    let _ = std::fs::remove_file(&log);
+    let log = fixture_log("life", line!());
     let lines = |word: &str| {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
@@ -583,12 +579,7 @@ async fn further_connections_left_idle_are_closed_and_the_gateways_own_stays() {
 
 #[tokio::test]
 async fn tasks_cancel_cancels_the_upstream_request() {
-    let log = std::env::temp_dir().join(format!(
-        "plain-upstream-cancel-{}-{}.log",
-        std::process::id(),
-        line!()
-    ));
-    let _ = std::fs::remove_file(&log);
+    let log = fixture_log("cancel", line!());
     let command = format!("{UPSTREAM} --cancel-log {}", log.display());
     // A long backoff: closing the cancelled call's connection is no
     // failure of the upstream, so nothing waits for it.
@@ -599,14 +590,7 @@ async fn tasks_cancel_cancels_the_upstream_request() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let settled = client.cancel_and_wait(&state.id, &waiting()).await.unwrap();
     assert_eq!(settled.status, TaskStatus::Cancelled);
-    let mut heard = String::new();
-    for _ in 0..100 {
-        heard = std::fs::read_to_string(&log).unwrap_or_default();
-        if !heard.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let heard = first_lines(&log).await;
     assert_eq!(
         heard.lines().count(),
         1,

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::support::text;
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::TaskRuntime;
 use mcp_tasks::server::http::StreamableHttpServer;
@@ -27,6 +26,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
+
+use crate::support::text;
 
 /// A task-less 2025-11-25 server with one tool, `ask`, that asks its
 /// client for a name and answers `hello NAME`.

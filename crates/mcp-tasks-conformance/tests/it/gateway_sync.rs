@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use crate::support::text;
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::TaskRuntime;
 use mcp_tasks::server::http::StreamableHttpServer;
@@ -26,6 +25,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::json;
+
+use crate::support::{first_lines, fixture_log, text};
 
 const UPSTREAM: &str = env!("CARGO_BIN_EXE_plain-upstream");
 
@@ -209,25 +210,13 @@ async fn a_2026_caller_answers_an_upstream_request_in_an_mrtr_round() {
 
 #[tokio::test]
 async fn a_parked_call_left_unanswered_is_cancelled_upstream() {
-    let log = std::env::temp_dir().join(format!(
-        "plain-upstream-cancel-{}-{}.log",
-        std::process::id(),
-        line!()
-    ));
-    let _ = std::fs::remove_file(&log);
+    let log = fixture_log("cancel", line!());
     let command = format!("{UPSTREAM} --cancel-log {}", log.display());
     let options = GatewayOptions::default().with_input_timeout(Duration::from_millis(300));
     let (gateway, runtime) = start(command, options).await;
     let client = over_http(gateway, runtime, true).await;
     let parked = round(&client, "ask", plain()).await;
-    let mut heard = String::new();
-    for _ in 0..100 {
-        heard = std::fs::read_to_string(&log).unwrap_or_default();
-        if !heard.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let heard = first_lines(&log).await;
     assert_eq!(
         heard.lines().count(),
         1,

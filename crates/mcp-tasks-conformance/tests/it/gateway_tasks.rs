@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use crate::support::{args, text, waiting};
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{Principal, TaskRuntime};
@@ -17,6 +16,8 @@ use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
+
+use crate::support::{args, text, waiting};
 
 /// The fixture server on HTTP (its runtime returned), the gateway in front
 /// of it on HTTP, and a client of the gateway.

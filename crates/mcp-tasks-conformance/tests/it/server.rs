@@ -6,7 +6,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::{args, text};
 use mcp_tasks::store::SharedStore;
 use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TaskOutcome, TasksClient};
 use mcp_tasks_sqlite::SqliteStore;
@@ -15,6 +14,8 @@ use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::json;
+
+use crate::support::{args, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_conformance-server");
 

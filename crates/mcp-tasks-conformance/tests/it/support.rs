@@ -30,3 +30,28 @@ pub(crate) fn waiting() -> AwaitOptions {
         .with_deadline(Some(Duration::from_secs(20)))
         .with_input(InputMode::Return)
 }
+
+/// A fresh path for a `plain-upstream` log (`kind`: `cancel`, `life`),
+/// unique to this test process and `line`; any file left there is removed.
+pub(crate) fn fixture_log(kind: &str, line: u32) -> std::path::PathBuf {
+    let log = std::env::temp_dir().join(format!(
+        "plain-upstream-{kind}-{}-{line}.log",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&log);
+    log
+}
+
+/// What `log` holds once it holds anything (at most 5 s of waiting; then
+/// what it holds, perhaps nothing).
+pub(crate) async fn first_lines(log: &std::path::Path) -> String {
+    let mut heard = String::new();
+    for _ in 0..100 {
+        heard = std::fs::read_to_string(log).unwrap_or_default();
+        if !heard.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    heard
+}
