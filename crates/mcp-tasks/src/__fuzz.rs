@@ -83,10 +83,16 @@ pub fn input_request_and_answer(data: &[u8]) {
 }
 
 /// The server's reading of an HTTP request: the guard, then the `tasks/*`
-/// fast path. The input is `METHOD\nheader: value\n...\n\nBODY`.
+/// fast path. The input is `METHOD\nheader: value\n...\n\nBODY`. Checks
+/// that the typed reading of `tasks/get` and `tasks/cancel` bodies accepts
+/// only what the `Value` path accepts, with the same call.
 pub fn server_reads_request(data: &[u8]) {
-    let text = String::from_utf8_lossy(data);
-    let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+    let split = data.windows(2).position(|pair| pair == b"\n\n");
+    let (head, body) = match split {
+        Some(at) => (&data[..at], &data[at + 2..]),
+        None => (data, &[][..]),
+    };
+    let head = String::from_utf8_lossy(head);
     let mut lines = head.lines();
     let method = lines.next().unwrap_or_default();
     let mut headers = HeaderMap::new();
@@ -101,11 +107,16 @@ pub fn server_reads_request(data: &[u8]) {
         }
     }
     let _ = crate::server::http::guard::accepts_json_and_sse(&headers);
-    let Ok(message) = serde_json::from_str::<Value>(body) else {
-        return;
-    };
-    if crate::server::http::guard::not_a_message(&message).is_none() {
-        let _ = crate::server::http::fast::accept(method, &headers, &message);
+    let quick = crate::server::http::quick::accept(method, &headers, body);
+    let slow = serde_json::from_slice::<Value>(body)
+        .ok()
+        .filter(|message| crate::server::http::guard::not_a_message(message).is_none())
+        .and_then(|message| crate::server::http::fast::accept(method, &headers, &message));
+    if quick.is_some() {
+        assert_eq!(
+            quick, slow,
+            "the typed reading accepted what the Value path reads otherwise"
+        );
     }
 }
 

@@ -351,18 +351,6 @@ where
     if !is_call || request.method() != http::Method::POST || !admitted(&request) {
         return next.run(request).await;
     }
-    // Behind the serving recipe's guard the message is parsed already.
-    if let Some(super::guard::Parsed(message)) =
-        request.extensions().get::<super::guard::Parsed>().cloned()
-    {
-        if !calls.accepts(request.headers(), &message) {
-            return next.run(request).await;
-        }
-        let (mut parts, _body) = request.into_parts();
-        parts.extensions.remove::<super::guard::Parsed>();
-        let message = Arc::try_unwrap(message).unwrap_or_else(|shared| (*shared).clone());
-        return calls.answer(parts, message).await;
-    }
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, super::fast::MAX_BODY).await else {
         return super::guard::refuse(

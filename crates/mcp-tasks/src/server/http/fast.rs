@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 
 use super::access::admitted;
 use super::body::{ack_answer, get_task_answer};
-use super::guard::{Parsed, refuse};
+use super::guard::refuse;
 use crate::TASKS_EXTENSION;
 use crate::server::TaskRuntime;
 use crate::server::wire::detailed_task;
@@ -62,14 +62,6 @@ async fn answer_tasks(
     if request.method() != http::Method::POST || !admitted(&request) {
         return next.run(request).await;
     }
-    // Behind the serving recipe's guard the message is parsed already.
-    if let Some(Parsed(message)) = request.extensions().get::<Parsed>().cloned() {
-        return match accept(method, request.headers(), &message) {
-            Some(call) => respond(&runtime, request.into_parts().0, call).await,
-            // Not for the fast path: rmcp validates and answers.
-            None => next.run(request).await,
-        };
-    }
     let (parts, body) = request.into_parts();
     let Ok(bytes) = to_bytes(body, MAX_BODY).await else {
         return refuse(
@@ -79,9 +71,11 @@ async fn answer_tasks(
             &Value::Null,
         );
     };
-    let accepted = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|message| accept(method, &parts.headers, &message));
+    let accepted = super::quick::accept(method, &parts.headers, &bytes).or_else(|| {
+        serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|message| accept(method, &parts.headers, &message))
+    });
     match accepted {
         Some(call) => respond(&runtime, parts, call).await,
         // Not for the fast path: rmcp validates and answers.
@@ -193,23 +187,60 @@ pub(super) fn local_and_headless(headers: &HeaderMap) -> bool {
     matches!(name, "localhost" | "127.0.0.1" | "[::1]")
 }
 
+#[cfg_attr(any(test, feature = "fuzzing"), derive(PartialEq, Debug))]
 pub(crate) enum Method {
     Get,
     Update(InputResponses),
     Cancel,
 }
 
+impl Method {
+    /// The JSON-RPC method.
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Method::Get => "tasks/get",
+            Method::Update(_) => "tasks/update",
+            Method::Cancel => "tasks/cancel",
+        }
+    }
+}
+
+/// An accepted `tasks/*` request.
+#[cfg_attr(any(test, feature = "fuzzing"), derive(PartialEq, Debug))]
 pub(crate) struct Call {
     pub(super) id: Value,
     task_id: String,
     method: Method,
 }
 
+impl Call {
+    pub(super) fn new(id: Value, task_id: String, method: Method) -> Self {
+        Self {
+            id,
+            task_id,
+            method,
+        }
+    }
+}
+
+/// Whether the headers fit a 2026-07-28 `tasks/*` body of `version` naming
+/// `task_id`: `MCP-Protocol-Version` is `2026-07-28` like the body's, and
+/// `Mcp-Name`, if it is there, names the task.
+pub(super) fn headers_fit(headers: &HeaderMap, version: &str, task_id: &str) -> bool {
+    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    // A missing Mcp-Name is tolerated (fastmcp-tasks' client, among others,
+    // does not send it on tasks/*; the body's taskId is what counts, and the
+    // caller binding still applies). A present one must match: otherwise
+    // rmcp answers -32020.
+    version == "2026-07-28"
+        && header("mcp-protocol-version") == Some(version)
+        && header("mcp-name").is_none_or(|name| name == task_id)
+}
+
 /// The request, if it is exactly what the fast path answers: a JSON-RPC
 /// request for `method` whose headers match its body, with 2026-07-28
 /// `_meta` that declares the Tasks extension.
 pub(crate) fn accept(method: &str, headers: &HeaderMap, message: &Value) -> Option<Call> {
-    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let Value::Object(message) = message else {
         return None;
     };
@@ -227,18 +258,11 @@ pub(crate) fn accept(method: &str, headers: &HeaderMap, message: &Value) -> Opti
     let version = meta
         .get("io.modelcontextprotocol/protocolVersion")?
         .as_str()?;
-    if version != "2026-07-28" || header("mcp-protocol-version") != Some(version) {
-        return None;
-    }
     meta.get("io.modelcontextprotocol/clientCapabilities")?
         .get("extensions")?
         .get(TASKS_EXTENSION)?;
-    let task_id = params.get("taskId")?.as_str()?.to_owned();
-    // A missing Mcp-Name is tolerated (fastmcp-tasks' client, among others,
-    // does not send it on tasks/*; the body's taskId is what counts, and the
-    // caller binding still applies). A present one must match: otherwise
-    // rmcp answers -32020.
-    if header("mcp-name").is_some_and(|name| name != task_id) {
+    let task_id = params.get("taskId")?.as_str()?;
+    if !headers_fit(headers, version, task_id) {
         return None;
     }
     let method = match method {
@@ -254,11 +278,7 @@ pub(crate) fn accept(method: &str, headers: &HeaderMap, message: &Value) -> Opti
             _ => return None,
         },
     };
-    Some(Call {
-        id,
-        task_id,
-        method,
-    })
+    Some(Call::new(id, task_id.to_owned(), method))
 }
 
 #[cfg(test)]

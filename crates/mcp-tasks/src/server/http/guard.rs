@@ -12,16 +12,16 @@
 //! wrong `Content-Type`, 415; an `Accept` without both JSON and SSE, 406;
 //! another HTTP method, 405; a body past the limit, 413; a body that does
 //! not arrive in time, 408. The `id` is the request's when it can be read,
-//! else `null`. A request that passes goes on with its body read once: the
-//! parsed message rides along for the `tasks/*` fast path.
+//! else `null`. A request that passes goes on with its body read once (see
+//! [`front`](super::front)).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::Response;
+use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -36,101 +36,92 @@ pub(super) struct Guard {
     pub(super) body_timeout: Duration,
 }
 
-/// A request's JSON-RPC message, parsed once by the guard.
-#[derive(Debug, Clone)]
-pub(super) struct Parsed(pub(super) Arc<Value>);
-
-pub(super) async fn guard(
-    State(guard): State<Guard>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// Admits `request` or refuses it (see the [module docs](self)), and reads
+/// its body.
+pub(super) async fn read(guard: &Guard, mut request: Request) -> Result<(Parts, Bytes), Response> {
     if let Err(refusal) = guard.access.admit(&mut request) {
-        return refusal.response();
+        return Err(refusal.response());
     }
     if request.method() != Method::POST {
-        return refuse(
+        return Err(refuse(
             StatusCode::METHOD_NOT_ALLOWED,
             -32600,
             "Invalid Request: the MCP endpoint takes POST only",
             &Value::Null,
-        );
+        ));
     }
     let headers = request.headers();
     if !is_json(headers) {
-        return refuse(
+        return Err(refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             -32600,
             "Invalid Request: Content-Type must be application/json",
             &Value::Null,
-        );
+        ));
     }
     if !accepts_json_and_sse(headers) {
-        return refuse(
+        return Err(refuse(
             StatusCode::NOT_ACCEPTABLE,
             -32600,
             "Invalid Request: Accept must list both application/json and text/event-stream",
             &Value::Null,
-        );
+        ));
     }
     let (parts, body) = request.into_parts();
     let limited = http_body_util::Limited::new(body, guard.max_body_bytes);
-    let bytes: Bytes = match tokio::time::timeout(guard.body_timeout, limited.collect()).await {
-        Err(_) => {
-            return refuse(
-                StatusCode::REQUEST_TIMEOUT,
-                -32600,
-                &format!(
-                    "Invalid Request: the request body did not arrive within {} s",
-                    guard.body_timeout.as_secs_f64()
-                ),
-                &Value::Null,
-            );
-        }
-        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                -32600,
-                &format!(
-                    "Invalid Request: the request body exceeds {} bytes",
-                    guard.max_body_bytes
-                ),
-                &Value::Null,
-            );
-        }
-        Ok(Err(_)) => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                -32600,
-                "Invalid Request: the request body could not be read",
-                &Value::Null,
-            );
-        }
-        Ok(Ok(collected)) => collected.to_bytes(),
-    };
-    let message: Value = match serde_json::from_slice(&bytes) {
-        Ok(message) => message,
-        Err(_) => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                -32700,
-                "Parse error: the request body is not JSON",
-                &Value::Null,
-            );
-        }
+    match tokio::time::timeout(guard.body_timeout, limited.collect()).await {
+        Ok(Ok(collected)) => Ok((parts, collected.to_bytes())),
+        Err(_) => Err(refuse(
+            StatusCode::REQUEST_TIMEOUT,
+            -32600,
+            &format!(
+                "Invalid Request: the request body did not arrive within {} s",
+                guard.body_timeout.as_secs_f64()
+            ),
+            &Value::Null,
+        )),
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            -32600,
+            &format!(
+                "Invalid Request: the request body exceeds {} bytes",
+                guard.max_body_bytes
+            ),
+            &Value::Null,
+        )),
+        Ok(Err(_)) => Err(refuse(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            "Invalid Request: the request body could not be read",
+            &Value::Null,
+        )),
+    }
+}
+
+/// The body's JSON-RPC message, or the refusal of a body that is not one.
+#[expect(
+    clippy::result_large_err,
+    reason = "the refusal is the answer, built once per refused request"
+)]
+pub(super) fn message(body: &[u8]) -> Result<Value, Response> {
+    let Ok(message) = serde_json::from_slice::<Value>(body) else {
+        return Err(refuse(
+            StatusCode::BAD_REQUEST,
+            -32700,
+            "Parse error: the request body is not JSON",
+            &Value::Null,
+        ));
     };
     if let Some(why) = not_a_message(&message) {
         let id = message.get("id").cloned().unwrap_or(Value::Null);
-        return refuse(
+        return Err(refuse(
             StatusCode::BAD_REQUEST,
             -32600,
             &format!("Invalid Request: {why}"),
             &id,
-        );
+        ));
     }
-    let mut request = Request::from_parts(parts, Body::from(bytes));
-    request.extensions_mut().insert(Parsed(Arc::new(message)));
-    next.run(request).await
+    Ok(message)
 }
 
 /// Why `message` is not one JSON-RPC request or notification, if it is not.

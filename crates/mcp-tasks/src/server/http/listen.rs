@@ -23,6 +23,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use http::request::Parts;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use rmcp::ErrorData;
 use rmcp::model::Extensions;
@@ -83,6 +84,12 @@ async fn answer_listen(
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
     };
+    answer(&runtime, parts, listen).await
+}
+
+/// Serves an accepted listen request: its acknowledgement, then its
+/// stream of task notifications.
+pub(super) async fn answer(runtime: &TaskRuntime, parts: Parts, listen: Listen) -> Response {
     let requested = match listen.requested {
         Ok(requested) => requested,
         Err(error) => return refuse(StatusCode::OK, &listen.id, &error),
@@ -94,7 +101,7 @@ async fn answer_listen(
     extensions.insert(parts);
     let principal = runtime.principal_of(&extensions);
     let (acknowledgement, subscription) =
-        Subscription::open(&runtime, principal, listen.id, requested).await;
+        Subscription::open(runtime, principal, listen.id, requested).await;
     let events = futures::stream::unfold(
         (Some(acknowledgement), Some(subscription)),
         |(acknowledgement, mut subscription)| async move {
@@ -138,7 +145,7 @@ fn refuse(status: StatusCode, id: &Value, error: &ErrorData) -> Response {
     plain(status, &json!({"jsonrpc": "2.0", "id": id, "error": error}))
 }
 
-fn accepts_event_stream(headers: &HeaderMap) -> bool {
+pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
@@ -147,7 +154,7 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
 }
 
 /// A task listen this layer serves.
-struct Listen {
+pub(super) struct Listen {
     id: Value,
     requested: Result<Vec<String>, ErrorData>,
     declared: bool,
@@ -155,7 +162,7 @@ struct Listen {
 
 /// The request, if it is a well-formed 2026-07-28 listen naming `taskIds`
 /// whose version header matches its body.
-fn accept(headers: &HeaderMap, message: &Value) -> Option<Listen> {
+pub(super) fn accept(headers: &HeaderMap, message: &Value) -> Option<Listen> {
     if message.get("jsonrpc")? != "2.0" || message.get("method")? != LISTEN {
         return None;
     }

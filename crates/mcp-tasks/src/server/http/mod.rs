@@ -50,8 +50,10 @@ mod access;
 mod body;
 mod call;
 pub(crate) mod fast;
+mod front;
 pub(crate) mod guard;
 mod listen;
+pub(crate) mod quick;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -252,11 +254,17 @@ where
             max_body_bytes: self.limits.max_body_bytes,
             body_timeout: self.limits.request_read_timeout,
         };
-        let router = axum::Router::new().nest_service(&self.path, Shared(Arc::new(service)));
-        let router = fast_tool_calls(router, calls);
-        let router = fast_tasks(router, self.runtime.clone());
-        let router = listen_tasks(router, self.runtime)
-            .layer(axum::middleware::from_fn_with_state(guard, guard::guard));
+        let front = Arc::new(front::Front {
+            guard,
+            runtime: self.runtime,
+            calls: call::ToolCalls::new(calls),
+        });
+        let router = axum::Router::new()
+            .nest_service(&self.path, Shared(Arc::new(service)))
+            .layer(axum::middleware::from_fn_with_state(
+                front,
+                front::front::<S>,
+            ));
         (router, self.limits)
     }
 

@@ -1,0 +1,84 @@
+//! The serving recipe's one middleware in front of rmcp's service: the
+//! [`guard`](super::guard), then the fast path for the request's
+//! `Mcp-Method` ([`fast`](super::fast) for `tasks/*`, [`listen`](super::listen)
+//! for `subscriptions/listen`, [`call`](super::call) for `tools/call`), then
+//! rmcp for everything they do not take.
+//!
+//! One layer instead of four: every axum middleware layer clones the
+//! service behind it and boxes a future for each request, and each fast
+//! path read the body again. Here the guard reads the body once, a
+//! `tasks/get` or `tasks/cancel` is read straight from its bytes
+//! ([`quick`](super::quick)), and only the other requests are parsed into
+//! a `serde_json::Value` (which also answers a body that is not a JSON-RPC
+//! message). The public layers [`fast_tasks`](super::fast_tasks),
+//! [`listen_tasks`](super::listen_tasks) and
+//! [`fast_tool_calls`](super::fast_tool_calls) answer the same requests the
+//! same way for a router of one's own.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use rmcp::ServerHandler;
+
+use super::call::ToolCalls;
+use super::guard::{self, Guard};
+use super::{fast, listen, quick};
+use crate::server::TaskRuntime;
+use crate::server::listen::LISTEN;
+
+/// What the middleware needs: the guard's settings, the runtime for
+/// `tasks/*` and listens, the server for `tools/call`.
+pub(super) struct Front<S: ServerHandler> {
+    pub(super) guard: Guard,
+    pub(super) runtime: TaskRuntime,
+    pub(super) calls: ToolCalls<S>,
+}
+
+pub(super) async fn front<S>(
+    State(front): State<Arc<Front<S>>>,
+    request: Request,
+    next: Next,
+) -> Response
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
+    let (parts, bytes) = match guard::read(&front.guard, request).await {
+        Ok(read) => read,
+        Err(refusal) => return refusal,
+    };
+    let tasks = fast::tasks_method(&parts.headers);
+    if let Some(method) = tasks
+        && let Some(call) = quick::accept(method, &parts.headers, &bytes)
+    {
+        return fast::respond(&front.runtime, parts, call).await;
+    }
+    let message = match guard::message(&bytes) {
+        Ok(message) => message,
+        Err(refusal) => return refusal,
+    };
+    let named = |method: &str| {
+        parts
+            .headers
+            .get("mcp-method")
+            .is_some_and(|value| value == method)
+    };
+    if let Some(method) = tasks {
+        if let Some(call) = fast::accept(method, &parts.headers, &message) {
+            return fast::respond(&front.runtime, parts, call).await;
+        }
+    } else if named(LISTEN) {
+        if listen::accepts_event_stream(&parts.headers)
+            && let Some(listen) = listen::accept(&parts.headers, &message)
+        {
+            return listen::answer(&front.runtime, parts, listen).await;
+        }
+    } else if named("tools/call") && front.calls.accepts(&parts.headers, &message) {
+        return front.calls.answer(parts, message).await;
+    }
+    // Not for a fast path: rmcp validates and answers.
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}

@@ -1,0 +1,545 @@
+//! The `tasks/get` and `tasks/cancel` fast path read straight from the body's
+//! bytes.
+//!
+//! A poll is most of a task server's traffic, and reading its body into a
+//! `serde_json::Value` (a map per object, a `String` per key and value) and
+//! dropping it again was the largest cost left on the fast path. [`accept`]
+//! reads the few fields the path needs with typed visitors that borrow
+//! strings from the body where they have no escapes, and checks everything
+//! else as strictly as the `Value` parse does without building it.
+//!
+//! It accepts a subset of what the guard and [`fast::accept`] accept
+//! together, and gives the same [`Call`] for it: it refuses (and the
+//! caller goes on to the `Value` path, which answers or hands the request to
+//! rmcp as before) anything else, among it a key given twice in one of the
+//! objects it reads (the `Value` path keeps the last), a field of the wrong
+//! type, and a method other than `tasks/get` and `tasks/cancel`. The fuzz
+//! target `server_reads_request` checks the subset on every input.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use http::HeaderMap;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use super::fast::{Call, Method, headers_fit};
+use crate::TASKS_EXTENSION;
+
+const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// The call, when `body` is a `tasks/get` or `tasks/cancel` request (as
+/// `method`, the `Mcp-Method` header, names) that the fast path answers;
+/// `None` leaves it to the `Value` path.
+pub(crate) fn accept(method: &str, headers: &HeaderMap, body: &[u8]) -> Option<Call> {
+    let method = match method {
+        "tasks/get" => Method::Get,
+        "tasks/cancel" => Method::Cancel,
+        _ => return None,
+    };
+    // Checked once here, so the parser need not check each string again.
+    let body = std::str::from_utf8(body).ok()?;
+    let message: Message<'_> = serde_json::from_str(body).ok()?;
+    if message.jsonrpc?.0 != "2.0" || message.method?.0 != method.name() {
+        return None;
+    }
+    let id = match message.id? {
+        id @ (Value::String(_) | Value::Number(_)) => id,
+        _ => return None,
+    };
+    let params = message.params?;
+    let meta = params.meta?;
+    let version = meta.version?;
+    if !meta.declared? {
+        return None;
+    }
+    let task_id = params.task_id?.0;
+    if !headers_fit(headers, &version.0, &task_id) {
+        return None;
+    }
+    Some(Call::new(id, task_id.into_owned(), method))
+}
+
+/// A string, borrowed from the body when it has no escapes.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de> de::Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, text: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(text)))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+/// Reads an object's fields: `field` reads the value of each key it knows
+/// and returns the key's bit, or returns `None`, and the value is checked
+/// by [`Strict`] and left. A known key given twice is an error.
+fn read_object<'de, A, F>(mut map: A, mut field: F) -> Result<(), A::Error>
+where
+    A: MapAccess<'de>,
+    F: FnMut(&str, &mut A) -> Result<Option<u8>, A::Error>,
+{
+    let mut seen = 0_u8;
+    while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+        match field(&key, &mut map)? {
+            Some(bit) if seen & bit != 0 => {
+                return Err(de::Error::custom("a key given twice"));
+            }
+            Some(bit) => seen |= bit,
+            None => map.next_value_seed(Strict)?,
+        }
+    }
+    Ok(())
+}
+
+/// Fills `slot` with a known key's `value`: the key's `bit`.
+#[expect(clippy::unnecessary_wraps, reason = "the shape `read_object` wants")]
+fn set<T>(slot: &mut Option<T>, value: T, bit: u8) -> Option<u8> {
+    *slot = Some(value);
+    Some(bit)
+}
+
+/// Implements `Deserialize` for a struct read by [`read_object`], from an
+/// object only (serde's derive would also read one from an array).
+macro_rules! object {
+    ($type:ident, $expecting:literal, |$map:ident, $key:ident, $out:ident| $body:expr) => {
+        impl<'de> de::Deserialize<'de> for $type<'de> {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct ObjectVisitor;
+                impl<'de> Visitor<'de> for ObjectVisitor {
+                    type Value = $type<'de>;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<$type<'de>, A::Error> {
+                        let mut $out = $type::default();
+                        read_object(map, |$key, $map| $body)?;
+                        Ok($out)
+                    }
+                }
+                deserializer.deserialize_map(ObjectVisitor)
+            }
+        }
+    };
+}
+
+#[derive(Default)]
+struct Message<'a> {
+    jsonrpc: Option<Text<'a>>,
+    id: Option<Value>,
+    method: Option<Text<'a>>,
+    params: Option<Params<'a>>,
+}
+
+object!(Message, "a JSON-RPC request", |map, key, out| {
+    Ok(match key {
+        "jsonrpc" => set(&mut out.jsonrpc, map.next_value()?, 1),
+        "id" => set(&mut out.id, map.next_value()?, 2),
+        "method" => set(&mut out.method, map.next_value()?, 4),
+        "params" => set(&mut out.params, map.next_value()?, 8),
+        _ => None,
+    })
+});
+
+#[derive(Default)]
+struct Params<'a> {
+    task_id: Option<Text<'a>>,
+    meta: Option<Meta<'a>>,
+}
+
+object!(Params, "the request's params", |map, key, out| {
+    Ok(match key {
+        "taskId" => set(&mut out.task_id, map.next_value()?, 1),
+        "_meta" => set(&mut out.meta, map.next_value()?, 2),
+        _ => None,
+    })
+});
+
+#[derive(Default)]
+struct Meta<'a> {
+    version: Option<Text<'a>>,
+    /// Whether `clientCapabilities.extensions` names the Tasks extension;
+    /// `None` without `clientCapabilities`.
+    declared: Option<bool>,
+}
+
+object!(Meta, "the request's _meta", |map, key, out| {
+    Ok(match key {
+        VERSION_KEY => set(&mut out.version, map.next_value()?, 1),
+        CAPABILITIES_KEY => {
+            let capabilities: Capabilities<'_> = map.next_value()?;
+            out.declared = Some(capabilities.declared.unwrap_or(false));
+            Some(2)
+        }
+        _ => None,
+    })
+});
+
+#[derive(Default)]
+struct Capabilities<'a> {
+    /// Whether `extensions` names the Tasks extension; `None` without
+    /// `extensions`.
+    declared: Option<bool>,
+    _body: std::marker::PhantomData<&'a str>,
+}
+
+object!(
+    Capabilities,
+    "the client's capabilities",
+    |map, key, out| {
+        Ok(match key {
+            "extensions" => {
+                out.declared = Some(map.next_value_seed(Names(TASKS_EXTENSION))?);
+                Some(1)
+            }
+            _ => None,
+        })
+    }
+);
+
+/// Whether an object has the key `.0`; every value checked by [`Strict`].
+/// A key may come twice here: the `Value` path keeps one of them, and
+/// either way the key is there.
+struct Names(&'static str);
+
+impl<'de> DeserializeSeed<'de> for Names {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Names {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let mut found = false;
+        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+            found |= key == self.0;
+            map.next_value_seed(Strict)?;
+        }
+        Ok(found)
+    }
+}
+
+/// Any JSON value, checked as strictly as reading it into a `Value` checks
+/// it (strings with their escapes, numbers in range) and not kept. serde's
+/// `IgnoredAny` is laxer: it lets a lone surrogate escape or an
+/// out-of-range number through, which the `Value` parse refuses.
+#[derive(Clone, Copy)]
+struct Strict;
+
+impl<'de> DeserializeSeed<'de> for Strict {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Strict {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key_seed(StrictKey)?.is_some() {
+            map.next_value_seed(self)?;
+        }
+        Ok(())
+    }
+}
+
+/// An object's key, read as the `Value` parse reads keys (as a string).
+struct StrictKey;
+
+impl<'de> DeserializeSeed<'de> for StrictKey {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_str(Strict)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+    use serde_json::json;
+
+    use super::*;
+    use crate::server::http::{fast, guard};
+
+    fn headers(name: Option<&str>) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        map.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2026-07-28"),
+        );
+        if let Some(name) = name {
+            map.insert("mcp-name", HeaderValue::from_str(name).unwrap());
+        }
+        map
+    }
+
+    /// What the guard and the `Value` fast path make of the same request.
+    fn value_path(method: &str, headers: &HeaderMap, body: &[u8]) -> Option<Call> {
+        serde_json::from_slice::<Value>(body)
+            .ok()
+            .filter(|message| guard::not_a_message(message).is_none())
+            .and_then(|message| fast::accept(method, headers, &message))
+    }
+
+    fn poll(method: &str, id: &Value, task_id: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"taskId": task_id,
+            "_meta": {VERSION_KEY: "2026-07-28",
+                CAPABILITIES_KEY: {"extensions": {TASKS_EXTENSION: {}}}}}})
+    }
+
+    fn bytes(message: &Value) -> Vec<u8> {
+        serde_json::to_vec(message).unwrap()
+    }
+
+    #[test]
+    fn reads_polls_as_the_value_path_does() {
+        let mut extra = poll("tasks/get", &json!(7), "t1");
+        extra["params"]["other"] = json!({"nested": [1, -2.5e-3, true, null, "x\"y"]});
+        extra["params"]["_meta"]["progressToken"] = json!("p");
+        extra["params"]["_meta"][CAPABILITIES_KEY]["sampling"] = json!({});
+        extra["params"]["_meta"][CAPABILITIES_KEY]["extensions"]["other/ext"] = json!([]);
+        extra["trailing"] = json!("\u{1F600}");
+        let escaped = br#"{"params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol\/tasks":null}},"io.modelcontextprotocol\u002fprotocolVersion":"2026-07-28"},"taskId":"t\u0031"},"method":"tasks\/cancel","id":"c\n1","jsonrpc":"2\u002e0"}"#;
+        let cases: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
+            (
+                "tasks/get",
+                bytes(&poll("tasks/get", &json!(7), "t1")),
+                Some("t1"),
+            ),
+            (
+                "tasks/get",
+                bytes(&poll("tasks/get", &json!(7), "t1")),
+                None,
+            ),
+            (
+                "tasks/get",
+                bytes(&poll("tasks/get", &json!(1.5), "t1")),
+                None,
+            ),
+            (
+                "tasks/get",
+                bytes(&poll("tasks/get", &json!(-3), "t1")),
+                None,
+            ),
+            (
+                "tasks/cancel",
+                bytes(&poll("tasks/cancel", &json!("a"), "t1")),
+                Some("t1"),
+            ),
+            ("tasks/get", bytes(&extra), Some("t1")),
+            ("tasks/cancel", escaped.to_vec(), Some("t1")),
+            (
+                "tasks/get",
+                format!(
+                    " \n{}\t ",
+                    String::from_utf8(bytes(&poll("tasks/get", &json!(1), "t"))).unwrap()
+                )
+                .into_bytes(),
+                None,
+            ),
+        ];
+        for (method, body, name) in cases {
+            let headers = headers(name);
+            let quick = accept(method, &headers, &body);
+            assert!(quick.is_some(), "{}", String::from_utf8_lossy(&body));
+            assert_eq!(quick, value_path(method, &headers, &body));
+        }
+    }
+
+    #[test]
+    fn leaves_everything_else_to_the_value_path() {
+        let good = poll("tasks/get", &json!(7), "t1");
+        let text = String::from_utf8(bytes(&good)).unwrap();
+        let with = |path: &[&str], value: Value| {
+            let mut message = good.clone();
+            let mut at = &mut message;
+            for key in &path[..path.len() - 1] {
+                at = &mut at[*key];
+            }
+            at[path[path.len() - 1]] = value;
+            bytes(&message)
+        };
+        // (body, what the Value path makes of it)
+        let cases: Vec<(Vec<u8>, bool)> = vec![
+            // A key twice: the Value path keeps the last one.
+            (
+                text.replacen("\"id\":7", "\"id\":7,\"id\":8", 1)
+                    .into_bytes(),
+                true,
+            ),
+            (
+                text.replacen(
+                    "\"taskId\":\"t1\"",
+                    "\"taskId\":\"t0\",\"taskId\":\"t1\"",
+                    1,
+                )
+                .into_bytes(),
+                true,
+            ),
+            // Not an object, or params not one.
+            (format!("[{text}]").into_bytes(), false),
+            (with(&["params"], json!(["t1"])), false),
+            // Escapes and numbers the Value parse refuses, where they are not read.
+            (
+                text.replacen("\"params\"", "\"x\":\"\\ud800\",\"params\"", 1)
+                    .into_bytes(),
+                false,
+            ),
+            (
+                text.replacen("\"params\"", "\"x\":1e400,\"params\"", 1)
+                    .into_bytes(),
+                false,
+            ),
+            (
+                text.replacen("\"params\"", "\"x\":\"\u{0}\",\"params\"", 1)
+                    .into_bytes(),
+                false,
+            ),
+            (
+                [&b"{\"x\":\"\xff\","[..], &text.as_bytes()[1..]].concat(),
+                false,
+            ),
+            (format!("{text}x").into_bytes(), false),
+            // Not a poll the fast path answers.
+            (with(&["method"], json!("tasks/cancel")), false),
+            (with(&["jsonrpc"], json!("1.0")), false),
+            (with(&["id"], json!({"x": 1})), false),
+            (with(&["id"], Value::Null), false),
+            (with(&["params", "taskId"], json!(5)), false),
+            (
+                with(&["params", "_meta", VERSION_KEY], json!("2025-11-25")),
+                false,
+            ),
+            (
+                with(&["params", "_meta", CAPABILITIES_KEY], json!({})),
+                false,
+            ),
+            (
+                with(
+                    &["params", "_meta", CAPABILITIES_KEY, "extensions"],
+                    json!({}),
+                ),
+                false,
+            ),
+            (
+                with(
+                    &["params", "_meta", CAPABILITIES_KEY, "extensions"],
+                    json!([TASKS_EXTENSION]),
+                ),
+                false,
+            ),
+            (with(&["params", "_meta"], json!(null)), false),
+        ];
+        for (body, slow) in cases {
+            let headers = headers(Some("t1"));
+            assert_eq!(
+                accept("tasks/get", &headers, &body),
+                None,
+                "{}",
+                String::from_utf8_lossy(&body)
+            );
+            assert_eq!(
+                value_path("tasks/get", &headers, &body).is_some(),
+                slow,
+                "{}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        let body = bytes(&good);
+        for (method, headers) in [
+            ("tasks/update", headers(Some("t1"))),
+            ("tools/call", headers(Some("t1"))),
+            ("tasks/get", headers(Some("t2"))),
+            ("tasks/get", HeaderMap::new()),
+        ] {
+            assert_eq!(
+                accept(method, &headers, &body),
+                None,
+                "{method} {headers:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_small_mutation_of_a_poll_is_read_alike_or_left() {
+        let special = b"\"\\{}[],:0e-. u\xff";
+        let escaped = br#"{"params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol\/tasks":{}}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"taskId":"t1"},"method":"tasks/get","id":"\u0037","jsonrpc":"2.0"}"#;
+        let headers = headers(None);
+        let mut accepted = 0;
+        for base in [bytes(&poll("tasks/get", &json!(7), "t1")), escaped.to_vec()] {
+            let mut variants = Vec::new();
+            for at in 0..base.len() {
+                let mut deleted = base.clone();
+                deleted.remove(at);
+                variants.push(deleted);
+                for &byte in special {
+                    let mut replaced = base.clone();
+                    replaced[at] = byte;
+                    variants.push(replaced);
+                    let mut inserted = base.clone();
+                    inserted.insert(at, byte);
+                    variants.push(inserted);
+                }
+            }
+            for body in variants {
+                let quick = accept("tasks/get", &headers, &body);
+                if quick.is_some() {
+                    accepted += 1;
+                    assert_eq!(
+                        quick,
+                        value_path("tasks/get", &headers, &body),
+                        "{}",
+                        String::from_utf8_lossy(&body)
+                    );
+                }
+            }
+        }
+        // Changes inside the task id, the id and ignored text keep a poll.
+        assert!(accepted > 100, "{accepted}");
+    }
+}
