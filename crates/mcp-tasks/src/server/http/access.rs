@@ -2,13 +2,12 @@
 //! else: the `Host` (against DNS rebinding), the browser `Origin`, and, when
 //! the endpoint has [`BearerTokens`], the caller's token.
 //!
-//! The guard runs [`Access::admit`] first; a request it admits carries
-//! [`Admitted`], so the `tasks/*` fast path and the listen path serve it
-//! whatever its host name, exactly as rmcp's service does behind them (which
-//! is configured with the same lists, so it never disagrees). A router built
-//! without the guard ([`fast_tasks`](super::fast_tasks) on its own) serves
-//! loopback requests without `Origin` on those paths and hands the rest to
-//! rmcp.
+//! The guard runs [`Access::admit`] first; the serving recipe's fast paths
+//! serve a request it admits whatever its host name, exactly as rmcp's
+//! service does behind them (which is configured with the same lists, so it
+//! never disagrees). A router built without the guard
+//! ([`fast_tasks`](super::fast_tasks) on its own) serves loopback requests
+//! without `Origin` on those paths and hands the rest to rmcp.
 //!
 //! The checks read what rmcp reads, the same way: a `Host` (or the URI's
 //! authority) compared by name, case-insensitively, and by port when the
@@ -130,17 +129,12 @@ pub(super) fn unauthorized(why: Unauthorized) -> Response {
     response
 }
 
-/// Left on a request the guard admitted: its `Host`, `Origin` and token
-/// passed.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Admitted;
-
-/// Whether the fast path and the listen path may serve `headers`' request:
-/// the guard admitted it, or (without the guard) it is a loopback one
-/// without `Origin`.
+/// Whether a public fast-path layer, which runs without the guard, may
+/// serve `request`: a loopback one without `Origin`. (The serving recipe
+/// runs the guard and its fast paths in one middleware, see
+/// [`front`](super::front).)
 pub(super) fn admitted(request: &Request) -> bool {
-    request.extensions().get::<Admitted>().is_some()
-        || super::fast::local_and_headless(request.headers())
+    super::fast::local_and_headless(request.headers())
 }
 
 /// What the guard checks first.
@@ -190,8 +184,8 @@ impl Access {
         }
     }
 
-    /// Admits `request` (marking it [`Admitted`], and [`Authenticated`]
-    /// when there are tokens) or says why not.
+    /// Admits `request` (marking it [`Authenticated`] when there are
+    /// tokens) or says why not.
     pub(super) fn admit(&self, request: &mut Request) -> Result<(), Refusal> {
         let host =
             Authority::of_request(request.uri(), request.headers()).map_err(Refusal::BadHost)?;
@@ -224,7 +218,6 @@ impl Access {
                 .extensions_mut()
                 .insert(Authenticated::new(principal));
         }
-        request.extensions_mut().insert(Admitted);
         Ok(())
     }
 }
@@ -412,10 +405,7 @@ mod tests {
         }
         let mut request = builder.body(axum::body::Body::empty()).unwrap();
         match access.admit(&mut request) {
-            Ok(()) => {
-                assert!(request.extensions().get::<Admitted>().is_some());
-                200
-            }
+            Ok(()) => 200,
             Err(refusal) => refusal.response().status().as_u16(),
         }
     }

@@ -9,7 +9,8 @@
 //! creating the task does. [`fast_tool_calls`] calls the same handler the
 //! same way rmcp's loop does, without the machinery:
 //!
-//! * The request is parsed once (by the serving recipe's guard) and read
+//! * The request is parsed once (by the serving recipe's front middleware,
+//!   or by this layer) and read
 //!   into rmcp's own `CallToolRequest` with rmcp's own deserializer, so the
 //!   handler gets the very `CallToolRequestParams`, `_meta` and extensions
 //!   (the request's `http::request::Parts` among them) it gets through rmcp.

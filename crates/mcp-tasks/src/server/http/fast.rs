@@ -7,11 +7,14 @@
 //! directly, as one plain JSON body, and hands every other request (and
 //! every `tasks/*` request it does not fully accept: a header that does not
 //! match the body, a missing capability) to the rmcp service behind it,
-//! which validates and answers as usual. Behind the serving recipe's guard
-//! it serves every request the guard admitted (its `Host`, `Origin` and
-//! token checked for all routes alike, see [`access`](super::access));
-//! without the guard, only loopback requests without `Origin`. Delete this
-//! module the day rmcp's own path is as fast.
+//! which validates and answers as usual. In the serving recipe it serves
+//! every request the guard admitted (its `Host`, `Origin` and token checked
+//! for all routes alike, see [`access`](super::access) and
+//! [`front`](super::front)); as a layer of one's own, without the guard,
+//! only loopback requests without `Origin`. `tasks/get` and `tasks/cancel`
+//! bodies are read straight from their bytes where they can be
+//! ([`quick`](super::quick)). Delete this module the day rmcp's own path is
+//! as fast.
 //!
 //! One deliberate leniency: a `tasks/*` request *without* `Mcp-Name` is
 //! answered (the extension says clients MUST send it; fastmcp-tasks' client

@@ -3,11 +3,12 @@
 //! [`StreamableHttpServer`] builds the axum router for an rmcp server on our
 //! [`TaskRuntime`]: rmcp's `StreamableHttpService`, stateless (2026-07-28 has
 //! no sessions), answering plain JSON where no notification precedes the
-//! answer, without SSE keep-alives; in front of it [`fast_tasks`],
-//! which answers well-formed `tasks/*` polls straight from the runtime, and
-//! [`listen_tasks`], which serves `subscriptions/listen` for tasks (rmcp
-//! 3.11 cannot: see [`listen`](super::listen)); and in front of everything
-//! a guard that first checks who may reach the endpoint, for every route
+//! answer, without SSE keep-alives; and in front of it one middleware that
+//! answers well-formed `tasks/*` polls straight from the runtime (as
+//! [`fast_tasks`] does), serves `subscriptions/listen` for tasks (as
+//! [`listen_tasks`] does; rmcp 3.11 cannot: see [`listen`](super::listen))
+//! and well-formed `tools/call` requests (as [`fast_tool_calls`] does),
+//! after a guard that first checks who may reach the endpoint, for every route
 //! alike (the `Host`: loopback names by default, against DNS rebinding,
 //! [`with_allowed_hosts`](StreamableHttpServer::with_allowed_hosts) for a
 //! public name; a browser `Origin`: loopback ones by default; and with
@@ -38,8 +39,10 @@
 //! Which parts matter: statelessness is what 2026-07-28 asks for; JSON
 //! answers and `TCP_NODELAY` make small answers one write (together about a
 //! tenfold throughput gain for `tasks/get` on loopback, see BENCHMARKS.md);
-//! `fast_tasks` skips rmcp's dispatch for polls; the `Origin` list is the
-//! transport's required browser check.
+//! the fast paths skip rmcp's dispatch for polls and task creation, in one
+//! middleware layer that reads each body once (a `tasks/get` or
+//! `tasks/cancel` straight from its bytes, without a `serde_json::Value`);
+//! the `Origin` list is the transport's required browser check.
 //!
 //! Behind a reverse proxy: allow the public name the proxy passes on in
 //! `Host` (nginx: `proxy_set_header Host $host;`), and the origins of any
@@ -224,8 +227,8 @@ where
     }
 
     /// The axum router: the guard (host, origin, token, then the request's
-    /// shape), then [`fast_tasks`] and [`listen_tasks`],
-    /// then rmcp's service at the path. Its body limits apply wherever the
+    /// shape), then the fast paths of [`fast_tasks`], [`listen_tasks`] and
+    /// [`fast_tool_calls`] (in one layer), then rmcp's service at the path. Its body limits apply wherever the
     /// router is served; the connection limits only with
     /// [`StreamableHttpServer::serve`].
     pub fn router(self) -> axum::Router {
