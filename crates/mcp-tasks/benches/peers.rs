@@ -575,15 +575,17 @@ fn finished_result() -> Value {
     json!({"content": [{"type": "text", "text": "done"}], "isError": false})
 }
 
-/// Task `n` as the runtime makes it (a 32-hex id, owner
-/// `authorization:<64 hex>`), and the transition that completes it.
+/// Task `n` as the runtime makes it (a 44-hex id: the time, then 32 hex
+/// digits; owner `authorization:<64 hex>`), and the transition that
+/// completes it.
 fn finished_task(
     n: usize,
     now: UnixMillis,
 ) -> anyhow::Result<(TaskRecord, mcp_tasks::store::Transition)> {
     let record = TaskRecord::new(
         TaskId::new(format!(
-            "{:032x}",
+            "{:012x}{:032x}",
+            now.as_millis(),
             (n as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)
         )),
         Principal::new(format!("authorization:{:064x}", n % 97)),

@@ -150,10 +150,11 @@ impl Rng {
     }
 }
 
-/// A record as the runtime creates one: a 32-hex id.
+/// A record as the runtime creates one: a 44-hex id (the time, then 32
+/// random hex digits).
 fn runtime_record(rng: &mut Rng, owner: &str, now: UnixMillis) -> TaskRecord {
     TaskRecord::new(
-        TaskId::new(rng.hex(32)),
+        TaskId::new(format!("{:012x}{}", now.as_millis(), rng.hex(32))),
         Principal::new(owner),
         now,
         Ttl::from_millis(TTL_MS),

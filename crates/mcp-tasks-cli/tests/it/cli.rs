@@ -301,7 +301,7 @@ fn no_wait_then_wait_get_and_cancel_over_http() {
     ]);
     assert_eq!(output.status.code(), Some(0));
     let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    assert_eq!(id.len(), 32, "the task id alone on stdout: {id:?}");
+    assert_eq!(id.len(), 44, "the task id alone on stdout: {id:?}");
 
     let (exit, value) = json_of(&run(&["get", "--url", url, &id, "--json"]));
     assert_eq!(exit, 0, "{value}");

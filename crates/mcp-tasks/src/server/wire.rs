@@ -11,13 +11,24 @@ use serde_json::{Value, json};
 use crate::store::{PackedRecord, StoreError, StoreErrorKind, TaskRecord};
 use crate::task::{TaskId, TaskStatus, UnixMillis};
 
-/// A fresh task id: 128 bits from the system's CSPRNG, as hex.
+/// A fresh task id: the time it is made (milliseconds since the Unix epoch,
+/// 12 hex digits), then 128 bits from the system's CSPRNG (32 hex digits).
+/// The random part is what makes it unguessable; the time in front makes
+/// ids sort by creation, so an index on them (SQLite's) grows at its end
+/// instead of writing a page at random for every new task, as UUIDv7 does
+/// for the same reason. The time says no more than the task's `createdAt`.
 pub(crate) fn new_task_id() -> Result<TaskId, ErrorData> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes)
         .map_err(|error| ErrorData::internal_error(format!("no randomness: {error}"), None))?;
-    let mut id = String::with_capacity(32);
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis());
+    let mut id = String::with_capacity(44);
+    for shift in (0..12).rev() {
+        id.push(char::from(HEX[(millis >> (4 * shift)) as usize & 0x0f]));
+    }
     for byte in bytes {
         id.push(char::from(HEX[usize::from(byte >> 4)]));
         id.push(char::from(HEX[usize::from(byte & 0x0f)]));
@@ -261,15 +272,33 @@ mod tests {
     }
 
     #[test]
-    fn task_ids_are_32_hex_digits_and_differ() {
+    fn task_ids_are_the_time_then_128_random_bits_in_hex() {
+        let millis = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+        };
+        let before = millis();
         let one = new_task_id().unwrap();
         let two = new_task_id().unwrap();
-        assert_eq!(one.expose().len(), 32);
-        assert!(
-            one.expose()
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-        );
+        let after = millis();
+        for id in [&one, &two] {
+            let id = id.expose();
+            assert_eq!(id.len(), 44, "{id}");
+            assert!(
+                id.bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+                "{id}"
+            );
+            let made = u128::from_str_radix(&id[..12], 16).unwrap();
+            assert!((before..=after).contains(&made), "{id}");
+        }
         assert_ne!(one, two);
+        assert_ne!(one.expose()[12..], two.expose()[12..], "the random part");
+        assert!(
+            one.expose()[..12] <= two.expose()[..12],
+            "ids sort by creation"
+        );
     }
 }

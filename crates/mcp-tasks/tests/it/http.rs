@@ -267,3 +267,89 @@ async fn open_connections_are_bounded() {
         .unwrap();
     assert_eq!(status, 200);
 }
+
+const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+
+/// A `tasks/*` request of `method` with `params` before the `_meta`.
+fn tasks_body(method: &str, id: &str, params: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{{params},{META}}}}}"#)
+}
+
+/// Polls are read straight from their bytes; a body that reading leaves
+/// (a key given twice, an escape or a number the JSON parse refuses) gets
+/// what it got before: the answer of the `Value` path, or -32700.
+#[tokio::test]
+async fn polls_read_from_their_bytes_answer_as_the_value_path() {
+    let url = serve_http_with(RuntimeServer::in_memory(), |recipe| recipe).await;
+    let post = |method: &'static str, body: String| {
+        let url = url.clone();
+        async move {
+            let mut headers = vec![JSON, JSON_AND_SSE, VERSION, ("Mcp-Method", method)];
+            if method == "tools/call" {
+                headers.push(("Mcp-Name", "forever"));
+            }
+            let (status, body) = exchange(&url, "POST", &headers, &body).await;
+            (
+                status,
+                serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let created = tasks_body("tools/call", "1", r#""name":"forever","arguments":{}"#);
+    let (status, body) = post("tools/call", created).await;
+    assert_eq!(status, 200, "{body}");
+    let task = body["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let get = |id: &str, params: String| tasks_body("tasks/get", id, &params);
+    // The plain poll, and one with escapes in its task id and keys.
+    let escaped: String = task
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
+    for body in [
+        get("7", format!(r#""taskId":"{task}""#)),
+        get(
+            r#""s-7""#,
+            format!(r#""task\u0049d":"{escaped}","other":[1,{{"x":null}}]"#),
+        ),
+    ] {
+        let (status, answer) = post("tasks/get", body.clone()).await;
+        assert_eq!(status, 200, "{body}: {answer}");
+        assert_eq!(
+            answer["result"]["taskId"],
+            task.as_str(),
+            "{body}: {answer}"
+        );
+        assert_eq!(answer["result"]["status"], "working", "{answer}");
+    }
+    // A key given twice: the Value path answers, with the last one.
+    let twice = get("7", format!(r#""taskId":"none","taskId":"{task}""#));
+    let (status, answer) = post("tasks/get", twice).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["taskId"], task.as_str(), "{answer}");
+    // What the JSON parse refuses, in a field the poll does not read.
+    for bad in [r#""x":"\ud800""#, r#""x":1e400"#] {
+        let body = get("7", format!(r#""taskId":"{task}",{bad}"#));
+        let (status, answer) = post("tasks/get", body).await;
+        assert_eq!(
+            (status, &answer["error"]["code"]),
+            (400, &json!(-32700)),
+            "{bad}: {answer}"
+        );
+    }
+    // An unknown task, then a cancel read from its bytes.
+    let (status, answer) = post("tasks/get", get("8", r#""taskId":"nope""#.to_owned())).await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (200, &json!(-32602)),
+        "{answer}"
+    );
+    let cancel = tasks_body("tasks/cancel", "9", &format!(r#""taskId":"{task}""#));
+    let (status, answer) = post("tasks/cancel", cancel).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["id"], 9, "{answer}");
+    let (_, answer) = post("tasks/get", get("10", format!(r#""taskId":"{task}""#))).await;
+    assert_eq!(answer["result"]["status"], "cancelled", "{answer}");
+}

@@ -28,7 +28,11 @@ async fn policy_decides_between_task_and_synchronous_run() {
     // Optional: a task when declared, else the result at once.
     let state = task_of(&client, "slow", json!({"ms": 10})).await;
     assert_eq!(state.status, TaskStatus::Working);
-    assert_eq!(state.id.expose().len(), 32, "128 random bits in hex");
+    assert_eq!(
+        state.id.expose().len(),
+        44,
+        "the time, then 128 random bits, in hex"
+    );
     let sync = client
         .call_tool("slow", args(json!({"ms": 10})), undeclared.clone())
         .await
