@@ -140,6 +140,23 @@ async fn start(client: &TasksClient<Forms>, tool: &str, arguments: Value) -> Tas
     }
 }
 
+/// SIGKILLs `replica` while it runs task `id`, and reads the task through
+/// `other` until it ends, for at most two lease periods: the task failed
+/// with [`STOPPED_MESSAGE`], and how long after the kill it ended.
+async fn killed_mid_task(
+    replica: &mut Replica,
+    other: &TasksClient<Forms>,
+    id: &TaskId,
+) -> (TaskState, Duration) {
+    replica.kill_9();
+    let killed = Instant::now();
+    let failed = until(other, id, LEASE * 2, |state| state.status.is_terminal()).await;
+    let took = killed.elapsed();
+    assert_eq!(failed.status, TaskStatus::Failed);
+    assert_eq!(failed.status_message.as_deref(), Some(STOPPED_MESSAGE));
+    (failed, took)
+}
+
 /// Reads `id` through `client` every 20 ms until `done` holds, for at most `within`.
 async fn until(
     client: &TasksClient<Forms>,
@@ -242,15 +259,7 @@ async fn three_replicas_on_one_redis_share_tasks_and_survive_a_sigkill() {
         state.status_message.as_deref() == Some("step 1 of 4")
     })
     .await;
-    a.kill_9();
-    let killed = Instant::now();
-    let failed = until(&on_b, &stuck.id, LEASE * 2, |state| {
-        state.status.is_terminal()
-    })
-    .await;
-    let took = killed.elapsed();
-    assert_eq!(failed.status, TaskStatus::Failed);
-    assert_eq!(failed.status_message.as_deref(), Some(STOPPED_MESSAGE));
+    let (failed, took) = killed_mid_task(&mut a, &on_b, &stuck.id).await;
     let error = failed.error.as_ref().expect("a failed task has its error");
     assert_eq!(error.message, STOPPED_MESSAGE);
     // One lease period, and the time of a few polls of B.
@@ -359,15 +368,7 @@ async fn two_gateway_replicas_on_one_redis_relay_each_others_callers() {
         upstream_tasks(&a_db, "working") == 1
     })
     .await;
-    a.kill_9();
-    let killed = Instant::now();
-    let failed = until(&on_b, &stuck.id, LEASE * 2, |state| {
-        state.status.is_terminal()
-    })
-    .await;
-    let took = killed.elapsed();
-    assert_eq!(failed.status, TaskStatus::Failed);
-    assert_eq!(failed.status_message.as_deref(), Some(STOPPED_MESSAGE));
+    let (_, took) = killed_mid_task(&mut a, &on_b, &stuck.id).await;
     assert!(
         took <= LEASE + Duration::from_millis(300),
         "the task of the killed gateway ended after {took:?}"

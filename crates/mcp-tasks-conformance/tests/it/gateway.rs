@@ -24,7 +24,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
-use crate::support::{args, first_lines, fixture_log, text, waiting};
+use crate::support::{args, completed_text, first_lines, fixture_log, text, waiting};
 
 const UPSTREAM: &str = env!("CARGO_BIN_EXE_plain-upstream");
 
@@ -180,14 +180,11 @@ async fn synchronous_calls_pass_straight_through() {
     let (gateway, client) = gateway(options).await;
     assert_eq!(gateway.policy("echo"), TaskPolicy::Forbidden);
     // Forbidden: no task, even for a caller that declared the extension.
-    match client
+    let response = client
         .call_tool("echo", args(json!({"text": "hi"})), CallOptions::default())
         .await
-        .unwrap()
-    {
-        CallResponse::Complete(result) => assert_eq!(text(&result), "hi"),
-        other => panic!("expected a plain result, got {other:?}"),
-    }
+        .unwrap();
+    assert_eq!(completed_text(response), "hi");
     // Optional, and the caller did not declare the extension: no task.
     let result = synchronous(&client, "progress", json!({"steps": 1, "ms": 10})).await;
     assert_eq!(text(&result), "done: 1 steps");
@@ -263,14 +260,11 @@ async fn a_forbidden_mark_is_kept_from_an_upstream_that_leaves_tools_unmarked() 
     assert_eq!(first.policy("progress"), TaskPolicy::Optional);
     assert_eq!(first.policy("needs_task"), TaskPolicy::Required);
     // A caller that declared the extension still gets echo synchronously...
-    match client
+    let response = client
         .call_tool("echo", args(json!({"text": "hi"})), CallOptions::default())
         .await
-        .unwrap()
-    {
-        CallResponse::Complete(result) => assert_eq!(text(&result), "hi"),
-        other => panic!("expected a plain result, got {other:?}"),
-    }
+        .unwrap();
+    assert_eq!(completed_text(response), "hi");
     // ...and an unmarked tool as a task.
     let state = task(&client, "progress", json!({"steps": 1, "ms": 10})).await;
     assert_eq!(

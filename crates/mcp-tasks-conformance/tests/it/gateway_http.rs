@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::TaskRuntime;
-use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{
     AwaitOptions, CallOptions, CallResponse, InputMode, TaskOutcome, TaskState, TasksClient,
@@ -27,7 +26,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
-use crate::support::text;
+use crate::support::{serve_gateway, text};
 
 /// A task-less 2025-11-25 server with one tool, `ask`, that asks its
 /// client for a name and answers `hello NAME`.
@@ -141,12 +140,7 @@ async fn concurrent_calls_to_an_http_upstream_each_get_a_session_of_their_own() 
     // instance that answered its `server/discover` probe.
     let per_connection = sessions.load(Ordering::SeqCst);
     assert!(per_connection >= 1);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(
-        StreamableHttpServer::new(gateway, runtime)
-            .serve_with_shutdown(listener, std::future::pending()),
-    );
+    let url = serve_gateway(gateway, runtime).await;
     let transport = StreamableHttpClientTransport::with_client(
         reqwest::Client::new(),
         StreamableHttpClientTransportConfig::with_uri(url),

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::TaskRuntime;
-use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{CallOptions, CallResponse, TasksClient};
 use rmcp::model::{
@@ -26,7 +25,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::json;
 
-use crate::support::{first_lines, fixture_log, text};
+use crate::support::{completed_text, first_lines, fixture_log, serve_gateway, text};
 
 const UPSTREAM: &str = env!("CARGO_BIN_EXE_plain-upstream");
 
@@ -86,12 +85,7 @@ async fn start(command: String, options: GatewayOptions) -> (Gateway, TaskRuntim
 
 /// A 2026-07-28 client of the gateway over Streamable HTTP.
 async fn over_http(gateway: Gateway, runtime: TaskRuntime, declare: bool) -> TasksClient<Asked> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(
-        StreamableHttpServer::new(gateway, runtime)
-            .serve_with_shutdown(listener, std::future::pending()),
-    );
+    let url = serve_gateway(gateway, runtime).await;
     client_of(&url, declare, None).await
 }
 
@@ -163,10 +157,8 @@ async fn a_2026_caller_answers_an_upstream_request_in_an_mrtr_round() {
     // resumes it all the same, no task.
     for (parked, name, declare) in [(&second, "Edsger", false), (&first, "Ada", true)] {
         let options = answer(parked, name).with_declare_tasks(declare);
-        match client.call_tool("ask", None, options).await.unwrap() {
-            CallResponse::Complete(result) => assert_eq!(text(&result), format!("hello {name}")),
-            other => panic!("expected the result, got {other:?}"),
-        }
+        let response = client.call_tool("ask", None, options).await.unwrap();
+        assert_eq!(completed_text(response), format!("hello {name}"));
     }
     // A retry that answers nothing is asked again, under the same key.
     let third = round(&client, "ask", plain()).await;
@@ -192,14 +184,11 @@ async fn a_2026_caller_answers_an_upstream_request_in_an_mrtr_round() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32602), "{error}");
-    match client
+    let response = client
         .call_tool("ask", None, answer(&again, "Barbara"))
         .await
-        .unwrap()
-    {
-        CallResponse::Complete(result) => assert_eq!(text(&result), "hello Barbara"),
-        other => panic!("expected the result, got {other:?}"),
-    }
+        .unwrap();
+    assert_eq!(completed_text(response), "hello Barbara");
     // Answered already: the state names nothing any more.
     let error = client
         .call_tool("ask", None, answer(&again, "Barbara"))
@@ -276,12 +265,7 @@ async fn a_2025_session_caller_is_asked_on_its_own_connection() {
 #[tokio::test]
 async fn a_2025_caller_over_stateless_http_is_not_asked_and_nothing_hangs() {
     let (gateway, runtime) = start(UPSTREAM.to_owned(), GatewayOptions::default()).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(
-        StreamableHttpServer::new(gateway, runtime)
-            .serve_with_shutdown(listener, std::future::pending()),
-    );
+    let url = serve_gateway(gateway, runtime).await;
     let transport = StreamableHttpClientTransport::with_client(
         reqwest::Client::new(),
         StreamableHttpClientTransportConfig::with_uri(url),
@@ -306,12 +290,7 @@ async fn a_2025_caller_over_stateless_http_is_not_asked_and_nothing_hangs() {
 #[tokio::test]
 async fn a_parked_call_is_resumed_only_by_its_own_caller() {
     let (gateway, runtime) = start(UPSTREAM.to_owned(), GatewayOptions::default()).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(
-        StreamableHttpServer::new(gateway, runtime)
-            .serve_with_shutdown(listener, std::future::pending()),
-    );
+    let url = serve_gateway(gateway, runtime).await;
     let alice = client_of(&url, true, Some("alice")).await;
     let mallory = client_of(&url, true, Some("mallory")).await;
     let parked = round(&alice, "ask", plain()).await;
@@ -320,12 +299,9 @@ async fn a_parked_call_is_resumed_only_by_its_own_caller() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32602), "{error}");
-    match alice
+    let response = alice
         .call_tool("ask", None, answer(&parked, "Alice"))
         .await
-        .unwrap()
-    {
-        CallResponse::Complete(result) => assert_eq!(text(&result), "hello Alice"),
-        other => panic!("expected the result, got {other:?}"),
-    }
+        .unwrap();
+    assert_eq!(completed_text(response), "hello Alice");
 }

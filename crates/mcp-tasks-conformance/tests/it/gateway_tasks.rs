@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
-use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{Principal, TaskRuntime};
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{CallOptions, CallResponse, InputMode, TaskOutcome, TasksClient};
@@ -17,7 +16,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
-use crate::support::{args, text, waiting};
+use crate::support::{args, serve_gateway, text, waiting};
 
 /// The fixture server on HTTP (its runtime returned), the gateway in front
 /// of it on HTTP, and a client of the gateway.
@@ -45,9 +44,7 @@ async fn setup_with(poll_interval: Duration) -> (TaskRuntime, TasksClient<()>) {
     )
     .await
     .expect("the gateway starts in front of the fixture server");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(StreamableHttpServer::new(gateway, runtime).serve(listener));
+    let url = serve_gateway(gateway, runtime).await;
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url),
     );

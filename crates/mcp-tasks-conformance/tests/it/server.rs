@@ -15,7 +15,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::json;
 
-use crate::support::{args, text};
+use crate::support::{args, completed_text, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_conformance-server");
 
@@ -81,18 +81,15 @@ async fn http_prints_the_bound_address_then_serves_the_fixtures() {
     assert_eq!(names.len(), 18, "{names:?}");
     assert!(names.iter().any(|name| name == "test_tool_with_task"));
     assert!(!names.iter().any(|name| name == "long_job"), "{names:?}");
-    match client
+    let greeted = client
         .call_tool(
             "greet",
             args(json!({"name": "Ada"})),
             CallOptions::default(),
         )
         .await
-        .expect("greet")
-    {
-        CallResponse::Complete(result) => assert_eq!(text(&result), "Hello, Ada!"),
-        other => panic!("greet is synchronous: {other:?}"),
-    }
+        .expect("greet");
+    assert_eq!(completed_text(greeted), "Hello, Ada!");
     let CallResponse::Task(state) = client
         .call_tool(
             "slow_compute",

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mcp_tasks::{AwaitOptions, InputMode};
+use mcp_tasks::{AwaitOptions, CallResponse, InputMode};
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
 
@@ -22,6 +22,28 @@ pub(crate) fn text(result: &CallToolResult) -> String {
         .and_then(|content| content.as_text())
         .map(|text| text.text.clone())
         .unwrap_or_default()
+}
+
+/// The text of a call's plain result; anything else fails the test.
+pub(crate) fn completed_text(response: CallResponse) -> String {
+    match response {
+        CallResponse::Complete(result) => text(&result),
+        other => panic!("expected a plain result, got {other:?}"),
+    }
+}
+
+/// Serves `gateway` over Streamable HTTP on a fresh loopback port, in the
+/// background: its endpoint's URL.
+pub(crate) async fn serve_gateway(
+    gateway: mcp_tasks::gateway::Gateway,
+    runtime: mcp_tasks::server::TaskRuntime,
+) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(
+        mcp_tasks::server::http::StreamableHttpServer::new(gateway, runtime).serve(listener),
+    );
+    url
 }
 
 /// Waits of at most 20 s that return at `input_required`.
