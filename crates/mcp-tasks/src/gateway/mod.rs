@@ -378,6 +378,7 @@ impl Gateway {
         };
         let marked = tools.marked.get(request.name.as_ref()).copied();
         let as_task = self.runtime.runs_as_task(&request, &context, &tasks)?;
+        let tasks = self.runtime.tasks_for_call(&tasks, &context);
         tracing::debug!(tool = %request.name, ?policy, as_task, "tools/call");
         let principal = self.runtime.principal_of(&context.extensions);
         if !as_task || sync::resumes(&request) {
@@ -471,6 +472,11 @@ impl ServerHandler for Gateway {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let tools = self.link.tools().await;
+        // What 2025-11-25 clients read in the list (execution.taskSupport).
+        for tool in tools.list.iter() {
+            self.runtime
+                .advertise_tool(tool.name.as_ref(), self.policy(&tool.name));
+        }
         Ok(ListToolsResult::with_all_items(tools.list.as_ref().clone()))
     }
 

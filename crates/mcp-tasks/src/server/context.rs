@@ -5,13 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ErrorData;
-use rmcp::model::{ClientCapabilities, ElicitationSchema, InputRequest};
+use rmcp::model::{
+    ClientCapabilities, CustomRequest, ElicitationSchema, InputRequest, RequestId, ServerRequest,
+};
 use rmcp::schemars::JsonSchema;
+use rmcp::service::{OriginatingRequestId, RequestContext, ServiceError};
+use rmcp::{Peer, RoleServer};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::SetOnce;
 use tokio_util::sync::CancellationToken;
 
+use super::era::is_old_tasks_era;
 use super::lease::{Lease, LeaseError, lost_lease};
 use super::runtime::Inner;
 use crate::form::Elicited;
@@ -24,10 +29,16 @@ use crate::task::{TaskId, TaskStatus};
 /// When the tool runs synchronously (no task: the client did not declare
 /// the extension, or the tool's policy forbids tasks), status messages and
 /// heartbeats do nothing, and asking for input fails with -32021 so the
-/// client learns that the tool needs the Tasks extension.
+/// client learns that the tool needs the Tasks extension; but on a session
+/// opened with `initialize` (2025-11-25 and before), whose clients answer
+/// the server's own requests, the input is asked for on the session (an
+/// `elicitation/create`, `sampling/createMessage` or `roots/list` request,
+/// as that era does it) and the answer returned.
 #[derive(Clone)]
 pub struct TaskContext {
     task: Option<(TaskId, Arc<Inner>)>,
+    /// A synchronous call's initialize-era session, where input is asked for.
+    session: Option<Session>,
     /// The lease the task runs under, on a store shared by several servers.
     lease: Option<Arc<Lease>>,
     token: CancellationToken,
@@ -45,11 +56,25 @@ impl std::fmt::Debug for TaskContext {
     }
 }
 
+/// Where a synchronous call on an initialize-era session asks for input.
+#[derive(Clone)]
+struct Session {
+    peer: Peer<RoleServer>,
+    /// The call's request: over HTTP, the requests go on its stream.
+    request: RequestId,
+}
+
 impl TaskContext {
-    /// The context of a tool that runs synchronously.
-    pub(crate) fn synchronous() -> Self {
+    /// The context of a tool that runs synchronously for the request of
+    /// `context`.
+    pub(crate) fn synchronous(context: &RequestContext<RoleServer>) -> Self {
+        let session = is_old_tasks_era(context).then(|| Session {
+            peer: context.peer.clone(),
+            request: context.id.clone(),
+        });
         Self {
             task: None,
+            session,
             lease: None,
             token: CancellationToken::new(),
             stored: None,
@@ -66,6 +91,7 @@ impl TaskContext {
     ) -> Self {
         Self {
             task: Some((id, inner)),
+            session: None,
             lease,
             token,
             stored: None,
@@ -192,9 +218,12 @@ impl TaskContext {
         requests: BTreeMap<String, InputRequest>,
     ) -> Result<BTreeMap<String, Value>, ErrorData> {
         let Some((id, inner)) = &self.task else {
-            return Err(ErrorData::missing_required_client_capability(
-                ClientCapabilities::builder().enable_tasks().build(),
-            ));
+            return match &self.session {
+                Some(session) => session.ask(requests).await,
+                None => Err(ErrorData::missing_required_client_capability(
+                    ClientCapabilities::builder().enable_tasks().build(),
+                )),
+            };
         };
         self.until_stored().await;
         let keys: Vec<String> = requests.keys().cloned().collect();
@@ -265,5 +294,43 @@ impl TaskContext {
             }
             Modified::Missing => Err(ErrorData::internal_error("the task is gone", None)),
         }
+    }
+}
+
+impl Session {
+    /// Asks the client each request in turn on its session; the answers by key.
+    async fn ask(
+        &self,
+        requests: BTreeMap<String, InputRequest>,
+    ) -> Result<BTreeMap<String, Value>, ErrorData> {
+        let mut answers = BTreeMap::new();
+        for (key, request) in requests {
+            let wire = serde_json::to_value(&request).map_err(|error| {
+                ErrorData::internal_error(format!("input request {key:?}: {error}"), None)
+            })?;
+            let method = wire
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let mut sent = CustomRequest::new(method, wire.get("params").cloned());
+            sent.extensions
+                .insert(OriginatingRequestId(self.request.clone()));
+            let answer = self
+                .peer
+                .send_request(ServerRequest::CustomRequest(sent))
+                .await
+                .map_err(|error| match error {
+                    ServiceError::McpError(error) => error,
+                    other => ErrorData::internal_error(
+                        format!("the client did not answer input request {key:?}: {other}"),
+                        None,
+                    ),
+                })?;
+            let answer = serde_json::to_value(answer)
+                .map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
+            answers.insert(key, answer);
+        }
+        Ok(answers)
     }
 }

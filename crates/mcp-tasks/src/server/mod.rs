@@ -64,9 +64,11 @@
 pub mod auth;
 mod clock;
 mod context;
+mod era;
 #[cfg(feature = "http")]
 pub mod http;
 mod lease;
+pub(crate) mod legacy;
 mod limits;
 pub mod listen;
 mod policy;
@@ -74,11 +76,13 @@ mod principal;
 mod router;
 mod runtime;
 mod supervise;
+mod transport;
 mod waiters;
 mod wire;
 
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
+pub use era::{declares_tasks, missing_client_capabilities};
 pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
 pub use principal::{
     Authenticated, Principal, PrincipalExtractor, authenticated_principal, default_principal,
@@ -87,6 +91,7 @@ pub use router::TaskRouter;
 pub use runtime::{
     DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, ResumeTool, TaskRuntime, TaskRuntimeBuilder,
 };
+pub use transport::StdioTransport;
 
 /// Writes the `get_task`, `update_task`, `cancel_task` and
 /// `on_custom_request` methods of an rmcp `ServerHandler` impl, delegating
@@ -134,7 +139,9 @@ macro_rules! delegate_task_methods {
             request: $crate::__rmcp::model::CustomRequest,
             context: $crate::__rmcp::service::RequestContext<$crate::__rmcp::RoleServer>,
         ) -> ::std::result::Result<$crate::__rmcp::model::CustomResult, $crate::__rmcp::ErrorData> {
-            self.$runtime.on_custom_request(request, context).await
+            self.$runtime
+                .serve_custom_request(self, request, context)
+                .await
         }
     };
 }

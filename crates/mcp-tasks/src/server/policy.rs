@@ -3,8 +3,9 @@
 //! configuration: the 2026-07-28 Tasks extension (SEP-2663) lets the server
 //! decide per call, and -32021 tells a client that did not declare it.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rmcp::model::CallToolRequestParams;
@@ -138,5 +139,32 @@ impl ToolTasks {
             Some(select) => select(request),
             None => self.policy,
         }
+    }
+}
+
+/// The policy of each tool as the runtime announces it to 2025-11-25
+/// clients, which read it in `tools/list` (each tool's
+/// `execution.taskSupport`) before they call: the extension of 2026-07-28
+/// has no such field, the older era cannot do without it. Filled by
+/// [`TaskRuntime::advertise_tool`](super::TaskRuntime::advertise_tool)
+/// ([`TaskRouter::with_tool`](super::TaskRouter::with_tool) and the gateway
+/// call it).
+#[derive(Debug, Default)]
+pub(crate) struct Advertised(RwLock<HashMap<String, TaskPolicy>>);
+
+impl Advertised {
+    pub(crate) fn set(&self, name: String, policy: TaskPolicy) {
+        self.0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name, policy);
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<TaskPolicy> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .copied()
     }
 }

@@ -133,6 +133,8 @@ where
             self.tools.has_route(name),
             "TaskRouter::with_tool: the router has no tool named {name:?}"
         );
+        // 2025-11-25 clients read it in tools/list before they call.
+        self.runtime.advertise_tool(name, tasks.policy);
         Arc::make_mut(&mut self.policies).insert(name.to_owned(), tasks);
         self
     }
@@ -179,6 +181,8 @@ where
         request.input_responses = input_responses;
         request.request_state = request_state;
         let principal = self.runtime.principal_of(&request_context.extensions);
+        let tasks = self.runtime.tasks_for_call(tasks, &request_context);
+        let tasks = tasks.as_ref();
         let tools = self.tools.clone();
         // What a resumable task keeps of its call (see ToolTasks::resumable).
         let described = if tasks.resumable {
@@ -248,6 +252,19 @@ where
         self.runtime.on_custom_request(request, context).await
     }
 
+    /// [`TaskRuntime::serve_custom_request`] (task listens, 2025-11-25
+    /// tasks), for [`delegate_task_methods!`](crate::delegate_task_methods).
+    pub async fn serve_custom_request<H: rmcp::ServerHandler>(
+        &self,
+        server: &H,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        self.runtime
+            .serve_custom_request(server, request, context)
+            .await
+    }
+
     /// [`TaskRuntime::cancel_task`], for [`delegate_task_methods!`](crate::delegate_task_methods).
     pub async fn cancel_task(
         &self,
@@ -262,11 +279,11 @@ where
 /// runs as a task under a [`TaskRouter`], a synchronous one otherwise.
 impl<C: AsRequestContext> FromContextPart<C> for TaskContext {
     fn from_context_part(context: &mut C) -> Result<Self, ErrorData> {
+        let context = context.as_request_context();
         Ok(context
-            .as_request_context()
             .extensions
             .get::<TaskContext>()
             .cloned()
-            .unwrap_or_else(TaskContext::synchronous))
+            .unwrap_or_else(|| TaskContext::synchronous(context)))
     }
 }

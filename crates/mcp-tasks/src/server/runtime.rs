@@ -13,7 +13,7 @@ use rmcp::model::{
     InputResponses, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio::sync::SetOnce;
 use tokio_util::sync::CancellationToken;
 
@@ -22,9 +22,10 @@ use super::context::TaskContext;
 use super::lease::{
     DEFAULT_LEASE_PERIOD, Lease, LeaseError, Leasing, resumable_call, run_reaper, run_renewals,
 };
+use super::legacy;
 use super::limits::LiveTasks;
 use super::listen::{Listeners, answer_rerouted};
-use super::policy::{TaskPolicy, ToolTasks};
+use super::policy::{Advertised, TaskPolicy, ToolTasks};
 use super::principal::{Principal, PrincipalExtractor, default_principal};
 use super::supervise::{
     catch_panics, listen_for_changes, outcome_of, run_sweeper, supervise, sweep,
@@ -72,6 +73,8 @@ pub(crate) struct Inner {
     pub(crate) leasing: Option<Leasing>,
     /// How a resumable task taken over from a stopped server runs again.
     pub(crate) resume: Option<ResumeTool>,
+    /// Each tool's policy as 2025-11-25 clients read it in `tools/list`.
+    pub(crate) advertised: Advertised,
 }
 
 /// The runtime's settings, as the builder set them.
@@ -213,25 +216,43 @@ impl TaskRuntime {
         Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
     {
         if !self.runs_as_task(request, context, tasks)? {
-            let context = TaskContext::synchronous();
+            let context = TaskContext::synchronous(context);
             return match tokio::spawn(run(context)).await {
                 Ok(outcome) => outcome.map(CallToolResponse::from),
                 Err(_) => Err(tool_panicked()),
             };
         }
         let principal = self.principal_of(&context.extensions);
-        self.start_task(principal, request, tasks, run).await
+        let tasks = self.tasks_for_call(tasks, context);
+        self.start_task(principal, request, &tasks, run).await
+    }
+
+    /// `tasks` as a call's task uses them: with the TTL a 2025-11-25 call
+    /// asked for (`params.task.ttl`, within 1 s and the maximum lifetime).
+    pub(crate) fn tasks_for_call<'a>(
+        &self,
+        tasks: &'a ToolTasks,
+        context: &RequestContext<RoleServer>,
+    ) -> std::borrow::Cow<'a, ToolTasks> {
+        legacy::with_requested_ttl(tasks, context, self.inner.settings.max_lifetime)
     }
 
     /// Whether this call runs as a task: its policy, and whether the
     /// request declared the extension. -32021 when the tool requires a task
-    /// and the extension was not declared.
+    /// and the extension was not declared. On an `initialize`-era session
+    /// (2025-11-25 and before) the rules of that era apply instead: a task
+    /// when the call asked for one (`params.task`) and the policy allows
+    /// it, -32601 when it asked against a forbidden policy or did not ask
+    /// for a required tool.
     pub(crate) fn runs_as_task(
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
         tasks: &ToolTasks,
     ) -> Result<bool, ErrorData> {
+        if legacy::is_old_tasks_era(context) {
+            return legacy::runs_as_task(request, context, tasks.policy_for(request));
+        }
         let declared = context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.supports_tasks());
@@ -359,6 +380,27 @@ impl TaskRuntime {
             .await
     }
 
+    /// Announces the task policy of the tool `name` to 2025-11-25 clients:
+    /// they read it in `tools/list`, as the tool's `execution.taskSupport`,
+    /// and ask for a task (`params.task`) only where it says `optional` or
+    /// `required`. The 2026-07-28 extension has no such field (the server
+    /// decides per call), so a server that serves both eras tells the
+    /// runtime each tool's policy up front: [`TaskRouter::with_tool`]
+    /// and the gateway do it themselves; a server that passes a
+    /// [`ToolTasks`] to [`TaskRuntime::call_tool`] calls this once per tool
+    /// (a tool never announced is listed without `execution`, which that
+    /// era reads as `forbidden`). The latest call for a name wins.
+    ///
+    /// [`TaskRouter::with_tool`]: super::TaskRouter::with_tool
+    pub fn advertise_tool(&self, name: impl Into<String>, policy: TaskPolicy) {
+        self.inner.advertised.set(name.into(), policy);
+    }
+
+    /// The policy announced for the tool `name` ([`TaskRuntime::advertise_tool`]).
+    pub fn advertised_policy(&self, name: &str) -> Option<TaskPolicy> {
+        self.inner.advertised.get(name)
+    }
+
     /// How many unfinished tasks `principal` has in this process.
     pub fn unfinished_tasks_of(&self, principal: &Principal) -> usize {
         self.inner.live.count(principal)
@@ -398,10 +440,34 @@ impl TaskRuntime {
         Ok(record)
     }
 
-    /// rmcp's `ServerHandler::on_custom_request`: serves the task listens
-    /// that [`ListenReader`](super::listen::ListenReader) hands to it (see
-    /// [`listen`](super::listen)); any other custom method gets -32601.
-    /// Wired by [`delegate_task_methods!`](crate::delegate_task_methods).
+    /// rmcp's `ServerHandler::on_custom_request` of a server on this
+    /// runtime: serves what the transports ([`StdioTransport`], the HTTP
+    /// recipe, [`ListenReader`]) hand to it past rmcp's parsing: task
+    /// listens (see [`listen`](super::listen)) and the requests of
+    /// 2025-11-25 tasks from clients that opened the connection with
+    /// `initialize` (a `tools/call` that asks for a task goes to `server`'s
+    /// own `call_tool`, marked so that the runtime makes the task). Any
+    /// other custom method gets -32601. Wired by
+    /// [`delegate_task_methods!`](crate::delegate_task_methods); a server
+    /// with custom requests of its own answers those and hands the others here.
+    ///
+    /// [`StdioTransport`]: super::StdioTransport
+    /// [`ListenReader`]: super::listen::ListenReader
+    pub async fn serve_custom_request<S: ServerHandler>(
+        &self,
+        server: &S,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        if request.method == legacy::CALL {
+            return legacy::call_tool(self, server, request.params, context).await;
+        }
+        self.on_custom_request(request, context).await
+    }
+
+    /// [`TaskRuntime::serve_custom_request`] without the server: task
+    /// listens and the 2025-11-25 task requests but `tools/call`, which it
+    /// refuses (it needs the server to run the tool).
     pub async fn on_custom_request(
         &self,
         request: CustomRequest,
@@ -409,6 +475,9 @@ impl TaskRuntime {
     ) -> Result<CustomResult, ErrorData> {
         if request.method == super::listen::REROUTED {
             return answer_rerouted(self, request.params, context).await;
+        }
+        if request.method.starts_with(legacy::PREFIX) {
+            return legacy::answer(self, request, context).await;
         }
         Err(ErrorData::new(
             ErrorCode::METHOD_NOT_FOUND,
@@ -639,6 +708,7 @@ impl TaskRuntimeBuilder {
             settings: self.settings,
             leasing,
             resume: self.resume,
+            advertised: Advertised::default(),
         });
         tokio::spawn(listen_for_changes(
             Arc::downgrade(&inner),

@@ -1,0 +1,100 @@
+//! What rmcp's typed model cannot carry, written into the answers of an
+//! initialize-era session on their way out: `capabilities.tasks` in the
+//! `InitializeResult` of a server that declares the Tasks extension, and
+//! each tool's `execution.taskSupport` in `tools/list`. The answers are
+//! turned into rmcp's `CustomResult` (any JSON) with the fields added.
+
+use std::sync::{Arc, Weak};
+
+use rmcp::RoleServer;
+use rmcp::model::{ClientRequest, CustomResult, JsonRpcMessage, ServerResult};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use serde_json::Value;
+
+use super::wire;
+use crate::server::runtime::{Inner, TaskRuntime};
+
+/// The rewriting of one connection's (or HTTP session's) answers.
+#[derive(Debug)]
+pub(crate) struct Outbound {
+    runtime: Weak<Inner>,
+    /// The connection was opened with `initialize`.
+    initialize_era: bool,
+    /// Its `InitializeResult` declared the Tasks extension, so this era's
+    /// tasks were declared too.
+    tasks: bool,
+}
+
+impl Outbound {
+    /// For a connection of `runtime`; `initialize_era` when it is known to
+    /// be one already (an HTTP session), else learnt from its first
+    /// request ([`Outbound::received`]).
+    pub(crate) fn new(runtime: &TaskRuntime, initialize_era: bool) -> Self {
+        Self {
+            runtime: Arc::downgrade(&runtime.inner),
+            initialize_era,
+            tasks: false,
+        }
+    }
+
+    /// Notes a message from the client: an `initialize` request makes the
+    /// connection an initialize-era one.
+    pub(crate) fn received(&mut self, message: &RxJsonRpcMessage<RoleServer>) {
+        if let JsonRpcMessage::Request(request) = message
+            && matches!(request.request, ClientRequest::InitializeRequest(_))
+        {
+            self.initialize_era = true;
+        }
+    }
+
+    /// A message to the client, with this era's fields written in.
+    pub(crate) fn sent(
+        &mut self,
+        message: TxJsonRpcMessage<RoleServer>,
+    ) -> TxJsonRpcMessage<RoleServer> {
+        if !self.initialize_era {
+            return message;
+        }
+        let JsonRpcMessage::Response(mut response) = message else {
+            return message;
+        };
+        let rewritten = match &response.result {
+            ServerResult::InitializeResult(result) if result.capabilities.supports_tasks() => {
+                self.tasks = true;
+                serde_json::to_value(result).ok().map(|mut value| {
+                    if let Some(Value::Object(capabilities)) = value.get_mut("capabilities") {
+                        capabilities.insert("tasks".into(), wire::capabilities());
+                    }
+                    value
+                })
+            }
+            ServerResult::ListToolsResult(result) if self.tasks => {
+                let runtime = self.runtime.upgrade().map(|inner| TaskRuntime { inner });
+                serde_json::to_value(result).ok().map(|mut value| {
+                    if let (Some(runtime), Some(Value::Array(tools))) =
+                        (runtime, value.get_mut("tools"))
+                    {
+                        for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+                            let policy = tool
+                                .get("name")
+                                .and_then(Value::as_str)
+                                .and_then(|name| runtime.advertised_policy(name));
+                            if let Some(policy) = policy {
+                                tool.insert(
+                                    "execution".into(),
+                                    serde_json::json!({"taskSupport": wire::task_support(policy)}),
+                                );
+                            }
+                        }
+                    }
+                    value
+                })
+            }
+            _ => None,
+        };
+        if let Some(value) = rewritten {
+            response.result = ServerResult::CustomResult(CustomResult::new(value));
+        }
+        JsonRpcMessage::Response(response)
+    }
+}
