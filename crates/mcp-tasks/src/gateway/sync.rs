@@ -122,8 +122,10 @@ fn caller_of(context: &RequestContext<RoleServer>) -> Caller {
     {
         Caller::Rounds
     } else if context.peer.peer_info().is_some() {
-        // Also a 2025-era request over stateless HTTP, for which rmcp makes
-        // up a handshake with no capabilities: such a caller is never asked
+        // Also a 2025-era request over HTTP served without sessions (a
+        // router of one's own; the serving recipe keeps sessions for these
+        // clients), for which rmcp makes up a handshake with no
+        // capabilities: such a caller is never asked
         // (it declared nothing), so no request waits on a connection that
         // cannot carry one.
         Caller::Session(context.peer.clone())

@@ -24,9 +24,12 @@ use axum::response::Response;
 use rmcp::ServerHandler;
 
 use super::call::ToolCalls;
-use super::guard::{self, Guard};
+use serde_json::Value;
+
+use super::guard::{self, Admitted, Guard};
 use super::{fast, listen, quick};
 use crate::server::TaskRuntime;
+use crate::server::legacy;
 use crate::server::listen::LISTEN;
 
 /// What the middleware needs: the guard's settings, the runtime for
@@ -45,8 +48,9 @@ pub(super) async fn front<S>(
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let (parts, bytes) = match guard::read(&front.guard, request).await {
-        Ok(read) => read,
+    let (parts, mut bytes) = match guard::read(&front.guard, request).await {
+        Ok(Admitted::Post(parts, bytes)) => (parts, bytes),
+        Ok(Admitted::Session(request)) => return next.run(request).await,
         Err(refusal) => return refusal,
     };
     let tasks = fast::tasks_method(&parts.headers);
@@ -55,10 +59,22 @@ where
     {
         return fast::respond(&front.runtime, parts, call).await;
     }
-    let message = match guard::message(&bytes) {
+    let session = parts.headers.contains_key(guard::SESSION_ID);
+    let mut message = match guard::message(&bytes, session) {
         Ok(message) => message,
         Err(refusal) => return refusal,
     };
+    // The 2025-11-25 task requests of a session reach the runtime past
+    // rmcp's parsing (see `server::legacy`).
+    if session
+        && let Value::Object(fields) = &mut message
+        && legacy::reroute(fields)
+    {
+        bytes = message.to_string().into();
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    }
     let named = |method: &str| {
         parts
             .headers

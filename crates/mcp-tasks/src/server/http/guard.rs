@@ -7,7 +7,9 @@
 //! `WWW-Authenticate`) without a known bearer token, each with a JSON-RPC
 //! error (-32600) as its body. Then a request that is not a JSON-RPC
 //! message over POST gets a JSON-RPC error as its body, whatever is wrong with it (rmcp answers several of these
-//! with a plain-text line): the body is not JSON, -32700 with HTTP 400; it is
+//! with a plain-text line; the `GET` and `DELETE` of an initialize-era
+//! session, and the answers its client POSTs to the server's requests, go
+//! to rmcp): the body is not JSON, -32700 with HTTP 400; it is
 //! JSON but not one JSON-RPC request or notification, -32600 with 400; the
 //! wrong `Content-Type`, 415; an `Accept` without both JSON and SSE, 406;
 //! another HTTP method, 405; a body past the limit, 413; a body that does
@@ -36,11 +38,29 @@ pub(super) struct Guard {
     pub(super) body_timeout: Duration,
 }
 
+/// What the guard admitted.
+pub(super) enum Admitted {
+    /// A POST, its body read.
+    Post(Parts, Bytes),
+    /// A `GET` (the session's stream) or `DELETE` (its end) of an
+    /// initialize-era session: rmcp's own business, with no body to read.
+    Session(Request),
+}
+
+/// The `Mcp-Session-Id` header: only initialize-era clients (2025-11-25
+/// and before) have sessions.
+pub(super) const SESSION_ID: &str = "mcp-session-id";
+
 /// Admits `request` or refuses it (see the [module docs](self)), and reads
 /// its body.
-pub(super) async fn read(guard: &Guard, mut request: Request) -> Result<(Parts, Bytes), Response> {
+pub(super) async fn read(guard: &Guard, mut request: Request) -> Result<Admitted, Response> {
     if let Err(refusal) = guard.access.admit(&mut request) {
         return Err(refusal.response());
+    }
+    if matches!(*request.method(), Method::GET | Method::DELETE)
+        && request.headers().contains_key(SESSION_ID)
+    {
+        return Ok(Admitted::Session(request));
     }
     if request.method() != Method::POST {
         return Err(refuse(
@@ -70,7 +90,7 @@ pub(super) async fn read(guard: &Guard, mut request: Request) -> Result<(Parts, 
     let (parts, body) = request.into_parts();
     let limited = http_body_util::Limited::new(body, guard.max_body_bytes);
     match tokio::time::timeout(guard.body_timeout, limited.collect()).await {
-        Ok(Ok(collected)) => Ok((parts, collected.to_bytes())),
+        Ok(Ok(collected)) => Ok(Admitted::Post(parts, collected.to_bytes())),
         Err(_) => Err(refuse(
             StatusCode::REQUEST_TIMEOUT,
             -32600,
@@ -103,7 +123,7 @@ pub(super) async fn read(guard: &Guard, mut request: Request) -> Result<(Parts, 
     clippy::result_large_err,
     reason = "the refusal is the answer, built once per refused request"
 )]
-pub(super) fn message(body: &[u8]) -> Result<Value, Response> {
+pub(super) fn message(body: &[u8], session: bool) -> Result<Value, Response> {
     let Ok(message) = serde_json::from_slice::<Value>(body) else {
         return Err(refuse(
             StatusCode::BAD_REQUEST,
@@ -112,7 +132,14 @@ pub(super) fn message(body: &[u8]) -> Result<Value, Response> {
             &Value::Null,
         ));
     };
-    if let Some(why) = not_a_message(&message) {
+    // In a session the client answers the server's requests with POSTs.
+    let answer = |message: &Value| {
+        session
+            && message.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
+            && message.get("method").is_none()
+            && (message.get("result").is_some() || message.get("error").is_some())
+    };
+    if let Some(why) = not_a_message(&message).filter(|_| !answer(&message)) {
         let id = message.get("id").cloned().unwrap_or(Value::Null);
         return Err(refuse(
             StatusCode::BAD_REQUEST,

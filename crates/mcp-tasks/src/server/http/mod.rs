@@ -57,12 +57,12 @@ mod front;
 pub(crate) mod guard;
 mod listen;
 pub(crate) mod quick;
+mod sessions;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServerHandler;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use access::{
@@ -236,8 +236,11 @@ where
     }
 
     fn parts(self) -> (axum::Router, HttpLimits) {
+        // Sessions for initialize-era clients only (2026-07-28 requests are
+        // served statelessly whatever this says): their 2025-11-25 tasks need
+        // the server's requests on the session (see `server::legacy`).
         let config = StreamableHttpServerConfig::default()
-            .with_legacy_session_mode(false)
+            .with_legacy_session_mode(true)
             .with_json_response(true)
             .with_sse_keep_alive(None)
             .with_max_request_body_bytes(self.limits.max_body_bytes)
@@ -246,8 +249,9 @@ where
             .enforce_origin_validation();
         let server = self.server;
         let calls = server.clone();
-        let service: StreamableHttpService<S, LocalSessionManager> =
-            StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
+        let sessions = Arc::new(sessions::Sessions::new(self.runtime.clone()));
+        let service: StreamableHttpService<S, sessions::Sessions> =
+            StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
         let guard = guard::Guard {
             access: Arc::new(access::Access::new(
                 &self.allowed_hosts,
