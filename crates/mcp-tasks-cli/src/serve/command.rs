@@ -195,7 +195,7 @@ where
     S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
 {
     match &args.http {
-        None => super::serve_stdio(server).await,
+        None => super::serve_stdio(server, &runtime).await,
         Some(address) => {
             let listener = tokio::net::TcpListener::bind(address)
                 .await

@@ -31,8 +31,7 @@ use anyhow::Context;
 use mcp_tasks::Ttl;
 use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::{LOOPBACK_HOSTS, LOOPBACK_ORIGINS, StreamableHttpServer};
-use mcp_tasks::server::listen::ListenReader;
-use mcp_tasks::server::{TaskRuntime, TaskRuntimeBuilder};
+use mcp_tasks::server::{StdioTransport, TaskRuntime, TaskRuntimeBuilder};
 use mcp_tasks::store::{MemoryStore, SharedStore};
 use mcp_tasks_redis::{RedisOptions, RedisStore};
 use mcp_tasks_sqlite::SqliteStore;
@@ -199,10 +198,9 @@ impl DemoServer {
     pub(crate) fn new(options: &ServeOptions) -> Self {
         // On a shared store, the resumable demo tools of a replica that
         // stopped run again here.
-        let runtime = options.runtime().with_resume(tools::resume);
-        Self {
-            runtime: runtime.build(),
-        }
+        let runtime = options.runtime().with_resume(tools::resume).build();
+        tools::advertise(&runtime);
+        Self { runtime }
     }
 
     /// The runtime its tasks run on.
@@ -251,12 +249,15 @@ impl ServerHandler for DemoServer {
 }
 
 /// Serves on stdin and stdout until stdin closes (also before any message).
-pub(crate) async fn serve_stdio<S>(server: S) -> anyhow::Result<()>
+pub(crate) async fn serve_stdio<S>(server: S, runtime: &TaskRuntime) -> anyhow::Result<()>
 where
     S: ServerHandler + Send + Sync + 'static,
 {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    let running = match server.serve((ListenReader::new(stdin), stdout)).await {
+    let running = match server
+        .serve(StdioTransport::new(runtime, stdin, stdout))
+        .await
+    {
         Ok(running) => running,
         // The client went away before its first message: nothing to serve.
         Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),

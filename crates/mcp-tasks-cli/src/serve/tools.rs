@@ -30,7 +30,9 @@ use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use mcp_tasks::server::{TaskContext, TaskRuntime, ToolTasks};
+use mcp_tasks::server::{
+    TaskContext, TaskRuntime, ToolTasks, declares_tasks, missing_client_capabilities,
+};
 use mcp_tasks::with_tasks_extension;
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -188,6 +190,14 @@ pub(crate) fn names() -> impl Iterator<Item = &'static str> {
     TOOLS.iter().map(|tool| tool.name)
 }
 
+/// Tells `runtime` each tool's policy, for 2025-11-25 clients (which read
+/// it in `tools/list`).
+pub(crate) fn advertise(runtime: &TaskRuntime) {
+    for tool in &TOOLS {
+        runtime.advertise_tool(tool.name, (tool.tasks)().policy);
+    }
+}
+
 /// Runs one `tools/call`.
 pub(crate) async fn call(
     runtime: &TaskRuntime,
@@ -236,12 +246,14 @@ where
 
 /// For a tool that asks for input in a task: fails with -32021 naming
 /// what the client did not declare on this request, the Tasks extension,
-/// form elicitation, or both.
+/// form elicitation, or both. On an initialize-era session (2025-11-25)
+/// the task is the runtime's business (-32601 for a call that did not ask
+/// for one) and missing forms are that era's -32600.
 fn require_tasks_and_forms(context: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
     let declared = context.client_capabilities().unwrap_or_default();
     let mut missing = ClientCapabilities::default();
     let mut lacking = false;
-    if !declared.supports_tasks() {
+    if !declares_tasks(context) {
         missing = with_tasks_extension(missing);
         lacking = true;
     }
@@ -257,7 +269,7 @@ fn require_tasks_and_forms(context: &RequestContext<RoleServer>) -> Result<(), E
         lacking = true;
     }
     if lacking {
-        return Err(ErrorData::missing_required_client_capability(missing));
+        return Err(missing_client_capabilities(context, missing));
     }
     Ok(())
 }

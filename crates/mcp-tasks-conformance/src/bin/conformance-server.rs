@@ -123,9 +123,10 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
     let runtime = TaskRuntime::builder(flags.open_store()?)
         .with_poll_interval(flags.poll_interval)
         .build();
-    let server = FixtureServer::new(runtime).context("no randomness for the requestState key")?;
+    let server =
+        FixtureServer::new(runtime.clone()).context("no randomness for the requestState key")?;
     let Some(address) = &flags.http else {
-        return serve_stdio(server).await;
+        return serve_stdio(server, &runtime).await;
     };
     let listener = tokio::net::TcpListener::bind(address)
         .await
@@ -142,10 +143,10 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
 
 /// Serves on stdin and stdout until stdin closes (also before any message),
 /// task listens included.
-async fn serve_stdio(server: FixtureServer) -> anyhow::Result<()> {
+async fn serve_stdio(server: FixtureServer, runtime: &TaskRuntime) -> anyhow::Result<()> {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    let stdin = mcp_tasks::server::listen::ListenReader::new(stdin);
-    let running = match server.serve((stdin, stdout)).await {
+    let transport = mcp_tasks::server::StdioTransport::new(runtime, stdin, stdout);
+    let running = match server.serve(transport).await {
         Ok(running) => running,
         // The client went away before its first message: nothing to serve.
         Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
