@@ -14,6 +14,7 @@ mod http;
 mod input;
 mod journal;
 mod legacy;
+mod legacy_server;
 mod listen;
 mod restart;
 mod router;

@@ -8,6 +8,7 @@
 
 pub(crate) mod legacy;
 pub(crate) mod listening;
+pub(crate) mod old_client;
 pub(crate) mod runtime_server;
 pub(crate) mod schema;
 pub(crate) mod scripted;

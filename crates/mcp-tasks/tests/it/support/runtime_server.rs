@@ -10,7 +10,7 @@ use mcp_tasks::server::{TaskContext, TaskPolicy, TaskRuntime, TaskRuntimeBuilder
 use mcp_tasks::store::{IntoSharedStore, MemoryStore};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequest,
-    ServerCapabilities, ServerConfig,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
@@ -31,8 +31,28 @@ pub(crate) fn runtime_on(store: impl IntoSharedStore) -> TaskRuntimeBuilder {
     TaskRuntime::builder(store).with_poll_interval(Duration::from_millis(20))
 }
 
+/// The policy of each tool, as 2025-11-25 clients read it in `tools/list`.
+pub(crate) const POLICIES: [(&str, TaskPolicy); 13] = [
+    ("slow", TaskPolicy::Optional),
+    ("gated", TaskPolicy::Required),
+    ("required_job", TaskPolicy::Required),
+    ("forbidden_tool", TaskPolicy::Forbidden),
+    ("ask", TaskPolicy::Required),
+    ("ask_maybe", TaskPolicy::Optional),
+    ("ask_two", TaskPolicy::Required),
+    ("is_error", TaskPolicy::Required),
+    ("rpc_error", TaskPolicy::Required),
+    ("panics", TaskPolicy::Required),
+    ("forever", TaskPolicy::Required),
+    ("spawns_work", TaskPolicy::Required),
+    ("ask_everything", TaskPolicy::Required),
+];
+
 impl RuntimeServer {
     pub(crate) fn new(runtime: TaskRuntime) -> Self {
+        for (name, policy) in POLICIES {
+            runtime.advertise_tool(name, policy);
+        }
         Self {
             runtime,
             events: Arc::default(),
@@ -107,6 +127,23 @@ impl ServerHandler for RuntimeServer {
                 .enable_tasks()
                 .build(),
         )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = Arc::new(JsonObject::from_iter([(
+            "type".to_owned(),
+            json!("object"),
+        )]));
+        Ok(ListToolsResult::with_all_items(
+            POLICIES
+                .iter()
+                .map(|(name, _)| Tool::new(*name, "a test tool", schema.clone()))
+                .collect(),
+        ))
     }
 
     async fn call_tool(
@@ -186,6 +223,56 @@ impl ServerHandler for RuntimeServer {
                         tokio::time::sleep(Duration::from_millis(after)).await;
                         let name = ctx.request_input("name", form("Name?", "name")).await?;
                         Ok(text(format!("Hello, {}!", answer(&name, "name"))))
+                    },
+                )
+                .await
+            }
+            "ask_maybe" => {
+                // Optional: asks as a task, and synchronously too.
+                rt.call_tool(
+                    &request,
+                    &context,
+                    &ToolTasks::optional(),
+                    |ctx| async move {
+                        let name = ctx.request_input("name", form("Name?", "name")).await?;
+                        Ok(text(format!("Hello, {}!", answer(&name, "name"))))
+                    },
+                )
+                .await
+            }
+            "ask_everything" => {
+                // One input request of each kind: a form, sampling, roots.
+                rt.call_tool(
+                    &request,
+                    &context,
+                    &ToolTasks::required(),
+                    |ctx| async move {
+                        let sampling = serde_json::from_value(json!({
+                            "method": "sampling/createMessage",
+                            "params": {"messages": [{"role": "user",
+                                "content": {"type": "text", "text": "2+2?"}}],
+                                "maxTokens": 10}}))
+                        .expect("a sampling request");
+                        let roots = serde_json::from_value(json!({"method": "roots/list"}))
+                            .expect("a roots request");
+                        let answers = ctx
+                            .request_inputs(
+                                [
+                                    ("form".to_owned(), form("Name?", "name")),
+                                    ("sampling".to_owned(), sampling),
+                                    ("roots".to_owned(), roots),
+                                ]
+                                .into(),
+                            )
+                            .await?;
+                        Ok(text(format!(
+                            "{} / {} / {}",
+                            answer(&answers["form"], "name"),
+                            answers["sampling"]["content"]["text"]
+                                .as_str()
+                                .unwrap_or("?"),
+                            answers["roots"]["roots"][0]["uri"].as_str().unwrap_or("?")
+                        )))
                     },
                 )
                 .await
