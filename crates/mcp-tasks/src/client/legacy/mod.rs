@@ -33,9 +33,10 @@
 //!   the wait on that task, and sees the status and list-changed
 //!   notifications; everything else goes to the wrapped handler.
 //! * A [`Tap`] on the transport ([`Tap::read`] for stdio and other byte
-//!   streams, [`Tap::http`] for Streamable HTTP) keeps the JSON of the
-//!   server's answers: rmcp's typed model drops `capabilities.tasks`, every
-//!   tool's `execution`, and the `ttl` and `pollInterval` of `tasks/get`.
+//!   streams, [`Tap::http`] for Streamable HTTP, whether the server answers
+//!   with SSE or with plain JSON bodies) keeps the JSON of the server's
+//!   answers: rmcp's typed model drops `capabilities.tasks`, every tool's
+//!   `execution`, and the `ttl` and `pollInterval` of `tasks/get`.
 //!
 //! Without them a 2025-11-25 server's tools are always called plainly, its
 //! input requests reach the handler directly (no resolver, no validation),
@@ -242,6 +243,38 @@ impl Link {
     /// True while the tap should still read what arrives.
     fn tapping(&self) -> bool {
         self.lock().tapping != Tapping::Off
+    }
+
+    /// Whether the answer to a request of `method` must be read as the
+    /// server sent it: the `InitializeResult` until the era is known, then
+    /// the answers of the requests a 2025-11-25 client reads raw.
+    #[cfg(feature = "http-client")]
+    fn wants_answer(&self, method: &str) -> bool {
+        match self.lock().tapping {
+            Tapping::Off => false,
+            Tapping::Undecided => method == "initialize",
+            Tapping::On => {
+                matches!(method, "tools/list" | "tools/call") || method.starts_with("tasks/")
+            }
+        }
+    }
+
+    /// Sees a message the transport handed on already parsed (rmcp's HTTP
+    /// client reads plain JSON bodies that way): a `server/discover` result
+    /// turns the tap off, as its JSON would.
+    #[cfg(feature = "http-client")]
+    fn observe_typed(&self, message: &rmcp::model::ServerJsonRpcMessage) {
+        if let rmcp::model::ServerJsonRpcMessage::Response(response) = message
+            && matches!(
+                response.result,
+                rmcp::model::ServerResult::DiscoverResult(_)
+            )
+        {
+            let mut shared = self.lock();
+            if shared.tapping == Tapping::Undecided {
+                shared.tapping = Tapping::Off;
+            }
+        }
     }
 
     /// Reads one JSON-RPC message as the transport received it, and keeps it
