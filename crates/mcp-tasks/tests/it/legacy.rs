@@ -352,6 +352,82 @@ async fn input_on_the_result_stream_goes_to_the_handler() {
     assert!(answer_to(&connected.log, "x1").is_some());
 }
 
+/// A server that sends its elicitation for the task before the answer that
+/// creates it (as a server may on its GET stream), then ends the task with
+/// the name it was given.
+fn asks_before_creating() -> impl FnMut(&Value) -> Vec<Value> + Send + 'static {
+    let mut held: Vec<Value> = Vec::new();
+    let mut greeting: Option<String> = None;
+    move |m| match m["method"].as_str() {
+        Some("tools/list") => vec![reply(m, tools(&[("slow", Some("required"))]))],
+        Some("tools/call") => vec![elicitation("e0"), reply(m, created(json!({})))],
+        Some("tasks/get") if greeting.is_some() => vec![reply(m, task("completed", json!({})))],
+        Some("tasks/get") => vec![reply(m, task("input_required", json!({})))],
+        Some("tasks/result") => match &greeting {
+            Some(greeting) => vec![reply(m, text(greeting, false))],
+            None => {
+                held.push(m.clone());
+                Vec::new()
+            }
+        },
+        None if m["id"] == "e0" => {
+            let said = match m["result"]["content"]["name"].as_str() {
+                Some(name) => format!("Hello, {name}"),
+                None => "declined".to_owned(),
+            };
+            greeting = Some(said.clone());
+            held.drain(..)
+                .map(|held| reply(&held, text(&said, false)))
+                .collect()
+        }
+        _ => unknown(m),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn input_sent_before_the_wait_starts_is_held_for_it() {
+    let handler = Handler::default();
+    let connected = connect(
+        Server::legacy(all_tasks()),
+        handler.clone(),
+        asks_before_creating(),
+    )
+    .await;
+    // The request comes before the call's answer; the wait starts a second
+    // later (the CLI writes its journal in between): it is the wait's.
+    let state = slow_task(&connected).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let options = options().with_input(resolver(
+        json!({"action": "accept", "content": {"name": "Bo"}}),
+    ));
+    let outcome = connected.client.await_task(state, &options).await.unwrap();
+    assert_eq!(completed_text(&outcome), "Hello, Bo");
+    assert_eq!(
+        *handler.elicitations.lock().unwrap(),
+        0,
+        "not the handler's"
+    );
+
+    // With no wait within two seconds, the handler answers.
+    let handler = Handler::default();
+    let connected = connect(
+        Server::legacy(all_tasks()),
+        handler.clone(),
+        asks_before_creating(),
+    )
+    .await;
+    let _state = slow_task(&connected).await;
+    let started = Instant::now();
+    while answer_to(&connected.log, "e0").is_none() {
+        tokio::time::sleep(ms(100)).await;
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(2) - ms(100),
+        "held first"
+    );
+    assert_eq!(*handler.elicitations.lock().unwrap(), 1);
+}
+
 fn resolver(answer: Value) -> InputMode {
     InputMode::resolver(move |requests: BTreeMap<String, Value>| {
         let answer = answer.clone();

@@ -1,6 +1,7 @@
 //! Integration tests of `mcp-tasks`: the client against a scripted
 //! in-process server and against rmcp's own task server over stdio and
-//! Streamable HTTP; the server runtime in process and over HTTP, its
+//! Streamable HTTP, and a scripted 2025-11-25 server in process and over
+//! HTTP (JSON and SSE answers); the server runtime in process and over HTTP, its
 //! clock-driven expiry, and a restart on SQLite.
 
 mod support;
@@ -14,6 +15,7 @@ mod http;
 mod input;
 mod journal;
 mod legacy;
+mod legacy_http;
 mod legacy_server;
 mod listen;
 mod restart;

@@ -32,8 +32,9 @@ const TASK_STATUS: &str = "notifications/tasks/status";
 /// client with it (and its [`Tap`] on the transport) so that a
 /// 2025-11-25 server's tasks work like the extension's (see the
 /// [module](super) docs). Everything that is not tied to a task a
-/// `TasksClient` waits on goes to your handler unchanged; with a 2026-07-28
-/// server that is everything.
+/// `TasksClient` waits on goes to your handler unchanged (a request tied to
+/// a task created on this connection first waits up to two seconds for a
+/// wait on it); with a 2026-07-28 server that is everything.
 ///
 /// `TasksClient::new` finds it by its type; [`Handler::inner`] gives your
 /// handler back.
@@ -91,7 +92,11 @@ impl Handler {
             request: json!({"method": method, "params": params}),
             respond,
         };
-        self.link.deliver(task, pending).ok()?;
+        let held = tokio::select! {
+            held = self.link.deliver_or_hold(task, pending) => held,
+            () = context.ct.cancelled() => return Some(Routed::Withdrawn),
+        };
+        held.ok()?;
         Some(tokio::select! {
             answer = answer => Routed::Answer(answer.unwrap_or_else(|_| {
                 Err(ErrorData::internal_error("the client stopped waiting for this task", None))

@@ -30,12 +30,17 @@
 //!
 //! * [`Handler`] wraps the client's own handler. It hands the server's
 //!   requests that carry `_meta["io.modelcontextprotocol/related-task"]` to
-//!   the wait on that task, and sees the status and list-changed
-//!   notifications; everything else goes to the wrapped handler.
+//!   the wait on that task, on whichever stream they come (the `tasks/result`
+//!   stream, or the GET stream of a server that answers with plain JSON
+//!   bodies), and sees the status and list-changed notifications; everything
+//!   else goes to the wrapped handler. A request for a task created on the
+//!   connection may come before the wait on it starts: it is held for that
+//!   wait while the call is in flight and for two seconds after.
 //! * A [`Tap`] on the transport ([`Tap::read`] for stdio and other byte
-//!   streams, [`Tap::http`] for Streamable HTTP) keeps the JSON of the
-//!   server's answers: rmcp's typed model drops `capabilities.tasks`, every
-//!   tool's `execution`, and the `ttl` and `pollInterval` of `tasks/get`.
+//!   streams, [`Tap::http`] for Streamable HTTP, whether the server answers
+//!   with SSE or with plain JSON bodies) keeps the JSON of the server's
+//!   answers: rmcp's typed model drops `capabilities.tasks`, every tool's
+//!   `execution`, and the `ttl` and `pollInterval` of `tasks/get`.
 //!
 //! Without them a 2025-11-25 server's tools are always called plainly, its
 //! input requests reach the handler directly (no resolver, no validation),
@@ -75,10 +80,12 @@ mod wire;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use rmcp::ErrorData;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::time::Instant;
 
 use super::state::TaskState;
 use crate::task::TaskId;
@@ -93,6 +100,13 @@ pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// How many answers the tap keeps for their requests to pick up.
 const RAW_ANSWERS_KEPT: usize = 256;
+
+/// How long after a task was created here its input requests wait for a
+/// wait on it to start, before the wrapped handler gets them.
+const HOLD: Duration = Duration::from_secs(2);
+
+/// How many recently created tasks are remembered for that.
+const CREATED_KEPT: usize = 64;
 
 /// What a tool's `execution.taskSupport` allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +206,8 @@ pub(crate) enum Event {
 #[derive(Default)]
 pub(crate) struct Link {
     shared: Mutex<Shared>,
+    /// Woken when a wait starts or a task-augmented call ends.
+    changed: Notify,
 }
 
 impl std::fmt::Debug for Link {
@@ -220,6 +236,10 @@ struct Shared {
     tools: Option<HashMap<String, ToolTasks>>,
     /// Bumped by every `notifications/tools/list_changed`.
     tools_generation: u64,
+    /// Task-augmented `tools/call`s whose answer is not read yet.
+    task_calls: usize,
+    /// The tasks created here lately, by id, with when.
+    created: VecDeque<(String, Instant)>,
 }
 
 #[derive(Default, Clone, Copy, PartialEq, Eq)]
@@ -242,6 +262,38 @@ impl Link {
     /// True while the tap should still read what arrives.
     fn tapping(&self) -> bool {
         self.lock().tapping != Tapping::Off
+    }
+
+    /// Whether the answer to a request of `method` must be read as the
+    /// server sent it: the `InitializeResult` until the era is known, then
+    /// the answers of the requests a 2025-11-25 client reads raw.
+    #[cfg(feature = "http-client")]
+    fn wants_answer(&self, method: &str) -> bool {
+        match self.lock().tapping {
+            Tapping::Off => false,
+            Tapping::Undecided => method == "initialize",
+            Tapping::On => {
+                matches!(method, "tools/list" | "tools/call") || method.starts_with("tasks/")
+            }
+        }
+    }
+
+    /// Sees a message the transport handed on already parsed (rmcp's HTTP
+    /// client reads plain JSON bodies that way): a `server/discover` result
+    /// turns the tap off, as its JSON would.
+    #[cfg(feature = "http-client")]
+    fn observe_typed(&self, message: &rmcp::model::ServerJsonRpcMessage) {
+        if let rmcp::model::ServerJsonRpcMessage::Response(response) = message
+            && matches!(
+                response.result,
+                rmcp::model::ServerResult::DiscoverResult(_)
+            )
+        {
+            let mut shared = self.lock();
+            if shared.tapping == Tapping::Undecided {
+                shared.tapping = Tapping::Off;
+            }
+        }
     }
 
     /// Reads one JSON-RPC message as the transport received it, and keeps it
@@ -341,6 +393,68 @@ impl Link {
         }
     }
 
+    /// Hands an input request tied to `task` on as [`Link::deliver`] does,
+    /// but first holds it while a wait on the task may still start: the
+    /// server may send it (on the GET stream, say) before the client has read
+    /// the answer that created the task, or before the caller, who has that
+    /// answer, starts the wait. So while a task-augmented call is in flight,
+    /// and for [`HOLD`] after `task` was created here, the request waits for
+    /// the wait. `Err` gives it back: no wait came.
+    async fn deliver_or_hold(&self, task: &str, mut pending: Pending) -> Result<(), Pending> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            pending = match self.deliver(task, pending) {
+                Ok(()) => return Ok(()),
+                Err(pending) => pending,
+            };
+            let until = {
+                let shared = self.lock();
+                let created = shared
+                    .created
+                    .iter()
+                    .find(|(id, _)| id == task)
+                    .map(|(_, at)| *at + HOLD);
+                match created {
+                    _ if shared.task_calls > 0 => None,
+                    Some(until) if until > Instant::now() => Some(until),
+                    _ => return Err(pending),
+                }
+            };
+            match until {
+                None => changed.await,
+                Some(until) => {
+                    tokio::select! {
+                        () = changed => {}
+                        () = tokio::time::sleep_until(until) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Counts a task-augmented `tools/call` in flight until the guard drops.
+    pub(crate) fn task_call(self: &Arc<Self>) -> TaskCall {
+        self.lock().task_calls += 1;
+        TaskCall(self.clone())
+    }
+
+    /// A task was created here: its input is held for a wait a while.
+    pub(crate) fn task_created(&self, task: &TaskId) {
+        let now = Instant::now();
+        let mut shared = self.lock();
+        while shared
+            .created
+            .front()
+            .is_some_and(|(_, at)| *at + HOLD <= now)
+            || shared.created.len() >= CREATED_KEPT
+        {
+            shared.created.pop_front();
+        }
+        shared.created.push_back((task.expose().to_owned(), now));
+    }
+
     /// A `notifications/tasks/status`: every wait on the task sees it.
     fn status(&self, state: &TaskState) {
         let shared = self.lock();
@@ -372,6 +486,8 @@ impl Link {
             .into_iter()
             .map(|pending| (pending.key.clone(), pending))
             .collect();
+        drop(shared);
+        self.changed.notify_waiters();
         Route {
             link: self.clone(),
             task: key,
@@ -392,6 +508,16 @@ impl Link {
             .partition(|pending| keys.contains(&pending.key.as_str()));
         *parked = kept;
         taken
+    }
+}
+
+/// A task-augmented `tools/call` in flight (see [`Link::task_call`]).
+pub(crate) struct TaskCall(Arc<Link>);
+
+impl Drop for TaskCall {
+    fn drop(&mut self) {
+        self.0.lock().task_calls -= 1;
+        self.0.changed.notify_waiters();
     }
 }
 

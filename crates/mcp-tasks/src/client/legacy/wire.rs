@@ -90,13 +90,21 @@ impl<H: ClientHandler> TasksClient<H> {
                 None => json!({}),
             };
         }
+        // Input for the task may come before its wait starts: it is held.
+        let _in_flight = augment
+            .then(|| self.legacy.as_ref().map(|link| link.task_call()))
+            .flatten();
         let value = self
             .send_legacy("tools/call", params, &options.meta, options.timeout)
             .await?;
         match value.get("task") {
-            Some(Value::Object(_)) => Ok(CallResponse::Task(
-                TaskState::from_json(value)?.in_era(Era::Legacy),
-            )),
+            Some(Value::Object(_)) => {
+                let state = TaskState::from_json(value)?.in_era(Era::Legacy);
+                if let Some(link) = &self.legacy {
+                    link.task_created(&state.id);
+                }
+                Ok(CallResponse::Task(state))
+            }
             _ => parse_call_tool_result(&value).map(CallResponse::Complete),
         }
     }
