@@ -6,7 +6,8 @@
 //! tool's [`ToolTasks`] policy and its code, and `get_task`, `update_task`,
 //! `cancel_task` to the methods of the same names
 //! ([`delegate_task_methods!`](crate::delegate_task_methods) writes those
-//! three, and `on_custom_request` for task listens over stdio). The runtime
+//! three, and `on_custom_request` for what rmcp cannot parse: task listens
+//! and 2025-11-25 tasks). The runtime
 //! decides between a synchronous run and a task, creates the task in the
 //! store before answering, runs the tool with a [`TaskContext`], records its
 //! outcome, binds every task to the principal that created it, sweeps
@@ -56,6 +57,14 @@
 //! writes nothing more for its tasks. See [`crate::store::replicas`] for the
 //! design and [`TaskRuntimeBuilder::with_lease_period`] for the timing.
 //!
+//! Both eras: clients that open the connection with `initialize` (2025-11-25,
+//! the TypeScript SDK v1 and the Python SDK 1.x among them) get that era's
+//! experimental tasks from the same runtime, store and policies (see
+//! [`legacy`]): serve over stdio with [`StdioTransport`] and over HTTP with
+//! [`http::StreamableHttpServer`], and tell the runtime each tool's policy
+//! with [`TaskRuntime::advertise_tool`] ([`TaskRouter`] does it), since
+//! those clients read it in `tools/list` before they call.
+//!
 //! Over Streamable HTTP, serve with rmcp's `StreamableHttpService`
 //! configured stateless with `with_json_response(true)` and set
 //! `TCP_NODELAY` on accepted sockets: `tasks/*` answers then go out as one
@@ -68,7 +77,7 @@ mod era;
 #[cfg(feature = "http")]
 pub mod http;
 mod lease;
-pub(crate) mod legacy;
+pub mod legacy;
 mod limits;
 pub mod listen;
 mod policy;
@@ -96,9 +105,11 @@ pub use transport::StdioTransport;
 /// Writes the `get_task`, `update_task`, `cancel_task` and
 /// `on_custom_request` methods of an rmcp `ServerHandler` impl, delegating
 /// to the [`TaskRuntime`] (or [`TaskRouter`]) in the named field.
-/// `on_custom_request` serves task listens over stdio (see [`listen`]); a
-/// server with custom requests of its own writes it by hand and hands the
-/// others to [`TaskRuntime::on_custom_request`].
+/// `on_custom_request` serves what the transports hand past rmcp's parsing
+/// (task listens over stdio, see [`listen`]; 2025-11-25 tasks, see
+/// [`legacy`]); a server with custom requests of its own writes it by hand
+/// and hands the others to [`TaskRuntime::serve_custom_request`] with
+/// itself.
 ///
 /// ```ignore
 /// impl ServerHandler for MyServer {

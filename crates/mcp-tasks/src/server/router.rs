@@ -73,8 +73,11 @@ use super::runtime::TaskRuntime;
 /// When the tool runs synchronously (no policy, a forbidden one, or an
 /// optional one on a request that did not declare the extension) it is
 /// called by rmcp as usual and gets a synchronous context, whose status
-/// messages do nothing and whose input requests fail with -32021; it may
-/// return an MRTR `InputRequiredResult` then. Run as a task, its result
+/// messages do nothing and whose input requests fail with -32021 (on a
+/// 2025-11-25 session they are asked on the session); it may return an
+/// MRTR `InputRequiredResult` then. [`TaskRouter::with_tool`] also
+/// announces the policy to 2025-11-25 clients
+/// ([`TaskRuntime::advertise_tool`]). Run as a task, its result
 /// (or rmcp's tool error for arguments that do not parse) becomes the
 /// task's; rmcp's `CancellationToken` extractor gives the task's token.
 ///

@@ -42,7 +42,7 @@
 //! How the requests get here: rmcp parses `tools/call` without its `task`,
 //! and answers `tasks/get` and `tasks/cancel` with the extension's rules.
 //! So the transports rename these requests, on initialize-era sessions
-//! only, to methods under [`PREFIX`] before rmcp reads them ([`reroute`]):
+//! only, to methods under `mcp-tasks/2025-11-25/` before rmcp reads them:
 //! over stdio the reader of [`StdioTransport`](super::StdioTransport), over
 //! Streamable HTTP the serving recipe's front middleware (for requests of
 //! a session). rmcp hands them to the server's `on_custom_request`, which

@@ -12,9 +12,10 @@
 //! Until then a listen request that names `taskIds` never reaches rmcp's
 //! listen code:
 //!
-//! * over stdio (any newline-delimited transport) [`ListenReader`] wraps the
-//!   reader rmcp's transport reads from and hands such a request to rmcp as
-//!   a custom request, which [`TaskRuntime::on_custom_request`] answers (the
+//! * over stdio (any newline-delimited transport) the reader of
+//!   [`StdioTransport`](super::StdioTransport) (or [`ListenReader`] around a
+//!   reader of one's own) hands such a request to rmcp as a custom request,
+//!   which [`TaskRuntime::on_custom_request`] answers (the
 //!   [`delegate_task_methods!`](crate::delegate_task_methods) macro wires it
 //!   into `ServerHandler::on_custom_request`); rmcp still frames, writes and
 //!   cancels it like any request;

@@ -28,6 +28,8 @@ pub(crate) const REROUTED: &str = "mcp-tasks/subscriptions/listen";
 /// socket, an in-process pipe) so that `subscriptions/listen` requests
 /// naming `taskIds` reach the runtime: rmcp 3.11 would parse them into a
 /// filter without the ids. Every other line passes through unchanged.
+/// [`StdioTransport`](crate::server::StdioTransport) does this and serves
+/// 2025-11-25 clients too: prefer it.
 ///
 /// ```no_run
 /// # use mcp_tasks::server::TaskRuntime;
