@@ -416,6 +416,44 @@ impl TaskStore for RedisStore {
         Ok(ids.into_iter().map(TaskId::new).collect())
     }
 
+    async fn list_owned(
+        &self,
+        owner: &Principal,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        // A ZRANGEBYLEX bound: from the first, or past `after`.
+        let from = after.map_or_else(|| "-".to_owned(), |id| format!("({}", id.expose()));
+        let mut connection = self.connection.clone();
+        let mut invocation = scripts::LIST_OWNED.key(self.keys.owned(owner));
+        invocation
+            .arg(from)
+            .arg(limit)
+            .arg(&self.keys.prefix)
+            .arg(owner.as_str());
+        let flat: Vec<Option<String>> = self
+            .bounded(
+                "Redis could not list the tasks of an owner",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        flat.chunks_exact(3)
+            .map(|found| match found {
+                [Some(id), Some(version), Some(json)] => {
+                    let record = decode(&TaskId::new(id.as_str()), version, json)?;
+                    if record.owner() != owner {
+                        return Err(corrupt("the record disagrees with its owner"));
+                    }
+                    Ok(record)
+                }
+                _ => Err(corrupt("a record without its version, or the reverse")),
+            })
+            .collect()
+    }
+
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         self.feed.subscribe()
     }

@@ -13,9 +13,10 @@
 //! primary with replicas is fine; Redis Cluster is not supported).
 //!
 //! Redis may drop a record by itself (`expiry_grace` after its
-//! `expiresAt`), which leaves its id in the owner's set; an owner's set
-//! expires no sooner than the last of its records ([`KEEP_OWNED`]), so with
-//! no server running Redis's memory stays bounded as before.
+//! `expiresAt`), which leaves its id in the owner's set: [`LIST_OWNED`]
+//! skips and removes such ids, and an owner's set expires no sooner than
+//! the last of its records ([`KEEP_OWNED`]), so with no server running
+//! Redis's memory stays bounded as before.
 
 use std::sync::LazyLock;
 
@@ -113,6 +114,40 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 if old[1] then redis.call('SREM', ARGV[2] .. 'runner:' .. old[1], ARGV[1]) end
 if old[2] then redis.call('ZREM', ARGV[2] .. 'owner:' .. old[2], ARGV[1]) end
 return 1
+",
+    )
+});
+
+/// Up to `limit` records of an owner whose ids sort after `after`, in byte
+/// order, as a flat list id, version, record, id, version, record... Ids
+/// whose record is gone (or, after an id was reused, is another owner's)
+/// are removed from the set and skipped. KEYS: owned. ARGV: where to start
+/// (`-` from the first, `(ID` after ID), limit (at least 1), prefix, owner.
+pub(crate) static LIST_OWNED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local limit = tonumber(ARGV[2])
+local from = ARGV[1]
+local found = {}
+local listed = 0
+while listed < limit do
+  local want = limit - listed
+  local ids = redis.call('ZRANGEBYLEX', KEYS[1], from, '+', 'LIMIT', 0, want)
+  for _, id in ipairs(ids) do
+    local record = redis.call('HMGET', ARGV[3] .. 'task:' .. id, 'v', 'r', 'w')
+    if record[1] and record[3] == ARGV[4] then
+      found[#found + 1] = id
+      found[#found + 1] = record[1]
+      found[#found + 1] = record[2]
+      listed = listed + 1
+    else
+      redis.call('ZREM', KEYS[1], id)
+    end
+  end
+  if #ids < want then break end
+  from = '(' .. ids[#ids]
+end
+return found
 ",
     )
 });

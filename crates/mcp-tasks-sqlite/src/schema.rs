@@ -4,9 +4,9 @@
 //! the columns the store queries by (`id`, `version`, `expires_at_ms`,
 //! `owner`) and one for people reading the file (`status`). The columns are
 //! written with the JSON in the same statement; a row whose JSON disagrees
-//! with its `id` or `version` is reported as corrupt. Two indexes besides
-//! the primary key: `tasks_by_expiry` for the sweeper, `tasks_by_owner` for
-//! listing an owner's tasks.
+//! with its `id`, `version` or (when listed by owner) `owner` is reported
+//! as corrupt. Two indexes besides the primary key: `tasks_by_expiry` for
+//! the sweeper, `tasks_by_owner` for `tasks/list`.
 //!
 //! `PRAGMA user_version` holds the schema version, so a later build can
 //! migrate a file and an older build refuses a newer file. A new file is
@@ -48,6 +48,21 @@ CREATE INDEX tasks_by_owner ON tasks (owner, id);
 /// `UPGRADES[n - 1]` takes a file from version `n` to `n + 1`; each runs in
 /// the transaction that then sets `user_version`.
 const UPGRADES: [&str; 1] = [UPGRADE_TO_V2];
+
+/// An owner's records in id order, from the first: `tasks_by_owner`, then
+/// each row.
+pub(crate) const LIST_OWNED_SQL: &str = "
+SELECT id, version, record FROM tasks
+WHERE owner = ?1
+ORDER BY id
+LIMIT ?2";
+
+/// An owner's records in id order, after an id.
+pub(crate) const LIST_OWNED_AFTER_SQL: &str = "
+SELECT id, version, record FROM tasks
+WHERE owner = ?1 AND id > ?2
+ORDER BY id
+LIMIT ?3";
 
 /// The ids of due records, oldest first: read from `tasks_by_expiry` alone.
 pub(crate) const EXPIRED_SQL: &str = "
@@ -321,6 +336,46 @@ pub(crate) fn expired(
         .map_err(|err| failure("SQLite could not read the expiry index", err))
 }
 
+/// Up to `limit` records of `owner` whose ids sort after `after`, in id
+/// order; a row whose `owner` column disagrees with its JSON is corrupt.
+pub(crate) fn list_owned(
+    conn: &Connection,
+    owner: &str,
+    after: Option<&str>,
+    limit: i64,
+) -> Result<Vec<TaskRecord>, StoreError> {
+    let failed = |err| failure("SQLite could not list the tasks of an owner", err);
+    let row = |row: &rusqlite::Row<'_>| -> rusqlite::Result<(String, i64, String)> {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+    };
+    let rows: Vec<(String, i64, String)> = match after {
+        None => conn.prepare_cached(LIST_OWNED_SQL).and_then(|mut select| {
+            select
+                .query_map(params![owner, limit], row)
+                .and_then(Iterator::collect)
+        }),
+        Some(after) => conn
+            .prepare_cached(LIST_OWNED_AFTER_SQL)
+            .and_then(|mut select| {
+                select
+                    .query_map(params![owner, after, limit], row)
+                    .and_then(Iterator::collect)
+            }),
+    }
+    .map_err(failed)?;
+    rows.iter()
+        .map(|(id, version, json)| {
+            let record = decode(id, *version, json)?;
+            if record.owner().as_str() != owner {
+                return Err(StoreError::msg(
+                    "a stored task is corrupt: its JSON disagrees with its row's owner",
+                ));
+            }
+            Ok(record)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,6 +400,33 @@ mod tests {
             !plan.contains("TEMP B-TREE"),
             "no sort after the index: {plan}"
         );
+    }
+
+    #[test]
+    fn listing_by_owner_reads_the_owner_index_in_order() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conn = open(&dir.path().join("plan.sqlite3"), None).expect("open");
+        for (sql, params) in [
+            (LIST_OWNED_SQL, params!["o", 10]),
+            (LIST_OWNED_AFTER_SQL, params!["o", "id", 10]),
+        ] {
+            let mut plan = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .expect("explain");
+            let steps: Vec<String> = plan
+                .query_map(params, |row| row.get(3))
+                .and_then(Iterator::collect)
+                .expect("plan");
+            let plan = steps.join("\n");
+            assert!(
+                plan.contains("USING INDEX tasks_by_owner (owner=?"),
+                "{plan}"
+            );
+            assert!(
+                !plan.contains("TEMP B-TREE"),
+                "no sort after the index: {plan}"
+            );
+        }
     }
 
     #[test]
