@@ -8,8 +8,8 @@ pub mod testing;
 use std::time::Duration;
 
 use mcp_tasks::store::{
-    BoxFuture, Orphan, Replicas, RunnerId, StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore,
-    Transition,
+    BoxFuture, Orphan, Principal, Replicas, RunnerId, StoreError, StoreErrorKind, Swap, TaskRecord,
+    TaskStore, Transition,
 };
 use mcp_tasks::{TaskId, UnixMillis};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -112,6 +112,15 @@ impl Keys {
         key.extend_from_slice(self.prefix.as_bytes());
         key.extend_from_slice(b"task:");
         key.extend_from_slice(id.expose().as_bytes());
+        key
+    }
+
+    /// The set of the ids of `owner`'s records.
+    fn owned(&self, owner: &Principal) -> Vec<u8> {
+        let mut key = Vec::with_capacity(self.prefix.len() + 6 + owner.as_str().len());
+        key.extend_from_slice(self.prefix.as_bytes());
+        key.extend_from_slice(b"owner:");
+        key.extend_from_slice(owner.as_str().as_bytes());
         key
     }
 }
@@ -289,6 +298,7 @@ impl TaskStore for RedisStore {
         let mut invocation = scripts::CREATE.key(self.keys.task(record.id()));
         invocation
             .key(&self.keys.expiry)
+            .key(self.keys.owned(record.owner()))
             .arg(record.id().expose())
             .arg(json)
             .arg(record.version())
@@ -296,7 +306,8 @@ impl TaskStore for RedisStore {
             .arg(keep)
             .arg(runner)
             .arg(finished)
-            .arg(&self.keys.prefix);
+            .arg(&self.keys.prefix)
+            .arg(record.owner().as_str());
         let created: i64 = self
             .bounded(
                 "Redis could not create the task",
@@ -335,6 +346,7 @@ impl TaskStore for RedisStore {
         let mut invocation = scripts::SWAP.key(self.keys.task(&id));
         invocation
             .key(&self.keys.expiry)
+            .key(self.keys.owned(record.owner()))
             .arg(id.expose())
             .arg(transition.expected_version())
             .arg(json)
@@ -343,7 +355,8 @@ impl TaskStore for RedisStore {
             .arg(keep)
             .arg(runner)
             .arg(finished)
-            .arg(&self.keys.prefix);
+            .arg(&self.keys.prefix)
+            .arg(record.owner().as_str());
         let answer: Vec<redis::Value> = self
             .bounded(
                 "Redis could not change the task",
@@ -401,6 +414,44 @@ impl TaskStore for RedisStore {
             )
             .await?;
         Ok(ids.into_iter().map(TaskId::new).collect())
+    }
+
+    async fn list_owned(
+        &self,
+        owner: &Principal,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        // A ZRANGEBYLEX bound: from the first, or past `after`.
+        let from = after.map_or_else(|| "-".to_owned(), |id| format!("({}", id.expose()));
+        let mut connection = self.connection.clone();
+        let mut invocation = scripts::LIST_OWNED.key(self.keys.owned(owner));
+        invocation
+            .arg(from)
+            .arg(limit)
+            .arg(&self.keys.prefix)
+            .arg(owner.as_str());
+        let flat: Vec<Option<String>> = self
+            .bounded(
+                "Redis could not list the tasks of an owner",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        flat.chunks_exact(3)
+            .map(|found| match found {
+                [Some(id), Some(version), Some(json)] => {
+                    let record = decode(&TaskId::new(id.as_str()), version, json)?;
+                    if record.owner() != owner {
+                        return Err(corrupt("the record disagrees with its owner"));
+                    }
+                    Ok(record)
+                }
+                _ => Err(corrupt("a record without its version, or the reverse")),
+            })
+            .collect()
     }
 
     fn changes(&self) -> broadcast::Receiver<TaskId> {

@@ -2,49 +2,79 @@
 //! record, its indexes and its announcement change together.
 //!
 //! Keys under the prefix `P`: `P task:ID` (a hash: `v` the version, `r` the
-//! record's JSON, `o` its runner), `P expiry` (a sorted set of ids by
-//! `expires_at`), `P runners` (a sorted set of runners by the end of their
-//! lease, in Redis's clock), `P claimed` (runners whose lease ran out and
-//! was claimed), `P runner:RUNNER` (the unfinished tasks of a runner), and
-//! the channel `P changes` (ids of changed tasks). The scripts build the
+//! record's JSON, `o` its runner, `w` its owner), `P expiry` (a sorted set
+//! of ids by `expires_at`), `P owner:OWNER` (the ids of an owner's records,
+//! a sorted set with every score 0, so in byte order: `ZRANGEBYLEX` reads
+//! it from any id on), `P runners` (a sorted set of runners by the end of
+//! their lease, in Redis's clock), `P claimed` (runners whose lease ran out
+//! and was claimed), `P runner:RUNNER` (the unfinished tasks of a runner),
+//! and the channel `P changes` (ids of changed tasks). The scripts build the
 //! keys they derive from the prefix, so the store needs one Redis node (a
 //! primary with replicas is fine; Redis Cluster is not supported).
+//!
+//! Redis may drop a record by itself (`expiry_grace` after its
+//! `expiresAt`), which leaves its id in the owner's set: [`LIST_OWNED`]
+//! skips and removes such ids, and an owner's set expires no sooner than
+//! the last of its records ([`KEEP_OWNED`]), so with no server running
+//! Redis's memory stays bounded as before.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-/// Creates a record unless its id exists. KEYS: task, expiry. ARGV: id,
-/// record, version, expires_at or '', keep_ms or '', runner or '',
-/// finished ('1' or '0'), prefix. Returns 1, or 0 for an existing id.
+/// Enters an id in its owner's set, which then lives at least as long as
+/// the record: `keep_owned(key, id, keep_ms or '')`. A set that holds a
+/// record without expiry never expires (until it is empty).
+const KEEP_OWNED: &str = r"
+local function keep_owned(key, id, keep)
+  local fresh = redis.call('EXISTS', key) == 0
+  redis.call('ZADD', key, 0, id)
+  if keep == '' then
+    if not fresh then redis.call('PERSIST', key) end
+  elseif fresh then
+    redis.call('PEXPIRE', key, keep)
+  else
+    local left = redis.call('PTTL', key)
+    if left >= 0 and left < tonumber(keep) then redis.call('PEXPIRE', key, keep) end
+  end
+end
+";
+
+/// Creates a record unless its id exists. KEYS: task, expiry, owned.
+/// ARGV: id, record, version, expires_at or '', keep_ms or '', runner or
+/// '', finished ('1' or '0'), prefix, owner. Returns 1, or 0 for an
+/// existing id.
 pub(crate) static CREATE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+    Script::new(&format!(
+        r"{KEEP_OWNED}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[2])
+redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[2], 'w', ARGV[9])
 if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[1], 'o', ARGV[6])
   if ARGV[7] == '0' then redis.call('SADD', ARGV[8] .. 'runner:' .. ARGV[6], ARGV[1]) end
 end
 if ARGV[4] ~= '' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
 if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
+keep_owned(KEYS[3], ARGV[1], ARGV[5])
 redis.call('PUBLISH', ARGV[8] .. 'changes', ARGV[1])
 return 1
-",
-    )
+"
+    ))
 });
 
-/// Compare-and-set. KEYS: task, expiry. ARGV: id, expected version,
-/// record, its version, expires_at or '', keep_ms or '', runner or '',
-/// finished, prefix. Returns {2} swapped, {1, version, record} conflict,
-/// {0} missing.
+/// Compare-and-set. KEYS: task, expiry, owned. ARGV: id, expected
+/// version, record, its version, expires_at or '', keep_ms or '', runner or
+/// '', finished, prefix, owner. Returns {2} swapped, {1, version, record}
+/// conflict, {0} missing. The owner's set is written again (a no-op for a
+/// record this build created; a record of an older build, which kept no
+/// owner index, is listed from its first change on).
 pub(crate) static SWAP: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+    Script::new(&format!(
+        r"{KEEP_OWNED}
 local current = redis.call('HMGET', KEYS[1], 'v', 'r', 'o')
-if not current[1] then return {0} end
-if current[1] ~= ARGV[2] then return {1, current[1], current[2]} end
-redis.call('HSET', KEYS[1], 'v', ARGV[4], 'r', ARGV[3])
+if not current[1] then return {{0}} end
+if current[1] ~= ARGV[2] then return {{1, current[1], current[2]}} end
+redis.call('HSET', KEYS[1], 'v', ARGV[4], 'r', ARGV[3], 'w', ARGV[10])
 local old = current[3]
 if old and (old ~= ARGV[7] or ARGV[8] == '1') then
   redis.call('SREM', ARGV[9] .. 'runner:' .. old, ARGV[1])
@@ -67,21 +97,57 @@ if ARGV[6] ~= '' then
 else
   redis.call('PERSIST', KEYS[1])
 end
+keep_owned(KEYS[3], ARGV[1], ARGV[6])
 redis.call('PUBLISH', ARGV[9] .. 'changes', ARGV[1])
-return {2}
-",
-    )
+return {{2}}
+"
+    ))
 });
 
 /// Deletes a record and its index entries. KEYS: task, expiry. ARGV: id, prefix.
 pub(crate) static DELETE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local old = redis.call('HGET', KEYS[1], 'o')
+local old = redis.call('HMGET', KEYS[1], 'o', 'w')
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
-if old then redis.call('SREM', ARGV[2] .. 'runner:' .. old, ARGV[1]) end
+if old[1] then redis.call('SREM', ARGV[2] .. 'runner:' .. old[1], ARGV[1]) end
+if old[2] then redis.call('ZREM', ARGV[2] .. 'owner:' .. old[2], ARGV[1]) end
 return 1
+",
+    )
+});
+
+/// Up to `limit` records of an owner whose ids sort after `after`, in byte
+/// order, as a flat list id, version, record, id, version, record... Ids
+/// whose record is gone (or, after an id was reused, is another owner's)
+/// are removed from the set and skipped. KEYS: owned. ARGV: where to start
+/// (`-` from the first, `(ID` after ID), limit (at least 1), prefix, owner.
+pub(crate) static LIST_OWNED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local limit = tonumber(ARGV[2])
+local from = ARGV[1]
+local found = {}
+local listed = 0
+while listed < limit do
+  local want = limit - listed
+  local ids = redis.call('ZRANGEBYLEX', KEYS[1], from, '+', 'LIMIT', 0, want)
+  for _, id in ipairs(ids) do
+    local record = redis.call('HMGET', ARGV[3] .. 'task:' .. id, 'v', 'r', 'w')
+    if record[1] and record[3] == ARGV[4] then
+      found[#found + 1] = id
+      found[#found + 1] = record[1]
+      found[#found + 1] = record[2]
+      listed = listed + 1
+    else
+      redis.call('ZREM', KEYS[1], id)
+    end
+  end
+  if #ids < want then break end
+  from = '(' .. ids[#ids]
+end
+return found
 ",
     )
 });

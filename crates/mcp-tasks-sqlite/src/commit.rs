@@ -26,7 +26,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mcp_tasks::TaskId;
-use mcp_tasks::store::{PackedRecord, StoreError, Swap};
+use mcp_tasks::store::{PackedRecord, StoreError, Swap, TaskRecord};
 use rusqlite::Connection;
 use tokio::sync::{broadcast, oneshot};
 
@@ -81,6 +81,12 @@ pub(crate) enum Op {
         limit: i64,
         reply: oneshot::Sender<Result<Vec<TaskId>, StoreError>>,
     },
+    ListOwned {
+        owner: String,
+        after: Option<String>,
+        limit: i64,
+        reply: oneshot::Sender<Result<Vec<TaskRecord>, StoreError>>,
+    },
 }
 
 /// An operation's outcome, held until its batch commits.
@@ -89,6 +95,7 @@ enum Outcome {
     Swap(Result<Swap, StoreError>),
     Read(Result<Option<Arc<PackedRecord>>, StoreError>),
     Expired(Result<Vec<TaskId>, StoreError>),
+    ListOwned(Result<Vec<TaskRecord>, StoreError>),
 }
 
 /// What a batch changes once committed: `None` for a deleted record.
@@ -245,6 +252,12 @@ fn one(
         Op::Expired { now_ms, limit, .. } => {
             Outcome::Expired(schema::expired(conn, *now_ms, *limit))
         }
+        Op::ListOwned {
+            owner,
+            after,
+            limit,
+            ..
+        } => Outcome::ListOwned(schema::list_owned(conn, owner, after.as_deref(), *limit)),
     })
 }
 
@@ -284,6 +297,9 @@ fn finish(shared: &Shared, batch: Vec<Op>, outcomes: Vec<Outcome>, overlay: Over
             (Op::Expired { reply, .. }, Outcome::Expired(result)) => {
                 let _ = reply.send(result);
             }
+            (Op::ListOwned { reply, .. }, Outcome::ListOwned(result)) => {
+                let _ = reply.send(result);
+            }
             // `one` answers each operation with its own kind of outcome.
             (op, _) => fail(
                 op,
@@ -306,6 +322,9 @@ fn fail(op: Op, error: StoreError) {
             let _ = reply.send(Err(error));
         }
         Op::Expired { reply, .. } => {
+            let _ = reply.send(Err(error));
+        }
+        Op::ListOwned { reply, .. } => {
             let _ = reply.send(Err(error));
         }
     }

@@ -105,7 +105,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use mcp_tasks::store::{PackedRecord, StoreError, Swap, TaskRecord, TaskStore, Transition};
+use mcp_tasks::store::{
+    PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
+};
 use mcp_tasks::{TaskId, UnixMillis};
 use tokio::sync::{broadcast, oneshot};
 
@@ -378,6 +380,29 @@ impl TaskStore for SqliteStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(|reply| Op::Expired {
             now_ms,
+            limit,
+            reply,
+        })
+        .await
+    }
+
+    async fn list_owned(
+        &self,
+        owner: &Principal,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let owner = owner.as_str().to_owned();
+        let after = after.map(|id| id.expose().to_owned());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // Read from the file by the committer, in order with the writes
+        // queued before it.
+        self.run(|reply| Op::ListOwned {
+            owner,
+            after,
             limit,
             reply,
         })

@@ -1,13 +1,17 @@
 //! The file's layout and every SQL statement the store runs.
 //!
 //! One table, `tasks`: the whole [`TaskRecord`] as JSON in `record`, plus
-//! the columns the store queries by (`id`, `version`, `expires_at_ms`) and
-//! two for people reading the file (`owner`, `status`). The columns are
+//! the columns the store queries by (`id`, `version`, `expires_at_ms`,
+//! `owner`) and one for people reading the file (`status`). The columns are
 //! written with the JSON in the same statement; a row whose JSON disagrees
-//! with its `id` or `version` is reported as corrupt.
+//! with its `id`, `version` or (when listed by owner) `owner` is reported
+//! as corrupt. Two indexes besides the primary key: `tasks_by_expiry` for
+//! the sweeper, `tasks_by_owner` for `tasks/list`.
 //!
 //! `PRAGMA user_version` holds the schema version, so a later build can
-//! migrate a file and an older build refuses a newer file.
+//! migrate a file and an older build refuses a newer file. A new file is
+//! made at version 1 and brought up to date by the same [`UPGRADES`] as an
+//! old one, so both end with the same schema.
 
 use std::path::Path;
 use std::time::Duration;
@@ -17,7 +21,7 @@ use mcp_tasks::{TaskId, TaskStatus, UnixMillis};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 /// The schema this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 /// How long a statement waits for a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,6 +38,31 @@ CREATE TABLE tasks (
 ) STRICT;
 CREATE INDEX tasks_by_expiry ON tasks (expires_at_ms, id) WHERE expires_at_ms IS NOT NULL;
 ";
+
+/// Version 1 to 2: each owner's records in id order, for listing them
+/// (`TaskStore::list_owned`).
+const UPGRADE_TO_V2: &str = "
+CREATE INDEX tasks_by_owner ON tasks (owner, id);
+";
+
+/// `UPGRADES[n - 1]` takes a file from version `n` to `n + 1`; each runs in
+/// the transaction that then sets `user_version`.
+const UPGRADES: [&str; 1] = [UPGRADE_TO_V2];
+
+/// An owner's records in id order, from the first: `tasks_by_owner`, then
+/// each row.
+pub(crate) const LIST_OWNED_SQL: &str = "
+SELECT id, version, record FROM tasks
+WHERE owner = ?1
+ORDER BY id
+LIMIT ?2";
+
+/// An owner's records in id order, after an id.
+pub(crate) const LIST_OWNED_AFTER_SQL: &str = "
+SELECT id, version, record FROM tasks
+WHERE owner = ?1 AND id > ?2
+ORDER BY id
+LIMIT ?3";
 
 /// The ids of due records, oldest first: read from `tasks_by_expiry` alone.
 pub(crate) const EXPIRED_SQL: &str = "
@@ -90,7 +119,8 @@ pub(crate) fn open(path: &Path, max_size_bytes: Option<u64>) -> Result<Connectio
     Ok(conn)
 }
 
-/// Creates the schema in a new file; refuses a file from a newer build.
+/// Creates the schema in a new file or upgrades an older one, in one
+/// transaction; refuses a file from a newer build.
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let failed = |err| failure("SQLite could not set up the schema", err);
     let tx = conn
@@ -99,21 +129,26 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let found: i64 = tx
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .map_err(failed)?;
-    match found {
+    let from = match found {
         0 => {
             // A plain CREATE TABLE: a file holding some other `tasks` table
             // is refused rather than adopted.
             tx.execute_batch(SCHEMA_V1).map_err(failed)?;
-            tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-                .map_err(failed)?;
+            1
         }
-        SCHEMA_VERSION => {}
+        SCHEMA_VERSION => return tx.commit().map_err(failed),
+        older @ 1..SCHEMA_VERSION => older,
         newer => {
             return Err(StoreError::msg(format!(
                 "the store file has schema version {newer}; this build knows versions up to {SCHEMA_VERSION}"
             )));
         }
+    };
+    for upgrade in UPGRADES.iter().skip(usize::try_from(from - 1).unwrap_or(0)) {
+        tx.execute_batch(upgrade).map_err(failed)?;
     }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(failed)?;
     tx.commit().map_err(failed)
 }
 
@@ -259,17 +294,20 @@ pub(crate) fn read(conn: &Connection, id: &str) -> Result<Option<TaskRecord>, St
 }
 
 /// Replaces the record whose stored version is `expected`; false if none is.
+///
+/// The owner is not written: a record's owner never changes (the transition
+/// function keeps it), and leaving the column out of `SET` keeps SQLite from
+/// rewriting `tasks_by_owner` on every change.
 pub(crate) fn update(conn: &Connection, expected: i64, row: &Row) -> Result<bool, StoreError> {
     let changed = conn
         .prepare_cached(
             "UPDATE tasks
-             SET owner = ?2, status = ?3, version = ?4, expires_at_ms = ?5, record = ?6
-             WHERE id = ?1 AND version = ?7",
+             SET status = ?2, version = ?3, expires_at_ms = ?4, record = ?5
+             WHERE id = ?1 AND version = ?6",
         )
         .and_then(|mut update| {
             update.execute(params![
                 row.id,
-                row.owner,
                 row.status,
                 row.version,
                 row.expires_at_ms,
@@ -298,6 +336,46 @@ pub(crate) fn expired(
         .map_err(|err| failure("SQLite could not read the expiry index", err))
 }
 
+/// Up to `limit` records of `owner` whose ids sort after `after`, in id
+/// order; a row whose `owner` column disagrees with its JSON is corrupt.
+pub(crate) fn list_owned(
+    conn: &Connection,
+    owner: &str,
+    after: Option<&str>,
+    limit: i64,
+) -> Result<Vec<TaskRecord>, StoreError> {
+    let failed = |err| failure("SQLite could not list the tasks of an owner", err);
+    let row = |row: &rusqlite::Row<'_>| -> rusqlite::Result<(String, i64, String)> {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+    };
+    let rows: Vec<(String, i64, String)> = match after {
+        None => conn.prepare_cached(LIST_OWNED_SQL).and_then(|mut select| {
+            select
+                .query_map(params![owner, limit], row)
+                .and_then(Iterator::collect)
+        }),
+        Some(after) => conn
+            .prepare_cached(LIST_OWNED_AFTER_SQL)
+            .and_then(|mut select| {
+                select
+                    .query_map(params![owner, after, limit], row)
+                    .and_then(Iterator::collect)
+            }),
+    }
+    .map_err(failed)?;
+    rows.iter()
+        .map(|(id, version, json)| {
+            let record = decode(id, *version, json)?;
+            if record.owner().as_str() != owner {
+                return Err(StoreError::msg(
+                    "a stored task is corrupt: its JSON disagrees with its row's owner",
+                ));
+            }
+            Ok(record)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,6 +400,58 @@ mod tests {
             !plan.contains("TEMP B-TREE"),
             "no sort after the index: {plan}"
         );
+    }
+
+    #[test]
+    fn listing_by_owner_reads_the_owner_index_in_order() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conn = open(&dir.path().join("plan.sqlite3"), None).expect("open");
+        for (sql, params) in [
+            (LIST_OWNED_SQL, params!["o", 10]),
+            (LIST_OWNED_AFTER_SQL, params!["o", "id", 10]),
+        ] {
+            let mut plan = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .expect("explain");
+            let steps: Vec<String> = plan
+                .query_map(params, |row| row.get(3))
+                .and_then(Iterator::collect)
+                .expect("plan");
+            let plan = steps.join("\n");
+            assert!(
+                plan.contains("USING INDEX tasks_by_owner (owner=?"),
+                "{plan}"
+            );
+            assert!(
+                !plan.contains("TEMP B-TREE"),
+                "no sort after the index: {plan}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_version_1_file_is_upgraded_with_the_owner_index() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("v1.sqlite3");
+        {
+            let raw = Connection::open(&path).expect("raw connection");
+            raw.execute_batch(SCHEMA_V1).expect("version 1");
+            raw.pragma_update(None, "user_version", 1)
+                .expect("user_version");
+        }
+        let conn = open(&path, None).expect("open");
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .expect("user_version");
+        assert_eq!(version, SCHEMA_VERSION);
+        let found: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'tasks_by_owner'",
+                [],
+                |row| row.get(0),
+            )
+            .expect("sqlite_master");
+        assert_eq!(found, 1, "the upgrade made tasks_by_owner");
     }
 
     #[test]

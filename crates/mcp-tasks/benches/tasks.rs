@@ -307,6 +307,15 @@ impl TaskStore for CountingStore {
         TaskStore::expired(&self.inner, now, limit).await
     }
 
+    async fn list_owned(
+        &self,
+        owner: &Principal,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        TaskStore::list_owned(&self.inner, owner, after, limit).await
+    }
+
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         TaskStore::changes(&self.inner)
     }

@@ -3,6 +3,7 @@
 
 mod contract;
 mod outage;
+mod owned;
 mod pause;
 mod replicas;
 mod support;

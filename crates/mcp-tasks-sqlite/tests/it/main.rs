@@ -6,5 +6,6 @@ mod full;
 mod group;
 #[cfg(feature = "journal")]
 mod journal;
+mod owned;
 mod private;
 mod restart;

@@ -38,6 +38,8 @@ where
     concurrent_updates_are_not_lost(make().await).await;
     cancel_races_complete(make().await).await;
     runners_round_trip(make().await).await;
+    list_owned_pages(make().await).await;
+    list_owned_follows_changes(make().await).await;
 }
 
 /// Runs the checks of a store shared by several processes: leases, their
@@ -68,6 +70,43 @@ fn record(name: &str, now: u64, ttl: Option<u64>) -> TaskRecord {
         ttl.map_or(Ttl::Unlimited, Ttl::from_millis),
         Some(Duration::from_millis(100)),
     )
+}
+
+fn owned(name: &str, owner: &str) -> TaskRecord {
+    TaskRecord::new(
+        id(name),
+        Principal::new(owner),
+        at(1),
+        Ttl::from_millis(600_000),
+        Some(Duration::from_millis(100)),
+    )
+}
+
+/// The ids `list_owned` gives, after checking each record is `owner`'s.
+async fn listed(
+    store: &SharedStore,
+    owner: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Vec<String> {
+    let owner = Principal::new(owner);
+    let after = after.map(id);
+    let records = store
+        .list_owned(&owner, after.as_ref(), limit)
+        .await
+        .expect("list_owned");
+    assert!(records.len() <= limit, "at most `limit` records");
+    records
+        .into_iter()
+        .map(|record| {
+            assert_eq!(
+                record.owner(),
+                &owner,
+                "only the owner's records are listed"
+            );
+            record.id().expose().to_owned()
+        })
+        .collect()
 }
 
 /// `record` after `changes`, applied in memory (not stored).
@@ -380,6 +419,164 @@ pub async fn runners_round_trip(store: SharedStore) {
         matches!(stale, Modified::Refused(_, TransitionError::NotRunner)),
         "the old runner is fenced off: {stale:?}"
     );
+}
+
+/// Each owner's records in the byte order of their ids, a page at a time:
+/// `after` exclusive and a position (any id will do), `limit` honoured,
+/// other owners' records never listed.
+pub async fn list_owned_pages(store: SharedStore) {
+    // 25 records of owner-a and 10 of owner-b, their ids interleaved, and
+    // created out of order; one owner's name is the start of another's.
+    for n in (0..25).map(|n| (n * 7) % 25) {
+        store
+            .create(owned(&format!("{n:02}a"), "owner-a"))
+            .await
+            .expect("create");
+        if n < 10 {
+            store
+                .create(owned(&format!("{n:02}b"), "owner-b"))
+                .await
+                .expect("create");
+        }
+    }
+    store
+        .create(owned("03c", "owner-ab"))
+        .await
+        .expect("create");
+    let ids = |owner: char, range: std::ops::Range<usize>| -> Vec<String> {
+        range.map(|n| format!("{n:02}{owner}")).collect()
+    };
+    assert_eq!(
+        listed(&store, "owner-a", None, 0).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        listed(&store, "nobody", None, 10).await,
+        Vec::<String>::new()
+    );
+
+    // Pages of 10 over 25: 10, 10, 5, then none; nothing twice.
+    let mut pages = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = listed(&store, "owner-a", after.as_deref(), 10).await;
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().cloned();
+        pages.push(page);
+    }
+    assert_eq!(
+        pages.iter().map(Vec::len).collect::<Vec<_>>(),
+        [10, 10, 5],
+        "pages of 10 over 25 records"
+    );
+    assert_eq!(
+        pages.concat(),
+        ids('a', 0..25),
+        "every record once, in id order"
+    );
+    assert_eq!(listed(&store, "owner-b", None, 100).await, ids('b', 0..10));
+    assert_eq!(listed(&store, "owner-ab", None, 100).await, ["03c"]);
+
+    // `after` is a position: an id that is not stored, or another owner's.
+    assert_eq!(
+        listed(&store, "owner-a", Some("12"), 2).await,
+        ["12a", "13a"]
+    );
+    assert_eq!(
+        listed(&store, "owner-a", Some("12b"), 2).await,
+        ["13a", "14a"]
+    );
+    assert_eq!(
+        listed(&store, "owner-a", Some("12a"), 2).await,
+        ["13a", "14a"]
+    );
+    assert_eq!(
+        listed(&store, "owner-a", Some("24a"), 10).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        listed(&store, "owner-a", Some("~"), 10).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(listed(&store, "owner-a", Some(""), 3).await, ids('a', 0..3));
+
+    // The records are the stored ones, whole.
+    let first = store
+        .list_owned(&Principal::new("owner-b"), None, 1)
+        .await
+        .expect("list_owned");
+    assert_eq!(first, [owned("00b", "owner-b")]);
+
+    // Byte order, not a collation: "Ab" < "B" < "a" < "ä".
+    for name in ["ä", "a", "B", "Ab"] {
+        store.create(owned(name, "owner-d")).await.expect("create");
+    }
+    assert_eq!(
+        listed(&store, "owner-d", None, 10).await,
+        ["Ab", "B", "a", "ä"]
+    );
+    assert_eq!(listed(&store, "owner-d", Some("B"), 10).await, ["a", "ä"]);
+}
+
+/// Listing follows creates, changes and deletes: finished records are
+/// listed as long as they are kept, deleted ones never.
+pub async fn list_owned_follows_changes(store: SharedStore) {
+    for name in ["a1", "a2", "a3", "a4"] {
+        store.create(owned(name, "owner-a")).await.expect("create");
+    }
+    store.create(owned("b1", "owner-b")).await.expect("create");
+    modify(
+        &*store,
+        &id("a2"),
+        &Change::Complete(json!({"content": []})),
+        at(2),
+        RETENTION,
+    )
+    .await
+    .expect("modify");
+    modify(
+        &*store,
+        &id("a3"),
+        &Change::StatusMessage("m".into()),
+        at(2),
+        RETENTION,
+    )
+    .await
+    .expect("modify");
+    let all = store
+        .list_owned(&Principal::new("owner-a"), None, 10)
+        .await
+        .expect("list_owned");
+    let mut expected = Vec::new();
+    for name in ["a1", "a2", "a3", "a4"] {
+        expected.push(store.get(&id(name)).await.expect("get").expect("record"));
+    }
+    assert_eq!(
+        all, expected,
+        "each record as `get` reads it, finished ones too"
+    );
+    assert_eq!(all[1].status(), &TaskStatus::Completed);
+
+    store.delete(&id("a2")).await.expect("delete");
+    store.delete(&id("a4")).await.expect("delete");
+    store.delete(&id("b1")).await.expect("delete");
+    assert_eq!(listed(&store, "owner-a", None, 10).await, ["a1", "a3"]);
+    assert_eq!(listed(&store, "owner-a", Some("a1"), 10).await, ["a3"]);
+    assert_eq!(
+        listed(&store, "owner-b", None, 10).await,
+        Vec::<String>::new()
+    );
+    store.delete(&id("a1")).await.expect("delete");
+    store.delete(&id("a3")).await.expect("delete");
+    assert_eq!(
+        listed(&store, "owner-a", None, 10).await,
+        Vec::<String>::new()
+    );
+    // An owner whose records were all deleted may have new ones.
+    store.create(owned("a5", "owner-a")).await.expect("create");
+    assert_eq!(listed(&store, "owner-a", None, 10).await, ["a5"]);
 }
 
 fn replicas_of(store: &SharedStore) -> &dyn super::Replicas {

@@ -1,21 +1,22 @@
-//! The in-memory store: a hash set of packed records for O(1) lookups and
-//! an ordered expiry index, behind one short-held lock. Tasks live as long
-//! as the process.
+//! The in-memory store: a hash set of packed records for O(1) lookups, an
+//! ordered expiry index and an ordered set of ids per owner, behind one
+//! short-held lock. Tasks live as long as the process.
 //!
 //! Records are kept as [`PackedRecord`]s behind an `Arc`: a read hands out
 //! the `Arc` ([`TaskStore::get_packed`]) or unpacks a copy
-//! ([`TaskStore::get`]); the hash set and the expiry index share the id
-//! the record holds, so a finished task costs a few hundred bytes beyond
-//! its result's text.
+//! ([`TaskStore::get`]); the hash set and both indexes share the id the
+//! record holds, so a finished task costs a few hundred bytes beyond its
+//! result's text.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 
-use super::{PackedRecord, StoreError, Swap, TaskRecord, TaskStore, Transition};
+use super::{PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition};
 use crate::task::{TaskId, UnixMillis};
 
 /// Keeps tasks in this process's memory.
@@ -30,6 +31,9 @@ struct Inner {
     records: HashSet<Entry>,
     /// `(expires_at, id)` of every record that expires.
     expiry: BTreeSet<(UnixMillis, Arc<str>)>,
+    /// The ids of each owner's records, in byte order; an owner with none
+    /// has no entry.
+    owned: HashMap<Principal, BTreeSet<Arc<str>>>,
 }
 
 /// A record in the hash set, found by its id.
@@ -103,6 +107,30 @@ impl MemoryStore {
 }
 
 impl Inner {
+    /// Enters a new record in the owner index.
+    fn own(&mut self, record: &PackedRecord) {
+        let id = Arc::clone(record.shared_id());
+        match self.owned.get_mut(record.owner()) {
+            Some(ids) => {
+                ids.insert(id);
+            }
+            None => {
+                self.owned
+                    .insert(record.owner().clone(), BTreeSet::from([id]));
+            }
+        }
+    }
+
+    /// Takes a removed record out of the owner index.
+    fn disown(&mut self, record: &PackedRecord) {
+        if let Some(ids) = self.owned.get_mut(record.owner()) {
+            ids.remove(record.id());
+            if ids.is_empty() {
+                self.owned.remove(record.owner());
+            }
+        }
+    }
+
     /// Moves `id` in the expiry index from `old` to `new`.
     fn index(&mut self, id: &Arc<str>, old: Option<UnixMillis>, new: Option<UnixMillis>) {
         if old != new {
@@ -127,6 +155,7 @@ impl TaskStore for MemoryStore {
                 return Err(StoreError::msg("a task with this id exists"));
             }
             inner.index(packed.shared_id(), None, packed.expires_at());
+            inner.own(&packed);
             inner.records.insert(Entry(Arc::new(packed)));
         }
         self.announce(id);
@@ -175,6 +204,7 @@ impl TaskStore for MemoryStore {
         let mut inner = self.lock();
         if let Some(old) = inner.records.take(id.expose()) {
             inner.index(old.0.shared_id(), old.0.expires_at(), None);
+            inner.disown(&old.0);
         }
         Ok(())
     }
@@ -190,20 +220,77 @@ impl TaskStore for MemoryStore {
             .collect())
     }
 
+    async fn list_owned(
+        &self,
+        owner: &Principal,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        let from = after.map_or(Bound::Unbounded, |id| Bound::Excluded(id.expose()));
+        // The records are taken under the lock and unpacked after it.
+        let listed: Vec<Arc<PackedRecord>> = {
+            let inner = self.lock();
+            let Some(ids) = inner.owned.get(owner) else {
+                return Ok(Vec::new());
+            };
+            ids.range::<str, _>((from, Bound::Unbounded))
+                .take(limit)
+                .filter_map(|id| inner.records.get(&**id).map(|entry| entry.0.clone()))
+                .collect()
+        };
+        Ok(listed.iter().map(|packed| packed.unpack()).collect())
+    }
+
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         self.feed.subscribe()
     }
 }
 
-#[cfg(all(test, feature = "contract"))]
+#[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use super::MemoryStore;
-    use crate::store::{SharedStore, contract};
+    use crate::store::{Principal, TaskRecord, TaskStore};
+    use crate::task::{TaskId, Ttl, UnixMillis};
 
+    #[cfg(feature = "contract")]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn memory_store_passes_the_contract() {
+        use crate::store::{SharedStore, contract};
+
         contract::run_all(|| async { Arc::new(MemoryStore::new()) as SharedStore }).await;
+    }
+
+    /// The owner index costs one shared id per record, and an owner whose
+    /// records are all deleted leaves nothing behind.
+    #[tokio::test]
+    async fn the_owner_index_shares_ids_and_forgets_owners_without_records() {
+        let store = MemoryStore::new();
+        for (id, owner, ttl) in [
+            ("a1", "a", Ttl::from_millis(1_000)),
+            ("a2", "a", Ttl::Unlimited),
+            ("b1", "b", Ttl::Unlimited),
+        ] {
+            let record = TaskRecord::new(
+                TaskId::new(id),
+                Principal::new(owner),
+                UnixMillis::new(1),
+                ttl,
+                None,
+            );
+            store.create(record).await.expect("create");
+        }
+        {
+            let inner = store.lock();
+            assert_eq!(inner.owned.len(), 2);
+            let a1 = inner.records.get("a1").expect("a1").0.shared_id().clone();
+            // The record, the expiry index, the owner index, and `a1` here.
+            assert_eq!(Arc::strong_count(&a1), 4, "one id, shared");
+        }
+        for id in ["a1", "b1", "a2"] {
+            store.delete(&TaskId::new(id)).await.expect("delete");
+        }
+        assert!(store.lock().owned.is_empty(), "no owner without records");
     }
 }

@@ -2,10 +2,11 @@
 //! transition function every store's changes go through, and the
 //! [`MemoryStore`].
 //!
-//! A store holds [`TaskRecord`]s and offers five things: atomic create,
-//! read, compare-and-set, delete, an expiry index (records whose
-//! [`TaskRecord::expires_at`] has passed), and a change feed (the ids of
-//! records that changed) that wakes waiters. Every change is computed by
+//! A store holds [`TaskRecord`]s and offers six things: atomic create,
+//! read, compare-and-set, delete, two indexes (records whose
+//! [`TaskRecord::expires_at`] has passed; each owner's records in id
+//! order, for `tasks/list`), and a change feed (the ids of records that
+//! changed) that wakes waiters. Every change is computed by
 //! [`TaskRecord::apply`], the transition function, and the only thing
 //! [`TaskStore::compare_and_swap`] accepts is the [`Transition`] it returns:
 //! so a terminal state cannot be left whatever the backend, and a store
@@ -148,6 +149,21 @@ pub trait TaskStore: Send + Sync + 'static {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<TaskId>, StoreError>> + Send;
 
+    /// Up to `limit` records owned by `owner` whose ids sort after `after`
+    /// (from the first when `None`), in the byte order of their ids (new ids
+    /// begin with their creation time, so this is creation order).
+    ///
+    /// Every record [`TaskStore::get`] finds is listed, finished and
+    /// retained ones too; deleted ones never are. `after` is a position,
+    /// not a record: an id that is not (or no longer) stored works as
+    /// well. From an index per owner, not a scan of every record.
+    fn list_owned(
+        &self,
+        owner: &Principal,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<TaskRecord>, StoreError>> + Send;
+
     /// The change feed: ids of records created or changed from now on.
     /// A lagging receiver may miss ids; waiters re-read on lag.
     fn changes(&self) -> broadcast::Receiver<TaskId>;
@@ -203,6 +219,14 @@ impl<S: TaskStore> TaskStore for Arc<S> {
     ) -> impl Future<Output = Result<Vec<TaskId>, StoreError>> + Send {
         S::expired(self, now, limit)
     }
+    fn list_owned(
+        &self,
+        owner: &Principal,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<TaskRecord>, StoreError>> + Send {
+        S::list_owned(self, owner, after, limit)
+    }
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         S::changes(self)
     }
@@ -234,6 +258,13 @@ pub trait DynStore: Send + Sync + 'static {
         now: UnixMillis,
         limit: usize,
     ) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>>;
+    /// See [`TaskStore::list_owned`].
+    fn list_owned<'a>(
+        &'a self,
+        owner: &'a Principal,
+        after: Option<&'a TaskId>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreError>>;
     /// See [`TaskStore::changes`].
     fn changes(&self) -> broadcast::Receiver<TaskId>;
     /// See [`TaskStore::get_packed`].
@@ -271,6 +302,14 @@ impl<S: TaskStore> DynStore for S {
         limit: usize,
     ) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>> {
         Box::pin(TaskStore::expired(self, now, limit))
+    }
+    fn list_owned<'a>(
+        &'a self,
+        owner: &'a Principal,
+        after: Option<&'a TaskId>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreError>> {
+        Box::pin(TaskStore::list_owned(self, owner, after, limit))
     }
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         TaskStore::changes(self)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mcp_tasks::store::{
-    MemoryStore, PackedRecord, StoreError, Swap, TaskRecord, TaskStore, Transition,
+    MemoryStore, PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
 };
 use mcp_tasks::{CallOptions, TaskId, TaskOutcome, TaskStatus, UnixMillis};
 use serde_json::json;
@@ -59,6 +59,15 @@ impl TaskStore for Counting {
 
     async fn expired(&self, now: UnixMillis, limit: usize) -> Result<Vec<TaskId>, StoreError> {
         self.inner.expired(now, limit).await
+    }
+
+    async fn list_owned(
+        &self,
+        owner: &Principal,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.list_owned(owner, after, limit).await
     }
 
     fn changes(&self) -> broadcast::Receiver<TaskId> {
