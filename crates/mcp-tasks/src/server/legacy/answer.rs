@@ -173,7 +173,12 @@ async fn list(
         Some(Value::String(cursor)) => Some(read_cursor(cursor)?),
         Some(_) => return Err(ErrorData::invalid_params("cursor must be a string", None)),
     };
-    let mut records = list_page(runtime, principal, after.as_ref()).await?;
+    let mut records = runtime
+        .inner
+        .store
+        .list_owned(principal, after.as_ref(), LIST_PAGE + 1)
+        .await
+        .map_err(store_failure)?;
     let more = records.len() > LIST_PAGE;
     records.truncate(LIST_PAGE);
     let next = more
@@ -200,15 +205,6 @@ async fn list(
         answer.insert("nextCursor".into(), Value::String(next));
     }
     Ok(CustomResult::new(Value::Object(answer)))
-}
-
-// MERGE: replaced by the store's list_owned once branch store-list lands.
-async fn list_page(
-    _runtime: &TaskRuntime,
-    _principal: &Principal,
-    _after: Option<&TaskId>,
-) -> Result<Vec<crate::store::TaskRecord>, ErrorData> {
-    Err(store_failure(crate::store::StoreError::msg("MERGE")))
 }
 
 /// The cursor after the task `id`. Opaque to clients: they hand it back.
