@@ -105,9 +105,14 @@
 //! # Ok(()) }
 //! ```
 
+// Roots are deprecated (SEP-2577) but upstreams of the 2025 era still ask.
+#![allow(deprecated)]
+
 mod call;
 mod pool;
 mod relay;
+mod roots;
+mod rounds;
 mod sync;
 mod upstream;
 
@@ -118,11 +123,12 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    PaginatedRequestParams, Root, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, Peer, ServerHandler};
 
+pub use roots::root_for_path;
 pub use upstream::Upstream;
 
 use crate::client::CallResponse;
@@ -170,6 +176,15 @@ pub enum Error {
         /// The upstream's error message.
         message: String,
     },
+    /// A path cannot be a root ([`root_for_path`]): nothing is there.
+    #[error("{} cannot be a root", path.display())]
+    Root {
+        /// The path, made absolute.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// How a [`Gateway`] serves the upstream's tools.
@@ -215,7 +230,15 @@ pub struct GatewayOptions {
     /// once they are initialized, for the whole session (server-everything
     /// 350 ms after), and the gateway answers that itself, with no roots,
     /// even when a call is in flight. Later ones during a call are relayed.
+    /// The same window opens when the gateway tells the upstream its roots
+    /// changed ([`Gateway::set_roots`]), for the upstream's ask in return.
     pub startup_window: Duration,
+    /// The roots the gateway answers an upstream's session-level
+    /// `roots/list` with (default none): one asked at start-up (see
+    /// `startup_window`) or with no call in flight. They are the
+    /// gateway's, for every caller; a `roots/list` during a call goes to
+    /// that call's caller. Replaced at run time by [`Gateway::set_roots`].
+    pub roots: Vec<Root>,
 }
 
 impl Default for GatewayOptions {
@@ -231,6 +254,7 @@ impl Default for GatewayOptions {
             idle_connection_timeout: Duration::from_secs(60),
             input_timeout: Duration::from_secs(300),
             startup_window: Duration::from_secs(1),
+            roots: Vec::new(),
         }
     }
 }
@@ -285,6 +309,14 @@ impl GatewayOptions {
     /// the gateway (see [`GatewayOptions::startup_window`]).
     pub fn with_startup_window(mut self, window: Duration) -> Self {
         self.startup_window = window;
+        self
+    }
+
+    /// The roots the gateway answers the upstream's session-level
+    /// `roots/list` with (see [`GatewayOptions::roots`];
+    /// [`root_for_path`] makes one of a directory).
+    pub fn with_roots(mut self, roots: impl IntoIterator<Item = Root>) -> Self {
+        self.roots = roots.into_iter().collect();
         self
     }
 
@@ -346,6 +378,23 @@ impl Gateway {
     /// The runtime the tasks run on.
     pub fn runtime(&self) -> &TaskRuntime {
         &self.runtime
+    }
+
+    /// The roots the gateway answers the upstream's session-level
+    /// `roots/list` with (see [`GatewayOptions::roots`]).
+    pub fn roots(&self) -> Vec<Root> {
+        self.link.roots.current()
+    }
+
+    /// Replaces the gateway's roots (as a reload of its configuration
+    /// would). When they differ, every open 2025-era connection to the
+    /// upstream is sent `notifications/roots/list_changed` (a 2026-07-28
+    /// connection has no session to tell), and the `roots/list` it asks in
+    /// return within [`GatewayOptions::startup_window`] is answered with
+    /// the new roots, even during a call; connections opened later are
+    /// answered with them too. Returns whether they differed.
+    pub async fn set_roots(&self, roots: impl IntoIterator<Item = Root>) -> bool {
+        self.link.roots.replace(roots.into_iter().collect()).await
     }
 
     /// The upstream's tools as last read.
@@ -418,11 +467,13 @@ impl Gateway {
             }
             return started;
         }
-        // A connection of the call's own: at once if one is free (a new one
-        // must open before the task is made), else waited for in the task.
+        // A connection of the call's own, of the era it starts in: at once
+        // if one is free (a new one must open before the task is made),
+        // else waited for in the task.
         let pool = self.link.pool.clone();
+        let era = pool.era_for(&request);
         let lease = match pool.try_permit() {
-            Some(permit) => Some(pool.lease_with(permit).await?),
+            Some(permit) => Some(pool.lease_with(permit, era).await?),
             None => None,
         };
         let calls = self.link.calls.clone();
@@ -437,10 +488,10 @@ impl Gateway {
                                 pool.bound()
                             ))
                             .await;
-                        pool.lease().await?
+                        pool.lease(era).await?
                     }
                 };
-                call::plain_task(&lease, &calls, &request, task).await
+                rounds::run(&pool, &calls, lease, &request, relay::Target::Task(task)).await
             })
             .await
     }
