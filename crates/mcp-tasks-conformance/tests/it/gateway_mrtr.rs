@@ -251,6 +251,17 @@ async fn a_task_cancelled_during_a_round_ends_there() {
     let state = task(&client, "echo", json!({"text": "after"})).await;
     let outcome = client.await_task(&state.id, &waiting()).await.unwrap();
     assert_eq!(completed(outcome), "after");
+
+    // The same for a server-initiated request on a 2025-era connection:
+    // cancelled, not completed with the upstream's answer to a refusal.
+    let state = task(&client, "ask", json!({})).await;
+    let TaskOutcome::InputRequired(_) = client.await_task(&state.id, &waiting()).await.unwrap()
+    else {
+        panic!("expected input_required");
+    };
+    client.cancel(&state.id).await.unwrap();
+    let outcome = client.await_task(&state.id, &waiting()).await.unwrap();
+    assert!(matches!(outcome, TaskOutcome::Cancelled(_)), "{outcome:?}");
     let _ = std::fs::remove_file(&log);
 }
 
