@@ -2,7 +2,12 @@
 //! are: the 2025-11-25 era over stdio (`initialize`), raw JSON-RPC lines,
 //! with the tools a task gateway must relay. The `plain-upstream` binary
 //! serves it; the gateway tests put `mcp-tasks serve --upstream` (or the
-//! library's `Gateway`) in front of it.
+//! library's `Gateway`) in front of it. With `--dual` it speaks 2026-07-28
+//! too (`server/discover`, then requests that carry their own `_meta`), as
+//! fastmcp does, and behaves like it on each era: a tool that sends the
+//! client a request answers `isError` on a 2026-07-28 request (there is no
+//! back-channel), and `ask_mrtr` answers -32602 on a 2025-era one (an MRTR
+//! round exists only on 2026-07-28).
 //!
 //! | tool | what it does |
 //! |---|---|
@@ -20,11 +25,16 @@
 //! | `needs_task` | marked `taskSupport: required`; answers `ran` |
 //! | `add_tool` | adds the tool `added` and sends `notifications/tools/list_changed` |
 //! | `roots` | sends `roots/list` in the middle of the call, answers `roots: URI (NAME), ...`, `no roots` or `error: MESSAGE` |
-//! | `startup_roots` | answers what the `roots/list` of `--roots-at-start` got (the same words as `roots`), or `not asked` |
+//! | `startup_roots` | answers what the last session-level `roots/list` got (the same words as `roots`), or `not asked` |
+//! | `ask_mrtr {rounds}` | 2026-07-28 only: asks `rounds` (default 1) questions, one MRTR round each (key `qN`, a form with a string `answer`; the answers so far in `requestState`), then answers `answers: A, B` |
 //!
 //! Flags ([`Options::from_args`]): `--roots-at-start MS` asks for the
 //! client's roots `MS` after `notifications/initialized`, outside any call,
-//! as server-everything does (350 ms after). `--mark-forbidden TOOL`
+//! as server-everything does (350 ms after); the server asks again at each
+//! `notifications/roots/list_changed`, as filesystem servers do. `--dual`
+//! speaks 2026-07-28 too (see above). `--call-log PATH` appends a line to
+//! `PATH` for each `tools/call`: `TOOL ERA answers=N` (`ERA` `2026-07-28` or
+//! `2025`, `N` the number of `inputResponses`). `--mark-forbidden TOOL`
 //! (repeatable) marks only the named tools `taskSupport: forbidden` and
 //! lists the other plain tools with no `execution` at all, as an SDK that
 //! writes no default does; without it every plain tool is marked
@@ -61,6 +71,10 @@ pub struct Options {
     pub cancel_log: Option<PathBuf>,
     /// Where `start PID` and `exit PID` are appended.
     pub life_log: Option<PathBuf>,
+    /// Speak 2026-07-28 too.
+    pub dual: bool,
+    /// Where each `tools/call` is appended, as a line.
+    pub call_log: Option<PathBuf>,
 }
 
 impl Options {
@@ -91,6 +105,11 @@ impl Options {
                 "--life-log" => {
                     let path = args.next().ok_or("--life-log takes a path")?;
                     options.life_log = Some(path.into());
+                }
+                "--dual" => options.dual = true,
+                "--call-log" => {
+                    let path = args.next().ok_or("--call-log takes a path")?;
+                    options.call_log = Some(path.into());
                 }
                 other => return Err(format!("unknown argument {other:?}")),
             }
@@ -189,15 +208,11 @@ fn handle(state: &Arc<State>, out: &Out, message: Value) {
         }
         (Some("notifications/initialized"), None) => {
             if let Some(after) = state.options.roots_at_start {
-                let (state, out) = (state.clone(), out.clone());
-                tokio::spawn(async move {
-                    tokio::time::sleep(after).await;
-                    let answer = ask_client(&state, &out, "roots/list", json!({})).await;
-                    if let Ok(mut roots) = state.startup_roots.lock() {
-                        *roots = Some(answer);
-                    }
-                });
+                read_roots(state, out, after);
             }
+        }
+        (Some("notifications/roots/list_changed"), None) => {
+            read_roots(state, out, Duration::ZERO);
         }
         (Some(_), None) => {}
         (Some(method), Some(id)) => {
@@ -216,6 +231,27 @@ fn handle(state: &Arc<State>, out: &Out, message: Value) {
         }
         (None, None) => {}
     }
+}
+
+/// Asks for the client's roots for the session, `after` from now, and keeps
+/// the answer for `startup_roots`.
+fn read_roots(state: &Arc<State>, out: &Out, after: Duration) {
+    let (state, out) = (state.clone(), out.clone());
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let answer = ask_client(&state, &out, "roots/list", json!({})).await;
+        if let Ok(mut roots) = state.startup_roots.lock() {
+            *roots = Some(answer);
+        }
+    });
+}
+
+/// Whether a request carries the 2026-07-28 `_meta` (it names its protocol
+/// version), rather than relying on an `initialize` handshake.
+fn is_modern(params: &Value) -> bool {
+    params
+        .pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
+        .is_some()
 }
 
 #[allow(clippy::needless_pass_by_value, reason = "called with json! literals")]
@@ -290,6 +326,12 @@ fn tools(state: &State) -> Vec<Value> {
             json!({}),
             "forbidden",
         ),
+        tool(
+            "ask_mrtr",
+            "Asks questions in MRTR rounds (2026-07-28 only)",
+            json!({"rounds": {"type": "integer"}}),
+            "forbidden",
+        ),
     ];
     if state.added.load(Ordering::SeqCst) {
         tools.push(tool("added", "Added by add_tool", json!({}), "forbidden"));
@@ -357,22 +399,123 @@ async fn request(
     method: &str,
     params: &Value,
 ) -> Result<Value, (i64, String)> {
-    match method {
+    let modern = state.options.dual && is_modern(params);
+    let mut answer = match method {
         "initialize" => Ok(json!({
             "protocolVersion": "2025-11-25",
             "capabilities": {"tools": {"listChanged": true}, "logging": {}},
             "serverInfo": {"name": "plain-upstream", "version": "1.0.0"},
         })),
+        "server/discover" if state.options.dual => Ok(json!({
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {}, "logging": {}},
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "plain-upstream", "version": "1.0.0"}},
+        })),
         "ping" => Ok(json!({})),
         "tools/list" => Ok(json!({"tools": tools(state)})),
-        "tools/call" => call(state, out, params).await,
+        "tools/call" => call(state, out, params, modern).await,
         other => Err((-32601, format!("Method not found: {other}"))),
+    };
+    if (modern || method == "server/discover")
+        && let Ok(Value::Object(result)) = &mut answer
+    {
+        result
+            .entry("resultType")
+            .or_insert_with(|| json!("complete"));
     }
+    answer
 }
 
-async fn call(state: &State, out: &Out, params: &Value) -> Result<Value, (i64, String)> {
+/// The MRTR rounds of `ask_mrtr`: the answers so far travel in
+/// `requestState` (`answered:A,B`), each round asks the next question.
+fn ask_mrtr(arguments: &Value, params: &Value) -> Result<Value, (i64, String)> {
+    let rounds = arguments
+        .get("rounds")
+        .and_then(Value::as_u64)
+        .unwrap_or(1)
+        .max(1);
+    let mut answers: Vec<String> = match params.get("requestState").and_then(Value::as_str) {
+        None => Vec::new(),
+        Some(state) => {
+            let Some(answered) = state.strip_prefix("answered:") else {
+                return Err((-32602, format!("not a requestState of ours: {state:?}")));
+            };
+            answered
+                .split(',')
+                .filter(|answer| !answer.is_empty())
+                .map(str::to_owned)
+                .collect()
+        }
+    };
+    let asked = format!("q{}", answers.len() + 1);
+    let answer = params
+        .pointer(&format!("/inputResponses/{asked}"))
+        .filter(|answer| answer.get("action") == Some(&json!("accept")))
+        .and_then(|answer| answer.pointer("/content/answer"))
+        .and_then(Value::as_str);
+    if let Some(answer) = answer {
+        answers.push(answer.to_owned());
+    }
+    if answers.len() as u64 >= rounds {
+        return Ok(text(format!("answers: {}", answers.join(", "))));
+    }
+    let next = answers.len() + 1;
+    let mut round = json!({
+        "resultType": "input_required",
+        "inputRequests": {format!("q{next}"): {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": format!("Question {next} of {rounds}?"),
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {"answer": {"type": "string"}},
+                    "required": ["answer"],
+                },
+            },
+        }},
+    });
+    if !answers.is_empty() {
+        round["requestState"] = json!(format!("answered:{}", answers.join(",")));
+    }
+    Ok(round)
+}
+
+async fn call(
+    state: &State,
+    out: &Out,
+    params: &Value,
+    modern: bool,
+) -> Result<Value, (i64, String)> {
     let name = params.get("name").and_then(Value::as_str).unwrap_or("");
     let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
+    if let Some(path) = &state.options.call_log {
+        let answers = params
+            .get("inputResponses")
+            .and_then(Value::as_object)
+            .map_or(0, serde_json::Map::len);
+        let era = if modern { "2026-07-28" } else { "2025" };
+        append(path, &format!("{name} {era} answers={answers}"));
+    }
+    match (name, modern) {
+        ("ask" | "ask_url" | "sample" | "roots", true) => {
+            return Ok(json!({
+                "content": [{"type": "text", "text": "server-initiated requests are unavailable on 2026-07-28 connections"}],
+                "isError": true,
+            }));
+        }
+        ("ask_mrtr", true) => return ask_mrtr(&arguments, params),
+        ("ask_mrtr", false) => {
+            return Err((
+                -32602,
+                "ask_mrtr asks in MRTR rounds, which exist only on 2026-07-28 connections"
+                    .to_owned(),
+            ));
+        }
+        _ => {}
+    }
     let number = |key: &str, default: u64| {
         arguments
             .get(key)

@@ -81,6 +81,12 @@ pub(crate) struct ServeArgs {
     /// --upstream-url (default 8). Calls past it wait their turn.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     upstream_connections: Option<u16>,
+    /// A root the gateway answers the upstream's own roots/list with (repeatable): a directory,
+    /// as an absolute file:// URI. Servers that ask for roots once for their session (at
+    /// start-up, as filesystem servers do) get these; a roots/list during a call still goes to
+    /// the caller.
+    #[arg(long = "upstream-root", value_name = "DIR")]
+    upstream_roots: Vec<PathBuf>,
 }
 
 /// Reads a task policy: `optional`, `required` or `forbidden`.
@@ -117,6 +123,7 @@ fn gateway_flags(args: &ServeArgs) -> anyhow::Result<Option<(Upstream, GatewayOp
                     args.upstream_connections.is_some(),
                     "--upstream-connections",
                 ),
+                (!args.upstream_roots.is_empty(), "--upstream-root"),
             ];
             if let Some((_, flag)) = given.iter().find(|(given, _)| *given) {
                 anyhow::bail!("{flag} applies to --upstream or --upstream-url only");
@@ -141,6 +148,13 @@ fn gateway_flags(args: &ServeArgs) -> anyhow::Result<Option<(Upstream, GatewayOp
     if let Some(connections) = args.upstream_connections {
         options = options.with_max_upstream_connections(usize::from(connections));
     }
+    let mut roots = Vec::new();
+    for dir in &args.upstream_roots {
+        let root = mcp_tasks::gateway::root_for_path(dir)
+            .with_context(|| format!("--upstream-root {}", dir.display()))?;
+        roots.push(root);
+    }
+    options = options.with_roots(roots);
     Ok(Some((upstream, options)))
 }
 

@@ -200,6 +200,31 @@ fn gateway_flags_are_checked() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("'--upstream-connections <N>'"), "{stderr}");
 
+    let output = run(&["serve", "--store", "memory", "--upstream-root", "."]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--upstream-root applies to --upstream"),
+        "{stderr}"
+    );
+    let output = run(&[
+        "serve",
+        "--store",
+        "memory",
+        "--upstream",
+        "true",
+        "--upstream-root",
+        "no/such/dir",
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--upstream-root no/such/dir")
+            && stderr.contains("/no/such/dir cannot be a root")
+            && stderr.contains("No such file or directory"),
+        "{stderr}"
+    );
+
     let output = run(&["serve", "--store", "memory", "--upstream", "true"]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);

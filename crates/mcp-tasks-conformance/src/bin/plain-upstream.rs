@@ -1,7 +1,8 @@
 //! `plain-upstream`: the task-less 2025-11-25 server of
 //! `mcp_tasks_conformance::plain` on stdio, for the gateway tests.
 //! `--cancel-log PATH` appends each `notifications/cancelled` to `PATH`,
-//! `--life-log PATH` the process's start and exit.
+//! `--life-log PATH` the process's start and exit, `--call-log PATH` each
+//! `tools/call`; `--dual` speaks 2026-07-28 too (see the module's docs).
 
 use std::process::ExitCode;
 

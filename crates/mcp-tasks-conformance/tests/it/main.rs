@@ -4,6 +4,8 @@
 mod faults;
 mod gateway;
 mod gateway_http;
+mod gateway_mrtr;
+mod gateway_roots;
 mod gateway_sync;
 mod gateway_tasks;
 mod hostile;

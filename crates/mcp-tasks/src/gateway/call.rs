@@ -1,6 +1,7 @@
 //! One `tools/call` relayed to the upstream: as a plain request whose
 //! progress, log messages and requests reach the call's [`TaskContext`]
-//! (see [`relay`](super::relay)), or, when the upstream itself makes tasks
+//! (see [`relay`](super::relay); its MRTR rounds are answered by
+//! [`rounds`](super::rounds)), or, when the upstream itself makes tasks
 //! (either era), as its task awaited with our own client, its status and
 //! input relayed the same way. A dropped call (the task was cancelled or
 //! expired) cancels the upstream request (through its [`Lease`]) or the
@@ -58,7 +59,7 @@ impl Drop for CancelTask {
 
 /// Relays one call as a plain request on the connection `lease` holds for
 /// it alone, and returns what the upstream answered (a result, or an MRTR
-/// input request for a synchronous caller to answer itself). The upstream's
+/// round, which [`rounds`](super::rounds) answers). The upstream's
 /// requests, progress and log messages on the connection reach `target`.
 /// Dropped before the upstream answered, the lease cancels the request.
 pub(crate) async fn plain(
@@ -97,23 +98,6 @@ pub(crate) async fn plain(
         CallResponse::InputRequired(input) => Ok(CallToolResponse::InputRequired(input)),
         CallResponse::Task(_) => Err(ErrorData::internal_error(
             "the upstream server answered with a task that was not asked for",
-            None,
-        )),
-    }
-}
-
-/// Relays one call of a task as a plain request: its outcome is the task's.
-pub(crate) async fn plain_task(
-    lease: &Lease,
-    calls: &Arc<Calls>,
-    request: &CallToolRequestParams,
-    task: TaskContext,
-) -> Result<CallToolResult, ErrorData> {
-    match plain(lease, calls, request, Target::Task(task)).await? {
-        CallToolResponse::Complete(result) => Ok(result),
-        _ => Err(ErrorData::internal_error(
-            "the upstream server asked for input before running the tool (an MRTR round), \
-             which the gateway does not relay to a task",
             None,
         )),
     }

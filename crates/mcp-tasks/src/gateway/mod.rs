@@ -9,6 +9,15 @@
 //! HTTP or host timeout, or lose its work when the caller's connection
 //! drops, becomes a task the caller polls, listens to, answers and cancels.
 //!
+//! * **Eras**: an upstream that answers `server/discover` without the
+//!   Tasks extension is asked `initialize` too. One that speaks both (as
+//!   fastmcp 4.1.4 does, which refuses on each era the other's way of
+//!   asking for input: `ctx.elicit` on 2026-07-28, an MRTR round on a
+//!   2025-era session) has its calls made on 2025-era connections, where
+//!   server-initiated requests and the session's roots work; a call it
+//!   refuses there with -32602 is sent again on a 2026-07-28 connection,
+//!   where that tool's calls start from then on. An upstream that
+//!   advertises the extension is reached on 2026-07-28 only.
 //! * **Tools** are listed at start and read again after every reconnect
 //!   and on the upstream's `notifications/tools/list_changed`. When the
 //!   list read differs, the gateway's clients are told with
@@ -31,7 +40,7 @@
 //!   task itself, which is what the gateway is for: such a tool gets the
 //!   default policy. A call that
 //!   runs synchronously (policy forbidden, or the caller did not declare the
-//!   extension) passes straight through, MRTR rounds included.
+//!   extension) passes straight through (see below).
 //! * **A call that becomes a task** runs the upstream call under the
 //!   runtime: the upstream's result (`isError: true` too) completes the
 //!   task, its JSON-RPC error fails it, and a connection that closes during
@@ -40,7 +49,12 @@
 //!   the background while the gateway keeps serving.
 //! * **During the call** the upstream's requests (elicitation in form and URL
 //!   mode, sampling, roots) become the task's `input_required`, and the
-//!   answer of the client's `tasks/update` goes back as the response; its
+//!   answer of the client's `tasks/update` goes back as the response. So do
+//!   the input requests of its MRTR rounds (a 2026-07-28 `tools/call`
+//!   answered `input_required`): the call is then sent again on the same
+//!   connection with the answers as `inputResponses` and its `requestState`
+//!   echoed, round after round, until a result or an error; a task
+//!   cancelled or expired while a round waits ends there. Its
 //!   `notifications/progress` (`3/5: message`) and log messages
 //!   (`info: text`) become the task's status message. `tasks/cancel` (and
 //!   expiry) cancels the upstream request (`notifications/cancelled`).
@@ -62,10 +76,13 @@
 //!   process sees concurrent calls in separate processes. A `roots/list`
 //!   with no call in flight, or during a connection's handshake or within
 //!   [`GatewayOptions::startup_window`] after it (default 1 s), is answered
-//!   by the gateway, with no roots: servers ask for roots once they are
-//!   initialized, for the session (server-everything 350 ms after
-//!   `notifications/initialized`), and that ask would otherwise land in
-//!   whichever call runs then.
+//!   by the gateway, with its own roots ([`GatewayOptions::with_roots`],
+//!   none by default): servers ask for roots once they are initialized,
+//!   for the session (server-everything 350 ms after
+//!   `notifications/initialized`, filesystem servers for their allowed
+//!   folders), and that ask would otherwise land in whichever call runs
+//!   then. [`Gateway::set_roots`] replaces them and sends
+//!   `notifications/roots/list_changed` to every open 2025-era connection.
 //! * **An upstream that answers with tasks** (the extension, or 2025-11-25
 //!   tasks for tools it marks optional or required, when it declared
 //!   `tasks.requests.tools.call`) answers first: its result or MRTR round
@@ -79,8 +96,9 @@
 //!   upstream's may name its task) and sends `tasks/cancel` on.
 //! * **Synchronous calls** pass straight through, on a connection of their
 //!   own like any call of a plain tool; a request the upstream sends during
-//!   one goes to the caller: on a 2025-era session as a request on the
-//!   caller's own connection, to a 2026-07-28 caller as an MRTR round (the
+//!   one (or an input request of its MRTR round) goes to the caller: on a
+//!   2025-era session as a request on the caller's own connection, to a
+//!   2026-07-28 caller as an MRTR round of the gateway's own (the
 //!   `tools/call` answers `input_required` with a `requestState` naming the
 //!   parked upstream call, and the retry's answers go to it; bound to the
 //!   caller and the tool, kept for [`GatewayOptions::with_input_timeout`],
@@ -105,9 +123,14 @@
 //! # Ok(()) }
 //! ```
 
+// Roots are deprecated (SEP-2577) but upstreams of the 2025 era still ask.
+#![allow(deprecated)]
+
 mod call;
 mod pool;
 mod relay;
+mod roots;
+mod rounds;
 mod sync;
 mod upstream;
 
@@ -118,18 +141,19 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    PaginatedRequestParams, Root, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, Peer, ServerHandler};
 
+pub use roots::root_for_path;
 pub use upstream::Upstream;
 
 use crate::client::CallResponse;
 use crate::server::{TaskPolicy, TaskRuntime, ToolTasks};
 use upstream::Link;
 
-/// Why a gateway could not start.
+/// Why a gateway could not start (or a path could not be a root).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -169,6 +193,15 @@ pub enum Error {
     ListTools {
         /// The upstream's error message.
         message: String,
+    },
+    /// A path cannot be a root ([`root_for_path`]): nothing is there.
+    #[error("{} cannot be a root", path.display())]
+    Root {
+        /// The path, made absolute.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
     },
 }
 
@@ -213,9 +246,18 @@ pub struct GatewayOptions {
     /// How long after the handshake a `roots/list` from the upstream is taken
     /// as its start-up ask (default 1 s): servers ask for the client's roots
     /// once they are initialized, for the whole session (server-everything
-    /// 350 ms after), and the gateway answers that itself, with no roots,
-    /// even when a call is in flight. Later ones during a call are relayed.
+    /// 350 ms after), and the gateway answers that itself, with its own
+    /// roots (see `roots`), even when a call is in flight. Later ones during
+    /// a call are relayed.
+    /// The same window opens when the gateway tells the upstream its roots
+    /// changed ([`Gateway::set_roots`]), for the upstream's ask in return.
     pub startup_window: Duration,
+    /// The roots the gateway answers an upstream's session-level
+    /// `roots/list` with (default none): one asked at start-up (see
+    /// `startup_window`) or with no call in flight. They are the
+    /// gateway's, for every caller; a `roots/list` during a call goes to
+    /// that call's caller. Replaced at run time by [`Gateway::set_roots`].
+    pub roots: Vec<Root>,
 }
 
 impl Default for GatewayOptions {
@@ -231,6 +273,7 @@ impl Default for GatewayOptions {
             idle_connection_timeout: Duration::from_secs(60),
             input_timeout: Duration::from_secs(300),
             startup_window: Duration::from_secs(1),
+            roots: Vec::new(),
         }
     }
 }
@@ -285,6 +328,14 @@ impl GatewayOptions {
     /// the gateway (see [`GatewayOptions::startup_window`]).
     pub fn with_startup_window(mut self, window: Duration) -> Self {
         self.startup_window = window;
+        self
+    }
+
+    /// The roots the gateway answers the upstream's session-level
+    /// `roots/list` with (see [`GatewayOptions::roots`];
+    /// [`root_for_path`] makes one of a directory).
+    pub fn with_roots(mut self, roots: impl IntoIterator<Item = Root>) -> Self {
+        self.roots = roots.into_iter().collect();
         self
     }
 
@@ -346,6 +397,23 @@ impl Gateway {
     /// The runtime the tasks run on.
     pub fn runtime(&self) -> &TaskRuntime {
         &self.runtime
+    }
+
+    /// The roots the gateway answers the upstream's session-level
+    /// `roots/list` with (see [`GatewayOptions::roots`]).
+    pub fn roots(&self) -> Vec<Root> {
+        self.link.roots.current()
+    }
+
+    /// Replaces the gateway's roots (as a reload of its configuration
+    /// would). When they differ, every open 2025-era connection to the
+    /// upstream is sent `notifications/roots/list_changed` (a 2026-07-28
+    /// connection has no session to tell), and the `roots/list` it asks in
+    /// return within [`GatewayOptions::startup_window`] is answered with
+    /// the new roots, even during a call; connections opened later are
+    /// answered with them too. Returns whether they differed.
+    pub async fn set_roots(&self, roots: impl IntoIterator<Item = Root>) -> bool {
+        self.link.roots.replace(roots.into_iter().collect()).await
     }
 
     /// The upstream's tools as last read.
@@ -419,11 +487,13 @@ impl Gateway {
             }
             return started;
         }
-        // A connection of the call's own: at once if one is free (a new one
-        // must open before the task is made), else waited for in the task.
+        // A connection of the call's own, of the era it starts in: at once
+        // if one is free (a new one must open before the task is made),
+        // else waited for in the task.
         let pool = self.link.pool.clone();
+        let era = pool.era_for(&request);
         let lease = match pool.try_permit() {
-            Some(permit) => Some(pool.lease_with(permit).await?),
+            Some(permit) => Some(pool.lease_with(permit, era).await?),
             None => None,
         };
         let calls = self.link.calls.clone();
@@ -438,10 +508,10 @@ impl Gateway {
                                 pool.bound()
                             ))
                             .await;
-                        pool.lease().await?
+                        pool.lease(era).await?
                     }
                 };
-                call::plain_task(&lease, &calls, &request, task).await
+                rounds::run(&pool, &calls, lease, &request, relay::Target::Task(task)).await
             })
             .await
     }

@@ -22,25 +22,35 @@
 //! gateway's own after failures (an attempt that fails, or a connection
 //! that closes soon after it opened), and an HTTP upstream's are pinged
 //! like the gateway's own ([`GatewayOptions::health_check`]).
+//!
+//! An upstream that speaks both eras ([`Eras::Both`]) has connections of
+//! each in the pool, and a call [leases](Pool::lease) one of the era it
+//! needs ([`Pool::era_for`]): 2025-era, unless it carries MRTR answers or
+//! its tool asked by MRTR before.
 
+use std::collections::HashSet;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use rmcp::ErrorData;
-use rmcp::model::{CancelledNotificationParam, RequestId};
+use rmcp::model::{CallToolRequestParams, CancelledNotificationParam, RequestId};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::GatewayOptions;
-use super::relay::Calls;
-use super::upstream::{Connection, Upstream, backoff, connect};
+use super::upstream::{CallEra, Connection, Eras, Lifecycle, Shared, Upstream, backoff, connect};
 
 /// The connections for calls, idle and leased (see the [module](self) docs).
 pub(crate) struct Pool {
     upstream: Upstream,
-    calls: Arc<Calls>,
+    shared: Shared,
     options: GatewayOptions,
+    eras: Eras,
+    /// The tools that asked by MRTR on a 2026-07-28 connection after a
+    /// 2025-era one refused them (with [`Eras::Both`]): called on
+    /// 2026-07-28 from then on.
+    mrtr_tools: Mutex<HashSet<String>>,
     /// One permit per connection that may carry a call.
     permits: Arc<Semaphore>,
     state: Mutex<State>,
@@ -57,12 +67,19 @@ struct State {
 }
 
 impl Pool {
-    pub(crate) fn new(upstream: Upstream, calls: Arc<Calls>, options: GatewayOptions) -> Self {
+    pub(crate) fn new(
+        upstream: Upstream,
+        shared: Shared,
+        options: GatewayOptions,
+        eras: Eras,
+    ) -> Self {
         let permits = Arc::new(Semaphore::new(options.max_upstream_connections.max(1)));
         Self {
             upstream,
-            calls,
+            shared,
             options,
+            eras,
+            mrtr_tools: Mutex::default(),
             permits,
             state: Mutex::new(State::default()),
         }
@@ -79,6 +96,51 @@ impl Pool {
         self.options.max_upstream_connections.max(1)
     }
 
+    /// The eras the upstream speaks.
+    pub(crate) fn eras(&self) -> Eras {
+        self.eras
+    }
+
+    /// The era of the connection `request` starts on: with [`Eras::Both`],
+    /// 2026-07-28 for a retry carrying MRTR answers and for a tool that
+    /// asked by MRTR before, 2025-era otherwise.
+    pub(crate) fn era_for(&self, request: &CallToolRequestParams) -> CallEra {
+        match self.eras {
+            Eras::Handshake => CallEra::Handshake,
+            Eras::Modern => CallEra::Modern,
+            Eras::Both => {
+                if request.input_responses.is_some()
+                    || request.request_state.is_some()
+                    || self.asks_by_mrtr(&request.name)
+                {
+                    CallEra::Modern
+                } else {
+                    CallEra::Handshake
+                }
+            }
+        }
+    }
+
+    fn asks_by_mrtr(&self, tool: &str) -> bool {
+        self.mrtr_tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(tool)
+    }
+
+    /// Notes that `tool`, refused on a 2025-era connection, asked by MRTR
+    /// on a 2026-07-28 one: its calls start there from now on.
+    pub(crate) fn learn_mrtr(&self, tool: &str) {
+        let learned = self
+            .mrtr_tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(tool.to_owned());
+        if learned {
+            tracing::debug!(tool, "asks by MRTR: called on 2026-07-28 from now on");
+        }
+    }
+
     /// A connection's place if one is free now, without waiting.
     pub(crate) fn try_permit(self: &Arc<Self>) -> Option<Permit> {
         self.permits.clone().try_acquire_owned().ok().map(Permit)
@@ -93,29 +155,65 @@ impl Pool {
         }
     }
 
-    /// Waits for a free connection: an idle one, else a new one.
-    pub(crate) async fn lease(self: &Arc<Self>) -> Result<Lease, ErrorData> {
+    /// Waits for a free connection of `era`: an idle one, else a new one.
+    pub(crate) async fn lease(self: &Arc<Self>, era: CallEra) -> Result<Lease, ErrorData> {
         let permit = self.permit().await;
-        self.lease_with(permit).await
+        self.lease_with(permit, era).await
     }
 
-    /// A connection for the place `permit`: an idle one, else a new one.
-    pub(crate) async fn lease_with(self: &Arc<Self>, permit: Permit) -> Result<Lease, ErrorData> {
+    /// A connection of `era` for the place `permit`: an idle one, else a
+    /// new one (an idle one of the other era is closed to make room when
+    /// the pool is full).
+    pub(crate) async fn lease_with(
+        self: &Arc<Self>,
+        permit: Permit,
+        era: CallEra,
+    ) -> Result<Lease, ErrorData> {
+        // Only an upstream of both eras has connections of each.
+        let fits = |connection: &Connection| self.eras != Eras::Both || connection.era() == era;
         let retry_at = {
             let mut state = self.lock();
-            while let Some((connection, _)) = state.idle.pop() {
-                if connection.is_closed() {
-                    self.note_closed(&mut state, &connection);
-                    continue;
+            let mut closed = Vec::new();
+            state.idle.retain(|(connection, _)| {
+                let open = !connection.is_closed();
+                if !open {
+                    closed.push(connection.clone());
                 }
+                open
+            });
+            for connection in closed {
+                self.note_closed(&mut state, &connection);
+            }
+            if let Some(at) = state
+                .idle
+                .iter()
+                .rposition(|(connection, _)| fits(connection))
+            {
+                let (connection, _) = state.idle.remove(at);
                 return Ok(self.leased(connection, permit));
+            }
+            // A new one is about to open: past the bound (the leased ones,
+            // this one among them, and the idle ones), the oldest idle one
+            // of the other era that is not the gateway's own is closed.
+            let leased = self.bound() - self.permits.available_permits();
+            if state.idle.len() + leased > self.bound()
+                && let Some(at) = state.idle.iter().position(|(connection, _)| {
+                    !connection.own.load(std::sync::atomic::Ordering::Acquire)
+                })
+            {
+                let (connection, _) = state.idle.remove(at);
+                connection
+                    .retired
+                    .store(true, std::sync::atomic::Ordering::Release);
+                drop(connection);
             }
             state.retry_at
         };
         if let Some(at) = retry_at {
             tokio::time::sleep_until(at).await;
         }
-        match connect(&self.upstream, self.calls.clone(), &self.options).await {
+        let lifecycle = Lifecycle::of(self.eras, era);
+        match connect(&self.upstream, &self.shared, &self.options, lifecycle).await {
             Ok(connection) => {
                 let connection = Arc::new(connection);
                 self.lock().retry_at = None;
@@ -188,6 +286,11 @@ impl Pool {
                 tokio::spawn(reap(Arc::downgrade(self), timeout));
             }
         }
+    }
+
+    /// Takes a further connection in as idle (closed when idle too long).
+    pub(crate) fn keep(self: &Arc<Self>, connection: Arc<Connection>) {
+        self.release(connection);
     }
 
     /// Takes the gateway's own connection into the pool, unless the

@@ -25,35 +25,43 @@
 //!
 //! `roots/list` is the exception servers make at start-up: many ask for
 //! the client's roots once they are initialized, for the whole session
-//! (server-everything 350 ms after `notifications/initialized`), and such
-//! a request lands in whatever call happens to be in flight. A `roots/list`
-//! during a connection's handshake or within
-//! [`GatewayOptions::startup_window`] after it, or with no call in flight
-//! on the connection, is answered by the gateway itself: no roots. Later
-//! ones during a call are relayed like elicitation.
+//! (server-everything 350 ms after `notifications/initialized`, a
+//! filesystem server at once, and again at each
+//! `notifications/roots/list_changed`), and such a request lands in
+//! whatever call happens to be in flight. A `roots/list` during a
+//! connection's handshake or within [`GatewayOptions::startup_window`]
+//! after it (or after the gateway told it its roots changed), or with no
+//! call in flight on the connection, is answered by the gateway itself,
+//! with its own roots ([`GatewayOptions::roots`], none unless given).
+//! Later ones during a call are relayed like elicitation.
+//!
+//! The same relay answers an upstream's MRTR rounds
+//! ([`Target::answer_round`], see [`rounds`](super::rounds)).
 //!
 //! [`GatewayOptions::startup_window`]: super::GatewayOptions::startup_window
+//! [`GatewayOptions::roots`]: super::GatewayOptions::roots
 
-// Sampling is deprecated (SEP-2577) but an upstream may still ask.
+// Sampling and roots are deprecated (SEP-2577) but an upstream may still ask.
 #![allow(deprecated)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationCapability, FormElicitationCapability,
-    Implementation, InputRequest, ListRootsResult, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, RootsCapabilities, SamplingCapability,
-    UrlElicitationCapability,
+    Implementation, InputRequest, InputRequests, InputResponses, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RootsCapabilities,
+    SamplingCapability, UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 
+use super::roots::{SessionRoots, SessionWindow};
 use crate::server::TaskContext;
 
 /// The gateway's calls in flight on the upstream, shared by the handler of
@@ -97,6 +105,81 @@ impl Target {
             Self::Caller(_) => None,
         }
     }
+
+    /// Answers an upstream's MRTR round: asks its `requests` of the task
+    /// (under keys of the gateway's own, unique for the process's
+    /// lifetime: the upstream's may repeat from one round to the next) or
+    /// of the caller, as the upstream's requests are asked, and returns
+    /// the answers under the upstream's keys.
+    pub(crate) async fn answer_round(
+        &self,
+        calls: &Calls,
+        requests: InputRequests,
+    ) -> Result<InputResponses, ErrorData> {
+        let mut responses = InputResponses::new();
+        match self {
+            Self::Task(task) => {
+                let mut ours = std::collections::BTreeMap::new();
+                let mut theirs = std::collections::BTreeMap::new();
+                for (key, request) in requests {
+                    let mine = calls.next_key();
+                    ours.insert(mine.clone(), request.clone());
+                    theirs.insert(mine, (key, request));
+                }
+                let answers = match task.request_inputs(ours).await {
+                    Ok(answers) => answers,
+                    Err(error) => return Err(ended(task, error).await),
+                };
+                for (mine, answer) in answers {
+                    if let Some((key, request)) = theirs.remove(&mine) {
+                        responses.insert(key, fit_to_form(&wire_of(&request), answer));
+                    }
+                }
+            }
+            Self::Caller(caller) => {
+                let mut waiting = Vec::new();
+                for (key, request) in requests {
+                    let (answer, answered) = oneshot::channel();
+                    let wire = wire_of(&request);
+                    caller
+                        .send(Asked { request, answer })
+                        .map_err(|_| ErrorData::internal_error("the call has ended", None))?;
+                    waiting.push((key, wire, answered));
+                }
+                for (key, wire, answered) in waiting {
+                    let answer = answered.await.map_err(|_| {
+                        ErrorData::internal_error(
+                            "the caller went away before answering the upstream's input request",
+                            None,
+                        )
+                    })??;
+                    responses.insert(key, fit_to_form(&wire, answer));
+                }
+            }
+        }
+        Ok(responses)
+    }
+}
+
+/// How long a task whose wait for input failed is given to be ended by its
+/// runtime before the failure is its outcome.
+const ENDING_GRACE: Duration = Duration::from_secs(5);
+
+/// `error`, from a task's wait for input, once the task's runtime has had
+/// the time to end it. The wait fails when the task is cancelled or
+/// expires, and the runtime, woken by the same change, records that (and
+/// drops the call) unless the call finishes first with the error, which
+/// would record it `failed`, or send the upstream an error it might answer
+/// with a result. So the call waits (at most [`ENDING_GRACE`], for a
+/// failure of another kind) to be dropped.
+async fn ended(task: &TaskContext, error: ErrorData) -> ErrorData {
+    let _ = tokio::time::timeout(ENDING_GRACE, task.cancelled()).await;
+    error
+}
+
+/// An input request as JSON (`{method, params}`).
+fn wire_of(request: &InputRequest) -> Value {
+    serde_json::to_value(request).unwrap_or(Value::Null)
 }
 
 /// A request of the upstream for a synchronous call's caller, and where
@@ -135,7 +218,7 @@ impl Calls {
     }
 
     /// A fresh input key, unique for the process's lifetime.
-    fn next_key(&self) -> String {
+    pub(crate) fn next_key(&self) -> String {
         format!(
             "upstream-{}",
             self.next_key.fetch_add(1, Ordering::Relaxed) + 1
@@ -230,42 +313,37 @@ impl Drop for CallGuard {
 #[derive(Clone)]
 pub(crate) struct RelayHandler {
     pub(crate) calls: Arc<Calls>,
+    /// The gateway's own roots, for the upstream's session-level asks.
+    roots: Arc<SessionRoots>,
     /// The connection this handler serves.
     pub(crate) connection: u64,
-    /// When the connection's handshake completed (unset during it), and
-    /// how long after that a `roots/list` counts as the upstream's
-    /// start-up ask.
-    opened: Arc<OnceLock<Instant>>,
+    /// When a `roots/list` counts as the session's: in the handshake, and
+    /// `startup_window` after it or after the gateway told the upstream
+    /// its roots changed.
+    window: SessionWindow,
     startup_window: std::time::Duration,
+    /// The version offered in `initialize`, when it is not the latest.
+    handshake_version: Option<rmcp::model::ProtocolVersion>,
 }
 
 impl RelayHandler {
     /// The handler of the connection `connection`, being opened now.
     pub(crate) fn new(
         calls: Arc<Calls>,
+        roots: Arc<SessionRoots>,
         connection: u64,
         startup_window: std::time::Duration,
+        window: SessionWindow,
+        handshake_version: Option<rmcp::model::ProtocolVersion>,
     ) -> Self {
         Self {
             calls,
+            roots,
             connection,
-            opened: Arc::default(),
+            window,
             startup_window,
+            handshake_version,
         }
-    }
-
-    /// Marks the connection's handshake complete: its start-up window
-    /// begins now.
-    pub(crate) fn handshake_completed(&self) {
-        let _ = self.opened.set(Instant::now());
-    }
-
-    /// Whether the connection is still starting up: in its handshake, or
-    /// within the start-up window after it.
-    fn starting_up(&self) -> bool {
-        self.opened
-            .get()
-            .is_none_or(|opened| opened.elapsed() < self.startup_window)
     }
 
     /// Asks the task of the call in flight to relay `method` with `params`,
@@ -311,7 +389,10 @@ impl RelayHandler {
                     ));
                 }
                 tokio::select! {
-                    answer = task.request_input(self.calls.next_key(), request) => answer?,
+                    answer = task.request_input(self.calls.next_key(), request) => match answer {
+                        Ok(answer) => answer,
+                        Err(error) => return Err(ended(&task, error).await),
+                    },
                     () = context.ct.cancelled() => {
                         return Err(ErrorData::internal_error("the upstream withdrew its request", None));
                     }
@@ -352,11 +433,19 @@ impl ClientHandler for RelayHandler {
         let mut capabilities = ClientCapabilities::default();
         capabilities.elicitation = Some(elicitation);
         capabilities.sampling = Some(SamplingCapability::default());
-        capabilities.roots = Some(RootsCapabilities::default());
-        ClientConfig::new(
+        // The gateway's own roots can change (Gateway::set_roots), and it
+        // says so.
+        let mut roots = RootsCapabilities::default();
+        roots.list_changed = Some(true);
+        capabilities.roots = Some(roots);
+        let config = ClientConfig::new(
             capabilities,
             Implementation::new("mcp-tasks-gateway", env!("CARGO_PKG_VERSION")),
-        )
+        );
+        match &self.handshake_version {
+            Some(version) => config.with_protocol_version(version.clone()),
+            None => config,
+        }
     }
 
     async fn create_elicitation(
@@ -383,12 +472,12 @@ impl ClientHandler for RelayHandler {
         &self,
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        // The upstream's start-up ask, or one outside any call, is for the
-        // session, not for a caller: the gateway answers for itself, and it
-        // has no roots.
-        if self.starting_up() || self.calls.in_flight(self.connection) == 0 {
-            tracing::debug!("roots/list outside a call: answered with no roots");
-            return Ok(ListRootsResult::default());
+        // The upstream's start-up ask (or its ask after list_changed), or
+        // one outside any call, is for the session, not for a caller: the
+        // gateway answers with its own roots.
+        if self.window.is_open(self.startup_window) || self.calls.in_flight(self.connection) == 0 {
+            tracing::debug!("roots/list for the session: answered with the gateway's roots");
+            return Ok(ListRootsResult::new(self.roots.current()));
         }
         self.relay("roots/list", Value::Null, &context).await
     }

@@ -19,9 +19,14 @@
 //!   lives in this process: a retry that reaches another gateway replica
 //!   gets -32602, as does one whose `requestState` names no parked call.
 //!
+//! An upstream's MRTR round during the call (see [`rounds`](super::rounds))
+//! is asked of the caller the same way, each of its input requests as one
+//! of the upstream's requests, and the call goes on with the answers.
+//!
 //! A caller that did not declare the capability a request needs
 //! (`elicitation`, its URL mode, `sampling`, `roots`) is not asked: the
-//! upstream gets an error saying so.
+//! upstream gets an error saying so (for an MRTR round: the call fails
+//! with it).
 
 // Sampling and roots are deprecated (SEP-2577) but an upstream may still ask.
 #![allow(deprecated)]
@@ -40,9 +45,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::GatewayOptions;
-use super::call;
 use super::pool::Pool;
 use super::relay::{Asked, Calls, Target};
+use super::rounds;
 use crate::store::Principal;
 
 /// The prefix of the `requestState` that names a parked call (an
@@ -150,13 +155,16 @@ pub(crate) async fn call(
         return resume(&sync, &id, request, capabilities, &context).await;
     }
     let caller = caller_of(&context);
-    let lease = sync.pool.lease().await?;
+    let lease = sync.pool.lease(sync.pool.era_for(&request)).await?;
     let (asks_tx, asks) = mpsc::unbounded_channel();
     if let Caller::Rounds = caller {
         let calls = sync.calls.clone();
+        let pool = sync.pool.clone();
         let tool = request.name.to_string();
         let driver = tokio::spawn(async move {
-            call::plain(&lease, &calls, &request, Target::Caller(asks_tx)).await
+            rounds::run(&pool, &calls, lease, &request, Target::Caller(asks_tx))
+                .await
+                .map(CallToolResponse::Complete)
         });
         let run = Run { driver, asks };
         return round(
@@ -169,12 +177,18 @@ pub(crate) async fn call(
         )
         .await;
     }
-    let run = call::plain(&lease, sync.calls, &request, Target::Caller(asks_tx));
+    let run = rounds::run(
+        sync.pool,
+        sync.calls,
+        lease,
+        &request,
+        Target::Caller(asks_tx),
+    );
     tokio::pin!(run);
     let mut asks = asks;
     loop {
         tokio::select! {
-            response = &mut run => return response,
+            result = &mut run => return result.map(CallToolResponse::Complete),
             Some(asked) = asks.recv() => match &caller {
                 Caller::Session(peer) => {
                     let peer = peer.clone();

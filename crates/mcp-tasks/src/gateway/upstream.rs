@@ -3,6 +3,19 @@
 //! (a stdio child that exited or crashed) is made again with backoff, in
 //! the background and by the next call, and the tool list is read again
 //! after each connect and on `notifications/tools/list_changed`.
+//!
+//! **The era** ([`Eras`]) is found at start: `server/discover` first, else
+//! `initialize` (a 2025-era server). An upstream that answers
+//! `server/discover` without the Tasks extension is asked `initialize` too,
+//! on a connection of its own: one that accepts it speaks both eras, and
+//! its plain calls go on 2025-era connections, where it can ask for input
+//! the way most servers do (a server-initiated request: fastmcp refuses
+//! those on 2026-07-28 connections) and read the gateway's roots for its
+//! session, while a tool that asks the 2026-07-28 way (an MRTR round,
+//! which fastmcp refuses on 2025-era connections with -32602) is called on
+//! a 2026-07-28 connection (see [`rounds`](super::rounds)). An upstream
+//! that advertises the extension is reached on 2026-07-28 only: its tasks
+//! need it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -25,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::pool::Pool;
 use super::relay::{Calls, RelayHandler};
+use super::roots::{SessionRoots, SessionWindow};
 use super::{Error, GatewayOptions};
 use crate::client::listen::DemuxReader;
 use crate::client::{Era, ListenChannel, TasksClient, legacy};
@@ -90,6 +104,15 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
+    /// The era of the connection.
+    pub(crate) fn era(&self) -> CallEra {
+        if self.client.initialize_era() {
+            CallEra::Handshake
+        } else {
+            CallEra::Modern
+        }
+    }
+
     /// Whether the upstream makes tasks of its own: a 2026-07-28 upstream
     /// that advertises the extension, or a 2025-11-25 upstream that
     /// declared `tasks.requests.tools.call`.
@@ -187,22 +210,100 @@ impl Transport<RoleClient> for ChildTransport {
     }
 }
 
-/// Opens a connection to `upstream` (within `timeout`), in whichever era it
-/// speaks: 2026-07-28 by `server/discover`, else `initialize` (2025-11-25,
-/// or an older version the server settles on).
+/// The eras an upstream is reached in (see the [module](self) docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Eras {
+    /// Only `initialize` (a 2025-era server).
+    Handshake,
+    /// Only 2026-07-28 (a modern-only server, or one that makes tasks with
+    /// the extension).
+    Modern,
+    /// Both: plain calls on 2025-era connections, calls of tools that ask
+    /// by MRTR on 2026-07-28 ones.
+    Both,
+}
+
+/// The era of one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallEra {
+    /// Opened with `initialize`.
+    Handshake,
+    /// 2026-07-28.
+    Modern,
+}
+
+/// How a connection is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifecycle {
+    /// `server/discover`, else `initialize`.
+    Probe,
+    /// `initialize`, offering 2025-11-25.
+    Handshake,
+    /// `server/discover` only.
+    Modern,
+}
+
+impl Lifecycle {
+    /// How a connection of `era` is opened to an upstream that speaks `eras`.
+    pub(crate) fn of(eras: Eras, era: CallEra) -> Self {
+        match (eras, era) {
+            (Eras::Both, CallEra::Handshake) => Self::Handshake,
+            (Eras::Both, CallEra::Modern) => Self::Modern,
+            // An upstream of one era is probed each time, as at start.
+            _ => Self::Probe,
+        }
+    }
+}
+
+/// What every connection to the upstream shares: the calls in flight the
+/// upstream's messages go to, and the gateway's roots.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) calls: Arc<Calls>,
+    pub(crate) roots: Arc<SessionRoots>,
+}
+
+/// Opens a connection to `upstream` (within `timeout`), in the era
+/// `lifecycle` says: with [`Lifecycle::Probe`] whichever it speaks,
+/// 2026-07-28 by `server/discover`, else `initialize` (2025-11-25, or an
+/// older version the server settles on).
 pub(super) async fn connect(
     upstream: &Upstream,
-    calls: Arc<Calls>,
+    shared: &Shared,
     options: &GatewayOptions,
+    lifecycle: Lifecycle,
 ) -> Result<Connection, Error> {
-    let id = calls.next_connection();
+    let id = shared.calls.next_connection();
     let timeout = options.connect_timeout;
-    let lifecycle = ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    let (lifecycle, handshake_version) = match lifecycle {
+        Lifecycle::Probe => (
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            },
+            None,
+        ),
+        Lifecycle::Handshake => (
+            ClientLifecycleMode::Initialize,
+            Some(ProtocolVersion::V_2025_11_25),
+        ),
+        Lifecycle::Modern => (
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+            None,
+        ),
     };
-    let relay = RelayHandler::new(calls, id, options.startup_window);
-    let handler = legacy::Handler::new(relay.clone());
+    let window = SessionWindow::default();
+    let relay = RelayHandler::new(
+        shared.calls.clone(),
+        shared.roots.clone(),
+        id,
+        options.startup_window,
+        window.clone(),
+        handshake_version,
+    );
+    let handler = legacy::Handler::new(relay);
     let tap = handler.tap();
     let closed = CancellationToken::new();
     let connecting = async {
@@ -277,7 +378,15 @@ pub(super) async fn connect(
     let (running, listen) = tokio::time::timeout(timeout, connecting)
         .await
         .map_err(|_| Error::ConnectTimeout(timeout))??;
-    relay.handshake_completed();
+    window.open();
+    if running
+        .peer()
+        .peer_info()
+        .is_some_and(|info| info.protocol_version.has_initialize())
+    {
+        // A session: told when the gateway's roots change.
+        shared.roots.register(running.peer().clone(), window);
+    }
     Ok(Connection {
         id,
         // An upstream task is awaited on a listen stream where the upstream
@@ -288,6 +397,32 @@ pub(super) async fn connect(
         retired: std::sync::atomic::AtomicBool::new(false),
         own: std::sync::atomic::AtomicBool::new(false),
     })
+}
+
+/// How long an upstream that answered `server/discover` has to answer
+/// `initialize` too, at start.
+const HANDSHAKE_PROBE: Duration = Duration::from_secs(10);
+
+/// Whether an upstream that answered `server/discover` without the Tasks
+/// extension accepts `initialize` too: a 2025-era connection to it if it
+/// does (see the [module](self) docs).
+async fn handshake_too(
+    upstream: &Upstream,
+    shared: &Shared,
+    options: &GatewayOptions,
+) -> Option<Connection> {
+    let options = options
+        .clone()
+        .with_connect_timeout(options.connect_timeout.min(HANDSHAKE_PROBE));
+    match connect(upstream, shared, &options, Lifecycle::Handshake).await {
+        Ok(connection) if connection.era() == CallEra::Handshake => Some(connection),
+        // It settled on a version without a handshake: 2026-07-28 only.
+        Ok(_) => None,
+        Err(error) => {
+            tracing::debug!(%error, "the upstream refuses initialize: reached on 2026-07-28 only");
+            None
+        }
+    }
 }
 
 /// The upstream's tools as last read.
@@ -418,6 +553,7 @@ pub(crate) fn upstream_failure(method: &str, error: &rmcp::service::ServiceError
 pub(crate) struct Link {
     pub(crate) upstream: Upstream,
     pub(crate) calls: Arc<Calls>,
+    pub(crate) roots: Arc<SessionRoots>,
     pub(crate) pool: Arc<Pool>,
     options: GatewayOptions,
     state: tokio::sync::Mutex<State>,
@@ -444,24 +580,48 @@ struct State {
 }
 
 impl Link {
-    /// Connects (the first attempt must succeed) and reads the tools.
+    /// Connects (the first attempt must succeed), finds the eras the
+    /// upstream speaks (see the [module](self) docs) and reads the tools.
     pub(crate) async fn start(
         upstream: Upstream,
         options: GatewayOptions,
     ) -> Result<Arc<Self>, Error> {
-        let calls = Arc::new(Calls::default());
-        let connection = connect(&upstream, calls.clone(), &options).await?;
+        let shared = Shared {
+            calls: Arc::new(Calls::default()),
+            roots: Arc::new(SessionRoots::new(options.roots.clone())),
+        };
+        let probe = connect(&upstream, &shared, &options, Lifecycle::Probe).await?;
+        let (connection, eras, spare) = match probe.era() {
+            CallEra::Handshake => (probe, Eras::Handshake, None),
+            CallEra::Modern if probe.client.server_supports() => (probe, Eras::Modern, None),
+            CallEra::Modern => match handshake_too(&upstream, &shared, &options).await {
+                Some(session) => (session, Eras::Both, Some(probe)),
+                None => (probe, Eras::Modern, None),
+            },
+        };
+        tracing::info!(?eras, "connected to the upstream server");
         let tools = list_tools(&connection.client)
             .await
             .map_err(|error| Error::ListTools {
                 message: error.message.to_string(),
             })?;
-        let pool = Arc::new(Pool::new(upstream.clone(), calls.clone(), options.clone()));
+        let pool = Arc::new(Pool::new(
+            upstream.clone(),
+            shared.clone(),
+            options.clone(),
+            eras,
+        ));
         let connection = Arc::new(connection);
         pool.adopt(&connection);
+        if let Some(spare) = spare {
+            // The 2026-07-28 connection of the probe: kept for the first
+            // call that needs one, closed when idle as any further one.
+            pool.keep(Arc::new(spare));
+        }
         let link = Arc::new(Self {
             upstream,
-            calls,
+            calls: shared.calls,
+            roots: shared.roots,
             pool,
             options,
             state: tokio::sync::Mutex::new(State {
@@ -478,6 +638,13 @@ impl Link {
         tokio::spawn(supervise(Arc::downgrade(&link), link.stop.clone(), health));
         tokio::spawn(follow_tools(Arc::downgrade(&link), link.stop.clone()));
         Ok(link)
+    }
+
+    fn shared(&self) -> Shared {
+        Shared {
+            calls: self.calls.clone(),
+            roots: self.roots.clone(),
+        }
     }
 
     /// The open connection, made again if it closed (after the backoff
@@ -504,7 +671,10 @@ impl Link {
         if let Some(at) = state.retry_at {
             tokio::time::sleep_until(at).await;
         }
-        let attempt = connect(&self.upstream, self.calls.clone(), &self.options).await;
+        // The gateway's own connection is a 2025-era one where the upstream
+        // speaks both eras.
+        let lifecycle = Lifecycle::of(self.pool.eras(), CallEra::Handshake);
+        let attempt = connect(&self.upstream, &self.shared(), &self.options, lifecycle).await;
         match attempt {
             Ok(connection) => {
                 let connection = Arc::new(connection);

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# The task gateway (`mcp-tasks serve --upstream` / `--upstream-url`) in front of a plain
+# fastmcp 4.1.4 server WITHOUT the Tasks extension (interop/fastmcp/plain_server.py), driven
+# by our client (the mcp-tasks binary). fastmcp speaks both eras and refuses, on each, the
+# other era's way of asking for input: ctx.elicit() (a server-initiated request) only works on
+# a 2025-era session, an MRTR round (a tool returning an InputRequiredResult) only on
+# 2026-07-28. Through the gateway both become the task's input_required, answered with
+# tasks/update; the roots given with --upstream-root are what the server reads for its session
+# at start-up; greet passes through synchronously (--tasks greet=forbidden).
+#
+#   * stdio: a gateway on stdio (`mcp-tasks call --stdio 'mcp-tasks serve --stdio
+#     --upstream "python plain_server.py stdio" ...'`), a fresh one per call;
+#   * http: the server on its Streamable HTTP (stateful sessions) behind a gateway on HTTP;
+#     also two MRTR rounds answered one `mcp-tasks wait` at a time, and a task cancelled
+#     while its MRTR round waits for input.
+#
+# Usage: plain_check.sh MCP_TASKS_BIN PYTHON
+#   MCP_TASKS_BIN  e.g. target/debug/mcp-tasks (cargo build -p mcp-tasks-cli)
+#   PYTHON         a python with fastmcp (interop/.venv/bin/python, as interop/run makes)
+# Env: ONLY=stdio|http runs one part.
+#
+# Prints "PASS name" / "FAIL name: why" per check, "# ..." notes, and exits 1 if any
+# check failed, 64 on bad usage (a missing peer included: never a silent skip).
+
+set -u
+
+if [ $# -ne 2 ]; then
+  sed -n "18,21p" "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 64
+fi
+BIN=$1
+PY=$2
+case $BIN in */*) BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN") ;; esac
+HERE=$(cd "$(dirname "$0")" && pwd)
+SERVER=$HERE/../fastmcp/plain_server.py
+[ -x "$BIN" ] || { echo "no executable $BIN" >&2; exit 64; }
+"$PY" -c 'import fastmcp' 2>/dev/null || { echo "no fastmcp in $PY (pip install -r interop/fastmcp/requirements.txt)" >&2; exit 64; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gateway-plain-check.XXXXXX")
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+export MCP_TASKS_JOURNAL=$WORK/journal.sqlite3
+mkdir -p "$WORK/roots/projects" "$WORK/roots/my docs"
+ROOTS=(--upstream-root "$WORK/roots/projects" --upstream-root "$WORK/roots/my docs")
+WANT_ROOTS="roots: file://$WORK/roots/projects, file://$WORK/roots/my%20docs"
+
+FAILS=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; FAILS=$((FAILS + 1)); }
+
+# json FILE PYTHON-EXPRESSION: evaluates the expression with `d` = the JSON object in FILE
+# (`t` = d's concatenated result text, `reqs` = d's input requests, `W` = $WANT_ROOTS).
+json() {
+  WANT_ROOTS=$WANT_ROOTS python3 - "$1" "$2" <<'EOF'
+import json, os, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception:
+    d = {}
+res = d.get("result") or {}
+t = " ".join(c.get("text", "") for c in res.get("content", []) if isinstance(c, dict))
+reqs = res.get("inputRequests") or {}
+W = os.environ["WANT_ROOTS"]
+try:
+    v = eval(sys.argv[2])
+except Exception as e:
+    v = f"<{type(e).__name__}: {e}>"
+print("" if v is None else v if isinstance(v, str) else json.dumps(v))
+EOF
+}
+
+# expect NAME FILE RC WANT_RC PYTHON-EXPRESSION
+expect() {
+  local name=$1 out=$2 rc=$3 want=$4 cond=$5
+  if [ "$rc" -ne "$want" ]; then
+    fail "$name" "exit $rc, expected $want: $(head -c 400 "$out")"
+  elif [ "$(json "$out" "bool($cond)")" != "true" ]; then
+    fail "$name" "not ($cond): $(head -c 400 "$out")"
+  else
+    pass "$name"
+  fi
+}
+
+# listening FILE PID: waits for "listening on URL" in FILE and prints URL.
+listening() {
+  local url=
+  for _ in $(seq 300); do
+    url=$(sed -n 's/^listening on //p' "$1" 2>/dev/null | head -n 1)
+    [ -n "$url" ] && break
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "$url"
+}
+
+# checks TRANSPORT CONNECT-ARGS...: the checks both transports share.
+checks() {
+  local tr=$1
+  shift
+  local out=$WORK/$tr.json rc
+
+  "$BIN" call "$@" --json ask_push --answer value=Ada >"$out" 2>"$WORK/$tr.err"; rc=$?
+  expect "ctx.elicit (a server-initiated request) is the task's input, answered/$tr" "$out" $rc 0 \
+    'd["status"] == "completed" and d.get("taskId") and t == "Hello, Ada!"'
+
+  "$BIN" call "$@" --json ask_push --input fail >"$out" 2>"$WORK/$tr.err"; rc=$?
+  expect "ctx.elicit is an elicitation/create input request of the gateway task/$tr" "$out" $rc 4 \
+    'd["status"] == "input_required" and [r["method"] for r in reqs.values()] == ["elicitation/create"]
+     and all(k.startswith("upstream-") for k in reqs)'
+
+  "$BIN" call "$@" --json ask_mrtr --answer name=Bo >"$out" 2>"$WORK/$tr.err"; rc=$?
+  expect "an MRTR round is the task's input, answered, the call retried/$tr" "$out" $rc 0 \
+    'd["status"] == "completed" and d.get("taskId") and t == "Hello, Bo!"'
+
+  "$BIN" call "$@" --json ask_mrtr --input fail >"$out" 2>"$WORK/$tr.err"; rc=$?
+  expect "the MRTR round is the gateway task's input request, under the gateway's keys/$tr" "$out" $rc 4 \
+    'd["status"] == "input_required" and
+     [r["params"]["message"] for r in reqs.values()] == ["What is your name? (MRTR)"] and
+     all(k.startswith("upstream-") for k in reqs)'
+
+  "$BIN" call "$@" --json startup_roots >"$out" 2>"$WORK/$tr.err"; rc=$?
+  expect "the roots it read for its session are --upstream-root's/$tr" "$out" $rc 0 \
+    'd["status"] == "completed" and t.startswith(W + " (read ")'
+
+  "$BIN" call "$@" --json greet --arg name=Cy >"$out" 2>"$WORK/$tr.err"; rc=$?
+  expect "greet passes through synchronously/$tr" "$out" $rc 0 \
+    'd["status"] == "completed" and t == "Hello, Cy!" and "taskId" not in d'
+}
+
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = stdio ]; then
+  gateway="$BIN serve --stdio --store memory --poll-interval 100 --upstream '$PY $SERVER stdio' --tasks greet=forbidden"
+  gateway+=" --upstream-root '$WORK/roots/projects' --upstream-root '$WORK/roots/my docs'"
+  echo "# stdio: $BIN call --stdio \"$gateway\""
+  checks stdio --stdio "$gateway"
+fi
+
+if [ -z "${ONLY:-}" ] || [ "$ONLY" = http ]; then
+  "$PY" "$SERVER" http 127.0.0.1:0 >"$WORK/server.out" 2>"$WORK/server.err" &
+  pid=$!
+  PIDS+=("$pid")
+  upstream=$(listening "$WORK/server.out" "$pid")
+  if [ -z "$upstream" ]; then
+    fail "the fastmcp server starts" "$(tail -5 "$WORK/server.err")"
+  else
+    "$BIN" serve --http 127.0.0.1:0 --store memory --poll-interval 100 --upstream-url "$upstream" \
+      --tasks greet=forbidden "${ROOTS[@]}" >"$WORK/gateway.out" 2>"$WORK/gateway.err" &
+    gpid=$!
+    PIDS+=("$gpid")
+    url=$(listening "$WORK/gateway.out" "$gpid")
+    if [ -z "$url" ]; then
+      fail "the gateway starts" "$(tail -5 "$WORK/gateway.err")"
+    else
+      echo "# http: $BIN call --url $url (gateway in front of $upstream)"
+      checks http --url "$url"
+      out=$WORK/rounds.json
+
+      # Two MRTR rounds (a name, then a colour, the name kept in the upstream's
+      # requestState), answered one `wait` at a time: the CLI takes only --answers that
+      # fit the round in front of it.
+      "$BIN" call --url "$url" --json ask_mrtr_twice --input fail >"$out" 2>"$WORK/rounds.err"; rc=$?
+      expect "round 1 of 2 is the task's input/http" "$out" $rc 4 \
+        'd["status"] == "input_required" and
+         [r["params"]["message"] for r in reqs.values()] == ["What is your name? (round 1)"]'
+      id=$(json "$out" 'd.get("taskId", "")')
+      "$BIN" wait --url "$url" "$id" --answer name=Dee >/dev/null 2>"$WORK/rounds.err"
+      "$BIN" get --url "$url" --json "$id" >"$out" 2>>"$WORK/rounds.err"; rc=$?
+      expect "round 1 answered, round 2 is the task's next input/http" "$out" $rc 4 \
+        'd["status"] == "input_required" and
+         [r["params"]["message"] for r in reqs.values()] == ["Dee, what is your favourite colour? (round 2)"]'
+      "$BIN" wait --url "$url" --json "$id" --answer colour=teal >"$out" 2>>"$WORK/rounds.err"; rc=$?
+      expect "round 2 answered, the task completes/http" "$out" $rc 0 \
+        'd["status"] == "completed" and t == "Dee likes teal"'
+
+      # A task cancelled while its MRTR round waits for input.
+      "$BIN" call --url "$url" --json ask_mrtr --input fail >"$out" 2>"$WORK/rounds.err"
+      id=$(json "$out" 'd.get("taskId", "")')
+      "$BIN" cancel --url "$url" --json "$id" >"$out" 2>>"$WORK/rounds.err"; rc=$?
+      expect "a task cancelled during its MRTR round is cancelled/http" "$out" $rc 3 \
+        'd["status"] == "cancelled"'
+    fi
+  fi
+fi
+
+echo "# $FAILS failed"
+[ "$FAILS" -eq 0 ]
