@@ -46,7 +46,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
@@ -126,10 +125,7 @@ impl Target {
                     ours.insert(mine.clone(), request.clone());
                     theirs.insert(mine, (key, request));
                 }
-                let answers = match task.request_inputs(ours).await {
-                    Ok(answers) => answers,
-                    Err(error) => return Err(ended(task, error).await),
-                };
+                let answers = task.request_inputs(ours).await?;
                 for (mine, answer) in answers {
                     if let Some((key, request)) = theirs.remove(&mine) {
                         responses.insert(key, fit_to_form(&wire_of(&request), answer));
@@ -159,22 +155,6 @@ impl Target {
         }
         Ok(responses)
     }
-}
-
-/// How long a task whose wait for input failed is given to be ended by its
-/// runtime before the failure is its outcome.
-const ENDING_GRACE: Duration = Duration::from_secs(5);
-
-/// `error`, from a task's wait for input, once the task's runtime has had
-/// the time to end it. The wait fails when the task is cancelled or
-/// expires, and the runtime, woken by the same change, records that (and
-/// drops the call) unless the call finishes first with the error, which
-/// would record it `failed`, or send the upstream an error it might answer
-/// with a result. So the call waits (at most [`ENDING_GRACE`], for a
-/// failure of another kind) to be dropped.
-async fn ended(task: &TaskContext, error: ErrorData) -> ErrorData {
-    let _ = tokio::time::timeout(ENDING_GRACE, task.cancelled()).await;
-    error
 }
 
 /// An input request as JSON (`{method, params}`).
@@ -391,7 +371,7 @@ impl RelayHandler {
                 tokio::select! {
                     answer = task.request_input(self.calls.next_key(), request) => match answer {
                         Ok(answer) => answer,
-                        Err(error) => return Err(ended(&task, error).await),
+                        Err(error) => return Err(error),
                     },
                     () = context.ct.cancelled() => {
                         return Err(ErrorData::internal_error("the upstream withdrew its request", None));

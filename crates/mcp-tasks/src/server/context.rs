@@ -256,6 +256,10 @@ impl TaskContext {
                     .collect());
             }
             if record.cancel_requested() || record.status().is_terminal() {
+                // The runtime ends this tool on the same change: wait for it
+                // rather than finish first with an error, which would make a
+                // cancelled task a failed one.
+                self.cancelled().await;
                 return Err(ErrorData::internal_error(
                     "the task ended while waiting for input",
                     None,

@@ -150,6 +150,23 @@ async fn input_is_asked_answered_and_partial_sets_wait() {
 }
 
 #[tokio::test]
+async fn a_task_cancelled_while_it_waits_for_input_ends_cancelled() {
+    let client = in_process(RuntimeServer::in_memory()).await;
+    // The tool's wait for input and the runtime both hear the cancel; the
+    // tool must not finish first with its error (the task would be failed).
+    for _ in 0..20 {
+        let state = task_of(&client, "ask_two", json!({})).await;
+        let mut read = client.get(&state.id).await.unwrap();
+        while read.status != TaskStatus::InputRequired {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            read = client.get(&state.id).await.unwrap();
+        }
+        let ended = client.cancel_and_wait(&state.id, &options()).await.unwrap();
+        assert_eq!(ended.status, TaskStatus::Cancelled);
+    }
+}
+
+#[tokio::test]
 async fn outcomes_errors_panics_and_cancel() {
     let client = in_process(RuntimeServer::in_memory()).await;
     let outcome = client
