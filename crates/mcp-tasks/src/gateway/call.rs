@@ -19,9 +19,10 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::Value;
 
 use super::client_failure;
+use super::connection::{Connection, UpstreamClient};
 use super::pool::Lease;
 use super::relay::{Calls, Target, fit_to_form};
-use super::upstream::{Connection, UpstreamClient, upstream_failure};
+use super::upstream::upstream_failure;
 use crate::client::{
     AwaitOptions, CallOptions, CallResponse, InputError, InputMode, ListenMode, TaskOutcome,
     TaskState, read_call_result,

@@ -127,6 +127,7 @@
 #![allow(deprecated)]
 
 mod call;
+mod connection;
 mod pool;
 mod relay;
 mod roots;
@@ -146,8 +147,8 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, Peer, ServerHandler};
 
+pub use connection::Upstream;
 pub use roots::root_for_path;
-pub use upstream::Upstream;
 
 use crate::client::CallResponse;
 use crate::server::{TaskPolicy, TaskRuntime, ToolTasks};

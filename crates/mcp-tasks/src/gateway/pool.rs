@@ -39,7 +39,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::GatewayOptions;
-use super::upstream::{CallEra, Connection, Eras, Lifecycle, Shared, Upstream, backoff, connect};
+use super::connection::{CallEra, Connection, Eras, Lifecycle, Shared, Upstream, backoff, connect};
 
 /// The connections for calls, idle and leased (see the [module](self) docs).
 pub(crate) struct Pool {

@@ -31,9 +31,9 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode};
 
 use super::call;
+use super::connection::{CallEra, Eras};
 use super::pool::{Lease, Pool};
 use super::relay::{Calls, Target};
-use super::upstream::{CallEra, Eras};
 
 /// How many rounds in a row may carry no input request (only a
 /// `requestState`, which the client may retry at once with) before the

@@ -1,14 +1,20 @@
-//! Which era a request belongs to, for tool code that checks what the
-//! client declared: [`declares_tasks`] and [`missing_client_capabilities`]
-//! answer by the rules of the request's own era, 2026-07-28 (per request)
-//! or 2025-11-25 and before (a session opened with `initialize`).
+//! Which era a request belongs to, and the rules of each for a call: for
+//! tool code that checks what the client declared, [`declares_tasks`] and
+//! [`missing_client_capabilities`] answer by the rules of the request's
+//! own era, 2026-07-28 (per request) or 2025-11-25 and before (a session
+//! opened with `initialize`); for the runtime, whether a call of the older
+//! era becomes a task and with which TTL (see `server::legacy`).
 
-use rmcp::model::{ClientCapabilities, ErrorCode};
+use std::borrow::Cow;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ErrorCode};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::json;
 
-use super::legacy::Augmented;
+use super::policy::{TaskPolicy, ToolTasks};
+use crate::task::Ttl;
 
 /// True when the request belongs to a session opened with `initialize`
 /// (2025-11-25 and before).
@@ -71,4 +77,69 @@ pub fn missing_client_capabilities(
         "the client did not declare the capabilities this call needs",
         Some(data),
     )
+}
+
+/// The shortest TTL a client may ask for: a task that expires before its
+/// client's first poll is of no use to anyone.
+const MIN_TTL: Duration = Duration::from_secs(1);
+
+/// The mark a `tools/call` that asked for a task (`params.task`) carries in
+/// its context's extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Augmented {
+    /// The `ttl` it asked for, in milliseconds.
+    pub(crate) ttl: Option<u64>,
+}
+
+/// Whether a call of the 2025-11-25 era runs as a task (see
+/// `TaskRuntime::runs_as_task`).
+pub(crate) fn runs_as_task(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    policy: TaskPolicy,
+) -> Result<bool, ErrorData> {
+    let augmented = context.extensions.get::<Augmented>().is_some();
+    match policy {
+        TaskPolicy::Forbidden if augmented => Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "Tool {} does not support task augmentation (taskSupport: 'forbidden')",
+                request.name
+            ),
+            None,
+        )),
+        TaskPolicy::Required if !augmented => Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "Tool {} requires task augmentation (taskSupport: 'required')",
+                request.name
+            ),
+            None,
+        )),
+        TaskPolicy::Forbidden => Ok(false),
+        _ => Ok(augmented),
+    }
+}
+
+/// `tasks`, with the TTL the call asked for (`params.task.ttl`) where it
+/// asked for one: from [`MIN_TTL`] up to `max` (the runtime's maximum
+/// lifetime; unbounded when it has none).
+pub(crate) fn with_requested_ttl<'a>(
+    tasks: &'a ToolTasks,
+    context: &RequestContext<RoleServer>,
+    max: Option<Duration>,
+) -> Cow<'a, ToolTasks> {
+    match context
+        .extensions
+        .get::<Augmented>()
+        .and_then(|mark| mark.ttl)
+    {
+        Some(ms) => {
+            let asked = Duration::from_millis(ms).max(MIN_TTL);
+            let mut tasks = tasks.clone();
+            tasks.ttl = Some(Ttl::Limited(max.map_or(asked, |max| asked.min(max))));
+            Cow::Owned(tasks)
+        }
+        None => Cow::Borrowed(tasks),
+    }
 }

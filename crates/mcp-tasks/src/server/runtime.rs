@@ -22,7 +22,6 @@ use super::context::TaskContext;
 use super::lease::{
     DEFAULT_LEASE_PERIOD, Lease, LeaseError, Leasing, resumable_call, run_reaper, run_renewals,
 };
-use super::legacy;
 use super::limits::LiveTasks;
 use super::listen::{Listeners, answer_rerouted};
 use super::policy::{Advertised, TaskPolicy, ToolTasks};
@@ -35,6 +34,7 @@ use super::wire::{
     detailed_task, new_task_id, store_failure, task_not_found, tasks_required, tool_panicked,
     wire_task,
 };
+use super::{era, legacy};
 use crate::store::{
     BoxFuture, Change, IntoSharedStore, Modified, PackedRecord, SharedStore, StoreError,
     TaskRecord, modify, modify_as,
@@ -234,13 +234,14 @@ impl TaskRuntime {
         tasks: &'a ToolTasks,
         context: &RequestContext<RoleServer>,
     ) -> std::borrow::Cow<'a, ToolTasks> {
-        legacy::with_requested_ttl(tasks, context, self.inner.settings.max_lifetime)
+        era::with_requested_ttl(tasks, context, self.inner.settings.max_lifetime)
     }
 
     /// Whether this call runs as a task: its policy, and whether the
     /// request declared the extension. -32021 when the tool requires a task
     /// and the extension was not declared. On an `initialize`-era session
-    /// (2025-11-25 and before) the rules of that era apply instead: a task
+    /// (2025-11-25 and before) that did not declare the extension, the
+    /// rules of that era apply instead: a task
     /// when the call asked for one (`params.task`) and the policy allows
     /// it, -32601 when it asked against a forbidden policy or did not ask
     /// for a required tool.
@@ -250,8 +251,8 @@ impl TaskRuntime {
         context: &RequestContext<RoleServer>,
         tasks: &ToolTasks,
     ) -> Result<bool, ErrorData> {
-        if legacy::is_old_tasks_era(context) {
-            return legacy::runs_as_task(request, context, tasks.policy_for(request));
+        if era::is_old_tasks_era(context) {
+            return era::runs_as_task(request, context, tasks.policy_for(request));
         }
         let declared = context
             .client_capabilities()

@@ -15,7 +15,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use super::wire::{self, RELATED_TASK};
-use super::{Augmented, PREFIX, is_initialize_era, notify};
+use super::{PREFIX, is_initialize_era, notify};
+use crate::server::era::Augmented;
 use crate::server::runtime::TaskRuntime;
 use crate::server::wire::{store_failure, task_not_found};
 use crate::store::{Change, Modified, PackedRecord, Principal};

@@ -55,88 +55,13 @@ pub(crate) mod outbound;
 mod reroute;
 mod wire;
 
-use std::borrow::Cow;
-use std::time::Duration;
-
-use rmcp::ErrorData;
-use rmcp::RoleServer;
-use rmcp::model::{CallToolRequestParams, ErrorCode};
-use rmcp::service::RequestContext;
-
 pub(crate) use answer::{CALL, answer, call_tool};
 pub(crate) use reroute::{declares_extension, may_reroute, reroute};
 
 #[cfg(doc)]
 use super::TaskRuntime;
-pub(crate) use super::era::{is_initialize_era, is_old_tasks_era};
-use super::policy::{TaskPolicy, ToolTasks};
-use crate::task::Ttl;
+pub(crate) use super::era::is_initialize_era;
 
 /// The prefix of the methods under which the transports hand the requests
 /// of this era's tasks to rmcp's custom-request hook.
 pub(crate) const PREFIX: &str = "mcp-tasks/2025-11-25/";
-
-/// The shortest TTL a client may ask for: a task that expires before its
-/// client's first poll is of no use to anyone.
-const MIN_TTL: Duration = Duration::from_secs(1);
-
-/// The mark a `tools/call` that asked for a task (`params.task`) carries in
-/// its context's extensions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Augmented {
-    /// The `ttl` it asked for, in milliseconds.
-    pub(crate) ttl: Option<u64>,
-}
-
-/// Whether a call of this era runs as a task (see
-/// `TaskRuntime::runs_as_task`).
-pub(crate) fn runs_as_task(
-    request: &CallToolRequestParams,
-    context: &RequestContext<RoleServer>,
-    policy: TaskPolicy,
-) -> Result<bool, ErrorData> {
-    let augmented = context.extensions.get::<Augmented>().is_some();
-    match policy {
-        TaskPolicy::Forbidden if augmented => Err(ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            format!(
-                "Tool {} does not support task augmentation (taskSupport: 'forbidden')",
-                request.name
-            ),
-            None,
-        )),
-        TaskPolicy::Required if !augmented => Err(ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            format!(
-                "Tool {} requires task augmentation (taskSupport: 'required')",
-                request.name
-            ),
-            None,
-        )),
-        TaskPolicy::Forbidden => Ok(false),
-        _ => Ok(augmented),
-    }
-}
-
-/// `tasks`, with the TTL the call asked for (`params.task.ttl`) where it
-/// asked for one: from [`MIN_TTL`] up to `max` (the runtime's maximum
-/// lifetime; unbounded when it has none).
-pub(crate) fn with_requested_ttl<'a>(
-    tasks: &'a ToolTasks,
-    context: &RequestContext<RoleServer>,
-    max: Option<Duration>,
-) -> Cow<'a, ToolTasks> {
-    match context
-        .extensions
-        .get::<Augmented>()
-        .and_then(|mark| mark.ttl)
-    {
-        Some(ms) => {
-            let asked = Duration::from_millis(ms).max(MIN_TTL);
-            let mut tasks = tasks.clone();
-            tasks.ttl = Some(Ttl::Limited(max.map_or(asked, |max| asked.min(max))));
-            Cow::Owned(tasks)
-        }
-        None => Cow::Borrowed(tasks),
-    }
-}

@@ -1,0 +1,416 @@
+//! One connection to the upstream: where the upstream is ([`Upstream`]),
+//! the era a connection is opened in ([`Eras`], [`CallEra`],
+//! [`Lifecycle`]; see the [`upstream`](super::upstream) docs for how it is
+//! chosen), the transport of a stdio child, and the backoff between
+//! attempts to connect.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{
+    ClientLifecycleMode, RxJsonRpcMessage, TxJsonRpcMessage, serve_client_with_lifecycle,
+};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, Transport};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::relay::{Calls, RelayHandler};
+use super::roots::{SessionRoots, SessionWindow};
+use super::{Error, GatewayOptions};
+use crate::client::listen::DemuxReader;
+use crate::client::{ListenChannel, TasksClient, legacy};
+
+/// Where the upstream MCP server is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Upstream {
+    /// A command line, run with `sh -c`, that speaks MCP on stdin and stdout.
+    Command(String),
+    /// A Streamable HTTP endpoint, with headers for every request (an
+    /// `Authorization` header is sent as the transport's bearer token).
+    Url {
+        /// The endpoint, e.g. `http://127.0.0.1:8080/mcp`.
+        url: String,
+        /// `(name, value)` pairs.
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl Upstream {
+    /// A child process: `command` run with `sh -c`.
+    pub fn command(command: impl Into<String>) -> Self {
+        Self::Command(command.into())
+    }
+
+    /// A Streamable HTTP endpoint.
+    pub fn url(url: impl Into<String>) -> Self {
+        Self::Url {
+            url: url.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// Adds a header to every request of an HTTP upstream (ignored for a command).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        if let Self::Url { headers, .. } = &mut self {
+            headers.push((name.into(), value.into()));
+        }
+        self
+    }
+}
+
+/// The client of one upstream connection.
+pub(crate) type UpstreamClient = TasksClient<legacy::Handler>;
+
+/// One connection to the upstream.
+pub(crate) struct Connection {
+    /// Names the connection to the relay: the upstream's requests on it go
+    /// to the call in flight on it.
+    pub(crate) id: u64,
+    pub(crate) client: UpstreamClient,
+    /// Fired when the transport closed (a stdio child's stdout ended).
+    pub(super) closed: CancellationToken,
+    /// When it was opened: one that closes soon after counts as a failure.
+    pub(super) opened: Instant,
+    /// Closed by the gateway itself (its call was cancelled, or it was
+    /// idle): no failure.
+    pub(super) retired: std::sync::atomic::AtomicBool,
+    /// The gateway's own connection, in the pool too: never closed as idle.
+    pub(super) own: std::sync::atomic::AtomicBool,
+}
+
+impl Connection {
+    /// The era of the connection.
+    pub(crate) fn era(&self) -> CallEra {
+        if self.client.initialize_era() {
+            CallEra::Handshake
+        } else {
+            CallEra::Modern
+        }
+    }
+
+    /// Whether the upstream makes tasks of its own: a 2026-07-28 upstream
+    /// that advertises the extension, or a 2025-11-25 upstream that
+    /// declared `tasks.requests.tools.call`.
+    pub(crate) fn makes_tasks(&self) -> bool {
+        if self.client.initialize_era() {
+            self.client
+                .legacy_server_tasks()
+                .flatten()
+                .is_some_and(|tasks| tasks.tools_call())
+        } else {
+            self.client.server_supports()
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+            || self.client.running().is_closed()
+            || self.client.running().peer().is_transport_closed()
+    }
+
+    /// Completes when the transport has closed (or the connection was
+    /// given up as lost).
+    pub(crate) async fn closed(&self) {
+        self.closed.cancelled().await;
+    }
+
+    /// Whether the upstream answers a `ping` within `timeout`: with a
+    /// result or with a JSON-RPC error (a 2026-07-28 server may not know
+    /// `ping`); a timeout or a transport failure is no answer.
+    pub(super) async fn answers_ping(&self, timeout: Duration) -> bool {
+        let ping = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest {
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        let mut options = rmcp::service::PeerRequestOptions::no_options();
+        options.timeout = Some(timeout);
+        let peer = self.client.running().peer();
+        match peer.send_request_with_option(ping, options).await {
+            Ok(handle) => matches!(
+                handle.await_response().await,
+                Ok(_) | Err(rmcp::service::ServiceError::McpError(_))
+            ),
+            Err(_) => false,
+        }
+    }
+}
+
+/// How long a stdio upstream has to exit once its stdin is closed.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// A child process's stdio as an rmcp transport, through the legacy tap,
+/// that says when the child's stdout ends.
+struct ChildTransport {
+    io: AsyncRwTransport<RoleClient, DemuxReader<legacy::TapRead<ChildStdout>>, ChildStdin>,
+    child: Child,
+    closed: CancellationToken,
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let sending = self.io.send(item);
+        let closed = self.closed.clone();
+        async move {
+            let sent = sending.await;
+            if sent.is_err() {
+                closed.cancel();
+            }
+            sent
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.io.receive().await;
+        if message.is_none() {
+            self.closed.cancel();
+        }
+        message
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.closed.cancel();
+        self.io.close().await?;
+        if tokio::time::timeout(EXIT_GRACE, self.child.wait())
+            .await
+            .is_err()
+        {
+            self.child.kill().await?;
+        }
+        Ok(())
+    }
+}
+
+/// The eras an upstream is reached in (see the [module](self) docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Eras {
+    /// Only `initialize` (a 2025-era server).
+    Handshake,
+    /// Only 2026-07-28 (a modern-only server, or one that makes tasks with
+    /// the extension).
+    Modern,
+    /// Both: plain calls on 2025-era connections, calls of tools that ask
+    /// by MRTR on 2026-07-28 ones.
+    Both,
+}
+
+/// The era of one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallEra {
+    /// Opened with `initialize`.
+    Handshake,
+    /// 2026-07-28.
+    Modern,
+}
+
+/// How a connection is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifecycle {
+    /// `server/discover`, else `initialize`.
+    Probe,
+    /// `initialize`, offering 2025-11-25.
+    Handshake,
+    /// `server/discover` only.
+    Modern,
+}
+
+impl Lifecycle {
+    /// How a connection of `era` is opened to an upstream that speaks `eras`.
+    pub(crate) fn of(eras: Eras, era: CallEra) -> Self {
+        match (eras, era) {
+            (Eras::Both, CallEra::Handshake) => Self::Handshake,
+            (Eras::Both, CallEra::Modern) => Self::Modern,
+            // An upstream of one era is probed each time, as at start.
+            _ => Self::Probe,
+        }
+    }
+}
+
+/// What every connection to the upstream shares: the calls in flight the
+/// upstream's messages go to, and the gateway's roots.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) calls: Arc<Calls>,
+    pub(crate) roots: Arc<SessionRoots>,
+}
+
+/// Opens a connection to `upstream` (within `timeout`), in the era
+/// `lifecycle` says: with [`Lifecycle::Probe`] whichever it speaks,
+/// 2026-07-28 by `server/discover`, else `initialize` (2025-11-25, or an
+/// older version the server settles on).
+pub(super) async fn connect(
+    upstream: &Upstream,
+    shared: &Shared,
+    options: &GatewayOptions,
+    lifecycle: Lifecycle,
+) -> Result<Connection, Error> {
+    let id = shared.calls.next_connection();
+    let timeout = options.connect_timeout;
+    let (lifecycle, handshake_version) = match lifecycle {
+        Lifecycle::Probe => (
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            },
+            None,
+        ),
+        Lifecycle::Handshake => (
+            ClientLifecycleMode::Initialize,
+            Some(ProtocolVersion::V_2025_11_25),
+        ),
+        Lifecycle::Modern => (
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+            None,
+        ),
+    };
+    let window = SessionWindow::default();
+    let relay = RelayHandler::new(
+        shared.calls.clone(),
+        shared.roots.clone(),
+        id,
+        options.startup_window,
+        window.clone(),
+        handshake_version,
+    );
+    let handler = legacy::Handler::new(relay);
+    let tap = handler.tap();
+    let closed = CancellationToken::new();
+    let connecting = async {
+        match upstream {
+            Upstream::Command(command) => {
+                let mut child = tokio::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("exec {command}"))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .map_err(|source| Error::Spawn { source })?;
+                let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+                    return Err(Error::Spawn {
+                        source: std::io::Error::other("the child has no stdin or stdout"),
+                    });
+                };
+                let (listen, stdout) = ListenChannel::stdio(tap.read(stdout));
+                let transport = ChildTransport {
+                    io: AsyncRwTransport::new_client(stdout, stdin),
+                    child,
+                    closed: closed.clone(),
+                };
+                let running = serve_client_with_lifecycle(handler, transport, lifecycle)
+                    .await
+                    .map_err(|source| Error::Initialize {
+                        source: Box::new(source),
+                    })?;
+                Ok((running, listen))
+            }
+            Upstream::Url { url, headers } => {
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    if name.eq_ignore_ascii_case("authorization") {
+                        let token = value.strip_prefix("Bearer ").unwrap_or(value);
+                        config = config.auth_header(token);
+                    } else {
+                        let name = http::HeaderName::try_from(name.as_str())
+                            .map_err(|_| Error::Header { name: name.clone() })?;
+                        let value = http::HeaderValue::try_from(value.as_str()).map_err(|_| {
+                            Error::Header {
+                                name: name.to_string(),
+                            }
+                        })?;
+                        custom.insert(name, value);
+                    }
+                }
+                if !custom.is_empty() {
+                    config = config.custom_headers(custom);
+                }
+                // Redirects are not followed: the upstream is where it was told.
+                let http = reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|source| Error::Http {
+                        source: Box::new(source),
+                    })?;
+                // Listen streams are POSTs of their own, to the same endpoint.
+                let listen = ListenChannel::http(http.clone(), &config);
+                let transport = StreamableHttpClientTransport::with_client(tap.http(http), config);
+                let running = serve_client_with_lifecycle(handler, transport, lifecycle)
+                    .await
+                    .map_err(|source| Error::Initialize {
+                        source: Box::new(source),
+                    })?;
+                Ok((running, listen))
+            }
+        }
+    };
+    let (running, listen) = tokio::time::timeout(timeout, connecting)
+        .await
+        .map_err(|_| Error::ConnectTimeout(timeout))??;
+    window.open();
+    if running
+        .peer()
+        .peer_info()
+        .is_some_and(|info| info.protocol_version.has_initialize())
+    {
+        // A session: told when the gateway's roots change.
+        shared.roots.register(running.peer().clone(), window);
+    }
+    Ok(Connection {
+        id,
+        // An upstream task is awaited on a listen stream where the upstream
+        // serves one (2026-07-28), by polling otherwise.
+        client: TasksClient::new(running).with_listen(listen),
+        closed,
+        opened: Instant::now(),
+        retired: std::sync::atomic::AtomicBool::new(false),
+        own: std::sync::atomic::AtomicBool::new(false),
+    })
+}
+
+/// How long an upstream that answered `server/discover` has to answer
+/// `initialize` too, at start.
+const HANDSHAKE_PROBE: Duration = Duration::from_secs(10);
+
+/// Whether an upstream that answered `server/discover` without the Tasks
+/// extension accepts `initialize` too: a 2025-era connection to it if it
+/// does (see the [module](self) docs).
+pub(super) async fn handshake_too(
+    upstream: &Upstream,
+    shared: &Shared,
+    options: &GatewayOptions,
+) -> Option<Connection> {
+    let options = options
+        .clone()
+        .with_connect_timeout(options.connect_timeout.min(HANDSHAKE_PROBE));
+    match connect(upstream, shared, &options, Lifecycle::Handshake).await {
+        Ok(connection) if connection.era() == CallEra::Handshake => Some(connection),
+        // It settled on a version without a handshake: 2026-07-28 only.
+        Ok(_) => None,
+        Err(error) => {
+            tracing::debug!(%error, "the upstream refuses initialize: reached on 2026-07-28 only");
+            None
+        }
+    }
+}
+
+/// The pause before attempt `failures + 1`: `min`, doubling, up to `max`.
+pub(crate) fn backoff(min: Duration, max: Duration, failures: u32) -> Duration {
+    min.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(16)))
+        .min(max.max(min))
+}
