@@ -1,9 +1,11 @@
 //! Serving over Streamable HTTP (feature `http`): the recipe in one place.
 //!
 //! [`StreamableHttpServer`] builds the axum router for an rmcp server on our
-//! [`TaskRuntime`]: rmcp's `StreamableHttpService`, stateless (2026-07-28 has
-//! no sessions), answering plain JSON where no notification precedes the
-//! answer, without SSE keep-alives; and in front of it one middleware that
+//! [`TaskRuntime`]: rmcp's `StreamableHttpService`, stateless for 2026-07-28
+//! (which has no sessions; clients that open with `initialize` get rmcp's
+//! sessions, whose answers carry the 2025-11-25 task fields, see
+//! [`legacy`](super::legacy)), answering plain JSON where no notification
+//! precedes the answer, without SSE keep-alives; and in front of it one middleware that
 //! answers well-formed `tasks/*` polls straight from the runtime (as
 //! [`fast_tasks`] does), serves `subscriptions/listen` for tasks (as
 //! [`listen_tasks`] does; rmcp 3.11 cannot: see [`listen`](super::listen))
@@ -36,7 +38,9 @@
 //! # }
 //! ```
 //!
-//! Which parts matter: statelessness is what 2026-07-28 asks for; JSON
+//! Which parts matter: statelessness is what 2026-07-28 asks for (a
+//! 2025-11-25 client's session lives in the process that made it: behind a
+//! load balancer, route its requests by `Mcp-Session-Id`); JSON
 //! answers and `TCP_NODELAY` make small answers one write (together about a
 //! tenfold throughput gain for `tasks/get` on loopback, see BENCHMARKS.md);
 //! the fast paths skip rmcp's dispatch for polls and task creation, in one
