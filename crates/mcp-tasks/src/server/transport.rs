@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::TaskRuntime;
-use super::legacy::{self, outbound::Outbound};
+use super::legacy::{self, outbound::Outbound, outbound::Rewriting};
 use super::listen::stdio::Reroute;
 use crate::stdio::{FilteredReader, Line, LineFilter, contains};
 
@@ -51,8 +51,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    inner: AsyncRwTransport<RoleServer, TaskReader<R>, W>,
-    outbound: Outbound,
+    inner: Rewriting<AsyncRwTransport<RoleServer, TaskReader<R>, W>>,
 }
 
 impl<R, W> std::fmt::Debug for StdioTransport<R, W>
@@ -74,8 +73,10 @@ where
     pub fn new(runtime: &TaskRuntime, read: R, write: W) -> Self {
         let reader = TaskReader(FilteredReader::new(read, TaskLines::default()));
         Self {
-            inner: AsyncRwTransport::new_server(reader, write),
-            outbound: Outbound::new(runtime, false),
+            inner: Rewriting::new(
+                AsyncRwTransport::new_server(reader, write),
+                Outbound::new(runtime, false),
+            ),
         }
     }
 }
@@ -91,14 +92,11 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let item = self.outbound.sent(item);
         self.inner.send(item)
     }
 
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        let message = self.inner.receive().await?;
-        self.outbound.received(&message);
-        Some(message)
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
+        self.inner.receive()
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {

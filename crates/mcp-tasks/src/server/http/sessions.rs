@@ -9,17 +9,14 @@
 use std::sync::Arc;
 
 use futures::Stream;
-use rmcp::RoleServer;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
-use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
-use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::{
     EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
 };
 
 use crate::server::TaskRuntime;
-use crate::server::legacy::outbound::Outbound;
+use crate::server::legacy::outbound::{Outbound, Rewriting};
 
 /// rmcp's [`LocalSessionManager`], whose sessions' answers go through
 /// [`Outbound`].
@@ -37,47 +34,18 @@ impl Sessions {
     }
 }
 
-/// One session's transport, its answers rewritten.
-pub(super) struct SessionTransport<T> {
-    inner: T,
-    outbound: Outbound,
-}
-
-impl<T: Transport<RoleServer>> Transport<RoleServer> for SessionTransport<T> {
-    type Error = T::Error;
-
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleServer>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let item = self.outbound.sent(item);
-        self.inner.send(item)
-    }
-
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
-        self.inner.receive()
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
-    }
-}
-
 impl Sessions {
     fn wrap(
         &self,
         transport: <LocalSessionManager as SessionManager>::Transport,
-    ) -> SessionTransport<<LocalSessionManager as SessionManager>::Transport> {
-        SessionTransport {
-            inner: transport,
-            outbound: Outbound::new(&self.runtime, true),
-        }
+    ) -> Rewriting<<LocalSessionManager as SessionManager>::Transport> {
+        Rewriting::new(transport, Outbound::new(&self.runtime, true))
     }
 }
 
 impl SessionManager for Sessions {
     type Error = <LocalSessionManager as SessionManager>::Error;
-    type Transport = SessionTransport<<LocalSessionManager as SessionManager>::Transport>;
+    type Transport = Rewriting<<LocalSessionManager as SessionManager>::Transport>;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let (id, transport) = self.inner.create_session().await?;

@@ -9,6 +9,7 @@ use std::sync::{Arc, Weak};
 use rmcp::RoleServer;
 use rmcp::model::{ClientRequest, CustomResult, JsonRpcMessage, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
 use serde_json::Value;
 
 use super::wire;
@@ -96,5 +97,42 @@ impl Outbound {
             response.result = ServerResult::CustomResult(CustomResult::new(value));
         }
         JsonRpcMessage::Response(response)
+    }
+}
+
+/// A transport whose answers go through an [`Outbound`] (the stdio
+/// transport's, an HTTP session's).
+#[derive(Debug)]
+pub(crate) struct Rewriting<T> {
+    inner: T,
+    outbound: Outbound,
+}
+
+impl<T> Rewriting<T> {
+    /// `inner`, its answers rewritten by `outbound`.
+    pub(crate) fn new(inner: T, outbound: Outbound) -> Self {
+        Self { inner, outbound }
+    }
+}
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for Rewriting<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let item = self.outbound.sent(item);
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let message = self.inner.receive().await?;
+        self.outbound.received(&message);
+        Some(message)
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
     }
 }
