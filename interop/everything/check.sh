@@ -48,28 +48,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-FAILS=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; FAILS=$((FAILS + 1)); }
-
-# json FILE PYTHON-EXPRESSION: evaluates the expression with `d` = the JSON object in FILE
-# (`t` = d's concatenated result text); prints the value ("" for None, JSON for non-str).
-json() {
-  python3 - "$1" "$2" <<'EOF'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception:
-    d = {}
-res = d.get("result") or {}
-t = " ".join(c.get("text", "") for c in res.get("content", []) if isinstance(c, dict))
-try:
-    v = eval(sys.argv[2])
-except Exception as e:
-    v = f"<{type(e).__name__}: {e}>"
-print("" if v is None else v if isinstance(v, str) else json.dumps(v))
-EOF
-}
+# pass, fail, json, expect, listening
+. "$(dirname "$0")/../lib.sh"
 
 # sent WIRE PYTHON-EXPRESSION: evaluates over `calls` = the tools/call requests in WIRE.
 sent() {
@@ -86,19 +66,6 @@ for line in open(sys.argv[1]):
 v = eval(sys.argv[2])
 print("" if v is None else v if isinstance(v, str) else json.dumps(v))
 EOF
-}
-
-# expect NAME FILE RC WANT_RC PYTHON-EXPRESSION: passes when the exit code is WANT_RC
-# and the expression (over the JSON report in FILE) is true.
-expect() {
-  local name=$1 out=$2 rc=$3 want=$4 cond=$5
-  if [ "$rc" -ne "$want" ]; then
-    fail "$name" "exit $rc, expected $want: $(head -c 400 "$out")"
-  elif [ "$(json "$out" "bool($cond)")" != "true" ]; then
-    fail "$name" "not ($cond): $(head -c 400 "$out")"
-  else
-    pass "$name"
-  fi
 }
 
 checks() {

@@ -45,28 +45,8 @@ export FIXTURE_TRACE=$WORK/trace.jsonl
 export FIXTURE_POLL_MS=100
 : >"$FIXTURE_TRACE"
 
-FAILS=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; FAILS=$((FAILS + 1)); }
-
-# json FILE PYTHON-EXPRESSION: evaluates the expression with `d` = the JSON object in FILE
-# (`t` = d's concatenated result text); prints the value ("" for None, JSON for non-str).
-json() {
-  "$PY" - "$1" "$2" <<'EOF'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception:
-    d = {}
-res = d.get("result") or {}
-t = " ".join(c.get("text", "") for c in res.get("content", []) if isinstance(c, dict))
-try:
-    v = eval(sys.argv[2])
-except Exception as e:
-    v = f"<{type(e).__name__}: {e}>"
-print("" if v is None else v if isinstance(v, str) else json.dumps(v))
-EOF
-}
+# pass, fail, json, expect, listening
+. "$(dirname "$0")/../lib.sh"
 
 # trace 'STMT; ...; EXPR' [SINCE]: evaluates over `ev` = trace events (lines after line SINCE).
 trace() {

@@ -51,52 +51,8 @@ cleanup() {
 trap cleanup EXIT
 export MCP_TASKS_JOURNAL=$WORK/journal.sqlite3
 
-FAILS=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; FAILS=$((FAILS + 1)); }
-
-# json FILE PYTHON-EXPRESSION: evaluates the expression with `d` = the JSON object in FILE
-# (`t` = d's concatenated result text).
-json() {
-  python3 - "$1" "$2" <<'EOF'
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception:
-    d = {}
-res = d.get("result") or {}
-t = " ".join(c.get("text", "") for c in res.get("content", []) if isinstance(c, dict))
-try:
-    v = eval(sys.argv[2])
-except Exception as e:
-    v = f"<{type(e).__name__}: {e}>"
-print("" if v is None else v if isinstance(v, str) else json.dumps(v))
-EOF
-}
-
-# expect NAME FILE RC WANT_RC PYTHON-EXPRESSION
-expect() {
-  local name=$1 out=$2 rc=$3 want=$4 cond=$5
-  if [ "$rc" -ne "$want" ]; then
-    fail "$name" "exit $rc, expected $want: $(head -c 400 "$out")"
-  elif [ "$(json "$out" "bool($cond)")" != "true" ]; then
-    fail "$name" "not ($cond): $(head -c 400 "$out")"
-  else
-    pass "$name"
-  fi
-}
-
-# listening FILE PID: waits for "listening on URL" in FILE and prints URL.
-listening() {
-  local url=
-  for _ in $(seq 300); do
-    url=$(sed -n 's/^listening on //p' "$1" | head -n 1)
-    [ -n "$url" ] && break
-    kill -0 "$2" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "$url"
-}
+# pass, fail, json, expect, listening
+. "$(dirname "$0")/../lib.sh"
 
 # gateway_http NAME ARGS...: starts `mcp-tasks serve --http` with ARGS; sets GATEWAY_URL.
 gateway_http() {

@@ -46,56 +46,10 @@ trap cleanup EXIT
 export MCP_TASKS_JOURNAL=$WORK/journal.sqlite3
 mkdir -p "$WORK/roots/projects" "$WORK/roots/my docs"
 ROOTS=(--upstream-root "$WORK/roots/projects" --upstream-root "$WORK/roots/my docs")
-WANT_ROOTS="roots: file://$WORK/roots/projects, file://$WORK/roots/my%20docs"
+export WANT_ROOTS="roots: file://$WORK/roots/projects, file://$WORK/roots/my%20docs"
 
-FAILS=0
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; FAILS=$((FAILS + 1)); }
-
-# json FILE PYTHON-EXPRESSION: evaluates the expression with `d` = the JSON object in FILE
-# (`t` = d's concatenated result text, `reqs` = d's input requests, `W` = $WANT_ROOTS).
-json() {
-  WANT_ROOTS=$WANT_ROOTS python3 - "$1" "$2" <<'EOF'
-import json, os, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except Exception:
-    d = {}
-res = d.get("result") or {}
-t = " ".join(c.get("text", "") for c in res.get("content", []) if isinstance(c, dict))
-reqs = res.get("inputRequests") or {}
-W = os.environ["WANT_ROOTS"]
-try:
-    v = eval(sys.argv[2])
-except Exception as e:
-    v = f"<{type(e).__name__}: {e}>"
-print("" if v is None else v if isinstance(v, str) else json.dumps(v))
-EOF
-}
-
-# expect NAME FILE RC WANT_RC PYTHON-EXPRESSION
-expect() {
-  local name=$1 out=$2 rc=$3 want=$4 cond=$5
-  if [ "$rc" -ne "$want" ]; then
-    fail "$name" "exit $rc, expected $want: $(head -c 400 "$out")"
-  elif [ "$(json "$out" "bool($cond)")" != "true" ]; then
-    fail "$name" "not ($cond): $(head -c 400 "$out")"
-  else
-    pass "$name"
-  fi
-}
-
-# listening FILE PID: waits for "listening on URL" in FILE and prints URL.
-listening() {
-  local url=
-  for _ in $(seq 300); do
-    url=$(sed -n 's/^listening on //p' "$1" 2>/dev/null | head -n 1)
-    [ -n "$url" ] && break
-    kill -0 "$2" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "$url"
-}
+# pass, fail, json, expect, listening
+. "$(dirname "$0")/../lib.sh"
 
 # checks TRANSPORT CONNECT-ARGS...: the checks both transports share.
 checks() {
@@ -124,7 +78,7 @@ checks() {
 
   "$BIN" call "$@" --json startup_roots >"$out" 2>"$WORK/$tr.err"; rc=$?
   expect "the roots it read for its session are --upstream-root's/$tr" "$out" $rc 0 \
-    'd["status"] == "completed" and t.startswith(W + " (read ")'
+    'd["status"] == "completed" and t.startswith(env["WANT_ROOTS"] + " (read ")'
 
   "$BIN" call "$@" --json greet --arg name=Cy >"$out" 2>"$WORK/$tr.err"; rc=$?
   expect "greet passes through synchronously/$tr" "$out" $rc 0 \
