@@ -36,8 +36,13 @@ pub(crate) fn follow(
     let mut waiter = runtime.inner.waiters.register(&id);
     tokio::spawn(async move {
         let mut seen = version;
+        // Read once before the first wait: a change between the read that
+        // saw `version` and the waiter's registration is not missed.
+        let mut first = true;
         loop {
-            waiter.wait(LOOK_EVERY).await;
+            if !std::mem::take(&mut first) {
+                waiter.wait(LOOK_EVERY).await;
+            }
             if peer.is_transport_closed() {
                 return;
             }
