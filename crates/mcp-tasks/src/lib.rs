@@ -10,6 +10,8 @@
 pub mod form;
 pub mod private_files;
 #[cfg(any(feature = "client", feature = "server"))]
+pub mod quiet;
+#[cfg(any(feature = "client", feature = "server"))]
 mod stdio;
 pub mod task;
 
