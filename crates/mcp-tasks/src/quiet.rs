@@ -38,7 +38,9 @@
 //!   recipe (`server::http::StreamableHttpServer`, its router, and
 //!   `server::http::serve*` for any router) runs each request and each
 //!   streamed answer in it, with the service rmcp makes for each 2026-07-28
-//!   request.
+//!   request; and rmcp's sessions of initialize-era clients there, whose
+//!   loop rmcp spawns with no span around it, are put in it at the end of
+//!   their handshake.
 //!
 //! # What a program does
 //!
@@ -153,6 +155,38 @@ pub fn in_scope<R>(step: impl FnOnce() -> R) -> R {
     step()
 }
 
+/// Opens the scope on this thread until the next span of ours entered
+/// here takes it over, and ends it at that span's exit: for the moment
+/// between a future of ours that rmcp polls and the span rmcp creates right
+/// after, synchronously, on a task it spawned without a span (the service
+/// loop of an HTTP session, see `server::http`). Should no span of ours
+/// follow, the next one entered on this thread ends it; meanwhile the
+/// thread's events go on to the subscriber they went to before.
+#[cfg(feature = "http")]
+pub(crate) fn arm() {
+    if activate(None) {
+        let _ = THREAD.try_with(|thread| {
+            if let Ok(mut thread) = thread.try_borrow_mut() {
+                thread.armed += 1;
+            }
+        });
+    }
+}
+
+/// Takes over an activation [`arm`] left open, if there is one.
+fn disarm() -> bool {
+    THREAD
+        .try_with(|thread| {
+            let Ok(mut thread) = thread.try_borrow_mut() else {
+                return false;
+            };
+            let armed = thread.armed > 0;
+            thread.armed = thread.armed.saturating_sub(1);
+            armed
+        })
+        .unwrap_or(false)
+}
+
 /// Whether `metadata` is rmcp's.
 fn from_rmcp(metadata: &Metadata<'_>) -> bool {
     let target = metadata.target();
@@ -177,6 +211,8 @@ struct ThreadScope {
     guard: Option<DefaultGuard>,
     /// Our spans entered on this thread, innermost last.
     entered: Vec<(u64, &'static Metadata<'static>)>,
+    /// Activations opened by `arm` that the next span entered takes over.
+    armed: usize,
 }
 
 thread_local! {
@@ -186,6 +222,7 @@ thread_local! {
             outer: None,
             guard: None,
             entered: Vec::new(),
+            armed: 0,
         })
     };
 }
@@ -482,7 +519,9 @@ impl Subscriber for Quiet {
     fn enter(&self, span: &Id) {
         match self.lookup(span) {
             Some((inner, inner_id, metadata)) => {
-                activate(Some(inner.clone()));
+                if !disarm() {
+                    activate(Some(inner.clone()));
+                }
                 push_entered(span.into_u64(), metadata);
                 if let Some(inner_id) = inner_id {
                     inner.enter(&inner_id);

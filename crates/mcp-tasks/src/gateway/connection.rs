@@ -359,7 +359,10 @@ pub(super) async fn connect(
             }
         }
     };
-    let (running, listen) = tokio::time::timeout(timeout, connecting)
+    // In the quiet scope: the service loop and transport worker rmcp
+    // starts here stay in it, so the upstream's messages (task ids in
+    // them) never reach a log.
+    let (running, listen) = tokio::time::timeout(timeout, crate::quiet::scope(connecting))
         .await
         .map_err(|_| Error::ConnectTimeout(timeout))??;
     window.open();

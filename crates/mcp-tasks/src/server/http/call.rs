@@ -134,7 +134,11 @@ where
         context.meta = meta;
         context.extensions = extensions;
         let server = self.server.clone();
-        let handler = tokio::spawn(async move { server.handle_request(request, context).await });
+        // In the quiet scope (see `crate::quiet`), as rmcp's own handler
+        // tasks are when its loop runs in it.
+        let handler = tokio::spawn(crate::quiet::scope(async move {
+            server.handle_request(request, context).await
+        }));
         // A client that goes away before the answer cancels the handler's token.
         let disconnect = request_ct.clone().drop_guard();
         let outcome = handler.await;
@@ -171,7 +175,11 @@ where
                 let info =
                     InitializeRequestParams::new(Default::default(), Implementation::default())
                         .with_protocol_version(ProtocolVersion::V_2026_07_28);
-                let running = serve_directly(self.server.clone(), Discard, Some(info));
+                // Its loop in the quiet scope: what the handlers send
+                // through this peer is logged by no one.
+                let running = crate::quiet::in_scope(|| {
+                    serve_directly(self.server.clone(), Discard, Some(info))
+                });
                 Detached {
                     peer: running.peer().clone(),
                     _loop: running,

@@ -15,12 +15,15 @@
 //! [`fast_tool_calls`](super::fast_tool_calls) answer the same requests the
 //! same way for a router of one's own.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use rmcp::ServerHandler;
 
 use super::call::ToolCalls;
@@ -40,6 +43,9 @@ pub(super) struct Front<S: ServerHandler> {
     pub(super) calls: ToolCalls<S>,
 }
 
+/// The middleware, in the quiet scope (see [`quiet`](crate::quiet)): the
+/// service loops rmcp starts for a request, and the answers it streams,
+/// log no message.
 pub(super) async fn front<S>(
     State(front): State<Arc<Front<S>>>,
     request: Request,
@@ -48,9 +54,16 @@ pub(super) async fn front<S>(
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
+    crate::quiet::scope(serve(front, request, next)).await
+}
+
+async fn serve<S>(front: Arc<Front<S>>, request: Request, next: Next) -> Response
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
     let (parts, mut bytes) = match guard::read(&front.guard, request).await {
         Ok(Admitted::Post(parts, bytes)) => (parts, bytes),
-        Ok(Admitted::Session(request)) => return next.run(request).await,
+        Ok(Admitted::Session(request)) => return rmcp(next, request).await,
         Err(refusal) => return refusal,
     };
     let tasks = fast::tasks_method(&parts.headers);
@@ -71,9 +84,7 @@ where
         && legacy::reroute(fields)
     {
         bytes = message.to_string().into();
-        return next
-            .run(Request::from_parts(parts, Body::from(bytes)))
-            .await;
+        return rmcp(next, Request::from_parts(parts, Body::from(bytes))).await;
     }
     let named = |method: &str| {
         parts
@@ -95,6 +106,43 @@ where
         return front.calls.answer(parts, message).await;
     }
     // Not for a fast path: rmcp validates and answers.
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    rmcp(next, Request::from_parts(parts, Body::from(bytes))).await
+}
+
+/// rmcp's answer to `request`; an event stream is read in the quiet scope
+/// too (rmcp logs each message of a stateless one as it is read).
+async fn rmcp(next: Next, request: Request) -> Response {
+    let response = next.run(request).await;
+    let streamed = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
+    if streamed {
+        response.map(|body| Body::new(Quiet(body)))
+    } else {
+        response
+    }
+}
+
+/// A body read in the quiet scope.
+struct Quiet(Body);
+
+impl HttpBody for Quiet {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        crate::quiet::in_scope(|| Pin::new(&mut self.0).poll_frame(cx))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.0.size_hint()
+    }
 }

@@ -400,7 +400,9 @@ async fn serve_until(
         }
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
         let mut stopping = stopping.clone();
-        tokio::spawn(async move {
+        // In the quiet scope: whatever router it serves, the service loops
+        // rmcp starts for its requests log no message (see `crate::quiet`).
+        tokio::spawn(crate::quiet::scope(async move {
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(header_timeout)
@@ -415,7 +417,7 @@ async fn serve_until(
                 }
             }
             drop(seat);
-        });
+        }));
     }
     drop(listener);
     let _ = stop.send(true);

@@ -9,7 +9,10 @@
 use std::sync::Arc;
 
 use futures::Stream;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::RoleServer;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage, ServerResult};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::{
     EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
@@ -38,14 +41,58 @@ impl Sessions {
     fn wrap(
         &self,
         transport: <LocalSessionManager as SessionManager>::Transport,
-    ) -> Rewriting<<LocalSessionManager as SessionManager>::Transport> {
-        Rewriting::new(transport, Outbound::new(&self.runtime, true))
+    ) -> Quieted<Rewriting<<LocalSessionManager as SessionManager>::Transport>> {
+        Quieted(Rewriting::new(
+            transport,
+            Outbound::new(&self.runtime, true),
+        ))
+    }
+}
+
+/// A session's transport that puts its service loop in the quiet scope (see
+/// [`quiet`](crate::quiet)): rmcp serves each session on a task it spawns
+/// with no span around it, then, right after sending the `InitializeResult`
+/// (the moment the send ends, in the same poll), starts the service loop
+/// under a span it makes there. The scope is opened as that send ends
+/// ([`quiet::arm`](crate::quiet::arm)), so the span is ours and the loop
+/// stays in the scope. Checked by the logs test of mcp-tasks-conformance,
+/// on rmcp 3.11.0.
+pub(super) struct Quieted<T>(T);
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for Quieted<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let initialized = matches!(
+            &item,
+            ServerJsonRpcMessage::Response(response)
+                if matches!(response.result, ServerResult::InitializeResult(_))
+        );
+        let send = self.0.send(item);
+        async move {
+            let sent = send.await;
+            if initialized && sent.is_ok() {
+                crate::quiet::arm();
+            }
+            sent
+        }
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
+        self.0.receive()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.0.close()
     }
 }
 
 impl SessionManager for Sessions {
     type Error = <LocalSessionManager as SessionManager>::Error;
-    type Transport = Rewriting<<LocalSessionManager as SessionManager>::Transport>;
+    type Transport = Quieted<Rewriting<<LocalSessionManager as SessionManager>::Transport>>;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let (id, transport) = self.inner.create_session().await?;
