@@ -84,7 +84,7 @@ impl<'c, H: ClientHandler> Listening<'c, H> {
             }
         };
         // The stream ended before the task, or lost events: poll from now on.
-        tracing::debug!(event = ?broke, "the listen stream broke; polling");
+        tracing::debug!(event = broke.kind(), "the listen stream broke; polling");
         self.state = State::Off;
         Ok(Heard::ReadNow)
     }

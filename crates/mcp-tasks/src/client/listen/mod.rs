@@ -159,6 +159,20 @@ pub(crate) enum Event {
     Ended,
 }
 
+impl Event {
+    /// What kind of event this is, for a log line: never its content (a
+    /// task's state, or a server's error, may name the task).
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Acknowledged(_) => "acknowledged",
+            Self::Task(_) => "task",
+            Self::Refused(_) => "refused",
+            Self::Gap => "gap",
+            Self::Ended => "ended",
+        }
+    }
+}
+
 /// An open stream.
 pub(crate) enum Stream {
     Routed(routed::RoutedStream),
@@ -195,9 +209,8 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Unavailable(why) => f.write_str(why),
-            Self::Refused(error) => {
-                write!(f, "the server refused: {} ({})", error.message, error.code)
-            }
+            // The code only: a server's message may name the task.
+            Self::Refused(error) => write!(f, "the server refused (code {})", error.code),
             Self::Declined => f.write_str("the acknowledgement left the task out"),
             Self::Failed(why) => f.write_str(why),
         }
