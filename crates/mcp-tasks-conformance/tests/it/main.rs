@@ -9,5 +9,6 @@ mod gateway_roots;
 mod gateway_sync;
 mod gateway_tasks;
 mod hostile;
+mod logs;
 mod server;
 mod support;
