@@ -36,7 +36,9 @@ async fn main() -> anyhow::Result<()> {
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
-    let running = serve_client_with_lifecycle((), transport, lifecycle).await?;
+    // Started in the quiet scope: rmcp logs every message, task ids in
+    // them; there it does not (see `mcp_tasks::quiet`).
+    let running = mcp_tasks::quiet::scope(serve_client_with_lifecycle((), transport, lifecycle)).await?;
     let client = TasksClient::new(running).with_listen(listen);
     println!("the server offers tasks: {}", client.server_supports());
 

@@ -105,7 +105,10 @@
 //!   then the upstream request is cancelled).
 //! * Whatever the runtime promises holds: tasks on SQLite survive a gateway
 //!   restart (one cut off by it fails honestly), replicas share tasks on
-//!   Redis, tasks are bound to their caller, ids are never logged. Requests
+//!   Redis, tasks are bound to their caller, ids are never logged (the
+//!   upstream connections run in the [`quiet`](crate::quiet) scope, and so
+//!   does the HTTP recipe; a gateway served otherwise is started in it, as
+//!   below). Requests
 //!   the gateway does not serve (resources, prompts, ...) get -32601.
 //!
 //! ```no_run
@@ -118,7 +121,8 @@
 //! let runtime = TaskRuntime::builder(MemoryStore::new()).build();
 //! let options = GatewayOptions::default().with_tool_policy("echo", TaskPolicy::Forbidden);
 //! let gateway = Gateway::start(Upstream::command("npx mcp-server-everything stdio"), runtime, options).await?;
-//! let running = gateway.serve(rmcp::transport::stdio()).await?;
+//! // In the quiet scope, so that rmcp's logs carry no task id (see `quiet`).
+//! let running = mcp_tasks::quiet::scope(gateway.serve(rmcp::transport::stdio())).await?;
 //! running.waiting().await?;
 //! # Ok(()) }
 //! ```

@@ -38,7 +38,8 @@ use crate::stdio::{FilteredReader, Line, LineFilter, contains};
 ///
 /// let (stdin, stdout) = rmcp::transport::stdio();
 /// let transport = StdioTransport::new(&server.runtime, stdin, stdout);
-/// let running = server.serve(transport).await?;
+/// // In the quiet scope, so that rmcp's logs carry no task id (see `quiet`).
+/// let running = mcp_tasks::quiet::scope(server.serve(transport)).await?;
 /// running.waiting().await?;
 /// # Ok(()) }
 /// ```

@@ -116,7 +116,7 @@ impl ListenChannel {
     /// let stdout = child.stdout.take().expect("piped");
     /// let stdin = child.stdin.take().expect("piped");
     /// let (channel, stdout) = ListenChannel::stdio(stdout);
-    /// let running = ().serve((stdout, stdin)).await?;
+    /// let running = mcp_tasks::quiet::scope(().serve((stdout, stdin))).await?;
     /// let client = TasksClient::new(running).with_listen(channel);
     /// # Ok(()) }
     /// ```

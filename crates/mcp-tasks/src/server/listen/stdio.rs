@@ -40,7 +40,7 @@ pub(crate) const REROUTED: &str = "mcp-tasks/subscriptions/listen";
 /// use rmcp::ServiceExt;
 ///
 /// let (stdin, stdout) = rmcp::transport::stdio();
-/// let running = server.serve((ListenReader::new(stdin), stdout)).await?;
+/// let running = mcp_tasks::quiet::scope(server.serve((ListenReader::new(stdin), stdout))).await?;
 /// running.waiting().await?;
 /// # Ok(()) }
 /// ```
