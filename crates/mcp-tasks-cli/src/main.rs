@@ -275,25 +275,28 @@ fn http_options(server: &ServerArgs) -> Result<connect::HttpOptions, ExitCode> {
 
 async fn connect_or_exit(server: &ServerArgs) -> Result<connect::Client, ExitCode> {
     let (target, options) = target(server)?;
-    connect_to(&target, &options, server.json).await
+    connect_to(&target, &options, None, server.json).await
 }
 
 async fn connect_to(
     target: &Target,
     options: &connect::HttpOptions,
+    journal: Option<std::sync::Arc<dyn mcp_tasks::client::journal::Journal>>,
     json: bool,
 ) -> Result<connect::Client, ExitCode> {
-    connect::connect(target, options).await.map_err(|error| {
-        let report = Report {
-            status: "error".into(),
-            task_id: None,
-            status_message: None,
-            result: None,
-            error: Some(serde_json::json!({"message": output::error_chain(error.as_ref())})),
-            exit: code::UNREACHABLE,
-        };
-        report.print(json)
-    })
+    connect::connect(target, options, journal)
+        .await
+        .map_err(|error| {
+            let report = Report {
+                status: "error".into(),
+                task_id: None,
+                status_message: None,
+                result: None,
+                error: Some(serde_json::json!({"message": output::error_chain(error.as_ref())})),
+                exit: code::UNREACHABLE,
+            };
+            report.print(json)
+        })
 }
 
 /// The client of a command about one task: its server from --url or
@@ -321,11 +324,8 @@ async fn task_client(
         }
         _ => target(server)?,
     };
-    let client = connect_to(&target, &options, server.json).await?;
-    Ok(match opened {
-        Some(opened) => client.with_journal(opened, journal::server_ref(&target)),
-        None => client,
-    })
+    let opened = opened.map(|opened| opened as _);
+    connect_to(&target, &options, opened, server.json).await
 }
 
 /// The parsed `--header`s.
@@ -407,14 +407,14 @@ async fn call(args: CallArgs) -> ExitCode {
         Ok(target) => target,
         Err(exit) => return exit,
     };
-    let journal = args.journal.open_or_warn().await;
-    let client = match connect_to(&target, &http, args.server.json).await {
+    let journal = args
+        .journal
+        .open_or_warn()
+        .await
+        .map(|journal| journal as _);
+    let client = match connect_to(&target, &http, journal, args.server.json).await {
         Ok(client) => client,
         Err(exit) => return exit,
-    };
-    let client = match journal {
-        Some(journal) => client.with_journal(journal, journal::server_ref(&target)),
-        None => client,
     };
     let watch = watch::Watch::new(args.server.json).detached(args.detach);
     let options = watch.options(options, &policy);
@@ -599,10 +599,9 @@ async fn refreshed(
     let Some(target) = journal::target_of(&entry.server) else {
         return entry.status.clone();
     };
-    let Ok(client) = connect::connect(&target, options).await else {
+    let Ok(client) = connect::connect(&target, options, Some(journal.clone())).await else {
         return entry.status.clone();
     };
-    let client = client.with_journal(journal.clone(), entry.server.clone());
     let status = match client.get(&entry.task_id).await {
         Ok(state) => state.status,
         // Expired and purged, or not this caller's (another --header).

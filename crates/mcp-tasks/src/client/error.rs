@@ -3,7 +3,8 @@
 //! Variants are grouped by who is at fault: the peer refused (a JSON-RPC
 //! error it sent), the peer misbehaved (a malformed or unexpected answer),
 //! the task ended badly (failed, cancelled, input left unanswered), the wait
-//! ended (timeout, stall), the transport failed, or the caller misused the API.
+//! ended (timeout, stall), the transport failed, the connection could not be
+//! opened, or the caller misused the API.
 
 use std::time::Duration;
 
@@ -215,10 +216,46 @@ pub enum Error {
         source: Box<ServiceError>,
     },
 
+    // --- the connection could not be opened ---
+    /// The server's process could not be started
+    /// ([`TasksClient::connect`](super::TasksClient::connect)).
+    #[error("cannot start {program:?}")]
+    Spawn {
+        /// The program (`sh` for a command line).
+        program: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP client for the endpoint could not be built.
+    #[error("cannot build an HTTP client")]
+    HttpClient {
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The server did not complete the MCP lifecycle: it is unreachable,
+    /// exited, refused, or does not speak MCP.
+    #[error("the server did not complete the MCP lifecycle")]
+    Lifecycle {
+        /// What rmcp reported.
+        #[source]
+        source: Box<rmcp::service::ClientInitializeError>,
+    },
+    /// The server did not complete the MCP lifecycle in time.
+    #[error("the server did not complete the MCP lifecycle within {0:?}")]
+    ConnectTimeout(Duration),
+
     // --- the caller misused the API ---
     /// Options that contradict each other, or an argument that cannot be sent.
     #[error("invalid use of the API: {0}")]
     Usage(&'static str),
+    /// A header given for an HTTP endpoint is not a valid HTTP header.
+    #[error("the header {name:?} is not a valid HTTP header")]
+    InvalidHeader {
+        /// The header's name, as given.
+        name: String,
+    },
 }
 
 /// Who is at fault, in a few groups: what [`Error::kind`] answers. Print it,
@@ -245,13 +282,17 @@ pub enum ErrorKind {
     Input,
     /// The request or its answer was lost on the way: [`Error::Transport`].
     Transport,
-    /// The API was used wrongly: [`Error::Usage`], [`Error::NotReady`].
+    /// The connection could not be opened: [`Error::Spawn`],
+    /// [`Error::HttpClient`], [`Error::Lifecycle`], [`Error::ConnectTimeout`].
+    Connect,
+    /// The API was used wrongly: [`Error::Usage`], [`Error::NotReady`],
+    /// [`Error::InvalidHeader`].
     Usage,
 }
 
 impl ErrorKind {
     /// A short lower-case name: `refused`, `protocol`, `task`, `wait`,
-    /// `input`, `transport`, `usage`.
+    /// `input`, `transport`, `connect`, `usage`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Refused => "refused",
@@ -260,6 +301,7 @@ impl ErrorKind {
             Self::Wait => "wait",
             Self::Input => "input",
             Self::Transport => "transport",
+            Self::Connect => "connect",
             Self::Usage => "usage",
         }
     }
@@ -317,7 +359,11 @@ impl Error {
             Self::Timeout { .. } | Self::Stalled { .. } => ErrorKind::Wait,
             Self::InvalidInputResponse { .. } | Self::InputHandler { .. } => ErrorKind::Input,
             Self::Transport { .. } => ErrorKind::Transport,
-            Self::Usage(_) | Self::NotReady { .. } => ErrorKind::Usage,
+            Self::Spawn { .. }
+            | Self::HttpClient { .. }
+            | Self::Lifecycle { .. }
+            | Self::ConnectTimeout(_) => ErrorKind::Connect,
+            Self::Usage(_) | Self::NotReady { .. } | Self::InvalidHeader { .. } => ErrorKind::Usage,
         }
     }
 
@@ -520,6 +566,11 @@ mod tests {
                 },
                 ErrorKind::Transport,
                 "transport",
+            ),
+            (
+                Error::ConnectTimeout(Duration::from_secs(1)),
+                ErrorKind::Connect,
+                "connect",
             ),
             (Error::Usage("no"), ErrorKind::Usage, "usage"),
             (

@@ -8,6 +8,7 @@
 //! On a connection opened with `initialize` to a server without the
 //! extension, the same calls drive the 2025-11-25 era's tasks ([`legacy`]).
 
+pub(crate) mod connect;
 pub mod error;
 mod input;
 pub mod journal;
@@ -29,6 +30,7 @@ use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::Value;
 
+pub use connect::{ConnectOptions, Endpoint};
 pub use error::{Error, ErrorKind};
 pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
 pub use listen::{ListenChannel, ListenMode};
