@@ -49,7 +49,7 @@ async fn main() -> anyhow::Result<()> {
             }
         });
     let outcome = client
-        .call_and_await("build", None, CallOptions::default(), &watched)
+        .call_and_await("build", (), CallOptions::default(), &watched)
         .await?;
     println!("build: {}", outcome.into_text()?);
 
@@ -60,13 +60,13 @@ async fn main() -> anyhow::Result<()> {
         Ok(Elicited::Accept(Approval { approve: true }))
     }));
     let outcome = client
-        .call_and_await("deploy", None, CallOptions::default(), &approving)
+        .call_and_await("deploy", (), CallOptions::default(), &approving)
         .await?;
     println!("deploy: {}", outcome.into_text()?);
 
     // 3. Start a task, then cancel it and wait until the server says so.
     let CallResponse::Task(task) = client
-        .call_tool("forever", None, CallOptions::default())
+        .call_tool("forever", (), CallOptions::default())
         .await?
     else {
         anyhow::bail!("forever should have become a task");

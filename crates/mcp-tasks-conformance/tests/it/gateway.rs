@@ -191,11 +191,7 @@ async fn synchronous_calls_pass_straight_through() {
     let result = synchronous(&client, "error_result", json!({})).await;
     assert_eq!(result.is_error, Some(true));
     let error = client
-        .call_tool(
-            "fail",
-            None,
-            CallOptions::default().with_declare_tasks(false),
-        )
+        .call_tool("fail", (), CallOptions::default().with_declare_tasks(false))
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(FAIL_CODE));
@@ -229,7 +225,7 @@ async fn an_upstream_mark_of_required_is_kept_unless_overridden() {
     let error = client
         .call_tool(
             "needs_task",
-            None,
+            (),
             CallOptions::default().with_declare_tasks(false),
         )
         .await

@@ -159,7 +159,7 @@ async fn concurrent_calls_to_an_http_upstream_each_get_a_session_of_their_own() 
     let mut asking: Vec<(String, TaskState)> = Vec::new();
     for _ in 0..3 {
         let state = match client
-            .call_tool("ask", None, CallOptions::default())
+            .call_tool("ask", (), CallOptions::default())
             .await
             .expect("tools/call")
         {
@@ -198,7 +198,7 @@ async fn concurrent_calls_to_an_http_upstream_each_get_a_session_of_their_own() 
     }
     // Idle sessions are used again: no new one.
     let state = match client
-        .call_tool("ask", None, CallOptions::default())
+        .call_tool("ask", (), CallOptions::default())
         .await
         .unwrap()
     {

@@ -54,9 +54,10 @@ pub fn with_tasks_extension(mut capabilities: ClientCapabilities) -> ClientCapab
 }
 
 /// Tool arguments from any `impl Serialize` that serializes to a JSON
-/// object (a struct, a map, `serde_json::json!({..})`), for
-/// [`TasksClient::call_tool`] and the calls built on it; `()` and `null`
-/// give no arguments. Anything else is [`Error::Usage`].
+/// object (a struct, a map, `serde_json::json!({..})`): what
+/// [`TasksClient::call_tool`], [`TasksClient::start_tool`] and
+/// [`TasksClient::call_and_await`] do with their `arguments`. `()`, `null`
+/// and `None` give no arguments; anything else is [`Error::Usage`].
 ///
 /// ```
 /// #[derive(serde::Serialize)]
@@ -179,6 +180,9 @@ pub struct TasksClient<H: ClientHandler> {
     /// The connection's legacy plumbing, when its handler is a [`legacy::Handler`].
     legacy: Option<Arc<legacy::Link>>,
     listen: Option<ListenChannel>,
+    /// Set once a wait of this client has said it polls for want of a
+    /// listen channel (it is said once per client).
+    polling_said: Arc<std::sync::atomic::AtomicBool>,
     journal: Option<Arc<journal::JournalLink>>,
 }
 
@@ -188,6 +192,7 @@ impl<H: ClientHandler> Clone for TasksClient<H> {
             running: self.running.clone(),
             legacy: self.legacy.clone(),
             listen: self.listen.clone(),
+            polling_said: self.polling_said.clone(),
             journal: self.journal.clone(),
         }
     }
@@ -203,6 +208,14 @@ impl<H: ClientHandler> std::fmt::Debug for TasksClient<H> {
 
 impl<H: ClientHandler> TasksClient<H> {
     /// Wraps a running rmcp client, built with any transport and lifecycle.
+    ///
+    /// [`TasksClient::connect`] builds the connection too, with everything
+    /// wired. A client made here has no listen channel until it is given
+    /// one ([`TasksClient::with_listen`]): its waits poll `tasks/get` at the
+    /// server's suggested interval (which can make a short task seconds
+    /// late), and the first wait says so once in the log. On a
+    /// 2025-11-25 server it runs that era's tasks only when `running` was
+    /// built on a [`legacy::Handler`] with its tap (see [`legacy`]).
     pub fn new(running: RunningService<RoleClient, H>) -> Self {
         Self::from_arc(Arc::new(running))
     }
@@ -217,6 +230,7 @@ impl<H: ClientHandler> TasksClient<H> {
             running,
             legacy,
             listen: None,
+            polling_said: Arc::default(),
             journal: None,
         }
     }
@@ -279,9 +293,16 @@ impl<H: ClientHandler> TasksClient<H> {
         self
     }
 
-    /// Whether waits can listen: the client has a listen channel.
+    /// Whether waits can listen: the client has a listen channel and the
+    /// connection was opened with `server/discover` (`subscriptions/listen`
+    /// does not exist on a connection opened with `initialize`). The server
+    /// may still refuse a stream; a [`ListenMode::Auto`] wait then polls.
     pub fn can_listen(&self) -> bool {
         self.listen.is_some()
+            && self
+                .peer()
+                .peer_info()
+                .is_some_and(|info| !info.protocol_version.has_initialize())
     }
 
     /// The rmcp client underneath, for everything else MCP offers.
@@ -396,13 +417,27 @@ impl<H: ClientHandler> TasksClient<H> {
     /// the server answered: a task, a complete result or an input request.
     /// On a 2025-11-25 server the call is task-augmented when the server and
     /// the tool allow it (see [`legacy`]).
+    ///
+    /// `arguments` is anything that serializes to a JSON object (a struct, a
+    /// map, `serde_json::json!({..})`, an `Option<JsonObject>`); `()` gives
+    /// none (see [`arguments`]).
     pub async fn call_tool(
         &self,
         name: impl Into<String>,
+        arguments: impl serde::Serialize,
+        options: CallOptions,
+    ) -> Result<CallResponse, Error> {
+        self.call_tool_with(name.into(), self::arguments(&arguments)?, options)
+            .await
+    }
+
+    /// [`TasksClient::call_tool`] with the arguments read already.
+    async fn call_tool_with(
+        &self,
+        name: String,
         arguments: Option<JsonObject>,
         options: CallOptions,
     ) -> Result<CallResponse, Error> {
-        let name = name.into();
         let response = self
             .call_tool_unjournaled(name.clone(), arguments, options)
             .await?;
@@ -528,20 +563,22 @@ impl<H: ClientHandler> TasksClient<H> {
     /// Tasks extension is retried once with it declared. Returns the task's
     /// seed state, the tool's result when the server ran it at once, or the
     /// input request the wait was told not to answer (or had no handler for).
+    /// `arguments` as in [`TasksClient::call_tool`].
     pub async fn start_tool(
         &self,
         name: impl Into<String>,
-        arguments: Option<JsonObject>,
+        arguments: impl serde::Serialize,
         call: CallOptions,
         options: &AwaitOptions,
     ) -> Result<CallResponse, Error> {
         let name = name.into();
+        let arguments = self::arguments(&arguments)?;
         let mut call = call;
         let mut retried_for_capability = false;
         let mut rounds = 0usize;
         loop {
             let response = match self
-                .call_tool(name.clone(), arguments.clone(), call.clone())
+                .call_tool_with(name.clone(), arguments.clone(), call.clone())
                 .await
             {
                 Err(error)
@@ -577,11 +614,12 @@ impl<H: ClientHandler> TasksClient<H> {
 
     /// Calls a tool and waits for its outcome: [`TasksClient::start_tool`],
     /// then [`TasksClient::await_task`] on the task. A tool the server ran at
-    /// once returns its result unchanged.
+    /// once returns its result unchanged. `arguments` as in
+    /// [`TasksClient::call_tool`].
     pub async fn call_and_await(
         &self,
         name: impl Into<String>,
-        arguments: Option<JsonObject>,
+        arguments: impl serde::Serialize,
         call: CallOptions,
         options: &AwaitOptions,
     ) -> Result<TaskOutcome, Error> {

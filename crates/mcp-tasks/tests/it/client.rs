@@ -28,7 +28,7 @@ async fn every_tasks_request_declares_the_extension_and_nothing_else_does() {
     let CallResponse::Task(state) = client
         .call_tool(
             "slow",
-            None,
+            (),
             CallOptions::default().with_meta("traceparent", json!("00-abc")),
         )
         .await
@@ -80,14 +80,14 @@ async fn caller_meta_wins_and_declaring_can_be_turned_off() {
     client
         .call_tool(
             "t",
-            None,
+            (),
             CallOptions::default()
                 .with_meta("io.modelcontextprotocol/clientCapabilities", own.clone()),
         )
         .await
         .unwrap();
     client
-        .call_tool("t", None, CallOptions::default().with_declare_tasks(false))
+        .call_tool("t", (), CallOptions::default().with_declare_tasks(false))
         .await
         .unwrap();
     let calls = log.of("tools/call");
@@ -151,7 +151,7 @@ async fn call_tool_returns_a_task_a_result_or_an_input_request() {
         move |_: &str, _: &Value| replies.lock().unwrap().remove(0)
     };
     let (client, _) = connect(Handler::default(), script).await;
-    let call = || client.call_tool("t", None, CallOptions::default());
+    let call = || client.call_tool("t", (), CallOptions::default());
     let CallResponse::Task(state) = call().await.unwrap() else {
         panic!("task")
     };
@@ -276,7 +276,7 @@ async fn deadline_returns_timeout_with_the_last_status() {
     )
     .await;
     let CallResponse::Task(state) = client
-        .call_tool("slow", None, CallOptions::default())
+        .call_tool("slow", (), CallOptions::default())
         .await
         .unwrap()
     else {
@@ -675,7 +675,7 @@ async fn call_and_await_runs_mrtr_rounds_then_the_task() {
     let outcome = client
         .call_and_await(
             "greet",
-            None,
+            (),
             CallOptions::default(),
             &AwaitOptions::default(),
         )
@@ -702,7 +702,7 @@ async fn mrtr_rounds_are_bounded_and_can_be_handed_back() {
     let (client, log) = connect(Handler::default(), script).await;
     let options = AwaitOptions::default().with_mrtr_max_rounds(3);
     let error = client
-        .call_and_await("t", None, CallOptions::default(), &options)
+        .call_and_await("t", (), CallOptions::default(), &options)
         .await
         .unwrap_err();
     assert!(
@@ -720,7 +720,7 @@ async fn mrtr_rounds_are_bounded_and_can_be_handed_back() {
     let (client, _) = connect(Handler::default(), script).await;
     let options = AwaitOptions::default().with_input(InputMode::Return);
     let outcome = client
-        .call_and_await("t", None, CallOptions::default(), &options)
+        .call_and_await("t", (), CallOptions::default(), &options)
         .await
         .unwrap();
     assert!(matches!(outcome, TaskOutcome::CallInputRequired(_)));
@@ -745,13 +745,13 @@ async fn a_missing_capability_error_is_retried_once_with_the_extension() {
     .await;
     let call = CallOptions::default().with_declare_tasks(false);
     let outcome = client
-        .call_and_await("t", None, call.clone(), &AwaitOptions::default())
+        .call_and_await("t", (), call.clone(), &AwaitOptions::default())
         .await
         .unwrap();
     assert!(matches!(outcome, TaskOutcome::Completed(_)));
     assert_eq!(log.of("tools/call").len(), 2);
     // A single call reports the refusal with typed accessors.
-    let error = client.call_tool("t", None, call).await.unwrap_err();
+    let error = client.call_tool("t", (), call).await.unwrap_err();
     assert!(error.requires_tasks_extension());
     assert_eq!(error.code(), Some(-32021));
 }
@@ -765,7 +765,7 @@ async fn a_tool_run_at_once_returns_its_result_unchanged() {
     })
     .await;
     let outcome = client
-        .call_and_await("t", None, CallOptions::default(), &AwaitOptions::default())
+        .call_and_await("t", (), CallOptions::default(), &AwaitOptions::default())
         .await
         .unwrap();
     let TaskOutcome::Completed(result) = outcome else {

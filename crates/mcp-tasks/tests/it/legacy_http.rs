@@ -240,7 +240,7 @@ async fn tasks_run_alike_over_json_bodies_and_over_sse() {
 
         // A required tool runs as a task, with the ttl and pollInterval the server gave.
         let CallResponse::Task(state) = client
-            .call_tool("research", None, CallOptions::default())
+            .call_tool("research", (), CallOptions::default())
             .await
             .unwrap()
         else {
@@ -253,7 +253,7 @@ async fn tasks_run_alike_over_json_bodies_and_over_sse() {
 
         // An optional tool's isError payload is a failed task.
         let CallResponse::Task(state) = client
-            .call_tool("fails", None, CallOptions::default())
+            .call_tool("fails", (), CallOptions::default())
             .await
             .unwrap()
         else {
@@ -266,7 +266,7 @@ async fn tasks_run_alike_over_json_bodies_and_over_sse() {
 
         // A forbidden tool is a plain call.
         let CallResponse::Complete(result) = client
-            .call_tool("echo", None, CallOptions::default())
+            .call_tool("echo", (), CallOptions::default())
             .await
             .unwrap()
         else {
@@ -276,7 +276,7 @@ async fn tasks_run_alike_over_json_bodies_and_over_sse() {
 
         // Cancel: tasks/cancel answers with the cancelled task.
         let CallResponse::Task(state) = client
-            .call_tool("research", None, CallOptions::default())
+            .call_tool("research", (), CallOptions::default())
             .await
             .unwrap()
         else {

@@ -29,7 +29,7 @@ async fn start_tool_runs_the_mrtr_rounds_and_returns_the_task_without_polling() 
     })
     .await;
     let started = client
-        .start_tool("t", None, CallOptions::default(), &AwaitOptions::default())
+        .start_tool("t", (), CallOptions::default(), &AwaitOptions::default())
         .await
         .unwrap();
     let CallResponse::Task(state) = started else {

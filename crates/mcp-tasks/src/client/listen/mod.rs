@@ -252,6 +252,16 @@ impl<H: ClientHandler> TasksClient<H> {
         timeout: Duration,
     ) -> Result<Stream, Refusal> {
         let Some(channel) = &self.listen else {
+            if !self
+                .polling_said
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::info!(
+                    "this client has no listen channel: its waits poll tasks/get at the \
+                     server's interval (TasksClient::connect or TasksClient::with_listen \
+                     gives it one)"
+                );
+            }
             return Err(Refusal::Unavailable("this client has no listen channel"));
         };
         let modern = self
