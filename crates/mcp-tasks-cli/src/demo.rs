@@ -125,9 +125,9 @@ async fn tour() -> anyhow::Result<bool> {
             );
             tokio::time::sleep(Duration::from_secs(1)).await;
             let grace = AwaitOptions::default().with_deadline(Some(CANCEL_GRACE));
-            let state = client.cancel_and_wait(&state.id, &grace).await?;
-            println!("     {}", state.status);
-            state.status.to_string()
+            let outcome = client.cancel_and_wait(&state.id, &grace).await?;
+            println!("     {}", outcome.status());
+            outcome.status().to_string()
         }
         other => format!("no task: {other:?}"),
     };

@@ -510,15 +510,21 @@ async fn task_command(args: TaskArgs, action: TaskAction) -> ExitCode {
         Ok(client) => client,
         Err(exit) => return exit,
     };
-    let state = match action {
-        TaskAction::Get => client.get(&id).await,
+    let report = match action {
+        TaskAction::Get => client
+            .get(&id)
+            .await
+            .map(|state| Report::from_state(&state)),
         TaskAction::Cancel => {
             let grace = mcp_tasks::AwaitOptions::default().with_deadline(Some(watch::CANCEL_GRACE));
-            client.cancel_and_wait(&id, &grace).await
+            client
+                .cancel_and_wait(&id, &grace)
+                .await
+                .map(|outcome| Report::outcome(&outcome, Some(&id)))
         }
     };
-    let exit = match state {
-        Ok(state) => Report::from_state(&state).print(args.server.json),
+    let exit = match report {
+        Ok(report) => report.print(args.server.json),
         Err(error) => Report::error(&error).print(args.server.json),
     };
     client.close().await;

@@ -74,7 +74,7 @@ async fn main() -> anyhow::Result<()> {
     let ended = client
         .cancel_and_wait(&task.id, &AwaitOptions::default())
         .await?;
-    println!("forever: {}", ended.status);
+    println!("forever: {}", ended.status());
 
     // 4. An id the server does not know (or that belongs to another caller).
     let error = client.get(&"no-such-task".into()).await.unwrap_err();

@@ -579,7 +579,7 @@ async fn tasks_cancel_cancels_the_upstream_request() {
     let state = task(&client, "hang", json!({})).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let settled = client.cancel_and_wait(&state.id, &waiting()).await.unwrap();
-    assert_eq!(settled.status, TaskStatus::Cancelled);
+    assert_eq!(settled.status(), TaskStatus::Cancelled);
     let heard = first_lines(&log).await;
     assert_eq!(
         heard.lines().count(),

@@ -808,7 +808,10 @@ async fn cancel_sends_tasks_cancel_and_a_finished_task_cancels_as_a_no_op() {
     .await;
     let client = &connected.client;
     let id = TaskId::new(TASK);
-    let state = client.cancel_and_wait(&id, &options()).await.unwrap();
+    let TaskOutcome::Cancelled(state) = client.cancel_and_wait(&id, &options()).await.unwrap()
+    else {
+        panic!("cancelled");
+    };
     assert_eq!(
         (state.status.clone(), state.era()),
         (TaskStatus::Cancelled, Era::Legacy)
@@ -819,11 +822,11 @@ async fn cancel_sends_tasks_cancel_and_a_finished_task_cancels_as_a_no_op() {
     )
     .unwrap();
 
-    // The task had completed: cancelling changes nothing, and the final
-    // state carries its result, as in the extension.
+    // The task had completed: cancelling changes nothing, and the outcome
+    // is its result, as in the extension.
     client.cancel(&id).await.unwrap();
-    let state = client.cancel_and_wait(&id, &options()).await.unwrap();
-    assert_eq!(completed_text(&state.outcome().unwrap()), "done first");
+    let outcome = client.cancel_and_wait(&id, &options()).await.unwrap();
+    assert_eq!(completed_text(&outcome), "done first");
 
     let error = client.cancel(&TaskId::new("gone")).await.unwrap_err();
     assert!(error.is_unknown_task(), "{error}");

@@ -344,8 +344,8 @@ async fn cancelling_a_task_cancels_the_tools_token() {
         "{:?}",
         seen.lock().unwrap()
     );
-    let state = client.cancel_and_wait(&state.id, &options()).await.unwrap();
-    assert_eq!(state.status, mcp_tasks::TaskStatus::Cancelled);
+    let outcome = client.cancel_and_wait(&state.id, &options()).await.unwrap();
+    assert_eq!(outcome.status(), mcp_tasks::TaskStatus::Cancelled);
     for _ in 0..100 {
         if !seen.lock().unwrap().is_empty() {
             break;

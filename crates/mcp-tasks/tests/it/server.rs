@@ -162,7 +162,7 @@ async fn a_task_cancelled_while_it_waits_for_input_ends_cancelled() {
             read = client.get(&state.id).await.unwrap();
         }
         let ended = client.cancel_and_wait(&state.id, &options()).await.unwrap();
-        assert_eq!(ended.status, TaskStatus::Cancelled);
+        assert_eq!(ended.status(), TaskStatus::Cancelled);
     }
 }
 
@@ -521,7 +521,7 @@ async fn each_caller_has_at_most_its_cap_of_unfinished_tasks() {
         .cancel_and_wait(&tasks[0].id, &options())
         .await
         .unwrap();
-    assert_eq!(outcome.status, TaskStatus::Cancelled);
+    assert_eq!(outcome.status(), TaskStatus::Cancelled);
     let mut replacement = None;
     for _ in 0..100 {
         if let Ok(CallResponse::Task(state)) =
