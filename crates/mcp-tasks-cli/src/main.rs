@@ -487,9 +487,11 @@ async fn wait(args: WaitArgs) -> ExitCode {
 fn not_a_task(response: mcp_tasks::CallResponse) -> Result<TaskOutcome, mcp_tasks::Error> {
     match response {
         mcp_tasks::CallResponse::Complete(result) => Ok(TaskOutcome::Completed(result)),
-        mcp_tasks::CallResponse::InputRequired(request) => {
-            Ok(TaskOutcome::CallInputRequired(request))
-        }
+        // The CLI's waits answer with a resolver, or return input (--input fail).
+        mcp_tasks::CallResponse::InputRequired(request) => Ok(TaskOutcome::CallInputRequired {
+            request,
+            unanswered: mcp_tasks::client::Unanswered::Returned,
+        }),
         _ => Err(mcp_tasks::Error::Usage(
             "the server answered with something this client does not know",
         )),

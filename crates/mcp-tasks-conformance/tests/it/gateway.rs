@@ -286,7 +286,8 @@ async fn a_forbidden_mark_is_kept_from_an_upstream_that_leaves_tools_unmarked() 
 async fn an_elicitation_becomes_input_required_answered_with_tasks_update() {
     let (_gateway, client) = gateway(GatewayOptions::default()).await;
     let state = task(&client, "ask", json!({})).await;
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };
@@ -314,7 +315,8 @@ async fn an_elicitation_becomes_input_required_answered_with_tasks_update() {
 async fn a_url_elicitation_is_relayed_too() {
     let (_gateway, client) = gateway(GatewayOptions::default()).await;
     let state = task(&client, "ask_url", json!({})).await;
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };
@@ -350,7 +352,8 @@ async fn a_sampling_request_is_relayed_too() {
 /// Waits for the task to ask for input and returns the one request's key
 /// and the task.
 async fn asked(client: &TasksClient<()>, state: TaskState) -> (String, TaskState) {
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };
@@ -381,7 +384,8 @@ async fn a_roots_request_during_a_call_is_relayed_as_input_required() {
     let options = GatewayOptions::default().with_startup_window(Duration::ZERO);
     let (_gateway, client) = gateway(options).await;
     let state = task(&client, "roots", json!({})).await;
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };
@@ -426,7 +430,8 @@ async fn an_upstream_asking_roots_at_start_up_does_not_break_the_first_call() {
     // Past the window, a roots request during a call is relayed.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let state = task(&client, "roots", json!({})).await;
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };

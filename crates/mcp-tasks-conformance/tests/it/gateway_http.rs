@@ -166,7 +166,8 @@ async fn concurrent_calls_to_an_http_upstream_each_get_a_session_of_their_own() 
             CallResponse::Task(state) => state,
             other => panic!("expected a task, got {other:?}"),
         };
-        let TaskOutcome::InputRequired(asked) = client.await_task(state, &waiting).await.unwrap()
+        let TaskOutcome::InputRequired { state: asked, .. } =
+            client.await_task(state, &waiting).await.unwrap()
         else {
             panic!("expected input_required");
         };
@@ -205,7 +206,8 @@ async fn concurrent_calls_to_an_http_upstream_each_get_a_session_of_their_own() 
         CallResponse::Task(state) => state,
         other => panic!("expected a task, got {other:?}"),
     };
-    let TaskOutcome::InputRequired(_) = client.await_task(state, &waiting).await.unwrap() else {
+    let TaskOutcome::InputRequired { .. } = client.await_task(state, &waiting).await.unwrap()
+    else {
         panic!("expected input_required");
     };
     assert_eq!(sessions.load(Ordering::SeqCst), 3 * per_connection);

@@ -162,7 +162,8 @@ async fn the_upstream_tasks_input_is_relayed_both_ways() {
         CallResponse::Task(state) => state,
         other => panic!("expected a task, got {other:?}"),
     };
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };
@@ -260,7 +261,8 @@ async fn two_upstream_input_requests_answered_one_at_a_time() {
         CallResponse::Task(state) => state,
         other => panic!("expected a task, got {other:?}"),
     };
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };

@@ -11,6 +11,7 @@ use std::time::Duration;
 use rmcp::ServiceError;
 use serde_json::Value;
 
+use super::input::Unanswered;
 use super::state::{TaskFailure, TaskState};
 use crate::task::{RpcError, TaskId, TaskStatus};
 
@@ -149,10 +150,20 @@ pub enum Error {
     TaskCancelled(Box<TaskState>),
     /// The task needs input that was not given.
     #[error("the task needs input that was not given")]
-    InputRequired(Box<TaskState>),
+    InputRequired {
+        /// The task, `input_required`, with its input requests.
+        state: Box<TaskState>,
+        /// Why it was not given: which handler is missing, for which key.
+        #[source]
+        unanswered: Unanswered,
+    },
     /// The `tools/call` asked for input (MRTR) that was not given.
     #[error("the tool call needs input that was not given")]
-    CallInputRequired,
+    CallInputRequired {
+        /// Why it was not given: which handler is missing, for which key.
+        #[source]
+        unanswered: Unanswered,
+    },
     /// [`TaskState::outcome`] was asked for an outcome the state does not hold.
     #[error("the task state is {status} without {missing}; call tasks/get first")]
     NotReady {
@@ -354,8 +365,8 @@ impl Error {
             Self::Protocol { .. } => ErrorKind::Protocol,
             Self::TaskFailed(_)
             | Self::TaskCancelled(_)
-            | Self::InputRequired(_)
-            | Self::CallInputRequired => ErrorKind::Task,
+            | Self::InputRequired { .. }
+            | Self::CallInputRequired { .. } => ErrorKind::Task,
             Self::Timeout { .. } | Self::Stalled { .. } => ErrorKind::Wait,
             Self::InvalidInputResponse { .. } | Self::InputHandler { .. } => ErrorKind::Input,
             Self::Transport { .. } => ErrorKind::Transport,
@@ -419,7 +430,7 @@ impl Error {
             Self::Timeout { task_id, .. } => Some(task_id),
             Self::Stalled { state, .. }
             | Self::TaskCancelled(state)
-            | Self::InputRequired(state) => Some(&state.id),
+            | Self::InputRequired { state, .. } => Some(&state.id),
             Self::TaskFailed(failure) => Some(&failure.state.id),
             _ => None,
         }
@@ -432,8 +443,19 @@ impl Error {
             Self::Timeout { last_state, .. } => last_state.as_deref(),
             Self::Stalled { state, .. }
             | Self::TaskCancelled(state)
-            | Self::InputRequired(state) => Some(state),
+            | Self::InputRequired { state, .. } => Some(state),
             Self::TaskFailed(failure) => Some(&failure.state),
+            _ => None,
+        }
+    }
+
+    /// Why input was not given, for [`Error::InputRequired`] and
+    /// [`Error::CallInputRequired`]: which handler is missing, for which key.
+    pub fn unanswered(&self) -> Option<&Unanswered> {
+        match self {
+            Self::InputRequired { unanswered, .. } | Self::CallInputRequired { unanswered } => {
+                Some(unanswered)
+            }
             _ => None,
         }
     }
@@ -550,7 +572,13 @@ mod tests {
                 ErrorKind::Protocol,
                 "protocol",
             ),
-            (Error::CallInputRequired, ErrorKind::Task, "task"),
+            (
+                Error::CallInputRequired {
+                    unanswered: Unanswered::Returned,
+                },
+                ErrorKind::Task,
+                "task",
+            ),
             (
                 Error::InvalidInputResponse {
                     key: "k".into(),

@@ -32,7 +32,10 @@ use serde_json::Value;
 
 pub use connect::{ConnectOptions, Endpoint};
 pub use error::{Error, ErrorKind};
-pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
+pub use input::{
+    FormRequest, InputError, InputKind, InputMode, InputResolver, Unanswered,
+    validate_input_response,
+};
 pub use listen::{ListenChannel, ListenMode};
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
@@ -571,8 +574,27 @@ impl<H: ClientHandler> TasksClient<H> {
         call: CallOptions,
         options: &AwaitOptions,
     ) -> Result<CallResponse, Error> {
-        let name = name.into();
-        let arguments = self::arguments(&arguments)?;
+        Ok(
+            match self
+                .start(name.into(), self::arguments(&arguments)?, call, options)
+                .await?
+            {
+                Started::Task(state) => CallResponse::Task(state),
+                Started::Complete(result) => CallResponse::Complete(result),
+                Started::Unanswered(request, _) => CallResponse::InputRequired(request),
+            },
+        )
+    }
+
+    /// [`TasksClient::start_tool`], saying why an input request was left
+    /// unanswered.
+    async fn start(
+        &self,
+        name: String,
+        arguments: Option<JsonObject>,
+        call: CallOptions,
+        options: &AwaitOptions,
+    ) -> Result<Started, Error> {
         let mut call = call;
         let mut retried_for_capability = false;
         let mut rounds = 0usize;
@@ -592,8 +614,10 @@ impl<H: ClientHandler> TasksClient<H> {
                 }
                 other => other?,
             };
-            let CallResponse::InputRequired(request) = response else {
-                return Ok(response);
+            let request = match response {
+                CallResponse::Task(state) => return Ok(Started::Task(state)),
+                CallResponse::Complete(result) => return Ok(Started::Complete(result)),
+                CallResponse::InputRequired(request) => request,
             };
             rounds += 1;
             if rounds > options.mrtr_max_rounds {
@@ -602,8 +626,9 @@ impl<H: ClientHandler> TasksClient<H> {
                     None,
                 ));
             }
-            let Some(responses) = self.answer_call_input(&request, options).await? else {
-                return Ok(CallResponse::InputRequired(request));
+            let responses = match self.answer_call_input(&request, options).await? {
+                Ok(responses) => responses,
+                Err(unanswered) => return Ok(Started::Unanswered(request, unanswered)),
             };
             call = call.with_mrtr_retry(
                 (!responses.is_empty()).then_some(responses),
@@ -623,12 +648,30 @@ impl<H: ClientHandler> TasksClient<H> {
         call: CallOptions,
         options: &AwaitOptions,
     ) -> Result<TaskOutcome, Error> {
-        match self.start_tool(name, arguments, call, options).await? {
-            CallResponse::Complete(result) => Ok(TaskOutcome::Completed(result)),
-            CallResponse::Task(state) => self.await_task(state, options).await,
-            CallResponse::InputRequired(request) => Ok(TaskOutcome::CallInputRequired(request)),
+        let arguments = self::arguments(&arguments)?;
+        match self.start(name.into(), arguments, call, options).await? {
+            Started::Task(state) => self.await_task(state, options).await,
+            Started::Complete(result) => Ok(TaskOutcome::Completed(result)),
+            Started::Unanswered(request, unanswered) => Ok(TaskOutcome::CallInputRequired {
+                request,
+                unanswered,
+            }),
         }
     }
+}
+
+/// What the MRTR rounds of a call ended with.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per call, moved once, as CallResponse"
+)]
+enum Started {
+    /// The server made a task.
+    Task(TaskState),
+    /// The server ran the tool at once.
+    Complete(CallToolResult),
+    /// An input request the wait did not answer, and why.
+    Unanswered(InputRequiredResult, Unanswered),
 }
 
 /// Reads a `tools/call` result by its `resultType`.

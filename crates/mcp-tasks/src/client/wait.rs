@@ -453,8 +453,14 @@ impl<H: ClientHandler> TasksClient<H> {
                         .collect();
                     let mut sent = false;
                     if !pending.is_empty() {
-                        let Some(responses) = self.answer_input(&pending, options).await? else {
-                            return Ok(TaskOutcome::InputRequired(current.clone()));
+                        let responses = match self.answer_input(&pending, options).await? {
+                            Ok(responses) => responses,
+                            Err(unanswered) => {
+                                return Ok(TaskOutcome::InputRequired {
+                                    state: current.clone(),
+                                    unanswered,
+                                });
+                            }
                         };
                         if !responses.is_empty() {
                             let keys: Vec<String> = responses.keys().cloned().collect();

@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use mcp_tasks::client::{InputKind, Unanswered};
 use mcp_tasks::error::ProtocolViolation;
 use mcp_tasks::{
     AwaitOptions, CallOptions, CallResponse, Era, Error, InputMode, TaskOutcome, TaskStatus,
@@ -510,11 +511,33 @@ async fn a_kind_without_handler_or_return_mode_hands_back_the_state() {
         .await_task(task_id(), &AwaitOptions::default())
         .await
         .unwrap();
-    let TaskOutcome::InputRequired(state) = outcome else {
+    let TaskOutcome::InputRequired { state, unanswered } = outcome else {
         panic!("input required")
     };
     assert!(state.input_requests.contains_key("s"));
     assert!(log.of("tasks/update").is_empty());
+    // The outcome names the handler that is missing, and for which key.
+    assert_eq!(
+        unanswered,
+        Unanswered::MissingHandler {
+            key: "s".into(),
+            kind: InputKind::Sampling,
+            declared: false,
+        }
+    );
+    let error = TaskOutcome::InputRequired { state, unanswered }
+        .into_result()
+        .unwrap_err();
+    assert_eq!(error.unanswered().and_then(Unanswered::key), Some("s"));
+    let said = error_chain(&error);
+    for expected in [
+        "sampling/createMessage",
+        "\"s\"",
+        "sampling capability",
+        "no resolver",
+    ] {
+        assert!(said.contains(expected), "{expected:?} in {said:?}");
+    }
 
     let (client, log) = connect(
         Handler::default(),
@@ -523,10 +546,75 @@ async fn a_kind_without_handler_or_return_mode_hands_back_the_state() {
     .await;
     let options = AwaitOptions::default().with_input(InputMode::Return);
     let outcome = client.await_task(task_id(), &options).await.unwrap();
-    assert!(matches!(outcome, TaskOutcome::InputRequired(_)));
+    assert_eq!(outcome.unanswered(), Some(&Unanswered::Returned));
     let error = outcome.into_result().unwrap_err();
     assert_eq!(error.last_status(), Some(&TaskStatus::InputRequired));
     assert!(log.of("tasks/update").is_empty());
+}
+
+/// A handler that declares sampling but leaves it to rmcp's default (-32601).
+#[derive(Clone)]
+struct DeclaresSampling;
+
+impl rmcp::ClientHandler for DeclaresSampling {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut capabilities = rmcp::model::ClientCapabilities::default();
+        capabilities.sampling = Some(Default::default());
+        rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("t", "0"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_declared_kind_the_handler_does_not_implement_is_named_too() {
+    let sampling =
+        json!({"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 10}});
+    let (client, log) = connect_with(
+        DeclaresSampling,
+        discover_result(true),
+        gets(vec![input_required("s", sampling.clone())]),
+    )
+    .await;
+    let outcome = client
+        .await_task(task_id(), &AwaitOptions::default())
+        .await
+        .unwrap();
+    let unanswered = outcome.unanswered().expect("input required");
+    assert_eq!(unanswered.missing_handler(), Some(&InputKind::Sampling));
+    assert!(
+        unanswered
+            .to_string()
+            .contains("does not implement create_message"),
+        "{unanswered}"
+    );
+    assert!(log.of("tasks/update").is_empty());
+
+    // Before a task exists (MRTR) the same.
+    let script = move |_: &str, _: &Value| {
+        Reply::Result(json!({"resultType": "input_required", "inputRequests": {"q": sampling}}))
+    };
+    let (client, _) = connect_with(DeclaresSampling, discover_result(true), script).await;
+    let outcome = client
+        .call_and_await("t", (), CallOptions::default(), &AwaitOptions::default())
+        .await
+        .unwrap();
+    let TaskOutcome::CallInputRequired { unanswered, .. } = outcome else {
+        panic!("input required before the task: {outcome:?}");
+    };
+    assert_eq!(unanswered.key(), Some("q"));
+    let error = Error::CallInputRequired { unanswered };
+    assert!(error_chain(&error).contains("create_message"), "{error}");
+}
+
+/// The error and its causes, one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 #[tokio::test(start_paused = true)]
@@ -723,7 +811,13 @@ async fn mrtr_rounds_are_bounded_and_can_be_handed_back() {
         .call_and_await("t", (), CallOptions::default(), &options)
         .await
         .unwrap();
-    assert!(matches!(outcome, TaskOutcome::CallInputRequired(_)));
+    assert!(matches!(
+        outcome,
+        TaskOutcome::CallInputRequired {
+            unanswered: Unanswered::Returned,
+            ..
+        }
+    ));
 }
 
 #[tokio::test(start_paused = true)]

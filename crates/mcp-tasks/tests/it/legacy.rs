@@ -488,7 +488,7 @@ async fn input_left_unanswered_can_be_answered_with_update() {
     .await;
     let state = slow_task(&connected).await;
     let returning = options().with_input(InputMode::Return);
-    let TaskOutcome::InputRequired(state) = connected
+    let TaskOutcome::InputRequired { state, .. } = connected
         .client
         .await_task(state, &returning)
         .await

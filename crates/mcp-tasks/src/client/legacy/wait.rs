@@ -72,16 +72,19 @@ impl<H: ClientHandler> TasksClient<H> {
                 offer = false;
                 let requests = route.requests();
                 if !requests.is_empty() {
-                    let Some(responses) = self.answer_input(&requests, options).await? else {
-                        // The request may have come before a poll saw the task ask.
-                        if current.status != TaskStatus::InputRequired
-                            && let Ok(timeout) = wait.request_timeout()
-                            && let Ok(state) = self.get_legacy(&id, Some(timeout)).await
-                        {
-                            observe(&mut wait, state);
+                    let responses = match self.answer_input(&requests, options).await? {
+                        Ok(responses) => responses,
+                        Err(unanswered) => {
+                            // The request may have come before a poll saw the task ask.
+                            if current.status != TaskStatus::InputRequired
+                                && let Ok(timeout) = wait.request_timeout()
+                                && let Ok(state) = self.get_legacy(&id, Some(timeout)).await
+                            {
+                                observe(&mut wait, state);
+                            }
+                            let state = with_requests(self::current(&wait), requests);
+                            return Ok(TaskOutcome::InputRequired { state, unanswered });
                         }
-                        let state = with_requests(self::current(&wait), requests);
-                        return Ok(TaskOutcome::InputRequired(state));
                     };
                     for (key, response) in responses {
                         if let Some(pending) = route.pending.remove(&key) {
