@@ -55,6 +55,8 @@ const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 const TASK_NOTIFICATION: &str = "notifications/tasks";
 /// A stream's end, said by the server on stdio.
 const CANCELLED: &str = "notifications/cancelled";
+/// Why a client without a channel does not listen.
+const NO_CHANNEL: &str = "this client has no listen channel";
 /// The `_meta` key naming the stream a notification belongs to.
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -180,7 +182,9 @@ impl Stream {
 /// Why a stream could not be opened for a task.
 #[derive(Debug)]
 pub(crate) enum Refusal {
-    /// The client has no channel, or the connection is initialize-era.
+    /// The client has no channel (said once per client, in the log).
+    NoChannel,
+    /// The connection is initialize-era.
     Unavailable(&'static str),
     /// The server answered the listen request with an error.
     Refused(RpcError),
@@ -194,6 +198,7 @@ pub(crate) enum Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Self::NoChannel => f.write_str(NO_CHANNEL),
             Self::Unavailable(why) => f.write_str(why),
             Self::Refused(error) => {
                 write!(f, "the server refused: {} ({})", error.message, error.code)
@@ -262,7 +267,7 @@ impl<H: ClientHandler> TasksClient<H> {
                      gives it one)"
                 );
             }
-            return Err(Refusal::Unavailable("this client has no listen channel"));
+            return Err(Refusal::NoChannel);
         };
         let modern = self
             .peer()
