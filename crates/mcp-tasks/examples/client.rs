@@ -1,21 +1,18 @@
 //! A client of the example servers (`server_sqlite_http`, `server_macros`):
-//! it awaits a task with an observer, answers a form with a typed value,
-//! cancels a task and reads an id the server does not know.
+//! it connects in one call, awaits a task with an observer, answers a form
+//! with a typed value, cancels a task and reads an id the server does not
+//! know.
 //!
 //! `cargo run -p mcp-tasks --example client -- [URL]` (default
-//! http://127.0.0.1:8080/mcp). Needs rmcp's `client` and
-//! `transport-streamable-http-client-reqwest` features, and `reqwest`.
+//! http://127.0.0.1:8080/mcp). Needs this crate's default features.
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;
 
 use mcp_tasks::{
-    AwaitOptions, CallOptions, CallResponse, Elicited, InputMode, ListenChannel, TasksClient,
+    AwaitOptions, CallOptions, CallResponse, ConnectOptions, Elicited, Endpoint, InputMode,
+    TasksClient,
 };
-use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 /// The answer to the server's form: the same shape as the struct it was made from.
 #[derive(serde::Serialize)]
@@ -28,16 +25,11 @@ async fn main() -> anyhow::Result<()> {
     let url = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "http://127.0.0.1:8080/mcp".into());
-    let config = StreamableHttpClientTransportConfig::with_uri(url);
-    // Waits listen for the task's notifications where the server can (both
-    // example servers can), and poll otherwise.
-    let listen = ListenChannel::http(reqwest::Client::new(), &config);
-    let transport = StreamableHttpClientTransport::from_config(config);
-    let lifecycle = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    let running = serve_client_with_lifecycle((), transport, lifecycle).await?;
-    let client = TasksClient::new(running).with_listen(listen);
+    // One call: `server/discover` (else `initialize`, for a 2025-11-25
+    // server), and waits that listen for the task's notifications where the
+    // server can (both example servers can). `()`: a handler that answers no
+    // input itself (the form below is answered by the wait).
+    let client = TasksClient::connect(Endpoint::url(url), (), ConnectOptions::default()).await?;
     println!("the server offers tasks: {}", client.server_supports());
 
     // 1. Await a task, printing each status message the wait sees.

@@ -7,8 +7,13 @@
 //! hears the task's `notifications/tasks` instead of polling ([`listen`]).
 //! On a connection opened with `initialize` to a server without the
 //! extension, the same calls drive the 2025-11-25 era's tasks ([`legacy`]).
+//!
+//! [`TasksClient::connect`] opens the connection too, from a URL or a child
+//! process, with the listen channel and the legacy pieces wired in the one
+//! order that works ([`connect`] says what and why);
+//! [`TasksClient::new`] wraps a connection built by hand.
 
-pub(crate) mod connect;
+pub mod connect;
 pub mod error;
 mod input;
 pub mod journal;

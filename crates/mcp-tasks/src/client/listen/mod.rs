@@ -18,9 +18,12 @@
 //! * [`ListenChannel::http`] for Streamable HTTP: each stream is a POST of
 //!   its own whose SSE response is the stream; dropping it ends the stream.
 //!
-//! [`TasksClient::with_listen`](super::TasksClient::with_listen) gives a
-//! client its channel; [`AwaitOptions::with_listen`](super::AwaitOptions::with_listen)
-//! chooses whether a wait listens ([`ListenMode`]). A listening wait opens
+//! [`TasksClient::connect`](super::TasksClient::connect) gives a client the
+//! channel of the transport it opens, and
+//! [`TasksClient::with_listen`](super::TasksClient::with_listen) one built by
+//! hand (a client without a channel polls, and says so once in the log);
+//! [`AwaitOptions::with_listen`](super::AwaitOptions::with_listen) chooses
+//! whether a wait listens ([`ListenMode`]). A listening wait opens
 //! the stream for its task, reads `tasks/get` once after the
 //! acknowledgement (a change made before the stream opened is not missed),
 //! then acts on each notification as on a poll result. It falls back to
