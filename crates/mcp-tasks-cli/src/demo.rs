@@ -59,7 +59,7 @@ async fn tour() -> anyhow::Result<bool> {
         std::future::pending(),
     ));
     println!("mcp-tasks demo: a task server on an embedded SQLite store at {url}\n");
-    let client = connect(&Target::Url(url), &HttpOptions::default()).await?;
+    let client = connect(&Target::Url(url), &HttpOptions::default(), None).await?;
     println!(
         "server supports the Tasks extension: {}\n",
         if client.server_supports() {
@@ -125,9 +125,9 @@ async fn tour() -> anyhow::Result<bool> {
             );
             tokio::time::sleep(Duration::from_secs(1)).await;
             let grace = AwaitOptions::default().with_deadline(Some(CANCEL_GRACE));
-            let state = client.cancel_and_wait(&state.id, &grace).await?;
-            println!("     {}", state.status);
-            state.status.to_string()
+            let outcome = client.cancel_and_wait(&state.id, &grace).await?;
+            println!("     {}", outcome.status());
+            outcome.status().to_string()
         }
         other => format!("no task: {other:?}"),
     };
@@ -222,7 +222,7 @@ async fn gateway_step(options: &AwaitOptions) -> anyhow::Result<String> {
         std::future::pending(),
     ));
     println!("     gateway at {url}");
-    let client = connect(&Target::Url(url), &HttpOptions::default()).await?;
+    let client = connect(&Target::Url(url), &HttpOptions::default(), None).await?;
     let watch = Watch::new(false);
     let watching = watch.options(options.clone(), &InputPolicy::Fail);
     let waiting = client.call_and_await(

@@ -67,14 +67,6 @@ impl JournalArgs {
     }
 }
 
-/// The journal's name for a target.
-pub(crate) fn server_ref(target: &Target) -> ServerRef {
-    match target {
-        Target::Url(url) => ServerRef::Url(url.clone()),
-        Target::Stdio(command) => ServerRef::Stdio(command.clone()),
-    }
-}
-
 /// The target of a journal entry.
 pub(crate) fn target_of(server: &ServerRef) -> Option<Target> {
     match server {

@@ -275,25 +275,28 @@ fn http_options(server: &ServerArgs) -> Result<connect::HttpOptions, ExitCode> {
 
 async fn connect_or_exit(server: &ServerArgs) -> Result<connect::Client, ExitCode> {
     let (target, options) = target(server)?;
-    connect_to(&target, &options, server.json).await
+    connect_to(&target, &options, None, server.json).await
 }
 
 async fn connect_to(
     target: &Target,
     options: &connect::HttpOptions,
+    journal: Option<std::sync::Arc<dyn mcp_tasks::client::journal::Journal>>,
     json: bool,
 ) -> Result<connect::Client, ExitCode> {
-    connect::connect(target, options).await.map_err(|error| {
-        let report = Report {
-            status: "error".into(),
-            task_id: None,
-            status_message: None,
-            result: None,
-            error: Some(serde_json::json!({"message": output::error_chain(error.as_ref())})),
-            exit: code::UNREACHABLE,
-        };
-        report.print(json)
-    })
+    connect::connect(target, options, journal)
+        .await
+        .map_err(|error| {
+            let report = Report {
+                status: "error".into(),
+                task_id: None,
+                status_message: None,
+                result: None,
+                error: Some(serde_json::json!({"message": output::error_chain(error.as_ref())})),
+                exit: code::UNREACHABLE,
+            };
+            report.print(json)
+        })
 }
 
 /// The client of a command about one task: its server from --url or
@@ -321,11 +324,8 @@ async fn task_client(
         }
         _ => target(server)?,
     };
-    let client = connect_to(&target, &options, server.json).await?;
-    Ok(match opened {
-        Some(opened) => client.with_journal(opened, journal::server_ref(&target)),
-        None => client,
-    })
+    let opened = opened.map(|opened| opened as _);
+    connect_to(&target, &options, opened, server.json).await
 }
 
 /// The parsed `--header`s.
@@ -407,14 +407,14 @@ async fn call(args: CallArgs) -> ExitCode {
         Ok(target) => target,
         Err(exit) => return exit,
     };
-    let journal = args.journal.open_or_warn().await;
-    let client = match connect_to(&target, &http, args.server.json).await {
+    let journal = args
+        .journal
+        .open_or_warn()
+        .await
+        .map(|journal| journal as _);
+    let client = match connect_to(&target, &http, journal, args.server.json).await {
         Ok(client) => client,
         Err(exit) => return exit,
-    };
-    let client = match journal {
-        Some(journal) => client.with_journal(journal, journal::server_ref(&target)),
-        None => client,
     };
     let watch = watch::Watch::new(args.server.json).detached(args.detach);
     let options = watch.options(options, &policy);
@@ -487,9 +487,11 @@ async fn wait(args: WaitArgs) -> ExitCode {
 fn not_a_task(response: mcp_tasks::CallResponse) -> Result<TaskOutcome, mcp_tasks::Error> {
     match response {
         mcp_tasks::CallResponse::Complete(result) => Ok(TaskOutcome::Completed(result)),
-        mcp_tasks::CallResponse::InputRequired(request) => {
-            Ok(TaskOutcome::CallInputRequired(request))
-        }
+        // The CLI's waits answer with a resolver, or return input (--input fail).
+        mcp_tasks::CallResponse::InputRequired(request) => Ok(TaskOutcome::CallInputRequired {
+            request,
+            unanswered: mcp_tasks::client::Unanswered::Returned,
+        }),
         _ => Err(mcp_tasks::Error::Usage(
             "the server answered with something this client does not know",
         )),
@@ -510,15 +512,21 @@ async fn task_command(args: TaskArgs, action: TaskAction) -> ExitCode {
         Ok(client) => client,
         Err(exit) => return exit,
     };
-    let state = match action {
-        TaskAction::Get => client.get(&id).await,
+    let report = match action {
+        TaskAction::Get => client
+            .get(&id)
+            .await
+            .map(|state| Report::from_state(&state)),
         TaskAction::Cancel => {
             let grace = mcp_tasks::AwaitOptions::default().with_deadline(Some(watch::CANCEL_GRACE));
-            client.cancel_and_wait(&id, &grace).await
+            client
+                .cancel_and_wait(&id, &grace)
+                .await
+                .map(|outcome| Report::outcome(&outcome, Some(&id)))
         }
     };
-    let exit = match state {
-        Ok(state) => Report::from_state(&state).print(args.server.json),
+    let exit = match report {
+        Ok(report) => report.print(args.server.json),
         Err(error) => Report::error(&error).print(args.server.json),
     };
     client.close().await;
@@ -599,10 +607,9 @@ async fn refreshed(
     let Some(target) = journal::target_of(&entry.server) else {
         return entry.status.clone();
     };
-    let Ok(client) = connect::connect(&target, options).await else {
+    let Ok(client) = connect::connect(&target, options, Some(journal.clone())).await else {
         return entry.status.clone();
     };
-    let client = client.with_journal(journal.clone(), entry.server.clone());
     let status = match client.get(&entry.task_id).await {
         Ok(state) => state.status,
         // Expired and purged, or not this caller's (another --header).

@@ -70,10 +70,10 @@ impl Report {
                 report.exit = code::FAILED;
                 report
             }
-            TaskOutcome::Cancelled(state) | TaskOutcome::InputRequired(state) => {
+            TaskOutcome::Cancelled(state) | TaskOutcome::InputRequired { state, .. } => {
                 Self::from_state(state)
             }
-            TaskOutcome::CallInputRequired(request) => {
+            TaskOutcome::CallInputRequired { request, .. } => {
                 let mut report = Self::new("input_required", code::INPUT_REQUIRED).with_task(task);
                 report.result = serde_json::to_value(request).ok();
                 report
@@ -121,7 +121,9 @@ impl Report {
                 .last_status()
                 .map_or("working", TaskStatus::as_str)
                 .to_owned(),
-            Error::InputRequired(_) | Error::CallInputRequired => "input_required".to_owned(),
+            Error::InputRequired { .. } | Error::CallInputRequired { .. } => {
+                "input_required".to_owned()
+            }
             _ if exit == code::FAILED => "failed".to_owned(),
             _ => "error".to_owned(),
         };
@@ -261,7 +263,7 @@ pub(crate) fn exit_for(error: &Error) -> u8 {
     match error {
         Error::Timeout { .. } => code::TIMEOUT,
         Error::Protocol { .. } | Error::Stalled { .. } => code::PROTOCOL,
-        Error::InputRequired(_) | Error::CallInputRequired => code::INPUT_REQUIRED,
+        Error::InputRequired { .. } | Error::CallInputRequired { .. } => code::INPUT_REQUIRED,
         Error::TaskCancelled(_) => code::CANCELLED,
         // --listen on a server that cannot listen (to this task).
         Error::ListenDeclined

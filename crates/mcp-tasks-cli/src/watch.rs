@@ -146,7 +146,7 @@ impl Watch {
                 let grace = AwaitOptions::default().with_deadline(Some(CANCEL_GRACE));
                 tokio::select! {
                     ended = client.cancel_and_wait(&id, &grace) => {
-                        Watched::Cancelled(Box::new(ended.and_then(|state| state.outcome())))
+                        Watched::Cancelled(Box::new(ended))
                     }
                     _ = tokio::signal::ctrl_c() => Watched::Interrupted,
                 }

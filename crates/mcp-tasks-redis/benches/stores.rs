@@ -384,7 +384,7 @@ async fn client(server: Bench) -> anyhow::Result<TasksClient<()>> {
 }
 
 async fn make_task(client: &TasksClient<()>, tool: &str) -> anyhow::Result<TaskId> {
-    match client.call_tool(tool, None, CallOptions::default()).await? {
+    match client.call_tool(tool, (), CallOptions::default()).await? {
         CallResponse::Task(state) => Ok(state.id),
         other => anyhow::bail!("{tool} made no task: {other:?}"),
     }
@@ -423,7 +423,7 @@ async fn through_the_runtime(scale: &Scale, subjects: &[Subject]) -> anyhow::Res
             let client = client.clone();
             async move {
                 let _ = client
-                    .call_tool("instant", None, CallOptions::default())
+                    .call_tool("instant", (), CallOptions::default())
                     .await;
             }
         })

@@ -510,7 +510,7 @@ async fn fill(client: &TasksClient<()>, tool: &'static str, count: usize) -> Vec
             let mut ids = Vec::new();
             while next.fetch_add(1, Ordering::Relaxed) < count {
                 if let Ok(CallResponse::Task(state)) =
-                    client.call_tool(tool, None, CallOptions::default()).await
+                    client.call_tool(tool, (), CallOptions::default()).await
                 {
                     ids.push(state.id);
                 }
@@ -559,7 +559,7 @@ async fn create_rate(client: TasksClient<()>, count: usize) -> Rate {
     drive(IN_PROCESS_CONCURRENCY, Stop::Count(count), move |_| {
         let client = client.clone();
         async move {
-            let call = client.call_tool("instant", None, CallOptions::default());
+            let call = client.call_tool("instant", (), CallOptions::default());
             matches!(call.await, Ok(CallResponse::Task(_)))
         }
     })

@@ -1,21 +1,18 @@
 //! A client of the example servers (`server_sqlite_http`, `server_macros`):
-//! it awaits a task with an observer, answers a form with a typed value,
-//! cancels a task and reads an id the server does not know.
+//! it connects in one call, awaits a task with an observer, answers a form
+//! with a typed value, cancels a task and reads an id the server does not
+//! know.
 //!
 //! `cargo run -p mcp-tasks --example client -- [URL]` (default
-//! http://127.0.0.1:8080/mcp). Needs rmcp's `client` and
-//! `transport-streamable-http-client-reqwest` features, and `reqwest`.
+//! http://127.0.0.1:8080/mcp). Needs this crate's default features.
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;
 
 use mcp_tasks::{
-    AwaitOptions, CallOptions, CallResponse, Elicited, InputMode, ListenChannel, TasksClient,
+    AwaitOptions, CallOptions, CallResponse, ConnectOptions, Elicited, Endpoint, InputMode,
+    TasksClient,
 };
-use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 /// The answer to the server's form: the same shape as the struct it was made from.
 #[derive(serde::Serialize)]
@@ -28,18 +25,11 @@ async fn main() -> anyhow::Result<()> {
     let url = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "http://127.0.0.1:8080/mcp".into());
-    let config = StreamableHttpClientTransportConfig::with_uri(url);
-    // Waits listen for the task's notifications where the server can (both
-    // example servers can), and poll otherwise.
-    let listen = ListenChannel::http(reqwest::Client::new(), &config);
-    let transport = StreamableHttpClientTransport::from_config(config);
-    let lifecycle = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    // Started in the quiet scope: rmcp logs every message, task ids in
-    // them; there it does not (see `mcp_tasks::quiet`).
-    let running = mcp_tasks::quiet::scope(serve_client_with_lifecycle((), transport, lifecycle)).await?;
-    let client = TasksClient::new(running).with_listen(listen);
+    // One call: `server/discover` (else `initialize`, for a 2025-11-25
+    // server), and waits that listen for the task's notifications where the
+    // server can (both example servers can). `()`: a handler that answers no
+    // input itself (the form below is answered by the wait).
+    let client = TasksClient::connect(Endpoint::url(url), (), ConnectOptions::default()).await?;
     println!("the server offers tasks: {}", client.server_supports());
 
     // 1. Await a task, printing each status message the wait sees.
@@ -51,7 +41,7 @@ async fn main() -> anyhow::Result<()> {
             }
         });
     let outcome = client
-        .call_and_await("build", None, CallOptions::default(), &watched)
+        .call_and_await("build", (), CallOptions::default(), &watched)
         .await?;
     println!("build: {}", outcome.into_text()?);
 
@@ -62,13 +52,13 @@ async fn main() -> anyhow::Result<()> {
         Ok(Elicited::Accept(Approval { approve: true }))
     }));
     let outcome = client
-        .call_and_await("deploy", None, CallOptions::default(), &approving)
+        .call_and_await("deploy", (), CallOptions::default(), &approving)
         .await?;
     println!("deploy: {}", outcome.into_text()?);
 
     // 3. Start a task, then cancel it and wait until the server says so.
     let CallResponse::Task(task) = client
-        .call_tool("forever", None, CallOptions::default())
+        .call_tool("forever", (), CallOptions::default())
         .await?
     else {
         anyhow::bail!("forever should have become a task");
@@ -76,7 +66,7 @@ async fn main() -> anyhow::Result<()> {
     let ended = client
         .cancel_and_wait(&task.id, &AwaitOptions::default())
         .await?;
-    println!("forever: {}", ended.status);
+    println!("forever: {}", ended.status());
 
     // 4. An id the server does not know (or that belongs to another caller).
     let error = client.get(&"no-such-task".into()).await.unwrap_err();

@@ -26,9 +26,9 @@ pub use task::{RpcError, TASKS_EXTENSION, TaskId, TaskStatus, Timestamp, Ttl, Un
 
 #[cfg(feature = "client")]
 pub use client::{
-    AwaitFrom, AwaitOptions, CallOptions, CallResponse, Era, Error, ErrorKind, InputMode,
-    ListenChannel, ListenMode, TaskFailure, TaskOutcome, TaskState, TasksClient, error,
-    validate_input_response, with_tasks_extension,
+    AwaitFrom, AwaitOptions, CallOptions, CallResponse, ConnectOptions, Endpoint, Era, Error,
+    ErrorKind, InputMode, ListenChannel, ListenMode, TaskFailure, TaskOutcome, TaskState,
+    TasksClient, error, validate_input_response, with_tasks_extension,
 };
 
 #[cfg(feature = "store")]

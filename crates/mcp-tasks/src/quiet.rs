@@ -33,8 +33,10 @@
 //!   subscriber opens the scope again around every poll that enters it, on
 //!   whatever thread: a service started in the scope stays in it for its
 //!   whole life.
-//! * The library starts its own rmcp services in the scope: the gateway's
-//!   upstream connections ([`gateway`](crate::gateway)); the Streamable HTTP
+//! * The library starts its own rmcp services in the scope: the clients
+//!   `TasksClient::connect` makes (feature `client`) and the gateway's
+//!   upstream connections ([`gateway`](crate::gateway)), which are built on
+//!   it; the Streamable HTTP
 //!   recipe (`server::http::StreamableHttpServer`, its router, and
 //!   `server::http::serve*` for any router) runs each request and each
 //!   streamed answer in it, with the service rmcp makes for each 2026-07-28

@@ -3,6 +3,7 @@
 mod support;
 
 mod cli;
+mod connect;
 mod deploy;
 mod gateway;
 mod interactive;

@@ -166,7 +166,7 @@ async fn sigkill_right_after_an_acknowledged_update_keeps_the_answer() {
     // Two questions: one answer leaves the task waiting for the other, so
     // the answer stays in the file for the tool to read.
     let CallResponse::Task(state) = client
-        .call_tool("multi_input", None, CallOptions::default())
+        .call_tool("multi_input", (), CallOptions::default())
         .await
         .expect("multi_input")
     else {

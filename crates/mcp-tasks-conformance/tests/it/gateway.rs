@@ -191,11 +191,7 @@ async fn synchronous_calls_pass_straight_through() {
     let result = synchronous(&client, "error_result", json!({})).await;
     assert_eq!(result.is_error, Some(true));
     let error = client
-        .call_tool(
-            "fail",
-            None,
-            CallOptions::default().with_declare_tasks(false),
-        )
+        .call_tool("fail", (), CallOptions::default().with_declare_tasks(false))
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(FAIL_CODE));
@@ -229,7 +225,7 @@ async fn an_upstream_mark_of_required_is_kept_unless_overridden() {
     let error = client
         .call_tool(
             "needs_task",
-            None,
+            (),
             CallOptions::default().with_declare_tasks(false),
         )
         .await
@@ -290,7 +286,8 @@ async fn a_forbidden_mark_is_kept_from_an_upstream_that_leaves_tools_unmarked() 
 async fn an_elicitation_becomes_input_required_answered_with_tasks_update() {
     let (_gateway, client) = gateway(GatewayOptions::default()).await;
     let state = task(&client, "ask", json!({})).await;
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };
@@ -318,7 +315,8 @@ async fn an_elicitation_becomes_input_required_answered_with_tasks_update() {
 async fn a_url_elicitation_is_relayed_too() {
     let (_gateway, client) = gateway(GatewayOptions::default()).await;
     let state = task(&client, "ask_url", json!({})).await;
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };
@@ -354,7 +352,8 @@ async fn a_sampling_request_is_relayed_too() {
 /// Waits for the task to ask for input and returns the one request's key
 /// and the task.
 async fn asked(client: &TasksClient<()>, state: TaskState) -> (String, TaskState) {
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };
@@ -385,7 +384,8 @@ async fn a_roots_request_during_a_call_is_relayed_as_input_required() {
     let options = GatewayOptions::default().with_startup_window(Duration::ZERO);
     let (_gateway, client) = gateway(options).await;
     let state = task(&client, "roots", json!({})).await;
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };
@@ -430,7 +430,8 @@ async fn an_upstream_asking_roots_at_start_up_does_not_break_the_first_call() {
     // Past the window, a roots request during a call is relayed.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let state = task(&client, "roots", json!({})).await;
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };
@@ -583,7 +584,7 @@ async fn tasks_cancel_cancels_the_upstream_request() {
     let state = task(&client, "hang", json!({})).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let settled = client.cancel_and_wait(&state.id, &waiting()).await.unwrap();
-    assert_eq!(settled.status, TaskStatus::Cancelled);
+    assert_eq!(settled.status(), TaskStatus::Cancelled);
     let heard = first_lines(&log).await;
     assert_eq!(
         heard.lines().count(),

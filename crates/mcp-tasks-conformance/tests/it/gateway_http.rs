@@ -159,14 +159,15 @@ async fn concurrent_calls_to_an_http_upstream_each_get_a_session_of_their_own() 
     let mut asking: Vec<(String, TaskState)> = Vec::new();
     for _ in 0..3 {
         let state = match client
-            .call_tool("ask", None, CallOptions::default())
+            .call_tool("ask", (), CallOptions::default())
             .await
             .expect("tools/call")
         {
             CallResponse::Task(state) => state,
             other => panic!("expected a task, got {other:?}"),
         };
-        let TaskOutcome::InputRequired(asked) = client.await_task(state, &waiting).await.unwrap()
+        let TaskOutcome::InputRequired { state: asked, .. } =
+            client.await_task(state, &waiting).await.unwrap()
         else {
             panic!("expected input_required");
         };
@@ -198,14 +199,15 @@ async fn concurrent_calls_to_an_http_upstream_each_get_a_session_of_their_own() 
     }
     // Idle sessions are used again: no new one.
     let state = match client
-        .call_tool("ask", None, CallOptions::default())
+        .call_tool("ask", (), CallOptions::default())
         .await
         .unwrap()
     {
         CallResponse::Task(state) => state,
         other => panic!("expected a task, got {other:?}"),
     };
-    let TaskOutcome::InputRequired(_) = client.await_task(state, &waiting).await.unwrap() else {
+    let TaskOutcome::InputRequired { .. } = client.await_task(state, &waiting).await.unwrap()
+    else {
         panic!("expected input_required");
     };
     assert_eq!(sessions.load(Ordering::SeqCst), 3 * per_connection);

@@ -99,7 +99,7 @@ async fn answer_next(
     field: &str,
     value: &str,
 ) -> (String, String) {
-    let TaskOutcome::InputRequired(asking) =
+    let TaskOutcome::InputRequired { state: asking, .. } =
         client.await_task(&state.id, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
@@ -226,7 +226,7 @@ async fn a_task_cancelled_during_a_round_ends_there() {
     let state = task(&client, "ask_mrtr", json!({"rounds": 2})).await;
     answer_next(&client, &state, "answer", "first").await;
     // The second round asks; the task is cancelled instead of answered.
-    let TaskOutcome::InputRequired(asking) =
+    let TaskOutcome::InputRequired { state: asking, .. } =
         client.await_task(&state.id, &waiting()).await.unwrap()
     else {
         panic!("expected the second round");
@@ -255,7 +255,7 @@ async fn a_task_cancelled_during_a_round_ends_there() {
     // The same for a server-initiated request on a 2025-era connection:
     // cancelled, not completed with the upstream's answer to a refusal.
     let state = task(&client, "ask", json!({})).await;
-    let TaskOutcome::InputRequired(_) = client.await_task(&state.id, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { .. } = client.await_task(&state.id, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };

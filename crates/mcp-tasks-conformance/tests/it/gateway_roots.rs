@@ -76,7 +76,7 @@ async fn startup_roots(client: &TasksClient<()>, concurrent: usize, want: &str) 
             let response = client
                 .call_tool(
                     "startup_roots",
-                    None,
+                    (),
                     CallOptions::default().with_declare_tasks(false),
                 )
                 .await

@@ -120,7 +120,7 @@ async fn round(
     options: CallOptions,
 ) -> InputRequiredResult {
     match client
-        .call_tool(tool, None, options)
+        .call_tool(tool, (), options)
         .await
         .expect("tools/call")
     {
@@ -157,7 +157,7 @@ async fn a_2026_caller_answers_an_upstream_request_in_an_mrtr_round() {
     // resumes it all the same, no task.
     for (parked, name, declare) in [(&second, "Edsger", false), (&first, "Ada", true)] {
         let options = answer(parked, name).with_declare_tasks(declare);
-        let response = client.call_tool("ask", None, options).await.unwrap();
+        let response = client.call_tool("ask", (), options).await.unwrap();
         assert_eq!(completed_text(response), format!("hello {name}"));
     }
     // A retry that answers nothing is asked again, under the same key.
@@ -180,18 +180,18 @@ async fn a_2026_caller_answers_an_upstream_request_in_an_mrtr_round() {
     );
     // Its state names another tool's call: refused, and still parked.
     let error = client
-        .call_tool("sample", None, answer(&again, "x"))
+        .call_tool("sample", (), answer(&again, "x"))
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32602), "{error}");
     let response = client
-        .call_tool("ask", None, answer(&again, "Barbara"))
+        .call_tool("ask", (), answer(&again, "Barbara"))
         .await
         .unwrap();
     assert_eq!(completed_text(response), "hello Barbara");
     // Answered already: the state names nothing any more.
     let error = client
-        .call_tool("ask", None, answer(&again, "Barbara"))
+        .call_tool("ask", (), answer(&again, "Barbara"))
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32602), "{error}");
@@ -212,7 +212,7 @@ async fn a_parked_call_left_unanswered_is_cancelled_upstream() {
         "no notifications/cancelled: {heard:?}"
     );
     let error = client
-        .call_tool("ask", None, answer(&parked, "late"))
+        .call_tool("ask", (), answer(&parked, "late"))
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32602), "{error}");
@@ -224,7 +224,7 @@ async fn a_caller_that_declared_no_elicitation_is_not_asked() {
     let (gateway, runtime) = start(UPSTREAM.to_owned(), GatewayOptions::default()).await;
     let client = over_http(gateway, runtime, false).await;
     // The upstream is told the caller cannot be asked, and answers so.
-    match client.call_tool("ask", None, plain()).await.unwrap() {
+    match client.call_tool("ask", (), plain()).await.unwrap() {
         CallResponse::Complete(result) => {
             let said = text(&result);
             assert!(said.starts_with("no answer"), "{said}");
@@ -294,12 +294,12 @@ async fn a_parked_call_is_resumed_only_by_its_own_caller() {
     let mallory = client_of(&url, true, Some("mallory")).await;
     let parked = round(&alice, "ask", plain()).await;
     let error = mallory
-        .call_tool("ask", None, answer(&parked, "Mallory"))
+        .call_tool("ask", (), answer(&parked, "Mallory"))
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32602), "{error}");
     let response = alice
-        .call_tool("ask", None, answer(&parked, "Alice"))
+        .call_tool("ask", (), answer(&parked, "Alice"))
         .await
         .unwrap();
     assert_eq!(completed_text(response), "hello Alice");

@@ -75,7 +75,7 @@ async fn an_upstream_task_is_awaited_and_its_outcomes_relayed() {
     assert!(text(&result).contains("sum"), "{}", text(&result));
 
     let outcome = client
-        .call_and_await("failing_job", None, CallOptions::default(), &waiting())
+        .call_and_await("failing_job", (), CallOptions::default(), &waiting())
         .await
         .unwrap();
     let TaskOutcome::Completed(result) = outcome else {
@@ -84,12 +84,7 @@ async fn an_upstream_task_is_awaited_and_its_outcomes_relayed() {
     assert_eq!(result.is_error, Some(true));
 
     let outcome = client
-        .call_and_await(
-            "protocol_error_job",
-            None,
-            CallOptions::default(),
-            &waiting(),
-        )
+        .call_and_await("protocol_error_job", (), CallOptions::default(), &waiting())
         .await
         .unwrap();
     let TaskOutcome::Failed(failure) = outcome else {
@@ -107,7 +102,7 @@ async fn an_upstream_task_is_awaited_and_its_outcomes_relayed() {
     let error = client
         .call_tool(
             "failing_job",
-            None,
+            (),
             CallOptions::default().with_declare_tasks(false),
         )
         .await
@@ -167,7 +162,8 @@ async fn the_upstream_tasks_input_is_relayed_both_ways() {
         CallResponse::Task(state) => state,
         other => panic!("expected a task, got {other:?}"),
     };
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };
@@ -204,12 +200,7 @@ async fn an_mrtr_round_before_the_upstream_task_is_relayed_too() {
         Ok(answers)
     }));
     let outcome = client
-        .call_and_await(
-            "test_tool_with_task",
-            None,
-            CallOptions::default(),
-            &options,
-        )
+        .call_and_await("test_tool_with_task", (), CallOptions::default(), &options)
         .await
         .unwrap();
     let TaskOutcome::Completed(result) = outcome else {
@@ -263,14 +254,15 @@ async fn tasks_cancel_is_sent_on_to_the_upstream_task() {
 async fn two_upstream_input_requests_answered_one_at_a_time() {
     let (_upstream, client) = setup().await;
     let state = match client
-        .call_tool("multi_input", None, CallOptions::default())
+        .call_tool("multi_input", (), CallOptions::default())
         .await
         .unwrap()
     {
         CallResponse::Task(state) => state,
         other => panic!("expected a task, got {other:?}"),
     };
-    let TaskOutcome::InputRequired(asking) = client.await_task(state, &waiting()).await.unwrap()
+    let TaskOutcome::InputRequired { state: asking, .. } =
+        client.await_task(state, &waiting()).await.unwrap()
     else {
         panic!("expected input_required");
     };

@@ -79,7 +79,7 @@ async fn run<H: ClientHandler>(
     options: &AwaitOptions,
 ) -> (Result<TaskOutcome, Error>, Duration) {
     let CallResponse::Task(state) = client
-        .call_tool("anything", None, CallOptions::default())
+        .call_tool("anything", (), CallOptions::default())
         .await
         .expect("tools/call")
     else {

@@ -15,8 +15,8 @@ use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{StdioTransport, TaskRuntime};
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{
-    CallOptions, CallResponse, ListenChannel, ListenMode, TaskOutcome, TaskState, TaskStatus,
-    TasksClient, quiet,
+    CallOptions, CallResponse, ConnectOptions, Endpoint, ListenMode, TaskOutcome, TaskState,
+    TaskStatus, TasksClient, quiet,
 };
 use mcp_tasks_conformance::FixtureServer;
 use rmcp::model::{
@@ -49,9 +49,9 @@ impl Capture {
         self.text.lock().unwrap().clone()
     }
 
-    fn write(&self, line: String) {
+    fn write(&self, line: &str) {
         let mut text = self.text.lock().unwrap();
-        text.push_str(&line);
+        text.push_str(line);
         text.push('\n');
     }
 }
@@ -80,14 +80,14 @@ impl Subscriber for Capture {
     fn new_span(&self, span: &Attributes<'_>) -> Id {
         let mut line = Line(format!("span {}", span.metadata().name()));
         span.record(&mut line);
-        self.write(line.0);
+        self.write(&line.0);
         Id::from_u64(self.next.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
     fn record(&self, _: &Id, values: &Record<'_>) {
         let mut line = Line("record".to_owned());
         values.record(&mut line);
-        self.write(line.0);
+        self.write(&line.0);
     }
 
     fn record_follows_from(&self, _: &Id, _: &Id) {}
@@ -96,7 +96,7 @@ impl Subscriber for Capture {
         let metadata = event.metadata();
         let mut line = Line(format!("{} {}", metadata.target(), metadata.level()));
         event.record(&mut line);
-        self.write(line.0);
+        self.write(&line.0);
     }
 
     fn enter(&self, _: &Id) {}
@@ -131,19 +131,15 @@ fn fixture() -> (FixtureServer, TaskRuntime) {
     (server, runtime)
 }
 
-/// A client over Streamable HTTP, started in the quiet scope, that listens.
-async fn http_client<H: ClientHandler>(handler: H, url: &str) -> TasksClient<H> {
-    quiet::scope(async {
-        let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
-        let http = reqwest::Client::new();
-        let channel = ListenChannel::http(http.clone(), &config);
-        let transport = StreamableHttpClientTransport::with_client(http, config);
-        let running = serve_client_with_lifecycle(handler, transport, lifecycle())
-            .await
-            .expect("connect over HTTP");
-        TasksClient::new(running).with_listen(channel)
-    })
-    .await
+/// A client over Streamable HTTP, made by `TasksClient::connect` (which
+/// starts it in the quiet scope itself: the test does not), that listens.
+async fn http_client<H: ClientHandler>(handler: H, url: &str) -> TasksClient<legacy::Handler> {
+    let options = ConnectOptions::default().with_lifecycle(lifecycle());
+    let client = TasksClient::connect(Endpoint::url(url), handler, options)
+        .await
+        .expect("connect over HTTP");
+    assert!(client.can_listen());
+    client
 }
 
 async fn task<H: ClientHandler>(
@@ -162,21 +158,12 @@ async fn task<H: ClientHandler>(
 }
 
 /// A 2025-11-25 client over Streamable HTTP (a session of the recipe's),
-/// started in the quiet scope.
+/// made by `TasksClient::connect`.
 async fn legacy_http_client(url: &str) -> TasksClient<legacy::Handler> {
-    quiet::scope(async {
-        let handler = legacy::Handler::new(Forms);
-        let tap = handler.tap();
-        let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
-        let transport =
-            StreamableHttpClientTransport::with_client(tap.http(reqwest::Client::new()), config);
-        let running =
-            serve_client_with_lifecycle(handler, transport, ClientLifecycleMode::Initialize)
-                .await
-                .expect("open a session over HTTP");
-        TasksClient::new(running)
-    })
-    .await
+    let options = ConnectOptions::default().with_lifecycle(ClientLifecycleMode::Initialize);
+    TasksClient::connect(Endpoint::url(url), Forms, options)
+        .await
+        .expect("open a session over HTTP")
 }
 
 /// A task end to end: one that asks for input (awaited with `listen`, by
@@ -185,7 +172,8 @@ async fn legacy_http_client(url: &str) -> TasksClient<legacy::Handler> {
 async fn end_to_end<H: ClientHandler>(client: &TasksClient<H>, listen: ListenMode) -> Vec<String> {
     let options = waiting().with_listen(listen);
     let asking = task(client, "confirm_delete", json!({"filename": "notes.txt"})).await;
-    let TaskOutcome::InputRequired(asked) = client.await_task(&asking, &options).await.unwrap()
+    let TaskOutcome::InputRequired { state: asked, .. } =
+        client.await_task(&asking, &options).await.unwrap()
     else {
         panic!("expected input_required");
     };

@@ -46,7 +46,7 @@ async fn redis_down_is_a_clear_error_at_once_and_the_server_recovers_by_itself()
     let asked = Instant::now();
     let read = on_a.get(&id).await.expect_err("tasks/get fails");
     assert!(read.to_string().contains("cannot be reached"), "{read}");
-    let call = on_a.call_tool("ask", None, CallOptions::default()).await;
+    let call = on_a.call_tool("ask", (), CallOptions::default()).await;
     assert!(call.is_err(), "tools/call fails: {call:?}");
     assert!(
         asked.elapsed() < Duration::from_secs(6),

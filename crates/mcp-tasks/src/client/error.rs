@@ -3,13 +3,15 @@
 //! Variants are grouped by who is at fault: the peer refused (a JSON-RPC
 //! error it sent), the peer misbehaved (a malformed or unexpected answer),
 //! the task ended badly (failed, cancelled, input left unanswered), the wait
-//! ended (timeout, stall), the transport failed, or the caller misused the API.
+//! ended (timeout, stall), the transport failed, the connection could not be
+//! opened, or the caller misused the API.
 
 use std::time::Duration;
 
 use rmcp::ServiceError;
 use serde_json::Value;
 
+use super::input::Unanswered;
 use super::state::{TaskFailure, TaskState};
 use crate::task::{RpcError, TaskId, TaskStatus};
 
@@ -148,10 +150,20 @@ pub enum Error {
     TaskCancelled(Box<TaskState>),
     /// The task needs input that was not given.
     #[error("the task needs input that was not given")]
-    InputRequired(Box<TaskState>),
+    InputRequired {
+        /// The task, `input_required`, with its input requests.
+        state: Box<TaskState>,
+        /// Why it was not given: which handler is missing, for which key.
+        #[source]
+        unanswered: Unanswered,
+    },
     /// The `tools/call` asked for input (MRTR) that was not given.
     #[error("the tool call needs input that was not given")]
-    CallInputRequired,
+    CallInputRequired {
+        /// Why it was not given: which handler is missing, for which key.
+        #[source]
+        unanswered: Unanswered,
+    },
     /// [`TaskState::outcome`] was asked for an outcome the state does not hold.
     #[error("the task state is {status} without {missing}; call tasks/get first")]
     NotReady {
@@ -215,10 +227,46 @@ pub enum Error {
         source: Box<ServiceError>,
     },
 
+    // --- the connection could not be opened ---
+    /// The server's process could not be started
+    /// ([`TasksClient::connect`](super::TasksClient::connect)).
+    #[error("cannot start {program:?}")]
+    Spawn {
+        /// The program (`sh` for a command line).
+        program: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP client for the endpoint could not be built.
+    #[error("cannot build an HTTP client")]
+    HttpClient {
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The server did not complete the MCP lifecycle: it is unreachable,
+    /// exited, refused, or does not speak MCP.
+    #[error("the server did not complete the MCP lifecycle")]
+    Lifecycle {
+        /// What rmcp reported.
+        #[source]
+        source: Box<rmcp::service::ClientInitializeError>,
+    },
+    /// The server did not complete the MCP lifecycle in time.
+    #[error("the server did not complete the MCP lifecycle within {0:?}")]
+    ConnectTimeout(Duration),
+
     // --- the caller misused the API ---
     /// Options that contradict each other, or an argument that cannot be sent.
     #[error("invalid use of the API: {0}")]
     Usage(&'static str),
+    /// A header given for an HTTP endpoint is not a valid HTTP header.
+    #[error("the header {name:?} is not a valid HTTP header")]
+    InvalidHeader {
+        /// The header's name, as given.
+        name: String,
+    },
 }
 
 /// Who is at fault, in a few groups: what [`Error::kind`] answers. Print it,
@@ -245,13 +293,17 @@ pub enum ErrorKind {
     Input,
     /// The request or its answer was lost on the way: [`Error::Transport`].
     Transport,
-    /// The API was used wrongly: [`Error::Usage`], [`Error::NotReady`].
+    /// The connection could not be opened: [`Error::Spawn`],
+    /// [`Error::HttpClient`], [`Error::Lifecycle`], [`Error::ConnectTimeout`].
+    Connect,
+    /// The API was used wrongly: [`Error::Usage`], [`Error::NotReady`],
+    /// [`Error::InvalidHeader`].
     Usage,
 }
 
 impl ErrorKind {
     /// A short lower-case name: `refused`, `protocol`, `task`, `wait`,
-    /// `input`, `transport`, `usage`.
+    /// `input`, `transport`, `connect`, `usage`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Refused => "refused",
@@ -260,6 +312,7 @@ impl ErrorKind {
             Self::Wait => "wait",
             Self::Input => "input",
             Self::Transport => "transport",
+            Self::Connect => "connect",
             Self::Usage => "usage",
         }
     }
@@ -312,12 +365,16 @@ impl Error {
             Self::Protocol { .. } => ErrorKind::Protocol,
             Self::TaskFailed(_)
             | Self::TaskCancelled(_)
-            | Self::InputRequired(_)
-            | Self::CallInputRequired => ErrorKind::Task,
+            | Self::InputRequired { .. }
+            | Self::CallInputRequired { .. } => ErrorKind::Task,
             Self::Timeout { .. } | Self::Stalled { .. } => ErrorKind::Wait,
             Self::InvalidInputResponse { .. } | Self::InputHandler { .. } => ErrorKind::Input,
             Self::Transport { .. } => ErrorKind::Transport,
-            Self::Usage(_) | Self::NotReady { .. } => ErrorKind::Usage,
+            Self::Spawn { .. }
+            | Self::HttpClient { .. }
+            | Self::Lifecycle { .. }
+            | Self::ConnectTimeout(_) => ErrorKind::Connect,
+            Self::Usage(_) | Self::NotReady { .. } | Self::InvalidHeader { .. } => ErrorKind::Usage,
         }
     }
 
@@ -373,7 +430,7 @@ impl Error {
             Self::Timeout { task_id, .. } => Some(task_id),
             Self::Stalled { state, .. }
             | Self::TaskCancelled(state)
-            | Self::InputRequired(state) => Some(&state.id),
+            | Self::InputRequired { state, .. } => Some(&state.id),
             Self::TaskFailed(failure) => Some(&failure.state.id),
             _ => None,
         }
@@ -386,8 +443,19 @@ impl Error {
             Self::Timeout { last_state, .. } => last_state.as_deref(),
             Self::Stalled { state, .. }
             | Self::TaskCancelled(state)
-            | Self::InputRequired(state) => Some(state),
+            | Self::InputRequired { state, .. } => Some(state),
             Self::TaskFailed(failure) => Some(&failure.state),
+            _ => None,
+        }
+    }
+
+    /// Why input was not given, for [`Error::InputRequired`] and
+    /// [`Error::CallInputRequired`]: which handler is missing, for which key.
+    pub fn unanswered(&self) -> Option<&Unanswered> {
+        match self {
+            Self::InputRequired { unanswered, .. } | Self::CallInputRequired { unanswered } => {
+                Some(unanswered)
+            }
             _ => None,
         }
     }
@@ -504,7 +572,13 @@ mod tests {
                 ErrorKind::Protocol,
                 "protocol",
             ),
-            (Error::CallInputRequired, ErrorKind::Task, "task"),
+            (
+                Error::CallInputRequired {
+                    unanswered: Unanswered::Returned,
+                },
+                ErrorKind::Task,
+                "task",
+            ),
             (
                 Error::InvalidInputResponse {
                     key: "k".into(),
@@ -520,6 +594,11 @@ mod tests {
                 },
                 ErrorKind::Transport,
                 "transport",
+            ),
+            (
+                Error::ConnectTimeout(Duration::from_secs(1)),
+                ErrorKind::Connect,
+                "connect",
             ),
             (Error::Usage("no"), ErrorKind::Usage, "usage"),
             (

@@ -91,7 +91,8 @@ pub enum InputMode {
     /// The rmcp `ClientHandler` the client was built with answers
     /// `elicitation/create`, `sampling/createMessage` and `roots/list`. A
     /// kind whose capability the handler does not declare, or that it
-    /// answers with -32601, ends the wait with the input-required state.
+    /// answers with -32601, ends the wait with the input-required state,
+    /// naming the missing handler ([`Unanswered::MissingHandler`]).
     #[default]
     Handlers,
     /// End the wait with the input-required state at once.
@@ -233,20 +234,160 @@ impl fmt::Debug for InputMode {
     }
 }
 
+/// What an input request asks for, by its method.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InputKind {
+    /// `elicitation/create`: a form or a URL for the user.
+    Elicitation,
+    /// `sampling/createMessage`: a completion from the client's model.
+    Sampling,
+    /// `roots/list`: the client's roots.
+    Roots,
+    /// A method this version does not know.
+    Unknown(String),
+}
+
+impl InputKind {
+    /// The kind of the input request `request` (`{method, params}` as sent).
+    pub fn of(request: &Value) -> Self {
+        match request.get("method").and_then(Value::as_str) {
+            Some("elicitation/create") => Self::Elicitation,
+            Some("sampling/createMessage") => Self::Sampling,
+            Some("roots/list") => Self::Roots,
+            Some(other) => Self::Unknown(other.to_owned()),
+            None => Self::Unknown(String::new()),
+        }
+    }
+
+    /// The method of the request, e.g. `elicitation/create`.
+    pub fn method(&self) -> &str {
+        match self {
+            Self::Elicitation => "elicitation/create",
+            Self::Sampling => "sampling/createMessage",
+            Self::Roots => "roots/list",
+            Self::Unknown(method) => method,
+        }
+    }
+
+    /// The `ClientHandler` method that answers it, e.g. `create_elicitation`.
+    fn handler_method(&self) -> Option<&'static str> {
+        match self {
+            Self::Elicitation => Some("create_elicitation"),
+            Self::Sampling => Some("create_message"),
+            Self::Roots => Some("list_roots"),
+            Self::Unknown(_) => None,
+        }
+    }
+
+    /// The client capability that declares it, e.g. `elicitation`.
+    fn capability(&self) -> Option<&'static str> {
+        match self {
+            Self::Elicitation => Some("elicitation"),
+            Self::Sampling => Some("sampling"),
+            Self::Roots => Some("roots"),
+            Self::Unknown(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for InputKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.method())
+    }
+}
+
+/// Why a wait left an input request unanswered: what
+/// [`TaskOutcome::InputRequired`](super::TaskOutcome::InputRequired) and
+/// [`TaskOutcome::CallInputRequired`](super::TaskOutcome::CallInputRequired)
+/// (and the errors they become) say besides the request itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unanswered {
+    /// The wait was told to hand input back ([`InputMode::Return`]).
+    Returned,
+    /// The wait answers with the client's `ClientHandler`
+    /// ([`InputMode::Handlers`], the default), and no handler answers the
+    /// request under `key`: the client's handler does not declare the
+    /// capability of its kind, or answered -32601 (rmcp's default for a
+    /// method not implemented). Implement it (and declare the capability in
+    /// `ClientHandler::get_info`), or give the wait a resolver
+    /// ([`InputMode::resolver`], [`InputMode::forms`]).
+    MissingHandler {
+        /// The key of the input request.
+        key: String,
+        /// What it asks for.
+        kind: InputKind,
+        /// Whether the handler declares the capability (and answered -32601).
+        declared: bool,
+    },
+}
+
+impl Unanswered {
+    /// The key of the request no handler answers, for [`Unanswered::MissingHandler`].
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Self::MissingHandler { key, .. } => Some(key),
+            Self::Returned => None,
+        }
+    }
+
+    /// The kind of request no handler answers, for [`Unanswered::MissingHandler`].
+    pub fn missing_handler(&self) -> Option<&InputKind> {
+        match self {
+            Self::MissingHandler { kind, .. } => Some(kind),
+            Self::Returned => None,
+        }
+    }
+}
+
+impl fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Returned => {
+                f.write_str("the wait was told to return input requests (InputMode::Return)")
+            }
+            Self::MissingHandler {
+                key,
+                kind,
+                declared,
+            } => {
+                write!(f, "no handler answers the {kind} request {key:?}: ")?;
+                match (kind.handler_method(), kind.capability(), declared) {
+                    (Some(method), _, true) => write!(
+                        f,
+                        "the client's ClientHandler declares it but does not implement {method}"
+                    )?,
+                    (Some(method), Some(capability), false) => write!(
+                        f,
+                        "the client's ClientHandler does not declare the {capability} capability \
+                         (and implement {method})"
+                    )?,
+                    _ => f.write_str("a ClientHandler cannot answer this kind")?,
+                }
+                f.write_str(", and the wait has no resolver (InputMode::resolver)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Unanswered {}
+
 impl<H: ClientHandler> TasksClient<H> {
-    /// Answers `requests` as `options.input` says. `Ok(None)` means the
-    /// input is not to be answered here (return mode, or no handler).
-    /// Every response returned has been validated and is for a key offered.
+    /// Answers `requests` as `options.input` says. `Ok(Err(..))` means the
+    /// input is not to be answered here, and why (return mode, or no
+    /// handler). Every response returned has been validated and is for a
+    /// key offered.
     pub(super) async fn answer_input(
         &self,
         requests: &BTreeMap<String, Value>,
         options: &AwaitOptions,
-    ) -> Result<Option<InputResponses>, Error> {
+    ) -> Result<Result<InputResponses, Unanswered>, Error> {
         let mut responses = match &options.input {
-            InputMode::Return => return Ok(None),
+            InputMode::Return => return Ok(Err(Unanswered::Returned)),
             InputMode::Handlers => match self.answer_with_handler(requests).await? {
-                Some(responses) => responses,
-                None => return Ok(None),
+                Ok(responses) => responses,
+                Err(unanswered) => return Ok(Err(unanswered)),
             },
             InputMode::Resolver(resolve) => resolve(requests.clone()).await?,
         };
@@ -259,16 +400,16 @@ impl<H: ClientHandler> TasksClient<H> {
                 }
             })?;
         }
-        Ok(Some(responses))
+        Ok(Ok(responses))
     }
 
-    /// Answers an MRTR `InputRequiredResult`; `Some` holds the responses to
+    /// Answers an MRTR `InputRequiredResult`; `Ok` holds the responses to
     /// retry with (empty when the server sent only `requestState`).
     pub(super) async fn answer_call_input(
         &self,
         result: &InputRequiredResult,
         options: &AwaitOptions,
-    ) -> Result<Option<InputResponses>, Error> {
+    ) -> Result<Result<InputResponses, Unanswered>, Error> {
         let requests: BTreeMap<String, Value> = result
             .input_requests
             .iter()
@@ -281,7 +422,7 @@ impl<H: ClientHandler> TasksClient<H> {
             })
             .collect();
         if requests.is_empty() {
-            return Ok(Some(InputResponses::new()));
+            return Ok(Ok(InputResponses::new()));
         }
         self.answer_input(&requests, options).await
     }
@@ -289,7 +430,7 @@ impl<H: ClientHandler> TasksClient<H> {
     async fn answer_with_handler(
         &self,
         requests: &BTreeMap<String, Value>,
-    ) -> Result<Option<InputResponses>, Error> {
+    ) -> Result<Result<InputResponses, Unanswered>, Error> {
         let capabilities = self.capabilities();
         let mut parsed = Vec::with_capacity(requests.len());
         for (key, raw) in requests {
@@ -309,19 +450,30 @@ impl<H: ClientHandler> TasksClient<H> {
                 _ => false,
             };
             if !declared {
-                return Ok(None);
+                return Ok(Err(Unanswered::MissingHandler {
+                    key: key.clone(),
+                    kind: InputKind::of(raw),
+                    declared: false,
+                }));
             }
-            parsed.push((key, request));
+            parsed.push((key, request, raw));
         }
         let mut responses = InputResponses::new();
-        for (key, request) in parsed {
+        for (key, request, raw) in parsed {
+            let missing = |declared| {
+                Ok(Err(Unanswered::MissingHandler {
+                    key: key.clone(),
+                    kind: InputKind::of(raw),
+                    declared,
+                }))
+            };
             let request = match request {
                 InputRequest::Elicitation(request) => ServerRequest::ElicitRequest(request),
                 InputRequest::CreateMessage(request) => {
                     ServerRequest::CreateMessageRequest(request)
                 }
                 InputRequest::ListRoots(request) => ServerRequest::ListRootsRequest(request),
-                _ => return Ok(None),
+                _ => return missing(false),
             };
             let context = RequestContext::<RoleClient>::new(
                 NumberOrString::String(key.as_str().into()),
@@ -338,7 +490,7 @@ impl<H: ClientHandler> TasksClient<H> {
                 Ok(ClientResult::ListRootsResult(result)) => serde_json::to_value(result),
                 Ok(other) => serde_json::to_value(other),
                 Err(error) if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND => {
-                    return Ok(None);
+                    return missing(true);
                 }
                 Err(error) => {
                     return Err(InputError::new(key.clone(), RpcError::from(error)).into());
@@ -346,7 +498,7 @@ impl<H: ClientHandler> TasksClient<H> {
             };
             responses.insert(key.clone(), response.unwrap_or(Value::Null));
         }
-        Ok(Some(responses))
+        Ok(Ok(responses))
     }
 }
 

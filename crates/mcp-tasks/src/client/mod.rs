@@ -7,7 +7,13 @@
 //! hears the task's `notifications/tasks` instead of polling ([`listen`]).
 //! On a connection opened with `initialize` to a server without the
 //! extension, the same calls drive the 2025-11-25 era's tasks ([`legacy`]).
+//!
+//! [`TasksClient::connect`] opens the connection too, from a URL or a child
+//! process, with the listen channel and the legacy pieces wired in the one
+//! order that works ([`connect`] says what and why);
+//! [`TasksClient::new`] wraps a connection built by hand.
 
+pub mod connect;
 pub mod error;
 mod input;
 pub mod journal;
@@ -29,8 +35,12 @@ use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::Value;
 
+pub use connect::{ConnectOptions, Endpoint};
 pub use error::{Error, ErrorKind};
-pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
+pub use input::{
+    FormRequest, InputError, InputKind, InputMode, InputResolver, Unanswered,
+    validate_input_response,
+};
 pub use listen::{ListenChannel, ListenMode};
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
@@ -52,9 +62,10 @@ pub fn with_tasks_extension(mut capabilities: ClientCapabilities) -> ClientCapab
 }
 
 /// Tool arguments from any `impl Serialize` that serializes to a JSON
-/// object (a struct, a map, `serde_json::json!({..})`), for
-/// [`TasksClient::call_tool`] and the calls built on it; `()` and `null`
-/// give no arguments. Anything else is [`Error::Usage`].
+/// object (a struct, a map, `serde_json::json!({..})`): what
+/// [`TasksClient::call_tool`], [`TasksClient::start_tool`] and
+/// [`TasksClient::call_and_await`] do with their `arguments`. `()`, `null`
+/// and `None` give no arguments; anything else is [`Error::Usage`].
 ///
 /// ```
 /// #[derive(serde::Serialize)]
@@ -177,6 +188,9 @@ pub struct TasksClient<H: ClientHandler> {
     /// The connection's legacy plumbing, when its handler is a [`legacy::Handler`].
     legacy: Option<Arc<legacy::Link>>,
     listen: Option<ListenChannel>,
+    /// Set once a wait of this client has said it polls for want of a
+    /// listen channel (it is said once per client).
+    polling_said: Arc<std::sync::atomic::AtomicBool>,
     journal: Option<Arc<journal::JournalLink>>,
 }
 
@@ -186,6 +200,7 @@ impl<H: ClientHandler> Clone for TasksClient<H> {
             running: self.running.clone(),
             legacy: self.legacy.clone(),
             listen: self.listen.clone(),
+            polling_said: self.polling_said.clone(),
             journal: self.journal.clone(),
         }
     }
@@ -201,6 +216,14 @@ impl<H: ClientHandler> std::fmt::Debug for TasksClient<H> {
 
 impl<H: ClientHandler> TasksClient<H> {
     /// Wraps a running rmcp client, built with any transport and lifecycle.
+    ///
+    /// [`TasksClient::connect`] builds the connection too, with everything
+    /// wired. A client made here has no listen channel until it is given
+    /// one ([`TasksClient::with_listen`]): its waits poll `tasks/get` at the
+    /// server's suggested interval (which can make a short task seconds
+    /// late), and the first wait says so once in the log. On a
+    /// 2025-11-25 server it runs that era's tasks only when `running` was
+    /// built on a [`legacy::Handler`] with its tap (see [`legacy`]).
     pub fn new(running: RunningService<RoleClient, H>) -> Self {
         Self::from_arc(Arc::new(running))
     }
@@ -215,6 +238,7 @@ impl<H: ClientHandler> TasksClient<H> {
             running,
             legacy,
             listen: None,
+            polling_said: Arc::default(),
             journal: None,
         }
     }
@@ -277,9 +301,16 @@ impl<H: ClientHandler> TasksClient<H> {
         self
     }
 
-    /// Whether waits can listen: the client has a listen channel.
+    /// Whether waits can listen: the client has a listen channel and the
+    /// connection was opened with `server/discover` (`subscriptions/listen`
+    /// does not exist on a connection opened with `initialize`). The server
+    /// may still refuse a stream; a [`ListenMode::Auto`] wait then polls.
     pub fn can_listen(&self) -> bool {
         self.listen.is_some()
+            && self
+                .peer()
+                .peer_info()
+                .is_some_and(|info| !info.protocol_version.has_initialize())
     }
 
     /// The rmcp client underneath, for everything else MCP offers.
@@ -394,13 +425,27 @@ impl<H: ClientHandler> TasksClient<H> {
     /// the server answered: a task, a complete result or an input request.
     /// On a 2025-11-25 server the call is task-augmented when the server and
     /// the tool allow it (see [`legacy`]).
+    ///
+    /// `arguments` is anything that serializes to a JSON object (a struct, a
+    /// map, `serde_json::json!({..})`, an `Option<JsonObject>`); `()` gives
+    /// none (see [`arguments`]).
     pub async fn call_tool(
         &self,
         name: impl Into<String>,
+        arguments: impl serde::Serialize,
+        options: CallOptions,
+    ) -> Result<CallResponse, Error> {
+        self.call_tool_with(name.into(), self::arguments(&arguments)?, options)
+            .await
+    }
+
+    /// [`TasksClient::call_tool`] with the arguments read already.
+    async fn call_tool_with(
+        &self,
+        name: String,
         arguments: Option<JsonObject>,
         options: CallOptions,
     ) -> Result<CallResponse, Error> {
-        let name = name.into();
         let response = self
             .call_tool_unjournaled(name.clone(), arguments, options)
             .await?;
@@ -526,20 +571,41 @@ impl<H: ClientHandler> TasksClient<H> {
     /// Tasks extension is retried once with it declared. Returns the task's
     /// seed state, the tool's result when the server ran it at once, or the
     /// input request the wait was told not to answer (or had no handler for).
+    /// `arguments` as in [`TasksClient::call_tool`].
     pub async fn start_tool(
         &self,
         name: impl Into<String>,
-        arguments: Option<JsonObject>,
+        arguments: impl serde::Serialize,
         call: CallOptions,
         options: &AwaitOptions,
     ) -> Result<CallResponse, Error> {
-        let name = name.into();
+        Ok(
+            match self
+                .start(name.into(), self::arguments(&arguments)?, call, options)
+                .await?
+            {
+                Started::Task(state) => CallResponse::Task(state),
+                Started::Complete(result) => CallResponse::Complete(result),
+                Started::Unanswered(request, _) => CallResponse::InputRequired(request),
+            },
+        )
+    }
+
+    /// [`TasksClient::start_tool`], saying why an input request was left
+    /// unanswered.
+    async fn start(
+        &self,
+        name: String,
+        arguments: Option<JsonObject>,
+        call: CallOptions,
+        options: &AwaitOptions,
+    ) -> Result<Started, Error> {
         let mut call = call;
         let mut retried_for_capability = false;
         let mut rounds = 0usize;
         loop {
             let response = match self
-                .call_tool(name.clone(), arguments.clone(), call.clone())
+                .call_tool_with(name.clone(), arguments.clone(), call.clone())
                 .await
             {
                 Err(error)
@@ -553,8 +619,10 @@ impl<H: ClientHandler> TasksClient<H> {
                 }
                 other => other?,
             };
-            let CallResponse::InputRequired(request) = response else {
-                return Ok(response);
+            let request = match response {
+                CallResponse::Task(state) => return Ok(Started::Task(state)),
+                CallResponse::Complete(result) => return Ok(Started::Complete(result)),
+                CallResponse::InputRequired(request) => request,
             };
             rounds += 1;
             if rounds > options.mrtr_max_rounds {
@@ -563,8 +631,9 @@ impl<H: ClientHandler> TasksClient<H> {
                     None,
                 ));
             }
-            let Some(responses) = self.answer_call_input(&request, options).await? else {
-                return Ok(CallResponse::InputRequired(request));
+            let responses = match self.answer_call_input(&request, options).await? {
+                Ok(responses) => responses,
+                Err(unanswered) => return Ok(Started::Unanswered(request, unanswered)),
             };
             call = call.with_mrtr_retry(
                 (!responses.is_empty()).then_some(responses),
@@ -575,20 +644,39 @@ impl<H: ClientHandler> TasksClient<H> {
 
     /// Calls a tool and waits for its outcome: [`TasksClient::start_tool`],
     /// then [`TasksClient::await_task`] on the task. A tool the server ran at
-    /// once returns its result unchanged.
+    /// once returns its result unchanged. `arguments` as in
+    /// [`TasksClient::call_tool`].
     pub async fn call_and_await(
         &self,
         name: impl Into<String>,
-        arguments: Option<JsonObject>,
+        arguments: impl serde::Serialize,
         call: CallOptions,
         options: &AwaitOptions,
     ) -> Result<TaskOutcome, Error> {
-        match self.start_tool(name, arguments, call, options).await? {
-            CallResponse::Complete(result) => Ok(TaskOutcome::Completed(result)),
-            CallResponse::Task(state) => self.await_task(state, options).await,
-            CallResponse::InputRequired(request) => Ok(TaskOutcome::CallInputRequired(request)),
+        let arguments = self::arguments(&arguments)?;
+        match self.start(name.into(), arguments, call, options).await? {
+            Started::Task(state) => self.await_task(state, options).await,
+            Started::Complete(result) => Ok(TaskOutcome::Completed(result)),
+            Started::Unanswered(request, unanswered) => Ok(TaskOutcome::CallInputRequired {
+                request,
+                unanswered,
+            }),
         }
     }
+}
+
+/// What the MRTR rounds of a call ended with.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per call, moved once, as CallResponse"
+)]
+enum Started {
+    /// The server made a task.
+    Task(TaskState),
+    /// The server ran the tool at once.
+    Complete(CallToolResult),
+    /// An input request the wait did not answer, and why.
+    Unanswered(InputRequiredResult, Unanswered),
 }
 
 /// Reads a `tools/call` result by its `resultType`.

@@ -14,6 +14,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
 
 use super::error::{Error, ProtocolViolation};
+use super::input::Unanswered;
 use crate::task::{RpcError, TaskId, TaskStatus, Timestamp, Ttl};
 
 /// Which protocol a task was made in: the Tasks extension of MCP 2026-07-28,
@@ -332,10 +333,20 @@ pub enum TaskOutcome {
     Cancelled(TaskState),
     /// The task needs input that the wait was told not to give, or had no
     /// handler for.
-    InputRequired(TaskState),
+    InputRequired {
+        /// The task, `input_required`, with its input requests.
+        state: TaskState,
+        /// Why the wait did not answer (which handler is missing, for which key).
+        unanswered: Unanswered,
+    },
     /// Before any task existed, the `tools/call` itself asked for input (an
     /// MRTR round) that the wait was told not to give, or had no handler for.
-    CallInputRequired(rmcp::model::InputRequiredResult),
+    CallInputRequired {
+        /// The server's answer, with its input requests.
+        request: rmcp::model::InputRequiredResult,
+        /// Why the wait did not answer (which handler is missing, for which key).
+        unanswered: Unanswered,
+    },
 }
 
 impl TaskOutcome {
@@ -345,7 +356,19 @@ impl TaskOutcome {
             Self::Completed(_) => TaskStatus::Completed,
             Self::Failed(_) => TaskStatus::Failed,
             Self::Cancelled(_) => TaskStatus::Cancelled,
-            Self::InputRequired(_) | Self::CallInputRequired(_) => TaskStatus::InputRequired,
+            Self::InputRequired { .. } | Self::CallInputRequired { .. } => {
+                TaskStatus::InputRequired
+            }
+        }
+    }
+
+    /// Why the wait left input unanswered, for the input-required outcomes.
+    pub fn unanswered(&self) -> Option<&Unanswered> {
+        match self {
+            Self::InputRequired { unanswered, .. } | Self::CallInputRequired { unanswered, .. } => {
+                Some(unanswered)
+            }
+            _ => None,
         }
     }
 
@@ -371,8 +394,13 @@ impl TaskOutcome {
             Self::Completed(result) => Ok(result),
             Self::Failed(failure) => Err(Error::TaskFailed(failure)),
             Self::Cancelled(state) => Err(Error::TaskCancelled(Box::new(state))),
-            Self::InputRequired(state) => Err(Error::InputRequired(Box::new(state))),
-            Self::CallInputRequired(_) => Err(Error::CallInputRequired),
+            Self::InputRequired { state, unanswered } => Err(Error::InputRequired {
+                state: Box::new(state),
+                unanswered,
+            }),
+            Self::CallInputRequired { unanswered, .. } => {
+                Err(Error::CallInputRequired { unanswered })
+            }
         }
     }
 }

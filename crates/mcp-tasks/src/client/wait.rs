@@ -453,8 +453,14 @@ impl<H: ClientHandler> TasksClient<H> {
                         .collect();
                     let mut sent = false;
                     if !pending.is_empty() {
-                        let Some(responses) = self.answer_input(&pending, options).await? else {
-                            return Ok(TaskOutcome::InputRequired(current.clone()));
+                        let responses = match self.answer_input(&pending, options).await? {
+                            Ok(responses) => responses,
+                            Err(unanswered) => {
+                                return Ok(TaskOutcome::InputRequired {
+                                    state: current.clone(),
+                                    unanswered,
+                                });
+                            }
                         };
                         if !responses.is_empty() {
                             let keys: Vec<String> = responses.keys().cloned().collect();
@@ -526,16 +532,18 @@ impl<H: ClientHandler> TasksClient<H> {
 
     /// Sends `tasks/cancel`, then polls until the task is finished (from
     /// the minimum interval, doubling up to the server's:
-    /// [`AwaitOptions::settling_interval`]), and returns its final state: `cancelled`, or `completed` or `failed` when
-    /// the work ended first (cancellation is cooperative). `options` gives
-    /// the deadline (past it, [`Error::Timeout`] carries the last state
-    /// read), the intervals, the retries and the observer; its input
-    /// settings are not used.
+    /// [`AwaitOptions::settling_interval`]), and returns its outcome, as
+    /// [`TasksClient::call_and_await`] does: [`TaskOutcome::Cancelled`], or
+    /// [`TaskOutcome::Completed`] or [`TaskOutcome::Failed`] when the work
+    /// ended first (cancellation is cooperative). `options` gives the
+    /// deadline (past it, [`Error::Timeout`] carries the last state read),
+    /// the intervals, the retries and the observer; its input settings are
+    /// not used.
     pub async fn cancel_and_wait(
         &self,
         id: &TaskId,
         options: &AwaitOptions,
-    ) -> Result<TaskState, Error> {
+    ) -> Result<TaskOutcome, Error> {
         let journaled = self.journaled(options);
         let state = self
             .cancel_and_wait_unjournaled(id, journaled.as_ref().unwrap_or(options))
@@ -548,7 +556,7 @@ impl<H: ClientHandler> TasksClient<H> {
         &self,
         id: &TaskId,
         options: &AwaitOptions,
-    ) -> Result<TaskState, Error> {
+    ) -> Result<TaskOutcome, Error> {
         if self.initialize_era() {
             return self.cancel_and_wait_legacy(id, options).await;
         }
@@ -558,6 +566,8 @@ impl<H: ClientHandler> TasksClient<H> {
         })
         .await?;
         let mut settling = 0;
+        // Finished states in a row that lacked their payload.
+        let mut incomplete = 0u32;
         loop {
             let state = wait
                 .retrying("tasks/get", |timeout| {
@@ -565,8 +575,22 @@ impl<H: ClientHandler> TasksClient<H> {
                 })
                 .await?;
             let current = wait.observe(state);
+            if current.has_outcome() {
+                return current.outcome();
+            }
             if current.status.is_terminal() {
-                return Ok(current.clone());
+                // As in a wait: tasks/get must carry the payload; read again
+                // a few times before giving up on the server.
+                incomplete += 1;
+                if incomplete >= INCOMPLETE_POLLS {
+                    return Err(Error::protocol(
+                        ProtocolViolation::IncompleteTask {
+                            status: current.status.clone(),
+                            polls: incomplete,
+                        },
+                        Some(current.raw.clone()),
+                    ));
+                }
             }
             let pause = options.settling_interval(settling, Some(current));
             settling += 1;

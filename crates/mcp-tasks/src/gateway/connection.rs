@@ -4,29 +4,19 @@
 //! chosen), the transport of a stdio child, and the backoff between
 //! attempts to connect.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::RoleClient;
 use rmcp::model::ProtocolVersion;
-use rmcp::service::{
-    ClientLifecycleMode, RxJsonRpcMessage, TxJsonRpcMessage, serve_client_with_lifecycle,
-};
-use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, Transport};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use rmcp::service::ClientLifecycleMode;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::relay::{Calls, RelayHandler};
 use super::roots::{SessionRoots, SessionWindow};
 use super::{Error, GatewayOptions};
-use crate::client::listen::DemuxReader;
-use crate::client::{ListenChannel, TasksClient, legacy};
+use crate::client::connect::{self, Opened};
+use crate::client::{ConnectOptions, Endpoint, Error as ClientError, TasksClient, legacy};
 
 /// Where the upstream MCP server is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +35,18 @@ pub enum Upstream {
 }
 
 impl Upstream {
+    /// Where the client half connects to.
+    fn endpoint(&self) -> Endpoint {
+        match self {
+            Self::Command(command) => Endpoint::shell(command.clone()),
+            Self::Url { url, headers } => headers
+                .iter()
+                .fold(Endpoint::url(url.clone()), |endpoint, (name, value)| {
+                    endpoint.with_header(name.clone(), value.clone())
+                }),
+        }
+    }
+
     /// A child process: `command` run with `sh -c`.
     pub fn command(command: impl Into<String>) -> Self {
         Self::Command(command.into())
@@ -144,56 +146,6 @@ impl Connection {
     }
 }
 
-/// How long a stdio upstream has to exit once its stdin is closed.
-const EXIT_GRACE: Duration = Duration::from_secs(3);
-
-/// A child process's stdio as an rmcp transport, through the legacy tap,
-/// that says when the child's stdout ends.
-struct ChildTransport {
-    io: AsyncRwTransport<RoleClient, DemuxReader<legacy::TapRead<ChildStdout>>, ChildStdin>,
-    child: Child,
-    closed: CancellationToken,
-}
-
-impl Transport<RoleClient> for ChildTransport {
-    type Error = std::io::Error;
-
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let sending = self.io.send(item);
-        let closed = self.closed.clone();
-        async move {
-            let sent = sending.await;
-            if sent.is_err() {
-                closed.cancel();
-            }
-            sent
-        }
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let message = self.io.receive().await;
-        if message.is_none() {
-            self.closed.cancel();
-        }
-        message
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        self.closed.cancel();
-        self.io.close().await?;
-        if tokio::time::timeout(EXIT_GRACE, self.child.wait())
-            .await
-            .is_err()
-        {
-            self.child.kill().await?;
-        }
-        Ok(())
-    }
-}
-
 /// The eras an upstream is reached in (see the [module](self) docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Eras {
@@ -287,84 +239,17 @@ pub(super) async fn connect(
         window.clone(),
         handshake_version,
     );
-    let handler = legacy::Handler::new(relay);
-    let tap = handler.tap();
-    let closed = CancellationToken::new();
-    let connecting = async {
-        match upstream {
-            Upstream::Command(command) => {
-                let mut child = tokio::process::Command::new("sh")
-                    .arg("-c")
-                    .arg(format!("exec {command}"))
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .map_err(|source| Error::Spawn { source })?;
-                let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-                    return Err(Error::Spawn {
-                        source: std::io::Error::other("the child has no stdin or stdout"),
-                    });
-                };
-                let (listen, stdout) = ListenChannel::stdio(tap.read(stdout));
-                let transport = ChildTransport {
-                    io: AsyncRwTransport::new_client(stdout, stdin),
-                    child,
-                    closed: closed.clone(),
-                };
-                let running = serve_client_with_lifecycle(handler, transport, lifecycle)
-                    .await
-                    .map_err(|source| Error::Initialize {
-                        source: Box::new(source),
-                    })?;
-                Ok((running, listen))
-            }
-            Upstream::Url { url, headers } => {
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
-                let mut custom = HashMap::new();
-                for (name, value) in headers {
-                    if name.eq_ignore_ascii_case("authorization") {
-                        let token = value.strip_prefix("Bearer ").unwrap_or(value);
-                        config = config.auth_header(token);
-                    } else {
-                        let name = http::HeaderName::try_from(name.as_str())
-                            .map_err(|_| Error::Header { name: name.clone() })?;
-                        let value = http::HeaderValue::try_from(value.as_str()).map_err(|_| {
-                            Error::Header {
-                                name: name.to_string(),
-                            }
-                        })?;
-                        custom.insert(name, value);
-                    }
-                }
-                if !custom.is_empty() {
-                    config = config.custom_headers(custom);
-                }
-                // Redirects are not followed: the upstream is where it was told.
-                let http = reqwest::Client::builder()
-                    .redirect(reqwest::redirect::Policy::none())
-                    .build()
-                    .map_err(|source| Error::Http {
-                        source: Box::new(source),
-                    })?;
-                // Listen streams are POSTs of their own, to the same endpoint.
-                let listen = ListenChannel::http(http.clone(), &config);
-                let transport = StreamableHttpClientTransport::with_client(tap.http(http), config);
-                let running = serve_client_with_lifecycle(handler, transport, lifecycle)
-                    .await
-                    .map_err(|source| Error::Initialize {
-                        source: Box::new(source),
-                    })?;
-                Ok((running, listen))
-            }
-        }
-    };
-    // In the quiet scope: the service loop and transport worker rmcp
-    // starts here stay in it, so the upstream's messages (task ids in
-    // them) never reach a log.
-    let (running, listen) = tokio::time::timeout(timeout, crate::quiet::scope(connecting))
+    let connect = ConnectOptions::default()
+        .with_lifecycle(lifecycle)
+        .with_timeout(Some(timeout));
+    // Redirects are not followed (the default): the upstream is where it was told.
+    let Opened {
+        running,
+        listen,
+        closed,
+    } = connect::open(&upstream.endpoint(), relay, &connect)
         .await
-        .map_err(|_| Error::ConnectTimeout(timeout))??;
+        .map_err(upstream_error)?;
     window.open();
     if running
         .peer()
@@ -409,6 +294,20 @@ pub(super) async fn handshake_too(
             tracing::debug!(%error, "the upstream refuses initialize: reached on 2026-07-28 only");
             None
         }
+    }
+}
+
+/// The gateway's error for a failure of the client half to connect.
+fn upstream_error(error: ClientError) -> Error {
+    match error {
+        ClientError::Spawn { source, .. } => Error::Spawn { source },
+        ClientError::HttpClient { source } => Error::Http { source },
+        ClientError::InvalidHeader { name } => Error::Header { name },
+        ClientError::ConnectTimeout(timeout) => Error::ConnectTimeout(timeout),
+        ClientError::Lifecycle { source } => Error::Initialize { source },
+        other => Error::Initialize {
+            source: Box::new(other),
+        },
     }
 }
 

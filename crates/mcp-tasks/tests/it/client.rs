@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use mcp_tasks::client::{InputKind, Unanswered};
 use mcp_tasks::error::ProtocolViolation;
 use mcp_tasks::{
     AwaitOptions, CallOptions, CallResponse, Era, Error, InputMode, TaskOutcome, TaskStatus,
@@ -28,7 +29,7 @@ async fn every_tasks_request_declares_the_extension_and_nothing_else_does() {
     let CallResponse::Task(state) = client
         .call_tool(
             "slow",
-            None,
+            (),
             CallOptions::default().with_meta("traceparent", json!("00-abc")),
         )
         .await
@@ -80,14 +81,14 @@ async fn caller_meta_wins_and_declaring_can_be_turned_off() {
     client
         .call_tool(
             "t",
-            None,
+            (),
             CallOptions::default()
                 .with_meta("io.modelcontextprotocol/clientCapabilities", own.clone()),
         )
         .await
         .unwrap();
     client
-        .call_tool("t", None, CallOptions::default().with_declare_tasks(false))
+        .call_tool("t", (), CallOptions::default().with_declare_tasks(false))
         .await
         .unwrap();
     let calls = log.of("tools/call");
@@ -151,7 +152,7 @@ async fn call_tool_returns_a_task_a_result_or_an_input_request() {
         move |_: &str, _: &Value| replies.lock().unwrap().remove(0)
     };
     let (client, _) = connect(Handler::default(), script).await;
-    let call = || client.call_tool("t", None, CallOptions::default());
+    let call = || client.call_tool("t", (), CallOptions::default());
     let CallResponse::Task(state) = call().await.unwrap() else {
         panic!("task")
     };
@@ -276,7 +277,7 @@ async fn deadline_returns_timeout_with_the_last_status() {
     )
     .await;
     let CallResponse::Task(state) = client
-        .call_tool("slow", None, CallOptions::default())
+        .call_tool("slow", (), CallOptions::default())
         .await
         .unwrap()
     else {
@@ -510,11 +511,33 @@ async fn a_kind_without_handler_or_return_mode_hands_back_the_state() {
         .await_task(task_id(), &AwaitOptions::default())
         .await
         .unwrap();
-    let TaskOutcome::InputRequired(state) = outcome else {
+    let TaskOutcome::InputRequired { state, unanswered } = outcome else {
         panic!("input required")
     };
     assert!(state.input_requests.contains_key("s"));
     assert!(log.of("tasks/update").is_empty());
+    // The outcome names the handler that is missing, and for which key.
+    assert_eq!(
+        unanswered,
+        Unanswered::MissingHandler {
+            key: "s".into(),
+            kind: InputKind::Sampling,
+            declared: false,
+        }
+    );
+    let error = TaskOutcome::InputRequired { state, unanswered }
+        .into_result()
+        .unwrap_err();
+    assert_eq!(error.unanswered().and_then(Unanswered::key), Some("s"));
+    let said = error_chain(&error);
+    for expected in [
+        "sampling/createMessage",
+        "\"s\"",
+        "sampling capability",
+        "no resolver",
+    ] {
+        assert!(said.contains(expected), "{expected:?} in {said:?}");
+    }
 
     let (client, log) = connect(
         Handler::default(),
@@ -523,10 +546,75 @@ async fn a_kind_without_handler_or_return_mode_hands_back_the_state() {
     .await;
     let options = AwaitOptions::default().with_input(InputMode::Return);
     let outcome = client.await_task(task_id(), &options).await.unwrap();
-    assert!(matches!(outcome, TaskOutcome::InputRequired(_)));
+    assert_eq!(outcome.unanswered(), Some(&Unanswered::Returned));
     let error = outcome.into_result().unwrap_err();
     assert_eq!(error.last_status(), Some(&TaskStatus::InputRequired));
     assert!(log.of("tasks/update").is_empty());
+}
+
+/// A handler that declares sampling but leaves it to rmcp's default (-32601).
+#[derive(Clone)]
+struct DeclaresSampling;
+
+impl rmcp::ClientHandler for DeclaresSampling {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut capabilities = rmcp::model::ClientCapabilities::default();
+        capabilities.sampling = Some(Default::default());
+        rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("t", "0"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_declared_kind_the_handler_does_not_implement_is_named_too() {
+    let sampling =
+        json!({"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 10}});
+    let (client, log) = connect_with(
+        DeclaresSampling,
+        discover_result(true),
+        gets(vec![input_required("s", sampling.clone())]),
+    )
+    .await;
+    let outcome = client
+        .await_task(task_id(), &AwaitOptions::default())
+        .await
+        .unwrap();
+    let unanswered = outcome.unanswered().expect("input required");
+    assert_eq!(unanswered.missing_handler(), Some(&InputKind::Sampling));
+    assert!(
+        unanswered
+            .to_string()
+            .contains("does not implement create_message"),
+        "{unanswered}"
+    );
+    assert!(log.of("tasks/update").is_empty());
+
+    // Before a task exists (MRTR) the same.
+    let script = move |_: &str, _: &Value| {
+        Reply::Result(json!({"resultType": "input_required", "inputRequests": {"q": sampling}}))
+    };
+    let (client, _) = connect_with(DeclaresSampling, discover_result(true), script).await;
+    let outcome = client
+        .call_and_await("t", (), CallOptions::default(), &AwaitOptions::default())
+        .await
+        .unwrap();
+    let TaskOutcome::CallInputRequired { unanswered, .. } = outcome else {
+        panic!("input required before the task: {outcome:?}");
+    };
+    assert_eq!(unanswered.key(), Some("q"));
+    let error = Error::CallInputRequired { unanswered };
+    assert!(error_chain(&error).contains("create_message"), "{error}");
+}
+
+/// The error and its causes, one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 #[tokio::test(start_paused = true)]
@@ -675,7 +763,7 @@ async fn call_and_await_runs_mrtr_rounds_then_the_task() {
     let outcome = client
         .call_and_await(
             "greet",
-            None,
+            (),
             CallOptions::default(),
             &AwaitOptions::default(),
         )
@@ -702,7 +790,7 @@ async fn mrtr_rounds_are_bounded_and_can_be_handed_back() {
     let (client, log) = connect(Handler::default(), script).await;
     let options = AwaitOptions::default().with_mrtr_max_rounds(3);
     let error = client
-        .call_and_await("t", None, CallOptions::default(), &options)
+        .call_and_await("t", (), CallOptions::default(), &options)
         .await
         .unwrap_err();
     assert!(
@@ -720,10 +808,16 @@ async fn mrtr_rounds_are_bounded_and_can_be_handed_back() {
     let (client, _) = connect(Handler::default(), script).await;
     let options = AwaitOptions::default().with_input(InputMode::Return);
     let outcome = client
-        .call_and_await("t", None, CallOptions::default(), &options)
+        .call_and_await("t", (), CallOptions::default(), &options)
         .await
         .unwrap();
-    assert!(matches!(outcome, TaskOutcome::CallInputRequired(_)));
+    assert!(matches!(
+        outcome,
+        TaskOutcome::CallInputRequired {
+            unanswered: Unanswered::Returned,
+            ..
+        }
+    ));
 }
 
 #[tokio::test(start_paused = true)]
@@ -745,13 +839,13 @@ async fn a_missing_capability_error_is_retried_once_with_the_extension() {
     .await;
     let call = CallOptions::default().with_declare_tasks(false);
     let outcome = client
-        .call_and_await("t", None, call.clone(), &AwaitOptions::default())
+        .call_and_await("t", (), call.clone(), &AwaitOptions::default())
         .await
         .unwrap();
     assert!(matches!(outcome, TaskOutcome::Completed(_)));
     assert_eq!(log.of("tools/call").len(), 2);
     // A single call reports the refusal with typed accessors.
-    let error = client.call_tool("t", None, call).await.unwrap_err();
+    let error = client.call_tool("t", (), call).await.unwrap_err();
     assert!(error.requires_tasks_extension());
     assert_eq!(error.code(), Some(-32021));
 }
@@ -765,7 +859,7 @@ async fn a_tool_run_at_once_returns_its_result_unchanged() {
     })
     .await;
     let outcome = client
-        .call_and_await("t", None, CallOptions::default(), &AwaitOptions::default())
+        .call_and_await("t", (), CallOptions::default(), &AwaitOptions::default())
         .await
         .unwrap();
     let TaskOutcome::Completed(result) = outcome else {

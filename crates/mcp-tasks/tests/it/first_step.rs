@@ -138,7 +138,7 @@ async fn a_first_step_that_touches_its_task_waits_for_the_record() {
 
     // `ask` asks for input in its first step: asked once the task exists.
     let outcome = client
-        .call_and_await("ask", None, CallOptions::default(), &options())
+        .call_and_await("ask", (), CallOptions::default(), &options())
         .await
         .unwrap();
     assert_eq!(completed_text(&outcome), "Hello, Ada!");

@@ -61,7 +61,7 @@ fn polled(
 async fn slow_task(connected: &Connected) -> TaskState {
     match connected
         .client
-        .call_tool("slow", None, CallOptions::default())
+        .call_tool("slow", (), CallOptions::default())
         .await
         .expect("call")
     {
@@ -117,7 +117,7 @@ async fn calls_are_task_augmented_only_where_the_server_and_the_tool_allow_it() 
     );
 
     let with_ttl = CallOptions::default().with_task_ttl(Some(Duration::from_secs(30)));
-    let CallResponse::Task(state) = client.call_tool("slow", None, with_ttl).await.unwrap() else {
+    let CallResponse::Task(state) = client.call_tool("slow", (), with_ttl).await.unwrap() else {
         panic!("a required tool is a task");
     };
     assert_eq!(state.era(), Era::Legacy);
@@ -125,22 +125,20 @@ async fn calls_are_task_augmented_only_where_the_server_and_the_tool_allow_it() 
     assert_eq!(state.status, TaskStatus::Working);
     assert_eq!(state.ttl, Some(Ttl::Unlimited), "ttl: null is unlimited");
     assert_eq!(state.poll_interval, Some(ms(250)));
-    let response = client
-        .call_tool("maybe", None, CallOptions::default())
-        .await;
+    let response = client.call_tool("maybe", (), CallOptions::default()).await;
     assert!(
         matches!(response, Ok(CallResponse::Task(_))),
         "optional: {response:?}"
     );
     for plain in ["plain", "bare"] {
-        let response = client.call_tool(plain, None, CallOptions::default()).await;
+        let response = client.call_tool(plain, (), CallOptions::default()).await;
         assert!(
             matches!(response, Ok(CallResponse::Complete(_))),
             "{plain}: {response:?}"
         );
     }
     let undeclared = CallOptions::default().with_declare_tasks(false);
-    let response = client.call_tool("slow", None, undeclared).await;
+    let response = client.call_tool("slow", (), undeclared).await;
     assert!(
         matches!(response, Ok(CallResponse::Complete(_))),
         "{response:?}"
@@ -176,7 +174,7 @@ async fn calls_are_task_augmented_only_where_the_server_and_the_tool_allow_it() 
     // A changed list is read again before the next call.
     connected.push(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
     tokio::time::sleep(ms(10)).await;
-    let response = client.call_tool("slow", None, CallOptions::default()).await;
+    let response = client.call_tool("slow", (), CallOptions::default()).await;
     assert!(matches!(response, Ok(CallResponse::Task(_))));
     assert_eq!(connected.log.of("tools/list").len(), 2);
 }
@@ -490,7 +488,7 @@ async fn input_left_unanswered_can_be_answered_with_update() {
     .await;
     let state = slow_task(&connected).await;
     let returning = options().with_input(InputMode::Return);
-    let TaskOutcome::InputRequired(state) = connected
+    let TaskOutcome::InputRequired { state, .. } = connected
         .client
         .await_task(state, &returning)
         .await
@@ -810,7 +808,10 @@ async fn cancel_sends_tasks_cancel_and_a_finished_task_cancels_as_a_no_op() {
     .await;
     let client = &connected.client;
     let id = TaskId::new(TASK);
-    let state = client.cancel_and_wait(&id, &options()).await.unwrap();
+    let TaskOutcome::Cancelled(state) = client.cancel_and_wait(&id, &options()).await.unwrap()
+    else {
+        panic!("cancelled");
+    };
     assert_eq!(
         (state.status.clone(), state.era()),
         (TaskStatus::Cancelled, Era::Legacy)
@@ -821,11 +822,11 @@ async fn cancel_sends_tasks_cancel_and_a_finished_task_cancels_as_a_no_op() {
     )
     .unwrap();
 
-    // The task had completed: cancelling changes nothing, and the final
-    // state carries its result, as in the extension.
+    // The task had completed: cancelling changes nothing, and the outcome
+    // is its result, as in the extension.
     client.cancel(&id).await.unwrap();
-    let state = client.cancel_and_wait(&id, &options()).await.unwrap();
-    assert_eq!(completed_text(&state.outcome().unwrap()), "done first");
+    let outcome = client.cancel_and_wait(&id, &options()).await.unwrap();
+    assert_eq!(completed_text(&outcome), "done first");
 
     let error = client.cancel(&TaskId::new("gone")).await.unwrap_err();
     assert!(error.is_unknown_task(), "{error}");
@@ -921,7 +922,7 @@ async fn a_tool_missing_from_the_listing_is_listed_once_more() {
     .await;
     let response = connected
         .client
-        .call_tool("late", None, CallOptions::default())
+        .call_tool("late", (), CallOptions::default())
         .await;
     assert!(
         matches!(response, Ok(CallResponse::Task(_))),
@@ -931,7 +932,7 @@ async fn a_tool_missing_from_the_listing_is_listed_once_more() {
     // A tool no listing has is called plainly, after listing twice again.
     let response = connected
         .client
-        .call_tool("nowhere", None, CallOptions::default())
+        .call_tool("nowhere", (), CallOptions::default())
         .await;
     assert!(
         matches!(response, Ok(CallResponse::Complete(_))),

@@ -1,8 +1,9 @@
 //! The 2025-11-25 era over real Streamable HTTP on 127.0.0.1: a scripted
 //! server with a stateful session answers every POST either with a plain
 //! JSON body (as the TypeScript SDK's `enableJsonResponse` does) or with an
-//! SSE stream, and the client, built on `legacy::Handler` and the tap on a
-//! `reqwest::Client`, runs the same tasks alike both ways. (The same against
+//! SSE stream, and the client, connected with `TasksClient::connect` (the
+//! legacy handler and its tap on the transport's `reqwest::Client`), runs
+//! the same tasks alike both ways. (The same against
 //! the real TypeScript SDK runs in `interop/ts-sdk`: it needs the npm install.)
 
 use std::collections::{HashMap, HashSet};
@@ -13,12 +14,10 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use mcp_tasks::client::legacy;
-use mcp_tasks::{CallOptions, CallResponse, Era, TaskOutcome, TaskStatus, Ttl};
-use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use mcp_tasks::{
+    CallOptions, CallResponse, ConnectOptions, Endpoint, Era, TaskOutcome, TaskStatus, TasksClient,
+    Ttl,
+};
 use serde_json::{Value, json};
 
 use crate::support::{Handler, completed_text, options};
@@ -213,20 +212,20 @@ async fn tasks_run_alike_over_json_bodies_and_over_sse() {
             seen: Arc::default(),
         };
         let url = serve(server.clone()).await;
-        let handler = legacy::Handler::new(Handler::default());
-        let transport = StreamableHttpClientTransport::with_client(
-            handler.tap().http(reqwest::Client::new()),
-            StreamableHttpClientTransportConfig::with_uri(url),
-        );
-        let lifecycle = ClientLifecycleMode::Auto {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            legacy_version: Some(ProtocolVersion::V_2025_11_25),
-        };
-        let running = serve_client_with_lifecycle(handler, transport, lifecycle)
-            .await
-            .expect("the client connects");
-        let client = mcp_tasks::TasksClient::new(running);
+        // One call: server/discover is refused, initialize succeeds, and the
+        // legacy handler and tap are in place.
+        let client = TasksClient::connect(
+            Endpoint::url(url),
+            Handler::default(),
+            ConnectOptions::default(),
+        )
+        .await
+        .expect("the client connects");
         assert_eq!(client.era(), Era::Legacy, "{answers:?}");
+        assert!(
+            !client.can_listen(),
+            "{answers:?}: no subscriptions/listen after initialize"
+        );
         assert_eq!(
             client.task_methods(),
             Some(vec![
@@ -240,7 +239,7 @@ async fn tasks_run_alike_over_json_bodies_and_over_sse() {
 
         // A required tool runs as a task, with the ttl and pollInterval the server gave.
         let CallResponse::Task(state) = client
-            .call_tool("research", None, CallOptions::default())
+            .call_tool("research", (), CallOptions::default())
             .await
             .unwrap()
         else {
@@ -253,7 +252,7 @@ async fn tasks_run_alike_over_json_bodies_and_over_sse() {
 
         // An optional tool's isError payload is a failed task.
         let CallResponse::Task(state) = client
-            .call_tool("fails", None, CallOptions::default())
+            .call_tool("fails", (), CallOptions::default())
             .await
             .unwrap()
         else {
@@ -266,7 +265,7 @@ async fn tasks_run_alike_over_json_bodies_and_over_sse() {
 
         // A forbidden tool is a plain call.
         let CallResponse::Complete(result) = client
-            .call_tool("echo", None, CallOptions::default())
+            .call_tool("echo", (), CallOptions::default())
             .await
             .unwrap()
         else {
@@ -276,7 +275,7 @@ async fn tasks_run_alike_over_json_bodies_and_over_sse() {
 
         // Cancel: tasks/cancel answers with the cancelled task.
         let CallResponse::Task(state) = client
-            .call_tool("research", None, CallOptions::default())
+            .call_tool("research", (), CallOptions::default())
             .await
             .unwrap()
         else {

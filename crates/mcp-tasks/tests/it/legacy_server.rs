@@ -462,7 +462,7 @@ async fn a_2026_client_of_the_same_caller_reads_and_cancels_an_old_task() {
         .cancel_and_wait(&id, &options())
         .await
         .expect("cancelled with the extension");
-    assert_eq!(ended.status, mcp_tasks::TaskStatus::Cancelled);
+    assert_eq!(ended.status(), mcp_tasks::TaskStatus::Cancelled);
     let got = old
         .request("tasks/get", json!({"taskId": created["taskId"]}))
         .await

@@ -8,6 +8,7 @@ mod support;
 
 mod access;
 mod client;
+mod connect;
 mod examples;
 mod expiry;
 mod first_step;

@@ -234,7 +234,7 @@ async fn macro_tools_run_as_their_policy_says() {
 
     // Optional: a task when declared, synchronous otherwise.
     let CallResponse::Task(state) = client
-        .call_tool("where_am_i", None, CallOptions::default())
+        .call_tool("where_am_i", (), CallOptions::default())
         .await
         .unwrap()
     else {
@@ -243,7 +243,7 @@ async fn macro_tools_run_as_their_policy_says() {
     let outcome = client.await_task(&state, &options()).await.unwrap();
     assert_eq!(completed_text(&outcome), "task: true");
     let CallResponse::Complete(result) = client
-        .call_tool("where_am_i", None, undeclared())
+        .call_tool("where_am_i", (), undeclared())
         .await
         .unwrap()
     else {
@@ -253,7 +253,7 @@ async fn macro_tools_run_as_their_policy_says() {
 
     // No policy: synchronous, declared or not.
     let CallResponse::Complete(result) = client
-        .call_tool("version", None, CallOptions::default())
+        .call_tool("version", (), CallOptions::default())
         .await
         .unwrap()
     else {
@@ -279,7 +279,7 @@ async fn a_typed_form_is_answered_with_a_typed_value() {
         }))
     }));
     let outcome = client
-        .call_and_await("deploy", None, CallOptions::default(), &accept)
+        .call_and_await("deploy", (), CallOptions::default(), &accept)
         .await
         .unwrap();
     assert_eq!(
@@ -291,7 +291,7 @@ async fn a_typed_form_is_answered_with_a_typed_value() {
         Ok(Elicited::<Approval>::Decline)
     }));
     let outcome = client
-        .call_and_await("deploy", None, CallOptions::default(), &decline)
+        .call_and_await("deploy", (), CallOptions::default(), &decline)
         .await
         .unwrap();
     assert_eq!(completed_text(&outcome), "declined");
@@ -302,7 +302,7 @@ async fn a_typed_form_is_answered_with_a_typed_value() {
         Ok(Elicited::Accept(json!({"name": "Ada"})))
     }));
     let outcome = client
-        .call_and_await("rename", None, CallOptions::default(), &named)
+        .call_and_await("rename", (), CallOptions::default(), &named)
         .await
         .unwrap();
     assert_eq!(completed_text(&outcome), "renamed to \"Ada\"");
@@ -316,7 +316,7 @@ async fn a_typed_form_is_answered_with_a_typed_value() {
         Ok(Elicited::Accept(Wrong { approve: "yes" }))
     }));
     let error = client
-        .call_and_await("deploy", None, CallOptions::default(), &wrong)
+        .call_and_await("deploy", (), CallOptions::default(), &wrong)
         .await
         .unwrap_err();
     let Error::InvalidInputResponse { key, reason } = &error else {
@@ -330,7 +330,7 @@ async fn a_typed_form_is_answered_with_a_typed_value() {
 async fn cancelling_a_task_cancels_the_tools_token() {
     let (client, seen) = connect().await;
     let CallResponse::Task(state) = client
-        .call_tool("forever", None, CallOptions::default())
+        .call_tool("forever", (), CallOptions::default())
         .await
         .unwrap()
     else {
@@ -344,8 +344,8 @@ async fn cancelling_a_task_cancels_the_tools_token() {
         "{:?}",
         seen.lock().unwrap()
     );
-    let state = client.cancel_and_wait(&state.id, &options()).await.unwrap();
-    assert_eq!(state.status, mcp_tasks::TaskStatus::Cancelled);
+    let outcome = client.cancel_and_wait(&state.id, &options()).await.unwrap();
+    assert_eq!(outcome.status(), mcp_tasks::TaskStatus::Cancelled);
     for _ in 0..100 {
         if !seen.lock().unwrap().is_empty() {
             break;

@@ -53,7 +53,7 @@ async fn policy_decides_between_task_and_synchronous_run() {
     );
     // Forbidden: never a task, and the context says so.
     let CallResponse::Complete(result) = client
-        .call_tool("forbidden_tool", None, CallOptions::default())
+        .call_tool("forbidden_tool", (), CallOptions::default())
         .await
         .unwrap()
     else {
@@ -62,7 +62,7 @@ async fn policy_decides_between_task_and_synchronous_run() {
     assert_eq!(result.content[0].as_text().unwrap().text, "is task: false");
     // Required without the declaration: -32021 naming the extension.
     let error = client
-        .call_tool("required_job", None, undeclared)
+        .call_tool("required_job", (), undeclared)
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32021));
@@ -106,7 +106,7 @@ async fn input_is_asked_answered_and_partial_sets_wait() {
     let client = in_process(RuntimeServer::in_memory()).await;
     // Answered by the client's handler through tasks/update.
     let outcome = client
-        .call_and_await("ask", None, CallOptions::default(), &options())
+        .call_and_await("ask", (), CallOptions::default(), &options())
         .await
         .unwrap();
     assert_eq!(completed_text(&outcome), "Hello, Ada!");
@@ -162,7 +162,7 @@ async fn a_task_cancelled_while_it_waits_for_input_ends_cancelled() {
             read = client.get(&state.id).await.unwrap();
         }
         let ended = client.cancel_and_wait(&state.id, &options()).await.unwrap();
-        assert_eq!(ended.status, TaskStatus::Cancelled);
+        assert_eq!(ended.status(), TaskStatus::Cancelled);
     }
 }
 
@@ -170,7 +170,7 @@ async fn a_task_cancelled_while_it_waits_for_input_ends_cancelled() {
 async fn outcomes_errors_panics_and_cancel() {
     let client = in_process(RuntimeServer::in_memory()).await;
     let outcome = client
-        .call_and_await("is_error", None, CallOptions::default(), &options())
+        .call_and_await("is_error", (), CallOptions::default(), &options())
         .await
         .unwrap();
     let TaskOutcome::Completed(result) = outcome else {
@@ -179,7 +179,7 @@ async fn outcomes_errors_panics_and_cancel() {
     assert_eq!(result.is_error, Some(true));
 
     let outcome = client
-        .call_and_await("rpc_error", None, CallOptions::default(), &options())
+        .call_and_await("rpc_error", (), CallOptions::default(), &options())
         .await
         .unwrap();
     let TaskOutcome::Failed(failure) = outcome else {
@@ -189,7 +189,7 @@ async fn outcomes_errors_panics_and_cancel() {
     assert_eq!(failure.error.data, Some(json!({"field": "x"})));
 
     let outcome = client
-        .call_and_await("panics", None, CallOptions::default(), &options())
+        .call_and_await("panics", (), CallOptions::default(), &options())
         .await
         .unwrap();
     let TaskOutcome::Failed(failure) = outcome else {
@@ -198,7 +198,7 @@ async fn outcomes_errors_panics_and_cancel() {
     assert_eq!(failure.error.code, -32603);
     // The server keeps serving.
     let outcome = client
-        .call_and_await("required_job", None, CallOptions::default(), &options())
+        .call_and_await("required_job", (), CallOptions::default(), &options())
         .await
         .unwrap();
     assert_eq!(completed_text(&outcome), "required done");
@@ -399,7 +399,7 @@ async fn over_http_tasks_belong_to_the_bearer_that_made_them() {
     let mallory = http_client(&url, "mallory-token").await;
 
     let outcome = alice
-        .call_and_await("ask", None, CallOptions::default(), &options())
+        .call_and_await("ask", (), CallOptions::default(), &options())
         .await
         .unwrap();
     assert_eq!(completed_text(&outcome), "Hello, Ada!");
@@ -494,7 +494,7 @@ async fn each_caller_has_at_most_its_cap_of_unfinished_tasks() {
         tasks.push(task_of(&alice, "forever", json!({})).await);
     }
     let refused = alice
-        .call_tool("forever", None, CallOptions::default())
+        .call_tool("forever", (), CallOptions::default())
         .await
         .unwrap_err();
     assert_eq!(refused.code(), Some(-32603), "{refused}");
@@ -521,12 +521,11 @@ async fn each_caller_has_at_most_its_cap_of_unfinished_tasks() {
         .cancel_and_wait(&tasks[0].id, &options())
         .await
         .unwrap();
-    assert_eq!(outcome.status, TaskStatus::Cancelled);
+    assert_eq!(outcome.status(), TaskStatus::Cancelled);
     let mut replacement = None;
     for _ in 0..100 {
-        if let Ok(CallResponse::Task(state)) = alice
-            .call_tool("forever", None, CallOptions::default())
-            .await
+        if let Ok(CallResponse::Task(state)) =
+            alice.call_tool("forever", (), CallOptions::default()).await
         {
             replacement = Some(state);
             break;
@@ -536,7 +535,7 @@ async fn each_caller_has_at_most_its_cap_of_unfinished_tasks() {
     let replacement = replacement.expect("a finished task frees its seat");
     assert!(
         alice
-            .call_tool("forever", None, CallOptions::default())
+            .call_tool("forever", (), CallOptions::default())
             .await
             .is_err(),
         "at the cap again"
@@ -562,7 +561,7 @@ async fn a_full_store_answers_a_clear_error_and_keeps_serving_reads() {
     let refused = loop {
         assert!(created.len() < 5_000, "the size limit never bit");
         match client
-            .call_tool("forever", None, CallOptions::default())
+            .call_tool("forever", (), CallOptions::default())
             .await
         {
             Ok(CallResponse::Task(state)) => created.push(state),

@@ -2,7 +2,7 @@
 //! start a tool without waiting, cancel and wait for the task to settle,
 //! and the retries and time limits every request of a wait gets.
 
-use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, Error, TaskStatus};
+use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, Error, TaskOutcome, TaskStatus};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -29,7 +29,7 @@ async fn start_tool_runs_the_mrtr_rounds_and_returns_the_task_without_polling() 
     })
     .await;
     let started = client
-        .start_tool("t", None, CallOptions::default(), &AwaitOptions::default())
+        .start_tool("t", (), CallOptions::default(), &AwaitOptions::default())
         .await
         .unwrap();
     let CallResponse::Task(state) = started else {
@@ -45,7 +45,7 @@ async fn start_tool_runs_the_mrtr_rounds_and_returns_the_task_without_polling() 
 }
 
 #[tokio::test(start_paused = true)]
-async fn cancel_and_wait_returns_the_settled_state() {
+async fn cancel_and_wait_returns_the_settled_outcome() {
     let mut polls = 0;
     let (client, log) = connect(Handler::default(), move |method, _| match method {
         "tasks/cancel" => ack(),
@@ -61,11 +61,11 @@ async fn cancel_and_wait_returns_the_settled_state() {
     })
     .await;
     let start = Instant::now();
-    let state = client
+    let outcome = client
         .cancel_and_wait(&task_id(), &AwaitOptions::default())
         .await
         .unwrap();
-    assert_eq!(state.status, TaskStatus::Cancelled);
+    assert!(matches!(outcome, TaskOutcome::Cancelled(_)), "{outcome:?}");
     assert_eq!(log.of("tasks/cancel").len(), 1);
     // From the minimum interval, doubling, up to the server's.
     assert_eq!(
@@ -92,10 +92,42 @@ async fn a_cancel_settles_in_moments_against_a_server_suggesting_a_minute() {
     .await;
     let start = Instant::now();
     let options = AwaitOptions::default().with_deadline(Some(ms(5000)));
-    let state = client.cancel_and_wait(&task_id(), &options).await.unwrap();
-    assert_eq!(state.status, TaskStatus::Cancelled);
+    let outcome = client.cancel_and_wait(&task_id(), &options).await.unwrap();
+    assert_eq!(outcome.status(), TaskStatus::Cancelled);
     assert_eq!(start.elapsed(), ms(350), "0 + 50 + 100 + 200 ms");
     assert_eq!(log.of("tasks/get").len(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_and_wait_returns_the_result_of_a_task_that_finished_first() {
+    let (client, _) = connect(Handler::default(), |method, _| match method {
+        "tasks/cancel" => ack(),
+        "tasks/get" => got("completed", json!({"result": text_result("done first")})),
+        _ => Reply::Silence,
+    })
+    .await;
+    let outcome = client
+        .cancel_and_wait(&task_id(), &AwaitOptions::default())
+        .await
+        .unwrap();
+    // The same outcome call_and_await gives.
+    assert_eq!(outcome.into_text().unwrap(), "done first");
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_and_wait_gives_up_on_a_finished_task_without_its_payload() {
+    let (client, log) = connect(Handler::default(), |method, _| match method {
+        "tasks/cancel" => ack(),
+        "tasks/get" => got("completed", json!({})),
+        _ => Reply::Silence,
+    })
+    .await;
+    let error = client
+        .cancel_and_wait(&task_id(), &AwaitOptions::default())
+        .await
+        .unwrap_err();
+    assert!(error.is_protocol(), "{error}");
+    assert_eq!(log.of("tasks/get").len(), 3, "read a few times first");
 }
 
 #[tokio::test(start_paused = true)]

@@ -95,14 +95,14 @@ async fn lifecycle_scenario(client: &TasksClient<Handler>) {
 
     // Input answered by the client's handler through tasks/update.
     let outcome = client
-        .call_and_await("ask_name", None, CallOptions::default(), &options)
+        .call_and_await("ask_name", (), CallOptions::default(), &options)
         .await
         .unwrap();
     assert_eq!(completed_text(&outcome), "Hello, Ada!");
 
     // isError is a result; a JSON-RPC error is a failure.
     let outcome = client
-        .call_and_await("is_error_tool", None, CallOptions::default(), &options)
+        .call_and_await("is_error_tool", (), CallOptions::default(), &options)
         .await
         .unwrap();
     let TaskOutcome::Completed(result) = &outcome else {
@@ -110,12 +110,7 @@ async fn lifecycle_scenario(client: &TasksClient<Handler>) {
     };
     assert_eq!(result.is_error, Some(true));
     let outcome = client
-        .call_and_await(
-            "protocol_error_tool",
-            None,
-            CallOptions::default(),
-            &options,
-        )
+        .call_and_await("protocol_error_tool", (), CallOptions::default(), &options)
         .await
         .unwrap();
     let TaskOutcome::Failed(failure) = outcome else {
@@ -126,7 +121,7 @@ async fn lifecycle_scenario(client: &TasksClient<Handler>) {
 
     // Cancel, then the wait sees the task cancelled; cancelling again is harmless.
     let CallResponse::Task(state) = client
-        .call_tool("forever", None, CallOptions::default())
+        .call_tool("forever", (), CallOptions::default())
         .await
         .unwrap()
     else {
@@ -150,7 +145,7 @@ async fn lifecycle_scenario(client: &TasksClient<Handler>) {
     let refused = client
         .call_tool(
             "forever",
-            None,
+            (),
             CallOptions::default().with_declare_tasks(false),
         )
         .await
@@ -159,7 +154,7 @@ async fn lifecycle_scenario(client: &TasksClient<Handler>) {
     let outcome = client
         .call_and_await(
             "ask_name",
-            None,
+            (),
             CallOptions::default().with_declare_tasks(false),
             &options,
         )

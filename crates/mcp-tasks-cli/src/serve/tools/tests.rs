@@ -108,18 +108,18 @@ async fn demo_tools_report_steps_confirm_fail_and_sleep() {
     let outcome = client.await_task(&state, &waiting()).await.unwrap();
     assert!(matches!(outcome, TaskOutcome::Cancelled(_)), "{outcome:?}");
     let error = client
-        .call_tool("sleep", None, CallOptions::default())
+        .call_tool("sleep", (), CallOptions::default())
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32602));
     let error = client
-        .call_tool("no_such_tool", None, CallOptions::default())
+        .call_tool("no_such_tool", (), CallOptions::default())
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32602));
     // Fixtures of the conformance server are not served here.
     let error = client
-        .call_tool("greet", None, CallOptions::default())
+        .call_tool("greet", (), CallOptions::default())
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32602));
@@ -152,7 +152,7 @@ async fn bad_arguments_are_invalid_params_before_any_task() {
 async fn confirm_action_names_every_capability_the_client_did_not_declare() {
     let client = in_process(()).await;
     let error = client
-        .call_tool("confirm_action", None, CallOptions::default())
+        .call_tool("confirm_action", (), CallOptions::default())
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32021), "{error}");
@@ -163,7 +163,7 @@ async fn confirm_action_names_every_capability_the_client_did_not_declare() {
     );
     assert!(data["requiredCapabilities"].get("extensions").is_none());
     let error = client
-        .call_tool("confirm_action", None, undeclared())
+        .call_tool("confirm_action", (), undeclared())
         .await
         .unwrap_err();
     let data = error.rpc_error().and_then(|e| e.data.clone()).unwrap();

@@ -60,7 +60,7 @@ async fn slow_compute_is_a_task_when_declared_and_synchronous_otherwise() {
 async fn failing_job_needs_the_extension_and_completes_with_is_error() {
     let client = in_process(()).await;
     let error = client
-        .call_tool("failing_job", None, undeclared())
+        .call_tool("failing_job", (), undeclared())
         .await
         .unwrap_err();
     assert_eq!(error.code(), Some(-32021));
@@ -243,7 +243,7 @@ async fn test_tool_with_task_runs_an_mrtr_round_then_becomes_a_task() {
     let outcome = client
         .call_and_await(
             "test_tool_with_task",
-            None,
+            (),
             CallOptions::default(),
             &waiting().with_input(resolver),
         )
@@ -269,7 +269,7 @@ async fn input_tools_name_every_capability_the_client_did_not_declare() {
         assert!(data["requiredCapabilities"].get("extensions").is_none());
     }
     let error = client
-        .call_tool("test_tool_with_task", None, undeclared())
+        .call_tool("test_tool_with_task", (), undeclared())
         .await
         .unwrap_err();
     let data = error.rpc_error().and_then(|e| e.data.clone()).unwrap();

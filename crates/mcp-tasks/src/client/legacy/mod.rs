@@ -26,7 +26,8 @@
 //!
 //! Two pieces must be in place when the rmcp client is built, because rmcp
 //! drops what this era needs before a [`TasksClient`](super::TasksClient)
-//! could see it:
+//! could see it ([`TasksClient::connect`](super::TasksClient::connect) puts
+//! them in place; by hand, as below):
 //!
 //! * [`Handler`] wraps the client's own handler. It hands the server's
 //!   requests that carry `_meta["io.modelcontextprotocol/related-task"]` to

@@ -72,16 +72,19 @@ impl<H: ClientHandler> TasksClient<H> {
                 offer = false;
                 let requests = route.requests();
                 if !requests.is_empty() {
-                    let Some(responses) = self.answer_input(&requests, options).await? else {
-                        // The request may have come before a poll saw the task ask.
-                        if current.status != TaskStatus::InputRequired
-                            && let Ok(timeout) = wait.request_timeout()
-                            && let Ok(state) = self.get_legacy(&id, Some(timeout)).await
-                        {
-                            observe(&mut wait, state);
+                    let responses = match self.answer_input(&requests, options).await? {
+                        Ok(responses) => responses,
+                        Err(unanswered) => {
+                            // The request may have come before a poll saw the task ask.
+                            if current.status != TaskStatus::InputRequired
+                                && let Ok(timeout) = wait.request_timeout()
+                                && let Ok(state) = self.get_legacy(&id, Some(timeout)).await
+                            {
+                                observe(&mut wait, state);
+                            }
+                            let state = with_requests(self::current(&wait), requests);
+                            return Ok(TaskOutcome::InputRequired { state, unanswered });
                         }
-                        let state = with_requests(self::current(&wait), requests);
-                        return Ok(TaskOutcome::InputRequired(state));
                     };
                     for (key, response) in responses {
                         if let Some(pending) = route.pending.remove(&key) {
@@ -226,13 +229,14 @@ impl<H: ClientHandler> TasksClient<H> {
         }
     }
 
-    /// [`TasksClient::cancel_and_wait`] on a 2025-11-25 connection: the final
-    /// state carries the payload of a task that completed or failed first.
+    /// [`TasksClient::cancel_and_wait`] on a 2025-11-25 connection: the
+    /// outcome of a task that completed or failed first comes from its
+    /// `tasks/result` payload.
     pub(crate) async fn cancel_and_wait_legacy(
         &self,
         id: &TaskId,
         options: &AwaitOptions,
-    ) -> Result<TaskState, Error> {
+    ) -> Result<TaskOutcome, Error> {
         let mut wait = Wait::new(options, id.clone());
         let state = wait
             .retrying("tasks/cancel", |timeout| {
@@ -244,7 +248,8 @@ impl<H: ClientHandler> TasksClient<H> {
         loop {
             let current = current(&wait);
             if current.status.is_terminal() {
-                return Ok(self.with_payload(&wait, current).await);
+                let state = self.with_payload(&wait, current).await?;
+                return wait.observe(state).outcome();
             }
             wait.sleep(options.settling_interval(settling, Some(&current)))
                 .await?;
@@ -256,13 +261,18 @@ impl<H: ClientHandler> TasksClient<H> {
         }
     }
 
-    /// A completed or failed state with its `tasks/result` payload, when it
-    /// can be read; as it was otherwise.
-    async fn with_payload(&self, wait: &Wait<'_>, mut state: TaskState) -> TaskState {
+    /// A completed or failed state with its `tasks/result` payload (for a
+    /// failed task, the JSON-RPC error `tasks/result` answers with); the
+    /// error of `tasks/result` when it has neither.
+    async fn with_payload(
+        &self,
+        wait: &Wait<'_>,
+        mut state: TaskState,
+    ) -> Result<TaskState, Error> {
         if !matches!(state.status, TaskStatus::Completed | TaskStatus::Failed)
             || state.has_outcome()
         {
-            return state;
+            return Ok(state);
         }
         match wait
             .retrying("tasks/result", |timeout| {
@@ -271,12 +281,12 @@ impl<H: ClientHandler> TasksClient<H> {
             .await
         {
             Ok(result) => state.result = Some(result),
-            Err(error) if state.status == TaskStatus::Failed => {
+            Err(error) if state.status == TaskStatus::Failed && error.rpc_error().is_some() => {
                 state.error = error.rpc_error().cloned();
             }
-            Err(_) => {}
+            Err(error) => return Err(error),
         }
-        state
+        Ok(state)
     }
 }
 

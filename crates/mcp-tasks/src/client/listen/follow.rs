@@ -105,11 +105,15 @@ impl<'c, H: ClientHandler> Listening<'c, H> {
         if wait.deadline_passed() {
             return Err(wait.timeout());
         }
-        tracing::debug!(%refusal, "not listening");
+        // A client without a channel says so once, not at every wait.
+        if !matches!(refusal, Refusal::NoChannel) {
+            tracing::debug!(%refusal, "not listening");
+        }
         if self.mode != ListenMode::Required {
             return Ok(Heard::Sleep);
         }
         Err(match refusal {
+            Refusal::NoChannel => Error::Usage(super::NO_CHANNEL),
             Refusal::Unavailable(why) => Error::Usage(why),
             Refusal::Refused(error) => Error::Rpc {
                 method: super::LISTEN,

@@ -18,9 +18,12 @@
 //! * [`ListenChannel::http`] for Streamable HTTP: each stream is a POST of
 //!   its own whose SSE response is the stream; dropping it ends the stream.
 //!
-//! [`TasksClient::with_listen`](super::TasksClient::with_listen) gives a
-//! client its channel; [`AwaitOptions::with_listen`](super::AwaitOptions::with_listen)
-//! chooses whether a wait listens ([`ListenMode`]). A listening wait opens
+//! [`TasksClient::connect`](super::TasksClient::connect) gives a client the
+//! channel of the transport it opens, and
+//! [`TasksClient::with_listen`](super::TasksClient::with_listen) one built by
+//! hand (a client without a channel polls, and says so once in the log);
+//! [`AwaitOptions::with_listen`](super::AwaitOptions::with_listen) chooses
+//! whether a wait listens ([`ListenMode`]). A listening wait opens
 //! the stream for its task, reads `tasks/get` once after the
 //! acknowledgement (a change made before the stream opened is not missed),
 //! then acts on each notification as on a poll result. It falls back to
@@ -55,6 +58,8 @@ const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 const TASK_NOTIFICATION: &str = "notifications/tasks";
 /// A stream's end, said by the server on stdio.
 const CANCELLED: &str = "notifications/cancelled";
+/// Why a client without a channel does not listen.
+const NO_CHANNEL: &str = "this client has no listen channel";
 /// The `_meta` key naming the stream a notification belongs to.
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -194,7 +199,9 @@ impl Stream {
 /// Why a stream could not be opened for a task.
 #[derive(Debug)]
 pub(crate) enum Refusal {
-    /// The client has no channel, or the connection is initialize-era.
+    /// The client has no channel (said once per client, in the log).
+    NoChannel,
+    /// The connection is initialize-era.
     Unavailable(&'static str),
     /// The server answered the listen request with an error.
     Refused(RpcError),
@@ -208,6 +215,7 @@ pub(crate) enum Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Self::NoChannel => f.write_str(NO_CHANNEL),
             Self::Unavailable(why) => f.write_str(why),
             // The code only: a server's message may name the task.
             Self::Refused(error) => write!(f, "the server refused (code {})", error.code),
@@ -265,7 +273,17 @@ impl<H: ClientHandler> TasksClient<H> {
         timeout: Duration,
     ) -> Result<Stream, Refusal> {
         let Some(channel) = &self.listen else {
-            return Err(Refusal::Unavailable("this client has no listen channel"));
+            if !self
+                .polling_said
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::info!(
+                    "this client has no listen channel: its waits poll tasks/get at the \
+                     server's interval (TasksClient::connect or TasksClient::with_listen \
+                     gives it one)"
+                );
+            }
+            return Err(Refusal::NoChannel);
         };
         let modern = self
             .peer()

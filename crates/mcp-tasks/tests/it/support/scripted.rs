@@ -154,11 +154,11 @@ pub(crate) async fn connect(
 /// Like [`connect`] with a chosen `server/discover` result; `Value::Null`
 /// makes an initialize-era server (discover is -32601, the script answers
 /// `initialize`) and the client falls back to `initialize`.
-pub(crate) async fn connect_with(
-    handler: Handler,
+pub(crate) async fn connect_with<H: rmcp::ClientHandler>(
+    handler: H,
     discover: Value,
     script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
-) -> (TasksClient<Handler>, Log) {
+) -> (TasksClient<H>, Log) {
     let (client_io, server_io) = tokio::io::duplex(1 << 20);
     let log = Log::default();
     tokio::spawn(serve(server_io, Box::new(script), discover, log.clone()));
