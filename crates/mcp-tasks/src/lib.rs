@@ -5,7 +5,7 @@
     not(all(feature = "client", feature = "http", feature = "http-client")),
     allow(rustdoc::broken_intra_doc_links)
 )]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod form;
 pub mod private_files;
