@@ -101,6 +101,82 @@ impl std::fmt::Display for ProtocolViolation {
     }
 }
 
+/// What was running when the deadline of a call or a wait passed: the
+/// `stage` of [`Error::Timeout`], read with [`Error::timeout_stage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Stage {
+    /// A `tools/call` of [`TasksClient::start_tool`](super::TasksClient::start_tool)
+    /// or [`TasksClient::call_and_await`](super::TasksClient::call_and_await),
+    /// before any task existed. `round` counts the calls from 1: round 1 is
+    /// the first; each later one sends the call again, with the answers to
+    /// the input the round before asked for (MRTR), or with the extension
+    /// declared after a -32021.
+    Call {
+        /// The round, from 1.
+        round: usize,
+    },
+    /// The client's `ClientHandler`, answering the input request under
+    /// `key` ([`InputMode::Handlers`](super::InputMode::Handlers)).
+    InputHandler {
+        /// The key of the input request.
+        key: String,
+        /// The round of `tools/call` whose answer asked for the input
+        /// (MRTR); `None` when the task asked.
+        round: Option<usize>,
+    },
+    /// The input resolver ([`InputMode::Resolver`](super::InputMode::Resolver)),
+    /// answering the input requests under `keys`.
+    InputResolver {
+        /// The keys of the input requests it was given.
+        keys: Vec<String>,
+        /// The round of `tools/call` whose answer asked for the input
+        /// (MRTR); `None` when the task asked.
+        round: Option<usize>,
+    },
+    /// A request of the wait, or the pause before sending it again after a
+    /// transient failure: `tasks/get`, `tasks/update`, `tasks/cancel`,
+    /// `subscriptions/listen`, or `tasks/result` on a 2025-11-25 connection.
+    Request {
+        /// The method.
+        method: &'static str,
+    },
+    /// The pause between two reads of the task: the poll interval, or
+    /// listening for its next notification.
+    Pause,
+    /// Writing the task to the journal: its creation, or the statuses the
+    /// wait saw ([`TasksClient::with_journal`](super::TasksClient::with_journal)).
+    Journal,
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let asked_by = |f: &mut std::fmt::Formatter<'_>, round: &Option<usize>| match round {
+            Some(round) => write!(f, " (asked by tools/call round {round})"),
+            None => Ok(()),
+        };
+        match self {
+            Self::Call { round: 1 } => f.write_str("tools/call"),
+            Self::Call { round } => write!(f, "tools/call round {round}"),
+            Self::InputHandler { key, round } => {
+                write!(f, "the input handler for key {key:?}")?;
+                asked_by(f, round)
+            }
+            Self::InputResolver { keys, round } => {
+                f.write_str("the input resolver for ")?;
+                match keys.as_slice() {
+                    [key] => write!(f, "key {key:?}")?,
+                    keys => write!(f, "keys {keys:?}")?,
+                }
+                asked_by(f, round)
+            }
+            Self::Request { method } => f.write_str(method),
+            Self::Pause => f.write_str("the pause before the next read of the task"),
+            Self::Journal => f.write_str("the journal write"),
+        }
+    }
+}
+
 /// Every way an operation of this crate can fail.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -162,16 +238,21 @@ pub enum Error {
     },
 
     // --- the wait ended ---
-    /// The deadline passed before the task finished; the task keeps running on the server.
-    #[error("gave up waiting for the task after {waited:?} (last status: {})",
+    /// The deadline ([`AwaitOptions::deadline`](super::AwaitOptions::deadline))
+    /// passed before the call or the wait ended; a task keeps running on
+    /// the server. `stage` says what was running when it passed.
+    #[error("gave up after {waited:?}, during {stage} (last status: {})",
         last_state.as_ref().map_or("none read", |state| state.status.as_str()))]
     Timeout {
-        /// The task.
-        task_id: TaskId,
-        /// How long the wait lasted.
+        /// The task, once one exists (`None` when the deadline passed in
+        /// the MRTR rounds of `tools/call`, before the server made one).
+        task_id: Option<TaskId>,
+        /// How long the call or the wait lasted.
         waited: Duration,
         /// The last state read, if any.
         last_state: Option<Box<TaskState>>,
+        /// What was running when the deadline passed.
+        stage: Stage,
     },
     /// The task stayed `input_required` with nothing new to answer for too many polls.
     #[error("the task stayed input_required with nothing new to answer for {polls} polls{}",
@@ -341,6 +422,14 @@ impl Error {
         matches!(self, Self::Timeout { .. })
     }
 
+    /// What was running when the deadline passed, for [`Error::Timeout`].
+    pub fn timeout_stage(&self) -> Option<&Stage> {
+        match self {
+            Self::Timeout { stage, .. } => Some(stage),
+            _ => None,
+        }
+    }
+
     /// True for [`Error::Stalled`].
     pub fn is_stalled(&self) -> bool {
         matches!(self, Self::Stalled { .. })
@@ -370,7 +459,7 @@ impl Error {
     /// The task this error is about, when there is one.
     pub fn task_id(&self) -> Option<&TaskId> {
         match self {
-            Self::Timeout { task_id, .. } => Some(task_id),
+            Self::Timeout { task_id, .. } => task_id.as_ref(),
             Self::Stalled { state, .. }
             | Self::TaskCancelled(state)
             | Self::InputRequired(state) => Some(&state.id),
@@ -428,6 +517,11 @@ impl Error {
             },
             _ => Retry::No,
         }
+    }
+
+    /// True for a request that ran out of its own timeout (rmcp's).
+    pub(crate) fn is_request_timeout(&self) -> bool {
+        matches!(self, Self::Transport { source, .. } if matches!(**source, ServiceError::Timeout { .. }))
     }
 }
 
@@ -535,5 +629,74 @@ mod tests {
             assert_eq!(error.kind(), kind, "{error}");
             assert_eq!(error.kind().to_string(), name);
         }
+    }
+
+    #[test]
+    fn a_timeout_names_its_stage_and_never_the_task_id() {
+        let state =
+            TaskState::from_json(serde_json::json!({"taskId": "secret-7", "status": "working"}))
+                .unwrap();
+        let cases = [
+            (Stage::Call { round: 1 }, "during tools/call ("),
+            (Stage::Call { round: 3 }, "during tools/call round 3"),
+            (
+                Stage::InputHandler {
+                    key: "name".into(),
+                    round: None,
+                },
+                "the input handler for key \"name\" (",
+            ),
+            (
+                Stage::InputResolver {
+                    keys: vec!["a".into()],
+                    round: Some(2),
+                },
+                "the input resolver for key \"a\" (asked by tools/call round 2)",
+            ),
+            (
+                Stage::InputResolver {
+                    keys: vec!["a".into(), "b".into()],
+                    round: None,
+                },
+                "the input resolver for keys [\"a\", \"b\"]",
+            ),
+            (
+                Stage::Request {
+                    method: "tasks/get",
+                },
+                "during tasks/get",
+            ),
+            (Stage::Pause, "the pause before the next read"),
+            (Stage::Journal, "during the journal write"),
+        ];
+        for (stage, expected) in cases {
+            let error = Error::Timeout {
+                task_id: Some(state.id.clone()),
+                waited: Duration::from_millis(1500),
+                last_state: Some(Box::new(state.clone())),
+                stage: stage.clone(),
+            };
+            let text = error.to_string();
+            assert!(text.contains(expected), "{text}");
+            assert!(
+                text.contains("1.5s") && text.contains("last status: working"),
+                "{text}"
+            );
+            assert!(!text.contains("secret-7") && !format!("{error:?}").contains("secret-7"));
+            assert_eq!(error.timeout_stage(), Some(&stage));
+            assert_eq!(error.task_id(), Some(&state.id));
+        }
+        let before_a_task = Error::Timeout {
+            task_id: None,
+            waited: Duration::ZERO,
+            last_state: None,
+            stage: Stage::Call { round: 2 },
+        };
+        assert_eq!(before_a_task.task_id(), None);
+        assert!(
+            before_a_task
+                .to_string()
+                .ends_with("(last status: none read)")
+        );
     }
 }

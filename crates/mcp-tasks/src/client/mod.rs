@@ -8,6 +8,7 @@
 //! On a connection opened with `initialize` to a server without the
 //! extension, the same calls drive the 2025-11-25 era's tasks ([`legacy`]).
 
+mod deadline;
 pub mod error;
 mod input;
 pub mod journal;
@@ -29,12 +30,13 @@ use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::Value;
 
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, Stage};
 pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
 pub use listen::{ListenChannel, ListenMode};
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
+use self::deadline::Deadline;
 use self::error::ProtocolViolation;
 use self::state::parse_call_tool_result;
 use crate::TASKS_EXTENSION;
@@ -400,12 +402,35 @@ impl<H: ClientHandler> TasksClient<H> {
         arguments: Option<JsonObject>,
         options: CallOptions,
     ) -> Result<CallResponse, Error> {
-        let name = name.into();
-        let response = self
-            .call_tool_unjournaled(name.clone(), arguments, options)
-            .await?;
-        if let (CallResponse::Task(state), Some(link)) = (&response, &self.journal) {
-            link.created(&name, state).await;
+        self.call_within(name.into(), arguments, options, &Deadline::start(None), 1)
+            .await
+    }
+
+    /// A `tools/call`, round `round` of a call, inside `deadline`: the
+    /// request gets the time left when that is shorter than its own
+    /// timeout, and a task it creates must be in the journal by then.
+    async fn call_within(
+        &self,
+        name: String,
+        arguments: Option<JsonObject>,
+        mut options: CallOptions,
+        deadline: &Deadline,
+        round: usize,
+    ) -> Result<CallResponse, Error> {
+        let timeout = || deadline.timeout(Stage::Call { round }, None, None);
+        options.timeout = deadline.cut(options.timeout).map_err(|()| timeout())?;
+        let calling = self.call_tool_unjournaled(name.clone(), arguments, options);
+        let response = match deadline.within(calling).await {
+            Some(Err(error)) if error.is_request_timeout() && deadline.passed() => {
+                return Err(timeout());
+            }
+            Some(response) => response?,
+            None => return Err(timeout()),
+        };
+        if let (CallResponse::Task(state), Some(link)) = (&response, &self.journal)
+            && deadline.within(link.created(&name, state)).await.is_none()
+        {
+            return Err(deadline.timeout(Stage::Journal, Some(&state.id), Some(state)));
         }
         Ok(response)
     }
@@ -526,6 +551,12 @@ impl<H: ClientHandler> TasksClient<H> {
     /// Tasks extension is retried once with it declared. Returns the task's
     /// seed state, the tool's result when the server ran it at once, or the
     /// input request the wait was told not to answer (or had no handler for).
+    ///
+    /// `options.deadline` bounds all of it: every `tools/call` (each gets
+    /// the time left when that is shorter than `call.timeout`), every input
+    /// handler or resolver (cancelled at the deadline), and the journal's
+    /// record of the task. Past it, [`Error::Timeout`] says which
+    /// [`Stage`] ran out.
     pub async fn start_tool(
         &self,
         name: impl Into<String>,
@@ -533,13 +564,34 @@ impl<H: ClientHandler> TasksClient<H> {
         call: CallOptions,
         options: &AwaitOptions,
     ) -> Result<CallResponse, Error> {
-        let name = name.into();
-        let mut call = call;
+        let deadline = Deadline::start(options.deadline);
+        self.start_within(name.into(), arguments, call, options, &deadline)
+            .await
+    }
+
+    /// [`TasksClient::start_tool`] inside `deadline`.
+    async fn start_within(
+        &self,
+        name: String,
+        arguments: Option<JsonObject>,
+        mut call: CallOptions,
+        options: &AwaitOptions,
+        deadline: &Deadline,
+    ) -> Result<CallResponse, Error> {
         let mut retried_for_capability = false;
-        let mut rounds = 0usize;
+        // `tools/call`s sent, and input rounds answered.
+        let mut round = 0usize;
+        let mut input_rounds = 0usize;
         loop {
+            round += 1;
             let response = match self
-                .call_tool(name.clone(), arguments.clone(), call.clone())
+                .call_within(
+                    name.clone(),
+                    arguments.clone(),
+                    call.clone(),
+                    deadline,
+                    round,
+                )
                 .await
             {
                 Err(error)
@@ -556,14 +608,17 @@ impl<H: ClientHandler> TasksClient<H> {
             let CallResponse::InputRequired(request) = response else {
                 return Ok(response);
             };
-            rounds += 1;
-            if rounds > options.mrtr_max_rounds {
+            input_rounds += 1;
+            if input_rounds > options.mrtr_max_rounds {
                 return Err(Error::protocol(
                     ProtocolViolation::TooManyInputRounds(options.mrtr_max_rounds),
                     None,
                 ));
             }
-            let Some(responses) = self.answer_call_input(&request, options).await? else {
+            let Some(responses) = self
+                .answer_call_input(&request, options, deadline, round)
+                .await?
+            else {
                 return Ok(CallResponse::InputRequired(request));
             };
             call = call.with_mrtr_retry(
@@ -576,6 +631,14 @@ impl<H: ClientHandler> TasksClient<H> {
     /// Calls a tool and waits for its outcome: [`TasksClient::start_tool`],
     /// then [`TasksClient::await_task`] on the task. A tool the server ran at
     /// once returns its result unchanged.
+    ///
+    /// One deadline, `options.deadline`, started when this is called, bounds
+    /// everything it does: the MRTR rounds before the task exists (each
+    /// `tools/call` and each input handler or resolver), every request and
+    /// pause of the wait, every input handler or resolver of the task, and
+    /// the journal's writes. Past it, [`Error::Timeout`] carries the time
+    /// taken, the last task state read and the [`Stage`] that ran out; a
+    /// task, if one was made, keeps running on the server.
     pub async fn call_and_await(
         &self,
         name: impl Into<String>,
@@ -583,9 +646,13 @@ impl<H: ClientHandler> TasksClient<H> {
         call: CallOptions,
         options: &AwaitOptions,
     ) -> Result<TaskOutcome, Error> {
-        match self.start_tool(name, arguments, call, options).await? {
+        let deadline = Deadline::start(options.deadline);
+        match self
+            .start_within(name.into(), arguments, call, options, &deadline)
+            .await?
+        {
             CallResponse::Complete(result) => Ok(TaskOutcome::Completed(result)),
-            CallResponse::Task(state) => self.await_task(state, options).await,
+            CallResponse::Task(state) => self.await_within(state.into(), options, deadline).await,
             CallResponse::InputRequired(request) => Ok(TaskOutcome::CallInputRequired(request)),
         }
     }

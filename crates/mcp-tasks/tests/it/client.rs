@@ -3,9 +3,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use mcp_tasks::error::ProtocolViolation;
+use mcp_tasks::error::{ProtocolViolation, Stage};
 use mcp_tasks::{
-    AwaitOptions, CallOptions, CallResponse, Era, Error, InputMode, TaskOutcome, TaskStatus,
+    AwaitOptions, CallOptions, CallResponse, Era, Error, InputMode, TaskId, TaskOutcome, TaskStatus,
 };
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -306,7 +306,12 @@ async fn deadline_returns_timeout_with_the_last_status() {
     );
     assert_eq!(error.last_status(), Some(&TaskStatus::Working));
     assert_eq!(error.task_state().map(|state| &state.id), Some(&task_id()));
-    assert_eq!(id.expose(), "task-secret-1");
+    assert_eq!(id.as_ref().map(TaskId::expose), Some("task-secret-1"));
+    assert_eq!(
+        error.timeout_stage(),
+        Some(&Stage::Pause),
+        "between two polls"
+    );
     assert!(!error.to_string().contains("task-secret"), "{error}");
     // Polls at 1 s and 2 s; none at the deadline.
     assert_eq!(log.gaps("tasks/get", start), vec![ms(1000), ms(1000)]);

@@ -8,6 +8,7 @@ mod support;
 
 mod access;
 mod client;
+mod deadline;
 mod examples;
 mod expiry;
 mod first_step;

@@ -237,18 +237,22 @@ async fn serve(io: tokio::io::DuplexStream, mut script: Script, discover: Value,
         } else {
             script(&method, &message["params"])
         };
-        let messages = match reply {
-            Reply::Result(result) => vec![json!({"jsonrpc": "2.0", "id": id, "result": result})],
-            Reply::Error(error) => vec![json!({"jsonrpc": "2.0", "id": id, "error": error})],
+        let lines: Vec<String> = match reply {
+            Reply::Result(result) => {
+                vec![json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()]
+            }
+            Reply::Error(error) => {
+                vec![json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string()]
+            }
             Reply::Silence => continue,
             Reply::Notify(messages) => messages
                 .iter()
-                .map(|message| with_id(message, &id))
+                .map(|message| with_id(message, &id).to_string())
                 .collect(),
         };
         let mut text = String::new();
-        for message in messages {
-            text.push_str(&message.to_string());
+        for line in lines {
+            text.push_str(&line);
             text.push('\n');
         }
         if write.write_all(text.as_bytes()).await.is_err() {
