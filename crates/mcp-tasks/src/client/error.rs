@@ -515,6 +515,11 @@ impl Error {
                 ServiceError::TransportSend(_) => Retry::Fault,
                 _ => Retry::No,
             },
+            // A line a newline-delimited transport dropped (see `LineCheck`).
+            Self::Protocol {
+                violation: ProtocolViolation::UnusableAnswers { .. },
+                ..
+            } => Retry::Garbage,
             _ => Retry::No,
         }
     }
@@ -538,28 +543,62 @@ pub(crate) enum Retry {
 }
 
 /// True when the transport got an answer it could not use (not JSON, the
-/// wrong content type, too large) rather than losing it. rmcp's Streamable
-/// HTTP error type is generic over its HTTP client, so its variant cannot be
-/// matched from here: the JSON error in its source chain, or the variant
-/// name its `Debug` shows, tells.
+/// wrong content type, too large) rather than losing it: a JSON error in
+/// the source chain, or one of the variants of rmcp's Streamable HTTP error
+/// that [`unusable_http`] names.
 fn answered_unusably(error: &(dyn std::error::Error + 'static)) -> bool {
-    const UNUSABLE: [&str; 4] = [
-        "UnexpectedContentType",
-        "UnexpectedServerResponse",
-        "Deserialize",
-        "ResponseBodyTooLarge",
-    ];
     let mut current = Some(error);
     let mut innermost = error;
     while let Some(error) = current {
         if error.is::<serde_json::Error>() {
             return true;
         }
+        #[cfg(feature = "http-client")]
+        if let Some(http) = error.downcast_ref::<HttpError<reqwest::Error>>() {
+            return unusable_http(http);
+        }
         innermost = error;
         current = error.source();
     }
-    let shown = format!("{innermost:?}");
-    UNUSABLE.iter().any(|variant| shown.starts_with(variant))
+    unusable_by_name(innermost)
+}
+
+/// rmcp's Streamable HTTP error, generic over its HTTP client's error.
+#[cfg(feature = "http-client")]
+type HttpError<E> = rmcp::transport::streamable_http_client::StreamableHttpError<E>;
+
+/// The variants of rmcp's Streamable HTTP error that mean the server
+/// answered with something that is not a JSON-RPC message: the wrong
+/// content type, a body that does not parse as one, one too large.
+#[cfg(feature = "http-client")]
+fn unusable_http<E: std::error::Error + Send + Sync + 'static>(error: &HttpError<E>) -> bool {
+    matches!(
+        error,
+        HttpError::UnexpectedContentType(_)
+            | HttpError::UnexpectedServerResponse(_)
+            | HttpError::Deserialize(_)
+            | HttpError::ResponseBodyTooLarge { .. }
+    )
+}
+
+/// The same variants as [`unusable_http`], told by the name their `Debug`
+/// starts with: rmcp's Streamable HTTP error is generic over the HTTP
+/// client's error type, so with a client other than reqwest it cannot be
+/// downcast from here. The only place that reads rmcp's names; the unit
+/// tests build rmcp's real values, so a renamed variant fails them.
+fn unusable_by_name(error: &(dyn std::error::Error + 'static)) -> bool {
+    const UNUSABLE: [&str; 4] = [
+        "UnexpectedContentType",
+        "UnexpectedServerResponse",
+        "Deserialize",
+        "ResponseBodyTooLarge",
+    ];
+    let shown = format!("{error:?}");
+    UNUSABLE.iter().any(|variant| {
+        shown
+            .strip_prefix(variant)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['(', ' ', '{']))
+    })
 }
 
 #[cfg(test)]
@@ -698,5 +737,92 @@ mod tests {
                 .to_string()
                 .ends_with("(last status: none read)")
         );
+    }
+
+    fn sent(error: impl std::error::Error + Send + Sync + 'static) -> Error {
+        Error::Transport {
+            method: "tasks/get",
+            source: Box::new(ServiceError::TransportSend(
+                rmcp::transport::DynamicTransportError::from_parts(
+                    "test",
+                    std::any::TypeId::of::<()>(),
+                    Box::new(error),
+                ),
+            )),
+        }
+    }
+
+    #[test]
+    fn a_stdio_answer_that_is_not_json_rpc_is_retried_a_few_times() {
+        let stdio = Error::protocol(
+            ProtocolViolation::UnusableAnswers {
+                method: "tasks/get",
+                attempts: 1,
+            },
+            None,
+        );
+        assert_eq!(stdio.retry(), Retry::Garbage);
+        assert_eq!(
+            Error::protocol(ProtocolViolation::UnexpectedTask, None).retry(),
+            Retry::No
+        );
+        let lost = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert_eq!(sent(lost).retry(), Retry::Fault);
+        let not_json = serde_json::from_str::<Value>("<html>").unwrap_err();
+        assert_eq!(sent(not_json).retry(), Retry::Garbage);
+    }
+
+    /// rmcp's real Streamable HTTP errors: with reqwest's error type (the
+    /// crate's own clients) they are told by type; with another client's,
+    /// by the names of rmcp's variants. A variant rmcp renames or removes
+    /// fails to build here, and one whose `Debug` changes fails the asserts.
+    #[cfg(feature = "http-client")]
+    #[test]
+    fn unusable_http_answers_are_told_from_rmcp_errors() {
+        use rmcp::transport::streamable_http_client::StreamableHttpError as Http;
+
+        fn unusable<E: std::error::Error + Send + Sync + 'static>() -> Vec<Http<E>> {
+            vec![
+                Http::UnexpectedContentType(Some("text/html".into())),
+                Http::UnexpectedContentType(None),
+                Http::UnexpectedServerResponse("HTTP 200: <html>".into()),
+                Http::Deserialize(serde_json::from_str::<Value>("<html>").unwrap_err()),
+                Http::ResponseBodyTooLarge { max_size: 1 },
+            ]
+        }
+        fn usable<E: std::error::Error + Send + Sync + 'static>() -> Vec<Http<E>> {
+            vec![
+                Http::TransportChannelClosed,
+                Http::UnexpectedEndOfStream,
+                Http::SessionExpired,
+                Http::ControlRequestTimeout,
+                Http::Io(std::io::Error::other("reset")),
+                Http::ServerDoesNotSupportSse,
+            ]
+        }
+        /// An HTTP client error type other than reqwest's.
+        #[derive(Debug, thiserror::Error)]
+        #[error("another client failed")]
+        struct OtherClient;
+
+        for error in unusable::<reqwest::Error>() {
+            let shown = format!("{error:?}");
+            assert_eq!(sent(error).retry(), Retry::Garbage, "{shown}");
+        }
+        for error in unusable::<OtherClient>() {
+            let shown = format!("{error:?}");
+            assert!(unusable_by_name(&error), "{shown}");
+            assert_eq!(sent(error).retry(), Retry::Garbage, "{shown}");
+        }
+        for error in usable::<reqwest::Error>() {
+            let shown = format!("{error:?}");
+            assert_eq!(sent(error).retry(), Retry::Fault, "{shown}");
+        }
+        for error in usable::<OtherClient>() {
+            let shown = format!("{error:?}");
+            assert!(!unusable_by_name(&error), "{shown}");
+            assert_eq!(sent(error).retry(), Retry::Fault, "{shown}");
+        }
+        assert!(!unusable_by_name(&Http::<OtherClient>::Client(OtherClient)));
     }
 }

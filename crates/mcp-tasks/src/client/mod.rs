@@ -13,6 +13,7 @@ pub mod error;
 mod input;
 pub mod journal;
 pub mod legacy;
+pub mod line_check;
 pub mod listen;
 mod state;
 mod wait;
@@ -26,18 +27,20 @@ use rmcp::model::{
     InputResponses, JsonObject, RequestMetaObject, ServerResult, UpdateTaskParams,
     UpdateTaskRequest,
 };
-use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::service::{PeerRequestOptions, RequestHandle, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::Value;
 
 pub use error::{Error, ErrorKind, Stage};
 pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
+pub use line_check::{CheckedReader, LineCheck};
 pub use listen::{ListenChannel, ListenMode};
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
 use self::deadline::Deadline;
 use self::error::ProtocolViolation;
+use self::line_check::UnusableLine;
 use self::state::parse_call_tool_result;
 use crate::TASKS_EXTENSION;
 use crate::task::TaskId;
@@ -180,6 +183,7 @@ pub struct TasksClient<H: ClientHandler> {
     legacy: Option<Arc<legacy::Link>>,
     listen: Option<ListenChannel>,
     journal: Option<Arc<journal::JournalLink>>,
+    lines: Option<LineCheck>,
 }
 
 impl<H: ClientHandler> Clone for TasksClient<H> {
@@ -189,6 +193,7 @@ impl<H: ClientHandler> Clone for TasksClient<H> {
             legacy: self.legacy.clone(),
             listen: self.listen.clone(),
             journal: self.journal.clone(),
+            lines: self.lines.clone(),
         }
     }
 }
@@ -197,6 +202,7 @@ impl<H: ClientHandler> std::fmt::Debug for TasksClient<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TasksClient")
             .field("listen", &self.listen)
+            .field("lines", &self.lines)
             .finish_non_exhaustive()
     }
 }
@@ -218,6 +224,7 @@ impl<H: ClientHandler> TasksClient<H> {
             legacy,
             listen: None,
             journal: None,
+            lines: None,
         }
     }
 
@@ -276,6 +283,16 @@ impl<H: ClientHandler> TasksClient<H> {
     /// for the transport `running` was built on (see [`listen`]).
     pub fn with_listen(mut self, channel: ListenChannel) -> Self {
         self.listen = Some(channel);
+        self
+    }
+
+    /// Lets requests hear of the lines `check` counts: answers the
+    /// transport could not read as JSON-RPC messages, which rmcp drops
+    /// silently (see [`line_check`]). For a client on a newline-delimited
+    /// transport (stdio, a socket, a pipe); without it, a server that
+    /// answers `tasks/get` with garbage is only bounded by the deadline.
+    pub fn with_line_check(mut self, check: LineCheck) -> Self {
+        self.lines = Some(check);
         self
     }
 
@@ -381,15 +398,46 @@ impl<H: ClientHandler> TasksClient<H> {
         let mut options =
             PeerRequestOptions::no_options().with_meta(self.request_meta(declare, caller_meta));
         options.timeout = timeout;
+        let unusable = self.watch_lines(method);
         let handle = self
             .peer()
             .send_request_with_option(request, options)
             .await
             .map_err(|error| Error::from_service(method, error))?;
-        handle
-            .await_response()
-            .await
-            .map_err(|error| Error::from_service(method, error))
+        self.answer(method, handle, unusable).await
+    }
+
+    /// A watch on the lines the transport drops from now on, for a request
+    /// of `method` that such a line may answer: `tasks/get`,
+    /// `tasks/update`, `tasks/cancel` (see [`line_check`]).
+    pub(crate) fn watch_lines(&self, method: &str) -> Option<UnusableLine> {
+        let check = self.lines.as_ref()?;
+        matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel").then(|| check.watch())
+    }
+
+    /// The answer to the `method` request `handle`. With a watch made
+    /// before it was sent, a line the transport dropped meanwhile ends it as
+    /// an unusable answer.
+    pub(crate) async fn answer(
+        &self,
+        method: &'static str,
+        handle: RequestHandle<RoleClient>,
+        unusable: Option<UnusableLine>,
+    ) -> Result<ServerResult, Error> {
+        let answer = handle.await_response();
+        let Some(mut unusable) = unusable else {
+            return answer
+                .await
+                .map_err(|error| Error::from_service(method, error));
+        };
+        tokio::select! {
+            biased;
+            answer = answer => answer.map_err(|error| Error::from_service(method, error)),
+            () = unusable.arrived() => Err(Error::protocol(
+                ProtocolViolation::UnusableAnswers { method, attempts: 1 },
+                None,
+            )),
+        }
     }
 
     /// Calls a tool once, declaring the Tasks extension, and returns what

@@ -2,7 +2,8 @@
 //! every MRTR round, every input handler and resolver, every pause and the
 //! journal's writes. Against the scripted server under a paused clock,
 //! each case ends at its deadline to the millisecond and names the stage
-//! that ran out.
+//! that ran out. And garbage on a newline-delimited transport, which rmcp
+//! drops silently, ends a wait once a `LineCheck` reports it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,19 +11,28 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use mcp_tasks::client::journal::{Journal, JournalError, MemoryJournal, ServerRef, TaskRef};
-use mcp_tasks::error::Stage;
+use mcp_tasks::error::{ProtocolViolation, Stage};
 use mcp_tasks::{
-    AwaitOptions, CallOptions, Error, InputMode, TaskId, TaskOutcome, TaskStatus, Ttl, UnixMillis,
+    AwaitOptions, CallOptions, CallResponse, Error, InputMode, TaskId, TaskOutcome, TaskStatus,
+    Ttl, UnixMillis,
 };
 use rmcp::model::InputResponses;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::support::Handler;
 use crate::support::scripted::{
-    Reply, connect, created, get_value, gets, got, input_required, ms, name_form, task_id,
-    text_result,
+    Reply, ack, connect, connect_checked, created, get_value, gets, got, input_required, ms,
+    name_form, task_id, text_result,
 };
+
+/// `work`, or a failed test if it runs for an hour (of paused time, so at
+/// once): a regression fails instead of hanging.
+async fn bounded<F: std::future::Future>(work: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), work)
+        .await
+        .expect("ran for an hour: the deadline did not end it")
+}
 
 /// The stage of a timeout, or a panic naming what came instead.
 fn stage_of<T: std::fmt::Debug>(outcome: Result<T, Error>) -> (Stage, Error) {
@@ -92,9 +102,7 @@ async fn a_resolver_that_never_returns_is_cancelled_at_the_deadline() {
     .await;
     let (input, dropped) = resolver_never_returning();
     let start = Instant::now();
-    let outcome = client
-        .await_task(task_id(), &within(ms(2500)).with_input(input))
-        .await;
+    let outcome = bounded(client.await_task(task_id(), &within(ms(2500)).with_input(input))).await;
     assert_eq!(start.elapsed(), ms(2500), "to the millisecond");
     let (stage, error) = stage_of(outcome);
     assert_eq!(
@@ -133,7 +141,7 @@ async fn a_handler_that_never_answers_is_cancelled_at_the_deadline() {
     )
     .await;
     let start = Instant::now();
-    let (stage, error) = stage_of(client.await_task(task_id(), &within(ms(1200))).await);
+    let (stage, error) = stage_of(bounded(client.await_task(task_id(), &within(ms(1200)))).await);
     assert_eq!(start.elapsed(), ms(1200));
     assert_eq!(
         stage,
@@ -146,9 +154,9 @@ async fn a_handler_that_never_answers_is_cancelled_at_the_deadline() {
     // ...and in an MRTR round, before any task exists.
     let (client, _) = connect(handler, |_, _| asks_for_input()).await;
     let start = Instant::now();
-    let outcome = client
-        .call_and_await("greet", None, CallOptions::default(), &within(ms(900)))
-        .await;
+    let outcome =
+        bounded(client.call_and_await("greet", None, CallOptions::default(), &within(ms(900))))
+            .await;
     assert_eq!(start.elapsed(), ms(900));
     let (stage, error) = stage_of(outcome);
     assert_eq!(
@@ -169,9 +177,8 @@ async fn mrtr_rounds_that_never_end_stop_at_the_deadline() {
         .with_mrtr_max_rounds(1000)
         .with_input(slow_resolver(ms(300)));
     let start = Instant::now();
-    let outcome = client
-        .call_and_await("greet", None, CallOptions::default(), &options)
-        .await;
+    let outcome =
+        bounded(client.call_and_await("greet", None, CallOptions::default(), &options)).await;
     assert_eq!(start.elapsed(), ms(1000), "not at the end of a round");
     let (stage, error) = stage_of(outcome);
     // Rounds at 0, 300, 600 and 900 ms; the resolver of the fourth is cut off.
@@ -191,9 +198,7 @@ async fn mrtr_rounds_that_never_end_stop_at_the_deadline() {
     // start_tool, which `mcp-tasks call --no-wait` runs, is bounded the same way.
     let (client, _) = connect(Handler::default(), |_, _| asks_for_input()).await;
     let start = Instant::now();
-    let outcome = client
-        .start_tool("greet", None, CallOptions::default(), &options)
-        .await;
+    let outcome = bounded(client.start_tool("greet", None, CallOptions::default(), &options)).await;
     assert_eq!(start.elapsed(), ms(1000));
     assert!(matches!(
         stage_of(outcome).0,
@@ -219,9 +224,8 @@ async fn a_server_that_stops_answering_mid_round_ends_at_the_deadline() {
     // The call's own timeout (60 s) is longer: the deadline cuts it.
     let options = within(ms(5000)).with_input(slow_resolver(ms(200)));
     let start = Instant::now();
-    let outcome = client
-        .call_and_await("greet", None, CallOptions::default(), &options)
-        .await;
+    let outcome =
+        bounded(client.call_and_await("greet", None, CallOptions::default(), &options)).await;
     assert_eq!(start.elapsed(), ms(5000));
     let (stage, error) = stage_of(outcome);
     assert_eq!(stage, Stage::Call { round: 2 });
@@ -236,9 +240,8 @@ async fn a_server_that_stops_answering_mid_round_ends_at_the_deadline() {
     // A first call that is never answered.
     let (client, _) = connect(Handler::default(), |_, _| Reply::Silence).await;
     let start = Instant::now();
-    let outcome = client
-        .start_tool("greet", None, CallOptions::default(), &within(ms(700)))
-        .await;
+    let outcome =
+        bounded(client.start_tool("greet", None, CallOptions::default(), &within(ms(700)))).await;
     assert_eq!(start.elapsed(), ms(700));
     assert_eq!(stage_of(outcome).0, Stage::Call { round: 1 });
 }
@@ -259,7 +262,7 @@ async fn a_server_that_stops_answering_mid_wait_ends_at_the_deadline() {
     })
     .await;
     let start = Instant::now();
-    let outcome = client.await_task(task_id(), &within(ms(2500))).await;
+    let outcome = bounded(client.await_task(task_id(), &within(ms(2500)))).await;
     // Read at 0, then a tasks/get at 1 s that is never answered.
     assert_eq!(start.elapsed(), ms(2500));
     let (stage, error) = stage_of(outcome);
@@ -290,9 +293,8 @@ async fn call_and_await_has_one_deadline_for_the_rounds_and_the_wait() {
     .await;
     let options = within(ms(2500)).with_input(slow_resolver(ms(400)));
     let start = Instant::now();
-    let outcome = client
-        .call_and_await("greet", None, CallOptions::default(), &options)
-        .await;
+    let outcome =
+        bounded(client.call_and_await("greet", None, CallOptions::default(), &options)).await;
     assert_eq!(
         start.elapsed(),
         ms(2500),
@@ -362,7 +364,7 @@ async fn a_journal_that_never_writes_ends_at_the_deadline() {
     };
     let client = client.with_journal(Arc::new(stuck), server_ref());
     let start = Instant::now();
-    let (stage, error) = stage_of(client.await_task(task_id(), &within(ms(1500))).await);
+    let (stage, error) = stage_of(bounded(client.await_task(task_id(), &within(ms(1500)))).await);
     assert_eq!(start.elapsed(), ms(1500));
     assert_eq!(stage, Stage::Journal);
     let last = error.task_state().expect("the final state");
@@ -376,12 +378,106 @@ async fn a_journal_that_never_writes_ends_at_the_deadline() {
     };
     let client = client.with_journal(Arc::new(stuck), server_ref());
     let start = Instant::now();
-    let outcome = client
-        .call_and_await("slow", None, CallOptions::default(), &within(ms(800)))
-        .await;
+    let outcome =
+        bounded(client.call_and_await("slow", None, CallOptions::default(), &within(ms(800))))
+            .await;
     assert_eq!(start.elapsed(), ms(800));
     let (stage, error) = stage_of(outcome);
     assert_eq!(stage, Stage::Journal);
     assert_eq!(error.task_id(), Some(&task_id()));
     assert_eq!(error.last_status(), Some(&TaskStatus::Working));
+}
+
+/// What a hostile server writes instead of an answer.
+const GARBAGE: &str = "<html>surprise</html>";
+
+fn answers_garbage(method: &str, _: &Value) -> Reply {
+    match method {
+        "tools/call" => created(json!({})),
+        "tasks/get" => Reply::Lines(vec![GARBAGE.into()]),
+        _ => ack(),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn garbage_on_stdio_ends_the_wait_with_a_protocol_error_without_a_deadline() {
+    let (client, log) = connect_checked(Handler::default(), answers_garbage).await;
+    let CallResponse::Task(state) = client
+        .call_tool("t", None, CallOptions::default())
+        .await
+        .unwrap()
+    else {
+        panic!("a task")
+    };
+    let start = Instant::now();
+    let outcome =
+        bounded(client.await_task(&state, &AwaitOptions::default().with_deadline(None))).await;
+    let Err(Error::Protocol {
+        violation: ProtocolViolation::UnusableAnswers { method, attempts },
+        ..
+    }) = &outcome
+    else {
+        panic!("a protocol error expected, got {outcome:?}")
+    };
+    assert_eq!((*method, *attempts), ("tasks/get", 3));
+    // At the task's interval (1 s), never faster.
+    assert_eq!(
+        log.gaps("tasks/get", start),
+        vec![ms(1000), ms(1000), ms(1000)]
+    );
+    assert_eq!(start.elapsed(), ms(3000));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_line_check_garbage_is_silence_until_the_deadline() {
+    let (client, log) = connect(Handler::default(), answers_garbage).await;
+    let start = Instant::now();
+    let outcome = bounded(client.await_task(
+        task_id(),
+        &within(ms(5000)).with_request_timeout(ms(10_000)),
+    ))
+    .await;
+    assert_eq!(start.elapsed(), ms(5000));
+    assert_eq!(
+        stage_of(outcome).0,
+        Stage::Request {
+            method: "tasks/get"
+        }
+    );
+    assert_eq!(log.of("tasks/get").len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stray_line_before_an_answer_ends_neither_a_call_nor_a_poll() {
+    let answer =
+        |result: Value| json!({"jsonrpc": "2.0", "id": "$id", "result": result}).to_string();
+    let stray = "Starting the tool...".to_owned();
+    let created_line = answer(json!({"resultType": "task", "taskId": "task-secret-1",
+        "status": "working", "ttlMs": null, "pollIntervalMs": 100}));
+    let working = answer(get_value("working", json!({"pollIntervalMs": 100})));
+    let done = answer(get_value(
+        "completed",
+        json!({"result": text_result("done")}),
+    ));
+    let mut polls = 0;
+    let (client, log) = connect_checked(Handler::default(), move |method, _| match method {
+        // A tool that prints to stdout before its answer.
+        "tools/call" => Reply::Lines(vec![stray.clone(), created_line.replace("\"$id\"", "$id")]),
+        "tasks/get" => {
+            polls += 1;
+            let line = if polls == 1 { &working } else { &done };
+            Reply::Lines(vec![stray.clone(), line.replace("\"$id\"", "$id")])
+        }
+        _ => ack(),
+    })
+    .await;
+    let outcome =
+        bounded(client.call_and_await("t", None, CallOptions::default(), &within(ms(10_000))))
+            .await
+            .expect("completed");
+    assert!(matches!(outcome, TaskOutcome::Completed(_)));
+    assert_eq!(log.of("tools/call").len(), 1, "the call is not sent again");
+    // The answer right behind each stray line was read with it and won:
+    // no poll was lost to them.
+    assert_eq!(log.of("tasks/get").len(), 2);
 }
