@@ -17,6 +17,14 @@ use crate::support::scripted::{
 };
 use crate::support::{Handler, TASKS};
 
+/// `wait`, or a failed test after an hour of paused time (at once): for the
+/// waits without a deadline, so that a regression fails instead of hanging.
+async fn hour<F: std::future::Future>(wait: F) -> F::Output {
+    tokio::time::timeout(std::time::Duration::from_secs(3600), wait)
+        .await
+        .expect("the wait did not end on its own")
+}
+
 #[tokio::test(start_paused = true)]
 async fn every_tasks_request_declares_the_extension_and_nothing_else_does() {
     let (client, log) = connect(
@@ -248,8 +256,9 @@ async fn intervals_follow_the_server_clamped() {
     )
     .await;
     let start = Instant::now();
-    let outcome = client
-        .await_task(task_id(), &AwaitOptions::default().with_deadline(None))
+    // No deadline: an hour of (paused) time fails the test instead of hanging it.
+    let no_deadline = AwaitOptions::default().with_deadline(None);
+    let outcome = hour(client.await_task(task_id(), &no_deadline))
         .await
         .unwrap();
     assert!(matches!(outcome, TaskOutcome::Completed(_)));
@@ -642,7 +651,9 @@ async fn a_stalled_input_loop_ends_and_may_cancel() {
         let options = AwaitOptions::default()
             .with_deadline(None)
             .with_stall_detection(5, cancel);
-        let error = client.await_task(task_id(), &options).await.unwrap_err();
+        let error = hour(client.await_task(task_id(), &options))
+            .await
+            .unwrap_err();
         let Error::Stalled {
             polls, cancel_sent, ..
         } = &error
