@@ -1,7 +1,9 @@
 //! Connecting to a server: a child process over stdio, or Streamable HTTP.
 //! Either way the connection is built with the library's `legacy::Handler`
 //! and a tap on the transport, so that a 2025-11-25 server's tasks work too,
-//! and with a listen channel, so that waits can listen.
+//! and with a listen channel, so that waits can listen. On stdio a line check
+//! also reads what rmcp drops, so that a server answering with garbage ends a
+//! wait with a protocol error instead of a timeout.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -12,7 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use mcp_tasks::TasksClient;
 use mcp_tasks::client::listen::DemuxReader;
-use mcp_tasks::client::{ListenChannel, legacy};
+use mcp_tasks::client::{CheckedReader, LineCheck, ListenChannel, legacy};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitationCapability, FormElicitationCapability,
     Implementation, ProtocolVersion, UrlElicitationCapability,
@@ -103,13 +105,17 @@ pub(crate) fn parse_resolve(text: &str) -> anyhow::Result<(String, IpAddr)> {
 /// How long a stdio server has to exit once its stdin is closed.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 
-/// A server on stdio, its stdout read through the listen channel's demux
-/// and the tap. Closing it closes the
+/// A server on stdio, its stdout read through the listen channel's demux,
+/// the line check and the tap. Closing it closes the
 /// server's stdin, gives it [`EXIT_GRACE`] to exit and then kills it (as
 /// rmcp's own child-process transport does, which has no tap); dropping it
 /// unclosed kills the server.
 struct ChildTransport {
-    io: AsyncRwTransport<RoleClient, legacy::TapRead<DemuxReader<ChildStdout>>, ChildStdin>,
+    io: AsyncRwTransport<
+        RoleClient,
+        legacy::TapRead<CheckedReader<DemuxReader<ChildStdout>>>,
+        ChildStdin,
+    >,
     child: Child,
 }
 
@@ -170,6 +176,8 @@ pub(crate) async fn connect(target: &Target, options: &HttpOptions) -> anyhow::R
                     bail!("cannot reach the stdin and stdout of {command:?}");
                 };
                 let (channel, stdout) = ListenChannel::stdio(stdout);
+                // After the demux: the check reads exactly the lines rmcp reads.
+                let (check, stdout) = LineCheck::stdio(stdout);
                 let transport = ChildTransport {
                     io: AsyncRwTransport::new_client(tap.read(stdout), stdin),
                     child,
@@ -177,7 +185,7 @@ pub(crate) async fn connect(target: &Target, options: &HttpOptions) -> anyhow::R
                 let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .with_context(|| format!("{command:?} does not speak MCP on stdio"))?;
-                Ok((running, channel))
+                Ok((running, channel, Some(check)))
             }
             Target::Url(url) => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
@@ -213,15 +221,20 @@ pub(crate) async fn connect(target: &Target, options: &HttpOptions) -> anyhow::R
                 let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .with_context(|| format!("cannot reach an MCP server at {url}"))?;
-                Ok((running, channel))
+                // rmcp reports an unusable HTTP answer itself: no line check.
+                Ok((running, channel, None))
             }
         }
     };
-    let (running, channel) = tokio::time::timeout(Duration::from_secs(30), connecting)
+    let (running, channel, check) = tokio::time::timeout(Duration::from_secs(30), connecting)
         .await
         .context("the server did not answer within 30 s")??;
     if let Some(info) = running.peer_info() {
         tracing::debug!(version = %info.protocol_version, "connected");
     }
-    Ok(TasksClient::new(running).with_listen(channel))
+    let client = TasksClient::new(running).with_listen(channel);
+    Ok(match check {
+        Some(check) => client.with_line_check(check),
+        None => client,
+    })
 }

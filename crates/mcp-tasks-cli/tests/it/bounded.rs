@@ -1,8 +1,9 @@
 //! Every `call` and `wait` of the real binary is bounded: `--timeout` has a
 //! default that `--help` shows, `0` is no limit and a bad value a usage
 //! error; a timeout ends at its deadline with exit 5 and names what was
-//! running. Every run of the binary is killed after 60 s (`support::run`),
-//! so a wait that does not end fails.
+//! running; a stdio server that answers `tasks/get` with garbage ends the
+//! wait with exit 70 even without a deadline. Every run of the binary is
+//! killed after 60 s (`support::run`), so a wait that does not end fails.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use crate::support::{http_server, json_of, on_stdio, run, stdio_server};
 
 const TIMEOUT: i32 = 5;
 const USAGE: i32 = 64;
+const PROTOCOL: i32 = 70;
 
 /// Answers `server/discover` for a 2026-07-28 task server; `tools/call`
 /// and `tasks/get` as the script's `call` and `get` say (`None`: no
@@ -229,4 +231,30 @@ fn a_tools_call_never_answered_times_out_naming_it() {
     );
     assert!(value.get("taskId").is_none(), "no task was made: {value}");
     assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[test]
+fn a_stdio_server_answering_garbage_ends_the_wait_with_exit_70_without_a_deadline() {
+    // rmcp drops a line that is not JSON-RPC; the CLI's line check hears of
+    // it. Without it this wait (no deadline) would only end at the 60 s kill.
+    let garbage = python_server(
+        r#"{"result": dict(task, resultType="task")}"#,
+        r#""<html>surprise</html>""#,
+    );
+    // Listening where it can (the default: this server cannot) and polling.
+    for mode in [None, Some("--poll")] {
+        let started = Instant::now();
+        let mut args = vec!["call", "--stdio", &garbage, "anything", "--timeout", "0"];
+        args.extend(mode);
+        args.push("--json");
+        let (exit, value) = json_of(&run(&args));
+        assert_eq!(exit, PROTOCOL, "{mode:?}: {value}");
+        let message = value["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains("tasks/get was answered 3 times in a row")
+                && message.contains("not a JSON-RPC message"),
+            "{mode:?}: {message}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(15), "{mode:?}");
+    }
 }
