@@ -97,9 +97,46 @@ struct InputArgs {
     /// Poll tasks/get instead of listening for notifications.
     #[arg(long)]
     poll: bool,
-    /// Give up after this many seconds (default: no limit; Ctrl-C ends a wait).
-    #[arg(long, value_name = "SECS")]
-    timeout: Option<f64>,
+    /// Give up after SECS seconds and exit 5, saying what was running (0: no limit).
+    ///
+    /// The whole command counts: its tools/call rounds, input prompts, polls and the wait.
+    /// Ten minutes outlasts most tools a person watches at a terminal, and still ends a wait
+    /// on a server that stopped answering; the task keeps running on the server, and `wait`
+    /// resumes it.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value = DEFAULT_TIMEOUT,
+        value_parser = parse_timeout,
+        allow_negative_numbers = true
+    )]
+    timeout: Timeout,
+}
+
+/// The default `--timeout` of `call` and `wait`, in seconds: ten minutes.
+const DEFAULT_TIMEOUT: &str = "600";
+
+/// A parsed `--timeout`: how long `call` or `wait` may take; `None`: no limit.
+#[derive(Debug, Clone, Copy)]
+struct Timeout(Option<Duration>);
+
+/// Parses `--timeout SECS`: 0 is no limit; negative, NaN, infinite, too
+/// large or not a number is a usage error.
+fn parse_timeout(text: &str) -> Result<Timeout, String> {
+    const WANTED: &str = "give a positive number of seconds, or 0 for no limit";
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number: {WANTED}"))?;
+    if secs == 0.0 {
+        return Ok(Timeout(None));
+    }
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("{text} is not allowed: {WANTED}"));
+    }
+    Duration::try_from_secs_f64(secs)
+        .map(|limit| Timeout(Some(limit)))
+        .map_err(|_| format!("{text} seconds is too long: {WANTED}"))
 }
 
 #[derive(Debug, Args)]
@@ -376,11 +413,7 @@ fn await_options(
         .to_owned()
     });
     let policy = prompt::InputPolicy::parse(&mode, &input.answers).map_err(usage)?;
-    let deadline = match input.timeout {
-        None => None,
-        Some(secs) if secs.is_finite() && secs >= 0.0 => Some(Duration::from_secs_f64(secs)),
-        Some(_) => return Err(usage("--timeout must be a number of seconds")),
-    };
+    let Timeout(deadline) = input.timeout;
     let listen = match (input.listen, input.poll) {
         (true, _) => mcp_tasks::ListenMode::Required,
         (_, true) => mcp_tasks::ListenMode::Poll,

@@ -410,7 +410,15 @@ fn a_server_answering_garbage_ends_the_wait_with_exit_70_without_a_deadline() {
     ] {
         let (url, hostile) = hostile_server(scenario);
         let started = std::time::Instant::now();
-        let (exit, value) = json_of(&run(&["call", "--url", &url, "anything", "--json"]));
+        let (exit, value) = json_of(&run(&[
+            "call",
+            "--url",
+            &url,
+            "anything",
+            "--timeout",
+            "0",
+            "--json",
+        ]));
         assert_eq!(exit, 70, "{value}");
         let message = value["error"]["message"].as_str().unwrap_or("");
         assert!(message.contains(violation), "{message}");

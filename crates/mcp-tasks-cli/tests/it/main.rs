@@ -2,6 +2,7 @@
 
 mod support;
 
+mod bounded;
 mod cli;
 mod connect;
 mod deploy;

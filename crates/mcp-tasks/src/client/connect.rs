@@ -56,6 +56,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::journal::{Journal, ServerRef};
 use super::legacy::{self, Handler};
+use super::line_check::{CheckedReader, LineCheck};
 use super::listen::DemuxReader;
 use super::{Error, ListenChannel, TasksClient};
 
@@ -286,7 +287,10 @@ impl TasksClient<Handler> {
         options: ConnectOptions,
     ) -> Result<Self, Error> {
         let opened = open(&endpoint, handler, &options).await?;
-        let client = Self::new(opened.running).with_listen(opened.listen);
+        let mut client = Self::new(opened.running).with_listen(opened.listen);
+        if let Some(check) = opened.lines {
+            client = client.with_line_check(check);
+        }
         Ok(match options.journal {
             Some(journal) => client.with_journal(journal, endpoint.journal_ref()),
             None => client,
@@ -306,6 +310,8 @@ pub(crate) struct Opened {
         allow(dead_code, reason = "read by the gateway")
     )]
     pub(crate) closed: CancellationToken,
+    /// What counts the lines rmcp drops, for a child process.
+    pub(crate) lines: Option<LineCheck>,
 }
 
 impl std::fmt::Debug for Opened {
@@ -353,29 +359,31 @@ pub(crate) async fn open<H: ClientHandler>(
                     .map_err(|source| Error::Lifecycle {
                         source: Box::new(source),
                     })?;
-                Ok((running, listen))
+                Ok((running, listen, None))
             }
             Endpoint::Command { program, args } => {
                 let mut command = tokio::process::Command::new(program);
                 command.args(args);
-                let (listen, transport) = ChildTransport::spawn(command, program, &tap, &closed)?;
+                let (listen, check, transport) =
+                    ChildTransport::spawn(command, program, &tap, &closed)?;
                 let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .map_err(|source| Error::Lifecycle {
                         source: Box::new(source),
                     })?;
-                Ok((running, listen))
+                Ok((running, listen, Some(check)))
             }
             Endpoint::Shell(line) => {
                 let mut command = tokio::process::Command::new("sh");
                 command.arg("-c").arg(format!("exec {line}"));
-                let (listen, transport) = ChildTransport::spawn(command, "sh", &tap, &closed)?;
+                let (listen, check, transport) =
+                    ChildTransport::spawn(command, "sh", &tap, &closed)?;
                 let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .map_err(|source| Error::Lifecycle {
                         source: Box::new(source),
                     })?;
-                Ok::<_, Error>((running, listen))
+                Ok::<_, Error>((running, listen, Some(check)))
             }
         }
     };
@@ -383,7 +391,7 @@ pub(crate) async fn open<H: ClientHandler>(
     // here stay in it, so the server's messages (task ids in them) never
     // reach the program's log (see `crate::quiet`).
     let connecting = crate::quiet::scope(connecting);
-    let (running, listen) = match options.timeout {
+    let (running, listen, lines) = match options.timeout {
         Some(timeout) => tokio::time::timeout(timeout, connecting)
             .await
             .map_err(|_| Error::ConnectTimeout(timeout))??,
@@ -396,6 +404,7 @@ pub(crate) async fn open<H: ClientHandler>(
         running,
         listen,
         closed,
+        lines,
     })
 }
 
@@ -436,7 +445,11 @@ fn http_config(
 /// it unclosed kills the child. `closed` fires when the child's stdout ends
 /// or its stdin cannot be written.
 struct ChildTransport {
-    io: AsyncRwTransport<RoleClient, legacy::TapRead<DemuxReader<ChildStdout>>, ChildStdin>,
+    io: AsyncRwTransport<
+        RoleClient,
+        legacy::TapRead<CheckedReader<DemuxReader<ChildStdout>>>,
+        ChildStdin,
+    >,
     child: Child,
     closed: CancellationToken,
 }
@@ -444,14 +457,15 @@ struct ChildTransport {
 impl ChildTransport {
     /// Starts `command` with piped stdin and stdout (`program` names it in
     /// errors), and wires its stdout: the listen channel's demultiplexer
-    /// reads first, then `tap`, then rmcp (the one order; see the module
-    /// docs). Returns the listen channel and the transport.
+    /// reads first, then the line check, then `tap`, then rmcp (the one
+    /// order; see the module docs). Returns the listen channel, the line
+    /// check and the transport.
     fn spawn(
         mut command: tokio::process::Command,
         program: &str,
         tap: &legacy::Tap,
         closed: &CancellationToken,
-    ) -> Result<(ListenChannel, Self), Error> {
+    ) -> Result<(ListenChannel, LineCheck, Self), Error> {
         let spawn_error = |source| Error::Spawn {
             program: program.to_owned(),
             source,
@@ -468,12 +482,14 @@ impl ChildTransport {
             )));
         };
         let (listen, stdout) = ListenChannel::stdio(stdout);
+        // Counts the lines rmcp will drop, so that garbage ends a request.
+        let (check, stdout) = LineCheck::stdio(stdout);
         let transport = Self {
             io: AsyncRwTransport::new_client(tap.read(stdout), stdin),
             child,
             closed: closed.clone(),
         };
-        Ok((listen, transport))
+        Ok((listen, check, transport))
     }
 }
 

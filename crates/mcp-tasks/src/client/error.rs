@@ -103,6 +103,82 @@ impl std::fmt::Display for ProtocolViolation {
     }
 }
 
+/// What was running when the deadline of a call or a wait passed: the
+/// `stage` of [`Error::Timeout`], read with [`Error::timeout_stage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Stage {
+    /// A `tools/call` of [`TasksClient::start_tool`](super::TasksClient::start_tool)
+    /// or [`TasksClient::call_and_await`](super::TasksClient::call_and_await),
+    /// before any task existed. `round` counts the calls from 1: round 1 is
+    /// the first; each later one sends the call again, with the answers to
+    /// the input the round before asked for (MRTR), or with the extension
+    /// declared after a -32021.
+    Call {
+        /// The round, from 1.
+        round: usize,
+    },
+    /// The client's `ClientHandler`, answering the input request under
+    /// `key` ([`InputMode::Handlers`](super::InputMode::Handlers)).
+    InputHandler {
+        /// The key of the input request.
+        key: String,
+        /// The round of `tools/call` whose answer asked for the input
+        /// (MRTR); `None` when the task asked.
+        round: Option<usize>,
+    },
+    /// The input resolver ([`InputMode::Resolver`](super::InputMode::Resolver)),
+    /// answering the input requests under `keys`.
+    InputResolver {
+        /// The keys of the input requests it was given.
+        keys: Vec<String>,
+        /// The round of `tools/call` whose answer asked for the input
+        /// (MRTR); `None` when the task asked.
+        round: Option<usize>,
+    },
+    /// A request of the wait, or the pause before sending it again after a
+    /// transient failure: `tasks/get`, `tasks/update`, `tasks/cancel`,
+    /// `subscriptions/listen`, or `tasks/result` on a 2025-11-25 connection.
+    Request {
+        /// The method.
+        method: &'static str,
+    },
+    /// The pause between two reads of the task: the poll interval, or
+    /// listening for its next notification.
+    Pause,
+    /// Writing the task to the journal: its creation, or the statuses the
+    /// wait saw ([`TasksClient::with_journal`](super::TasksClient::with_journal)).
+    Journal,
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let asked_by = |f: &mut std::fmt::Formatter<'_>, round: &Option<usize>| match round {
+            Some(round) => write!(f, " (asked by tools/call round {round})"),
+            None => Ok(()),
+        };
+        match self {
+            Self::Call { round: 1 } => f.write_str("tools/call"),
+            Self::Call { round } => write!(f, "tools/call round {round}"),
+            Self::InputHandler { key, round } => {
+                write!(f, "the input handler for key {key:?}")?;
+                asked_by(f, round)
+            }
+            Self::InputResolver { keys, round } => {
+                f.write_str("the input resolver for ")?;
+                match keys.as_slice() {
+                    [key] => write!(f, "key {key:?}")?,
+                    keys => write!(f, "keys {keys:?}")?,
+                }
+                asked_by(f, round)
+            }
+            Self::Request { method } => f.write_str(method),
+            Self::Pause => f.write_str("the pause before the next read of the task"),
+            Self::Journal => f.write_str("the journal write"),
+        }
+    }
+}
+
 /// Every way an operation of this crate can fail.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -174,16 +250,21 @@ pub enum Error {
     },
 
     // --- the wait ended ---
-    /// The deadline passed before the task finished; the task keeps running on the server.
-    #[error("gave up waiting for the task after {waited:?} (last status: {})",
+    /// The deadline ([`AwaitOptions::deadline`](super::AwaitOptions::deadline))
+    /// passed before the call or the wait ended; a task keeps running on
+    /// the server. `stage` says what was running when it passed.
+    #[error("gave up after {waited:?}, during {stage} (last status: {})",
         last_state.as_ref().map_or("none read", |state| state.status.as_str()))]
     Timeout {
-        /// The task.
-        task_id: TaskId,
-        /// How long the wait lasted.
+        /// The task, once one exists (`None` when the deadline passed in
+        /// the MRTR rounds of `tools/call`, before the server made one).
+        task_id: Option<TaskId>,
+        /// How long the call or the wait lasted.
         waited: Duration,
         /// The last state read, if any.
         last_state: Option<Box<TaskState>>,
+        /// What was running when the deadline passed.
+        stage: Stage,
     },
     /// The task stayed `input_required` with nothing new to answer for too many polls.
     #[error("the task stayed input_required with nothing new to answer for {polls} polls{}",
@@ -398,6 +479,14 @@ impl Error {
         matches!(self, Self::Timeout { .. })
     }
 
+    /// What was running when the deadline passed, for [`Error::Timeout`].
+    pub fn timeout_stage(&self) -> Option<&Stage> {
+        match self {
+            Self::Timeout { stage, .. } => Some(stage),
+            _ => None,
+        }
+    }
+
     /// True for [`Error::Stalled`].
     pub fn is_stalled(&self) -> bool {
         matches!(self, Self::Stalled { .. })
@@ -427,7 +516,7 @@ impl Error {
     /// The task this error is about, when there is one.
     pub fn task_id(&self) -> Option<&TaskId> {
         match self {
-            Self::Timeout { task_id, .. } => Some(task_id),
+            Self::Timeout { task_id, .. } => task_id.as_ref(),
             Self::Stalled { state, .. }
             | Self::TaskCancelled(state)
             | Self::InputRequired { state, .. } => Some(&state.id),
@@ -494,8 +583,18 @@ impl Error {
                 ServiceError::TransportSend(_) => Retry::Fault,
                 _ => Retry::No,
             },
+            // A line a newline-delimited transport dropped (see `LineCheck`).
+            Self::Protocol {
+                violation: ProtocolViolation::UnusableAnswers { .. },
+                ..
+            } => Retry::Garbage,
             _ => Retry::No,
         }
+    }
+
+    /// True for a request that ran out of its own timeout (rmcp's).
+    pub(crate) fn is_request_timeout(&self) -> bool {
+        matches!(self, Self::Transport { source, .. } if matches!(**source, ServiceError::Timeout { .. }))
     }
 }
 
@@ -512,28 +611,62 @@ pub(crate) enum Retry {
 }
 
 /// True when the transport got an answer it could not use (not JSON, the
-/// wrong content type, too large) rather than losing it. rmcp's Streamable
-/// HTTP error type is generic over its HTTP client, so its variant cannot be
-/// matched from here: the JSON error in its source chain, or the variant
-/// name its `Debug` shows, tells.
+/// wrong content type, too large) rather than losing it: a JSON error in
+/// the source chain, or one of the variants of rmcp's Streamable HTTP error
+/// that [`unusable_http`] names.
 fn answered_unusably(error: &(dyn std::error::Error + 'static)) -> bool {
-    const UNUSABLE: [&str; 4] = [
-        "UnexpectedContentType",
-        "UnexpectedServerResponse",
-        "Deserialize",
-        "ResponseBodyTooLarge",
-    ];
     let mut current = Some(error);
     let mut innermost = error;
     while let Some(error) = current {
         if error.is::<serde_json::Error>() {
             return true;
         }
+        #[cfg(feature = "http-client")]
+        if let Some(http) = error.downcast_ref::<HttpError<reqwest::Error>>() {
+            return unusable_http(http);
+        }
         innermost = error;
         current = error.source();
     }
-    let shown = format!("{innermost:?}");
-    UNUSABLE.iter().any(|variant| shown.starts_with(variant))
+    unusable_by_name(innermost)
+}
+
+/// rmcp's Streamable HTTP error, generic over its HTTP client's error.
+#[cfg(feature = "http-client")]
+type HttpError<E> = rmcp::transport::streamable_http_client::StreamableHttpError<E>;
+
+/// The variants of rmcp's Streamable HTTP error that mean the server
+/// answered with something that is not a JSON-RPC message: the wrong
+/// content type, a body that does not parse as one, one too large.
+#[cfg(feature = "http-client")]
+fn unusable_http<E: std::error::Error + Send + Sync + 'static>(error: &HttpError<E>) -> bool {
+    matches!(
+        error,
+        HttpError::UnexpectedContentType(_)
+            | HttpError::UnexpectedServerResponse(_)
+            | HttpError::Deserialize(_)
+            | HttpError::ResponseBodyTooLarge { .. }
+    )
+}
+
+/// The same variants as [`unusable_http`], told by the name their `Debug`
+/// starts with: rmcp's Streamable HTTP error is generic over the HTTP
+/// client's error type, so with a client other than reqwest it cannot be
+/// downcast from here. The only place that reads rmcp's names; the unit
+/// tests build rmcp's real values, so a renamed variant fails them.
+fn unusable_by_name(error: &(dyn std::error::Error + 'static)) -> bool {
+    const UNUSABLE: [&str; 4] = [
+        "UnexpectedContentType",
+        "UnexpectedServerResponse",
+        "Deserialize",
+        "ResponseBodyTooLarge",
+    ];
+    let shown = format!("{error:?}");
+    UNUSABLE.iter().any(|variant| {
+        shown
+            .strip_prefix(variant)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['(', ' ', '{']))
+    })
 }
 
 #[cfg(test)]
@@ -614,5 +747,161 @@ mod tests {
             assert_eq!(error.kind(), kind, "{error}");
             assert_eq!(error.kind().to_string(), name);
         }
+    }
+
+    #[test]
+    fn a_timeout_names_its_stage_and_never_the_task_id() {
+        let state =
+            TaskState::from_json(serde_json::json!({"taskId": "secret-7", "status": "working"}))
+                .unwrap();
+        let cases = [
+            (Stage::Call { round: 1 }, "during tools/call ("),
+            (Stage::Call { round: 3 }, "during tools/call round 3"),
+            (
+                Stage::InputHandler {
+                    key: "name".into(),
+                    round: None,
+                },
+                "the input handler for key \"name\" (",
+            ),
+            (
+                Stage::InputResolver {
+                    keys: vec!["a".into()],
+                    round: Some(2),
+                },
+                "the input resolver for key \"a\" (asked by tools/call round 2)",
+            ),
+            (
+                Stage::InputResolver {
+                    keys: vec!["a".into(), "b".into()],
+                    round: None,
+                },
+                "the input resolver for keys [\"a\", \"b\"]",
+            ),
+            (
+                Stage::Request {
+                    method: "tasks/get",
+                },
+                "during tasks/get",
+            ),
+            (Stage::Pause, "the pause before the next read"),
+            (Stage::Journal, "during the journal write"),
+        ];
+        for (stage, expected) in cases {
+            let error = Error::Timeout {
+                task_id: Some(state.id.clone()),
+                waited: Duration::from_millis(1500),
+                last_state: Some(Box::new(state.clone())),
+                stage: stage.clone(),
+            };
+            let text = error.to_string();
+            assert!(text.contains(expected), "{text}");
+            assert!(
+                text.contains("1.5s") && text.contains("last status: working"),
+                "{text}"
+            );
+            assert!(!text.contains("secret-7") && !format!("{error:?}").contains("secret-7"));
+            assert_eq!(error.timeout_stage(), Some(&stage));
+            assert_eq!(error.task_id(), Some(&state.id));
+        }
+        let before_a_task = Error::Timeout {
+            task_id: None,
+            waited: Duration::ZERO,
+            last_state: None,
+            stage: Stage::Call { round: 2 },
+        };
+        assert_eq!(before_a_task.task_id(), None);
+        assert!(
+            before_a_task
+                .to_string()
+                .ends_with("(last status: none read)")
+        );
+    }
+
+    fn sent(error: impl std::error::Error + Send + Sync + 'static) -> Error {
+        Error::Transport {
+            method: "tasks/get",
+            source: Box::new(ServiceError::TransportSend(
+                rmcp::transport::DynamicTransportError::from_parts(
+                    "test",
+                    std::any::TypeId::of::<()>(),
+                    Box::new(error),
+                ),
+            )),
+        }
+    }
+
+    #[test]
+    fn a_stdio_answer_that_is_not_json_rpc_is_retried_a_few_times() {
+        let stdio = Error::protocol(
+            ProtocolViolation::UnusableAnswers {
+                method: "tasks/get",
+                attempts: 1,
+            },
+            None,
+        );
+        assert_eq!(stdio.retry(), Retry::Garbage);
+        assert_eq!(
+            Error::protocol(ProtocolViolation::UnexpectedTask, None).retry(),
+            Retry::No
+        );
+        let lost = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert_eq!(sent(lost).retry(), Retry::Fault);
+        let not_json = serde_json::from_str::<Value>("<html>").unwrap_err();
+        assert_eq!(sent(not_json).retry(), Retry::Garbage);
+    }
+
+    /// rmcp's real Streamable HTTP errors: with reqwest's error type (the
+    /// crate's own clients) they are told by type; with another client's,
+    /// by the names of rmcp's variants. A variant rmcp renames or removes
+    /// fails to build here, and one whose `Debug` changes fails the asserts.
+    #[cfg(feature = "http-client")]
+    #[test]
+    fn unusable_http_answers_are_told_from_rmcp_errors() {
+        use rmcp::transport::streamable_http_client::StreamableHttpError as Http;
+
+        fn unusable<E: std::error::Error + Send + Sync + 'static>() -> Vec<Http<E>> {
+            vec![
+                Http::UnexpectedContentType(Some("text/html".into())),
+                Http::UnexpectedContentType(None),
+                Http::UnexpectedServerResponse("HTTP 200: <html>".into()),
+                Http::Deserialize(serde_json::from_str::<Value>("<html>").unwrap_err()),
+                Http::ResponseBodyTooLarge { max_size: 1 },
+            ]
+        }
+        fn usable<E: std::error::Error + Send + Sync + 'static>() -> Vec<Http<E>> {
+            vec![
+                Http::TransportChannelClosed,
+                Http::UnexpectedEndOfStream,
+                Http::SessionExpired,
+                Http::ControlRequestTimeout,
+                Http::Io(std::io::Error::other("reset")),
+                Http::ServerDoesNotSupportSse,
+            ]
+        }
+        /// An HTTP client error type other than reqwest's.
+        #[derive(Debug, thiserror::Error)]
+        #[error("another client failed")]
+        struct OtherClient;
+
+        for error in unusable::<reqwest::Error>() {
+            let shown = format!("{error:?}");
+            assert_eq!(sent(error).retry(), Retry::Garbage, "{shown}");
+        }
+        for error in unusable::<OtherClient>() {
+            let shown = format!("{error:?}");
+            assert!(unusable_by_name(&error), "{shown}");
+            assert_eq!(sent(error).retry(), Retry::Garbage, "{shown}");
+        }
+        for error in usable::<reqwest::Error>() {
+            let shown = format!("{error:?}");
+            assert_eq!(sent(error).retry(), Retry::Fault, "{shown}");
+        }
+        for error in usable::<OtherClient>() {
+            let shown = format!("{error:?}");
+            assert!(!unusable_by_name(&error), "{shown}");
+            assert_eq!(sent(error).retry(), Retry::Fault, "{shown}");
+        }
+        assert!(!unusable_by_name(&Http::<OtherClient>::Client(OtherClient)));
     }
 }

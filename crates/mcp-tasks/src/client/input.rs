@@ -15,7 +15,8 @@ use rmcp::{ClientHandler, RoleClient};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::error::{Error, ProtocolViolation};
+use super::deadline::Deadline;
+use super::error::{Error, ProtocolViolation, Stage};
 use super::{AwaitOptions, TasksClient};
 use crate::form::{ContentError, Elicited, Form};
 use crate::task::RpcError;
@@ -374,7 +375,10 @@ impl fmt::Display for Unanswered {
 impl std::error::Error for Unanswered {}
 
 impl<H: ClientHandler> TasksClient<H> {
-    /// Answers `requests` as `options.input` says. `Ok(Err(..))` means the
+    /// Answers `requests` as `options.input` says, each handler or the
+    /// resolver cancelled at `deadline` ([`Error::Timeout`] naming it, with
+    /// no task: the wait adds its own); `round` is the round of `tools/call`
+    /// that asked (MRTR), `None` for a task's input. `Ok(Err(..))` means the
     /// input is not to be answered here, and why (return mode, or no
     /// handler). Every response returned has been validated and is for a
     /// key offered.
@@ -382,14 +386,30 @@ impl<H: ClientHandler> TasksClient<H> {
         &self,
         requests: &BTreeMap<String, Value>,
         options: &AwaitOptions,
+        deadline: &Deadline,
+        round: Option<usize>,
     ) -> Result<Result<InputResponses, Unanswered>, Error> {
         let mut responses = match &options.input {
             InputMode::Return => return Ok(Err(Unanswered::Returned)),
-            InputMode::Handlers => match self.answer_with_handler(requests).await? {
-                Ok(responses) => responses,
-                Err(unanswered) => return Ok(Err(unanswered)),
-            },
-            InputMode::Resolver(resolve) => resolve(requests.clone()).await?,
+            InputMode::Handlers => {
+                match self.answer_with_handler(requests, deadline, round).await? {
+                    Ok(responses) => responses,
+                    Err(unanswered) => return Ok(Err(unanswered)),
+                }
+            }
+            InputMode::Resolver(resolve) => {
+                match deadline.within(resolve(requests.clone())).await {
+                    Some(resolved) => resolved?,
+                    None => {
+                        let keys = requests.keys().cloned().collect();
+                        return Err(deadline.timeout(
+                            Stage::InputResolver { keys, round },
+                            None,
+                            None,
+                        ));
+                    }
+                }
+            }
         };
         responses.retain(|key, _| requests.contains_key(key));
         for (key, response) in &responses {
@@ -409,6 +429,8 @@ impl<H: ClientHandler> TasksClient<H> {
         &self,
         result: &InputRequiredResult,
         options: &AwaitOptions,
+        deadline: &Deadline,
+        round: usize,
     ) -> Result<Result<InputResponses, Unanswered>, Error> {
         let requests: BTreeMap<String, Value> = result
             .input_requests
@@ -424,12 +446,15 @@ impl<H: ClientHandler> TasksClient<H> {
         if requests.is_empty() {
             return Ok(Ok(InputResponses::new()));
         }
-        self.answer_input(&requests, options).await
+        self.answer_input(&requests, options, deadline, Some(round))
+            .await
     }
 
     async fn answer_with_handler(
         &self,
         requests: &BTreeMap<String, Value>,
+        deadline: &Deadline,
+        round: Option<usize>,
     ) -> Result<Result<InputResponses, Unanswered>, Error> {
         let capabilities = self.capabilities();
         let mut parsed = Vec::with_capacity(requests.len());
@@ -479,12 +504,17 @@ impl<H: ClientHandler> TasksClient<H> {
                 NumberOrString::String(key.as_str().into()),
                 self.peer().clone(),
             );
-            let response = match self
-                .running
-                .service()
-                .handle_request(request, context)
-                .await
-            {
+            let handled = deadline
+                .within(self.running.service().handle_request(request, context))
+                .await;
+            let Some(handled) = handled else {
+                let stage = Stage::InputHandler {
+                    key: key.clone(),
+                    round,
+                };
+                return Err(deadline.timeout(stage, None, None));
+            };
+            let response = match handled {
                 Ok(ClientResult::ElicitResult(result)) => serde_json::to_value(result),
                 Ok(ClientResult::CreateMessageResult(result)) => serde_json::to_value(result),
                 Ok(ClientResult::ListRootsResult(result)) => serde_json::to_value(result),

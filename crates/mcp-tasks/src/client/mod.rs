@@ -14,10 +14,12 @@
 //! [`TasksClient::new`] wraps a connection built by hand.
 
 pub mod connect;
+mod deadline;
 pub mod error;
 mod input;
 pub mod journal;
 pub mod legacy;
+pub mod line_check;
 pub mod listen;
 mod state;
 mod wait;
@@ -31,21 +33,24 @@ use rmcp::model::{
     InputResponses, JsonObject, RequestMetaObject, ServerResult, UpdateTaskParams,
     UpdateTaskRequest,
 };
-use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::service::{PeerRequestOptions, RequestHandle, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::Value;
 
 pub use connect::{ConnectOptions, Endpoint};
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, Stage};
 pub use input::{
     FormRequest, InputError, InputKind, InputMode, InputResolver, Unanswered,
     validate_input_response,
 };
+pub use line_check::{CheckedReader, LineCheck};
 pub use listen::{ListenChannel, ListenMode};
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
+use self::deadline::Deadline;
 use self::error::ProtocolViolation;
+use self::line_check::UnusableLine;
 use self::state::parse_call_tool_result;
 use crate::TASKS_EXTENSION;
 use crate::task::TaskId;
@@ -192,6 +197,7 @@ pub struct TasksClient<H: ClientHandler> {
     /// listen channel (it is said once per client).
     polling_said: Arc<std::sync::atomic::AtomicBool>,
     journal: Option<Arc<journal::JournalLink>>,
+    lines: Option<LineCheck>,
 }
 
 impl<H: ClientHandler> Clone for TasksClient<H> {
@@ -202,6 +208,7 @@ impl<H: ClientHandler> Clone for TasksClient<H> {
             listen: self.listen.clone(),
             polling_said: self.polling_said.clone(),
             journal: self.journal.clone(),
+            lines: self.lines.clone(),
         }
     }
 }
@@ -210,6 +217,7 @@ impl<H: ClientHandler> std::fmt::Debug for TasksClient<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TasksClient")
             .field("listen", &self.listen)
+            .field("lines", &self.lines)
             .finish_non_exhaustive()
     }
 }
@@ -240,6 +248,7 @@ impl<H: ClientHandler> TasksClient<H> {
             listen: None,
             polling_said: Arc::default(),
             journal: None,
+            lines: None,
         }
     }
 
@@ -298,6 +307,17 @@ impl<H: ClientHandler> TasksClient<H> {
     /// for the transport `running` was built on (see [`listen`]).
     pub fn with_listen(mut self, channel: ListenChannel) -> Self {
         self.listen = Some(channel);
+        self
+    }
+
+    /// Lets requests hear of the lines `check` counts: answers the
+    /// transport could not read as JSON-RPC messages, which rmcp drops
+    /// silently (see [`line_check`]). For a client on a newline-delimited
+    /// transport (stdio, a socket, a pipe); without it, a server that
+    /// answers `tasks/get` with garbage is only bounded by the deadline.
+    /// [`TasksClient::connect`] sets it for a child process.
+    pub fn with_line_check(mut self, check: LineCheck) -> Self {
+        self.lines = Some(check);
         self
     }
 
@@ -410,15 +430,46 @@ impl<H: ClientHandler> TasksClient<H> {
         let mut options =
             PeerRequestOptions::no_options().with_meta(self.request_meta(declare, caller_meta));
         options.timeout = timeout;
+        let unusable = self.watch_lines(method);
         let handle = self
             .peer()
             .send_request_with_option(request, options)
             .await
             .map_err(|error| Error::from_service(method, error))?;
-        handle
-            .await_response()
-            .await
-            .map_err(|error| Error::from_service(method, error))
+        self.answer(method, handle, unusable).await
+    }
+
+    /// A watch on the lines the transport drops from now on, for a request
+    /// of `method` that such a line may answer: `tasks/get`,
+    /// `tasks/update`, `tasks/cancel` (see [`line_check`]).
+    pub(crate) fn watch_lines(&self, method: &str) -> Option<UnusableLine> {
+        let check = self.lines.as_ref()?;
+        matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel").then(|| check.watch())
+    }
+
+    /// The answer to the `method` request `handle`. With a watch made
+    /// before it was sent, a line the transport dropped meanwhile ends it as
+    /// an unusable answer.
+    pub(crate) async fn answer(
+        &self,
+        method: &'static str,
+        handle: RequestHandle<RoleClient>,
+        unusable: Option<UnusableLine>,
+    ) -> Result<ServerResult, Error> {
+        let answer = handle.await_response();
+        let Some(mut unusable) = unusable else {
+            return answer
+                .await
+                .map_err(|error| Error::from_service(method, error));
+        };
+        tokio::select! {
+            biased;
+            answer = answer => answer.map_err(|error| Error::from_service(method, error)),
+            () = unusable.arrived() => Err(Error::protocol(
+                ProtocolViolation::UnusableAnswers { method, attempts: 1 },
+                None,
+            )),
+        }
     }
 
     /// Calls a tool once, declaring the Tasks extension, and returns what
@@ -446,11 +497,35 @@ impl<H: ClientHandler> TasksClient<H> {
         arguments: Option<JsonObject>,
         options: CallOptions,
     ) -> Result<CallResponse, Error> {
-        let response = self
-            .call_tool_unjournaled(name.clone(), arguments, options)
-            .await?;
-        if let (CallResponse::Task(state), Some(link)) = (&response, &self.journal) {
-            link.created(&name, state).await;
+        self.call_within(name, arguments, options, &Deadline::start(None), 1)
+            .await
+    }
+
+    /// A `tools/call`, round `round` of a call, inside `deadline`: the
+    /// request gets the time left when that is shorter than its own
+    /// timeout, and a task it creates must be in the journal by then.
+    async fn call_within(
+        &self,
+        name: String,
+        arguments: Option<JsonObject>,
+        mut options: CallOptions,
+        deadline: &Deadline,
+        round: usize,
+    ) -> Result<CallResponse, Error> {
+        let timeout = || deadline.timeout(Stage::Call { round }, None, None);
+        options.timeout = deadline.cut(options.timeout).map_err(|()| timeout())?;
+        let calling = self.call_tool_unjournaled(name.clone(), arguments, options);
+        let response = match deadline.within(calling).await {
+            Some(Err(error)) if error.is_request_timeout() && deadline.passed() => {
+                return Err(timeout());
+            }
+            Some(response) => response?,
+            None => return Err(timeout()),
+        };
+        if let (CallResponse::Task(state), Some(link)) = (&response, &self.journal)
+            && deadline.within(link.created(&name, state)).await.is_none()
+        {
+            return Err(deadline.timeout(Stage::Journal, Some(&state.id), Some(state)));
         }
         Ok(response)
     }
@@ -572,6 +647,12 @@ impl<H: ClientHandler> TasksClient<H> {
     /// seed state, the tool's result when the server ran it at once, or the
     /// input request the wait was told not to answer (or had no handler for).
     /// `arguments` as in [`TasksClient::call_tool`].
+    ///
+    /// `options.deadline` bounds all of it: every `tools/call` (each gets
+    /// the time left when that is shorter than `call.timeout`), every input
+    /// handler or resolver (cancelled at the deadline), and the journal's
+    /// record of the task. Past it, [`Error::Timeout`] says which
+    /// [`Stage`] ran out.
     pub async fn start_tool(
         &self,
         name: impl Into<String>,
@@ -579,9 +660,16 @@ impl<H: ClientHandler> TasksClient<H> {
         call: CallOptions,
         options: &AwaitOptions,
     ) -> Result<CallResponse, Error> {
+        let deadline = Deadline::start(options.deadline);
         Ok(
             match self
-                .start(name.into(), self::arguments(&arguments)?, call, options)
+                .start(
+                    name.into(),
+                    self::arguments(&arguments)?,
+                    call,
+                    options,
+                    &deadline,
+                )
                 .await?
             {
                 Started::Task(state) => CallResponse::Task(state),
@@ -591,21 +679,30 @@ impl<H: ClientHandler> TasksClient<H> {
         )
     }
 
-    /// [`TasksClient::start_tool`], saying why an input request was left
-    /// unanswered.
+    /// [`TasksClient::start_tool`] inside `deadline`, saying why an input
+    /// request was left unanswered.
     async fn start(
         &self,
         name: String,
         arguments: Option<JsonObject>,
-        call: CallOptions,
+        mut call: CallOptions,
         options: &AwaitOptions,
+        deadline: &Deadline,
     ) -> Result<Started, Error> {
-        let mut call = call;
         let mut retried_for_capability = false;
-        let mut rounds = 0usize;
+        // `tools/call`s sent, and input rounds answered.
+        let mut round = 0usize;
+        let mut input_rounds = 0usize;
         loop {
+            round += 1;
             let response = match self
-                .call_tool_with(name.clone(), arguments.clone(), call.clone())
+                .call_within(
+                    name.clone(),
+                    arguments.clone(),
+                    call.clone(),
+                    deadline,
+                    round,
+                )
                 .await
             {
                 Err(error)
@@ -624,14 +721,17 @@ impl<H: ClientHandler> TasksClient<H> {
                 CallResponse::Complete(result) => return Ok(Started::Complete(result)),
                 CallResponse::InputRequired(request) => request,
             };
-            rounds += 1;
-            if rounds > options.mrtr_max_rounds {
+            input_rounds += 1;
+            if input_rounds > options.mrtr_max_rounds {
                 return Err(Error::protocol(
                     ProtocolViolation::TooManyInputRounds(options.mrtr_max_rounds),
                     None,
                 ));
             }
-            let responses = match self.answer_call_input(&request, options).await? {
+            let responses = match self
+                .answer_call_input(&request, options, deadline, round)
+                .await?
+            {
                 Ok(responses) => responses,
                 Err(unanswered) => return Ok(Started::Unanswered(request, unanswered)),
             };
@@ -646,6 +746,14 @@ impl<H: ClientHandler> TasksClient<H> {
     /// then [`TasksClient::await_task`] on the task. A tool the server ran at
     /// once returns its result unchanged. `arguments` as in
     /// [`TasksClient::call_tool`].
+    ///
+    /// One deadline, `options.deadline`, started when this is called, bounds
+    /// everything it does: the MRTR rounds before the task exists (each
+    /// `tools/call` and each input handler or resolver), every request and
+    /// pause of the wait, every input handler or resolver of the task, and
+    /// the journal's writes. Past it, [`Error::Timeout`] carries the time
+    /// taken, the last task state read and the [`Stage`] that ran out; a
+    /// task, if one was made, keeps running on the server.
     pub async fn call_and_await(
         &self,
         name: impl Into<String>,
@@ -654,8 +762,12 @@ impl<H: ClientHandler> TasksClient<H> {
         options: &AwaitOptions,
     ) -> Result<TaskOutcome, Error> {
         let arguments = self::arguments(&arguments)?;
-        match self.start(name.into(), arguments, call, options).await? {
-            Started::Task(state) => self.await_task(state, options).await,
+        let deadline = Deadline::start(options.deadline);
+        match self
+            .start(name.into(), arguments, call, options, &deadline)
+            .await?
+        {
+            Started::Task(state) => self.await_within(state.into(), options, deadline).await,
             Started::Complete(result) => Ok(TaskOutcome::Completed(result)),
             Started::Unanswered(request, unanswered) => Ok(TaskOutcome::CallInputRequired {
                 request,

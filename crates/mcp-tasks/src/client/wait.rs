@@ -15,7 +15,8 @@ use rmcp::ClientHandler;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::error::{Error, ProtocolViolation, Retry};
+use super::deadline::Deadline;
+use super::error::{Error, ProtocolViolation, Retry, Stage};
 use super::listen::{Heard, ListenMode, Listening};
 use super::state::{TaskOutcome, TaskState};
 use super::{InputMode, TasksClient};
@@ -237,37 +238,47 @@ impl From<&TaskId> for AwaitFrom {
 pub(crate) struct Wait<'a> {
     pub(crate) options: &'a AwaitOptions,
     pub(crate) id: TaskId,
-    started: Instant,
-    deadline: Option<Instant>,
+    pub(crate) deadline: Deadline,
     pub(crate) current: Option<TaskState>,
 }
 
 impl<'a> Wait<'a> {
-    pub(super) fn new(options: &'a AwaitOptions, id: TaskId) -> Self {
-        let started = Instant::now();
+    /// A wait on `id` that ends at `deadline`.
+    pub(crate) fn new(options: &'a AwaitOptions, id: TaskId, deadline: Deadline) -> Self {
         Self {
             options,
             id,
-            started,
-            deadline: options.deadline.map(|deadline| started + deadline),
+            deadline,
             current: None,
         }
     }
 
-    pub(crate) fn timeout(&self) -> Error {
-        Error::Timeout {
-            task_id: self.id.clone(),
-            waited: self.started.elapsed(),
-            last_state: self.current.clone().map(Box::new),
+    /// [`Error::Timeout`]: the deadline passed during `stage`.
+    pub(crate) fn timeout(&self, stage: Stage) -> Error {
+        self.deadline
+            .timeout(stage, Some(&self.id), self.current.as_ref())
+    }
+
+    /// `error`, with this wait's task and last state when it is a
+    /// [`Error::Timeout`] made without them (by an input handler's step).
+    pub(crate) fn owned(&self, error: Error) -> Error {
+        match error {
+            Error::Timeout {
+                task_id: None,
+                stage,
+                ..
+            } => self.timeout(stage),
+            other => other,
         }
     }
 
-    /// Sleeps `pause`, or until the deadline; `Err(Timeout)` if it is reached.
-    pub(crate) async fn sleep(&self, pause: Duration) -> Result<(), Error> {
-        match self.deadline {
+    /// Sleeps `pause`, or until the deadline; `Err(Timeout)` in `stage`
+    /// if it is reached.
+    async fn sleep_in(&self, pause: Duration, stage: Stage) -> Result<(), Error> {
+        match self.deadline.at() {
             Some(deadline) if Instant::now() + pause >= deadline => {
                 tokio::time::sleep_until(deadline).await;
-                Err(self.timeout())
+                Err(self.timeout(stage))
             }
             _ => {
                 tokio::time::sleep(pause).await;
@@ -276,26 +287,45 @@ impl<'a> Wait<'a> {
         }
     }
 
-    /// The timeout of the next request: the time left, at most
+    /// Sleeps `pause` between two reads of the task, or until the
+    /// deadline; `Err(Timeout)` if it is reached.
+    pub(crate) async fn sleep(&self, pause: Duration) -> Result<(), Error> {
+        self.sleep_in(pause, Stage::Pause).await
+    }
+
+    /// The timeout of the next `method` request: the time left, at most
     /// `request_timeout`; `Err(Timeout)` when no time is left.
-    pub(crate) fn request_timeout(&self) -> Result<Duration, Error> {
-        match self.deadline {
-            None => Ok(self.options.request_timeout),
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    Err(self.timeout())
-                } else {
-                    Ok(left.min(self.options.request_timeout))
-                }
-            }
+    pub(crate) fn request_timeout(&self, method: &'static str) -> Result<Duration, Error> {
+        match self.deadline.cut(Some(self.options.request_timeout)) {
+            Ok(timeout) => Ok(timeout.unwrap_or(self.options.request_timeout)),
+            Err(()) => Err(self.timeout(Stage::Request { method })),
         }
     }
 
     /// True once the deadline has passed.
     pub(crate) fn deadline_passed(&self) -> bool {
-        self.deadline
-            .is_some_and(|deadline| Instant::now() >= deadline)
+        self.deadline.passed()
+    }
+
+    /// Runs one `method` request (given its timeout: the time left, at most
+    /// `request_timeout`) until the deadline. A request that runs out of
+    /// time at the deadline is [`Error::Timeout`] in [`Stage::Request`].
+    pub(crate) async fn request<T, Fut>(
+        &self,
+        method: &'static str,
+        request: impl FnOnce(Duration) -> Fut,
+    ) -> Result<T, Error>
+    where
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let timeout = self.request_timeout(method)?;
+        match self.deadline.within(request(timeout)).await {
+            Some(Err(error)) if error.is_request_timeout() && self.deadline_passed() => {
+                Err(self.timeout(Stage::Request { method }))
+            }
+            Some(answered) => answered,
+            None => Err(self.timeout(Stage::Request { method })),
+        }
     }
 
     /// Runs `request` (given its timeout), retrying transient failures
@@ -315,7 +345,7 @@ impl<'a> Wait<'a> {
         let mut backoff = self.options.retry_backoff;
         let mut unusable = 0u32;
         loop {
-            match request(self.request_timeout()?).await {
+            match self.request(method, &mut request).await {
                 Err(error) if error.retry() != Retry::No => {
                     if error.retry() == Retry::Garbage {
                         unusable += 1;
@@ -338,7 +368,7 @@ impl<'a> Wait<'a> {
                     } else {
                         backoff
                     };
-                    self.sleep(pause).await?;
+                    self.sleep_in(pause, Stage::Request { method }).await?;
                     backoff = (backoff * 2).min(self.options.max_interval);
                 }
                 other => return other,
@@ -380,28 +410,56 @@ impl<H: ClientHandler> TasksClient<H> {
         task: impl Into<AwaitFrom>,
         options: &AwaitOptions,
     ) -> Result<TaskOutcome, Error> {
-        let journaled = self.journaled(options);
-        let outcome = self
-            .await_unjournaled(task, journaled.as_ref().unwrap_or(options))
-            .await;
-        self.flush_journal().await;
-        outcome
+        self.await_within(task.into(), options, Deadline::start(options.deadline))
+            .await
     }
 
-    /// [`TasksClient::await_task`] without the journal's flush.
-    pub(crate) async fn await_unjournaled(
+    /// [`TasksClient::await_task`] inside `deadline`, which may have started
+    /// before (with the MRTR rounds that made the task).
+    pub(crate) async fn await_within(
         &self,
-        task: impl Into<AwaitFrom>,
+        task: AwaitFrom,
         options: &AwaitOptions,
+        deadline: Deadline,
     ) -> Result<TaskOutcome, Error> {
-        if self.initialize_era() {
-            return self.await_legacy(task.into(), options).await;
-        }
-        let (id, seed) = match task.into() {
+        let journaled = self.journaled(options);
+        let options = journaled.as_ref().unwrap_or(options);
+        let (id, seed) = match task {
             AwaitFrom::State(state) => (state.id.clone(), Some(*state)),
             AwaitFrom::Id(id) => (id, None),
         };
-        let mut wait = Wait::new(options, id);
+        let mut wait = Wait::new(options, id, deadline);
+        let outcome = if self.initialize_era() {
+            self.await_legacy(&mut wait, seed).await
+        } else {
+            self.await_extension(&mut wait, seed).await
+        };
+        self.flushed(&wait, outcome).await
+    }
+
+    /// `outcome`, once the journal has every status the wait queued; if
+    /// it has not by the deadline, [`Error::Timeout`] in
+    /// [`Stage::Journal`], whose last state is the task's final one (an
+    /// outcome that is an error is returned as it is).
+    pub(crate) async fn flushed<T>(
+        &self,
+        wait: &Wait<'_>,
+        outcome: Result<T, Error>,
+    ) -> Result<T, Error> {
+        if wait.deadline.within(self.flush_journal()).await.is_some() {
+            return outcome;
+        }
+        tracing::debug!("the journal did not confirm the wait's statuses by the deadline");
+        outcome.and(Err(wait.timeout(Stage::Journal)))
+    }
+
+    /// [`TasksClient::await_task`] in the extension's era.
+    async fn await_extension(
+        &self,
+        wait: &mut Wait<'_>,
+        seed: Option<TaskState>,
+    ) -> Result<TaskOutcome, Error> {
+        let options = wait.options;
         if let Some(state) = seed {
             wait.observe(state);
         }
@@ -453,7 +511,11 @@ impl<H: ClientHandler> TasksClient<H> {
                         .collect();
                     let mut sent = false;
                     if !pending.is_empty() {
-                        let responses = match self.answer_input(&pending, options).await? {
+                        let responses = match self
+                            .answer_input(&pending, options, &wait.deadline, None)
+                            .await
+                            .map_err(|error| wait.owned(error))?
+                        {
                             Ok(responses) => responses,
                             Err(unanswered) => {
                                 return Ok(TaskOutcome::InputRequired {
@@ -504,7 +566,7 @@ impl<H: ClientHandler> TasksClient<H> {
             // Where polling sleeps, a listening wait waits for a notification.
             let heard = match pause {
                 None => None,
-                Some(pause) => match listening.wait(&wait, pause).await? {
+                Some(pause) => match listening.wait(wait, pause).await? {
                     Heard::State(state) => Some(*state),
                     // Nothing new within the pause: decide again on the
                     // state in hand, as after a poll that read it again.
@@ -545,24 +607,20 @@ impl<H: ClientHandler> TasksClient<H> {
         options: &AwaitOptions,
     ) -> Result<TaskOutcome, Error> {
         let journaled = self.journaled(options);
-        let state = self
-            .cancel_and_wait_unjournaled(id, journaled.as_ref().unwrap_or(options))
-            .await;
-        self.flush_journal().await;
-        state
+        let options = journaled.as_ref().unwrap_or(options);
+        let mut wait = Wait::new(options, id.clone(), Deadline::start(options.deadline));
+        let state = if self.initialize_era() {
+            self.cancel_and_wait_legacy(&mut wait).await
+        } else {
+            self.cancel_and_wait_extension(&mut wait).await
+        };
+        self.flushed(&wait, state).await
     }
 
-    async fn cancel_and_wait_unjournaled(
-        &self,
-        id: &TaskId,
-        options: &AwaitOptions,
-    ) -> Result<TaskOutcome, Error> {
-        if self.initialize_era() {
-            return self.cancel_and_wait_legacy(id, options).await;
-        }
-        let mut wait = Wait::new(options, id.clone());
+    async fn cancel_and_wait_extension(&self, wait: &mut Wait<'_>) -> Result<TaskOutcome, Error> {
+        let (id, options) = (wait.id.clone(), wait.options);
         wait.retrying("tasks/cancel", |timeout| {
-            self.cancel_with_timeout(id, Some(timeout))
+            self.cancel_with_timeout(&id, Some(timeout))
         })
         .await?;
         let mut settling = 0;
@@ -571,7 +629,7 @@ impl<H: ClientHandler> TasksClient<H> {
         loop {
             let state = wait
                 .retrying("tasks/get", |timeout| {
-                    self.get_with_timeout(id, Some(timeout))
+                    self.get_with_timeout(&id, Some(timeout))
                 })
                 .await?;
             let current = wait.observe(state);

@@ -247,6 +247,7 @@ pub(super) async fn connect(
         running,
         listen,
         closed,
+        lines,
     } = connect::open(&upstream.endpoint(), relay, &connect)
         .await
         .map_err(upstream_error)?;
@@ -263,7 +264,12 @@ pub(super) async fn connect(
         id,
         // An upstream task is awaited on a listen stream where the upstream
         // serves one (2026-07-28), by polling otherwise.
-        client: TasksClient::new(running).with_listen(listen),
+        client: match lines {
+            Some(check) => TasksClient::new(running)
+                .with_listen(listen)
+                .with_line_check(check),
+            None => TasksClient::new(running).with_listen(listen),
+        },
         closed,
         opened: Instant::now(),
         retired: std::sync::atomic::AtomicBool::new(false),

@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use mcp_tasks::client::{InputKind, Unanswered};
-use mcp_tasks::error::ProtocolViolation;
+use mcp_tasks::error::{ProtocolViolation, Stage};
 use mcp_tasks::{
-    AwaitOptions, CallOptions, CallResponse, Era, Error, InputMode, TaskOutcome, TaskStatus,
+    AwaitOptions, CallOptions, CallResponse, Era, Error, InputMode, TaskId, TaskOutcome, TaskStatus,
 };
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -17,6 +17,14 @@ use crate::support::scripted::{
     input_required, ms, name_form, task_id, text_result,
 };
 use crate::support::{Handler, TASKS};
+
+/// `wait`, or a failed test after an hour of paused time (at once): for the
+/// waits without a deadline, so that a regression fails instead of hanging.
+async fn hour<F: std::future::Future>(wait: F) -> F::Output {
+    tokio::time::timeout(std::time::Duration::from_secs(3600), wait)
+        .await
+        .expect("the wait did not end on its own")
+}
 
 #[tokio::test(start_paused = true)]
 async fn every_tasks_request_declares_the_extension_and_nothing_else_does() {
@@ -249,8 +257,9 @@ async fn intervals_follow_the_server_clamped() {
     )
     .await;
     let start = Instant::now();
-    let outcome = client
-        .await_task(task_id(), &AwaitOptions::default().with_deadline(None))
+    // No deadline: an hour of (paused) time fails the test instead of hanging it.
+    let no_deadline = AwaitOptions::default().with_deadline(None);
+    let outcome = hour(client.await_task(task_id(), &no_deadline))
         .await
         .unwrap();
     assert!(matches!(outcome, TaskOutcome::Completed(_)));
@@ -307,7 +316,12 @@ async fn deadline_returns_timeout_with_the_last_status() {
     );
     assert_eq!(error.last_status(), Some(&TaskStatus::Working));
     assert_eq!(error.task_state().map(|state| &state.id), Some(&task_id()));
-    assert_eq!(id.expose(), "task-secret-1");
+    assert_eq!(id.as_ref().map(TaskId::expose), Some("task-secret-1"));
+    assert_eq!(
+        error.timeout_stage(),
+        Some(&Stage::Pause),
+        "between two polls"
+    );
     assert!(!error.to_string().contains("task-secret"), "{error}");
     // Polls at 1 s and 2 s; none at the deadline.
     assert_eq!(log.gaps("tasks/get", start), vec![ms(1000), ms(1000)]);
@@ -725,7 +739,9 @@ async fn a_stalled_input_loop_ends_and_may_cancel() {
         let options = AwaitOptions::default()
             .with_deadline(None)
             .with_stall_detection(5, cancel);
-        let error = client.await_task(task_id(), &options).await.unwrap_err();
+        let error = hour(client.await_task(task_id(), &options))
+            .await
+            .unwrap_err();
         let Error::Stalled {
             polls, cancel_sent, ..
         } = &error

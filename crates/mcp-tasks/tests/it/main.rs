@@ -9,6 +9,7 @@ mod support;
 mod access;
 mod client;
 mod connect;
+mod deadline;
 mod examples;
 mod expiry;
 mod first_step;

@@ -12,8 +12,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use rmcp::ClientHandler;
 use rmcp::model::JsonObject;
-use rmcp::{ClientHandler, ServiceError};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -22,8 +22,8 @@ use super::{Event, Route};
 use crate::client::TasksClient;
 use crate::client::error::{Error, ProtocolViolation, Retry};
 use crate::client::state::{Era, TaskOutcome, TaskState};
-use crate::client::wait::{AwaitFrom, AwaitOptions, UNUSABLE_ANSWERS, Wait};
-use crate::task::{TaskId, TaskStatus};
+use crate::client::wait::{UNUSABLE_ANSWERS, Wait};
+use crate::task::TaskStatus;
 
 type PayloadCall<'a> = Pin<Box<dyn Future<Output = Result<JsonObject, Error>> + Send + 'a>>;
 
@@ -31,14 +31,11 @@ impl<H: ClientHandler> TasksClient<H> {
     /// [`TasksClient::await_task`] on a 2025-11-25 connection.
     pub(crate) async fn await_legacy(
         &self,
-        task: AwaitFrom,
-        options: &AwaitOptions,
+        wait: &mut Wait<'_>,
+        seed: Option<TaskState>,
     ) -> Result<TaskOutcome, Error> {
-        let (id, seed) = match task {
-            AwaitFrom::State(state) => (state.id.clone(), Some(*state)),
-            AwaitFrom::Id(id) => (id, None),
-        };
-        let mut wait = Wait::new(options, id.clone());
+        let options = wait.options;
+        let id = wait.id.clone();
         // Routed before tasks/result is sent: its input requests come on it.
         let mut route = self.legacy.as_ref().map(|link| link.route(&id));
         let seed = match seed {
@@ -48,7 +45,7 @@ impl<H: ClientHandler> TasksClient<H> {
                     .await?
             }
         };
-        observe(&mut wait, seed);
+        observe(wait, seed);
         let mut payload: Option<PayloadCall<'_>> = None;
         // When to send tasks/result again after a transport failure.
         let mut payload_again: Option<Instant> = None;
@@ -61,7 +58,7 @@ impl<H: ClientHandler> TasksClient<H> {
         let mut idle_polls = 0u32;
         let mut next_poll = Instant::now() + options.interval_for(wait.current.as_ref());
         loop {
-            let current = current(&wait);
+            let current = current(wait);
             if current.status == TaskStatus::Cancelled {
                 return Ok(TaskOutcome::Cancelled(current));
             }
@@ -72,17 +69,24 @@ impl<H: ClientHandler> TasksClient<H> {
                 offer = false;
                 let requests = route.requests();
                 if !requests.is_empty() {
-                    let responses = match self.answer_input(&requests, options).await? {
+                    let responses = match self
+                        .answer_input(&requests, options, &wait.deadline, None)
+                        .await
+                        .map_err(|error| wait.owned(error))?
+                    {
                         Ok(responses) => responses,
                         Err(unanswered) => {
                             // The request may have come before a poll saw the task ask.
                             if current.status != TaskStatus::InputRequired
-                                && let Ok(timeout) = wait.request_timeout()
-                                && let Ok(state) = self.get_legacy(&id, Some(timeout)).await
+                                && let Ok(state) = wait
+                                    .request("tasks/get", |timeout| {
+                                        self.get_legacy(&id, Some(timeout))
+                                    })
+                                    .await
                             {
-                                observe(&mut wait, state);
+                                observe(wait, state);
                             }
-                            let state = with_requests(self::current(&wait), requests);
+                            let state = with_requests(self::current(wait), requests);
                             return Ok(TaskOutcome::InputRequired { state, unanswered });
                         }
                     };
@@ -97,7 +101,7 @@ impl<H: ClientHandler> TasksClient<H> {
             }
             if payload.is_none() && payload_again.is_none_or(|at| Instant::now() >= at) {
                 payload_again = None;
-                let timeout = wait.request_timeout()?;
+                let timeout = wait.request_timeout("tasks/result")?;
                 let id = id.clone();
                 payload = Some(Box::pin(async move {
                     self.result_legacy(&id, Some(timeout)).await
@@ -109,7 +113,7 @@ impl<H: ClientHandler> TasksClient<H> {
                 answered = call_payload(&mut payload) => {
                     payload = None;
                     match answered {
-                        Ok(result) => return self.ended(&mut wait, result).await,
+                        Ok(result) => return self.ended(wait, result).await,
                         Err(error) if error.retry() != Retry::No => {
                             if error.retry() == Retry::Garbage {
                                 unusable += 1;
@@ -127,7 +131,7 @@ impl<H: ClientHandler> TasksClient<H> {
                             }
                             // A blocking tasks/result that ran out of time is sent again
                             // at once; a failed send after a pause.
-                            let pause = if is_request_timeout(&error) {
+                            let pause = if error.is_request_timeout() {
                                 Duration::ZERO
                             } else {
                                 backoff
@@ -138,11 +142,11 @@ impl<H: ClientHandler> TasksClient<H> {
                                 backoff = (backoff * 2).min(options.max_interval);
                             }
                         }
-                        Err(error) => return self.refused(&mut wait, error).await,
+                        Err(error) => return self.refused(wait, error).await,
                     }
                 }
                 event = next_event(&mut route) => match event {
-                    Event::Status(state) => observe(&mut wait, *state),
+                    Event::Status(state) => observe(wait, *state),
                     Event::Input(pending) => {
                         if let Some(route) = route.as_mut() {
                             route.pending.insert(pending.key.clone(), pending);
@@ -159,9 +163,9 @@ impl<H: ClientHandler> TasksClient<H> {
                         let state = wait
                             .retrying("tasks/get", |timeout| self.get_legacy(&id, Some(timeout)))
                             .await?;
-                        observe(&mut wait, state);
+                        observe(wait, state);
                     }
-                    let current = self::current(&wait);
+                    let current = self::current(wait);
                     if current.status == TaskStatus::InputRequired && !answered_since_poll {
                         idle_polls += 1;
                         if idle_polls >= options.stall_polls {
@@ -194,8 +198,10 @@ impl<H: ClientHandler> TasksClient<H> {
     async fn ended(&self, wait: &mut Wait<'_>, result: JsonObject) -> Result<TaskOutcome, Error> {
         if !current(wait).status.is_terminal() {
             // The last state read lags behind; the ended one is worth showing.
-            if let Ok(timeout) = wait.request_timeout()
-                && let Ok(state) = self.get_legacy(&wait.id, Some(timeout)).await
+            let id = wait.id.clone();
+            if let Ok(state) = wait
+                .request("tasks/get", |timeout| self.get_legacy(&id, Some(timeout)))
+                .await
             {
                 observe(wait, state);
             }
@@ -234,30 +240,29 @@ impl<H: ClientHandler> TasksClient<H> {
     /// `tasks/result` payload.
     pub(crate) async fn cancel_and_wait_legacy(
         &self,
-        id: &TaskId,
-        options: &AwaitOptions,
+        wait: &mut Wait<'_>,
     ) -> Result<TaskOutcome, Error> {
-        let mut wait = Wait::new(options, id.clone());
+        let id = wait.id.clone();
         let state = wait
             .retrying("tasks/cancel", |timeout| {
-                self.cancel_legacy(id, Some(timeout))
+                self.cancel_legacy(&id, Some(timeout))
             })
             .await?;
-        observe(&mut wait, state);
+        observe(wait, state);
         let mut settling = 0;
         loop {
-            let current = current(&wait);
+            let current = current(wait);
             if current.status.is_terminal() {
-                let state = self.with_payload(&wait, current).await?;
+                let state = self.with_payload(wait, current).await?;
                 return wait.observe(state).outcome();
             }
-            wait.sleep(options.settling_interval(settling, Some(&current)))
+            wait.sleep(wait.options.settling_interval(settling, Some(&current)))
                 .await?;
             settling += 1;
             let state = wait
-                .retrying("tasks/get", |timeout| self.get_legacy(id, Some(timeout)))
+                .retrying("tasks/get", |timeout| self.get_legacy(&id, Some(timeout)))
                 .await?;
-            observe(&mut wait, state);
+            observe(wait, state);
         }
     }
 
@@ -335,11 +340,4 @@ async fn next_event(route: &mut Option<Route>) -> Event {
         Some(route) => route.next().await,
         None => std::future::pending().await,
     }
-}
-
-fn is_request_timeout(error: &Error) -> bool {
-    matches!(
-        error,
-        Error::Transport { source, .. } if matches!(**source, ServiceError::Timeout { .. })
-    )
 }

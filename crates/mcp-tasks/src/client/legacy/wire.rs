@@ -55,16 +55,14 @@ impl<H: ClientHandler> TasksClient<H> {
             )));
         }
         options.timeout = timeout;
+        let unusable = self.watch_lines(method);
         let handle = self
             .peer()
             .send_request_with_option(request, options)
             .await
             .map_err(|error| Error::from_service(method, error))?;
         let id = handle.id.clone();
-        let typed = handle
-            .await_response()
-            .await
-            .map_err(|error| Error::from_service(method, error))?;
+        let typed = self.answer(method, handle, unusable).await?;
         match self.legacy.as_ref().and_then(|link| link.take_answer(&id)) {
             Some(raw) => Ok(raw),
             None => Ok(typed_value(typed)),

@@ -8,6 +8,7 @@ use std::time::Duration;
 use rmcp::ClientHandler;
 
 use super::{Event, ListenMode, Refusal, Stream};
+use crate::client::error::Stage;
 use crate::client::wait::Wait;
 use crate::client::{Error, TaskState, TasksClient};
 
@@ -94,7 +95,7 @@ impl<'c, H: ClientHandler> Listening<'c, H> {
     /// listening and the server cannot.
     async fn open(&mut self, wait: &Wait<'_>) -> Result<Heard, Error> {
         self.state = State::Off;
-        let timeout = wait.request_timeout()?;
+        let timeout = wait.request_timeout(super::LISTEN)?;
         let refusal = match self.client.open_listen(&wait.id, timeout).await {
             Ok(stream) => {
                 self.state = State::Open(Box::new(stream));
@@ -103,7 +104,9 @@ impl<'c, H: ClientHandler> Listening<'c, H> {
             Err(refusal) => refusal,
         };
         if wait.deadline_passed() {
-            return Err(wait.timeout());
+            return Err(wait.timeout(Stage::Request {
+                method: super::LISTEN,
+            }));
         }
         // A client without a channel says so once, not at every wait.
         if !matches!(refusal, Refusal::NoChannel) {

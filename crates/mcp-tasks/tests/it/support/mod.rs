@@ -36,7 +36,7 @@ pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
 /// elicitation, sampling and roots), answers every form with
 /// `{name: "Ada"}`, every URL request with consent, every sampling request
 /// with "Paris"; it counts the elicitations. With `failing`, every
-/// elicitation fails with -32603.
+/// elicitation fails with -32603; with `hanging`, none is ever answered.
 #[derive(Clone, Default)]
 pub(crate) struct Handler {
     pub elicitations: Arc<Mutex<u32>>,
@@ -44,6 +44,7 @@ pub(crate) struct Handler {
     pub sampling: bool,
     pub url: bool,
     pub failing: bool,
+    pub hanging: bool,
 }
 
 impl ClientHandler for Handler {
@@ -53,6 +54,9 @@ impl ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         *self.elicitations.lock().unwrap() += 1;
+        if self.hanging {
+            std::future::pending::<()>().await;
+        }
         if self.failing {
             return Err(ErrorData::internal_error(
                 "the user's terminal is gone",

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcp_tasks::client::ListenChannel;
+use mcp_tasks::client::{LineCheck, ListenChannel};
 use mcp_tasks::{TaskId, TasksClient};
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
@@ -29,6 +29,9 @@ pub(crate) enum Reply {
     /// in them replaced by the request's id (a listen stream: its
     /// acknowledgement, notifications, perhaps its result).
     Notify(Vec<Value>),
+    /// These lines as they are, with every `$id` in them replaced by the
+    /// request's id as JSON: garbage, or garbage then the answer.
+    Lines(Vec<String>),
 }
 
 /// A request the server received.
@@ -202,6 +205,28 @@ pub(crate) async fn connect_listening(
     (TasksClient::new(running).with_listen(channel), log)
 }
 
+/// Like [`connect`], with a [`LineCheck`] on the client's reader: the
+/// client hears of the lines rmcp drops.
+pub(crate) async fn connect_checked(
+    handler: Handler,
+    script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
+) -> (TasksClient<Handler>, Log) {
+    let (client_io, server_io) = tokio::io::duplex(1 << 20);
+    let log = Log::default();
+    tokio::spawn(serve(
+        server_io,
+        Box::new(script),
+        discover_result(true),
+        log.clone(),
+    ));
+    let (read, write) = tokio::io::split(client_io);
+    let (check, read) = LineCheck::stdio(read);
+    let running = serve_client_with_lifecycle(handler, (read, write), super::lifecycle())
+        .await
+        .expect("the client connects to the scripted server");
+    (TasksClient::new(running).with_line_check(check), log)
+}
+
 /// `value` with every string `"$id"` replaced by `id`.
 fn with_id(value: &Value, id: &Value) -> Value {
     match value {
@@ -237,18 +262,26 @@ async fn serve(io: tokio::io::DuplexStream, mut script: Script, discover: Value,
         } else {
             script(&method, &message["params"])
         };
-        let messages = match reply {
-            Reply::Result(result) => vec![json!({"jsonrpc": "2.0", "id": id, "result": result})],
-            Reply::Error(error) => vec![json!({"jsonrpc": "2.0", "id": id, "error": error})],
+        let lines: Vec<String> = match reply {
+            Reply::Result(result) => {
+                vec![json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()]
+            }
+            Reply::Error(error) => {
+                vec![json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string()]
+            }
             Reply::Silence => continue,
             Reply::Notify(messages) => messages
                 .iter()
-                .map(|message| with_id(message, &id))
+                .map(|message| with_id(message, &id).to_string())
+                .collect(),
+            Reply::Lines(lines) => lines
+                .iter()
+                .map(|line| line.replace("$id", &id.to_string()))
                 .collect(),
         };
         let mut text = String::new();
-        for message in messages {
-            text.push_str(&message.to_string());
+        for line in lines {
+            text.push_str(&line);
             text.push('\n');
         }
         if write.write_all(text.as_bytes()).await.is_err() {
