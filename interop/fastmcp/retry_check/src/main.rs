@@ -6,10 +6,9 @@
 
 use std::time::Duration;
 
-use mcp_tasks::{AwaitOptions, CallOptions, TaskOutcome, TasksClient};
+use mcp_tasks::{AwaitOptions, CallOptions, ConnectOptions, Endpoint, TaskOutcome, TasksClient};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::service::ClientLifecycleMode;
 use rmcp::ClientHandler;
 
 #[derive(Clone)]
@@ -35,20 +34,18 @@ async fn main() {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: None,
     };
-    let running = if args[1] == "--stdio" {
-        let mut child = tokio::process::Command::new("sh");
-        child.arg("-c").arg(format!("exec {}", args[2]));
-        let transport = TokioChildProcess::new(child).expect("spawn the server");
-        serve_client_with_lifecycle(Handler, transport, lifecycle).await
+    let endpoint = if args[1] == "--stdio" {
+        Endpoint::shell(args[2].clone())
     } else {
-        let transport = StreamableHttpClientTransport::from_uri(args[2].clone());
-        serve_client_with_lifecycle(Handler, transport, lifecycle).await
-    }
-    .expect("connect");
-    let client = TasksClient::new(running);
+        Endpoint::url(args[2].clone())
+    };
+    let connect = ConnectOptions::default().with_lifecycle(lifecycle);
+    let client = TasksClient::connect(endpoint, Handler, connect)
+        .await
+        .expect("connect");
     let call = CallOptions::default().with_declare_tasks(false);
     let wait = AwaitOptions::default().with_deadline(Some(Duration::from_secs(30)));
-    let outcome = client.call_and_await(args[3].clone(), None, call, &wait).await;
+    let outcome = client.call_and_await(args[3].clone(), (), call, &wait).await;
     let (status, text) = match &outcome {
         Ok(TaskOutcome::Completed(result)) => (
             "completed".to_owned(),
