@@ -13,6 +13,7 @@ mod input;
 pub mod journal;
 pub mod legacy;
 pub mod listen;
+pub mod many;
 mod state;
 mod wait;
 
@@ -32,6 +33,7 @@ use serde_json::Value;
 pub use error::{Error, ErrorKind};
 pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
 pub use listen::{ListenChannel, ListenMode};
+pub use many::TaskOutcomes;
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 

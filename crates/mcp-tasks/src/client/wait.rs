@@ -244,7 +244,12 @@ pub(crate) struct Wait<'a> {
 
 impl<'a> Wait<'a> {
     pub(super) fn new(options: &'a AwaitOptions, id: TaskId) -> Self {
-        let started = Instant::now();
+        Self::since(options, id, Instant::now())
+    }
+
+    /// A wait that started at `started` (its deadline counts from then):
+    /// the waits of one set share it.
+    pub(super) fn since(options: &'a AwaitOptions, id: TaskId, started: Instant) -> Self {
         Self {
             options,
             id,
@@ -355,8 +360,9 @@ impl<'a> Wait<'a> {
     }
 }
 
-/// Where a wait's next state comes from, for [`TasksClient::follow`]: for a
-/// wait of its own, [`Alone`].
+/// Where a wait's next state comes from, for [`TasksClient::follow`]: a
+/// wait of its own ([`Alone`]), or one of a set sharing a listen stream and
+/// a poll queue ([`super::many`]).
 pub(crate) trait Feed {
     /// Where the poll loop would sleep `pause` and then read `tasks/get`.
     async fn wait(&mut self, wait: &Wait<'_>, pause: Duration) -> Result<Heard, Error>;

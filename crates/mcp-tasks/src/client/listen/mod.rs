@@ -27,7 +27,9 @@
 //! polling for the rest of the wait when the stream ends before the task
 //! does, when the acknowledgement leaves the task out, or when events were
 //! lost; a server that refuses listen (-32601) is polled as well unless the
-//! mode is [`ListenMode::Required`].
+//! mode is [`ListenMode::Required`]. A wait on a set of tasks
+//! ([`TasksClient::await_each`](super::TasksClient::await_each)) opens one
+//! stream naming all of them (see [`many`](super::many)).
 
 mod follow;
 #[cfg(feature = "http-client")]
@@ -43,13 +45,13 @@ use serde_json::Value;
 
 pub use routed::DemuxReader;
 
-pub(crate) use follow::{Heard, Listening};
+pub(crate) use follow::{Heard, Listening, is_stale};
 
 use super::TasksClient;
 use crate::task::{RpcError, TaskId};
 
 /// The method of a listen request.
-const LISTEN: &str = "subscriptions/listen";
+pub(crate) const LISTEN: &str = "subscriptions/listen";
 /// The notification that opens a stream.
 const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 /// A task's state on a stream.
