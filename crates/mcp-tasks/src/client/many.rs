@@ -97,6 +97,13 @@ impl TaskOutcomes {
     pub fn remaining(&self) -> usize {
         self.remaining
     }
+
+    /// The next task to finish and its outcome; `None` once every task
+    /// has been reported (`StreamExt::next`, without importing it). Cancel
+    /// safe: an outcome not taken yet stays for the next call.
+    pub async fn next(&mut self) -> Option<Finished> {
+        std::future::poll_fn(|cx| futures::Stream::poll_next(Pin::new(&mut *self), cx)).await
+    }
 }
 
 impl futures::Stream for TaskOutcomes {
@@ -142,7 +149,6 @@ impl<H: ClientHandler> TasksClient<H> {
     ///
     /// ```no_run
     /// # async fn run(client: mcp_tasks::TasksClient<()>, tasks: Vec<mcp_tasks::TaskState>) {
-    /// use futures::StreamExt;
     /// use mcp_tasks::AwaitOptions;
     ///
     /// let mut outcomes = client.await_each(&tasks, &AwaitOptions::default());

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use mcp_tasks::client::many::POLLS_IN_FLIGHT;
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{AwaitOptions, InputMode, ListenMode, TaskId, TaskOutcome, TaskStatus};
