@@ -10,3 +10,4 @@ mod journal;
 mod legacy;
 mod listen;
 mod replicas;
+mod wait_many;
