@@ -28,11 +28,12 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
         target,
         ids,
         unplaced,
+        order,
     } = match tasks(&args).await {
         Ok(found) => found,
         Err(exit) => return exit,
     };
-    let display = Display::new(json, ids.len() + unplaced.len());
+    let display = Display::new(json, &order);
     let mut exit = code::COMPLETED;
     // Ids the journal cannot place end first, each on its own line; the
     // others are awaited all the same.
@@ -112,6 +113,8 @@ struct Tasks {
     ids: Vec<TaskId>,
     /// Ids the journal cannot place on a server, each with its error line.
     unplaced: Vec<(TaskId, Report)>,
+    /// Every task, in the order given (for --all, the journal's).
+    order: Vec<TaskId>,
 }
 
 /// The server and the tasks to await: the ids given (their server from
@@ -127,6 +130,7 @@ async fn tasks(args: &WaitArgs) -> Result<Tasks, ExitCode> {
         let (target, _) = target(&args.server)?;
         return Ok(Tasks {
             target: Some(target),
+            order: ids.clone(),
             ids,
             unplaced: Vec::new(),
         });
@@ -163,6 +167,7 @@ async fn tasks(args: &WaitArgs) -> Result<Tasks, ExitCode> {
                     target: None,
                     ids: Vec::new(),
                     unplaced: Vec::new(),
+                    order: Vec::new(),
                 });
             }
             [server] => journal::target_of(server)
@@ -183,6 +188,7 @@ async fn tasks(args: &WaitArgs) -> Result<Tasks, ExitCode> {
         .collect();
     Ok(Tasks {
         target: (!ids.is_empty()).then_some(target),
+        order: ids.clone(),
         ids,
         unplaced: Vec::new(),
     })
@@ -240,6 +246,7 @@ fn placed(ids: &[TaskId], entries: &[TaskRef]) -> Result<Tasks, ExitCode> {
         target,
         ids: found,
         unplaced,
+        order: ids.to_vec(),
     })
 }
 
@@ -265,10 +272,20 @@ struct Display {
     quiet: bool,
     started: Instant,
     total: usize,
+    /// How each task is named for people: its place in the order given
+    /// and the start of its id (ids made together often share a prefix).
+    labels: std::sync::Arc<HashMap<TaskId, String>>,
 }
 
 impl Display {
-    fn new(json: bool, total: usize) -> Self {
+    fn new(json: bool, order: &[TaskId]) -> Self {
+        let total = order.len();
+        let mut labels = HashMap::new();
+        for (place, id) in order.iter().enumerate() {
+            labels
+                .entry(id.clone())
+                .or_insert_with(|| format!("#{} {}", place + 1, short_id(id)));
+        }
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new_spinner();
             bar.set_style(
@@ -284,7 +301,13 @@ impl Display {
             quiet: json,
             started: Instant::now(),
             total,
+            labels: std::sync::Arc::new(labels),
         }
+    }
+
+    /// The name of `id` for people.
+    fn label(labels: &HashMap<TaskId, String>, id: &TaskId) -> String {
+        labels.get(id).cloned().unwrap_or_else(|| short_id(id))
     }
 
     /// `options` with an observer that shows each task's changes.
@@ -293,10 +316,15 @@ impl Display {
         let quiet = self.quiet;
         let started = self.started;
         let total = self.total;
+        let labels = self.labels.clone();
         let last: std::sync::Mutex<HashMap<TaskId, String>> = Default::default();
         options.with_observer(move |state: &TaskState| {
             let message = state.status_message.as_deref().unwrap_or("");
-            let line = format!("{} {} {message}", short_id(&state.id), state.status);
+            let line = format!(
+                "{} {} {message}",
+                Self::label(&labels, &state.id),
+                state.status
+            );
             let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
             if last.get(&state.id) == Some(&line) {
                 return;
@@ -317,7 +345,7 @@ impl Display {
             bar.set_message(format!("{remaining} of {} tasks to go", self.total));
         }
         if !self.quiet {
-            let line = format!("task {}: {}", short_id(id), report.status);
+            let line = format!("task {}: {}", Self::label(&self.labels, id), report.status);
             match &self.bar {
                 Some(bar) => bar.suspend(|| eprintln!("{line}")),
                 None => eprintln!("{line}"),
