@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use mcp_tasks::client::journal::{Journal, ServerRef, TaskRef};
-use mcp_tasks::{TaskId, UnixMillis};
+use mcp_tasks::{Endpoint, TaskId, UnixMillis};
 use mcp_tasks_sqlite::SqliteJournal;
 
 use crate::connect::Target;
@@ -64,6 +64,15 @@ impl JournalArgs {
                 None
             }
         }
+    }
+}
+
+/// Where the journal says `target` is, as the library records it for the
+/// connections it opens ([`Endpoint::journal_ref`]).
+pub(crate) fn server_ref(target: &Target) -> ServerRef {
+    match target {
+        Target::Url(url) => Endpoint::url(url.clone()).journal_ref(),
+        Target::Stdio(command) => Endpoint::shell(command.clone()).journal_ref(),
     }
 }
 

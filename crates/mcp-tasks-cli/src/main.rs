@@ -8,6 +8,7 @@ mod journal;
 mod output;
 mod prompt;
 mod serve;
+mod wait_many;
 mod watch;
 
 /// mimalloc, not glibc's allocator: a server that keeps many finished tasks
@@ -45,7 +46,7 @@ enum Command {
     Call(CallArgs),
     /// Show a task's current state.
     Get(TaskArgs),
-    /// Wait for a task's outcome, answering its input.
+    /// Wait for a task's outcome (or several tasks'), answering its input.
     Wait(WaitArgs),
     /// Cancel a task and show how it ended.
     Cancel(TaskArgs),
@@ -181,11 +182,26 @@ struct WaitArgs {
     server: ServerArgs,
     /// The task id; `-` reads it from stdin. Without --url or --stdio its
     /// server is found in the journal. An id may start with `-`.
-    #[arg(required_unless_present = "last", allow_hyphen_values = true)]
+    #[arg(required_unless_present_any = ["last", "all"], allow_hyphen_values = true)]
     task_id: Option<String>,
+    /// More tasks of the same server, awaited together on one connection
+    /// (one listen stream, or one poll loop where the server cannot listen;
+    /// one --timeout for all), each reported as it finishes (--json: one
+    /// object a line); an id the server or the journal does not know gets
+    /// its own error line. The exit code is the worst outcome's (0 < 1 < 3
+    /// cancelled < 2 failed < 4 < 5 < 64 < 69 < 70). Ctrl-C stops waiting
+    /// and leaves the tasks running. An id that starts with `-` goes first
+    /// or after `--`.
+    #[arg(value_name = "TASK_ID")]
+    more_task_ids: Vec<String>,
     /// Resume the newest unfinished task in the journal.
-    #[arg(long, conflicts_with = "task_id")]
+    #[arg(long, conflicts_with_all = ["task_id", "all"])]
     last: bool,
+    /// Every unfinished task of the journal on the server (--url or --stdio;
+    /// without them, the one server the journal's unfinished tasks are on),
+    /// as with several ids.
+    #[arg(long, conflicts_with = "task_id")]
+    all: bool,
     #[command(flatten)]
     input: InputArgs,
     #[command(flatten)]
@@ -480,6 +496,9 @@ async fn call(args: CallArgs) -> ExitCode {
 }
 
 async fn wait(args: WaitArgs) -> ExitCode {
+    if args.all || !args.more_task_ids.is_empty() {
+        return wait_many::run(args).await;
+    }
     let (options, policy) = match await_options(&args.input) {
         Ok(options) => options,
         Err(exit) => return exit,

@@ -281,3 +281,53 @@ pub(crate) fn exit_for(error: &Error) -> u8 {
         _ => code::PROTOCOL,
     }
 }
+
+/// The exit codes of outcomes from the best to the worst: completed, a
+/// result with `isError`, cancelled, failed, input left unanswered, timed
+/// out, then the waits that went wrong (an answer the flags cannot give,
+/// an unreachable server, a protocol error).
+const BEST_TO_WORST: [u8; 9] = [
+    code::COMPLETED,
+    code::TOOL_ERROR,
+    code::CANCELLED,
+    code::FAILED,
+    code::INPUT_REQUIRED,
+    code::TIMEOUT,
+    code::USAGE,
+    code::UNREACHABLE,
+    code::PROTOCOL,
+];
+
+/// The worse of two exit codes (a code not in [`BEST_TO_WORST`] is worst).
+pub(crate) fn worse(a: u8, b: u8) -> u8 {
+    let rank = |exit| {
+        BEST_TO_WORST
+            .iter()
+            .position(|&known| known == exit)
+            .unwrap_or(BEST_TO_WORST.len())
+    };
+    if rank(b) > rank(a) { b } else { a }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_outcome_wins() {
+        use code::*;
+        let all = |codes: &[u8]| {
+            codes
+                .iter()
+                .fold(COMPLETED, |exit, &code| worse(exit, code))
+        };
+        assert_eq!(all(&[]), COMPLETED);
+        assert_eq!(all(&[COMPLETED, TOOL_ERROR]), TOOL_ERROR);
+        assert_eq!(all(&[FAILED, CANCELLED, TOOL_ERROR]), FAILED);
+        assert_eq!(all(&[CANCELLED, COMPLETED]), CANCELLED);
+        assert_eq!(all(&[FAILED, TIMEOUT, INPUT_REQUIRED]), TIMEOUT);
+        assert_eq!(all(&[TIMEOUT, UNREACHABLE, USAGE]), UNREACHABLE);
+        assert_eq!(all(&[PROTOCOL, FAILED]), PROTOCOL);
+        assert_eq!(all(&[INTERRUPTED, PROTOCOL]), INTERRUPTED);
+    }
+}

@@ -91,30 +91,7 @@ impl Watch {
             }
             seen.last_line = line;
         });
-        let input = match policy {
-            InputPolicy::Fail => InputMode::Return,
-            other => {
-                let policy = Arc::new(other.clone());
-                let bar = self.bar.clone();
-                InputMode::resolver(move |requests| {
-                    let policy = policy.clone();
-                    let bar = bar.clone();
-                    async move {
-                        let first = requests.keys().next().cloned().unwrap_or_default();
-                        tokio::task::spawn_blocking(move || {
-                            let ask = || prompt::answer_all(&requests, &policy);
-                            match &bar {
-                                Some(bar) => bar.suspend(ask),
-                                None => ask(),
-                            }
-                        })
-                        .await
-                        .map_err(|panicked| InputError::new(first, panicked))?
-                    }
-                })
-            }
-        };
-        options.with_input(input)
+        options.with_input(input_mode(policy, self.bar.clone()))
     }
 
     /// Runs `waiting` to its end. The first Ctrl-C cancels the task (once
@@ -179,6 +156,33 @@ impl Watch {
                 }
                 report
             }
+        }
+    }
+}
+
+/// How a wait answers input under `policy`: prompts (with `bar`, the
+/// status line, out of the way) or canned answers, or not at all.
+pub(crate) fn input_mode(policy: &InputPolicy, bar: Option<ProgressBar>) -> InputMode {
+    match policy {
+        InputPolicy::Fail => InputMode::Return,
+        other => {
+            let policy = Arc::new(other.clone());
+            InputMode::resolver(move |requests| {
+                let policy = policy.clone();
+                let bar = bar.clone();
+                async move {
+                    let first = requests.keys().next().cloned().unwrap_or_default();
+                    tokio::task::spawn_blocking(move || {
+                        let ask = || prompt::answer_all(&requests, &policy);
+                        match &bar {
+                            Some(bar) => bar.suspend(ask),
+                            None => ask(),
+                        }
+                    })
+                    .await
+                    .map_err(|panicked| InputError::new(first, panicked))?
+                }
+            })
         }
     }
 }

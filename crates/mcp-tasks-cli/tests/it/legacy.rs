@@ -95,7 +95,7 @@ for line in sys.stdin:
 "#;
 
 /// The `--stdio` command line of the script, written to a temp dir kept by the caller.
-fn legacy_server(dir: &tempfile::TempDir) -> String {
+pub(crate) fn legacy_server(dir: &tempfile::TempDir) -> String {
     let path = dir.path().join("legacy_server.py");
     std::fs::write(&path, SERVER).expect("write the script");
     format!("python3 {}", path.display())

@@ -12,3 +12,4 @@ mod journal;
 mod legacy;
 mod listen;
 mod replicas;
+mod wait_many;

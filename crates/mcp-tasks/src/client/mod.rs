@@ -21,6 +21,7 @@ pub mod journal;
 pub mod legacy;
 pub mod line_check;
 pub mod listen;
+pub mod many;
 mod state;
 mod wait;
 
@@ -45,6 +46,7 @@ pub use input::{
 };
 pub use line_check::{CheckedReader, LineCheck};
 pub use listen::{ListenChannel, ListenMode};
+pub use many::TaskOutcomes;
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 

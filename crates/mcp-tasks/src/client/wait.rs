@@ -385,6 +385,37 @@ impl<'a> Wait<'a> {
     }
 }
 
+/// Where a wait's next state comes from, for [`TasksClient::follow`]: a
+/// wait of its own ([`Alone`]), or one of a set sharing a listen stream and
+/// a poll queue ([`super::many`]).
+pub(crate) trait Feed {
+    /// Where the poll loop would sleep `pause` and then read `tasks/get`.
+    async fn wait(&mut self, wait: &Wait<'_>, pause: Duration) -> Result<Heard, Error>;
+
+    /// Reads the task's state now (`tasks/get`, retried as
+    /// [`Wait::retrying`] does).
+    async fn read(&mut self, wait: &Wait<'_>) -> Result<TaskState, Error>;
+}
+
+/// The feed of a wait on one task: its own listen stream, its own polls.
+struct Alone<'c, H: ClientHandler> {
+    client: &'c TasksClient<H>,
+    listening: Listening<'c, H>,
+}
+
+impl<H: ClientHandler> Feed for Alone<'_, H> {
+    async fn wait(&mut self, wait: &Wait<'_>, pause: Duration) -> Result<Heard, Error> {
+        self.listening.wait(wait, pause).await
+    }
+
+    async fn read(&mut self, wait: &Wait<'_>) -> Result<TaskState, Error> {
+        wait.retrying("tasks/get", |timeout| {
+            self.client.get_with_timeout(&wait.id, Some(timeout))
+        })
+        .await
+    }
+}
+
 impl<H: ClientHandler> TasksClient<H> {
     /// Polls `tasks/get` until the task is terminal, answering input as
     /// `options.input` says, and returns its outcome. Where the client has
@@ -463,6 +494,22 @@ impl<H: ClientHandler> TasksClient<H> {
         if let Some(state) = seed {
             wait.observe(state);
         }
+        let mut feed = Alone {
+            client: self,
+            listening: Listening::new(self, options.listen),
+        };
+        self.follow(wait, &mut feed).await
+    }
+
+    /// The wait's loop, from the state in hand (if any) to the task's
+    /// outcome: what to do with each state, input answered as
+    /// `wait.options.input` says; where the next state comes from is `feed`'s.
+    pub(super) async fn follow(
+        &self,
+        wait: &mut Wait<'_>,
+        feed: &mut impl Feed,
+    ) -> Result<TaskOutcome, Error> {
+        let options = wait.options;
         // Keys answered during this wait, and polls with nothing new to answer.
         let mut answered = BTreeSet::new();
         let mut idle_polls = 0u32;
@@ -470,7 +517,6 @@ impl<H: ClientHandler> TasksClient<H> {
         let mut incomplete = 0u32;
         // Whether the state in hand came from tasks/get (else from the caller).
         let mut polled = false;
-        let mut listening = Listening::new(self, options.listen);
         loop {
             // Decide what to do with the state in hand, and how long to pause.
             let pause = match &wait.current {
@@ -566,7 +612,7 @@ impl<H: ClientHandler> TasksClient<H> {
             // Where polling sleeps, a listening wait waits for a notification.
             let heard = match pause {
                 None => None,
-                Some(pause) => match listening.wait(wait, pause).await? {
+                Some(pause) => match feed.wait(wait, pause).await? {
                     Heard::State(state) => Some(*state),
                     // Nothing new within the pause: decide again on the
                     // state in hand, as after a poll that read it again.
@@ -580,12 +626,7 @@ impl<H: ClientHandler> TasksClient<H> {
             };
             let next = match heard {
                 Some(state) => state,
-                None => {
-                    wait.retrying("tasks/get", |timeout| {
-                        self.get_with_timeout(&wait.id, Some(timeout))
-                    })
-                    .await?
-                }
+                None => feed.read(wait).await?,
             };
             wait.observe(next);
             polled = true;

@@ -20,6 +20,7 @@ mod legacy;
 mod legacy_http;
 mod legacy_server;
 mod listen;
+mod many;
 mod restart;
 mod router;
 mod schema;

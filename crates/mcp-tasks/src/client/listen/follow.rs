@@ -133,7 +133,7 @@ impl<'c, H: ClientHandler> Listening<'c, H> {
 /// `tasks/get` answer that overtook it): its `lastUpdatedAt` sorts before.
 /// Timestamps are compared as text, which orders RFC 3339 times of one
 /// format (as one server sends them); other pairs are never stale.
-fn is_stale(state: &TaskState, current: Option<&TaskState>) -> bool {
+pub(crate) fn is_stale(state: &TaskState, current: Option<&TaskState>) -> bool {
     let (Some(new), Some(old)) = (
         state.last_updated_at.as_ref(),
         current.and_then(|current| current.last_updated_at.as_ref()),

@@ -88,11 +88,11 @@ pub(crate) struct HttpStream {
 }
 
 impl HttpStream {
-    /// POSTs the listen request for `task`.
+    /// POSTs the listen request for `tasks`.
     pub(crate) async fn open<H: ClientHandler>(
         client: &TasksClient<H>,
         endpoint: &dyn Post,
-        task: &TaskId,
+        tasks: &[TaskId],
     ) -> Result<Self, Refusal> {
         let Some(version) = client
             .peer()
@@ -109,7 +109,7 @@ impl HttpStream {
         meta.set_protocol_version(version.clone());
         meta.set_client_info(client.running.service().get_info().client_info);
         meta.set_client_capabilities(with_tasks_extension(client.capabilities()));
-        let mut request = CustomRequest::new(LISTEN, Some(listen_params(task)));
+        let mut request = CustomRequest::new(LISTEN, Some(listen_params(tasks)));
         request.extensions.insert(meta);
         let message = ClientJsonRpcMessage::request(
             ClientRequest::CustomRequest(request),

@@ -30,13 +30,16 @@
 //! polling for the rest of the wait when the stream ends before the task
 //! does, when the acknowledgement leaves the task out, or when events were
 //! lost; a server that refuses listen (-32601) is polled as well unless the
-//! mode is [`ListenMode::Required`].
+//! mode is [`ListenMode::Required`]. A wait on a set of tasks
+//! ([`TasksClient::await_each`](super::TasksClient::await_each)) opens one
+//! stream naming all of them (see [`many`](super::many)).
 
 mod follow;
 #[cfg(feature = "http-client")]
 mod http;
 pub(crate) mod routed;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,13 +48,13 @@ use serde_json::Value;
 
 pub use routed::DemuxReader;
 
-pub(crate) use follow::{Heard, Listening};
+pub(crate) use follow::{Heard, Listening, is_stale};
 
 use super::TasksClient;
 use crate::task::{RpcError, TaskId};
 
 /// The method of a listen request.
-const LISTEN: &str = "subscriptions/listen";
+pub(crate) const LISTEN: &str = "subscriptions/listen";
 /// The notification that opens a stream.
 const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 /// A task's state on a stream.
@@ -59,7 +62,7 @@ const TASK_NOTIFICATION: &str = "notifications/tasks";
 /// A stream's end, said by the server on stdio.
 const CANCELLED: &str = "notifications/cancelled";
 /// Why a client without a channel does not listen.
-const NO_CHANNEL: &str = "this client has no listen channel";
+pub(crate) const NO_CHANNEL: &str = "this client has no listen channel";
 /// The `_meta` key naming the stream a notification belongs to.
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -225,9 +228,10 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// The listen request's params for `id`, with its `_meta` left to the caller.
-fn listen_params(id: &TaskId) -> Value {
-    serde_json::json!({"notifications": {"taskIds": [id.expose()]}})
+/// The listen request's params for `ids`, with its `_meta` left to the caller.
+fn listen_params(ids: &[TaskId]) -> Value {
+    let ids: Vec<&str> = ids.iter().map(TaskId::expose).collect();
+    serde_json::json!({"notifications": {"taskIds": ids}})
 }
 
 /// The JSON-RPC id a stream's messages name, from a notification's params.
@@ -272,6 +276,24 @@ impl<H: ClientHandler> TasksClient<H> {
         id: &TaskId,
         timeout: Duration,
     ) -> Result<Stream, Refusal> {
+        let (stream, covered) = self
+            .open_listen_for(std::slice::from_ref(id), timeout)
+            .await?;
+        if covered.contains(id.expose()) {
+            Ok(stream)
+        } else {
+            Err(Refusal::Declined)
+        }
+    }
+
+    /// Opens one stream for the tasks `ids` and waits for its
+    /// acknowledgement, at most `timeout`. Returns the stream and the ids
+    /// the acknowledgement covers (perhaps none of them).
+    pub(crate) async fn open_listen_for(
+        &self,
+        ids: &[TaskId],
+        timeout: Duration,
+    ) -> Result<(Stream, HashSet<String>), Refusal> {
         let Some(channel) = &self.listen else {
             if !self
                 .polling_said
@@ -297,24 +319,26 @@ impl<H: ClientHandler> TasksClient<H> {
         let opening = async {
             let mut stream = match &*channel.0 {
                 Backend::Routed(routes) => {
-                    Stream::Routed(routed::RoutedStream::open(self, routes, id).await?)
+                    Stream::Routed(routed::RoutedStream::open(self, routes, ids).await?)
                 }
                 #[cfg(feature = "http-client")]
                 Backend::Http(endpoint) => {
-                    Stream::Http(http::HttpStream::open(self, &**endpoint, id).await?)
+                    Stream::Http(http::HttpStream::open(self, &**endpoint, ids).await?)
                 }
             };
             match stream.next().await {
                 Event::Acknowledged(notifications) => {
+                    let asked: HashSet<&str> = ids.iter().map(TaskId::expose).collect();
                     let covered = notifications
                         .get("taskIds")
                         .and_then(Value::as_array)
-                        .is_some_and(|ids| ids.iter().any(|acked| acked == id.expose()));
-                    if covered {
-                        Ok(stream)
-                    } else {
-                        Err(Refusal::Declined)
-                    }
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .filter(|acked| asked.contains(acked))
+                        .map(str::to_owned)
+                        .collect();
+                    Ok((stream, covered))
                 }
                 Event::Refused(error) => Err(Refusal::Refused(error)),
                 Event::Task(_) => Err(Refusal::Failed(

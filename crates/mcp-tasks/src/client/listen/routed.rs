@@ -177,14 +177,14 @@ pub(crate) struct RoutedStream {
 }
 
 impl RoutedStream {
-    /// Sends the listen request for `task` through rmcp and registers its id.
+    /// Sends the listen request for `tasks` through rmcp and registers its id.
     pub(crate) async fn open<H: ClientHandler>(
         client: &TasksClient<H>,
         routes: &Arc<Routes>,
-        task: &TaskId,
+        tasks: &[TaskId],
     ) -> Result<Self, Refusal> {
         let request =
-            ClientRequest::CustomRequest(CustomRequest::new(LISTEN, Some(listen_params(task))));
+            ClientRequest::CustomRequest(CustomRequest::new(LISTEN, Some(listen_params(tasks))));
         // No timeout: the request lasts as long as the stream.
         let options = PeerRequestOptions::no_options()
             .with_meta(client.request_meta(true, &Default::default()));
@@ -194,7 +194,8 @@ impl RoutedStream {
             .send_request_with_option(request, options)
             .await
             .map_err(|error| Refusal::Failed(format!("cannot send the listen request: {error}")))?;
-        let (sender, messages) = mpsc::channel(BUFFERED);
+        // A stream on many tasks may carry a burst of their changes at once.
+        let (sender, messages) = mpsc::channel(BUFFERED.max(4 * tasks.len()));
         let lagged = Arc::new(AtomicBool::new(false));
         {
             let mut inner = routes.lock();

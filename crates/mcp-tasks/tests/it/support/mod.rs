@@ -6,6 +6,7 @@
 // handler answers it.
 #![allow(deprecated)]
 
+pub(crate) mod counting;
 pub(crate) mod legacy;
 pub(crate) mod listening;
 pub(crate) mod old_client;

@@ -1,0 +1,365 @@
+//! `wait ID ID ...` and `wait --all`: several tasks of one server awaited
+//! together by the library's `await_each` (one listen stream, one poll
+//! queue, one deadline, one input policy), each reported as it finishes;
+//! the exit code is the worst outcome's ([`worse`]).
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use mcp_tasks::client::journal::{Journal, ServerRef, TaskRef};
+use mcp_tasks::{TaskId, TaskState};
+
+use crate::connect::Target;
+use crate::output::{Report, code, worse};
+use crate::watch::{input_mode, short_id};
+use crate::{WaitArgs, await_options, connect_to, http_options, journal, target, usage};
+
+/// Awaits the tasks `args` names and reports each as it finishes.
+pub(crate) async fn run(args: WaitArgs) -> ExitCode {
+    let (options, policy) = match await_options(&args.input) {
+        Ok(options) => options,
+        Err(exit) => return exit,
+    };
+    let json = args.server.json;
+    let Tasks {
+        target,
+        ids,
+        unplaced,
+        order,
+    } = match tasks(&args).await {
+        Ok(found) => found,
+        Err(exit) => return exit,
+    };
+    let display = Display::new(json, &order);
+    let mut exit = code::COMPLETED;
+    // Ids the journal cannot place end first, each on its own line; the
+    // others are awaited all the same.
+    for (id, report) in &unplaced {
+        display.finished(id, report, ids.len());
+        report.print(json);
+        exit = worse(exit, report.exit);
+    }
+    let Some(target) = target else {
+        display.clear();
+        if ids.is_empty() && unplaced.is_empty() && !json {
+            eprintln!("no unfinished tasks in the journal for that server");
+        }
+        return ExitCode::from(exit);
+    };
+    let http = match http_options(&args.server) {
+        Ok(http) => http,
+        Err(code) => {
+            display.clear();
+            return code;
+        }
+    };
+    let journal = args.journal.open_or_warn().await;
+    let client = match connect_to(
+        &target,
+        &http,
+        journal.map(|journal| journal as Arc<dyn Journal>),
+        json,
+    )
+    .await
+    {
+        Ok(client) => client,
+        Err(code) => {
+            display.clear();
+            return code;
+        }
+    };
+    let options = display
+        .observe(options)
+        .with_input(input_mode(&policy, display.bar.clone()));
+    let mut outcomes = client.await_each(&ids, &options);
+    loop {
+        tokio::select! {
+            finished = outcomes.next() => {
+                let Some((id, outcome)) = finished else { break };
+                let report = match outcome {
+                    Ok(outcome) => Report::outcome(&outcome, Some(&id)),
+                    Err(error) => {
+                        let mut report = Report::error(&error);
+                        report.task_id = Some(id.expose().to_owned());
+                        report
+                    }
+                };
+                display.finished(&id, &report, outcomes.remaining());
+                report.print(json);
+                exit = worse(exit, report.exit);
+            }
+            _ = tokio::signal::ctrl_c() => {
+                display.clear();
+                eprintln!(
+                    "stopped waiting; {} unfinished tasks left running (`mcp-tasks wait --all` resumes them)",
+                    outcomes.remaining()
+                );
+                exit = code::INTERRUPTED;
+                break;
+            }
+        }
+    }
+    display.clear();
+    drop(outcomes);
+    client.close().await;
+    ExitCode::from(exit)
+}
+
+/// What `wait` with several ids or `--all` awaits.
+struct Tasks {
+    /// The server; `None` when there is nothing to await.
+    target: Option<Target>,
+    /// The tasks to await there.
+    ids: Vec<TaskId>,
+    /// Ids the journal cannot place on a server, each with its error line.
+    unplaced: Vec<(TaskId, Report)>,
+    /// Every task, in the order given (for --all, the journal's).
+    order: Vec<TaskId>,
+}
+
+/// The server and the tasks to await: the ids given (their server from
+/// --url or --stdio, else the one the journal has them on), or with --all
+/// the journal's unfinished tasks on that server.
+async fn tasks(args: &WaitArgs) -> Result<Tasks, ExitCode> {
+    let given = args.server.url.is_some() || args.server.stdio.is_some();
+    let mut ids = Vec::new();
+    for text in args.task_id.iter().chain(&args.more_task_ids) {
+        ids.push(journal::task_id(text)?);
+    }
+    if given && !args.all {
+        let (target, _) = target(&args.server)?;
+        return Ok(Tasks {
+            target: Some(target),
+            order: ids.clone(),
+            ids,
+            unplaced: Vec::new(),
+        });
+    }
+    let opened = match args.journal.open().await {
+        Ok(Some(opened)) => opened,
+        Ok(None) if args.all => return Err(usage("--all needs the journal")),
+        Ok(None) => return Err(usage("give --url or --stdio (the journal is off)")),
+        Err(error) => return Err(usage(format!("the journal: {error}"))),
+    };
+    let entries = opened
+        .list()
+        .await
+        .map_err(|error| usage(format!("cannot read the journal: {error}")))?;
+    if !args.all {
+        return placed(&ids, &entries);
+    }
+    let unfinished: Vec<_> = entries
+        .into_iter()
+        .filter(|entry| !entry.is_finished())
+        .collect();
+    let target = if given {
+        target(&args.server)?.0
+    } else {
+        let mut servers: Vec<_> = unfinished
+            .iter()
+            .map(|entry| entry.server.clone())
+            .collect();
+        servers.sort_by_key(ToString::to_string);
+        servers.dedup();
+        match servers.as_slice() {
+            [] => {
+                return Ok(Tasks {
+                    target: None,
+                    ids: Vec::new(),
+                    unplaced: Vec::new(),
+                    order: Vec::new(),
+                });
+            }
+            [server] => journal::target_of(server)
+                .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?,
+            several => {
+                return Err(usage(format!(
+                    "the journal's unfinished tasks are on {} servers: give --url or --stdio",
+                    several.len()
+                )));
+            }
+        }
+    };
+    let server = journal::server_ref(&target);
+    let ids: Vec<TaskId> = unfinished
+        .into_iter()
+        .filter(|entry| entry.server == server)
+        .map(|entry| entry.task_id)
+        .collect();
+    Ok(Tasks {
+        target: (!ids.is_empty()).then_some(target),
+        order: ids.clone(),
+        ids,
+        unplaced: Vec::new(),
+    })
+}
+
+/// The ids given without --url or --stdio, on the server the journal has
+/// them on. An id the journal does not have (or has on several servers)
+/// gets its error line, as `wait ID` would end, and the others are awaited;
+/// ids the journal has on different servers are a usage error.
+fn placed(ids: &[TaskId], entries: &[TaskRef]) -> Result<Tasks, ExitCode> {
+    let mut servers: HashMap<&TaskId, Vec<&ServerRef>> = HashMap::new();
+    for entry in entries {
+        servers
+            .entry(&entry.task_id)
+            .or_default()
+            .push(&entry.server);
+    }
+    let mut server: Option<&ServerRef> = None;
+    let mut found = Vec::new();
+    let mut unplaced = Vec::new();
+    for id in ids {
+        let on = match servers.get(id).map(Vec::as_slice) {
+            Some([one]) => *one,
+            Some([_, _, ..]) => {
+                let message =
+                    "the journal has this task id on several servers: give --url or --stdio";
+                unplaced.push((id.clone(), unplaced_report(id, message)));
+                continue;
+            }
+            _ => {
+                let message = "give --url or --stdio: the task is not in the journal";
+                unplaced.push((id.clone(), unplaced_report(id, message)));
+                continue;
+            }
+        };
+        match server {
+            None => server = Some(on),
+            Some(first) if first == on => {}
+            Some(_) => {
+                return Err(usage(
+                    "the journal has these tasks on several servers: wait for each server's apart",
+                ));
+            }
+        }
+        found.push(id.clone());
+    }
+    let target = match server {
+        None => None,
+        Some(server) => Some(
+            journal::target_of(server)
+                .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?,
+        ),
+    };
+    Ok(Tasks {
+        target,
+        ids: found,
+        unplaced,
+        order: ids.to_vec(),
+    })
+}
+
+/// The error line of a task `wait` cannot even ask about: a usage error,
+/// as `wait ID` alone ends for it.
+fn unplaced_report(id: &TaskId, message: &str) -> Report {
+    Report {
+        status: "error".to_owned(),
+        task_id: Some(id.expose().to_owned()),
+        status_message: None,
+        result: None,
+        error: Some(serde_json::json!({ "message": message })),
+        exit: code::USAGE,
+    }
+}
+
+/// The display of a wait on several tasks: on a terminal a status line
+/// (how many finished, the latest change); otherwise a line on stderr per
+/// change of a task (none with --json, whose stdout has one object per
+/// task).
+struct Display {
+    bar: Option<ProgressBar>,
+    quiet: bool,
+    started: Instant,
+    total: usize,
+    /// How each task is named for people: its place in the order given
+    /// and the start of its id (ids made together often share a prefix).
+    labels: std::sync::Arc<HashMap<TaskId, String>>,
+}
+
+impl Display {
+    fn new(json: bool, order: &[TaskId]) -> Self {
+        let total = order.len();
+        let mut labels = HashMap::new();
+        for (place, id) in order.iter().enumerate() {
+            labels
+                .entry(id.clone())
+                .or_insert_with(|| format!("#{} {}", place + 1, short_id(id)));
+        }
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar.set_message(format!("waiting for {total} tasks"));
+            bar
+        });
+        Self {
+            bar,
+            quiet: json,
+            started: Instant::now(),
+            total,
+            labels: std::sync::Arc::new(labels),
+        }
+    }
+
+    /// The name of `id` for people.
+    fn label(labels: &HashMap<TaskId, String>, id: &TaskId) -> String {
+        labels.get(id).cloned().unwrap_or_else(|| short_id(id))
+    }
+
+    /// `options` with an observer that shows each task's changes.
+    fn observe(&self, options: mcp_tasks::AwaitOptions) -> mcp_tasks::AwaitOptions {
+        let bar = self.bar.clone();
+        let quiet = self.quiet;
+        let started = self.started;
+        let total = self.total;
+        let labels = self.labels.clone();
+        let last: std::sync::Mutex<HashMap<TaskId, String>> = Default::default();
+        options.with_observer(move |state: &TaskState| {
+            let message = state.status_message.as_deref().unwrap_or("");
+            let line = format!(
+                "{} {} {message}",
+                Self::label(&labels, &state.id),
+                state.status
+            );
+            let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+            if last.get(&state.id) == Some(&line) {
+                return;
+            }
+            let elapsed = started.elapsed().as_secs_f64();
+            match &bar {
+                Some(bar) => bar.set_message(format!("{total} tasks; {line}  [{elapsed:.1}s]")),
+                None if !quiet => eprintln!("[{elapsed:6.1}s] {line}"),
+                None => {}
+            }
+            last.insert(state.id.clone(), line);
+        })
+    }
+
+    /// Shows that the task `id` finished as `report` says.
+    fn finished(&self, id: &TaskId, report: &Report, remaining: usize) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("{remaining} of {} tasks to go", self.total));
+        }
+        if !self.quiet {
+            let line = format!("task {}: {}", Self::label(&self.labels, id), report.status);
+            match &self.bar {
+                Some(bar) => bar.suspend(|| eprintln!("{line}")),
+                None => eprintln!("{line}"),
+            }
+        }
+    }
+
+    fn clear(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
