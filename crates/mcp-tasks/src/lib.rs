@@ -1,10 +1,4 @@
 #![doc = include_str!("../README.md")]
-// The front page describes the whole crate; with some halves turned off, its
-// links to them have nothing to point at.
-#![cfg_attr(
-    not(all(feature = "client", feature = "http", feature = "http-client")),
-    allow(rustdoc::broken_intra_doc_links)
-)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod form;
