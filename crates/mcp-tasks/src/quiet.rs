@@ -35,7 +35,7 @@
 //!   whole life.
 //! * The library starts its own rmcp services in the scope: the clients
 //!   `TasksClient::connect` makes (feature `client`) and the gateway's
-//!   upstream connections ([`gateway`](crate::gateway)), which are built on
+//!   upstream connections ([`gateway`][gateway]), which are built on
 //!   it; the Streamable HTTP
 //!   recipe (`server::http::StreamableHttpServer`, its router, and
 //!   `server::http::serve*` for any router) runs each request and each
@@ -66,7 +66,7 @@
 //!
 //! and a server on stdio, or on any rmcp transport:
 //! `mcp_tasks::quiet::scope(server.serve(transport)).await?`. The calls of
-//! a [`TasksClient`](crate::TasksClient) need no scope of their own: rmcp
+//! a [`TasksClient`][TasksClient] need no scope of their own: rmcp
 //! logs messages in its service loop, not in the caller's task. [`in_scope`]
 //! does the same for a synchronous step.
 //!
@@ -98,6 +98,9 @@
 //!   words.
 //! * Our own events carry no task id: [`TaskId`](crate::TaskId) prints
 //!   `<redacted>`, and no log line of ours prints a message.
+//!
+//! [gateway]: https://docs.rs/mcp-tasks/latest/mcp_tasks/gateway/index.html
+//! [TasksClient]: https://docs.rs/mcp-tasks/latest/mcp_tasks/client/struct.TasksClient.html
 
 use std::cell::RefCell;
 use std::collections::HashMap;

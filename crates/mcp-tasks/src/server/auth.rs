@@ -45,8 +45,8 @@
 //! never with its text (a line whose fields are swapped would otherwise
 //! print a token).
 //!
-//! [`StreamableHttpServer::with_bearer_tokens`]: crate::server::http::StreamableHttpServer::with_bearer_tokens
-//! [`require_bearer_tokens`]: crate::server::http::require_bearer_tokens
+//! [`StreamableHttpServer::with_bearer_tokens`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/struct.StreamableHttpServer.html#method.with_bearer_tokens
+//! [`require_bearer_tokens`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/fn.require_bearer_tokens.html
 
 use std::collections::HashMap;
 use std::fmt;
@@ -311,8 +311,9 @@ impl BearerTokens {
     /// itself: the [`Authenticated`] principal when a layer set one, else
     /// the label of a known bearer token, else [`default_principal`] (so
     /// unknown callers are still kept apart). To refuse them, put
-    /// [`require_bearer_tokens`](crate::server::http::require_bearer_tokens)
-    /// in front.
+    /// [`require_bearer_tokens`] in front.
+    ///
+    /// [`require_bearer_tokens`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/fn.require_bearer_tokens.html
     pub fn principal_extractor(self: &Arc<Self>) -> PrincipalExtractor {
         let tokens = Arc::clone(self);
         Arc::new(move |extensions: &Extensions| {

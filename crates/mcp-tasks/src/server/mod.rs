@@ -61,14 +61,17 @@
 //! the TypeScript SDK v1 and the Python SDK 1.x among them) get that era's
 //! experimental tasks from the same runtime, store and policies (see
 //! [`legacy`]): serve over stdio with [`StdioTransport`] and over HTTP with
-//! [`http::StreamableHttpServer`], and tell the runtime each tool's policy
-//! with [`TaskRuntime::advertise_tool`] ([`TaskRouter`] does it), since
-//! those clients read it in `tools/list` before they call.
+//! [`http::StreamableHttpServer`][http-server] (feature `http`), and tell
+//! the runtime each tool's policy with [`TaskRuntime::advertise_tool`]
+//! ([`TaskRouter`] does it), since those clients read it in `tools/list`
+//! before they call.
 //!
 //! Over Streamable HTTP, serve with rmcp's `StreamableHttpService`
 //! configured stateless with `with_json_response(true)` and set
 //! `TCP_NODELAY` on accepted sockets: `tasks/*` answers then go out as one
 //! plain JSON write instead of several SSE writes held back by delayed ACKs.
+//!
+//! [http-server]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/struct.StreamableHttpServer.html
 
 pub mod auth;
 mod clock;

@@ -21,8 +21,8 @@ pub type PrincipalExtractor = Arc<dyn Fn(&Extensions) -> Principal + Send + Sync
 /// a client certificate, or a header set by a proxy that authenticates) can
 /// insert it too.
 ///
-/// [`require_bearer_tokens`]: crate::server::http::require_bearer_tokens
-/// [`with_bearer_tokens`]: crate::server::http::StreamableHttpServer::with_bearer_tokens
+/// [`require_bearer_tokens`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/fn.require_bearer_tokens.html
+/// [`with_bearer_tokens`]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/struct.StreamableHttpServer.html#method.with_bearer_tokens
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authenticated(Principal);
 

@@ -38,8 +38,9 @@
 //!   connection may come before the wait on it starts: it is held for that
 //!   wait while the call is in flight and for two seconds after.
 //! * A [`Tap`] on the transport ([`Tap::read`] for stdio and other byte
-//!   streams, [`Tap::http`] for Streamable HTTP, whether the server answers
-//!   with SSE or with plain JSON bodies) keeps the JSON of the server's
+//!   streams, [`Tap::http`][tap-http] (feature `http-client`) for
+//!   Streamable HTTP, whether the server answers with SSE or with plain JSON
+//!   bodies) keeps the JSON of the server's
 //!   answers: rmcp's typed model drops `capabilities.tasks`, every tool's
 //!   `execution`, and the `ttl` and `pollInterval` of `tasks/get`.
 //!
@@ -73,6 +74,8 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! [tap-http]: https://docs.rs/mcp-tasks/latest/mcp_tasks/client/legacy/struct.Tap.html#method.http
 
 mod handler;
 mod tap;

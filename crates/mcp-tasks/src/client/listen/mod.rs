@@ -15,8 +15,9 @@
 //!   the server's messages from, takes out the messages of this client's
 //!   streams (demultiplexed by subscription id), and sends the listen
 //!   request through rmcp; the stream ends with `notifications/cancelled`;
-//! * [`ListenChannel::http`] for Streamable HTTP: each stream is a POST of
-//!   its own whose SSE response is the stream; dropping it ends the stream.
+//! * [`ListenChannel::http`][http] (feature `http-client`) for Streamable
+//!   HTTP: each stream is a POST of its own whose SSE response is the
+//!   stream; dropping it ends the stream.
 //!
 //! [`TasksClient::connect`](super::TasksClient::connect) gives a client the
 //! channel of the transport it opens, and
@@ -33,6 +34,8 @@
 //! mode is [`ListenMode::Required`]. A wait on a set of tasks
 //! ([`TasksClient::await_each`](super::TasksClient::await_each)) opens one
 //! stream naming all of them (see [`many`](super::many)).
+//!
+//! [http]: https://docs.rs/mcp-tasks/latest/mcp_tasks/client/listen/struct.ListenChannel.html#method.http
 
 mod follow;
 #[cfg(feature = "http-client")]

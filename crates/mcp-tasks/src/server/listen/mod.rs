@@ -20,7 +20,7 @@
 //!   into `ServerHandler::on_custom_request`); rmcp still frames, writes and
 //!   cancels it like any request;
 //! * over Streamable HTTP the serving recipe answers it in front of rmcp,
-//!   as an SSE stream of its own (see [`http`](super::http)).
+//!   as an SSE stream of its own (see [`http`][http], feature `http`).
 //!
 //! Listen requests without `taskIds` go to rmcp untouched. A request that
 //! names `taskIds` and also other notification types is acknowledged for
@@ -41,6 +41,7 @@
 //! [`TaskRuntime::on_custom_request`]: super::TaskRuntime::on_custom_request
 //! [`TaskRuntime::end_subscriptions`]: super::TaskRuntime::end_subscriptions
 //! [`TaskRuntimeBuilder::with_max_listen_streams`]: super::TaskRuntimeBuilder::with_max_listen_streams
+//! [http]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/index.html
 
 pub(crate) mod stdio;
 mod subscription;
