@@ -1,0 +1,405 @@
+//! Calling a tool: [`TasksClient::call_tool`] (one `tools/call`),
+//! [`TasksClient::start_tool`] (its MRTR rounds answered, up to a task or a
+//! result) and [`TasksClient::call_and_await`] (then the wait), with their
+//! arguments and options.
+
+use std::time::Duration;
+
+use rmcp::ClientHandler;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, InputRequiredResult,
+    InputResponses, JsonObject, ServerResult,
+};
+use serde_json::Value;
+
+use super::deadline::Deadline;
+use super::error::{ProtocolViolation, Stage};
+use super::input::Unanswered;
+use super::state::parse_call_tool_result;
+use super::{AwaitOptions, Error, TaskOutcome, TaskState, TasksClient, result_type, to_value};
+
+/// Tool arguments from any `impl Serialize` that serializes to a JSON
+/// object (a struct, a map, `serde_json::json!({..})`): what
+/// [`TasksClient::call_tool`], [`TasksClient::start_tool`] and
+/// [`TasksClient::call_and_await`] do with their `arguments`. `()`, `null`
+/// and `None` give no arguments; anything else is [`Error::Usage`].
+///
+/// ```
+/// #[derive(serde::Serialize)]
+/// struct Build { target: &'static str, release: bool }
+///
+/// let arguments = mcp_tasks::client::arguments(&Build { target: "app", release: true })?;
+/// assert_eq!(arguments.unwrap()["target"], "app");
+/// assert!(mcp_tasks::client::arguments(&()).unwrap().is_none());
+/// assert!(mcp_tasks::client::arguments(&3).is_err());
+/// # Ok::<(), mcp_tasks::Error>(())
+/// ```
+pub fn arguments<T: serde::Serialize + ?Sized>(value: &T) -> Result<Option<JsonObject>, Error> {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(object)) => Ok(Some(object)),
+        Ok(Value::Null) => Ok(None),
+        Ok(_) => Err(Error::Usage(
+            "tool arguments must serialize to a JSON object",
+        )),
+        Err(_) => Err(Error::Usage(
+            "tool arguments could not be serialized to JSON",
+        )),
+    }
+}
+
+/// What a `tools/call` answered.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per call, moved once; boxing the task state would cost every caller"
+)]
+pub enum CallResponse {
+    /// The server made a task; this is its seed state.
+    Task(TaskState),
+    /// The server ran the tool at once. An `isError: true` result is a result.
+    Complete(CallToolResult),
+    /// The server asks for input before it runs the tool (MRTR).
+    InputRequired(InputRequiredResult),
+}
+
+/// Options of one `tools/call`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CallOptions {
+    /// Declare the Tasks extension on this request (default: yes).
+    pub declare_tasks: bool,
+    /// Entries to put in the request's `_meta`; they win over ours.
+    pub meta: JsonObject,
+    /// MRTR `inputResponses` for a retry.
+    pub input_responses: Option<InputResponses>,
+    /// MRTR `requestState` to echo on a retry.
+    pub request_state: Option<String>,
+    /// How long to wait for the answer (default 60 s; `None`: no limit).
+    pub timeout: Option<Duration>,
+    /// For a 2025-11-25 server only: the `ttl` to ask for when the call is
+    /// task-augmented (`params.task.ttl`; default: none, the server picks).
+    /// The extension has no such field: there the server alone sets the TTL.
+    pub task_ttl: Option<Duration>,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        Self {
+            declare_tasks: true,
+            meta: JsonObject::new(),
+            input_responses: None,
+            request_state: None,
+            timeout: Some(Duration::from_secs(60)),
+            task_ttl: None,
+        }
+    }
+}
+
+impl CallOptions {
+    /// Whether to declare the Tasks extension on the request.
+    pub fn with_declare_tasks(mut self, declare: bool) -> Self {
+        self.declare_tasks = declare;
+        self
+    }
+
+    /// Adds an entry to the request's `_meta`; it wins over ours.
+    pub fn with_meta(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.meta.insert(key.into(), value);
+        self
+    }
+
+    /// The timeout of the request (`None`: no limit).
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The `ttl` to ask a 2025-11-25 server for (see [`CallOptions::task_ttl`]).
+    pub fn with_task_ttl(mut self, ttl: Option<Duration>) -> Self {
+        self.task_ttl = ttl;
+        self
+    }
+
+    /// MRTR retry inputs: the responses and the echoed request state.
+    pub fn with_mrtr_retry(
+        mut self,
+        input_responses: Option<InputResponses>,
+        request_state: Option<String>,
+    ) -> Self {
+        self.input_responses = input_responses;
+        self.request_state = request_state;
+        self
+    }
+}
+
+impl<H: ClientHandler> TasksClient<H> {
+    /// Calls a tool once, declaring the Tasks extension, and returns what
+    /// the server answered: a task, a complete result or an input request.
+    /// On a 2025-11-25 server the call is task-augmented when the server and
+    /// the tool allow it (see [`legacy`](super::legacy)).
+    ///
+    /// `arguments` is anything that serializes to a JSON object (a struct, a
+    /// map, `serde_json::json!({..})`, an `Option<JsonObject>`); `()` gives
+    /// none (see [`arguments`]).
+    pub async fn call_tool(
+        &self,
+        name: impl Into<String>,
+        arguments: impl serde::Serialize,
+        options: CallOptions,
+    ) -> Result<CallResponse, Error> {
+        self.call_tool_with(name.into(), self::arguments(&arguments)?, options)
+            .await
+    }
+
+    /// [`TasksClient::call_tool`] with the arguments read already.
+    async fn call_tool_with(
+        &self,
+        name: String,
+        arguments: Option<JsonObject>,
+        options: CallOptions,
+    ) -> Result<CallResponse, Error> {
+        self.call_within(name, arguments, options, &Deadline::start(None), 1)
+            .await
+    }
+
+    /// A `tools/call`, round `round` of a call, inside `deadline`: the
+    /// request gets the time left when that is shorter than its own
+    /// timeout, and a task it creates must be in the journal by then.
+    async fn call_within(
+        &self,
+        name: String,
+        arguments: Option<JsonObject>,
+        mut options: CallOptions,
+        deadline: &Deadline,
+        round: usize,
+    ) -> Result<CallResponse, Error> {
+        let timeout = || deadline.timeout(Stage::Call { round }, None, None);
+        options.timeout = deadline.cut(options.timeout).map_err(|()| timeout())?;
+        let calling = self.call_tool_unjournaled(name.clone(), arguments, options);
+        let response = match deadline.within(calling).await {
+            Some(Err(error)) if error.is_request_timeout() && deadline.passed() => {
+                return Err(timeout());
+            }
+            Some(response) => response?,
+            None => return Err(timeout()),
+        };
+        if let (CallResponse::Task(state), Some(link)) = (&response, &self.journal)
+            && deadline.within(link.created(&name, state)).await.is_none()
+        {
+            return Err(deadline.timeout(Stage::Journal, Some(&state.id), Some(state)));
+        }
+        Ok(response)
+    }
+
+    async fn call_tool_unjournaled(
+        &self,
+        name: impl Into<String>,
+        arguments: Option<JsonObject>,
+        options: CallOptions,
+    ) -> Result<CallResponse, Error> {
+        if self.initialize_era() {
+            return self
+                .call_tool_legacy(name.into(), arguments, &options)
+                .await;
+        }
+        let mut params = CallToolRequestParams::new(name.into());
+        params.arguments = arguments;
+        params.input_responses = options.input_responses.clone();
+        params.request_state = options.request_state.clone();
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let result = self
+            .send(
+                "tools/call",
+                request,
+                options.declare_tasks,
+                &options.meta,
+                options.timeout,
+            )
+            .await?;
+        read_call_result(result)
+    }
+
+    /// Calls a tool and answers what it asks before a task exists, without
+    /// waiting for the task: MRTR rounds are answered as `options.input`
+    /// says (at most `options.mrtr_max_rounds`), and a -32021 naming the
+    /// Tasks extension is retried once with it declared. Returns the task's
+    /// seed state, the tool's result when the server ran it at once, or the
+    /// input request the wait was told not to answer (or had no handler for).
+    /// `arguments` as in [`TasksClient::call_tool`].
+    ///
+    /// `options.deadline` bounds all of it: every `tools/call` (each gets
+    /// the time left when that is shorter than `call.timeout`), every input
+    /// handler or resolver (cancelled at the deadline), and the journal's
+    /// record of the task. Past it, [`Error::Timeout`] says which
+    /// [`Stage`] ran out.
+    pub async fn start_tool(
+        &self,
+        name: impl Into<String>,
+        arguments: impl serde::Serialize,
+        call: CallOptions,
+        options: &AwaitOptions,
+    ) -> Result<CallResponse, Error> {
+        let deadline = Deadline::start(options.deadline);
+        Ok(
+            match self
+                .start(
+                    name.into(),
+                    self::arguments(&arguments)?,
+                    call,
+                    options,
+                    &deadline,
+                )
+                .await?
+            {
+                Started::Task(state) => CallResponse::Task(state),
+                Started::Complete(result) => CallResponse::Complete(result),
+                Started::Unanswered(request, _) => CallResponse::InputRequired(request),
+            },
+        )
+    }
+
+    /// [`TasksClient::start_tool`] inside `deadline`, saying why an input
+    /// request was left unanswered.
+    async fn start(
+        &self,
+        name: String,
+        arguments: Option<JsonObject>,
+        mut call: CallOptions,
+        options: &AwaitOptions,
+        deadline: &Deadline,
+    ) -> Result<Started, Error> {
+        let mut retried_for_capability = false;
+        // `tools/call`s sent, and input rounds answered.
+        let mut round = 0usize;
+        let mut input_rounds = 0usize;
+        loop {
+            round += 1;
+            let response = match self
+                .call_within(
+                    name.clone(),
+                    arguments.clone(),
+                    call.clone(),
+                    deadline,
+                    round,
+                )
+                .await
+            {
+                Err(error)
+                    if !retried_for_capability
+                        && !call.declare_tasks
+                        && error.requires_tasks_extension() =>
+                {
+                    retried_for_capability = true;
+                    call.declare_tasks = true;
+                    continue;
+                }
+                other => other?,
+            };
+            let request = match response {
+                CallResponse::Task(state) => return Ok(Started::Task(state)),
+                CallResponse::Complete(result) => return Ok(Started::Complete(result)),
+                CallResponse::InputRequired(request) => request,
+            };
+            input_rounds += 1;
+            if input_rounds > options.mrtr_max_rounds {
+                return Err(Error::protocol(
+                    ProtocolViolation::TooManyInputRounds(options.mrtr_max_rounds),
+                    None,
+                ));
+            }
+            let responses = match self
+                .answer_call_input(&request, options, deadline, round)
+                .await?
+            {
+                Ok(responses) => responses,
+                Err(unanswered) => return Ok(Started::Unanswered(request, unanswered)),
+            };
+            call = call.with_mrtr_retry(
+                (!responses.is_empty()).then_some(responses),
+                request.request_state.clone(),
+            );
+        }
+    }
+
+    /// Calls a tool and waits for its outcome: [`TasksClient::start_tool`],
+    /// then [`TasksClient::await_task`] on the task. A tool the server ran at
+    /// once returns its result unchanged. `arguments` as in
+    /// [`TasksClient::call_tool`].
+    ///
+    /// One deadline, `options.deadline`, started when this is called, bounds
+    /// everything it does: the MRTR rounds before the task exists (each
+    /// `tools/call` and each input handler or resolver), every request and
+    /// pause of the wait, every input handler or resolver of the task, and
+    /// the journal's writes. Past it, [`Error::Timeout`] carries the time
+    /// taken, the last task state read and the [`Stage`] that ran out; a
+    /// task, if one was made, keeps running on the server.
+    pub async fn call_and_await(
+        &self,
+        name: impl Into<String>,
+        arguments: impl serde::Serialize,
+        call: CallOptions,
+        options: &AwaitOptions,
+    ) -> Result<TaskOutcome, Error> {
+        let arguments = self::arguments(&arguments)?;
+        let deadline = Deadline::start(options.deadline);
+        match self
+            .start(name.into(), arguments, call, options, &deadline)
+            .await?
+        {
+            Started::Task(state) => self.await_within(state.into(), options, deadline).await,
+            Started::Complete(result) => Ok(TaskOutcome::Completed(result)),
+            Started::Unanswered(request, unanswered) => Ok(TaskOutcome::CallInputRequired {
+                request,
+                unanswered,
+            }),
+        }
+    }
+}
+
+/// What the MRTR rounds of a call ended with.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per call, moved once, as CallResponse"
+)]
+enum Started {
+    /// The server made a task.
+    Task(TaskState),
+    /// The server ran the tool at once.
+    Complete(CallToolResult),
+    /// An input request the wait did not answer, and why.
+    Unanswered(InputRequiredResult, Unanswered),
+}
+
+/// Reads a `tools/call` result by its `resultType`.
+pub(crate) fn read_call_result(result: ServerResult) -> Result<CallResponse, Error> {
+    match result {
+        ServerResult::CallToolResult(result) => Ok(CallResponse::Complete(result)),
+        ServerResult::InputRequiredResult(result) => Ok(CallResponse::InputRequired(result)),
+        // A contentless `{}` or `{"resultType": "complete"}` is an empty result.
+        ServerResult::EmptyResult(_) | ServerResult::TaskAckResult(_) => {
+            Ok(CallResponse::Complete(CallToolResult::default()))
+        }
+        other => {
+            let value = to_value(other);
+            match result_type(&value) {
+                Some("task") => Ok(CallResponse::Task(TaskState::from_json(value)?)),
+                Some("input_required") => serde_json::from_value(value.clone())
+                    .map(CallResponse::InputRequired)
+                    .map_err(|error| {
+                        Error::protocol(
+                            ProtocolViolation::MalformedResult(error.to_string()),
+                            Some(value),
+                        )
+                    }),
+                None | Some("complete") => {
+                    parse_call_tool_result(&value).map(CallResponse::Complete)
+                }
+                Some(unknown) => Err(Error::protocol(
+                    ProtocolViolation::UnknownResultType(unknown.to_owned()),
+                    Some(value),
+                )),
+            }
+        }
+    }
+}

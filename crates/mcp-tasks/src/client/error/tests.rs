@@ -1,0 +1,233 @@
+use super::*;
+
+fn rpc(code: i64) -> Box<RpcError> {
+    Box::new(RpcError {
+        code,
+        message: "no".into(),
+        data: None,
+    })
+}
+
+#[test]
+fn every_group_has_its_kind_and_name() {
+    let cases = [
+        (
+            Error::Rpc {
+                method: "tools/call",
+                error: rpc(-32603),
+            },
+            ErrorKind::Refused,
+            "refused",
+        ),
+        (
+            Error::UnknownTask {
+                method: "tasks/get",
+                error: rpc(INVALID_PARAMS),
+            },
+            ErrorKind::Refused,
+            "refused",
+        ),
+        (
+            Error::protocol(ProtocolViolation::UnexpectedTask, None),
+            ErrorKind::Protocol,
+            "protocol",
+        ),
+        (
+            Error::CallInputRequired {
+                unanswered: Unanswered::Returned,
+            },
+            ErrorKind::Task,
+            "task",
+        ),
+        (
+            Error::InvalidInputResponse {
+                key: "k".into(),
+                reason: "r".into(),
+            },
+            ErrorKind::Input,
+            "input",
+        ),
+        (
+            Error::Transport {
+                method: "tasks/get",
+                source: Box::new(ServiceError::TransportClosed),
+            },
+            ErrorKind::Transport,
+            "transport",
+        ),
+        (
+            Error::ConnectTimeout(Duration::from_secs(1)),
+            ErrorKind::Connect,
+            "connect",
+        ),
+        (Error::Usage("no"), ErrorKind::Usage, "usage"),
+        (
+            Error::NotReady {
+                status: TaskStatus::Working,
+                missing: "a result",
+            },
+            ErrorKind::Usage,
+            "usage",
+        ),
+    ];
+    for (error, kind, name) in cases {
+        assert_eq!(error.kind(), kind, "{error}");
+        assert_eq!(error.kind().to_string(), name);
+    }
+}
+
+#[test]
+fn a_timeout_names_its_stage_and_never_the_task_id() {
+    let state =
+        TaskState::from_json(serde_json::json!({"taskId": "secret-7", "status": "working"}))
+            .unwrap();
+    let cases = [
+        (Stage::Call { round: 1 }, "during tools/call ("),
+        (Stage::Call { round: 3 }, "during tools/call round 3"),
+        (
+            Stage::InputHandler {
+                key: "name".into(),
+                round: None,
+            },
+            "the input handler for key \"name\" (",
+        ),
+        (
+            Stage::InputResolver {
+                keys: vec!["a".into()],
+                round: Some(2),
+            },
+            "the input resolver for key \"a\" (asked by tools/call round 2)",
+        ),
+        (
+            Stage::InputResolver {
+                keys: vec!["a".into(), "b".into()],
+                round: None,
+            },
+            "the input resolver for keys [\"a\", \"b\"]",
+        ),
+        (
+            Stage::Request {
+                method: "tasks/get",
+            },
+            "during tasks/get",
+        ),
+        (Stage::Pause, "the pause before the next read"),
+        (Stage::Journal, "during the journal write"),
+    ];
+    for (stage, expected) in cases {
+        let error = Error::Timeout {
+            task_id: Some(state.id.clone()),
+            waited: Duration::from_millis(1500),
+            last_state: Some(Box::new(state.clone())),
+            stage: stage.clone(),
+        };
+        let text = error.to_string();
+        assert!(text.contains(expected), "{text}");
+        assert!(
+            text.contains("1.5s") && text.contains("last status: working"),
+            "{text}"
+        );
+        assert!(!text.contains("secret-7") && !format!("{error:?}").contains("secret-7"));
+        assert_eq!(error.timeout_stage(), Some(&stage));
+        assert_eq!(error.task_id(), Some(&state.id));
+    }
+    let before_a_task = Error::Timeout {
+        task_id: None,
+        waited: Duration::ZERO,
+        last_state: None,
+        stage: Stage::Call { round: 2 },
+    };
+    assert_eq!(before_a_task.task_id(), None);
+    assert!(
+        before_a_task
+            .to_string()
+            .ends_with("(last status: none read)")
+    );
+}
+
+fn sent(error: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::Transport {
+        method: "tasks/get",
+        source: Box::new(ServiceError::TransportSend(
+            rmcp::transport::DynamicTransportError::from_parts(
+                "test",
+                std::any::TypeId::of::<()>(),
+                Box::new(error),
+            ),
+        )),
+    }
+}
+
+#[test]
+fn a_stdio_answer_that_is_not_json_rpc_is_retried_a_few_times() {
+    let stdio = Error::protocol(
+        ProtocolViolation::UnusableAnswers {
+            method: "tasks/get",
+            attempts: 1,
+        },
+        None,
+    );
+    assert_eq!(stdio.retry(), Retry::Garbage);
+    assert_eq!(
+        Error::protocol(ProtocolViolation::UnexpectedTask, None).retry(),
+        Retry::No
+    );
+    let lost = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+    assert_eq!(sent(lost).retry(), Retry::Fault);
+    let not_json = serde_json::from_str::<Value>("<html>").unwrap_err();
+    assert_eq!(sent(not_json).retry(), Retry::Garbage);
+}
+
+/// rmcp's real Streamable HTTP errors: with reqwest's error type (the
+/// crate's own clients) they are told by type; with another client's,
+/// by the names of rmcp's variants. A variant rmcp renames or removes
+/// fails to build here, and one whose `Debug` changes fails the asserts.
+#[cfg(feature = "http-client")]
+#[test]
+fn unusable_http_answers_are_told_from_rmcp_errors() {
+    use rmcp::transport::streamable_http_client::StreamableHttpError as Http;
+
+    fn unusable<E: std::error::Error + Send + Sync + 'static>() -> Vec<Http<E>> {
+        vec![
+            Http::UnexpectedContentType(Some("text/html".into())),
+            Http::UnexpectedContentType(None),
+            Http::UnexpectedServerResponse("HTTP 200: <html>".into()),
+            Http::Deserialize(serde_json::from_str::<Value>("<html>").unwrap_err()),
+            Http::ResponseBodyTooLarge { max_size: 1 },
+        ]
+    }
+    fn usable<E: std::error::Error + Send + Sync + 'static>() -> Vec<Http<E>> {
+        vec![
+            Http::TransportChannelClosed,
+            Http::UnexpectedEndOfStream,
+            Http::SessionExpired,
+            Http::ControlRequestTimeout,
+            Http::Io(std::io::Error::other("reset")),
+            Http::ServerDoesNotSupportSse,
+        ]
+    }
+    /// An HTTP client error type other than reqwest's.
+    #[derive(Debug, thiserror::Error)]
+    #[error("another client failed")]
+    struct OtherClient;
+
+    for error in unusable::<reqwest::Error>() {
+        let shown = format!("{error:?}");
+        assert_eq!(sent(error).retry(), Retry::Garbage, "{shown}");
+    }
+    for error in unusable::<OtherClient>() {
+        let shown = format!("{error:?}");
+        assert!(unusable_by_name(&error), "{shown}");
+        assert_eq!(sent(error).retry(), Retry::Garbage, "{shown}");
+    }
+    for error in usable::<reqwest::Error>() {
+        let shown = format!("{error:?}");
+        assert_eq!(sent(error).retry(), Retry::Fault, "{shown}");
+    }
+    for error in usable::<OtherClient>() {
+        let shown = format!("{error:?}");
+        assert!(!unusable_by_name(&error), "{shown}");
+        assert_eq!(sent(error).retry(), Retry::Fault, "{shown}");
+    }
+    assert!(!unusable_by_name(&Http::<OtherClient>::Client(OtherClient)));
+}
