@@ -154,6 +154,18 @@ pub(crate) async fn connect(
     connect_with(handler, discover_result(true), script).await
 }
 
+/// Starts the scripted server with `discover` as its `server/discover`
+/// result: the client's end of the pipe, and the server's log.
+fn start(
+    script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
+    discover: Value,
+) -> (tokio::io::DuplexStream, Log) {
+    let (client_io, server_io) = tokio::io::duplex(1 << 20);
+    let log = Log::default();
+    tokio::spawn(serve(server_io, Box::new(script), discover, log.clone()));
+    (client_io, log)
+}
+
 /// Like [`connect`] with a chosen `server/discover` result; `Value::Null`
 /// makes an initialize-era server (discover is -32601, the script answers
 /// `initialize`) and the client falls back to `initialize`.
@@ -162,9 +174,7 @@ pub(crate) async fn connect_with<H: rmcp::ClientHandler>(
     discover: Value,
     script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
 ) -> (TasksClient<H>, Log) {
-    let (client_io, server_io) = tokio::io::duplex(1 << 20);
-    let log = Log::default();
-    tokio::spawn(serve(server_io, Box::new(script), discover, log.clone()));
+    let (client_io, log) = start(script, discover);
     let running = serve_client_with_lifecycle(
         handler,
         client_io,
@@ -183,14 +193,7 @@ pub(crate) async fn connect_listening(
     handler: Handler,
     script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
 ) -> (TasksClient<Handler>, Log) {
-    let (client_io, server_io) = tokio::io::duplex(1 << 20);
-    let log = Log::default();
-    tokio::spawn(serve(
-        server_io,
-        Box::new(script),
-        discover_result(true),
-        log.clone(),
-    ));
+    let (client_io, log) = start(script, discover_result(true));
     let (read, write) = tokio::io::split(client_io);
     let (channel, read) = ListenChannel::stdio(read);
     let running = serve_client_with_lifecycle(
@@ -211,14 +214,7 @@ pub(crate) async fn connect_checked(
     handler: Handler,
     script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
 ) -> (TasksClient<Handler>, Log) {
-    let (client_io, server_io) = tokio::io::duplex(1 << 20);
-    let log = Log::default();
-    tokio::spawn(serve(
-        server_io,
-        Box::new(script),
-        discover_result(true),
-        log.clone(),
-    ));
+    let (client_io, log) = start(script, discover_result(true));
     let (read, write) = tokio::io::split(client_io);
     let (check, read) = LineCheck::stdio(read);
     let running = serve_client_with_lifecycle(handler, (read, write), super::lifecycle())
