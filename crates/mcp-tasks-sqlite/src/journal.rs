@@ -57,20 +57,23 @@ impl SqliteJournal {
             .map_err(|error| JournalError::with_source("cannot create the journal file", error))?;
         let connection = Connection::open(path).map_err(failed("open the journal file"))?;
         connection
-            .busy_timeout(std::time::Duration::from_secs(5))
+            .busy_timeout(crate::schema::BUSY_TIMEOUT)
             .map_err(failed("set the journal's busy timeout"))?;
-        connection
-            .pragma_update(None, "journal_mode", "WAL")
+        crate::wal::switch_to_wal(&connection, crate::schema::BUSY_TIMEOUT)
             .map_err(failed("put the journal in WAL mode"))?;
+        // IMMEDIATE takes the write lock first, so a second process creating
+        // the table at the same moment waits for it instead of being refused.
         connection
             .execute_batch(
-                "CREATE TABLE IF NOT EXISTS journal (
+                "BEGIN IMMEDIATE;
+                CREATE TABLE IF NOT EXISTS journal (
                     server TEXT NOT NULL,
                     task_id TEXT NOT NULL,
                     created_at INTEGER NOT NULL,
                     entry TEXT NOT NULL,
                     PRIMARY KEY (server, task_id)
-                )",
+                );
+                COMMIT;",
             )
             .map_err(failed("create the journal's table"))?;
         Ok(Self {

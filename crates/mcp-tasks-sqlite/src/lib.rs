@@ -7,6 +7,7 @@ mod commit;
 #[cfg(feature = "journal")]
 mod journal;
 mod schema;
+mod wal;
 
 #[cfg(feature = "journal")]
 pub use journal::SqliteJournal;

@@ -24,7 +24,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 /// How long a statement waits for a lock held by another connection.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Version 1 of the schema.
 const SCHEMA_V1: &str = "
@@ -90,8 +90,7 @@ pub(crate) fn open(path: &Path, max_size_bytes: Option<u64>) -> Result<Connectio
         .map_err(|err| StoreError::new("SQLite could not open the store file", err))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|err| StoreError::new("SQLite could not set the busy timeout", err))?;
-    let mode: String = conn
-        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+    let mode = crate::wal::switch_to_wal(&conn, BUSY_TIMEOUT)
         .map_err(|err| StoreError::new("SQLite could not switch the store file to WAL", err))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StoreError::msg(format!(

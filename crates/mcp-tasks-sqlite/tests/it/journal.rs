@@ -161,3 +161,89 @@ async fn writers_sharing_one_file_lose_nothing() {
     assert_eq!(all.len(), 200);
     assert!(all.iter().all(|e| e.status == TaskStatus::Completed));
 }
+
+/// Set in the child processes of the test below: the journal they open.
+const CHILD_JOURNAL: &str = "MCP_TASKS_TEST_CHILD_JOURNAL";
+/// And the moment they start, in microseconds since the epoch.
+const CHILD_START: &str = "MCP_TASKS_TEST_CHILD_START";
+
+fn now_micros() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros()
+}
+
+/// Not a test of its own: the body of each child process of the test below
+/// (this test binary run again, filtered to this test). Opens the journal
+/// and writes to it; without the variable it does nothing.
+#[test]
+fn child_process_opens_and_writes_the_journal() {
+    let Some(path) = std::env::var_os(CHILD_JOURNAL) else {
+        return;
+    };
+    // All the children start at the same moment, to the microsecond.
+    let start: u128 = std::env::var(CHILD_START).unwrap().parse().unwrap();
+    while now_micros() < start {
+        std::hint::spin_loop();
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for write in 0..5u64 {
+            let journal = SqliteJournal::open(&path).expect("the child opens the journal");
+            let id = format!("{}-{write}", std::process::id());
+            journal
+                .record(&entry("http://a/mcp", &id, 1))
+                .await
+                .expect("the child writes");
+        }
+    });
+}
+
+/// Processes that open one new journal file at the same moment (a `call`
+/// creating it while `ls` reads it, as the CLI does) all get it, and lose no
+/// entry: none is refused because another was switching the file to WAL or
+/// closing it. Each round is a new file and six processes.
+#[test]
+fn processes_opening_one_new_file_at_once_are_never_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::env::current_exe().expect("the test binary");
+    for round in 0..12 {
+        let path = dir.path().join(format!("journal-{round}.sqlite3"));
+        let start = now_micros() + 150_000;
+        let children: Vec<_> = (0..6)
+            .map(|_| {
+                std::process::Command::new(&me)
+                    .args([
+                        "--exact",
+                        "journal::child_process_opens_and_writes_the_journal",
+                    ])
+                    .args(["--test-threads", "1", "--quiet"])
+                    .env(CHILD_JOURNAL, &path)
+                    .env(CHILD_START, start.to_string())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("a child starts")
+            })
+            .collect();
+        for child in children {
+            let output = child.wait_with_output().expect("the child ends");
+            assert!(
+                output.status.success(),
+                "round {round}: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let entries = runtime
+            .block_on(SqliteJournal::open(&path).unwrap().list())
+            .unwrap();
+        assert_eq!(entries.len(), 30, "round {round}: every write is kept");
+    }
+}
