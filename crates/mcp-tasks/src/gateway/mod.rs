@@ -453,7 +453,7 @@ impl Gateway {
         let as_task = self.runtime.runs_as_task(&request, &context, &tasks)?;
         let tasks = self.runtime.tasks_for_call(&tasks, &context);
         tracing::debug!(tool = %request.name, ?policy, as_task, "tools/call");
-        let principal = self.runtime.principal_of(&context.extensions);
+        let caller = self.runtime.caller_of(&context.extensions);
         if !as_task || sync::resumes(&request) {
             // Straight through, as the caller would have called the upstream,
             // on a connection of its own; the upstream's requests go to the
@@ -463,7 +463,7 @@ impl Gateway {
                 calls: &self.link.calls,
                 parked: &self.parked,
                 options: &self.options,
-                principal,
+                principal: caller.principal,
             };
             return sync::call(sync, request, context).await;
         }
@@ -483,7 +483,7 @@ impl Gateway {
             let awaited = connection.clone();
             let started = self
                 .runtime
-                .start_task(principal, &described, &tasks, move |task| async move {
+                .start_task(caller, &described, &tasks, move |task| async move {
                     call::await_upstream(&awaited, upstream, task).await
                 })
                 .await;
@@ -503,7 +503,7 @@ impl Gateway {
         };
         let calls = self.link.calls.clone();
         self.runtime
-            .start_task(principal, &described, &tasks, move |task| async move {
+            .start_task(caller, &described, &tasks, move |task| async move {
                 let lease = match lease {
                     Some(lease) => lease,
                     None => {

@@ -183,7 +183,7 @@ where
         } = context;
         request.input_responses = input_responses;
         request.request_state = request_state;
-        let principal = self.runtime.principal_of(&request_context.extensions);
+        let caller = self.runtime.caller_of(&request_context.extensions);
         let tasks = self.runtime.tasks_for_call(tasks, &request_context);
         let tasks = tasks.as_ref();
         let tools = self.tools.clone();
@@ -194,7 +194,7 @@ where
             CallToolRequestParams::new(request.name.clone())
         };
         self.runtime
-            .start_task(principal, &described, tasks, move |task| {
+            .start_task(caller, &described, tasks, move |task| {
                 let mut request_context = request_context;
                 request_context.ct = task.cancellation_token();
                 request_context.extensions.insert(task);

@@ -17,6 +17,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio::sync::SetOnce;
 use tokio_util::sync::CancellationToken;
 
+use super::admission::caller::Caller;
 use super::clock::{Clock, SystemClock};
 use super::context::TaskContext;
 use super::lease::{
@@ -222,9 +223,9 @@ impl TaskRuntime {
                 Err(_) => Err(tool_panicked()),
             };
         }
-        let principal = self.principal_of(&context.extensions);
+        let caller = self.caller_of(&context.extensions);
         let tasks = self.tasks_for_call(tasks, context);
-        self.start_task(principal, request, &tasks, run).await
+        self.start_task(caller, request, &tasks, run).await
     }
 
     /// `tasks` as a call's task uses them: with the TTL a 2025-11-25 call
@@ -265,11 +266,16 @@ impl TaskRuntime {
         }
     }
 
-    /// Creates a task for `principal`, durably, and runs `run` under its
+    /// Who a request with `extensions` comes from, for admission.
+    pub(crate) fn caller_of(&self, extensions: &Extensions) -> Caller {
+        Caller::new(self.principal_of(extensions), extensions)
+    }
+
+    /// Creates a task for `caller`, durably, and runs `run` under its
     /// supervision.
     pub(crate) async fn start_task<F, Fut>(
         &self,
-        principal: Principal,
+        caller: Caller,
         request: &CallToolRequestParams,
         tasks: &ToolTasks,
         run: F,
@@ -281,10 +287,12 @@ impl TaskRuntime {
         let inner = &self.inner;
         let settings = &inner.settings;
         // Held by the tool's supervision: the task counts until it ends.
-        let seat = inner.live.take(&principal, settings.max_tasks_per_caller)?;
+        let seat = inner
+            .live
+            .take(&caller.quota, settings.max_tasks_per_caller)?;
         let mut record = TaskRecord::new(
             new_task_id()?,
-            principal,
+            caller.principal,
             inner.clock.now(),
             tasks.ttl.unwrap_or(settings.default_ttl),
             Some(tasks.poll_interval.unwrap_or(settings.poll_interval)),

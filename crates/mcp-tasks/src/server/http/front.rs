@@ -32,6 +32,7 @@ use serde_json::Value;
 use super::guard::{self, Admitted, Guard};
 use super::{fast, listen, quick};
 use crate::server::TaskRuntime;
+use crate::server::admission::refusal::{RetryMark, retry_after_secs};
 use crate::server::legacy;
 use crate::server::listen::LISTEN;
 
@@ -61,7 +62,7 @@ async fn serve<S>(front: Arc<Front<S>>, request: Request, next: Next) -> Respons
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let (parts, mut bytes) = match guard::read(&front.guard, request).await {
+    let (parts, bytes) = match guard::read(&front.guard, request).await {
         Ok(Admitted::Post(parts, bytes)) => (parts, bytes),
         Ok(Admitted::Session(request)) => return rmcp(next, request).await,
         Err(refusal) => return refusal,
@@ -72,6 +73,23 @@ where
     {
         return fast::respond(&front.runtime, parts, call).await;
     }
+    let mut parts = parts;
+    let mark = RetryMark::default();
+    parts.extensions.insert(mark.clone());
+    retry_later(answer(front, parts, bytes, next).await, &mark)
+}
+
+/// Everything but the quick `tasks/*` polls.
+async fn answer<S>(
+    front: Arc<Front<S>>,
+    parts: http::request::Parts,
+    mut bytes: Bytes,
+    next: Next,
+) -> Response
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
+    let tasks = fast::tasks_method(&parts.headers);
     let session = parts.headers.contains_key(guard::SESSION_ID);
     let mut message = match guard::message(&bytes, session) {
         Ok(message) => message,
@@ -109,15 +127,36 @@ where
     rmcp(next, Request::from_parts(parts, Body::from(bytes))).await
 }
 
+/// `response` as a 503 with `Retry-After` when the request was refused for
+/// load (see [`refusal`](crate::server::admission::refusal)), unless it
+/// is an event stream.
+fn retry_later(mut response: Response, mark: &RetryMark) -> Response {
+    let Some(retry_after) = mark.get() else {
+        return response;
+    };
+    if is_event_stream(&response) {
+        return response;
+    }
+    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from(retry_after_secs(retry_after)),
+    );
+    response
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"))
+}
+
 /// rmcp's answer to `request`; an event stream is read in the quiet scope
 /// too (rmcp logs each message of a stateless one as it is read).
 async fn rmcp(next: Next, request: Request) -> Response {
     let response = next.run(request).await;
-    let streamed = response
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
-    if streamed {
+    if is_event_stream(&response) {
         response.map(|body| Body::new(Quiet(body)))
     } else {
         response

@@ -1,0 +1,142 @@
+//! The one shape of a refusal for load: the queue is full, the caller
+//! creates too fast, the server has no stream or connection left.
+//!
+//! JSON-RPC has no code for "busy, come back later", and MCP reserves
+//! -32000 to -32099, so the error is -32603 (internal error) with `data`:
+//! `{"reason": "...", "retryAfterMs": N, ...}`, plus what the reason adds
+//! (the bound that was reached). Over HTTP the serving recipe answers such
+//! a refusal with status 503 and `Retry-After` (whole seconds, rounded up),
+//! so proxies and clients back off: the runtime marks the request through
+//! the [`RetryMark`] the recipe put in its extensions. An answer that is an
+//! event stream (a 2025-11-25 session's) has sent its status already and
+//! carries the error alone.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::Extensions;
+use serde_json::{Map, Value, json};
+
+/// Why a request was refused for load; `data.reason` on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// The queue of tasks waiting to run is full.
+    QueueFull,
+    /// The caller creates tasks faster than its rate allows.
+    RateLimited,
+    /// No listen stream is left, server-wide or for this caller.
+    ListenStreams,
+    /// No connection is left.
+    Connections,
+}
+
+impl Reason {
+    /// The name in `data.reason`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Reason::QueueFull => "queueFull",
+            Reason::RateLimited => "rateLimited",
+            Reason::ListenStreams => "listenStreams",
+            Reason::Connections => "connections",
+        }
+    }
+}
+
+/// The error for a refusal: -32603 with `message`, and in `data` the reason,
+/// `retryAfterMs` and the fields of `extra`. Sets the HTTP request's
+/// `mark`, if the serving recipe put one (see [`RetryMark::of`]), so it
+/// answers 503.
+pub(crate) fn refuse(
+    mark: Option<&RetryMark>,
+    reason: Reason,
+    message: impl Into<String>,
+    retry_after: Duration,
+    extra: Map<String, Value>,
+) -> ErrorData {
+    if let Some(mark) = mark {
+        mark.set(retry_after);
+    }
+    ErrorData::internal_error(message.into(), Some(data(reason, retry_after, extra)))
+}
+
+/// `data` of a refusal.
+pub(crate) fn data(reason: Reason, retry_after: Duration, extra: Map<String, Value>) -> Value {
+    let mut data = extra;
+    data.insert("reason".into(), json!(reason.as_str()));
+    data.insert(
+        "retryAfterMs".into(),
+        json!(u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX)),
+    );
+    Value::Object(data)
+}
+
+/// `Retry-After` in whole seconds, rounded up, at least 1.
+pub(crate) fn retry_after_secs(retry_after: Duration) -> u64 {
+    u64::try_from(retry_after.as_millis().div_ceil(1000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// Put by the HTTP serving recipe in a request's extensions: set when the
+/// request is refused for load, so the answer becomes a 503 with
+/// `Retry-After`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RetryMark(Arc<OnceLock<Duration>>);
+
+impl RetryMark {
+    /// The mark of the HTTP request whose parts are in `extensions`.
+    pub(crate) fn of(extensions: &Extensions) -> Option<&RetryMark> {
+        extensions
+            .get::<::http::request::Parts>()?
+            .extensions
+            .get::<RetryMark>()
+    }
+
+    /// Marks the request refused, to retry after `retry_after`.
+    pub(crate) fn set(&self, retry_after: Duration) {
+        let _ = self.0.set(retry_after);
+    }
+
+    /// When to retry, if the request was refused.
+    pub(crate) fn get(&self) -> Option<Duration> {
+        self.0.get().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_whole_seconds_rounded_up() {
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1)), 1);
+        assert_eq!(retry_after_secs(Duration::from_secs(1)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1001)), 2);
+    }
+
+    #[test]
+    fn a_refusal_carries_its_reason_and_hint_and_marks_the_request() {
+        let (mut parts, ()) = ::http::Request::builder().body(()).unwrap().into_parts();
+        let mark = RetryMark::default();
+        parts.extensions.insert(mark.clone());
+        let mut extensions = Extensions::new();
+        extensions.insert(parts);
+        let mut extra = Map::new();
+        extra.insert("maxQueued".into(), json!(10));
+        let error = refuse(
+            RetryMark::of(&extensions),
+            Reason::QueueFull,
+            "the queue is full",
+            Duration::from_millis(1500),
+            extra,
+        );
+        assert_eq!(error.code.0, -32603);
+        assert_eq!(
+            error.data,
+            Some(json!({"reason": "queueFull", "retryAfterMs": 1500, "maxQueued": 10}))
+        );
+        assert_eq!(mark.get(), Some(Duration::from_millis(1500)));
+    }
+}
