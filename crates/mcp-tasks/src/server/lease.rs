@@ -36,9 +36,11 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::admission::caller::Caller;
+use super::admission::queue::Entry;
 use super::context::TaskContext;
 use super::runtime::Inner;
-use super::supervise::{catch_panics, supervise};
+use super::supervise::{catch_panics, supervise, supervise_queued};
 use super::wire::new_task_id;
 use crate::store::{Change, Modified, Orphan, Replicas, RunnerId, StoreError, modify_as};
 
@@ -380,7 +382,12 @@ fn run_again(
         token.clone(),
         Some(lease.clone()),
     );
-    let future = match resumable_params(call) {
+    let params = resumable_params(call);
+    let tool = params
+        .as_ref()
+        .map_or("", |params| params.name.as_ref())
+        .to_owned();
+    let future = match params {
         Some(params) => resume(params, context),
         None => {
             let error =
@@ -388,15 +395,28 @@ fn run_again(
             Box::pin(async move { Err(error) })
         }
     };
-    tokio::spawn(supervise(
-        inner.clone(),
-        id,
-        record.idle_ttl(),
-        token,
-        catch_panics(future),
-        seat,
-        Some(lease),
-    ));
+    // It waits for a slot like any task, but a full queue does not refuse it.
+    let caller = Caller::owner(record.owner().clone());
+    match inner.admission.enter_taken_over(&caller, &tool) {
+        Entry::Run(slot) => tokio::spawn(supervise(
+            inner.clone(),
+            id,
+            record.idle_ttl(),
+            token,
+            catch_panics(future),
+            (seat, slot),
+            Some(lease),
+        )),
+        Entry::Queued(ticket) => tokio::spawn(supervise_queued(
+            inner.clone(),
+            id,
+            record.idle_ttl(),
+            token,
+            catch_panics(future),
+            (seat, ticket),
+            Some(lease),
+        )),
+    };
 }
 
 /// What a resumable task keeps of its call: the tool's name and arguments.

@@ -18,6 +18,7 @@ use tokio::sync::SetOnce;
 use tokio_util::sync::CancellationToken;
 
 use super::admission::caller::Caller;
+use super::admission::queue::{Admission, AdmissionLimits, Entry, Load, queued_message};
 use super::clock::{Clock, SystemClock};
 use super::context::TaskContext;
 use super::lease::{
@@ -28,7 +29,7 @@ use super::listen::{Listeners, answer_rerouted};
 use super::policy::{Advertised, TaskPolicy, ToolTasks};
 use super::principal::{Principal, PrincipalExtractor, default_principal};
 use super::supervise::{
-    catch_panics, listen_for_changes, outcome_of, run_sweeper, supervise, sweep,
+    catch_panics, listen_for_changes, outcome_of, run_sweeper, supervise, supervise_queued, sweep,
 };
 use super::waiters::Waiters;
 use super::wire::{
@@ -65,6 +66,8 @@ pub type ResumeTool = Arc<
 pub(crate) struct Inner {
     pub(crate) store: SharedStore,
     pub(crate) live: Arc<LiveTasks>,
+    /// The bounds on running and queued tasks, and the queue.
+    pub(crate) admission: Arc<Admission>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) principal: PrincipalExtractor,
     pub(crate) waiters: Waiters,
@@ -187,6 +190,7 @@ impl TaskRuntime {
             clock: Arc::new(SystemClock),
             principal: Arc::new(default_principal),
             resume: None,
+            admission: AdmissionLimits::default(),
         }
     }
 
@@ -290,6 +294,8 @@ impl TaskRuntime {
         let seat = inner
             .live
             .take(&caller.quota, settings.max_tasks_per_caller)?;
+        // A slot to run now, or a place in the queue.
+        let entry = inner.admission.enter(&caller, &request.name)?;
         let mut record = TaskRecord::new(
             new_task_id()?,
             caller.principal,
@@ -320,6 +326,35 @@ impl TaskRuntime {
         let context = TaskContext::task(id.clone(), inner.clone(), token.clone(), lease.clone())
             .stored_when(stored.clone());
         let mut tool = Box::pin(catch_panics(run(context)));
+        let slot = match entry {
+            Entry::Run(slot) => slot,
+            Entry::Queued(ticket) => {
+                // Stored with its place in the queue; its tool starts when
+                // a slot is handed to it.
+                let ahead = ticket.place.ahead().unwrap_or(0);
+                let record = record
+                    .apply(
+                        &Change::StatusMessage(queued_message(ahead)),
+                        inner.clock.now(),
+                        settings.retention,
+                    )
+                    .map_err(|refused| ErrorData::internal_error(refused.to_string(), None))?
+                    .into_record();
+                let created = wire_task(&record);
+                inner.store.create(record).await.map_err(store_failure)?;
+                let _ = stored.set(());
+                tokio::spawn(supervise_queued(
+                    inner.clone(),
+                    id,
+                    idle_ttl,
+                    token,
+                    tool,
+                    (seat, ticket),
+                    lease,
+                ));
+                return Ok(CallToolResponse::Task(CreateTaskResult::new(created)));
+            }
+        };
         // The tool's first step runs before the task is stored (what touches
         // the task waits for it): a tool that returns from that step, as many
         // do, is stored finished, in one write instead of two.
@@ -330,6 +365,7 @@ impl TaskRuntime {
                 .map_err(|refused| ErrorData::internal_error(refused.to_string(), None))?
                 .into_record();
             let created = wire_task(&finished);
+            drop(slot);
             inner.store.create(finished).await.map_err(store_failure)?;
             drop(seat);
             return Ok(CallToolResponse::Task(CreateTaskResult::new(created)));
@@ -344,7 +380,7 @@ impl TaskRuntime {
             idle_ttl,
             token,
             tool,
-            seat,
+            (seat, slot),
             lease,
         ));
         Ok(CallToolResponse::Task(CreateTaskResult::new(created)))
@@ -408,6 +444,12 @@ impl TaskRuntime {
     /// The policy announced for the tool `name` ([`TaskRuntime::advertise_tool`]).
     pub fn advertised_policy(&self, name: &str) -> Option<TaskPolicy> {
         self.inner.advertised.get(name)
+    }
+
+    /// How many tools run now and how many tasks wait for a slot, in this
+    /// process (see [`AdmissionLimits`]).
+    pub fn load(&self) -> Load {
+        self.inner.admission.load()
     }
 
     /// How many unfinished tasks `principal` has in this process.
@@ -577,6 +619,7 @@ pub struct TaskRuntimeBuilder {
     clock: Arc<dyn Clock>,
     principal: PrincipalExtractor,
     resume: Option<ResumeTool>,
+    admission: AdmissionLimits,
 }
 
 impl fmt::Debug for TaskRuntimeBuilder {
@@ -641,6 +684,14 @@ impl TaskRuntimeBuilder {
     /// How often the sweeper looks for expired tasks (default 1 s).
     pub fn with_sweep_interval(mut self, interval: Duration) -> Self {
         self.settings.sweep_interval = interval;
+        self
+    }
+
+    /// The bounds on tools running at once, on tasks waiting to run, and
+    /// per tool, and the callers' shares of the slots (default
+    /// [`AdmissionLimits::default`]; see [`AdmissionLimits`]).
+    pub fn with_admission(mut self, limits: AdmissionLimits) -> Self {
+        self.admission = limits;
         self
     }
 
@@ -713,6 +764,7 @@ impl TaskRuntimeBuilder {
             principal: self.principal,
             waiters: Waiters::default(),
             live: Arc::default(),
+            admission: Admission::new(self.admission),
             listeners: Listeners::default(),
             settings: self.settings,
             leasing,

@@ -13,6 +13,7 @@ use rmcp::model::CallToolResult;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::admission::queue::{RunSlot, Ticket, queued_message};
 use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
 use super::runtime::Inner;
@@ -148,7 +149,7 @@ pub(crate) async fn supervise(
     idle_ttl: Option<Duration>,
     token: CancellationToken,
     tool: impl Tool,
-    seat: Seat,
+    (seat, slot): (Seat, RunSlot),
     lease: Option<Arc<Lease>>,
 ) {
     let mut waiter = inner.waiters.register(&id);
@@ -190,10 +191,77 @@ pub(crate) async fn supervise(
         }
     };
     token.cancel();
+    // The tool has stopped: the next task in the queue may start.
+    drop(slot);
     if let Ending::Outcome(change) = ending {
         record_outcome(&inner, &id, &change, lease.as_ref()).await;
     }
     // The task is finished: its caller may start another.
+    drop(seat);
+}
+
+/// How often a queued task's status message is brought up to date (when
+/// its place changed).
+const QUEUE_REPORT_EVERY: Duration = Duration::from_secs(1);
+
+/// Keeps a queued task until its slot comes, then [`supervise`]s its tool;
+/// meanwhile its status message follows its place in the queue, and a
+/// cancel (or its expiry) takes it out of the queue without running it. No
+/// keep-alive is sent while it waits: its TTL and maximum lifetime count.
+pub(crate) async fn supervise_queued(
+    inner: Arc<Inner>,
+    id: TaskId,
+    idle_ttl: Option<Duration>,
+    token: CancellationToken,
+    tool: impl Tool,
+    (seat, ticket): (Seat, Ticket),
+    lease: Option<Arc<Lease>>,
+) {
+    let Ticket { place, mut start } = ticket;
+    let mut waiter = inner.waiters.register(&id);
+    let mut shown = place.ahead();
+    let mut reports = tokio::time::interval(QUEUE_REPORT_EVERY);
+    reports.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    reports.reset();
+    let ending = loop {
+        tokio::select! {
+            started = &mut start => match started {
+                Ok(slot) => {
+                    drop(waiter);
+                    drop(place);
+                    return supervise(inner, id, idle_ttl, token, tool, (seat, slot), lease).await;
+                }
+                // The runtime is gone.
+                Err(_) => return,
+            },
+            () = waiter.wait(Duration::from_secs(30)) => {
+                match inner.store.get(&id).await {
+                    Ok(Some(record)) if taken_over(&record, lease.as_ref()) => break Ending::Stop,
+                    Ok(Some(record)) if !record.cancel_requested() && !record.status().is_terminal() => {}
+                    // Cancelled, expired or deleted: out of the queue, never run.
+                    Ok(_) => break Ending::Outcome(Change::Cancel),
+                    Err(error) => tracing::warn!(%error, "reading a queued task failed"),
+                }
+            }
+            _ = reports.tick() => {
+                let ahead = place.ahead();
+                if ahead != shown && let Some(ahead) = ahead {
+                    let message = Change::StatusMessage(queued_message(ahead));
+                    match inner.modify_as_runner(&id, &message, lease.as_ref()).await {
+                        Ok(_) => shown = Some(ahead),
+                        Err(error) => tracing::warn!(%error, "reporting a queued task's place failed"),
+                    }
+                }
+            }
+            () = lease_lost(lease.as_ref()) => break Ending::Stop,
+        }
+    };
+    drop(place);
+    token.cancel();
+    drop(tool);
+    if let Ending::Outcome(change) = ending {
+        record_outcome(&inner, &id, &change, lease.as_ref()).await;
+    }
     drop(seat);
 }
 

@@ -7,6 +7,7 @@
 mod support;
 
 mod access;
+mod admission;
 mod client;
 mod connect;
 mod deadline;

@@ -20,6 +20,15 @@ pub(crate) struct Caller {
 }
 
 impl Caller {
+    /// The owner of a task taken over from another server, as its caller.
+    pub(crate) fn owner(principal: Principal) -> Self {
+        Self {
+            quota: principal.clone(),
+            principal,
+            mark: None,
+        }
+    }
+
     /// The caller of a request with `extensions`, bound to `principal`.
     pub(crate) fn new(principal: Principal, extensions: &Extensions) -> Self {
         Self {

@@ -178,12 +178,13 @@ impl ServerHandler for RuntimeServer {
             }
             "gated" => {
                 // "step 1", a gate, "step 2", a gate, done.
-                let gate = self.gate.clone();
+                let (gate, events) = (self.gate.clone(), self.events.clone());
                 rt.call_tool(
                     &request,
                     &context,
                     &ToolTasks::required(),
                     move |ctx| async move {
+                        events.lock().unwrap().push("gated started".into());
                         ctx.set_status_message("step 1").await?;
                         gate.acquire().await.map(|permit| permit.forget()).ok();
                         ctx.set_status_message("step 2").await?;
