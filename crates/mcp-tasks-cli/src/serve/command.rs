@@ -10,7 +10,7 @@ use clap::Args;
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::{validate_allowed_host, validate_allowed_origin};
-use mcp_tasks::server::{TaskPolicy, TaskRuntime};
+use mcp_tasks::server::{AdmissionLimits, TaskPolicy, TaskRuntime};
 
 use super::{DemoServer, HttpAccess, ServeOptions, StoreChoice};
 
@@ -46,6 +46,21 @@ pub(crate) struct ServeArgs {
     /// How many unfinished tasks one caller may have at once (0: no limit).
     #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER)]
     max_tasks_per_caller: usize,
+    /// How many tools run at once, server-wide (0: no bound). A task past it is queued: working,
+    /// its status message saying how many are ahead, started when a slot frees.
+    #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_RUNNING)]
+    max_running: usize,
+    /// How many tasks may wait to run (0: no bound); past it a call is refused (HTTP 503 with
+    /// Retry-After).
+    #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_QUEUED)]
+    max_queued: usize,
+    /// How many calls of TOOL run at once (repeatable).
+    #[arg(long = "tool-concurrency", value_name = "TOOL=N", value_parser = tool_bound)]
+    tool_concurrency: Vec<(String, usize)>,
+    /// The share of the running slots that the callers of token LABEL get when others wait
+    /// too (default 1; with --auth-tokens; repeatable).
+    #[arg(long = "weight", value_name = "LABEL=N", value_parser = weight)]
+    weights: Vec<(String, u32)>,
     /// Also answer requests whose Host is NAME (NAME:PORT for one port only), as behind a
     /// reverse proxy; the loopback names are always answered (repeatable).
     #[arg(long = "allowed-host", value_name = "NAME")]
@@ -158,6 +173,51 @@ fn gateway_flags(args: &ServeArgs) -> anyhow::Result<Option<(Upstream, GatewayOp
     Ok(Some((upstream, options)))
 }
 
+/// `TOOL=N` of `--tool-concurrency`, N at least 1.
+fn tool_bound(text: &str) -> Result<(String, usize), String> {
+    let (tool, count) = text
+        .rsplit_once('=')
+        .ok_or_else(|| format!("{text:?} is not TOOL=N"))?;
+    let count: usize = count
+        .parse()
+        .map_err(|_| format!("{count:?} is not a number of calls"))?;
+    if tool.is_empty() || count == 0 {
+        return Err(format!("{text:?}: name a tool and at least 1 call"));
+    }
+    Ok((tool.to_owned(), count))
+}
+
+/// `LABEL=N` of `--weight`, N from 1 to 1000.
+fn weight(text: &str) -> Result<(String, u32), String> {
+    let (label, weight) = text
+        .rsplit_once('=')
+        .ok_or_else(|| format!("{text:?} is not LABEL=N"))?;
+    let weight: u32 = weight
+        .parse()
+        .map_err(|_| format!("{weight:?} is not a weight"))?;
+    if label.is_empty() || !(1..=1000).contains(&weight) {
+        return Err(format!(
+            "{text:?}: name a label and a weight from 1 to 1000"
+        ));
+    }
+    Ok((label.to_owned(), weight))
+}
+
+/// The admission bounds of the flags.
+fn admission(args: &ServeArgs) -> AdmissionLimits {
+    let bound = |n: usize| (n > 0).then_some(n);
+    let mut limits = AdmissionLimits::default()
+        .with_max_running(bound(args.max_running))
+        .with_max_queued(bound(args.max_queued));
+    for (tool, count) in &args.tool_concurrency {
+        limits = limits.with_tool_concurrency(tool.clone(), *count);
+    }
+    for (label, weight) in &args.weights {
+        limits = limits.with_weight(mcp_tasks::server::Principal::new(label.clone()), *weight);
+    }
+    limits
+}
+
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let access = http_access(&args)?;
     let gateway = gateway_flags(&args)?;
@@ -171,6 +231,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ttl: args.ttl.map(Duration::from_secs),
         max_lifetime: (args.max_lifetime > 0).then(|| Duration::from_secs(args.max_lifetime)),
         max_tasks_per_caller: (args.max_tasks_per_caller > 0).then_some(args.max_tasks_per_caller),
+        admission: admission(&args),
         lease_period: Duration::from_millis(args.lease_period.max(12)),
     };
     match gateway {

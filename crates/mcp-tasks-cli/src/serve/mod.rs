@@ -31,7 +31,7 @@ use anyhow::Context;
 use mcp_tasks::Ttl;
 use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::{LOOPBACK_HOSTS, LOOPBACK_ORIGINS, StreamableHttpServer};
-use mcp_tasks::server::{StdioTransport, TaskRuntime, TaskRuntimeBuilder};
+use mcp_tasks::server::{AdmissionLimits, StdioTransport, TaskRuntime, TaskRuntimeBuilder};
 use mcp_tasks::store::{MemoryStore, SharedStore};
 use mcp_tasks_redis::{RedisOptions, RedisStore};
 use mcp_tasks_sqlite::SqliteStore;
@@ -165,6 +165,8 @@ pub(crate) struct ServeOptions {
     pub(crate) max_lifetime: Option<Duration>,
     /// How many unfinished tasks one caller may have at once; `None`: no limit.
     pub(crate) max_tasks_per_caller: Option<usize>,
+    /// The bounds on running and queued tasks.
+    pub(crate) admission: AdmissionLimits,
     /// The lease period on a store shared by several replicas (Redis).
     pub(crate) lease_period: Duration,
 }
@@ -183,6 +185,7 @@ impl ServeOptions {
         let mut runtime = TaskRuntime::builder(self.store.clone())
             .with_poll_interval(self.poll_interval)
             .with_max_tasks_per_caller(self.max_tasks_per_caller)
+            .with_admission(self.admission.clone())
             .with_lease_period(self.lease_period)
             .with_max_lifetime(self.max_lifetime);
         if let Some(ttl) = self.ttl {

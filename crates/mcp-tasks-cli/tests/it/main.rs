@@ -2,6 +2,7 @@
 
 mod support;
 
+mod admission;
 mod bounded;
 mod cli;
 mod connect;

@@ -83,17 +83,14 @@ pub(crate) fn http_server() -> HttpServer {
 
 /// [`http_server`] suggesting polls every `ms`.
 pub(crate) fn http_server_polling(ms: u64) -> HttpServer {
-    let ms = ms.to_string();
+    http_server_with(&["--poll-interval", &ms.to_string()])
+}
+
+/// An in-memory server on HTTP with the `serve` flags `extra`.
+pub(crate) fn http_server_with(extra: &[&str]) -> HttpServer {
     let mut child = bin()
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--poll-interval",
-            &ms,
-        ])
+        .args(["serve", "--http", "127.0.0.1:0", "--store", "memory"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
