@@ -372,7 +372,7 @@ fn run_again(
     let Some(resume) = &inner.resume else { return };
     let id = record.id().clone();
     // Taken over, the task counts against its caller here, whatever the limit.
-    let Ok(seat) = inner.live.take(record.owner(), None) else {
+    let Ok(seat) = inner.live.take(record.owner(), None, None) else {
         return;
     };
     let token = CancellationToken::new();

@@ -7,9 +7,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use rmcp::ErrorData;
-use serde_json::json;
+use std::time::Duration;
 
+use rmcp::ErrorData;
+use serde_json::{Map, json};
+
+use super::admission::refusal::{Reason, RetryMark, refuse};
 use super::principal::Principal;
 
 /// The unfinished tasks of each principal in this process.
@@ -27,18 +30,20 @@ pub(crate) struct Seat {
 }
 
 impl LiveTasks {
-    /// A seat for one more task of `principal`, unless it has `limit` already.
+    /// A seat for one more task of `principal`, unless it has `limit`
+    /// already: then the refusal, which marks the HTTP request's `mark`.
     pub(crate) fn take(
         self: &Arc<Self>,
         principal: &Principal,
         limit: Option<usize>,
+        mark: Option<&RetryMark>,
     ) -> Result<Seat, ErrorData> {
         let mut counts = self.by_principal.lock().unwrap_or_else(|p| p.into_inner());
         let count = counts.entry(principal.clone()).or_default();
         if let Some(limit) = limit
             && *count >= limit
         {
-            return Err(too_many(limit));
+            return Err(too_many(limit, mark));
         }
         *count += 1;
         Ok(Seat {
@@ -70,16 +75,24 @@ impl Drop for Seat {
     }
 }
 
+/// How long a caller refused for its cap is told to wait.
+const CAP_RETRY: Duration = Duration::from_secs(1);
+
 /// The error of a `tools/call` refused because its caller has too many
-/// unfinished tasks. JSON-RPC has no code for a limit, and MCP reserves
-/// -32000 to -32099: -32603 with the limit in `data`.
-fn too_many(limit: usize) -> ErrorData {
-    ErrorData::internal_error(
+/// unfinished tasks: a [`refusal`](super::admission::refusal) for load,
+/// reason `callerTasks`, with the limit in `data.maxTasksPerCaller`.
+fn too_many(limit: usize, mark: Option<&RetryMark>) -> ErrorData {
+    let mut extra = Map::new();
+    extra.insert("maxTasksPerCaller".into(), json!(limit));
+    refuse(
+        mark,
+        Reason::CallerTasks,
         format!(
             "too many unfinished tasks for this caller (at most {limit}): wait for some to \
              finish, or cancel them, then call again"
         ),
-        Some(json!({"maxTasksPerCaller": limit})),
+        CAP_RETRY,
+        extra,
     )
 }
 
@@ -91,18 +104,23 @@ mod tests {
     fn seats_are_counted_per_principal_and_freed_when_dropped() {
         let live = Arc::new(LiveTasks::default());
         let (alice, bob) = (Principal::new("alice"), Principal::new("bob"));
-        let first = live.take(&alice, Some(2)).unwrap();
-        let second = live.take(&alice, Some(2)).unwrap();
-        let refused = live.take(&alice, Some(2)).unwrap_err();
+        let first = live.take(&alice, Some(2), None).unwrap();
+        let second = live.take(&alice, Some(2), None).unwrap();
+        let refused = live.take(&alice, Some(2), None).unwrap_err();
         assert!(refused.message.contains("at most 2"), "{}", refused.message);
-        assert_eq!(refused.data, Some(json!({"maxTasksPerCaller": 2})));
-        let _bob = live.take(&bob, Some(2)).expect("another caller is served");
+        assert_eq!(
+            refused.data,
+            Some(json!({"maxTasksPerCaller": 2, "reason": "callerTasks", "retryAfterMs": 1000}))
+        );
+        let _bob = live
+            .take(&bob, Some(2), None)
+            .expect("another caller is served");
         drop(first);
         assert_eq!(live.count(&alice), 1);
         let _third = live
             .take(&alice, Some(2))
             .expect("a freed seat is taken again");
         drop(second);
-        assert!(live.take(&alice, None).is_ok(), "no limit");
+        assert!(live.take(&alice, None, None).is_ok(), "no limit");
     }
 }

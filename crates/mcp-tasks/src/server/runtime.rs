@@ -291,9 +291,11 @@ impl TaskRuntime {
         let inner = &self.inner;
         let settings = &inner.settings;
         // Held by the tool's supervision: the task counts until it ends.
-        let seat = inner
-            .live
-            .take(&caller.quota, settings.max_tasks_per_caller)?;
+        let seat = inner.live.take(
+            &caller.quota,
+            settings.max_tasks_per_caller,
+            caller.mark.as_ref(),
+        )?;
         // A slot to run now, or a place in the queue.
         let entry = inner.admission.enter(&caller, &request.name)?;
         let mut record = TaskRecord::new(
@@ -698,7 +700,8 @@ impl TaskRuntimeBuilder {
     /// How many unfinished tasks one caller (principal) may have at once in
     /// this process (default [`DEFAULT_MAX_TASKS_PER_CALLER`]; `None`: no
     /// limit). A `tools/call` past it is refused with a JSON-RPC error
-    /// (-32603, `data.maxTasksPerCaller`); other callers are served as usual.
+    /// (-32603, `data.maxTasksPerCaller`, and over HTTP status 503 with
+    /// `Retry-After`); other callers are served as usual.
     pub fn with_max_tasks_per_caller(mut self, limit: Option<usize>) -> Self {
         self.settings.max_tasks_per_caller = limit;
         self

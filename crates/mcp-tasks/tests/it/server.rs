@@ -504,7 +504,10 @@ async fn each_caller_has_at_most_its_cap_of_unfinished_tasks() {
         "{}",
         rpc.message
     );
-    assert_eq!(rpc.data, Some(json!({"maxTasksPerCaller": 3})));
+    assert_eq!(
+        rpc.data,
+        Some(json!({"maxTasksPerCaller": 3, "reason": "callerTasks", "retryAfterMs": 1000}))
+    );
     // Other callers keep being served, and a synchronous call is no task.
     let bobs = task_of(&bob, "forever", json!({})).await;
     let sync = alice

@@ -15,7 +15,6 @@ pub(crate) struct Caller {
     /// The principal whose caps and rates the task counts against.
     pub(crate) quota: Principal,
     /// Set when the call is refused for load, so HTTP answers 503.
-    #[allow(dead_code)] // read by the bounds to come
     pub(crate) mark: Option<RetryMark>,
 }
 

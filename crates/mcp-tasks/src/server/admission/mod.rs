@@ -10,5 +10,4 @@
 
 pub(crate) mod caller;
 pub(crate) mod queue;
-#[allow(dead_code)] // used by the bounds to come
 pub(crate) mod refusal;

@@ -20,7 +20,10 @@ use serde_json::{Map, Value, json};
 
 /// Why a request was refused for load; `data.reason` on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)] // TEMP: the rate and stream bounds construct the rest
 pub(crate) enum Reason {
+    /// The caller has as many unfinished tasks as it may.
+    CallerTasks,
     /// The queue of tasks waiting to run is full.
     QueueFull,
     /// The caller creates tasks faster than its rate allows.
@@ -35,6 +38,7 @@ impl Reason {
     /// The name in `data.reason`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
+            Reason::CallerTasks => "callerTasks",
             Reason::QueueFull => "queueFull",
             Reason::RateLimited => "rateLimited",
             Reason::ListenStreams => "listenStreams",
