@@ -118,7 +118,7 @@ mod tests {
         drop(first);
         assert_eq!(live.count(&alice), 1);
         let _third = live
-            .take(&alice, Some(2))
+            .take(&alice, Some(2), None)
             .expect("a freed seat is taken again");
         drop(second);
         assert!(live.take(&alice, None, None).is_ok(), "no limit");
