@@ -3,14 +3,15 @@
 
 mod feed;
 mod scripts;
+mod seats;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 use std::time::Duration;
 
 use mcp_tasks::store::{
-    BoxFuture, Orphan, Principal, Replicas, RunnerId, StoreError, StoreErrorKind, Swap, TaskRecord,
-    TaskStore, Transition,
+    BoxFuture, Orphan, Principal, Replicas, RunnerId, SeatId, SeatPool, Seating, StoreError,
+    StoreErrorKind, Swap, TaskRecord, TaskStore, Transition,
 };
 use mcp_tasks::{TaskId, UnixMillis};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -84,6 +85,7 @@ pub struct RedisStore {
     options: RedisOptions,
     feed: broadcast::Sender<TaskId>,
     gaps: watch::Receiver<u64>,
+    freed: watch::Receiver<u64>,
     listener: AbortHandle,
 }
 
@@ -202,12 +204,16 @@ impl RedisStore {
         let pubsub = feed::subscribe(&client, &keys.channel, options.timeout).await?;
         let (sender, _) = broadcast::channel(FEED_CAPACITY);
         let (gaps_sender, gaps) = watch::channel(0);
+        let (freed_sender, freed) = watch::channel(0);
         let listener = tokio::spawn(feed::forward(
             client,
             keys.channel.clone(),
             pubsub,
-            sender.clone(),
-            gaps_sender,
+            feed::Senders {
+                changes: sender.clone(),
+                gaps: gaps_sender,
+                freed: freed_sender,
+            },
             options.timeout,
         ))
         .abort_handle();
@@ -217,6 +223,7 @@ impl RedisStore {
             options,
             feed: sender,
             gaps,
+            freed,
             listener,
         })
     }
@@ -531,5 +538,34 @@ impl Replicas for RedisStore {
 
     fn feed_gaps(&self) -> watch::Receiver<u64> {
         self.gaps.clone()
+    }
+
+    fn move_seats<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+        free: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        Box::pin(self.move_seats_in_redis(seat, Some(runner), take, free))
+    }
+
+    fn free_seats<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        pools: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let _ = self.move_seats_in_redis(seat, None, &[], pools).await?;
+            Ok(())
+        })
+    }
+
+    fn seats_taken<'a>(&'a self, pool: &'a SeatPool) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(self.seats_in_redis(pool))
+    }
+
+    fn seats_freed(&self) -> watch::Receiver<u64> {
+        self.freed.clone()
     }
 }

@@ -8,7 +8,12 @@
 //! it from any id on), `P runners` (a sorted set of runners by the end of
 //! their lease, in Redis's clock), `P claimed` (runners whose lease ran out
 //! and was claimed), `P runner:RUNNER` (the unfinished tasks of a runner),
-//! and the channel `P changes` (ids of changed tasks). The scripts build the
+//! `P seats:POOL` (a seat pool: a hash of seat to the runner holding it,
+//! `POOL` the first 32 hex digits of the SHA-256 of the pool's name),
+//! `P held:RUNNER` (a runner's seats, as a set of `POOL` followed by the
+//! seat), and the channel `P changes` (ids of changed tasks, or the empty
+//! string when seats were freed). Empty hashes and sets are dropped by
+//! Redis, so pools and runners without seats cost nothing. The scripts build the
 //! keys they derive from the prefix, so the store needs one Redis node (a
 //! primary with replicas is fine; Redis Cluster is not supported).
 //!
@@ -199,17 +204,27 @@ return 1
     ))
 });
 
-/// Claims the leases that ran out and lists unfinished tasks of claimed
-/// runners, as a flat list id, runner, id, runner... KEYS: runners,
-/// claimed. ARGV: limit, prefix.
+/// Claims the leases that ran out (freeing every seat their runners held)
+/// and lists unfinished tasks of claimed runners, as a flat list id,
+/// runner, id, runner... KEYS: runners, claimed. ARGV: limit, prefix.
 pub(crate) static ORPHANS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{NOW}
 local ran_out = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, 64)
+local freed = false
 for _, runner in ipairs(ran_out) do
   redis.call('ZREM', KEYS[1], runner)
   redis.call('SADD', KEYS[2], runner)
+  local held = ARGV[2] .. 'held:' .. runner
+  for _, entry in ipairs(redis.call('SMEMBERS', held)) do
+    local pool = ARGV[2] .. 'seats:' .. string.sub(entry, 1, {POOL_ID_LEN})
+    local seat = string.sub(entry, {POOL_ID_LEN} + 1)
+    if redis.call('HGET', pool, seat) == runner then redis.call('HDEL', pool, seat) end
+    freed = true
+  end
+  redis.call('DEL', held)
 end
+if freed then redis.call('PUBLISH', ARGV[2] .. 'changes', '') end
 local limit = tonumber(ARGV[1])
 local found = {{}}
 for _, runner in ipairs(redis.call('SMEMBERS', KEYS[2])) do
@@ -232,4 +247,48 @@ end
 return found
 "
     ))
+});
+
+/// How many hex digits of a pool name's SHA-256 name its key.
+pub(crate) const POOL_ID_LEN: usize = 32;
+
+/// Takes a seat in some pools, all or nothing, and frees it in others.
+/// KEYS: runners, the runner's `held`, the `n` pools to take, the pools to
+/// free. ARGV: runner, seat, n, prefix, then limit and pool id of each pool
+/// to take, then the pool id of each pool to free. Returns 0 done, `i` when
+/// the `i`-th pool to take (from 1) is full, -1 when the runner holds no
+/// lease (taking needs one; freeing alone does not).
+pub(crate) static MOVE_SEATS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local runner, seat, n, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+if n > 0 then
+  if not redis.call('ZSCORE', KEYS[1], runner) then return -1 end
+  for i = 1, n do
+    local pool = KEYS[2 + i]
+    if redis.call('HEXISTS', pool, seat) == 0
+      and redis.call('HLEN', pool) >= tonumber(ARGV[3 + 2 * i]) then
+      return i
+    end
+  end
+  for i = 1, n do
+    if redis.call('HSETNX', KEYS[2 + i], seat, runner) == 1 then
+      redis.call('SADD', KEYS[2], ARGV[4 + 2 * i] .. seat)
+    end
+  end
+end
+local freed = false
+for k = 1, #KEYS - 2 - n do
+  local pool = KEYS[2 + n + k]
+  local holder = redis.call('HGET', pool, seat)
+  if holder then
+    redis.call('HDEL', pool, seat)
+    redis.call('SREM', prefix .. 'held:' .. holder, ARGV[4 + 2 * n + k] .. seat)
+    freed = true
+  end
+end
+if freed then redis.call('PUBLISH', prefix .. 'changes', '') end
+return 0
+",
+    )
 });
