@@ -250,6 +250,31 @@ impl RedisStore {
         }
     }
 
+    /// `script` ([`scripts::CREATE`] or one that starts as it does) with the
+    /// keys and arguments that create `record`.
+    fn creation(
+        &self,
+        script: &'static redis::Script,
+        record: &TaskRecord,
+    ) -> Result<redis::ScriptInvocation<'static>, StoreError> {
+        let json = encode(record)?;
+        let (expires_at, keep, runner, finished) = self.index_args(record);
+        let mut invocation = script.key(self.keys.task(record.id()));
+        invocation
+            .key(&self.keys.expiry)
+            .key(self.keys.owned(record.owner()))
+            .arg(record.id().expose())
+            .arg(json)
+            .arg(record.version())
+            .arg(expires_at)
+            .arg(keep)
+            .arg(runner)
+            .arg(finished)
+            .arg(&self.keys.prefix)
+            .arg(record.owner().as_str());
+        Ok(invocation)
+    }
+
     /// The arguments every write passes about a record's indexes:
     /// expires_at, how long Redis keeps it, its runner, whether it is finished.
     fn index_args(&self, record: &TaskRecord) -> (String, String, String, &'static str) {
@@ -300,22 +325,8 @@ fn decode(id: &TaskId, version: &str, json: &str) -> Result<TaskRecord, StoreErr
 
 impl TaskStore for RedisStore {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
-        let json = encode(&record)?;
-        let (expires_at, keep, runner, finished) = self.index_args(&record);
         let mut connection = self.connection.clone();
-        let mut invocation = scripts::CREATE.key(self.keys.task(record.id()));
-        invocation
-            .key(&self.keys.expiry)
-            .key(self.keys.owned(record.owner()))
-            .arg(record.id().expose())
-            .arg(json)
-            .arg(record.version())
-            .arg(expires_at)
-            .arg(keep)
-            .arg(runner)
-            .arg(finished)
-            .arg(&self.keys.prefix)
-            .arg(record.owner().as_str());
+        let invocation = self.creation(&scripts::CREATE, &record)?;
         let created: i64 = self
             .bounded(
                 "Redis could not create the task",
@@ -548,6 +559,19 @@ impl Replicas for RedisStore {
         free: &'a [SeatPool],
     ) -> BoxFuture<'a, Result<Seating, StoreError>> {
         Box::pin(self.move_seats_in_redis(seat, Some(runner), take, free))
+    }
+
+    fn create_seated<'a>(
+        &'a self,
+        record: TaskRecord,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        Box::pin(async move {
+            self.create_seated_in_redis(&record, seat, runner, take)
+                .await
+        })
     }
 
     fn free_seats<'a>(

@@ -45,14 +45,9 @@ local function keep_owned(key, id, keep)
 end
 ";
 
-/// Creates a record unless its id exists. KEYS: task, expiry, owned.
-/// ARGV: id, record, version, expires_at or '', keep_ms or '', runner or
-/// '', finished ('1' or '0'), prefix, owner. Returns 1, or 0 for an
-/// existing id.
-pub(crate) static CREATE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        r"{KEEP_OWNED}
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+/// Writes a new record (whose id the caller checked is free) and its
+/// indexes, and announces it. KEYS[1..3] and ARGV[1..9] as [`CREATE`]'s.
+const CREATE_RECORD: &str = r"
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[2], 'w', ARGV[9])
 if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[1], 'o', ARGV[6])
@@ -62,7 +57,61 @@ if ARGV[4] ~= '' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
 if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 keep_owned(KEYS[3], ARGV[1], ARGV[5])
 redis.call('PUBLISH', ARGV[8] .. 'changes', ARGV[1])
+";
+
+/// Creates a record unless its id exists. KEYS: task, expiry, owned.
+/// ARGV: id, record, version, expires_at or '', keep_ms or '', runner or
+/// '', finished ('1' or '0'), prefix, owner. Returns 1, or 0 for an
+/// existing id.
+pub(crate) static CREATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{KEEP_OWNED}
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+{CREATE_RECORD}
 return 1
+"
+    ))
+});
+
+/// Takes a seat in pools, all or nothing:
+/// `take_seats(runners, held, runner, seat, first_key, first_arg, n)`
+/// reads the `n` pool keys from `KEYS[first_key]` on and their limit and
+/// pool id from `ARGV[first_arg]` on (limit, id, limit, id...). Returns 0
+/// taken, `i` when the `i`-th pool (from 1) is full, -1 when the runner
+/// holds no lease; nothing is written unless it returns 0.
+const TAKE_SEATS: &str = r"
+local function take_seats(runners, held, runner, seat, first_key, first_arg, n)
+  if not redis.call('ZSCORE', runners, runner) then return -1 end
+  for i = 1, n do
+    local pool = KEYS[first_key + i - 1]
+    if redis.call('HEXISTS', pool, seat) == 0
+      and redis.call('HLEN', pool) >= tonumber(ARGV[first_arg + 2 * i - 2]) then
+      return i
+    end
+  end
+  for i = 1, n do
+    if redis.call('HSETNX', KEYS[first_key + i - 1], seat, runner) == 1 then
+      redis.call('SADD', held, ARGV[first_arg + 2 * i - 1] .. seat)
+    end
+  end
+  return 0
+end
+";
+
+/// [`CREATE`] with seats: takes a seat in pools as [`MOVE_SEATS`] does and
+/// creates the record only when they were taken. KEYS: task, expiry,
+/// owned, runners, the runner's `held`, the `n` pools. ARGV: [`CREATE`]'s
+/// nine, then runner, seat, n, then limit and pool id of each pool.
+/// Returns 0 created, -2 for an existing id (nothing taken), else as
+/// `take_seats`.
+pub(crate) static CREATE_SEATED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{KEEP_OWNED}{TAKE_SEATS}
+if redis.call('EXISTS', KEYS[1]) == 1 then return -2 end
+local taken = take_seats(KEYS[4], KEYS[5], ARGV[10], ARGV[11], 6, 13, tonumber(ARGV[12]))
+if taken ~= 0 then return taken end
+{CREATE_RECORD}
+return 0
 "
     ))
 });
@@ -259,23 +308,12 @@ pub(crate) const POOL_ID_LEN: usize = 32;
 /// the `i`-th pool to take (from 1) is full, -1 when the runner holds no
 /// lease (taking needs one; freeing alone does not).
 pub(crate) static MOVE_SEATS: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+    Script::new(&format!(
+        r"{TAKE_SEATS}
 local runner, seat, n, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 if n > 0 then
-  if not redis.call('ZSCORE', KEYS[1], runner) then return -1 end
-  for i = 1, n do
-    local pool = KEYS[2 + i]
-    if redis.call('HEXISTS', pool, seat) == 0
-      and redis.call('HLEN', pool) >= tonumber(ARGV[3 + 2 * i]) then
-      return i
-    end
-  end
-  for i = 1, n do
-    if redis.call('HSETNX', KEYS[2 + i], seat, runner) == 1 then
-      redis.call('SADD', KEYS[2], ARGV[4 + 2 * i] .. seat)
-    end
-  end
+  local taken = take_seats(KEYS[1], KEYS[2], runner, seat, 3, 5, n)
+  if taken ~= 0 then return taken end
 end
 local freed = false
 for k = 1, #KEYS - 2 - n do
@@ -289,6 +327,6 @@ for k = 1, #KEYS - 2 - n do
 end
 if freed then redis.call('PUBLISH', prefix .. 'changes', '') end
 return 0
-",
-    )
+"
+    ))
 });

@@ -1,8 +1,9 @@
 //! Seat pools in Redis (see [`mcp_tasks::store::replicas`], "Seats"): one
-//! script per take, move or free, so admission costs one round trip per
-//! task creation, start and end.
+//! script per take, move or free, and one that takes seats and creates a
+//! task, so admission adds no round trip to a creation, and one to a
+//! queued task's start and to a task's end.
 
-use mcp_tasks::store::{RunnerId, SeatId, SeatPool, Seating, StoreError};
+use mcp_tasks::store::{RunnerId, SeatId, SeatPool, Seating, StoreError, TaskRecord};
 use sha2::{Digest, Sha256};
 
 use crate::scripts::{self, POOL_ID_LEN};
@@ -66,17 +67,39 @@ impl RedisStore {
                 invocation.invoke_async(&mut connection),
             )
             .await?;
-        match answer {
-            0 => Ok(Seating::Seated),
-            -1 => Ok(Seating::NoLease),
-            full => usize::try_from(full - 1)
-                .ok()
-                .filter(|index| *index < take.len())
-                .map(Seating::Full)
-                .ok_or_else(|| {
-                    StoreError::msg("Redis answered a take of seats with something unexpected")
-                }),
+        seating(answer, take.len())
+    }
+
+    /// [`Replicas::create_seated`](mcp_tasks::store::Replicas::create_seated).
+    pub(crate) async fn create_seated_in_redis(
+        &self,
+        record: &TaskRecord,
+        seat: &SeatId,
+        runner: &RunnerId,
+        take: &[(SeatPool, u64)],
+    ) -> Result<Seating, StoreError> {
+        let mut invocation = self.creation(&scripts::CREATE_SEATED, record)?;
+        invocation
+            .key(&self.keys.runners)
+            .key(self.keys.held(runner.as_str()))
+            .arg(runner.as_str())
+            .arg(seat.as_str())
+            .arg(take.len());
+        for (pool, limit) in take {
+            let id = pool_id(pool);
+            invocation.key(self.keys.pool(&id)).arg(*limit).arg(id);
         }
+        let mut connection = self.connection.clone();
+        let answer: i64 = self
+            .bounded(
+                "Redis could not take seats and create the task",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        if answer == -2 {
+            return Err(StoreError::msg("a task with this id exists"));
+        }
+        seating(answer, take.len())
     }
 
     /// [`Replicas::seats_taken`](mcp_tasks::store::Replicas::seats_taken).
@@ -89,6 +112,21 @@ impl RedisStore {
             command.query_async(&mut connection),
         )
         .await
+    }
+}
+
+/// What a script's answer about taking seats in `pools` pools says.
+fn seating(answer: i64, pools: usize) -> Result<Seating, StoreError> {
+    match answer {
+        0 => Ok(Seating::Seated),
+        -1 => Ok(Seating::NoLease),
+        full => usize::try_from(full - 1)
+            .ok()
+            .filter(|index| *index < pools)
+            .map(Seating::Full)
+            .ok_or_else(|| {
+                StoreError::msg("Redis answered a take of seats with something unexpected")
+            }),
     }
 }
 

@@ -212,3 +212,51 @@ async fn seats_freed_on_one_replica_are_news_on_another_and_pools_are_keyed_by_a
     assert_eq!(taken(&b, &SeatPool::queued()).await, 0);
     assert_eq!(taken(&b, &SeatPool::new(secret)).await, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creations_with_seats_racing_on_two_replicas_create_only_what_the_limit_admits() {
+    use mcp_tasks::store::TaskRecord;
+    use mcp_tasks::{TaskId, Ttl, UnixMillis};
+
+    let redis = RedisServer::start();
+    let a = store(&redis.url(), "create:").await;
+    let b = store(&redis.url(), "create:").await;
+    let runner_a = leased(&a, "runner-a", Duration::from_secs(60)).await;
+    let runner_b = leased(&b, "runner-b", Duration::from_secs(60)).await;
+    let caller = SeatPool::caller(&crate::support::process());
+    let mut creators = Vec::new();
+    for n in 0..60 {
+        let (store, runner) = if n % 2 == 0 {
+            (Arc::clone(&a), runner_a.clone())
+        } else {
+            (Arc::clone(&b), runner_b.clone())
+        };
+        let caller = caller.clone();
+        creators.push(tokio::spawn(async move {
+            let id = TaskId::new(format!("task-{n}"));
+            let record = TaskRecord::new(
+                id.clone(),
+                crate::support::process(),
+                UnixMillis::now(),
+                Ttl::from_millis(600_000),
+                None,
+            )
+            .with_runner(runner.clone(), None);
+            let seat = SeatId::new(format!("seat-{n}"));
+            let seating = replicas(&store)
+                .create_seated(record, &seat, &runner, &[(caller, 11)])
+                .await
+                .expect("create_seated");
+            (id, seating)
+        }));
+    }
+    let mut created = 0;
+    for creator in creators {
+        let (id, seating) = creator.await.expect("join");
+        let found = a.get(&id).await.expect("get").is_some();
+        assert_eq!(found, seating == Seating::Seated, "{seating:?}");
+        created += usize::from(found);
+    }
+    assert_eq!(created, 11);
+    assert_eq!(taken(&b, &caller).await, 11);
+}

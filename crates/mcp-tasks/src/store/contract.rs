@@ -24,7 +24,7 @@ use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 mod seats;
 
 pub use seats::{
-    seat_takes_race, seats_hold_their_limits, seats_move_atomically,
+    creations_take_seats, seat_takes_race, seats_hold_their_limits, seats_move_atomically,
     seats_of_a_claimed_runner_are_freed,
 };
 
@@ -64,6 +64,7 @@ where
     seats_move_atomically(make().await).await;
     seats_of_a_claimed_runner_are_freed(make().await).await;
     seat_takes_race(make().await).await;
+    creations_take_seats(make().await).await;
 }
 
 fn id(name: &str) -> TaskId {

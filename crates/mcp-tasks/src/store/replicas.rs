@@ -44,7 +44,9 @@
 //!   seats than the limit given with it; a pool that already holds this
 //!   seat always has room (a take is idempotent). The answer names the
 //!   first pool that is full ([`Seating::Full`]), and then nothing was
-//!   taken.
+//!   taken. [`Replicas::create_seated`] does the same and creates the task's
+//!   record in the same step, only if the seats were taken: admission then
+//!   costs a creation no extra round trip to the store.
 //! * [`Replicas::move_seats`] does the same and, in the same step, gives the
 //!   seat up in other pools: a queued task that starts swaps `queued` for
 //!   `running` (and `tool:<name>` when its tool has a bound) without a
@@ -80,7 +82,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::{BoxFuture, StoreError};
+use super::{BoxFuture, StoreError, TaskRecord};
 use crate::task::TaskId;
 
 /// The identity under which one server process holds its lease in a shared
@@ -250,6 +252,20 @@ pub trait Replicas: Send + Sync {
         runner: &'a RunnerId,
         take: &'a [(SeatPool, u64)],
         free: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<Seating, StoreError>>;
+
+    /// Takes `seat` for `runner` in every pool of `take`, all or nothing, as
+    /// [`Replicas::take_seats`] does, and creates `record` (as
+    /// [`TaskStore::create`](super::TaskStore::create)) only when they were
+    /// taken, in one atomic step: a creation admitted by seats costs no more
+    /// than one without. An existing id is an error, and then nothing was
+    /// taken.
+    fn create_seated<'a>(
+        &'a self,
+        record: TaskRecord,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
     ) -> BoxFuture<'a, Result<Seating, StoreError>>;
 
     /// [`Replicas::move_seats`] with nothing to free: takes `seat` for

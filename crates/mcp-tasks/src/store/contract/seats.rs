@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::replicas_of;
+use super::{id, record, replicas_of};
 use crate::store::{Principal, Replicas, RunnerId, SeatId, SeatPool, Seating, SharedStore};
 
 /// How long a check waits for news it expects (generous: no timing is
@@ -254,4 +254,53 @@ pub async fn seat_takes_race(store: SharedStore) {
     }
     assert_eq!(seated, LIMIT, "exactly the limit was seated");
     assert_eq!(taken(replicas, &pool).await, LIMIT);
+}
+
+/// A creation with seats creates the record only when the seats were
+/// taken, and takes nothing when the record cannot be created.
+pub async fn creations_take_seats(store: SharedStore) {
+    let replicas = replicas_of(&store);
+    let runner = leased(replicas, "creator", Duration::from_secs(60)).await;
+    let (running, caller) = (SeatPool::running(), SeatPool::caller(&Principal::new("c")));
+    let pools = [(caller.clone(), 5), (running.clone(), 1)];
+    let of = |name: &str| record(name, 1, Some(600_000)).with_runner(runner.clone(), None);
+    let create = |name: &'static str, seat_name: &'static str, runner: RunnerId| {
+        let pools = &pools;
+        let made = of(name);
+        async move {
+            replicas
+                .create_seated(made, &seat(seat_name), &runner, pools)
+                .await
+        }
+    };
+    assert_eq!(
+        create("a", "sa", runner.clone()).await.expect("create_seated"),
+        Seating::Seated
+    );
+    assert!(store.get(&id("a")).await.expect("get").is_some(), "created");
+    assert_eq!(taken(replicas, &running).await, 1);
+    assert_eq!(
+        create("b", "sb", runner.clone()).await.expect("create_seated"),
+        Seating::Full(1)
+    );
+    assert_eq!(
+        store.get(&id("b")).await.expect("get"),
+        None,
+        "no seat, no record"
+    );
+    assert_eq!(taken(replicas, &caller).await, 1, "and no seat taken");
+    replicas
+        .free_seats(&seat("sa"), &[running.clone()])
+        .await
+        .expect("free_seats");
+    assert!(
+        create("a", "sc", runner.clone()).await.is_err(),
+        "an existing id is an error"
+    );
+    assert_eq!(taken(replicas, &running).await, 0, "and takes no seat");
+    assert_eq!(
+        create("d", "sd", RunnerId::new("unleased")).await.expect("create_seated"),
+        Seating::NoLease
+    );
+    assert_eq!(store.get(&id("d")).await.expect("get"), None);
 }
