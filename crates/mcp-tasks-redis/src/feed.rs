@@ -1,6 +1,7 @@
 //! The change feed across processes: one pub/sub subscription to the
 //! `changes` channel, which every write script publishes to, turned into
-//! the store's local broadcast of ids.
+//! the store's local broadcast of ids (and the empty message that says
+//! seats were freed into the store's counter of freeings).
 //!
 //! A subscription that is lost (Redis restarted, the connection dropped, a
 //! ping unanswered) is made again with a capped backoff; whatever was
@@ -46,17 +47,30 @@ pub(crate) async fn subscribe(
     }
 }
 
-/// Forwards published ids to `feed` for as long as the task runs (the
-/// store aborts it when dropped), subscribing again whenever the
+/// Where the feed's news go.
+pub(crate) struct Senders {
+    /// The ids of changed tasks.
+    pub(crate) changes: broadcast::Sender<TaskId>,
+    /// Bumped after each new subscription.
+    pub(crate) gaps: watch::Sender<u64>,
+    /// Bumped when seats were freed (an empty message), and after each new
+    /// subscription (a freeing may have been missed).
+    pub(crate) freed: watch::Sender<u64>,
+}
+
+/// Forwards published ids to the store's feed for as long as the task runs
+/// (the store aborts it when dropped), subscribing again whenever the
 /// subscription is lost.
 pub(crate) async fn forward(
     client: redis::Client,
     channel: String,
     mut pubsub: PubSub,
-    feed: broadcast::Sender<TaskId>,
-    gaps: watch::Sender<u64>,
+    senders: Senders,
     timeout: Duration,
 ) {
+    let bump = |counter: &watch::Sender<u64>| {
+        counter.send_modify(|count| *count = count.wrapping_add(1));
+    };
     loop {
         let (mut sink, mut messages) = pubsub.split();
         let mut ping = tokio::time::interval(PING_EVERY);
@@ -65,9 +79,11 @@ pub(crate) async fn forward(
             tokio::select! {
                 message = messages.next() => match message {
                     Some(message) => {
-                        if let Ok(id) = message.get_payload::<String>() {
+                        match message.get_payload::<String>() {
+                            Ok(id) if id.is_empty() => bump(&senders.freed),
                             // No receiver is not an error.
-                            let _ = feed.send(TaskId::new(id));
+                            Ok(id) => drop(senders.changes.send(TaskId::new(id))),
+                            Err(_) => {}
                         }
                     }
                     None => break,
@@ -94,6 +110,7 @@ pub(crate) async fn forward(
             }
         };
         tracing::info!("the Redis change feed is subscribed again; waiters re-read their tasks");
-        gaps.send_modify(|gaps| *gaps = gaps.wrapping_add(1));
+        bump(&senders.gaps);
+        bump(&senders.freed);
     }
 }

@@ -3,14 +3,15 @@
 
 mod feed;
 mod scripts;
+mod seats;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 use std::time::Duration;
 
 use mcp_tasks::store::{
-    BoxFuture, Orphan, Principal, Replicas, RunnerId, StoreError, StoreErrorKind, Swap, TaskRecord,
-    TaskStore, Transition,
+    BoxFuture, Orphan, Principal, Replicas, RunnerId, SeatId, SeatPool, Seating, StoreError,
+    StoreErrorKind, Swap, TaskRecord, TaskStore, Transition,
 };
 use mcp_tasks::{TaskId, UnixMillis};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -84,6 +85,7 @@ pub struct RedisStore {
     options: RedisOptions,
     feed: broadcast::Sender<TaskId>,
     gaps: watch::Receiver<u64>,
+    freed: watch::Receiver<u64>,
     listener: AbortHandle,
 }
 
@@ -202,12 +204,16 @@ impl RedisStore {
         let pubsub = feed::subscribe(&client, &keys.channel, options.timeout).await?;
         let (sender, _) = broadcast::channel(FEED_CAPACITY);
         let (gaps_sender, gaps) = watch::channel(0);
+        let (freed_sender, freed) = watch::channel(0);
         let listener = tokio::spawn(feed::forward(
             client,
             keys.channel.clone(),
             pubsub,
-            sender.clone(),
-            gaps_sender,
+            feed::Senders {
+                changes: sender.clone(),
+                gaps: gaps_sender,
+                freed: freed_sender,
+            },
             options.timeout,
         ))
         .abort_handle();
@@ -217,6 +223,7 @@ impl RedisStore {
             options,
             feed: sender,
             gaps,
+            freed,
             listener,
         })
     }
@@ -241,6 +248,31 @@ impl RedisStore {
             ))
             .with_kind(StoreErrorKind::Unavailable)),
         }
+    }
+
+    /// `script` ([`scripts::CREATE`] or one that starts as it does) with the
+    /// keys and arguments that create `record`.
+    fn creation(
+        &self,
+        script: &'static redis::Script,
+        record: &TaskRecord,
+    ) -> Result<redis::ScriptInvocation<'static>, StoreError> {
+        let json = encode(record)?;
+        let (expires_at, keep, runner, finished) = self.index_args(record);
+        let mut invocation = script.key(self.keys.task(record.id()));
+        invocation
+            .key(&self.keys.expiry)
+            .key(self.keys.owned(record.owner()))
+            .arg(record.id().expose())
+            .arg(json)
+            .arg(record.version())
+            .arg(expires_at)
+            .arg(keep)
+            .arg(runner)
+            .arg(finished)
+            .arg(&self.keys.prefix)
+            .arg(record.owner().as_str());
+        Ok(invocation)
     }
 
     /// The arguments every write passes about a record's indexes:
@@ -293,22 +325,8 @@ fn decode(id: &TaskId, version: &str, json: &str) -> Result<TaskRecord, StoreErr
 
 impl TaskStore for RedisStore {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
-        let json = encode(&record)?;
-        let (expires_at, keep, runner, finished) = self.index_args(&record);
         let mut connection = self.connection.clone();
-        let mut invocation = scripts::CREATE.key(self.keys.task(record.id()));
-        invocation
-            .key(&self.keys.expiry)
-            .key(self.keys.owned(record.owner()))
-            .arg(record.id().expose())
-            .arg(json)
-            .arg(record.version())
-            .arg(expires_at)
-            .arg(keep)
-            .arg(runner)
-            .arg(finished)
-            .arg(&self.keys.prefix)
-            .arg(record.owner().as_str());
+        let invocation = self.creation(&scripts::CREATE, &record)?;
         let created: i64 = self
             .bounded(
                 "Redis could not create the task",
@@ -531,5 +549,47 @@ impl Replicas for RedisStore {
 
     fn feed_gaps(&self) -> watch::Receiver<u64> {
         self.gaps.clone()
+    }
+
+    fn move_seats<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+        free: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        Box::pin(self.move_seats_in_redis(seat, Some(runner), take, free))
+    }
+
+    fn create_seated<'a>(
+        &'a self,
+        record: TaskRecord,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        Box::pin(async move {
+            self.create_seated_in_redis(&record, seat, runner, take)
+                .await
+        })
+    }
+
+    fn free_seats<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        pools: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let _ = self.move_seats_in_redis(seat, None, &[], pools).await?;
+            Ok(())
+        })
+    }
+
+    fn seats_taken<'a>(&'a self, pool: &'a SeatPool) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(self.seats_in_redis(pool))
+    }
+
+    fn seats_freed(&self) -> watch::Receiver<u64> {
+        self.freed.clone()
     }
 }

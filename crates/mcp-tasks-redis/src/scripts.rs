@@ -8,7 +8,12 @@
 //! it from any id on), `P runners` (a sorted set of runners by the end of
 //! their lease, in Redis's clock), `P claimed` (runners whose lease ran out
 //! and was claimed), `P runner:RUNNER` (the unfinished tasks of a runner),
-//! and the channel `P changes` (ids of changed tasks). The scripts build the
+//! `P seats:POOL` (a seat pool: a hash of seat to the runner holding it,
+//! `POOL` the first 32 hex digits of the SHA-256 of the pool's name),
+//! `P held:RUNNER` (a runner's seats, as a set of `POOL` followed by the
+//! seat), and the channel `P changes` (ids of changed tasks, or the empty
+//! string when seats were freed). Empty hashes and sets are dropped by
+//! Redis, so pools and runners without seats cost nothing. The scripts build the
 //! keys they derive from the prefix, so the store needs one Redis node (a
 //! primary with replicas is fine; Redis Cluster is not supported).
 //!
@@ -40,14 +45,9 @@ local function keep_owned(key, id, keep)
 end
 ";
 
-/// Creates a record unless its id exists. KEYS: task, expiry, owned.
-/// ARGV: id, record, version, expires_at or '', keep_ms or '', runner or
-/// '', finished ('1' or '0'), prefix, owner. Returns 1, or 0 for an
-/// existing id.
-pub(crate) static CREATE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        r"{KEEP_OWNED}
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+/// Writes a new record (whose id the caller checked is free) and its
+/// indexes, and announces it. KEYS[1..3] and ARGV[1..9] as [`CREATE`]'s.
+const CREATE_RECORD: &str = r"
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[2], 'w', ARGV[9])
 if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[1], 'o', ARGV[6])
@@ -57,7 +57,61 @@ if ARGV[4] ~= '' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
 if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 keep_owned(KEYS[3], ARGV[1], ARGV[5])
 redis.call('PUBLISH', ARGV[8] .. 'changes', ARGV[1])
+";
+
+/// Creates a record unless its id exists. KEYS: task, expiry, owned.
+/// ARGV: id, record, version, expires_at or '', keep_ms or '', runner or
+/// '', finished ('1' or '0'), prefix, owner. Returns 1, or 0 for an
+/// existing id.
+pub(crate) static CREATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{KEEP_OWNED}
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+{CREATE_RECORD}
 return 1
+"
+    ))
+});
+
+/// Takes a seat in pools, all or nothing:
+/// `take_seats(runners, held, runner, seat, first_key, first_arg, n)`
+/// reads the `n` pool keys from `KEYS[first_key]` on and their limit and
+/// pool id from `ARGV[first_arg]` on (limit, id, limit, id...). Returns 0
+/// taken, `i` when the `i`-th pool (from 1) is full, -1 when the runner
+/// holds no lease; nothing is written unless it returns 0.
+const TAKE_SEATS: &str = r"
+local function take_seats(runners, held, runner, seat, first_key, first_arg, n)
+  if not redis.call('ZSCORE', runners, runner) then return -1 end
+  for i = 1, n do
+    local pool = KEYS[first_key + i - 1]
+    if redis.call('HEXISTS', pool, seat) == 0
+      and redis.call('HLEN', pool) >= tonumber(ARGV[first_arg + 2 * i - 2]) then
+      return i
+    end
+  end
+  for i = 1, n do
+    if redis.call('HSETNX', KEYS[first_key + i - 1], seat, runner) == 1 then
+      redis.call('SADD', held, ARGV[first_arg + 2 * i - 1] .. seat)
+    end
+  end
+  return 0
+end
+";
+
+/// [`CREATE`] with seats: takes a seat in pools as [`MOVE_SEATS`] does and
+/// creates the record only when they were taken. KEYS: task, expiry,
+/// owned, runners, the runner's `held`, the `n` pools. ARGV: [`CREATE`]'s
+/// nine, then runner, seat, n, then limit and pool id of each pool.
+/// Returns 0 created, -2 for an existing id (nothing taken), else as
+/// `take_seats`.
+pub(crate) static CREATE_SEATED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{KEEP_OWNED}{TAKE_SEATS}
+if redis.call('EXISTS', KEYS[1]) == 1 then return -2 end
+local taken = take_seats(KEYS[4], KEYS[5], ARGV[10], ARGV[11], 6, 13, tonumber(ARGV[12]))
+if taken ~= 0 then return taken end
+{CREATE_RECORD}
+return 0
 "
     ))
 });
@@ -199,17 +253,27 @@ return 1
     ))
 });
 
-/// Claims the leases that ran out and lists unfinished tasks of claimed
-/// runners, as a flat list id, runner, id, runner... KEYS: runners,
-/// claimed. ARGV: limit, prefix.
+/// Claims the leases that ran out (freeing every seat their runners held)
+/// and lists unfinished tasks of claimed runners, as a flat list id,
+/// runner, id, runner... KEYS: runners, claimed. ARGV: limit, prefix.
 pub(crate) static ORPHANS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{NOW}
 local ran_out = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, 64)
+local freed = false
 for _, runner in ipairs(ran_out) do
   redis.call('ZREM', KEYS[1], runner)
   redis.call('SADD', KEYS[2], runner)
+  local held = ARGV[2] .. 'held:' .. runner
+  for _, entry in ipairs(redis.call('SMEMBERS', held)) do
+    local pool = ARGV[2] .. 'seats:' .. string.sub(entry, 1, {POOL_ID_LEN})
+    local seat = string.sub(entry, {POOL_ID_LEN} + 1)
+    if redis.call('HGET', pool, seat) == runner then redis.call('HDEL', pool, seat) end
+    freed = true
+  end
+  redis.call('DEL', held)
 end
+if freed then redis.call('PUBLISH', ARGV[2] .. 'changes', '') end
 local limit = tonumber(ARGV[1])
 local found = {{}}
 for _, runner in ipairs(redis.call('SMEMBERS', KEYS[2])) do
@@ -230,6 +294,39 @@ for _, runner in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   end
 end
 return found
+"
+    ))
+});
+
+/// How many hex digits of a pool name's SHA-256 name its key.
+pub(crate) const POOL_ID_LEN: usize = 32;
+
+/// Takes a seat in some pools, all or nothing, and frees it in others.
+/// KEYS: runners, the runner's `held`, the `n` pools to take, the pools to
+/// free. ARGV: runner, seat, n, prefix, then limit and pool id of each pool
+/// to take, then the pool id of each pool to free. Returns 0 done, `i` when
+/// the `i`-th pool to take (from 1) is full, -1 when the runner holds no
+/// lease (taking needs one; freeing alone does not).
+pub(crate) static MOVE_SEATS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{TAKE_SEATS}
+local runner, seat, n, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+if n > 0 then
+  local taken = take_seats(KEYS[1], KEYS[2], runner, seat, 3, 5, n)
+  if taken ~= 0 then return taken end
+end
+local freed = false
+for k = 1, #KEYS - 2 - n do
+  local pool = KEYS[2 + n + k]
+  local holder = redis.call('HGET', pool, seat)
+  if holder then
+    redis.call('HDEL', pool, seat)
+    redis.call('SREM', prefix .. 'held:' .. holder, ARGV[4 + 2 * n + k] .. seat)
+    freed = true
+  end
+end
+if freed then redis.call('PUBLISH', prefix .. 'changes', '') end
+return 0
 "
     ))
 });

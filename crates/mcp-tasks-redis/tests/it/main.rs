@@ -6,4 +6,5 @@ mod outage;
 mod owned;
 mod pause;
 mod replicas;
+mod seats;
 mod support;

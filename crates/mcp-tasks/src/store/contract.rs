@@ -21,6 +21,13 @@ use super::{
 };
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 
+mod seats;
+
+pub use seats::{
+    creations_take_seats, seat_takes_race, seats_hold_their_limits, seats_move_atomically,
+    seats_of_a_claimed_runner_are_freed,
+};
+
 const RETENTION: Duration = Duration::from_secs(60);
 
 /// Runs every check, each on a fresh store from `make`.
@@ -43,8 +50,9 @@ where
 }
 
 /// Runs the checks of a store shared by several processes: leases, their
-/// claims, and the orphaned tasks they leave, races included. Leases are
-/// timed by the store's clock, so these checks sleep for real (about 1 s).
+/// claims, the orphaned tasks they leave, and seat pools, races included.
+/// Leases are timed by the store's clock, so these checks sleep for real
+/// (about 2 s).
 pub async fn run_replicas<F, Fut>(make: F)
 where
     F: Fn() -> Fut,
@@ -52,6 +60,11 @@ where
 {
     leases_run_out_and_are_claimed(make().await).await;
     takeovers_race(make().await).await;
+    seats_hold_their_limits(make().await).await;
+    seats_move_atomically(make().await).await;
+    seats_of_a_claimed_runner_are_freed(make().await).await;
+    seat_takes_race(make().await).await;
+    creations_take_seats(make().await).await;
 }
 
 fn id(name: &str) -> TaskId {

@@ -13,7 +13,7 @@
 //! shared by several server processes fits the same trait.
 //!
 //! A store shared by several server processes also offers [`Replicas`]
-//! (leases and feed gaps; see [`replicas`]) through [`TaskStore::replicas`];
+//! (leases, feed gaps and seats; see [`replicas`]) through [`TaskStore::replicas`];
 //! the others answer `None` there and need write nothing for it.
 //!
 //! This module is the cargo feature `store`, which a backend crate can
@@ -40,7 +40,7 @@ pub use record::{
     Change, EXPIRED_CODE, EXPIRED_MESSAGE, Principal, RESTARTED_MESSAGE, RESUMED_MESSAGE,
     STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
 };
-pub use replicas::{Orphan, Replicas, RunnerId};
+pub use replicas::{Orphan, Replicas, RunnerId, SeatId, SeatPool, Seating};
 
 use crate::task::{TaskId, UnixMillis};
 

@@ -26,13 +26,63 @@
 //!   task over, the record names another runner (or is finished) and the
 //!   old runner's writes are refused, so no task ends twice. A runner whose
 //!   renewal answers "claimed" stops its tools without writing anything.
+//!
+//! # Seats
+//!
+//! Bounds that must hold across all replicas (the tasks running at once,
+//! the tasks queued, the unfinished tasks of one caller, the calls of one
+//! tool at once) are counted with *seats* in named *pools* that the store
+//! keeps ([`SeatPool`]: `running`, `queued`, `caller:<principal>`,
+//! `tool:<name>`, or any name the runtime chooses).
+//!
+//! * A seat is a [`SeatId`] the runtime makes at random for each task (not
+//!   the task id: that is a bearer token, and seats are listed in the
+//!   store's keys). A task holds its seat in several pools at once, and in
+//!   each at most once.
+//! * [`Replicas::take_seats`] takes the seat in every pool listed, all or
+//!   nothing, in one atomic step: a pool has room when it holds fewer
+//!   seats than the limit given with it; a pool that already holds this
+//!   seat always has room (a take is idempotent). The answer names the
+//!   first pool that is full ([`Seating::Full`]), and then nothing was
+//!   taken. [`Replicas::create_seated`] does the same and creates the task's
+//!   record in the same step, only if the seats were taken: admission then
+//!   costs a creation no extra round trip to the store.
+//! * [`Replicas::move_seats`] does the same and, in the same step, gives the
+//!   seat up in other pools: a queued task that starts swaps `queued` for
+//!   `running` (and `tool:<name>` when its tool has a bound) without a
+//!   moment where it holds both or neither. If a pool to take is full,
+//!   nothing changes: the task keeps its `queued` seat.
+//! * [`Replicas::free_seats`] gives the seat up in the pools listed (those
+//!   that do not hold it are skipped): at a task's end, every pool it
+//!   holds a seat in. [`Replicas::seats_taken`] counts a pool's seats.
+//! * Every seat is held by the runner that took it. A take needs a lease
+//!   ([`Seating::NoLease`] for a runner that never took one or whose lease
+//!   was claimed). When a lease is *claimed* ([`Replicas::orphans`]), every
+//!   seat of its runner is freed in the same atomic step: a replica killed
+//!   with SIGKILL gives its seats back once another replica claims its
+//!   lease, that is within one lease period with the runtime's timing (see
+//!   `server::lease`). A lease that ran out but was not claimed yet keeps its
+//!   seats: it may still be renewed, and its tools still run, so counting
+//!   its seats out would let a bound be passed after an outage of the store.
+//!   A task that another replica resumes takes its seats again under the new
+//!   runner.
+//! * Whenever seats are freed (by a free, a move or a claim), on any replica,
+//!   [`Replicas::seats_freed`] goes up on every replica: the runtime retries
+//!   its queued tasks then.
+//! * A store keeps nothing for an empty pool, so pools named after callers
+//!   or tools do not pile up; a backend must not put a pool's name in its
+//!   keys as it is (it may hold a principal): the Redis store keys a pool by
+//!   a hash of its name.
+//!
+//! Stores kept by one process have no [`Replicas`]: the runtime counts its
+//! bounds in memory there.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::{BoxFuture, StoreError};
+use super::{BoxFuture, StoreError, TaskRecord};
 use crate::task::TaskId;
 
 /// The identity under which one server process holds its lease in a shared
@@ -85,6 +135,80 @@ impl Orphan {
     }
 }
 
+/// One task's seat in the [seat pools](self#seats): random, made by the
+/// runtime for each task. Not the task id, which is a bearer token; not a
+/// secret.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SeatId(String);
+
+impl SeatId {
+    /// The seat `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SeatId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SeatId({})", self.0)
+    }
+}
+
+/// A named pool of [seats](self#seats), shared by every replica on the
+/// store. Its name may hold a principal: stores key a pool by a hash of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SeatPool(String);
+
+impl SeatPool {
+    /// The pool named `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    /// `running`: the tasks whose tool runs.
+    pub fn running() -> Self {
+        Self::new("running")
+    }
+
+    /// `queued`: the tasks waiting for a running seat.
+    pub fn queued() -> Self {
+        Self::new("queued")
+    }
+
+    /// `caller:<principal>`: the unfinished tasks counted against `principal`.
+    pub fn caller(principal: &super::Principal) -> Self {
+        Self(format!("caller:{}", principal.as_str()))
+    }
+
+    /// `tool:<name>`: the running calls of tool `name`.
+    pub fn tool(name: &str) -> Self {
+        Self(format!("tool:{name}"))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What [`Replicas::take_seats`] and [`Replicas::move_seats`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Seating {
+    /// The seat is held in every pool to take (and freed in those to free).
+    Seated,
+    /// The pool at this index of the list to take is full: nothing changed.
+    Full(usize),
+    /// The runner holds no lease (it never took one, or it was claimed):
+    /// nothing changed. The runtime takes a new lease and tries again.
+    NoLease,
+}
+
 /// Leases and feed gaps of a store shared by several server processes. See
 /// the [module docs](self). Times are the store's, so replicas whose clocks
 /// disagree still agree on whose lease ran out.
@@ -115,4 +239,60 @@ pub trait Replicas: Send + Sync {
     /// (its subscription was lost and made again): the runtime then wakes
     /// every waiter, which re-reads its task.
     fn feed_gaps(&self) -> watch::Receiver<u64>;
+
+    /// Takes `seat` for `runner` in every pool of `take` that has room (it
+    /// holds fewer seats than the limit beside it, or holds this seat
+    /// already), all or nothing, and gives it up in every pool of `free`,
+    /// in one atomic step. [`Seating::Full`] names the first pool of `take`
+    /// without room; then nothing changed. The pools of `take` and `free`
+    /// are distinct. See [Seats](self#seats).
+    fn move_seats<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+        free: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<Seating, StoreError>>;
+
+    /// Takes `seat` for `runner` in every pool of `take`, all or nothing, as
+    /// [`Replicas::take_seats`] does, and creates `record` (as
+    /// [`TaskStore::create`](super::TaskStore::create)) only when they were
+    /// taken, in one atomic step: a creation admitted by seats costs no more
+    /// than one without. An existing id is an error, and then nothing was
+    /// taken.
+    fn create_seated<'a>(
+        &'a self,
+        record: TaskRecord,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+    ) -> BoxFuture<'a, Result<Seating, StoreError>>;
+
+    /// [`Replicas::move_seats`] with nothing to free: takes `seat` for
+    /// `runner` in every pool of `pools`, all or nothing.
+    fn take_seats<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        pools: &'a [(SeatPool, u64)],
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        self.move_seats(seat, runner, pools, &[])
+    }
+
+    /// Gives `seat` up in every pool of `pools` that holds it, whichever
+    /// runner took it; needs no lease.
+    fn free_seats<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        pools: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// How many seats `pool` holds (the seats of claimed runners are gone).
+    fn seats_taken<'a>(&'a self, pool: &'a SeatPool) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// A counter bumped whenever seats were freed, on any replica: a queued
+    /// task may find room now. Bumps may be missed while the store's feed is
+    /// lost ([`Replicas::feed_gaps`] goes up then too), so a waiter also
+    /// retries now and then.
+    fn seats_freed(&self) -> watch::Receiver<u64>;
 }

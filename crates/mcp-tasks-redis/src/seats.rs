@@ -1,0 +1,146 @@
+//! Seat pools in Redis (see [`mcp_tasks::store::replicas`], "Seats"): one
+//! script per take, move or free, and one that takes seats and creates a
+//! task, so admission adds no round trip to a creation, and one to a
+//! queued task's start and to a task's end.
+
+use mcp_tasks::store::{RunnerId, SeatId, SeatPool, Seating, StoreError, TaskRecord};
+use sha2::{Digest, Sha256};
+
+use crate::scripts::{self, POOL_ID_LEN};
+use crate::{Keys, RedisStore};
+
+/// A pool's id in its key: the first [`POOL_ID_LEN`] hex digits of the
+/// SHA-256 of its name, so a name (which may hold a principal) is neither
+/// stored nor able to break a key.
+pub(crate) fn pool_id(pool: &SeatPool) -> String {
+    use std::fmt::Write;
+    let digest = Sha256::digest(pool.as_str().as_bytes());
+    let mut id = String::with_capacity(POOL_ID_LEN);
+    for byte in &digest[..POOL_ID_LEN / 2] {
+        let _ = write!(id, "{byte:02x}");
+    }
+    id
+}
+
+impl Keys {
+    /// The hash of a pool's seats.
+    fn pool(&self, id: &str) -> String {
+        format!("{}seats:{id}", self.prefix)
+    }
+
+    /// The set of a runner's seats.
+    fn held(&self, runner: &str) -> String {
+        format!("{}held:{runner}", self.prefix)
+    }
+}
+
+impl RedisStore {
+    /// [`Replicas::move_seats`](mcp_tasks::store::Replicas::move_seats) and
+    /// `free_seats` (no runner, nothing to take).
+    pub(crate) async fn move_seats_in_redis(
+        &self,
+        seat: &SeatId,
+        runner: Option<&RunnerId>,
+        take: &[(SeatPool, u64)],
+        free: &[SeatPool],
+    ) -> Result<Seating, StoreError> {
+        let runner = runner.map_or("", RunnerId::as_str);
+        let mut invocation = scripts::MOVE_SEATS.key(&self.keys.runners);
+        invocation
+            .key(self.keys.held(runner))
+            .arg(runner)
+            .arg(seat.as_str())
+            .arg(take.len())
+            .arg(&self.keys.prefix);
+        for (pool, limit) in take {
+            let id = pool_id(pool);
+            invocation.key(self.keys.pool(&id)).arg(*limit).arg(id);
+        }
+        for pool in free {
+            let id = pool_id(pool);
+            invocation.key(self.keys.pool(&id)).arg(id);
+        }
+        let mut connection = self.connection.clone();
+        let answer: i64 = self
+            .bounded(
+                "Redis could not take or free seats",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        seating(answer, take.len())
+    }
+
+    /// [`Replicas::create_seated`](mcp_tasks::store::Replicas::create_seated).
+    pub(crate) async fn create_seated_in_redis(
+        &self,
+        record: &TaskRecord,
+        seat: &SeatId,
+        runner: &RunnerId,
+        take: &[(SeatPool, u64)],
+    ) -> Result<Seating, StoreError> {
+        let mut invocation = self.creation(&scripts::CREATE_SEATED, record)?;
+        invocation
+            .key(&self.keys.runners)
+            .key(self.keys.held(runner.as_str()))
+            .arg(runner.as_str())
+            .arg(seat.as_str())
+            .arg(take.len());
+        for (pool, limit) in take {
+            let id = pool_id(pool);
+            invocation.key(self.keys.pool(&id)).arg(*limit).arg(id);
+        }
+        let mut connection = self.connection.clone();
+        let answer: i64 = self
+            .bounded(
+                "Redis could not take seats and create the task",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        if answer == -2 {
+            return Err(StoreError::msg("a task with this id exists"));
+        }
+        seating(answer, take.len())
+    }
+
+    /// [`Replicas::seats_taken`](mcp_tasks::store::Replicas::seats_taken).
+    pub(crate) async fn seats_in_redis(&self, pool: &SeatPool) -> Result<u64, StoreError> {
+        let mut command = redis::cmd("HLEN");
+        command.arg(self.keys.pool(&pool_id(pool)));
+        let mut connection = self.connection.clone();
+        self.bounded(
+            "Redis could not count the seats of a pool",
+            command.query_async(&mut connection),
+        )
+        .await
+    }
+}
+
+/// What a script's answer about taking seats in `pools` pools says.
+fn seating(answer: i64, pools: usize) -> Result<Seating, StoreError> {
+    match answer {
+        0 => Ok(Seating::Seated),
+        -1 => Ok(Seating::NoLease),
+        full => usize::try_from(full - 1)
+            .ok()
+            .filter(|index| *index < pools)
+            .map(Seating::Full)
+            .ok_or_else(|| {
+                StoreError::msg("Redis answered a take of seats with something unexpected")
+            }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_is_keyed_by_a_hash_of_its_name() {
+        let id = pool_id(&SeatPool::new("caller:secret token"));
+        assert_eq!(id.len(), POOL_ID_LEN);
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(id, pool_id(&SeatPool::new("caller:secret token ")));
+        // SHA-256("running") starts so.
+        assert_eq!(pool_id(&SeatPool::running()), "c071cf5f5ed6f884cc70155b6f05f755");
+    }
+}
