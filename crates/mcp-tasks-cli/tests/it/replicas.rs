@@ -378,3 +378,81 @@ async fn two_gateway_replicas_on_one_redis_relay_each_others_callers() {
     let outcome = on_b.await_task(&job, &returned()).await.expect("ends");
     assert_eq!(text_of(&outcome), "done: 2 steps");
 }
+
+/// The status message of a task whose turn came on its replica while all
+/// replicas together are at `--max-running`.
+const WAITING_FOR_SEATS: &str = "queued: waiting for a free slot on the servers";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_one_redis_hold_the_running_bound_and_the_cap_together() {
+    let redis = RedisServer::start();
+    let flags = ["--max-running", "2", "--max-tasks-per-caller", "4"];
+    let mut a = Replica::start_with(&redis.url(), "admission-test:", &flags);
+    let b = Replica::start_with(&redis.url(), "admission-test:", &flags);
+    let (alice_a, alice_b) = (
+        a.client_as(Some("Bearer alice")).await,
+        b.client_as(Some("Bearer alice")).await,
+    );
+    let bob_b = b.client_as(Some("Bearer bob")).await;
+
+    // Two tools run on A: the bound of both is reached, so B's task waits.
+    for _ in 0..2 {
+        start(&alice_a, "sleep", json!({"ms": 60_000})).await;
+    }
+    let on_b = start(&alice_b, "long_job", json!({"steps": 1, "step_ms": 60_000})).await;
+    until(&alice_b, &on_b.id, Duration::from_secs(5), |state| {
+        state.status_message.as_deref() == Some(WAITING_FOR_SEATS)
+    })
+    .await;
+    let bobs = start(&bob_b, "long_job", json!({"steps": 1, "step_ms": 60_000})).await;
+
+    // Alice's cap of 4 counts her tasks on both replicas: 3, then 4, then refused.
+    let fourth = start(&alice_b, "long_job", json!({"steps": 1, "step_ms": 60_000})).await;
+    let refused = alice_a
+        .call_tool("sleep", args(json!({"ms": 10})), CallOptions::default())
+        .await
+        .expect_err("a fifth unfinished task is refused");
+    let data = refused.rpc_error().and_then(|error| error.data.clone());
+    assert_eq!(
+        data.as_ref()
+            .map(|data| (&data["reason"], &data["maxTasksPerCaller"])),
+        Some((&json!("callerTasks"), &json!(4))),
+        "{refused}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for id in [&on_b.id, &fourth.id] {
+        let state = alice_b.get(id).await.expect("tasks/get");
+        assert_ne!(
+            state.status_message.as_deref(),
+            Some("step 1 of 1"),
+            "ran past the bound"
+        );
+    }
+
+    // A dies: its seats come back once B claims its lease, and two of B's
+    // three waiting tasks start, never three.
+    a.kill_9();
+    let started = Instant::now();
+    until(&alice_b, &on_b.id, LEASE * 3, |state| {
+        state.status_message.as_deref() == Some("step 1 of 1")
+    })
+    .await;
+    let returned_after = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut running = 1;
+    for (client, id) in [(&bob_b, &bobs.id), (&alice_b, &fourth.id)] {
+        let state = client.get(id).await.expect("tasks/get");
+        if state.status_message.as_deref() == Some("step 1 of 1") {
+            running += 1;
+        } else {
+            // Waiting here (B's own two slots are taken) or for a seat.
+            let message = state.status_message.unwrap_or_default();
+            assert!(message.starts_with("queued"), "{message}");
+        }
+    }
+    assert_eq!(running, 2, "the bound holds after the takeover");
+    assert!(
+        returned_after < LEASE * 3,
+        "seats returned {returned_after:?} after the kill (lease {LEASE:?})"
+    );
+}

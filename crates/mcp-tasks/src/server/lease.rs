@@ -38,9 +38,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::admission::caller::Caller;
 use super::admission::queue::Entry;
+use super::admission::shared::TaskSeats;
 use super::context::TaskContext;
 use super::runtime::Inner;
-use super::supervise::{catch_panics, supervise, supervise_queued};
+use super::supervise::{Waiting, catch_panics, supervise, supervise_queued};
 use super::wire::new_task_id;
 use crate::store::{Change, Modified, Orphan, Replicas, RunnerId, StoreError, modify_as};
 
@@ -395,28 +396,37 @@ fn run_again(
             Box::pin(async move { Err(error) })
         }
     };
-    // It waits for a slot like any task, but a full queue does not refuse it.
+    // It waits for a slot like any task, but a full queue does not refuse
+    // it; its seats in the shared store are taken under this runner.
     let caller = Caller::owner(record.owner().clone());
-    match inner.admission.enter_taken_over(&caller, &tool) {
-        Entry::Run(slot) => tokio::spawn(supervise(
-            inner.clone(),
-            id,
-            record.idle_ttl(),
-            token,
-            catch_panics(future),
-            (seat, slot),
-            Some(lease),
-        )),
-        Entry::Queued(ticket) => tokio::spawn(supervise_queued(
-            inner.clone(),
-            id,
-            record.idle_ttl(),
-            token,
-            catch_panics(future),
-            (seat, ticket),
-            Some(lease),
-        )),
+    let seats = TaskSeats::taken_over(inner, &caller, &tool).map(Arc::new);
+    let waiting = match inner.admission.enter_taken_over(&caller, &tool) {
+        Entry::Run(slot) if seats.is_none() => {
+            tokio::spawn(supervise(
+                inner.clone(),
+                id,
+                record.idle_ttl(),
+                token,
+                catch_panics(future),
+                (seat, slot),
+                None,
+                Some(lease),
+            ));
+            return;
+        }
+        Entry::Run(slot) => Waiting::Seats(slot),
+        Entry::Queued(ticket) => Waiting::Turn(ticket),
     };
+    tokio::spawn(supervise_queued(
+        inner.clone(),
+        id,
+        record.idle_ttl(),
+        token,
+        catch_panics(future),
+        (seat, waiting),
+        seats,
+        Some(lease),
+    ));
 }
 
 /// What a resumable task keeps of its call: the tool's name and arguments.

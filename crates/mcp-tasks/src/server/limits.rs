@@ -7,12 +7,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use std::time::Duration;
-
 use rmcp::ErrorData;
-use serde_json::{Map, json};
 
-use super::admission::refusal::{Reason, RetryMark, refuse};
+use super::admission::refusal::{RetryMark, caller_tasks};
 use super::principal::Principal;
 
 /// The unfinished tasks of each principal in this process.
@@ -43,7 +40,7 @@ impl LiveTasks {
         if let Some(limit) = limit
             && *count >= limit
         {
-            return Err(too_many(limit, mark));
+            return Err(caller_tasks(mark, u64::try_from(limit).unwrap_or(u64::MAX)));
         }
         *count += 1;
         Ok(Seat {
@@ -75,29 +72,10 @@ impl Drop for Seat {
     }
 }
 
-/// How long a caller refused for its cap is told to wait.
-const CAP_RETRY: Duration = Duration::from_secs(1);
-
-/// The error of a `tools/call` refused because its caller has too many
-/// unfinished tasks: a [`refusal`](super::admission::refusal) for load,
-/// reason `callerTasks`, with the limit in `data.maxTasksPerCaller`.
-fn too_many(limit: usize, mark: Option<&RetryMark>) -> ErrorData {
-    let mut extra = Map::new();
-    extra.insert("maxTasksPerCaller".into(), json!(limit));
-    refuse(
-        mark,
-        Reason::CallerTasks,
-        format!(
-            "too many unfinished tasks for this caller (at most {limit}): wait for some to \
-             finish, or cancel them, then call again"
-        ),
-        CAP_RETRY,
-        extra,
-    )
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

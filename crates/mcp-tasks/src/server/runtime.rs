@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::admission::caller::Caller;
 use super::admission::queue::{Admission, AdmissionLimits, Entry, Load, queued_message};
+use super::admission::shared::{Seated, TaskSeats};
 use super::clock::{Clock, SystemClock};
 use super::context::TaskContext;
 use super::lease::{
@@ -29,7 +30,8 @@ use super::listen::{Listeners, answer_rerouted};
 use super::policy::{Advertised, TaskPolicy, ToolTasks};
 use super::principal::{Principal, PrincipalExtractor, default_principal};
 use super::supervise::{
-    catch_panics, listen_for_changes, outcome_of, run_sweeper, supervise, supervise_queued, sweep,
+    Waiting, catch_panics, listen_for_changes, outcome_of, run_sweeper, supervise,
+    supervise_queued, sweep,
 };
 use super::waiters::Waiters;
 use super::wire::{
@@ -300,7 +302,7 @@ impl TaskRuntime {
         let entry = inner.admission.enter(&caller, &request.name)?;
         let mut record = TaskRecord::new(
             new_task_id()?,
-            caller.principal,
+            caller.principal.clone(),
             inner.clock.now(),
             tasks.ttl.unwrap_or(settings.default_ttl),
             Some(tasks.poll_interval.unwrap_or(settings.poll_interval)),
@@ -328,32 +330,79 @@ impl TaskRuntime {
         let context = TaskContext::task(id.clone(), inner.clone(), token.clone(), lease.clone())
             .stored_when(stored.clone());
         let mut tool = Box::pin(catch_panics(run(context)));
-        let slot = match entry {
-            Entry::Run(slot) => slot,
-            Entry::Queued(ticket) => {
-                // Stored with its place in the queue; its tool starts when
-                // a slot is handed to it.
-                let ahead = ticket.place.ahead().unwrap_or(0);
-                let record = record
-                    .apply(
-                        &Change::StatusMessage(queued_message(ahead)),
-                        inner.clock.now(),
-                        settings.retention,
-                    )
-                    .map_err(|refused| ErrorData::internal_error(refused.to_string(), None))?
-                    .into_record();
+        // On a shared store with bounds, the task's seats there are taken
+        // as it is created; it runs when both this process and the seats
+        // let it.
+        let seats = lease
+            .as_ref()
+            .and_then(|_| TaskSeats::plan(inner, &caller, &request.name));
+        let slot = match (entry, seats, &lease) {
+            (Entry::Run(slot), None, _) => slot,
+            (entry, seats, lease) => {
+                // Stored first, with its place if it waits; its tool starts
+                // under its supervision.
+                let record = match &entry {
+                    Entry::Queued(ticket) => {
+                        let ahead = ticket.place.ahead().unwrap_or(0);
+                        record
+                            .apply(
+                                &Change::StatusMessage(queued_message(ahead)),
+                                inner.clock.now(),
+                                settings.retention,
+                            )
+                            .map_err(|refused| {
+                                ErrorData::internal_error(refused.to_string(), None)
+                            })?
+                            .into_record()
+                    }
+                    Entry::Run(_) => record,
+                };
                 let created = wire_task(&record);
-                inner.store.create(record).await.map_err(store_failure)?;
+                let seated = match (&seats, lease) {
+                    (Some(seats), Some(lease)) => {
+                        let runs = matches!(entry, Entry::Run(_));
+                        seats.create(inner, &caller, record, lease, runs).await?
+                    }
+                    _ => {
+                        inner.store.create(record).await.map_err(store_failure)?;
+                        Seated::Queued
+                    }
+                };
                 let _ = stored.set(());
-                tokio::spawn(supervise_queued(
-                    inner.clone(),
-                    id,
-                    idle_ttl,
-                    token,
-                    tool,
-                    (seat, ticket),
-                    lease,
-                ));
+                let seats = seats.map(Arc::new);
+                let lease = lease.clone();
+                match (entry, seated) {
+                    (Entry::Run(slot), Seated::Running) => tokio::spawn(supervise(
+                        inner.clone(),
+                        id,
+                        idle_ttl,
+                        token,
+                        tool,
+                        (seat, slot),
+                        seats,
+                        lease,
+                    )),
+                    (Entry::Run(slot), Seated::Queued) => tokio::spawn(supervise_queued(
+                        inner.clone(),
+                        id,
+                        idle_ttl,
+                        token,
+                        tool,
+                        (seat, Waiting::Seats(slot)),
+                        seats,
+                        lease,
+                    )),
+                    (Entry::Queued(ticket), _) => tokio::spawn(supervise_queued(
+                        inner.clone(),
+                        id,
+                        idle_ttl,
+                        token,
+                        tool,
+                        (seat, Waiting::Turn(ticket)),
+                        seats,
+                        lease,
+                    )),
+                };
                 return Ok(CallToolResponse::Task(CreateTaskResult::new(created)));
             }
         };
@@ -383,6 +432,7 @@ impl TaskRuntime {
             token,
             tool,
             (seat, slot),
+            None,
             lease,
         ));
         Ok(CallToolResponse::Task(CreateTaskResult::new(created)))

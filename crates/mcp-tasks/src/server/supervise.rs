@@ -13,13 +13,18 @@ use rmcp::model::CallToolResult;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::admission::queue::{RunSlot, Ticket, queued_message};
+use super::admission::queue::{Place, RunSlot, Ticket, queued_message};
+use super::admission::shared::Shared;
 use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
 use super::runtime::Inner;
 use super::wire::{error_json, result_json, tool_panicked};
 use crate::store::{Change, Modified, StoreError, StoreErrorKind, modify};
 use crate::task::TaskId;
+
+/// The status message of a queued task whose turn came here while every
+/// replica together is at its bound.
+pub(crate) const WAITING_FOR_SEATS: &str = "queued: waiting for a free slot on the servers";
 
 /// The most records one sweep acts on.
 const SWEEP_BATCH: usize = 1024;
@@ -142,7 +147,9 @@ pub(crate) fn outcome_of(finished: Finished) -> Change {
 /// Runs the tool to its outcome and records it; stops it on cancel or
 /// expiry, and without writing when this server lost the task (`lease`).
 /// While it runs, a task that follows activity is kept alive: a
-/// [`Change::KeepAlive`] every third of its idle TTL.
+/// [`Change::KeepAlive`] every third of its idle TTL. `seats` (on a shared
+/// store) are freed at the end.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn supervise(
     inner: Arc<Inner>,
     id: TaskId,
@@ -150,6 +157,7 @@ pub(crate) async fn supervise(
     token: CancellationToken,
     tool: impl Tool,
     (seat, slot): (Seat, RunSlot),
+    seats: Shared,
     lease: Option<Arc<Lease>>,
 ) {
     let mut waiter = inner.waiters.register(&id);
@@ -197,6 +205,9 @@ pub(crate) async fn supervise(
         record_outcome(&inner, &id, &change, lease.as_ref()).await;
     }
     // The task is finished: its caller may start another.
+    if let Some(seats) = seats {
+        seats.free(&inner).await;
+    }
     drop(seat);
 }
 
@@ -204,35 +215,95 @@ pub(crate) async fn supervise(
 /// its place changed).
 const QUEUE_REPORT_EVERY: Duration = Duration::from_secs(1);
 
-/// Keeps a queued task until its slot comes, then [`supervise`]s its tool;
+/// What a queued task waits for first.
+pub(crate) enum Waiting {
+    /// Its turn in this process's queue, then (on a shared store) its
+    /// running seats.
+    Turn(Ticket),
+    /// It has its turn here: its running seats in the shared store.
+    Seats(RunSlot),
+}
+
+/// Keeps a queued task until it may run, then [`supervise`]s its tool;
 /// meanwhile its status message follows its place in the queue, and a
 /// cancel (or its expiry) takes it out of the queue without running it. No
 /// keep-alive is sent while it waits: its TTL and maximum lifetime count.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn supervise_queued(
     inner: Arc<Inner>,
     id: TaskId,
     idle_ttl: Option<Duration>,
     token: CancellationToken,
     tool: impl Tool,
-    (seat, ticket): (Seat, Ticket),
+    (seat, waiting): (Seat, Waiting),
+    seats: Shared,
     lease: Option<Arc<Lease>>,
 ) {
-    let Ticket { place, mut start } = ticket;
+    let (mut place, mut start, mut turn) = match waiting {
+        Waiting::Turn(ticket) => (Some(ticket.place), Some(ticket.start), None),
+        Waiting::Seats(slot) => (None, None, Some(slot)),
+    };
+    // Seats are shared through a lease; without one there is nothing to wait for.
+    let shared = seats.clone().zip(lease.clone());
+    // A slot here, waiting for its seats in the shared store.
+    let mut seated_wait: Option<RunSlot> = None;
     let mut waiter = inner.waiters.register(&id);
-    let mut shown = place.ahead();
+    let mut shown = place.as_ref().and_then(Place::ahead);
     let mut reports = tokio::time::interval(QUEUE_REPORT_EVERY);
     reports.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     reports.reset();
     let ending = loop {
-        tokio::select! {
-            started = &mut start => match started {
-                Ok(slot) => {
+        if let Some(slot) = turn.take() {
+            let started = match &shared {
+                Some((seats, lease)) => seats.try_start(&inner, lease).await,
+                None => Ok(true),
+            };
+            match started {
+                Ok(true) => {
                     drop(waiter);
-                    drop(place);
-                    return supervise(inner, id, idle_ttl, token, tool, (seat, slot), lease).await;
+                    return supervise(inner, id, idle_ttl, token, tool, (seat, slot), seats, lease)
+                        .await;
+                }
+                Ok(false) => {
+                    let message = Change::StatusMessage(WAITING_FOR_SEATS.to_owned());
+                    if let Err(error) = inner.modify_as_runner(&id, &message, lease.as_ref()).await
+                    {
+                        tracing::warn!(%error, "reporting a queued task's wait failed");
+                    }
+                    seated_wait = Some(slot);
+                }
+                Err(_) => break Ending::Stop,
+            }
+        }
+        let turn_came = async {
+            match start.as_mut() {
+                Some(start) => start.await.ok(),
+                None => std::future::pending().await,
+            }
+        };
+        let seats_came = async {
+            match (&shared, &seated_wait) {
+                (Some((seats, lease)), Some(_)) => seats.start(&inner, lease).await,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            slot = turn_came => match slot {
+                Some(slot) => {
+                    (start, place) = (None, None);
+                    turn = Some(slot);
                 }
                 // The runtime is gone.
-                Err(_) => return,
+                None => return,
+            },
+            started = seats_came => match started {
+                Ok(()) => {
+                    let slot = seated_wait.take().expect("waited with a slot");
+                    drop(waiter);
+                    return supervise(inner, id, idle_ttl, token, tool, (seat, slot), seats, lease)
+                        .await;
+                }
+                Err(_) => break Ending::Stop,
             },
             () = waiter.wait(Duration::from_secs(30)) => {
                 match inner.store.get(&id).await {
@@ -243,8 +314,8 @@ pub(crate) async fn supervise_queued(
                     Err(error) => tracing::warn!(%error, "reading a queued task failed"),
                 }
             }
-            _ = reports.tick() => {
-                let ahead = place.ahead();
+            _ = reports.tick(), if place.is_some() => {
+                let ahead = place.as_ref().and_then(Place::ahead);
                 if ahead != shown && let Some(ahead) = ahead {
                     let message = Change::StatusMessage(queued_message(ahead));
                     match inner.modify_as_runner(&id, &message, lease.as_ref()).await {
@@ -256,11 +327,14 @@ pub(crate) async fn supervise_queued(
             () = lease_lost(lease.as_ref()) => break Ending::Stop,
         }
     };
-    drop(place);
+    drop((place, start, seated_wait));
     token.cancel();
     drop(tool);
     if let Ending::Outcome(change) = ending {
         record_outcome(&inner, &id, &change, lease.as_ref()).await;
+    }
+    if let Some(seats) = seats {
+        seats.free(&inner).await;
     }
     drop(seat);
 }

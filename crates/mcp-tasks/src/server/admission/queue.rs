@@ -25,20 +25,14 @@
 //! are also held across all of them by the store's shared seats (see the
 //! runtime).
 
+use rmcp::ErrorData;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
-
-use rmcp::ErrorData;
-use serde_json::{Map, json};
 use tokio::sync::oneshot;
 
 use super::caller::Caller;
-use super::refusal::{Reason, refuse};
+use super::refusal::queue_full;
 use crate::server::principal::Principal;
-
-/// How long a caller refused for a full queue is told to wait.
-const QUEUE_FULL_RETRY: Duration = Duration::from_secs(1);
 
 /// How many tools may run at once, server-wide, unless the builder says
 /// otherwise.
@@ -232,6 +226,11 @@ impl Admission {
         })
     }
 
+    /// The bounds.
+    pub(crate) fn limits(&self) -> &AdmissionLimits {
+        &self.limits
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -292,16 +291,9 @@ impl Admission {
             && may_refuse
             && state.queued >= max
         {
-            let mut extra = Map::new();
-            extra.insert("maxQueued".into(), json!(max));
-            return Err(refuse(
+            return Err(queue_full(
                 caller.mark.as_ref(),
-                Reason::QueueFull,
-                format!(
-                    "the server is busy: {max} tasks wait to run already; try again in a moment"
-                ),
-                QUEUE_FULL_RETRY,
-                extra,
+                u64::try_from(max).unwrap_or(u64::MAX),
             ));
         }
         let (start, started) = oneshot::channel();

@@ -64,6 +64,38 @@ pub(crate) fn refuse(
     ErrorData::internal_error(message.into(), Some(data(reason, retry_after, extra)))
 }
 
+/// How long a caller refused for its cap or a full queue is told to wait.
+const BUSY_RETRY: Duration = Duration::from_secs(1);
+
+/// The refusal of a caller that has `limit` unfinished tasks already.
+pub(crate) fn caller_tasks(mark: Option<&RetryMark>, limit: u64) -> ErrorData {
+    let mut extra = Map::new();
+    extra.insert("maxTasksPerCaller".into(), json!(limit));
+    refuse(
+        mark,
+        Reason::CallerTasks,
+        format!(
+            "too many unfinished tasks for this caller (at most {limit}): wait for some to \
+             finish, or cancel them, then call again"
+        ),
+        BUSY_RETRY,
+        extra,
+    )
+}
+
+/// The refusal of a creation when `max` tasks wait to run already.
+pub(crate) fn queue_full(mark: Option<&RetryMark>, max: u64) -> ErrorData {
+    let mut extra = Map::new();
+    extra.insert("maxQueued".into(), json!(max));
+    refuse(
+        mark,
+        Reason::QueueFull,
+        format!("the server is busy: {max} tasks wait to run already; try again in a moment"),
+        BUSY_RETRY,
+        extra,
+    )
+}
+
 /// `data` of a refusal.
 pub(crate) fn data(reason: Reason, retry_after: Duration, extra: Map<String, Value>) -> Value {
     let mut data = extra;
