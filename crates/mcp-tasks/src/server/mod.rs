@@ -93,6 +93,7 @@ mod transport;
 mod waiters;
 mod wire;
 
+pub use admission::rate::{CreationRate, InvalidCreationRate};
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
 pub use era::{declares_tasks, missing_client_capabilities};
