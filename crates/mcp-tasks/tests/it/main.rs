@@ -23,6 +23,7 @@ mod listen;
 mod many;
 mod restart;
 mod router;
+mod rate;
 mod schema;
 mod server;
 mod steps;
