@@ -165,6 +165,11 @@ pub(crate) struct ServeOptions {
     pub(crate) max_lifetime: Option<Duration>,
     /// How many unfinished tasks one caller may have at once; `None`: no limit.
     pub(crate) max_tasks_per_caller: Option<usize>,
+    /// Whether unauthenticated callers are counted apart, by their
+    /// `Authorization` header, for the cap and the rate.
+    pub(crate) quota_by_header: bool,
+    /// How fast one caller may create tasks; `None`: no limit.
+    pub(crate) rate_per_caller: Option<mcp_tasks::server::CreationRate>,
     /// The lease period on a store shared by several replicas (Redis).
     pub(crate) lease_period: Duration,
 }
@@ -183,6 +188,8 @@ impl ServeOptions {
         let mut runtime = TaskRuntime::builder(self.store.clone())
             .with_poll_interval(self.poll_interval)
             .with_max_tasks_per_caller(self.max_tasks_per_caller)
+            .with_quota_by_header(self.quota_by_header)
+            .with_rate_per_caller(self.rate_per_caller)
             .with_lease_period(self.lease_period)
             .with_max_lifetime(self.max_lifetime);
         if let Some(ttl) = self.ttl {

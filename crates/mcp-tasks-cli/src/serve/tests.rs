@@ -39,6 +39,8 @@ pub(crate) fn options(store: SharedStore) -> ServeOptions {
         poll_interval: Duration::from_millis(20),
         ttl: None,
         max_tasks_per_caller: Some(mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER),
+        quota_by_header: false,
+        rate_per_caller: None,
         lease_period: Duration::from_secs(10),
         max_lifetime: Some(mcp_tasks::server::DEFAULT_MAX_LIFETIME),
     }
