@@ -105,7 +105,8 @@ pub(crate) struct ServeArgs {
 
 /// Reads `--rate-per-caller`.
 fn parse_rate(text: &str) -> Result<CreationRate, String> {
-    text.parse().map_err(|error: InvalidCreationRate| error.to_string())
+    text.parse()
+        .map_err(|error: InvalidCreationRate| error.to_string())
 }
 
 /// Reads `--rate-burst`: a whole number from 1.
@@ -197,12 +198,10 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_lifetime: (args.max_lifetime > 0).then(|| Duration::from_secs(args.max_lifetime)),
         max_tasks_per_caller: (args.max_tasks_per_caller > 0).then_some(args.max_tasks_per_caller),
         quota_by_header: args.quota_by_header,
-        rate_per_caller: args
-            .rate_per_caller
-            .map(|rate| match args.rate_burst {
-                Some(burst) => rate.with_burst(burst),
-                None => rate,
-            }),
+        rate_per_caller: args.rate_per_caller.map(|rate| match args.rate_burst {
+            Some(burst) => rate.with_burst(burst),
+            None => rate,
+        }),
         lease_period: Duration::from_millis(args.lease_period.max(12)),
     };
     match gateway {

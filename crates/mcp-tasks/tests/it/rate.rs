@@ -160,7 +160,11 @@ async fn over_http_a_caller_past_its_rate_gets_503_with_retry_after_and_others_a
         .await
         .unwrap_err();
     let rpc = error.rpc_error().unwrap_or_else(|| panic!("{error}"));
-    assert!(rpc.message.contains("faster than 10/min"), "{}", rpc.message);
+    assert!(
+        rpc.message.contains("faster than 10/min"),
+        "{}",
+        rpc.message
+    );
     rate_refusal(&json!({"code": rpc.code, "data": rpc.data}));
 
     // Another (authenticated) caller has its own rate.
@@ -171,7 +175,9 @@ async fn over_http_a_caller_past_its_rate_gets_503_with_retry_after_and_others_a
     let last = post_call(&url, ALICE).await;
     let wait = if last.status() == 503 {
         let body: Value = last.json().await.unwrap();
-        rate_refusal(&body["error"])["retryAfterMs"].as_u64().unwrap()
+        rate_refusal(&body["error"])["retryAfterMs"]
+            .as_u64()
+            .unwrap()
     } else {
         0
     };
@@ -197,9 +203,7 @@ async fn unauthenticated_callers_share_one_cap_unless_counted_by_header() {
         let third = http_client(&url, "three").await;
         task_of(&first, "forever", json!({})).await;
         task_of(&second, "forever", json!({})).await;
-        let answer = third
-            .call_tool("forever", (), CallOptions::default())
-            .await;
+        let answer = third.call_tool("forever", (), CallOptions::default()).await;
         if by_header {
             assert!(matches!(answer, Ok(CallResponse::Task(_))), "{answer:?}");
         } else {
