@@ -47,6 +47,8 @@ async fn tour() -> anyhow::Result<bool> {
         ttl: None,
         max_tasks_per_caller: Some(mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER),
         admission: mcp_tasks::server::AdmissionLimits::default(),
+        quota_by_header: false,
+        rate_per_caller: None,
         lease_period: Duration::from_secs(10),
         max_lifetime: Some(mcp_tasks::server::DEFAULT_MAX_LIFETIME),
     });

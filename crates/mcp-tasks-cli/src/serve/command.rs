@@ -1,6 +1,7 @@
 //! `mcp-tasks serve`: the flags, then the server of `serve/mod.rs`.
 
 use std::io::Write;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -10,7 +11,9 @@ use clap::Args;
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::{validate_allowed_host, validate_allowed_origin};
-use mcp_tasks::server::{AdmissionLimits, TaskPolicy, TaskRuntime};
+use mcp_tasks::server::{
+    AdmissionLimits, CreationRate, InvalidCreationRate, TaskPolicy, TaskRuntime,
+};
 
 use super::{DemoServer, HttpAccess, ServeOptions, StoreChoice};
 
@@ -61,6 +64,19 @@ pub(crate) struct ServeArgs {
     /// too (default 1; with --auth-tokens; repeatable).
     #[arg(long = "weight", value_name = "LABEL=N", value_parser = weight)]
     weights: Vec<(String, u32)>,
+    /// Count each caller without --auth-tokens apart, by its Authorization header, for
+    /// --max-tasks-per-caller and --rate-per-caller (default: all such callers count as one, so
+    /// varying the header gains nothing). Use it behind a proxy that authenticates.
+    #[arg(long)]
+    quota_by_header: bool,
+    /// How fast one caller may create tasks in this process: N/s, N/min or N/h (default: no
+    /// limit). Creations past it get HTTP 503 with Retry-After (over stdio, the JSON-RPC error).
+    #[arg(long, value_name = "N/s|N/min|N/h", value_parser = parse_rate)]
+    rate_per_caller: Option<CreationRate>,
+    /// With --rate-per-caller: how many tasks a quiet caller may create at once (default: the
+    /// rate's N).
+    #[arg(long, value_name = "N", requires = "rate_per_caller", value_parser = parse_burst)]
+    rate_burst: Option<NonZeroU32>,
     /// Also answer requests whose Host is NAME (NAME:PORT for one port only), as behind a
     /// reverse proxy; the loopback names are always answered (repeatable).
     #[arg(long = "allowed-host", value_name = "NAME")]
@@ -102,6 +118,18 @@ pub(crate) struct ServeArgs {
     /// the caller.
     #[arg(long = "upstream-root", value_name = "DIR")]
     upstream_roots: Vec<PathBuf>,
+}
+
+/// Reads `--rate-per-caller`.
+fn parse_rate(text: &str) -> Result<CreationRate, String> {
+    text.parse()
+        .map_err(|error: InvalidCreationRate| error.to_string())
+}
+
+/// Reads `--rate-burst`: a whole number from 1.
+fn parse_burst(text: &str) -> Result<NonZeroU32, String> {
+    text.parse()
+        .map_err(|_| format!("{text:?} is not a whole number from 1 to 4294967295"))
 }
 
 /// Reads a task policy: `optional`, `required` or `forbidden`.
@@ -232,6 +260,11 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_lifetime: (args.max_lifetime > 0).then(|| Duration::from_secs(args.max_lifetime)),
         max_tasks_per_caller: (args.max_tasks_per_caller > 0).then_some(args.max_tasks_per_caller),
         admission: admission(&args),
+        quota_by_header: args.quota_by_header,
+        rate_per_caller: args.rate_per_caller.map(|rate| match args.rate_burst {
+            Some(burst) => rate.with_burst(burst),
+            None => rate,
+        }),
         lease_period: Duration::from_millis(args.lease_period.max(12)),
     };
     match gateway {

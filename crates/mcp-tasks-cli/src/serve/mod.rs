@@ -167,6 +167,11 @@ pub(crate) struct ServeOptions {
     pub(crate) max_tasks_per_caller: Option<usize>,
     /// The bounds on running and queued tasks.
     pub(crate) admission: AdmissionLimits,
+    /// Whether unauthenticated callers are counted apart, by their
+    /// `Authorization` header, for the cap and the rate.
+    pub(crate) quota_by_header: bool,
+    /// How fast one caller may create tasks; `None`: no limit.
+    pub(crate) rate_per_caller: Option<mcp_tasks::server::CreationRate>,
     /// The lease period on a store shared by several replicas (Redis).
     pub(crate) lease_period: Duration,
 }
@@ -186,6 +191,8 @@ impl ServeOptions {
             .with_poll_interval(self.poll_interval)
             .with_max_tasks_per_caller(self.max_tasks_per_caller)
             .with_admission(self.admission.clone())
+            .with_quota_by_header(self.quota_by_header)
+            .with_rate_per_caller(self.rate_per_caller)
             .with_lease_period(self.lease_period)
             .with_max_lifetime(self.max_lifetime);
         if let Some(ttl) = self.ttl {

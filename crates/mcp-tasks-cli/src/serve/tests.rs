@@ -40,6 +40,8 @@ pub(crate) fn options(store: SharedStore) -> ServeOptions {
         ttl: None,
         max_tasks_per_caller: Some(mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER),
         admission: mcp_tasks::server::AdmissionLimits::default(),
+        quota_by_header: false,
+        rate_per_caller: None,
         lease_period: Duration::from_secs(10),
         max_lifetime: Some(mcp_tasks::server::DEFAULT_MAX_LIFETIME),
     }

@@ -470,7 +470,7 @@ fn ctrl_c_cancels_the_task_and_reports_it() {
 
 /// `mcp-tasks serve --http` with extra flags and environment, its stderr
 /// piped; returns the child and the URL.
-fn serve_logged(extra: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
+pub(crate) fn serve_logged(extra: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
     let mut command = bin();
     command
@@ -583,13 +583,12 @@ fn task_ids_never_reach_a_log_at_any_verbosity() {
 }
 
 #[test]
-fn a_caller_past_its_task_cap_is_refused_and_others_are_served() {
-    let (mut server, url) = serve_logged(&["--max-tasks-per-caller", "2"], &[]);
-    let start = |token: &str| {
+fn unauthenticated_callers_share_one_task_cap_unless_counted_by_header() {
+    let start = |url: &str, token: &str| {
         json_of(&run(&[
             "call",
             "--url",
-            &url,
+            url,
             "sleep",
             "--arg",
             "ms=60000",
@@ -599,9 +598,11 @@ fn a_caller_past_its_task_cap_is_refused_and_others_are_served() {
             &format!("Authorization: Bearer {token}"),
         ]))
     };
-    assert_eq!(start("alice").0, 0);
-    assert_eq!(start("alice").0, 0);
-    let (exit, value) = start("alice");
+    // By default, varying the header gains nothing: one cap for all.
+    let (mut server, url) = serve_logged(&["--max-tasks-per-caller", "2"], &[]);
+    assert_eq!(start(&url, "alice").0, 0);
+    assert_eq!(start(&url, "bob").0, 0);
+    let (exit, value) = start(&url, "carol");
     assert_eq!(exit, 2, "{value}");
     assert_eq!(value["error"]["data"]["maxTasksPerCaller"], 2, "{value}");
     assert!(
@@ -611,7 +612,17 @@ fn a_caller_past_its_task_cap_is_refused_and_others_are_served() {
             .contains("too many unfinished tasks"),
         "{value}"
     );
-    assert_eq!(start("bob").0, 0, "another caller is served");
+    let _ = server.kill();
+    let _ = server.wait();
+    // --quota-by-header: each header is a caller of its own.
+    let (mut server, url) =
+        serve_logged(&["--max-tasks-per-caller", "2", "--quota-by-header"], &[]);
+    assert_eq!(start(&url, "alice").0, 0);
+    assert_eq!(start(&url, "alice").0, 0);
+    let (exit, value) = start(&url, "alice");
+    assert_eq!(exit, 2, "{value}");
+    assert_eq!(value["error"]["data"]["maxTasksPerCaller"], 2, "{value}");
+    assert_eq!(start(&url, "bob").0, 0, "another caller is served");
     let _ = server.kill();
     let _ = server.wait();
 }

@@ -12,5 +12,6 @@ mod interactive;
 mod journal;
 mod legacy;
 mod listen;
+mod rate;
 mod replicas;
 mod wait_many;

@@ -386,7 +386,13 @@ const WAITING_FOR_SEATS: &str = "queued: waiting for a free slot on the servers"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_on_one_redis_hold_the_running_bound_and_the_cap_together() {
     let redis = RedisServer::start();
-    let flags = ["--max-running", "2", "--max-tasks-per-caller", "4"];
+    let flags = [
+        "--max-running",
+        "2",
+        "--max-tasks-per-caller",
+        "4",
+        "--quota-by-header",
+    ];
     let mut a = Replica::start_with(&redis.url(), "admission-test:", &flags);
     let b = Replica::start_with(&redis.url(), "admission-test:", &flags);
     let (alice_a, alice_b) = (

@@ -94,6 +94,7 @@ mod waiters;
 mod wire;
 
 pub use admission::queue::{AdmissionLimits, DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUNNING, Load};
+pub use admission::rate::{CreationRate, InvalidCreationRate};
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
 pub use era::{declares_tasks, missing_client_capabilities};

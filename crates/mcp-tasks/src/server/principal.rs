@@ -51,7 +51,8 @@ pub fn authenticated_principal(extensions: &Extensions) -> Option<Principal> {
 /// authenticated the request, else a hash of the `Authorization` header
 /// (`http:anonymous` without one); elsewhere (stdio) the process itself.
 /// Without an authenticating layer, callers are kept apart by what they
-/// send, never refused.
+/// send, never refused (their caps and rates count together, unless
+/// [`TaskRuntimeBuilder::with_quota_by_header`](crate::server::TaskRuntimeBuilder::with_quota_by_header)).
 pub fn default_principal(extensions: &Extensions) -> Principal {
     match extensions.get::<::http::request::Parts>() {
         Some(parts) => {

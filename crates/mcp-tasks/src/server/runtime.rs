@@ -17,8 +17,9 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use tokio::sync::SetOnce;
 use tokio_util::sync::CancellationToken;
 
-use super::admission::caller::Caller;
+use super::admission::caller::{Caller, quota_of};
 use super::admission::queue::{Admission, AdmissionLimits, Entry, Load, queued_message};
+use super::admission::rate::{self, CreationRate, RateLimits};
 use super::admission::shared::{Seated, TaskSeats};
 use super::clock::{Clock, SystemClock};
 use super::context::TaskContext;
@@ -81,6 +82,8 @@ pub(crate) struct Inner {
     pub(crate) resume: Option<ResumeTool>,
     /// Each tool's policy as 2025-11-25 clients read it in `tools/list`.
     pub(crate) advertised: Advertised,
+    /// Each caller's creation rate, when limited.
+    pub(crate) rate: Option<Arc<RateLimits>>,
 }
 
 /// The runtime's settings, as the builder set them.
@@ -94,6 +97,8 @@ pub(crate) struct Settings {
     pub(crate) max_lifetime: Option<Duration>,
     pub(crate) max_listen_streams: usize,
     pub(crate) lease_period: Duration,
+    pub(crate) quota_by_header: bool,
+    pub(crate) rate_per_caller: Option<CreationRate>,
 }
 
 impl Inner {
@@ -188,6 +193,8 @@ impl TaskRuntime {
                 max_lifetime: Some(DEFAULT_MAX_LIFETIME),
                 max_listen_streams: 64,
                 lease_period: DEFAULT_LEASE_PERIOD,
+                quota_by_header: false,
+                rate_per_caller: None,
             },
             clock: Arc::new(SystemClock),
             principal: Arc::new(default_principal),
@@ -274,7 +281,9 @@ impl TaskRuntime {
 
     /// Who a request with `extensions` comes from, for admission.
     pub(crate) fn caller_of(&self, extensions: &Extensions) -> Caller {
-        Caller::new(self.principal_of(extensions), extensions)
+        let principal = self.principal_of(extensions);
+        let quota = quota_of(&principal, extensions, self.inner.settings.quota_by_header);
+        Caller::new(principal, quota, extensions)
     }
 
     /// Creates a task for `caller`, durably, and runs `run` under its
@@ -292,6 +301,9 @@ impl TaskRuntime {
     {
         let inner = &self.inner;
         let settings = &inner.settings;
+        if let Some(rate) = &inner.rate {
+            rate.check(&caller)?;
+        }
         // Held by the tool's supervision: the task counts until it ends.
         let seat = inner.live.take(
             &caller.quota,
@@ -752,8 +764,52 @@ impl TaskRuntimeBuilder {
     /// limit). A `tools/call` past it is refused with a JSON-RPC error
     /// (-32603, `data.maxTasksPerCaller`, and over HTTP status 503 with
     /// `Retry-After`); other callers are served as usual.
+    /// Unauthenticated HTTP callers count as one caller unless
+    /// [`TaskRuntimeBuilder::with_quota_by_header`] says otherwise.
     pub fn with_max_tasks_per_caller(mut self, limit: Option<usize>) -> Self {
         self.settings.max_tasks_per_caller = limit;
+        self
+    }
+
+    /// Counts the caps and rates of unauthenticated HTTP callers each under
+    /// its own principal (`true`), instead of all under one (`false`, the
+    /// default).
+    ///
+    /// The principal a cap ([`TaskRuntimeBuilder::with_max_tasks_per_caller`])
+    /// or rate ([`TaskRuntimeBuilder::with_rate_per_caller`]) counts against
+    /// is the [`Authenticated`](super::Authenticated) one when a layer
+    /// authenticated the request (the serving recipe's
+    /// [`with_bearer_tokens`](super::http::StreamableHttpServer::with_bearer_tokens),
+    /// or a layer of your own). Over HTTP without one, every caller counts
+    /// against one shared principal by default, so that a caller who varies
+    /// its `Authorization` header gains nothing; with `true`, each counts
+    /// against the principal its tasks belong to (with the default
+    /// extractor, the hash of its `Authorization` header; with
+    /// [`TaskRuntimeBuilder::with_principal`], yours), which suits a server
+    /// behind a proxy that authenticates. Over stdio the process is the
+    /// caller. Who owns a task (who may read, answer or cancel it) does not
+    /// change with this setting.
+    pub fn with_quota_by_header(mut self, by_header: bool) -> Self {
+        self.settings.quota_by_header = by_header;
+        self
+    }
+
+    /// How fast one caller may create tasks (default `None`: no limit), in
+    /// this process: a creation past the rate is refused with a JSON-RPC
+    /// error (-32603, `data: {"reason": "rateLimited", "retryAfterMs": N,
+    /// "ratePerCaller": "10/s", "rateBurst": 20}`), over HTTP with status
+    /// 503 and `Retry-After` (whole seconds, rounded up). Callers are
+    /// counted as for the cap (see [`TaskRuntimeBuilder::with_quota_by_header`]).
+    ///
+    /// Only calls that become tasks count: a synchronous call (a tool whose
+    /// policy forbids tasks, or a client that does not declare the
+    /// extension) is neither counted nor refused. The count is per process:
+    /// N replicas of a server allow N times the rate. Time is read on
+    /// tokio's clock (under a paused clock in tests, the rate moves with
+    /// it), and the state of callers quiet long enough to be back at their
+    /// full burst is dropped every 30 s.
+    pub fn with_rate_per_caller(mut self, rate: Option<CreationRate>) -> Self {
+        self.settings.rate_per_caller = rate;
         self
     }
 
@@ -791,7 +847,11 @@ impl TaskRuntimeBuilder {
         self
     }
 
-    /// How a request's principal is found (default: [`default_principal`]).
+    /// How a request's principal is found (default: [`default_principal`]):
+    /// who owns the tasks a request makes. The caps and rates count an
+    /// unauthenticated HTTP request under one shared principal all the same,
+    /// unless [`TaskRuntimeBuilder::with_quota_by_header`] is `true`, or your
+    /// layer marks the request [`Authenticated`](super::Authenticated).
     pub fn with_principal(
         mut self,
         extract: impl Fn(&Extensions) -> Principal + Send + Sync + 'static,
@@ -811,6 +871,7 @@ impl TaskRuntimeBuilder {
             .is_some()
             .then(|| Leasing::new(period));
         let gaps = self.store.replicas().map(|replicas| replicas.feed_gaps());
+        let rate = self.settings.rate_per_caller.map(rate::start);
         let inner = Arc::new(Inner {
             store: self.store,
             clock: self.clock,
@@ -823,6 +884,7 @@ impl TaskRuntimeBuilder {
             leasing,
             resume: self.resume,
             advertised: Advertised::default(),
+            rate,
         });
         tokio::spawn(listen_for_changes(
             Arc::downgrade(&inner),

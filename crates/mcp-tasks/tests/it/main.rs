@@ -22,6 +22,7 @@ mod legacy_http;
 mod legacy_server;
 mod listen;
 mod many;
+mod rate;
 mod restart;
 mod router;
 mod schema;

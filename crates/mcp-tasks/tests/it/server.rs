@@ -485,6 +485,8 @@ async fn over_http_tasks_belong_to_the_bearer_that_made_them() {
 async fn each_caller_has_at_most_its_cap_of_unfinished_tasks() {
     let runtime = crate::support::runtime_server::runtime_on(mcp_tasks::store::MemoryStore::new())
         .with_max_tasks_per_caller(Some(3))
+        // Without tokens, the callers below count apart only so.
+        .with_quota_by_header(true)
         .build();
     let url = serve_http(RuntimeServer::new(runtime.clone())).await;
     let alice = http_client(&url, "alice-token").await;
