@@ -365,6 +365,7 @@ impl ServerHandler for Bench {
 fn runtime(store: SharedStore) -> TaskRuntime {
     TaskRuntime::builder(store)
         .with_max_tasks_per_caller(None)
+        .with_admission(mcp_tasks::server::AdmissionLimits::unbounded())
         .build()
 }
 

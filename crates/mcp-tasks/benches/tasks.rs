@@ -188,9 +188,11 @@ impl OurServer {
         Self {
             // One caller makes every task here: no per-caller cap (its
             // default, 1,000 unfinished tasks, would refuse the 10,000
-            // running ones).
+            // running ones), and no bound on running tools (its default,
+            // 1,024, would queue most of them).
             runtime: TaskRuntime::builder(store)
                 .with_max_tasks_per_caller(None)
+                .with_admission(mcp_tasks::server::AdmissionLimits::unbounded())
                 .build(),
         }
     }
