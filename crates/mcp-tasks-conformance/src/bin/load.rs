@@ -2,9 +2,13 @@
 //! RELIABILITY.md for the command and its numbers).
 //!
 //! ```text
-//! load --serve 'mcp-tasks serve --http 127.0.0.1:0 --store sqlite:/tmp/load.db --max-tasks-per-caller 0' \
+//! load --serve 'mcp-tasks serve --http 127.0.0.1:0 --store sqlite:/tmp/load.db --max-tasks-per-caller 0 --max-running 0' \
 //!      [--tasks 10000] [--clients 64] [--seconds 60]
 //! ```
+//!
+//! (`--max-running 0`: the live tasks all run, as in the runs RELIABILITY.md
+//! reports, which came before admission; with the default bound of 1,024
+//! the rest would wait in the queue.)
 //!
 //! It starts the server command (which must print `listening on URL`),
 //! creates `--tasks` live tasks (the demo tool `sleep` for an hour), then has
