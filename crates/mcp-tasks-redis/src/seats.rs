@@ -141,6 +141,9 @@ mod tests {
         assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
         assert_ne!(id, pool_id(&SeatPool::new("caller:secret token ")));
         // SHA-256("running") starts so.
-        assert_eq!(pool_id(&SeatPool::running()), "c071cf5f5ed6f884cc70155b6f05f755");
+        assert_eq!(
+            pool_id(&SeatPool::running()),
+            "c071cf5f5ed6f884cc70155b6f05f755"
+        );
     }
 }

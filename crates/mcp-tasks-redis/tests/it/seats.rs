@@ -17,7 +17,10 @@ const NEWS: Duration = Duration::from_secs(10);
 
 async fn leased(store: &SharedStore, name: &str, hold: Duration) -> RunnerId {
     let runner = RunnerId::new(name);
-    replicas(store).acquire(&runner, hold).await.expect("acquire");
+    replicas(store)
+        .acquire(&runner, hold)
+        .await
+        .expect("acquire");
     runner
 }
 
@@ -26,7 +29,10 @@ fn replicas(store: &SharedStore) -> &dyn mcp_tasks::store::Replicas {
 }
 
 async fn taken(store: &SharedStore, pool: &SeatPool) -> u64 {
-    replicas(store).seats_taken(pool).await.expect("seats_taken")
+    replicas(store)
+        .seats_taken(pool)
+        .await
+        .expect("seats_taken")
 }
 
 /// Every key under `prefix`.
@@ -87,8 +93,15 @@ async fn two_replicas_racing_for_seats_never_pass_the_limits() {
             }
         }
         let with_tool = seated.iter().filter(|(_, pools)| pools.len() == 2).count();
-        assert_eq!(seated.len(), 7, "round {round}: running is filled, never passed");
-        assert!(with_tool <= 3, "round {round}: {with_tool} seats in the tool's pool of 3");
+        assert_eq!(
+            seated.len(),
+            7,
+            "round {round}: running is filled, never passed"
+        );
+        assert!(
+            with_tool <= 3,
+            "round {round}: {with_tool} seats in the tool's pool of 3"
+        );
         assert_eq!(taken(&a, &running).await, 7);
         assert_eq!(taken(&b, &tool).await, with_tool as u64);
         let mut freers = Vec::new();
@@ -137,7 +150,11 @@ async fn a_replica_that_stops_renewing_gives_its_seats_back_once_its_lease_is_cl
             .await
             .expect("take_seats")
     };
-    assert_eq!(take().await, Seating::Full(0), "the dead replica's seats count");
+    assert_eq!(
+        take().await,
+        Seating::Full(0),
+        "the dead replica's seats count"
+    );
     let mut freed = replicas(&survivor).seats_freed();
     let _ = freed.borrow_and_update();
     // The survivor's reaper claims the lease once it ran out, as the

@@ -90,7 +90,10 @@ pub async fn seats_hold_their_limits(store: SharedStore) {
     let mut freed = replicas.seats_freed();
     freed.borrow_and_update();
     replicas
-        .free_seats(&seat("s1"), &[caller.clone(), tool.clone(), SeatPool::new("other")])
+        .free_seats(
+            &seat("s1"),
+            &[caller.clone(), tool.clone(), SeatPool::new("other")],
+        )
         .await
         .expect("free_seats");
     assert_eq!(taken(replicas, &caller).await, 1);
@@ -128,7 +131,13 @@ pub async fn seats_move_atomically(store: SharedStore) {
     let caller = SeatPool::caller(&Principal::new("c"));
     for name in ["t1", "t2"] {
         assert_eq!(
-            take(replicas, name, &runner, &[(caller.clone(), 5), (queued.clone(), 5)]).await,
+            take(
+                replicas,
+                name,
+                &runner,
+                &[(caller.clone(), 5), (queued.clone(), 5)]
+            )
+            .await,
             Seating::Seated
         );
     }
@@ -175,7 +184,13 @@ pub async fn seats_of_a_claimed_runner_are_freed(store: SharedStore) {
     let late = leased(replicas, "late", Duration::from_millis(300)).await;
     for (name, runner) in [("d1", &dying), ("d2", &dying), ("l1", &late)] {
         assert_eq!(
-            take(replicas, name, runner, &[(pool.clone(), 3), (other.clone(), 3)]).await,
+            take(
+                replicas,
+                name,
+                runner,
+                &[(pool.clone(), 3), (other.clone(), 3)]
+            )
+            .await,
             Seating::Seated
         );
     }
@@ -274,13 +289,17 @@ pub async fn creations_take_seats(store: SharedStore) {
         }
     };
     assert_eq!(
-        create("a", "sa", runner.clone()).await.expect("create_seated"),
+        create("a", "sa", runner.clone())
+            .await
+            .expect("create_seated"),
         Seating::Seated
     );
     assert!(store.get(&id("a")).await.expect("get").is_some(), "created");
     assert_eq!(taken(replicas, &running).await, 1);
     assert_eq!(
-        create("b", "sb", runner.clone()).await.expect("create_seated"),
+        create("b", "sb", runner.clone())
+            .await
+            .expect("create_seated"),
         Seating::Full(1)
     );
     assert_eq!(
@@ -299,7 +318,9 @@ pub async fn creations_take_seats(store: SharedStore) {
     );
     assert_eq!(taken(replicas, &running).await, 0, "and takes no seat");
     assert_eq!(
-        create("d", "sd", RunnerId::new("unleased")).await.expect("create_seated"),
+        create("d", "sd", RunnerId::new("unleased"))
+            .await
+            .expect("create_seated"),
         Seating::NoLease
     );
     assert_eq!(store.get(&id("d")).await.expect("get"), None);
