@@ -1,6 +1,6 @@
-//! 5. What seat pools cost a task's life on Redis: a creation and its
+//! Section 5, what seat pools cost a task's life on Redis: a creation and its
 //! completion, without seats, with `create_seated` and the end's
-//! `free_seats` sent beside the completion (what the runtime does), and with
+//! `free_seats` sent beside the completion (what the runtime is meant to do), and with
 //! a separate take before the creation and a free after the completion
 //! (one round trip more at each end, for comparison).
 

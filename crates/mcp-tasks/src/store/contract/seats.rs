@@ -309,7 +309,7 @@ pub async fn creations_take_seats(store: SharedStore) {
     );
     assert_eq!(taken(replicas, &caller).await, 1, "and no seat taken");
     replicas
-        .free_seats(&seat("sa"), &[running.clone()])
+        .free_seats(&seat("sa"), std::slice::from_ref(&running))
         .await
         .expect("free_seats");
     assert!(
