@@ -1,5 +1,6 @@
 //! The Redis store next to the memory and SQLite stores, in one run, and
-//! the cross-replica wake-up: see BENCHMARKS.md ("Stores and replicas").
+//! the cross-replica wake-up, and what seat pools cost: see BENCHMARKS.md
+//! ("Stores and replicas").
 //!
 //! ```sh
 //! cargo bench -p mcp-tasks-redis --bench stores
@@ -37,6 +38,9 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+#[path = "stores/seats.rs"]
+mod seats;
 
 /// Requests in flight at once, as in `crates/mcp-tasks/benches/tasks.rs`.
 const IN_FLIGHT: usize = 8;
@@ -674,9 +678,13 @@ async fn main() -> anyhow::Result<()> {
     let everysec = RedisServer::start_with(&["--appendfsync", "everysec"]);
     let dir = tempfile::tempdir()?;
     let subjects = subjects(&redis, &everysec, dir.path()).await?;
-    stores_alone(&scale, &subjects).await?;
-    through_the_runtime(&scale, &subjects).await?;
-    replicas(&scale, &redis, &everysec).await?;
+    // `cargo bench -p mcp-tasks-redis --bench stores -- seats` runs section 5 only.
+    if !std::env::args().any(|arg| arg == "seats") {
+        stores_alone(&scale, &subjects).await?;
+        through_the_runtime(&scale, &subjects).await?;
+        replicas(&scale, &redis, &everysec).await?;
+    }
+    seats::seats(&scale, &redis, &everysec).await?;
     println!("\n(the run took {:.0} s)", started.elapsed().as_secs_f64());
     Ok(())
 }

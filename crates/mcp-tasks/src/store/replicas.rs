@@ -36,8 +36,8 @@
 //! `tool:<name>`, or any name the runtime chooses).
 //!
 //! * A seat is a [`SeatId`] the runtime makes at random for each task (not
-//!   the task id: that is a bearer token, and seats are listed in the
-//!   store's keys). A task holds its seat in several pools at once, and in
+//!   the task id: that is a bearer token, and seats are stored in plain
+//!   sight). A task holds its seat in several pools at once, and in
 //!   each at most once.
 //! * [`Replicas::take_seats`] takes the seat in every pool listed, all or
 //!   nothing, in one atomic step: a pool has room when it holds fewer
@@ -54,7 +54,9 @@
 //!   nothing changes: the task keeps its `queued` seat.
 //! * [`Replicas::free_seats`] gives the seat up in the pools listed (those
 //!   that do not hold it are skipped): at a task's end, every pool it
-//!   holds a seat in. [`Replicas::seats_taken`] counts a pool's seats.
+//!   holds a seat in. It need not wait for the task's last write: sent
+//!   beside it (`tokio::join!`), it adds no waiting. [`Replicas::seats_taken`]
+//!   counts a pool's seats.
 //! * Every seat is held by the runner that took it. A take needs a lease
 //!   ([`Seating::NoLease`] for a runner that never took one or whose lease
 //!   was claimed). When a lease is *claimed* ([`Replicas::orphans`]), every
@@ -64,10 +66,11 @@
 //!   `server::lease`). A lease that ran out but was not claimed yet keeps its
 //!   seats: it may still be renewed, and its tools still run, so counting
 //!   its seats out would let a bound be passed after an outage of the store.
-//!   A task that another replica resumes takes its seats again under the new
-//!   runner.
+//!   A task that another replica resumes must take its seats again, under
+//!   the new runner.
 //! * Whenever seats are freed (by a free, a move or a claim), on any replica,
-//!   [`Replicas::seats_freed`] goes up on every replica: the runtime retries
+//!   [`Replicas::seats_freed`] goes up on every replica (and after a gap in
+//!   the store's feed, when news may have been missed): the runtime retries
 //!   its queued tasks then.
 //! * A store keeps nothing for an empty pool, so pools named after callers
 //!   or tools do not pile up; a backend must not put a pool's name in its
@@ -291,8 +294,9 @@ pub trait Replicas: Send + Sync {
     fn seats_taken<'a>(&'a self, pool: &'a SeatPool) -> BoxFuture<'a, Result<u64, StoreError>>;
 
     /// A counter bumped whenever seats were freed, on any replica: a queued
-    /// task may find room now. Bumps may be missed while the store's feed is
-    /// lost ([`Replicas::feed_gaps`] goes up then too), so a waiter also
-    /// retries now and then.
+    /// task may find room now. It is bumped too after a gap in the store's
+    /// feed (news may have been missed then); a news that got lost with no
+    /// gap reported (a connection that died silently) is not, so a waiter
+    /// also retries now and then.
     fn seats_freed(&self) -> watch::Receiver<u64>;
 }
