@@ -201,14 +201,30 @@ pub(crate) async fn supervise(
     token.cancel();
     // The tool has stopped: the next task in the queue may start.
     drop(slot);
-    if let Ending::Outcome(change) = ending {
-        record_outcome(&inner, &id, &change, lease.as_ref()).await;
-    }
+    finish(&inner, &id, ending, seats, lease.as_ref()).await;
     // The task is finished: its caller may start another.
-    if let Some(seats) = seats {
-        seats.free(&inner).await;
-    }
     drop(seat);
+}
+
+/// Records how a task ended and frees its shared seats, side by side.
+async fn finish(
+    inner: &Inner,
+    id: &TaskId,
+    ending: Ending,
+    seats: Shared,
+    lease: Option<&Arc<Lease>>,
+) {
+    let outcome = async {
+        if let Ending::Outcome(change) = ending {
+            record_outcome(inner, id, &change, lease).await;
+        }
+    };
+    let freed = async {
+        if let Some(seats) = seats {
+            seats.free(inner).await;
+        }
+    };
+    tokio::join!(outcome, freed);
 }
 
 /// How often a queued task's status message is brought up to date (when
@@ -330,12 +346,7 @@ pub(crate) async fn supervise_queued(
     drop((place, start, seated_wait));
     token.cancel();
     drop(tool);
-    if let Ending::Outcome(change) = ending {
-        record_outcome(&inner, &id, &change, lease.as_ref()).await;
-    }
-    if let Some(seats) = seats {
-        seats.free(&inner).await;
-    }
+    finish(&inner, &id, ending, seats, lease.as_ref()).await;
     drop(seat);
 }
 
