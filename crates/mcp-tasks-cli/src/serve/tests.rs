@@ -41,6 +41,8 @@ pub(crate) fn options(store: SharedStore) -> ServeOptions {
         max_tasks_per_caller: Some(mcp_tasks::server::DEFAULT_MAX_TASKS_PER_CALLER),
         lease_period: Duration::from_secs(10),
         max_lifetime: Some(mcp_tasks::server::DEFAULT_MAX_LIFETIME),
+        max_listen_streams: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS,
+        max_listen_streams_per_caller: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER,
     }
 }
 

@@ -101,6 +101,7 @@ pub use principal::{
     Authenticated, Principal, PrincipalExtractor, authenticated_principal, default_principal,
 };
 pub use router::TaskRouter;
+pub use listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
 pub use runtime::{
     DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, ResumeTool, TaskRuntime, TaskRuntimeBuilder,
 };

@@ -190,7 +190,7 @@ async fn each_caller_has_a_bound_on_open_streams() {
     let server = RuntimeServer::new(
         runtime_on(MemoryStore::new())
             .with_poll_interval(Duration::from_secs(600))
-            .with_max_listen_streams(2)
+            .with_max_listen_streams_per_caller(2)
             .build(),
     );
     let url = serve_http(server.clone()).await;
@@ -206,27 +206,22 @@ async fn each_caller_has_a_bound_on_open_streams() {
         assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]));
     }
     assert_eq!(server.runtime.open_subscriptions(), 2);
-    let mut third = RawStream::open(&url, Some("carol"), &listen(3)).await;
-    let ack = third.next_within(WITHIN).await.unwrap();
-    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([]));
-    assert!(
-        third
-            .next_within(WITHIN)
-            .await
-            .unwrap()
-            .get("result")
-            .is_some()
+    // The third is refused at once, before any acknowledgement.
+    let third = RawStream::open(&url, Some("carol"), &listen(3)).await;
+    assert_eq!(third.status, 503);
+    assert_eq!(third.headers["retry-after"], "5");
+    let refusal = third.json().await;
+    assert_eq!(refusal["id"], 3);
+    assert_eq!(refusal["error"]["code"], -32603);
+    assert_eq!(
+        refusal["error"]["data"],
+        json!({"reason": "listenStreams", "retryAfterMs": 5000, "maxListenStreamsPerCaller": 2})
     );
-
-    // A wait of the same caller falls back to polling, or fails if it insists.
-    let error = client
-        .await_task(&task, &listening(ListenMode::Required))
-        .await
-        .unwrap_err();
-    assert!(matches!(error, mcp_tasks::Error::ListenDeclined), "{error}");
+    assert_eq!(server.runtime.open_subscriptions(), 2);
 
     // Another caller is not affected; a closed stream frees its place.
     let mut dave = RawStream::open(&url, Some("dave"), &listen(4)).await;
+    assert_eq!(dave.status, 200);
     assert_eq!(
         dave.next_within(WITHIN).await.unwrap()["params"]["notifications"]["taskIds"],
         json!([])
