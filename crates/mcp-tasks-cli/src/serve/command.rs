@@ -187,7 +187,9 @@ fn stream_bounds(args: &ServeArgs) -> anyhow::Result<StreamBounds> {
     if args.max_connections.is_some() && args.http.is_none() {
         anyhow::bail!("--max-connections applies to --http only");
     }
-    let connections = args.max_connections.map_or(DEFAULT_MAX_CONNECTIONS, |n| n as usize);
+    let connections = args
+        .max_connections
+        .map_or(DEFAULT_MAX_CONNECTIONS, |n| n as usize);
     let listen = args.max_listen_streams.unwrap_or(if args.http.is_some() {
         connections / 2
     } else {

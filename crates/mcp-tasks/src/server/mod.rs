@@ -96,12 +96,12 @@ mod wire;
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
 pub use era::{declares_tasks, missing_client_capabilities};
+pub use listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
 pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
 pub use principal::{
     Authenticated, Principal, PrincipalExtractor, authenticated_principal, default_principal,
 };
 pub use router::TaskRouter;
-pub use listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
 pub use runtime::{
     DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, ResumeTool, TaskRuntime, TaskRuntimeBuilder,
 };

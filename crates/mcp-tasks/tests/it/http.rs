@@ -389,3 +389,22 @@ async fn polls_read_from_their_bytes_answer_as_the_value_path() {
     let (_, answer) = post("tasks/get", get("10", format!(r#""taskId":"{task}""#))).await;
     assert_eq!(answer["result"]["status"], "cancelled", "{answer}");
 }
+
+#[tokio::test]
+async fn a_listen_budget_without_a_reserve_of_connections_does_not_start() {
+    let server = RuntimeServer::in_memory();
+    let runtime = server.runtime.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // The default budget, 512 streams, in 512 connections: none left.
+    let error = mcp_tasks::server::http::StreamableHttpServer::new(server, runtime)
+        .with_max_connections(512)
+        .serve(listener)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
+    let message = error.to_string();
+    assert!(
+        message.contains("a listen budget of 512 streams leaves no reserve within 512 connections"),
+        "{message}"
+    );
+}

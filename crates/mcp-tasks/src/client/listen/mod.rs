@@ -420,7 +420,9 @@ mod tests {
             "data": {"reason": "listenStreams", "retryAfterMs": 5000, "maxListenStreams": 3}}))));
         assert!(!is_busy(&error(json!({"code": -32603, "message": "full",
             "data": {"reason": "queueFull", "retryAfterMs": 5000}}))));
-        assert!(!is_busy(&error(json!({"code": -32603, "message": "broken"}))));
+        assert!(!is_busy(&error(
+            json!({"code": -32603, "message": "broken"})
+        )));
         assert!(!is_busy(&error(json!({"code": -32601, "message": "no",
             "data": {"reason": "listenStreams"}}))));
     }

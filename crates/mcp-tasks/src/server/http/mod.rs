@@ -531,28 +531,29 @@ async fn refuse_connection(
     body: Bytes,
     _turn: tokio::sync::OwnedSemaphorePermit,
 ) {
-    let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
-        let body = body.clone();
-        async move {
-            // Read what little body came along (a JSON-RPC request), so
-            // that closing does not reset the connection before the client
-            // has read the answer.
-            let read = http_body_util::Limited::new(request.into_body(), 64 << 10);
-            let _ = tokio::time::timeout(
-                REFUSAL_HEADER_TIMEOUT,
-                http_body_util::BodyExt::collect(read),
-            )
-            .await;
-            http::Response::builder()
-                .status(http::StatusCode::SERVICE_UNAVAILABLE)
-                .header(
-                    http::header::RETRY_AFTER,
-                    retry_after_secs(CONNECTIONS_RETRY_AFTER),
+    let service =
+        hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+            let body = body.clone();
+            async move {
+                // Read what little body came along (a JSON-RPC request), so
+                // that closing does not reset the connection before the client
+                // has read the answer.
+                let read = http_body_util::Limited::new(request.into_body(), 64 << 10);
+                let _ = tokio::time::timeout(
+                    REFUSAL_HEADER_TIMEOUT,
+                    http_body_util::BodyExt::collect(read),
                 )
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .body(http_body_util::Full::new(body))
-        }
-    });
+                .await;
+                http::Response::builder()
+                    .status(http::StatusCode::SERVICE_UNAVAILABLE)
+                    .header(
+                        http::header::RETRY_AFTER,
+                        retry_after_secs(CONNECTIONS_RETRY_AFTER),
+                    )
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(http_body_util::Full::new(body))
+            }
+        });
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(REFUSAL_HEADER_TIMEOUT)

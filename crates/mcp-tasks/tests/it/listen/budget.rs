@@ -5,8 +5,13 @@
 
 use std::time::Duration;
 
+use mcp_tasks::server::TaskRuntime;
+use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{ListenMode, TaskStatus};
+use rmcp::model::{ServerCapabilities, ServerConfig, SubscriptionFilter};
+use rmcp::service::SubscriptionContext;
+use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value, json};
 
 use super::listening;
@@ -105,7 +110,10 @@ async fn a_full_listen_budget_refuses_the_next_stream_and_requests_are_answered(
     for stream in &mut streams[..PER_CALLER] {
         let mut heard = Value::Null;
         while heard["params"]["status"] != "cancelled" {
-            heard = stream.next_within(WITHIN).await.expect("the cancel is heard");
+            heard = stream
+                .next_within(WITHIN)
+                .await
+                .expect("the cancel is heard");
         }
     }
     answered("the ended streams' places", async {
@@ -180,4 +188,72 @@ async fn a_wait_refused_a_stream_polls_instead() {
             );
         }
     }
+}
+
+/// A server whose rmcp side serves listens for tool list changes (as the
+/// gateway does), holding each until its client goes.
+#[derive(Clone)]
+struct ToolListens {
+    runtime: TaskRuntime,
+}
+
+impl ServerHandler for ToolListens {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_tasks()
+                .build(),
+        )
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        context.cancelled().await;
+        Ok(())
+    }
+
+    mcp_tasks::delegate_task_methods!(runtime);
+}
+
+/// A listen rmcp serves (tool list changes) holds its connection as long
+/// as a task listen: it takes a place in the same budget.
+#[tokio::test]
+async fn a_listen_without_task_ids_counts_against_the_budget() {
+    let runtime = runtime_on(MemoryStore::new())
+        .with_max_listen_streams(1)
+        .build();
+    let server = ToolListens {
+        runtime: runtime.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(StreamableHttpServer::new(server, runtime.clone()).serve(listener));
+
+    let mut tools = listen_request(json!("tools"), &[], true);
+    tools["params"]["notifications"] = json!({"toolsListChanged": true});
+    let mut held = RawStream::open(&url, None, &tools).await;
+    assert_eq!(held.status, 200);
+    held.next_within(WITHIN).await.expect("acknowledged");
+    assert_eq!(runtime.open_subscriptions(), 1);
+
+    let refused = RawStream::open(&url, None, &listen_request(json!(2), &["a-task"], true)).await;
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.json().await["error"]["data"]["maxListenStreams"], 1);
+    drop(held);
+    answered("the closed stream's place", async {
+        while runtime.open_subscriptions() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
 }
