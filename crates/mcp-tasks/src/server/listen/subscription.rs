@@ -85,7 +85,8 @@ impl Listeners {
 pub(crate) struct Refused {
     /// The JSON-RPC error (see [`refusal`](crate::server::admission::refusal)).
     pub(crate) error: ErrorData,
-    /// When to try again.
+    /// When to try again (`Retry-After` over HTTP).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) retry_after: Duration,
 }
 
