@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use mcp_tasks::server::TaskRuntime;
+use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{ListenMode, TaskStatus};
@@ -27,6 +28,11 @@ const CALLERS: usize = 8;
 const PER_CALLER: usize = 3;
 const BUDGET: usize = CALLERS * PER_CALLER;
 
+/// The bearer token of caller `name`.
+fn token_of(name: &str) -> String {
+    format!("{name}-token-0123456789abcdef")
+}
+
 /// `future`, or a failure naming `what` when it hangs.
 async fn answered<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(WITHIN, future)
@@ -43,9 +49,21 @@ async fn a_full_listen_budget_refuses_the_next_stream_and_requests_are_answered(
             .with_max_listen_streams_per_caller(PER_CALLER)
             .build(),
     );
-    // Every stream holds a connection; a few more than the budget are left.
+    // Callers with a token each (so each is a principal of its own, however
+    // anonymous callers are counted); every stream holds a connection, and
+    // a few more than the budget are left.
+    let names: Vec<String> = (0..CALLERS)
+        .map(|caller| format!("listener-{caller}"))
+        .chain(["one-more".to_owned(), "late".to_owned()])
+        .collect();
+    let mut tokens = BearerTokens::new();
+    for name in &names {
+        tokens = tokens.with_token(&token_of(name), Some(name)).unwrap();
+    }
     let url = serve_http_with(server.clone(), |recipe| {
-        recipe.with_max_connections(BUDGET + 8)
+        recipe
+            .with_max_connections(BUDGET + 8)
+            .with_bearer_tokens(tokens)
     })
     .await;
 
@@ -53,7 +71,7 @@ async fn a_full_listen_budget_refuses_the_next_stream_and_requests_are_answered(
     let mut streams = Vec::new();
     let mut tasks = Vec::new();
     for caller in 0..CALLERS {
-        let token = format!("listener-{caller}");
+        let token = token_of(&names[caller]);
         let client = http_client(&url, Some(&token), Handler::default()).await;
         let task = task_of(&client, "forever", json!({})).await;
         drop(client);
@@ -74,7 +92,7 @@ async fn a_full_listen_budget_refuses_the_next_stream_and_requests_are_answered(
     let (token, task) = &tasks[0];
     let extra = RawStream::open(
         &url,
-        Some("one-more"),
+        Some(&token_of("one-more")),
         &listen_request(json!("extra"), &[task.id.expose()], true),
     )
     .await;
@@ -94,7 +112,7 @@ async fn a_full_listen_budget_refuses_the_next_stream_and_requests_are_answered(
     // task, tasks/get is read, and a cancel goes through.
     let late = answered(
         "a new connection",
-        http_client(&url, Some("late"), Handler::default()),
+        http_client(&url, Some(&token_of("late")), Handler::default()),
     )
     .await;
     let created = answered("a creation", task_of(&late, "forever", json!({}))).await;
@@ -124,7 +142,7 @@ async fn a_full_listen_budget_refuses_the_next_stream_and_requests_are_answered(
     .await;
     let mut again = RawStream::open(
         &url,
-        Some("late"),
+        Some(&token_of("late")),
         &listen_request(json!("again"), &[created.id.expose()], true),
     )
     .await;
