@@ -70,8 +70,8 @@ async fn a_full_listen_budget_refuses_the_next_stream_and_requests_are_answered(
     // The flood: every caller (a header of its own) as many streams as it may.
     let mut streams = Vec::new();
     let mut tasks = Vec::new();
-    for caller in 0..CALLERS {
-        let token = token_of(&names[caller]);
+    for name in &names[..CALLERS] {
+        let token = token_of(name);
         let client = http_client(&url, Some(&token), Handler::default()).await;
         let task = task_of(&client, "forever", json!({})).await;
         drop(client);
