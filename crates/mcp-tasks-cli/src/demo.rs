@@ -51,6 +51,8 @@ async fn tour() -> anyhow::Result<bool> {
         rate_per_caller: None,
         lease_period: Duration::from_secs(10),
         max_lifetime: Some(mcp_tasks::server::DEFAULT_MAX_LIFETIME),
+        max_listen_streams: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS,
+        max_listen_streams_per_caller: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);

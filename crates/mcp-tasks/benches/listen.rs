@@ -143,6 +143,7 @@ async fn serve(max_streams: usize) -> anyhow::Result<(Server, String)> {
     let runtime = TaskRuntime::builder(MemoryStore::new())
         .with_poll_interval(Duration::from_millis(1000))
         .with_max_listen_streams(max_streams)
+        .with_max_listen_streams_per_caller(max_streams)
         .build();
     let server = Server { runtime };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

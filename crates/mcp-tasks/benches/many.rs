@@ -182,6 +182,7 @@ async fn serve() -> anyhow::Result<Serving> {
         .with_poll_interval(Duration::from_millis(1000))
         .with_max_tasks_per_caller(None)
         .with_max_listen_streams(4096)
+        .with_max_listen_streams_per_caller(4096)
         .build();
     let (gate, opened) = watch::channel(false);
     let server = Server {

@@ -10,12 +10,23 @@ use clap::Args;
 
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::auth::BearerTokens;
-use mcp_tasks::server::http::{validate_allowed_host, validate_allowed_origin};
+use mcp_tasks::server::http::{
+    DEFAULT_MAX_CONNECTIONS, check_reserve, validate_allowed_host, validate_allowed_origin,
+};
 use mcp_tasks::server::{
-    AdmissionLimits, CreationRate, InvalidCreationRate, TaskPolicy, TaskRuntime,
+    AdmissionLimits, CreationRate, DEFAULT_MAX_LISTEN_STREAMS, InvalidCreationRate, TaskPolicy,
+    TaskRuntime,
 };
 
 use super::{DemoServer, HttpAccess, ServeOptions, StoreChoice};
+
+/// The connection bound (HTTP) and the listen budgets, from the flags.
+#[derive(Debug, Clone, Copy)]
+struct StreamBounds {
+    connections: usize,
+    listen: usize,
+    listen_per_caller: usize,
+}
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
@@ -77,6 +88,19 @@ pub(crate) struct ServeArgs {
     /// rate's N).
     #[arg(long, value_name = "N", requires = "rate_per_caller", value_parser = parse_burst)]
     rate_burst: Option<NonZeroU32>,
+    /// With --http: how many connections are open at once [default: 1024]. A further one is
+    /// answered 503 with Retry-After at once, and closed.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: Option<u32>,
+    /// How many listen streams are open at once, all callers together [default: half of
+    /// --max-connections, 512]. Over HTTP each holds a connection, so it must be smaller than
+    /// --max-connections: the rest answer tasks/get, calls and cancels. A further stream is
+    /// refused (503 with Retry-After over HTTP) and its client polls.
+    #[arg(long, value_name = "N")]
+    max_listen_streams: Option<usize>,
+    /// How many listen streams one caller may have open at once.
+    #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER)]
+    max_listen_streams_per_caller: usize,
     /// Also answer requests whose Host is NAME (NAME:PORT for one port only), as behind a
     /// reverse proxy; the loopback names are always answered (repeatable).
     #[arg(long = "allowed-host", value_name = "NAME")]
@@ -246,8 +270,39 @@ fn admission(args: &ServeArgs) -> AdmissionLimits {
     limits
 }
 
+/// The connection bound and the listen budgets of the flags: refused when
+/// the listen budget leaves no connection for ordinary requests.
+fn stream_bounds(args: &ServeArgs) -> anyhow::Result<StreamBounds> {
+    if args.max_connections.is_some() && args.http.is_none() {
+        anyhow::bail!("--max-connections applies to --http only");
+    }
+    let connections = args
+        .max_connections
+        .map_or(DEFAULT_MAX_CONNECTIONS, |n| n as usize);
+    let listen = args.max_listen_streams.unwrap_or(if args.http.is_some() {
+        connections / 2
+    } else {
+        DEFAULT_MAX_LISTEN_STREAMS
+    });
+    if args.http.is_some() && check_reserve(listen, connections).is_err() {
+        anyhow::bail!(
+            "--max-listen-streams {listen} leaves no reserve within --max-connections \
+             {connections}: listen streams could hold every connection, and tasks/get, calls \
+             and cancels would go unanswered; make --max-listen-streams smaller than \
+             --max-connections"
+        );
+    }
+    Ok(StreamBounds {
+        connections,
+        listen,
+        listen_per_caller: args.max_listen_streams_per_caller,
+    })
+}
+
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let access = http_access(&args)?;
+    let mut access = http_access(&args)?;
+    let bounds = stream_bounds(&args)?;
+    access.max_connections = bounds.connections;
     let gateway = gateway_flags(&args)?;
     let choice = match &args.store {
         Some(text) => StoreChoice::parse(text)?,
@@ -266,6 +321,8 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             None => rate,
         }),
         lease_period: Duration::from_millis(args.lease_period.max(12)),
+        max_listen_streams: bounds.listen,
+        max_listen_streams_per_caller: bounds.listen_per_caller,
     };
     match gateway {
         None => {

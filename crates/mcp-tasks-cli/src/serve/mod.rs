@@ -30,7 +30,9 @@ use std::time::Duration;
 use anyhow::Context;
 use mcp_tasks::Ttl;
 use mcp_tasks::server::auth::BearerTokens;
-use mcp_tasks::server::http::{LOOPBACK_HOSTS, LOOPBACK_ORIGINS, StreamableHttpServer};
+use mcp_tasks::server::http::{
+    DEFAULT_MAX_CONNECTIONS, LOOPBACK_HOSTS, LOOPBACK_ORIGINS, StreamableHttpServer,
+};
 use mcp_tasks::server::{AdmissionLimits, StdioTransport, TaskRuntime, TaskRuntimeBuilder};
 use mcp_tasks::store::{MemoryStore, SharedStore};
 use mcp_tasks_redis::{RedisOptions, RedisStore};
@@ -124,6 +126,8 @@ pub(crate) struct HttpAccess {
     pub(crate) origins: Vec<String>,
     /// The bearer tokens required, if any.
     pub(crate) tokens: Option<BearerTokens>,
+    /// How many connections are open at once.
+    pub(crate) max_connections: usize,
 }
 
 impl Default for HttpAccess {
@@ -136,6 +140,7 @@ impl Default for HttpAccess {
                 .map(|&origin| origin.to_owned())
                 .collect(),
             tokens: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -174,6 +179,10 @@ pub(crate) struct ServeOptions {
     pub(crate) rate_per_caller: Option<mcp_tasks::server::CreationRate>,
     /// The lease period on a store shared by several replicas (Redis).
     pub(crate) lease_period: Duration,
+    /// How many listen streams are open at once, all callers together.
+    pub(crate) max_listen_streams: usize,
+    /// How many listen streams one caller may have open at once.
+    pub(crate) max_listen_streams_per_caller: usize,
 }
 
 /// The demo server: an rmcp `ServerHandler` that runs the tools of
@@ -194,7 +203,9 @@ impl ServeOptions {
             .with_quota_by_header(self.quota_by_header)
             .with_rate_per_caller(self.rate_per_caller)
             .with_lease_period(self.lease_period)
-            .with_max_lifetime(self.max_lifetime);
+            .with_max_lifetime(self.max_lifetime)
+            .with_max_listen_streams(self.max_listen_streams)
+            .with_max_listen_streams_per_caller(self.max_listen_streams_per_caller);
         if let Some(ttl) = self.ttl {
             runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
         }
@@ -281,9 +292,9 @@ where
 }
 
 /// Serves Streamable HTTP at `/mcp` on `listener` with the library's
-/// serving recipe, answering whom `access` allows, until `shutdown`
-/// completes, then ends the listen streams gracefully and finishes the
-/// requests in flight.
+/// serving recipe, answering whom `access` allows (with at most its
+/// `max_connections` open at once), until `shutdown` completes, then ends
+/// the listen streams gracefully and finishes the requests in flight.
 pub(crate) async fn serve_http<S>(
     server: S,
     runtime: TaskRuntime,
@@ -295,6 +306,7 @@ where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
     let mut recipe = StreamableHttpServer::new(server, runtime)
+        .with_max_connections(access.max_connections)
         .with_allowed_hosts(access.hosts)
         .with_allowed_origins(access.origins);
     if let Some(tokens) = access.tokens {

@@ -44,6 +44,8 @@ pub(crate) fn options(store: SharedStore) -> ServeOptions {
         rate_per_caller: None,
         lease_period: Duration::from_secs(10),
         max_lifetime: Some(mcp_tasks::server::DEFAULT_MAX_LIFETIME),
+        max_listen_streams: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS,
+        max_listen_streams_per_caller: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER,
     }
 }
 

@@ -628,6 +628,98 @@ fn unauthenticated_callers_share_one_task_cap_unless_counted_by_header() {
 }
 
 #[test]
+fn connection_and_listen_bounds_are_flags_and_a_budget_without_reserve_is_refused() {
+    use std::io::{Read, Write};
+    // A listen budget as large as the connection bound leaves nothing for
+    // tasks/get: refused at start, naming both flags.
+    for (listen, connections) in [("8", "8"), ("9", "8")] {
+        let output = run(&[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--max-connections",
+            connections,
+            "--max-listen-streams",
+            listen,
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_ne!(output.status.code(), Some(0), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--max-listen-streams {listen} leaves no reserve within --max-connections {connections}"
+            )),
+            "{stderr}"
+        );
+    }
+    // Connections are an HTTP matter; 0 is no bound of any use.
+    let output = run(&[
+        "serve",
+        "--stdio",
+        "--store",
+        "memory",
+        "--max-connections",
+        "8",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("--max-connections applies to --http only"),
+        "{stderr}"
+    );
+    let output = run(&["serve", "--http", "127.0.0.1:0", "--max-connections", "0"]);
+    assert_eq!(output.status.code(), Some(64));
+
+    // Without --max-listen-streams the budget is half the connections.
+    let (mut server, _) = serve_logged(&["--max-connections", "100"], &[]);
+    let _ = server.kill();
+    let _ = server.wait();
+
+    // Accepted and applied: past 2 connections, a 503 at once.
+    let (mut server, url) = serve_logged(
+        &[
+            "--max-connections",
+            "2",
+            "--max-listen-streams",
+            "1",
+            "--max-listen-streams-per-caller",
+            "1",
+        ],
+        &[],
+    );
+    let host = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let idle: Vec<_> = (0..2)
+        .map(|_| std::net::TcpStream::connect(&host).unwrap())
+        .collect();
+    let mut third = std::net::TcpStream::connect(&host).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        third,
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    third
+        .read_to_string(&mut answer)
+        .expect("answered and closed");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1"),
+        "{answer}"
+    );
+    assert!(answer.contains(r#""maxConnections":2"#), "{answer}");
+    drop(idle);
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
 fn a_running_task_outlives_its_ttl_but_not_the_maximum_lifetime() {
     let (mut server, url) = serve_logged(&["--ttl", "1", "--max-lifetime", "3"], &[]);
     let started = std::time::Instant::now();

@@ -440,10 +440,11 @@ async fn listen<H: ClientHandler>(
         if !matches!(refusal, Refusal::NoChannel) {
             tracing::debug!(%refusal, tasks = chunk.len(), "not listening");
         }
-        // No channel, or a server that refuses listen: no stream will do.
+        // No channel, a server that refuses listen, or one with no stream
+        // left: no further stream will do.
         let hopeless = matches!(
             refusal,
-            Refusal::NoChannel | Refusal::Unavailable(_) | Refusal::Refused(_)
+            Refusal::NoChannel | Refusal::Unavailable(_) | Refusal::Refused(_) | Refusal::Busy
         );
         if required {
             let rest = if hopeless {
@@ -476,7 +477,7 @@ fn required_error(refusal: &Refusal) -> Option<Error> {
             error: Box::new(error.clone()),
         },
         Refusal::Declined => Error::ListenDeclined,
-        Refusal::Failed(_) => return None,
+        Refusal::Failed(_) | Refusal::Busy => return None,
     })
 }
 

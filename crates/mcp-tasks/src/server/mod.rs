@@ -98,6 +98,7 @@ pub use admission::rate::{CreationRate, InvalidCreationRate};
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
 pub use era::{declares_tasks, missing_client_capabilities};
+pub use listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
 pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
 pub use principal::{
     Authenticated, Principal, PrincipalExtractor, authenticated_principal, default_principal,

@@ -54,6 +54,8 @@ pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 /// builder says otherwise.
 pub const DEFAULT_MAX_TASKS_PER_CALLER: usize = 1000;
 
+use crate::server::listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
+
 /// Runs a resumable tool's call again ([`TaskRuntimeBuilder::with_resume`]):
 /// the call's name and arguments, and the task's context.
 pub type ResumeTool = Arc<
@@ -96,6 +98,7 @@ pub(crate) struct Settings {
     pub(crate) max_tasks_per_caller: Option<usize>,
     pub(crate) max_lifetime: Option<Duration>,
     pub(crate) max_listen_streams: usize,
+    pub(crate) max_listen_streams_per_caller: usize,
     pub(crate) lease_period: Duration,
     pub(crate) quota_by_header: bool,
     pub(crate) rate_per_caller: Option<CreationRate>,
@@ -191,7 +194,8 @@ impl TaskRuntime {
                 sweep_interval: Duration::from_secs(1),
                 max_tasks_per_caller: Some(DEFAULT_MAX_TASKS_PER_CALLER),
                 max_lifetime: Some(DEFAULT_MAX_LIFETIME),
-                max_listen_streams: 64,
+                max_listen_streams: DEFAULT_MAX_LISTEN_STREAMS,
+                max_listen_streams_per_caller: DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER,
                 lease_period: DEFAULT_LEASE_PERIOD,
                 quota_by_header: false,
                 rate_per_caller: None,
@@ -620,6 +624,12 @@ impl TaskRuntime {
         self.inner.listeners.open()
     }
 
+    /// The most listen streams open at once
+    /// ([`TaskRuntimeBuilder::with_max_listen_streams`]).
+    pub fn max_listen_streams(&self) -> usize {
+        self.inner.settings.max_listen_streams
+    }
+
     /// [`TaskRuntime::update_task`] for a principal found elsewhere.
     pub async fn update_task_as(
         &self,
@@ -737,11 +747,39 @@ impl TaskRuntimeBuilder {
         self
     }
 
-    /// The most listen streams one caller (principal) may have open at
-    /// once (default 64); a further stream is acknowledged without its
-    /// tasks and ends at once, so its client polls instead.
+    /// The most listen streams open at once in this runtime, all callers
+    /// and transports together (default [`DEFAULT_MAX_LISTEN_STREAMS`],
+    /// 512). Over HTTP each stream holds a connection for as long as it
+    /// is open, so this budget must stay below the connection bound
+    /// ([`StreamableHttpServer::with_max_connections`][max], default 1024):
+    /// what it leaves is the reserve that answers `tasks/get`, creations
+    /// and cancels however many clients listen, and
+    /// [`StreamableHttpServer::serve`][serve] refuses to start without one.
+    /// A stream past it is refused at once with a JSON-RPC error (-32603,
+    /// `data: {"reason": "listenStreams", "retryAfterMs", "maxListenStreams"}`;
+    /// over HTTP with status 503 and `Retry-After`), and our client's wait
+    /// polls instead.
+    ///
+    /// This method used to set the per-caller bound, now
+    /// [`with_max_listen_streams_per_caller`](Self::with_max_listen_streams_per_caller);
+    /// a runtime built with it still holds at most that many streams per
+    /// caller (the server-wide bound is the tighter one).
+    ///
+    /// [max]: crate::server::http::StreamableHttpServer::with_max_connections
+    /// [serve]: crate::server::http::StreamableHttpServer::serve
     pub fn with_max_listen_streams(mut self, streams: usize) -> Self {
         self.settings.max_listen_streams = streams;
+        self
+    }
+
+    /// The most listen streams one caller (the principal its caps count
+    /// against) may have open at once (default
+    /// [`DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER`], 64), within the
+    /// server-wide [`with_max_listen_streams`](Self::with_max_listen_streams).
+    /// A stream past it is refused as one past the server-wide bound is,
+    /// with `data.maxListenStreamsPerCaller`.
+    pub fn with_max_listen_streams_per_caller(mut self, streams: usize) -> Self {
+        self.settings.max_listen_streams_per_caller = streams;
         self
     }
 

@@ -1,7 +1,8 @@
 //! The serving recipe's limits over real HTTP on 127.0.0.1, with raw
 //! sockets: every malformed request gets a JSON-RPC error of one shape,
 //! bodies are bounded in size and in time, and connections that send half a
-//! request (or nothing) are closed and bounded in number.
+//! request (or nothing) are closed and bounded in number (one past the
+//! bound is answered 503 at once).
 
 use std::time::{Duration, Instant};
 
@@ -230,21 +231,19 @@ async fn half_requests_and_silent_connections_are_closed_after_the_read_timeout(
 }
 
 #[tokio::test]
-async fn open_connections_are_bounded() {
-    let url = serve_http_with(RuntimeServer::in_memory(), |recipe| {
+async fn a_connection_past_the_bound_is_refused_at_once() {
+    let server = RuntimeServer::new(
+        crate::support::runtime_server::runtime_on(mcp_tasks::store::MemoryStore::new())
+            .with_max_listen_streams(1)
+            .build(),
+    );
+    let url = serve_http_with(server, |recipe| {
         recipe
             .with_max_connections(3)
             .with_request_read_timeout(Duration::from_secs(30))
     })
     .await;
-    let mut idle = Vec::new();
-    for _ in 0..3 {
-        idle.push(TcpStream::connect(address(&url)).await.unwrap());
-    }
-    // A fourth connection is accepted by the kernel but not served.
-    let host = address(&url);
-    let discover = tokio::spawn(async move {
-        let url = format!("http://{host}/mcp");
+    let discover = || {
         exchange(
             &url,
             "POST",
@@ -256,16 +255,53 @@ async fn open_connections_are_bounded() {
             ],
             DISCOVER,
         )
+    };
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(TcpStream::connect(address(&url)).await.unwrap());
+    }
+    // A fourth is answered at once (the exchange fails after 10 s), never
+    // left waiting in the backlog: 503, Retry-After, the refusal's error.
+    let host = address(&url);
+    let mut stream = TcpStream::connect(&host).await.unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: server/discover\r\nContent-Length: {}\r\n\r\n{DISCOVER}",
+        DISCOVER.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut answer))
         .await
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!discover.is_finished(), "served past the bound");
-    drop(idle.pop());
-    let (status, _) = tokio::time::timeout(Duration::from_secs(5), discover)
-        .await
-        .expect("served once a connection closed")
+        .expect("answered, and closed, within 10 s")
         .unwrap();
-    assert_eq!(status, 200);
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    let head = head.to_ascii_lowercase();
+    assert!(head.contains("\r\nretry-after: 1\r\n"), "{head}");
+    assert!(head.contains("\r\nconnection: close\r\n"), "{head}");
+    let error: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        error,
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32603,
+            "message": "the server has as many connections open as it may; try again shortly",
+            "data": {"reason": "connections", "retryAfterMs": 1000, "maxConnections": 3}}})
+    );
+    // A closed connection frees its place.
+    drop(idle.pop());
+    let served = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let (status, _) = discover().await;
+            if status == 200 {
+                return;
+            }
+            assert_eq!(status, 503);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(served.is_ok(), "served once a connection closed");
 }
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
@@ -352,4 +388,23 @@ async fn polls_read_from_their_bytes_answer_as_the_value_path() {
     assert_eq!(answer["id"], 9, "{answer}");
     let (_, answer) = post("tasks/get", get("10", format!(r#""taskId":"{task}""#))).await;
     assert_eq!(answer["result"]["status"], "cancelled", "{answer}");
+}
+
+#[tokio::test]
+async fn a_listen_budget_without_a_reserve_of_connections_does_not_start() {
+    let server = RuntimeServer::in_memory();
+    let runtime = server.runtime.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // The default budget, 512 streams, in 512 connections: none left.
+    let error = mcp_tasks::server::http::StreamableHttpServer::new(server, runtime)
+        .with_max_connections(512)
+        .serve(listener)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
+    let message = error.to_string();
+    assert!(
+        message.contains("a listen budget of 512 streams leaves no reserve within 512 connections"),
+        "{message}"
+    );
 }

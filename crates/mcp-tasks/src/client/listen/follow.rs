@@ -123,8 +123,9 @@ impl<'c, H: ClientHandler> Listening<'c, H> {
                 error: Box::new(error),
             },
             Refusal::Declined => Error::ListenDeclined,
-            // The server serves listen; this stream did not work out.
-            Refusal::Failed(_) => return Ok(Heard::Sleep),
+            // The server serves listen; this stream did not work out, or
+            // it has none left for now.
+            Refusal::Failed(_) | Refusal::Busy => return Ok(Heard::Sleep),
         })
     }
 }

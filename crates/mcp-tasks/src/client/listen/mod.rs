@@ -31,7 +31,9 @@
 //! polling for the rest of the wait when the stream ends before the task
 //! does, when the acknowledgement leaves the task out, or when events were
 //! lost; a server that refuses listen (-32601) is polled as well unless the
-//! mode is [`ListenMode::Required`]. A wait on a set of tasks
+//! mode is [`ListenMode::Required`]; one that refuses the stream for load
+//! (its listen budget is spent: -32603 with `data.reason` `"listenStreams"`,
+//! over HTTP a 503) is polled whatever the mode. A wait on a set of tasks
 //! ([`TasksClient::await_each`](super::TasksClient::await_each)) opens one
 //! stream naming all of them (see [`many`](super::many)).
 //!
@@ -82,7 +84,8 @@ pub enum ListenMode {
     /// Listen, or fail the wait when the server cannot: no channel, an
     /// initialize-era connection, a refused listen request, or an
     /// acknowledgement that leaves the task out. A stream that breaks
-    /// later still falls back to polling.
+    /// later still falls back to polling, and so does one the server
+    /// refuses for load (its listen budget is spent for now).
     Required,
 }
 
@@ -211,6 +214,10 @@ pub(crate) enum Refusal {
     Unavailable(&'static str),
     /// The server answered the listen request with an error.
     Refused(RpcError),
+    /// The server refused the stream for load (its listen budget, or the
+    /// caller's, is spent: `data.reason` `"listenStreams"`); the wait
+    /// polls, whatever its mode.
+    Busy,
     /// The acknowledgement left the task out.
     Declined,
     /// The stream failed or ended before its acknowledgement, or the
@@ -225,10 +232,22 @@ impl std::fmt::Display for Refusal {
             Self::Unavailable(why) => f.write_str(why),
             // The code only: a server's message may name the task.
             Self::Refused(error) => write!(f, "the server refused (code {})", error.code),
+            Self::Busy => f.write_str("the server has no listen stream left for now"),
             Self::Declined => f.write_str("the acknowledgement left the task out"),
             Self::Failed(why) => f.write_str(why),
         }
     }
+}
+
+/// Whether a refused listen was refused for load: the server's one shape
+/// of that refusal (-32603 with `data.reason`) for listen streams.
+fn is_busy(error: &RpcError) -> bool {
+    error.code == -32603
+        && error
+            .data
+            .as_ref()
+            .and_then(|data| data.get("reason"))
+            .is_some_and(|reason| reason == "listenStreams")
 }
 
 /// The listen request's params for `ids`, with its `_meta` left to the caller.
@@ -343,6 +362,7 @@ impl<H: ClientHandler> TasksClient<H> {
                         .collect();
                     Ok((stream, covered))
                 }
+                Event::Refused(error) if is_busy(&error) => Err(Refusal::Busy),
                 Event::Refused(error) => Err(Refusal::Refused(error)),
                 Event::Task(_) => Err(Refusal::Failed(
                     "a notification came before the acknowledgement".into(),
@@ -391,5 +411,19 @@ mod tests {
         assert!(matches!(classify(&error, &id), Some(Event::Refused(e)) if e.code == -32601));
         let someone_else = json!({"jsonrpc": "2.0", "id": 8, "result": {}});
         assert!(classify(&someone_else, &id).is_none());
+    }
+
+    #[test]
+    fn only_a_refusal_for_load_of_streams_is_busy() {
+        let error = |value: Value| RpcError::from_json(&value);
+        assert!(is_busy(&error(json!({"code": -32603, "message": "full",
+            "data": {"reason": "listenStreams", "retryAfterMs": 5000, "maxListenStreams": 3}}))));
+        assert!(!is_busy(&error(json!({"code": -32603, "message": "full",
+            "data": {"reason": "queueFull", "retryAfterMs": 5000}}))));
+        assert!(!is_busy(&error(
+            json!({"code": -32603, "message": "broken"})
+        )));
+        assert!(!is_busy(&error(json!({"code": -32601, "message": "no",
+            "data": {"reason": "listenStreams"}}))));
     }
 }

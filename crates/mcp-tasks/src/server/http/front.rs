@@ -34,7 +34,7 @@ use super::{fast, listen, quick};
 use crate::server::TaskRuntime;
 use crate::server::admission::refusal::{RetryMark, retry_after_secs};
 use crate::server::legacy;
-use crate::server::listen::LISTEN;
+use crate::server::listen::{LISTEN, Slot};
 
 /// What the middleware needs: the guard's settings, the runtime for
 /// `tasks/*` and listens, the server for `tools/call`.
@@ -120,6 +120,21 @@ where
         {
             return listen::answer(&front.runtime, parts, listen).await;
         }
+        // A listen rmcp serves (tool list changes, say) holds its
+        // connection as long as a task listen: it counts against the same
+        // budget, for as long as its answer is open.
+        let mut extensions = rmcp::model::Extensions::new();
+        extensions.insert(parts.clone());
+        let quota = front.runtime.caller_of(&extensions).quota;
+        let slot = match Slot::take(&front.runtime.inner, &quota) {
+            Ok(slot) => slot,
+            Err(refused) => {
+                let id = message.get("id").cloned().unwrap_or(Value::Null);
+                return listen::busy(&id, &refused.error, refused.retry_after);
+            }
+        };
+        let response = rmcp(next, Request::from_parts(parts, Body::from(bytes))).await;
+        return response.map(|body| Body::new(Holding(body, slot)));
     } else if named("tools/call") && front.calls.accepts(&parts.headers, &message) {
         return front.calls.answer(parts, message).await;
     }
@@ -175,6 +190,29 @@ impl HttpBody for Quiet {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         crate::quiet::in_scope(|| Pin::new(&mut self.0).poll_frame(cx))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.0.size_hint()
+    }
+}
+
+/// A body that holds a listen stream's place until it is dropped.
+struct Holding(Body, #[allow(dead_code, reason = "held for its Drop")] Slot);
+
+impl HttpBody for Holding {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.0).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {

@@ -8,6 +8,10 @@
 //! once) and a comment line every 15 s while nothing happens. Closing the
 //! response ends the subscription, and everything it held goes with it.
 //!
+//! A stream past the runtime's listen budget (server-wide or per caller,
+//! see [`listen`](crate::server::listen)) gets HTTP 503 with
+//! `Retry-After` and the JSON-RPC error of the refusal, at once.
+//!
 //! As on the `tasks/*` fast path, a request that is not exactly a
 //! well-formed 2026-07-28 task listen, admitted by the guard (or, without
 //! it, from a loopback, non-browser client), goes to rmcp, which validates
@@ -33,6 +37,7 @@ use super::access::admitted;
 use super::fast::plain;
 use crate::TASKS_EXTENSION;
 use crate::server::TaskRuntime;
+use crate::server::admission::refusal::retry_after_secs;
 use crate::server::listen::{
     ACKNOWLEDGED, LISTEN, Subscription, TASK_NOTIFICATION, requested_task_ids,
 };
@@ -99,9 +104,12 @@ pub(super) async fn answer(runtime: &TaskRuntime, parts: Parts, listen: Listen) 
     }
     let mut extensions = Extensions::new();
     extensions.insert(parts);
-    let principal = runtime.principal_of(&extensions);
+    let caller = runtime.caller_of(&extensions);
     let (acknowledgement, subscription) =
-        Subscription::open(runtime, principal, listen.id, requested).await;
+        match Subscription::open(runtime, &caller, listen.id.clone(), requested).await {
+            Ok(opened) => opened,
+            Err(refused) => return busy(&listen.id, &refused.error, refused.retry_after),
+        };
     let events = futures::stream::unfold(
         (Some(acknowledgement), Some(subscription)),
         |(acknowledgement, mut subscription)| async move {
@@ -139,6 +147,18 @@ fn notification(method: &str, params: Value) -> Value {
     let mut message = json!({"jsonrpc": "2.0", "method": method});
     message["params"] = params;
     message
+}
+
+/// A refusal for load: 503 with `Retry-After` and the JSON-RPC error, set
+/// here rather than through the request's mark, so that the public
+/// [`listen_tasks`] layer answers it the same way.
+pub(super) fn busy(id: &Value, error: &ErrorData, retry_after: Duration) -> Response {
+    let mut response = refuse(StatusCode::SERVICE_UNAVAILABLE, id, error);
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(retry_after_secs(retry_after)),
+    );
+    response
 }
 
 fn refuse(status: StatusCode, id: &Value, error: &ErrorData) -> Response {

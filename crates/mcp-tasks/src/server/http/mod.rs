@@ -66,6 +66,7 @@ mod sessions;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use rmcp::ServerHandler;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -78,6 +79,7 @@ pub use fast::fast_tasks;
 pub use listen::listen_tasks;
 
 use crate::server::TaskRuntime;
+use crate::server::admission::refusal::{Reason, refuse, retry_after_secs};
 use crate::server::auth::BearerTokens;
 
 /// Browser origins allowed by default: the loopback hosts, any port, `http`
@@ -101,18 +103,66 @@ pub struct HttpLimits {
     /// How long a request's headers, and then its body, may take to arrive
     /// (default 30 s).
     pub request_read_timeout: Duration,
-    /// How many connections may be open at once (default 1024).
+    /// How many connections may be open at once (default
+    /// [`DEFAULT_MAX_CONNECTIONS`]); a further one is answered HTTP 503
+    /// with `Retry-After` and closed.
     pub max_connections: usize,
 }
+
+/// How many connections the serving recipe keeps open at once, unless
+/// told otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// How many connections past the bound are being answered 503 at once;
+/// further ones are closed without an answer.
+const MAX_REFUSING: usize = 64;
+
+/// `Retry-After` of a connection refused past the bound.
+const CONNECTIONS_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// How long a refused connection may take to send its request's headers
+/// before it is closed without its 503.
+const REFUSAL_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Default for HttpLimits {
     fn default() -> Self {
         Self {
             max_body_bytes: 4 << 20,
             request_read_timeout: Duration::from_secs(30),
-            max_connections: 1024,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
+}
+
+/// The serving recipe cannot start: the runtime's listen-stream budget
+/// leaves no connection for ordinary requests.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "a listen budget of {max_listen_streams} streams leaves no reserve within \
+     {max_connections} connections: every connection could be held by a listen \
+     stream, and tasks/get, creations and cancels would go unanswered (make the \
+     listen budget smaller than the connection bound)"
+)]
+#[non_exhaustive]
+pub struct NoReserve {
+    /// The runtime's listen budget
+    /// ([`TaskRuntimeBuilder::with_max_listen_streams`](crate::server::TaskRuntimeBuilder::with_max_listen_streams)).
+    pub max_listen_streams: usize,
+    /// The connection bound
+    /// ([`StreamableHttpServer::with_max_connections`]).
+    pub max_connections: usize,
+}
+
+/// Checks that `max_listen_streams` leaves a reserve of connections within
+/// `max_connections` for ordinary requests (it must be smaller).
+pub fn check_reserve(max_listen_streams: usize, max_connections: usize) -> Result<(), NoReserve> {
+    if max_listen_streams >= max_connections {
+        return Err(NoReserve {
+            max_listen_streams,
+            max_connections,
+        });
+    }
+    Ok(())
 }
 
 /// The Streamable HTTP serving recipe for an rmcp server on a [`TaskRuntime`].
@@ -177,7 +227,14 @@ where
     }
 
     /// How many connections [`StreamableHttpServer::serve`] keeps open at
-    /// once (default 1024); further ones wait to be accepted.
+    /// once (default [`DEFAULT_MAX_CONNECTIONS`], 1024); a further one is
+    /// answered at once with HTTP 503, `Retry-After: 1` and a JSON-RPC
+    /// error (-32603, `data: {"reason": "connections", "retryAfterMs",
+    /// "maxConnections"}`), then closed. It must exceed the runtime's
+    /// listen budget
+    /// ([`TaskRuntimeBuilder::with_max_listen_streams`](crate::server::TaskRuntimeBuilder::with_max_listen_streams),
+    /// default 512): the difference is the reserve that keeps answering
+    /// `tasks/get`, creations and cancels when every listen stream is open.
     pub fn with_max_connections(mut self, connections: usize) -> Self {
         self.limits.max_connections = connections.max(1);
         self
@@ -280,21 +337,37 @@ where
     }
 
     /// Serves the router on `listener` until the process ends (see
-    /// [`serve_with_limits`]).
+    /// [`serve_with_limits`]). Fails at once, with a [`NoReserve`] inside
+    /// an [`InvalidInput`](std::io::ErrorKind::InvalidInput) error, when
+    /// the runtime's listen budget is not smaller than the connection
+    /// bound.
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        self.check_reserve()?;
         let (router, limits) = self.parts();
         serve_with_limits(listener, router, &limits).await
+    }
+
+    /// Whether the runtime's listen budget leaves a reserve of connections
+    /// (see [`check_reserve`]).
+    pub fn check_reserve(&self) -> std::io::Result<()> {
+        check_reserve(
+            self.runtime.max_listen_streams(),
+            self.limits.max_connections,
+        )
+        .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error))
     }
 
     /// Serves the router on `listener` as [`StreamableHttpServer::serve`]
     /// does until `shutdown` completes; then stops accepting, ends every
     /// open listen stream gracefully (each gets its listen result), lets
-    /// the requests in flight finish and returns.
+    /// the requests in flight finish and returns. Fails at once as
+    /// [`StreamableHttpServer::serve`] does.
     pub async fn serve_with_shutdown(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        self.check_reserve()?;
         let runtime = self.runtime.clone();
         let (router, limits) = self.parts();
         serve_until(listener, router, &limits, async move {
@@ -347,10 +420,16 @@ pub async fn serve(listener: tokio::net::TcpListener, router: axum::Router) -> s
 
 /// Serves `router` (HTTP/1.1) on `listener` until the process ends or the
 /// listener fails: `TCP_NODELAY` on every accepted socket, at most
-/// `limits.max_connections` open at once (more wait in the listener's
-/// backlog), and a connection closed when a request's headers, or the next
-/// request of a kept-alive connection, do not arrive within
-/// `limits.request_read_timeout`.
+/// `limits.max_connections` open at once, and a connection closed when a
+/// request's headers, or the next request of a kept-alive connection, do
+/// not arrive within `limits.request_read_timeout`.
+///
+/// A connection past the bound is not left waiting in the backlog: its
+/// request is answered HTTP 503 with `Retry-After: 1` and a JSON-RPC error
+/// (-32603, `data.reason` `"connections"`, `data.maxConnections`), and the
+/// connection closed. At most 64 such refusals are written at once (each
+/// waits at most 5 s for its request's headers); past that a connection is
+/// closed at once.
 pub async fn serve_with_limits(
     listener: tokio::net::TcpListener,
     router: axum::Router,
@@ -370,19 +449,15 @@ async fn serve_until(
 ) -> std::io::Result<()> {
     let seats = limits.max_connections.max(1);
     let open = Arc::new(tokio::sync::Semaphore::new(seats));
+    let refusing = Arc::new(tokio::sync::Semaphore::new(MAX_REFUSING));
+    let refusal = Bytes::from(connections_refusal(seats));
     let header_timeout = limits.request_read_timeout;
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let (seat, accepted) = tokio::select! {
+        let accepted = tokio::select! {
             () = &mut shutdown => break,
-            seat = open.clone().acquire_owned() => match seat {
-                Ok(seat) => tokio::select! {
-                    () = &mut shutdown => break,
-                    accepted = listener.accept() => (seat, accepted),
-                },
-                Err(_) => return Ok(()),
-            },
+            accepted = listener.accept() => accepted,
         };
         let stream = match accepted {
             Ok((stream, _peer)) => stream,
@@ -398,6 +473,13 @@ async fn serve_until(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
+        let Ok(seat) = open.clone().try_acquire_owned() else {
+            // Past the bound: a clear 503 rather than silence in the backlog.
+            if let Ok(turn) = refusing.clone().try_acquire_owned() {
+                tokio::spawn(refuse_connection(stream, refusal.clone(), turn));
+            }
+            continue;
+        };
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
         let mut stopping = stopping.clone();
         // In the quiet scope: whatever router it serves, the service loops
@@ -424,6 +506,61 @@ async fn serve_until(
     // Every seat back: every connection has closed.
     let _ = open.acquire_many(seats as u32).await;
     Ok(())
+}
+
+/// The body of the 503 a connection past the bound gets.
+fn connections_refusal(max_connections: usize) -> Vec<u8> {
+    let mut extra = serde_json::Map::new();
+    extra.insert("maxConnections".into(), serde_json::json!(max_connections));
+    let error = refuse(
+        None,
+        Reason::Connections,
+        "the server has as many connections open as it may; try again shortly",
+        CONNECTIONS_RETRY_AFTER,
+        extra,
+    );
+    serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error})
+        .to_string()
+        .into_bytes()
+}
+
+/// Answers the first request of a connection past the bound with HTTP 503
+/// and `Retry-After`, then closes it.
+async fn refuse_connection(
+    stream: tokio::net::TcpStream,
+    body: Bytes,
+    _turn: tokio::sync::OwnedSemaphorePermit,
+) {
+    let service =
+        hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+            let body = body.clone();
+            async move {
+                // Read what little body came along (a JSON-RPC request), so
+                // that closing does not reset the connection before the client
+                // has read the answer.
+                let read = http_body_util::Limited::new(request.into_body(), 64 << 10);
+                let _ = tokio::time::timeout(
+                    REFUSAL_HEADER_TIMEOUT,
+                    http_body_util::BodyExt::collect(read),
+                )
+                .await;
+                http::Response::builder()
+                    .status(http::StatusCode::SERVICE_UNAVAILABLE)
+                    .header(
+                        http::header::RETRY_AFTER,
+                        retry_after_secs(CONNECTIONS_RETRY_AFTER),
+                    )
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(http_body_util::Full::new(body))
+            }
+        });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(REFUSAL_HEADER_TIMEOUT)
+        .keep_alive(false)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    // A peer that breaks off is its own business.
+    let _ = connection.await;
 }
 
 fn accept_error_is_transient(error: &std::io::Error) -> bool {

@@ -34,13 +34,23 @@
 //! subscription id. Changes that land faster than they are sent
 //! coalesce: the latest state always goes out. The stream ends gracefully
 //! when its last task has finished, when the runtime ends every stream
-//! ([`TaskRuntime::end_subscriptions`]), or at once when the caller already
-//! has [`TaskRuntimeBuilder::with_max_listen_streams`] streams open (its
-//! acknowledgement then lists no task).
+//! ([`TaskRuntime::end_subscriptions`]).
+//!
+//! Streams have a budget of their own: at most
+//! [`TaskRuntimeBuilder::with_max_listen_streams`] open at once in the
+//! runtime (default [`DEFAULT_MAX_LISTEN_STREAMS`]) and
+//! [`TaskRuntimeBuilder::with_max_listen_streams_per_caller`] per caller
+//! (default [`DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER`]). A stream past
+//! either is refused at once, before its acknowledgement, with the
+//! server's one shape of a refusal for load (-32603, `data.reason`
+//! `"listenStreams"`, `retryAfterMs`, and `maxListenStreams` or
+//! `maxListenStreamsPerCaller`); over HTTP with status 503 and
+//! `Retry-After`. Our client's waits then poll.
 //!
 //! [`TaskRuntime::on_custom_request`]: super::TaskRuntime::on_custom_request
 //! [`TaskRuntime::end_subscriptions`]: super::TaskRuntime::end_subscriptions
 //! [`TaskRuntimeBuilder::with_max_listen_streams`]: super::TaskRuntimeBuilder::with_max_listen_streams
+//! [`TaskRuntimeBuilder::with_max_listen_streams_per_caller`]: super::TaskRuntimeBuilder::with_max_listen_streams_per_caller
 //! [http]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/index.html
 
 pub(crate) mod stdio;
@@ -50,8 +60,9 @@ pub use stdio::ListenReader;
 
 pub(crate) use stdio::{REROUTED, answer_rerouted};
 pub(crate) use subscription::Listeners;
+pub use subscription::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
 #[cfg(feature = "http")]
-pub(crate) use subscription::{Subscription, requested_task_ids};
+pub(crate) use subscription::{Slot, Subscription, requested_task_ids};
 
 /// The method of a listen request.
 pub(crate) const LISTEN: &str = "subscriptions/listen";

@@ -128,10 +128,12 @@ pub(crate) async fn answer_rerouted(
     if !declared {
         return Err(tasks_required());
     }
-    let principal = runtime.principal_of(&context.extensions);
+    let caller = runtime.caller_of(&context.extensions);
     let id = serde_json::to_value(&context.id).unwrap_or(Value::Null);
-    let (acknowledgement, mut subscription) =
-        Subscription::open(runtime, principal, id, requested).await;
+    // Past the stream budget: the refusal for load, as the listen's answer.
+    let (acknowledgement, mut subscription) = Subscription::open(runtime, &caller, id, requested)
+        .await
+        .map_err(|refused| refused.error)?;
     let peer = &context.peer;
     let send = |method: &'static str, params: Value| {
         peer.send_notification(ServerNotification::CustomNotification(

@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use rmcp::ErrorData;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::SUBSCRIPTION_ID;
+use crate::server::admission::caller::Caller;
+use crate::server::admission::refusal::{Reason, refuse};
 use crate::server::runtime::{Inner, TaskRuntime};
 use crate::server::waiters::Waiter;
 use crate::server::wire::detailed_task;
@@ -27,13 +29,34 @@ pub(crate) const MAX_TASKS_PER_STREAM: usize = 1024;
 /// a shared store).
 const REREAD_EVERY: Duration = Duration::from_secs(30);
 
+/// The most listen streams open at once in a runtime, all callers
+/// together, unless its builder says otherwise: half the HTTP serving
+/// recipe's default connection bound (1024), so a server full of listeners
+/// keeps the other half for `tasks/get`, creations and cancels.
+pub const DEFAULT_MAX_LISTEN_STREAMS: usize = 512;
+
+/// The most listen streams one caller may have open at once, unless the
+/// runtime's builder says otherwise.
+pub const DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER: usize = 64;
+
+/// When a client refused a stream may try again (`retryAfterMs`,
+/// `Retry-After`): streams end with their tasks, so seconds, not less;
+/// meanwhile the client polls.
+pub(crate) const LISTEN_RETRY_AFTER: Duration = Duration::from_secs(5);
+
 /// What the listen streams of one runtime share.
 #[derive(Debug, Default)]
 pub(crate) struct Listeners {
-    /// Open streams per caller.
-    open: Mutex<HashMap<Principal, usize>>,
+    /// Open streams, in all and per caller.
+    open: Mutex<Open>,
     /// Fired to end every stream open now.
     ending: Mutex<CancellationToken>,
+}
+
+#[derive(Debug, Default)]
+struct Open {
+    total: usize,
+    per_caller: HashMap<Principal, usize>,
 }
 
 impl Listeners {
@@ -52,38 +75,76 @@ impl Listeners {
 
     /// The number of open streams (for tests and the benchmark).
     pub(crate) fn open(&self) -> usize {
-        self.open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .sum()
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).total
     }
 }
 
-/// A caller's place among its open streams; given back when dropped.
-struct Slot {
+/// A listen stream refused for load: the caller or the server has no
+/// stream left.
+#[derive(Debug)]
+pub(crate) struct Refused {
+    /// The JSON-RPC error (see [`refusal`](crate::server::admission::refusal)).
+    pub(crate) error: ErrorData,
+    /// When to try again (`Retry-After` over HTTP).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) retry_after: Duration,
+}
+
+/// A place among the open streams, the server's and its caller's; given
+/// back when dropped.
+pub(crate) struct Slot {
     inner: Arc<Inner>,
-    principal: Principal,
+    quota: Principal,
 }
 
 impl Slot {
-    fn take(inner: &Arc<Inner>, principal: &Principal) -> Option<Self> {
+    /// A place for a stream of the caller counted as `quota`, or the
+    /// refusal when the caller's bound or the server's is reached.
+    pub(crate) fn take(inner: &Arc<Inner>, quota: &Principal) -> Result<Self, Refused> {
+        let settings = &inner.settings;
         let mut open = inner
             .listeners
             .open
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let count = open.entry(principal.clone()).or_default();
-        if *count >= inner.settings.max_listen_streams {
-            if *count == 0 {
-                open.remove(principal);
-            }
-            return None;
+        let mine = open.per_caller.get(quota).copied().unwrap_or(0);
+        let reached = if mine >= settings.max_listen_streams_per_caller {
+            Some((
+                "maxListenStreamsPerCaller",
+                settings.max_listen_streams_per_caller,
+                "this caller has as many listen streams open as it may",
+            ))
+        } else if open.total >= settings.max_listen_streams {
+            Some((
+                "maxListenStreams",
+                settings.max_listen_streams,
+                "the server has as many listen streams open as it may",
+            ))
+        } else {
+            None
+        };
+        if let Some((field, bound, message)) = reached {
+            drop(open);
+            tracing::debug!(bound = field, "listen stream refused");
+            let mut extra = Map::new();
+            extra.insert(field.into(), json!(bound));
+            let message = format!("{message}; poll tasks/get instead");
+            return Err(Refused {
+                error: refuse(
+                    None,
+                    Reason::ListenStreams,
+                    message,
+                    LISTEN_RETRY_AFTER,
+                    extra,
+                ),
+                retry_after: LISTEN_RETRY_AFTER,
+            });
         }
-        *count += 1;
-        Some(Self {
+        open.total += 1;
+        *open.per_caller.entry(quota.clone()).or_default() += 1;
+        Ok(Self {
             inner: inner.clone(),
-            principal: principal.clone(),
+            quota: quota.clone(),
         })
     }
 }
@@ -96,10 +157,11 @@ impl Drop for Slot {
             .open
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = open.get_mut(&self.principal) {
+        open.total = open.total.saturating_sub(1);
+        if let Some(count) = open.per_caller.get_mut(&self.quota) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                open.remove(&self.principal);
+                open.per_caller.remove(&self.quota);
             }
         }
     }
@@ -139,7 +201,7 @@ pub(crate) struct Subscription {
     principal: Principal,
     watched: Vec<Watched>,
     ending: CancellationToken,
-    _slot: Option<Slot>,
+    _slot: Slot,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -151,43 +213,40 @@ impl std::fmt::Debug for Subscription {
 }
 
 impl Subscription {
-    /// Opens the stream of listen request `id` for `principal`: keeps the
-    /// requested ids that exist and belong to the caller. Returns the
+    /// Opens the stream of listen request `id` for `caller`: takes a place
+    /// among the open streams (or is refused, see [`Slot::take`]), keeps
+    /// the requested ids that exist and belong to the caller. Returns the
     /// params of its acknowledgement and the stream.
     pub(crate) async fn open(
         runtime: &TaskRuntime,
-        principal: Principal,
+        caller: &Caller,
         id: Value,
         requested: Vec<String>,
-    ) -> (Value, Self) {
+    ) -> Result<(Value, Self), Refused> {
         let inner = &runtime.inner;
         let ending = inner.listeners.ending();
-        let slot = Slot::take(inner, &principal);
-        if slot.is_none() {
-            tracing::debug!("listen refused: the caller has too many open streams");
-        }
+        let slot = Slot::take(inner, &caller.quota)?;
+        let principal = caller.principal.clone();
         let mut watched = Vec::new();
-        if slot.is_some() {
-            let mut seen = HashSet::new();
-            for id in requested {
-                if watched.len() >= MAX_TASKS_PER_STREAM {
-                    break;
-                }
-                if !seen.insert(id.clone()) {
-                    continue;
-                }
-                let id = TaskId::new(id);
-                // Registered before the read: a change after it wakes us.
-                let waiter = inner.waiters.register(&id);
-                if let Ok(record) = runtime.current(&id, &principal).await {
-                    watched.push(Watched {
-                        id,
-                        waiter,
-                        version: record.version(),
-                        dirty: false,
-                        done: record.status().is_terminal(),
-                    });
-                }
+        let mut seen = HashSet::new();
+        for id in requested {
+            if watched.len() >= MAX_TASKS_PER_STREAM {
+                break;
+            }
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let id = TaskId::new(id);
+            // Registered before the read: a change after it wakes us.
+            let waiter = inner.waiters.register(&id);
+            if let Ok(record) = runtime.current(&id, &principal).await {
+                watched.push(Watched {
+                    id,
+                    waiter,
+                    version: record.version(),
+                    dirty: false,
+                    done: record.status().is_terminal(),
+                });
             }
         }
         let accepted: Vec<&str> = watched.iter().map(|task| task.id.expose()).collect();
@@ -203,7 +262,7 @@ impl Subscription {
             ending,
             _slot: slot,
         };
-        (acknowledgement, subscription)
+        Ok((acknowledgement, subscription))
     }
 
     /// The params of the next `notifications/tasks`, or `None` once the

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{listening, patient_server, until_closed};
 use crate::support::listening::{RawStream, http_client, listen_request};
-use crate::support::runtime_server::{runtime_on, serve_http};
+use crate::support::runtime_server::{runtime_on, serve_http, serve_http_with};
 use crate::support::schema::check_def;
 use crate::support::{Handler, RuntimeServer, task_of};
 
@@ -190,43 +190,49 @@ async fn each_caller_has_a_bound_on_open_streams() {
     let server = RuntimeServer::new(
         runtime_on(MemoryStore::new())
             .with_poll_interval(Duration::from_secs(600))
-            .with_max_listen_streams(2)
+            .with_max_listen_streams_per_caller(2)
             .build(),
     );
-    let url = serve_http(server.clone()).await;
-    let client = http_client(&url, Some("carol"), Handler::default()).await;
+    // Callers with tokens: principals of their own, however anonymous
+    // callers are counted.
+    let (carol, dave) = (
+        "carol-token-0123456789abcdef",
+        "dave-token-0123456789abcdef",
+    );
+    let tokens = mcp_tasks::server::auth::BearerTokens::new()
+        .with_token(carol, Some(carol))
+        .unwrap()
+        .with_token(dave, Some(dave))
+        .unwrap();
+    let url = serve_http_with(server.clone(), |recipe| recipe.with_bearer_tokens(tokens)).await;
+    let client = http_client(&url, Some(carol), Handler::default()).await;
     let task = task_of(&client, "gated", json!({})).await;
     let id = task.id.expose();
     let listen = |n: u64| listen_request(json!(n), &[id], true);
 
-    let mut first = RawStream::open(&url, Some("carol"), &listen(1)).await;
-    let mut second = RawStream::open(&url, Some("carol"), &listen(2)).await;
+    let mut first = RawStream::open(&url, Some(carol), &listen(1)).await;
+    let mut second = RawStream::open(&url, Some(carol), &listen(2)).await;
     for stream in [&mut first, &mut second] {
         let ack = stream.next_within(WITHIN).await.unwrap();
         assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]));
     }
     assert_eq!(server.runtime.open_subscriptions(), 2);
-    let mut third = RawStream::open(&url, Some("carol"), &listen(3)).await;
-    let ack = third.next_within(WITHIN).await.unwrap();
-    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([]));
-    assert!(
-        third
-            .next_within(WITHIN)
-            .await
-            .unwrap()
-            .get("result")
-            .is_some()
+    // The third is refused at once, before any acknowledgement.
+    let third = RawStream::open(&url, Some(carol), &listen(3)).await;
+    assert_eq!(third.status, 503);
+    assert_eq!(third.headers["retry-after"], "5");
+    let refusal = third.json().await;
+    assert_eq!(refusal["id"], 3);
+    assert_eq!(refusal["error"]["code"], -32603);
+    assert_eq!(
+        refusal["error"]["data"],
+        json!({"reason": "listenStreams", "retryAfterMs": 5000, "maxListenStreamsPerCaller": 2})
     );
-
-    // A wait of the same caller falls back to polling, or fails if it insists.
-    let error = client
-        .await_task(&task, &listening(ListenMode::Required))
-        .await
-        .unwrap_err();
-    assert!(matches!(error, mcp_tasks::Error::ListenDeclined), "{error}");
+    assert_eq!(server.runtime.open_subscriptions(), 2);
 
     // Another caller is not affected; a closed stream frees its place.
-    let mut dave = RawStream::open(&url, Some("dave"), &listen(4)).await;
+    let mut dave = RawStream::open(&url, Some(dave), &listen(4)).await;
+    assert_eq!(dave.status, 200);
     assert_eq!(
         dave.next_within(WITHIN).await.unwrap()["params"]["notifications"]["taskIds"],
         json!([])
@@ -239,7 +245,7 @@ async fn each_caller_has_a_bound_on_open_streams() {
     })
     .await
     .expect("the closed stream is freed");
-    let mut fourth = RawStream::open(&url, Some("carol"), &listen(5)).await;
+    let mut fourth = RawStream::open(&url, Some(carol), &listen(5)).await;
     let ack = fourth.next_within(WITHIN).await.unwrap();
     assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]));
 }

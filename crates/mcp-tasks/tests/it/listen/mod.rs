@@ -6,6 +6,7 @@
 //! task's notifications (a poll would come 10 minutes late), and a wait
 //! that falls back to polling runs against a server that suggests 20 ms.
 
+mod budget;
 mod edges;
 mod http;
 mod peers;

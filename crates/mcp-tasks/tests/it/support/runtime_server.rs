@@ -385,6 +385,9 @@ pub(crate) async fn serve_http_with(
         .await
         .expect("bind 127.0.0.1");
     let address = listener.local_addr().expect("local address");
+    recipe
+        .check_reserve()
+        .expect("the listen budget leaves a reserve of connections");
     tokio::spawn(recipe.serve(listener));
     format!("http://{address}/mcp")
 }
