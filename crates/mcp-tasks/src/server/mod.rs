@@ -75,6 +75,7 @@
 
 mod admission;
 pub mod auth;
+mod builder;
 mod clock;
 mod context;
 mod era;
@@ -95,6 +96,7 @@ mod wire;
 
 pub use admission::queue::{AdmissionLimits, DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUNNING, Load};
 pub use admission::rate::{CreationRate, InvalidCreationRate};
+pub use builder::TaskRuntimeBuilder;
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
 pub use era::{declares_tasks, missing_client_capabilities};
@@ -104,9 +106,7 @@ pub use principal::{
     Authenticated, Principal, PrincipalExtractor, authenticated_principal, default_principal,
 };
 pub use router::TaskRouter;
-pub use runtime::{
-    DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, ResumeTool, TaskRuntime, TaskRuntimeBuilder,
-};
+pub use runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, ResumeTool, TaskRuntime};
 pub use transport::StdioTransport;
 
 /// Writes the `get_task`, `update_task`, `cancel_task` and
