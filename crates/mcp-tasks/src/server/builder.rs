@@ -91,7 +91,7 @@ impl TaskRuntimeBuilder {
     }
 
     /// The `pollIntervalMs` suggested to clients for tasks whose tool sets
-    /// none ([`ToolTasks::with_poll_interval`] sets one per tool). The
+    /// none ([`ToolTasks::with_poll_interval`](super::ToolTasks::with_poll_interval) sets one per tool). The
     /// default, 1 s, is a choice for tools that run seconds to hours: a
     /// polling client then costs one request a second per task, and sees a
     /// status message up to a second late (a listening client sees it at
@@ -235,7 +235,7 @@ impl TaskRuntimeBuilder {
     }
 
     /// How a resumable tool's task runs again on this server after the
-    /// server running it stopped (see [`ToolTasks::resumable`]): given the
+    /// server running it stopped (see [`ToolTasks::resumable`](super::ToolTasks::resumable)): given the
     /// call's name and arguments and the task's context, the tool's future.
     /// Without it (the default) no task is resumable here: a stopped
     /// server's tasks fail. Every replica of a deployment gives the same.

@@ -490,7 +490,7 @@ impl TaskRuntime {
     }
 
     /// How many tools run now and how many tasks wait for a slot, in this
-    /// process (see [`AdmissionLimits`]).
+    /// process (see [`AdmissionLimits`](super::AdmissionLimits)).
     pub fn load(&self) -> Load {
         self.inner.admission.load()
     }

@@ -1,29 +1,9 @@
 //! The server-wide bounds on running tools, the queue of tasks waiting to
-//! run, and the fair share of its slots between callers.
-//!
-//! A task past [`AdmissionLimits::with_max_running`] (or its tool's
-//! [`with_tool_concurrency`](AdmissionLimits::with_tool_concurrency)) is
-//! created and queued: `working`, its status message says how many are
-//! ahead, its tool is not started until a [`RunSlot`] is handed to it. Past
-//! [`with_max_queued`](AdmissionLimits::with_max_queued) a creation is
-//! refused ([`refusal`](super::refusal), reason `queueFull`).
-//!
-//! # Fair share
-//!
-//! Slots go to callers (their [`Caller::quota`](super::caller::Caller)), not
-//! to tasks in arrival order: each caller has a count of slots it was given
-//! (divided by its weight), and a freed slot goes to the waiting caller with
-//! the lowest count, the earliest waiting first on a tie. A caller that
-//! starts waiting gets the count of the last caller served if its own is
-//! lower, so a caller that was idle cannot save up turns. So a burst of a
-//! thousand tasks from one caller delays another caller's single task by at
-//! most one slot turn. Within a caller, its tasks run in the order they
-//! came. A task whose tool is at its own bound is passed over, and the next
-//! task that can run is taken.
-//!
-//! The counts are this process's. On a store shared by replicas, the bounds
-//! are also held across all of them by the store's shared seats (see the
-//! runtime).
+//! run, and the fair share of its slots between callers: [`Admission`], its
+//! [`RunSlot`]s and [`Ticket`]s. How it behaves is told where users read it,
+//! on [`AdmissionLimits`]. The counts are this process's; on a store shared
+//! by replicas the same bounds also hold across all of them
+//! ([`shared`](super::shared)).
 
 use rmcp::ErrorData;
 use std::collections::{HashMap, VecDeque};
@@ -47,8 +27,33 @@ pub const DEFAULT_MAX_QUEUED: usize = 10_000;
 /// 16, so those divide it exactly.
 const SHARE: u64 = 720_720 * 1_000;
 
-/// The bounds on the work a server takes on (see the [module docs](self)):
-/// `TaskRuntimeBuilder::with_admission`.
+/// The bounds on the work a server takes on:
+/// [`TaskRuntimeBuilder::with_admission`](super::super::TaskRuntimeBuilder::with_admission).
+///
+/// A task past [`with_max_running`](Self::with_max_running) (or its tool's
+/// [`with_tool_concurrency`](Self::with_tool_concurrency)) is created and
+/// queued: `working`, its status message says how many tasks are ahead of
+/// it (`queued: 3 tasks ahead`, brought up to date at most once a second),
+/// and its tool starts when a slot frees. Its TTL and maximum lifetime run
+/// while it waits; a cancel (or its expiry) takes it out of the queue
+/// without running it. Past [`with_max_queued`](Self::with_max_queued) a
+/// creation is refused: -32603 with `data.reason: "queueFull"` and
+/// `retryAfterMs`, over HTTP status 503 with `Retry-After`.
+///
+/// **Fair share.** Slots go to callers (the principal a caller's caps count
+/// under: with bearer tokens, its token's label), not to tasks in arrival
+/// order: each caller has a count of the slots it was given (divided by its
+/// [weight](Self::with_weight)), and a freed slot goes to the waiting
+/// caller with the lowest count, the one waiting longest on a tie. A caller
+/// that starts waiting gets the count of the last caller served if its own
+/// is lower, so a caller that was idle cannot save up turns. So a burst of a
+/// thousand tasks from one caller delays another caller's single task by at
+/// most one slot turn. A caller's own tasks run in the order they came. A
+/// task whose tool is at its own bound is passed over for the next task
+/// that can run.
+///
+/// The bounds hold per process on memory and SQLite, and for all replicas
+/// together on a store they share (Redis).
 ///
 /// ```
 /// use mcp_tasks::server::AdmissionLimits;
