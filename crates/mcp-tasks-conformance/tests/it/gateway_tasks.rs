@@ -212,7 +212,9 @@ async fn an_mrtr_round_before_the_upstream_task_is_relayed_too() {
 #[tokio::test]
 async fn tasks_cancel_is_sent_on_to_the_upstream_task() {
     let (upstream, client) = setup().await;
-    let gateway = Principal::new("http:anonymous");
+    // The gateway calls its upstream without a token: the upstream counts
+    // it, as every unauthenticated HTTP caller, under one quota principal.
+    let gateway = Principal::new("http:unauthenticated");
     let state = match client
         .call_tool(
             "slow_compute",

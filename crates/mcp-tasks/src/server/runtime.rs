@@ -495,7 +495,11 @@ impl TaskRuntime {
         self.inner.admission.load()
     }
 
-    /// How many unfinished tasks `principal` has in this process.
+    /// How many unfinished tasks count against `principal`'s cap in this
+    /// process: the principal a caller's caps count under, its
+    /// authenticated one, `http:unauthenticated` for every HTTP caller that
+    /// is not (unless [`TaskRuntimeBuilder::with_quota_by_header`]), the
+    /// process over stdio.
     pub fn unfinished_tasks_of(&self, principal: &Principal) -> usize {
         self.inner.live.count(principal)
     }
