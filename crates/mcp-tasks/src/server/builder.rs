@@ -128,8 +128,8 @@ impl TaskRuntimeBuilder {
     /// a runtime built with it still holds at most that many streams per
     /// caller (the server-wide bound is the tighter one).
     ///
-    /// [max]: crate::server::http::StreamableHttpServer::with_max_connections
-    /// [serve]: crate::server::http::StreamableHttpServer::serve
+    /// [max]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/struct.StreamableHttpServer.html#method.with_max_connections
+    /// [serve]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/struct.StreamableHttpServer.html#method.serve
     pub fn with_max_listen_streams(mut self, streams: usize) -> Self {
         self.settings.max_listen_streams = streams;
         self
@@ -180,7 +180,7 @@ impl TaskRuntimeBuilder {
     /// or rate ([`TaskRuntimeBuilder::with_rate_per_caller`]) counts against
     /// is the [`Authenticated`](super::Authenticated) one when a layer
     /// authenticated the request (the serving recipe's
-    /// [`with_bearer_tokens`](super::http::StreamableHttpServer::with_bearer_tokens),
+    /// [`with_bearer_tokens`](https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/struct.StreamableHttpServer.html#method.with_bearer_tokens),
     /// or a layer of your own). Over HTTP without one, every caller counts
     /// against one shared principal by default, so that a caller who varies
     /// its `Authorization` header gains nothing; with `true`, each counts
