@@ -19,8 +19,9 @@ use tokio_util::sync::CancellationToken;
 use super::era::is_old_tasks_era;
 use super::lease::{Lease, LeaseError, lost_lease};
 use super::runtime::Inner;
+use super::wire::store_failure;
 use crate::form::Elicited;
-use crate::store::{Change, Modified, TransitionError};
+use crate::store::{Change, Modified, StoreErrorKind, TaskRecord, TransitionError};
 use crate::task::{TaskId, TaskStatus};
 
 /// The handle tool code uses while it runs: status messages, input
@@ -247,7 +248,7 @@ impl TaskContext {
             self.change(Change::RequestInput { key, request }).await?;
         }
         loop {
-            let record = inner.read(id).await?;
+            let record = read_patiently(inner, id).await?;
             let answers = record.input_responses();
             if keys.iter().all(|key| answers.contains_key(key)) {
                 return Ok(keys
@@ -336,5 +337,33 @@ impl Session {
             answers.insert(key, answer);
         }
         Ok(answers)
+    }
+}
+
+/// How long a tool waiting for input rides out a store that cannot be
+/// reached before it fails.
+const READ_RETRY_FOR: Duration = Duration::from_secs(600);
+
+/// Task `id` as the store holds it, read again (with growing pauses, for at
+/// most [`READ_RETRY_FOR`]) while the store cannot be reached: a tool that
+/// waits for input survives a short outage of the store (a Redis restart)
+/// instead of failing its task the moment it is woken during one.
+async fn read_patiently(inner: &Inner, id: &TaskId) -> Result<TaskRecord, ErrorData> {
+    let give_up = tokio::time::Instant::now() + READ_RETRY_FOR;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match inner.store.get(id).await {
+            Ok(Some(record)) => return Ok(record),
+            Ok(None) => return Err(ErrorData::internal_error("the task is gone", None)),
+            Err(error)
+                if error.kind() == StoreErrorKind::Unavailable
+                    && tokio::time::Instant::now() + pause < give_up =>
+            {
+                tracing::warn!(%error, "reading a task that waits for input failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            Err(error) => return Err(store_failure(error)),
+        }
     }
 }

@@ -28,4 +28,5 @@ mod router;
 mod schema;
 mod server;
 mod steps;
+mod store_outage;
 mod transports;
