@@ -177,13 +177,8 @@ pub(crate) async fn supervise(
             // Every change of this task wakes us (the fallback only covers a
             // store whose change feed is gone).
             () = waiter.wait(Duration::from_secs(30)) => {
-                match inner.store.get(&id).await {
-                    // Taken over by another server: not ours to write.
-                    Ok(Some(record)) if taken_over(&record, lease.as_ref()) => break Ending::Stop,
-                    Ok(Some(record)) if !record.cancel_requested() && !record.status().is_terminal() => {}
-                    // Cancelled, expired, finished elsewhere or deleted: drop the tool.
-                    Ok(_) => break Ending::Outcome(Change::Cancel),
-                    Err(error) => tracing::warn!(%error, "reading a running task failed"),
+                if let Some(ending) = changed(&inner, &id, lease.as_ref()).await {
+                    break ending;
                 }
             }
             () = keep_alive => {
@@ -322,12 +317,8 @@ pub(crate) async fn supervise_queued(
                 Err(_) => break Ending::Stop,
             },
             () = waiter.wait(Duration::from_secs(30)) => {
-                match inner.store.get(&id).await {
-                    Ok(Some(record)) if taken_over(&record, lease.as_ref()) => break Ending::Stop,
-                    Ok(Some(record)) if !record.cancel_requested() && !record.status().is_terminal() => {}
-                    // Cancelled, expired or deleted: out of the queue, never run.
-                    Ok(_) => break Ending::Outcome(Change::Cancel),
-                    Err(error) => tracing::warn!(%error, "reading a queued task failed"),
+                if let Some(ending) = changed(&inner, &id, lease.as_ref()).await {
+                    break ending;
                 }
             }
             _ = reports.tick(), if place.is_some() => {
@@ -348,6 +339,22 @@ pub(crate) async fn supervise_queued(
     drop(tool);
     finish(&inner, &id, ending, seats, lease.as_ref()).await;
     drop(seat);
+}
+
+/// How a supervised task ends after a change of its record, if it does:
+/// taken over by another server (stop, write nothing), or cancelled,
+/// expired, finished elsewhere or deleted (cancel: a queued task is then
+/// never run). `None` while it goes on, or when the record cannot be read.
+async fn changed(inner: &Inner, id: &TaskId, lease: Option<&Arc<Lease>>) -> Option<Ending> {
+    match inner.store.get(id).await {
+        Ok(Some(record)) if taken_over(&record, lease) => Some(Ending::Stop),
+        Ok(Some(record)) if !record.cancel_requested() && !record.status().is_terminal() => None,
+        Ok(_) => Some(Ending::Outcome(Change::Cancel)),
+        Err(error) => {
+            tracing::warn!(%error, "reading a supervised task failed");
+            None
+        }
+    }
 }
 
 /// True when `record` names another runner than `lease`'s.
