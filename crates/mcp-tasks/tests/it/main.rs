@@ -11,7 +11,6 @@ mod admission;
 mod client;
 mod connect;
 mod deadline;
-mod examples;
 mod expiry;
 mod first_step;
 mod http;

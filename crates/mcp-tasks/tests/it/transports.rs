@@ -1,5 +1,5 @@
 //! One client code path on every transport: round trips against rmcp's own
-//! task server (`examples/rmcp_task_server.rs`, built on rmcp's
+//! task server (`rmcp-task-server` of the conformance crate, built on rmcp's
 //! `TaskManager`) over a real child process (stdio) and over Streamable HTTP
 //! on 127.0.0.1, and transient HTTP failures retried inside the deadline.
 
@@ -21,18 +21,23 @@ use tokio::process::{Child, Command};
 
 use crate::support::{Handler, args, completed_text, lifecycle};
 
-/// The fixture server binary, which `cargo test` builds with the examples.
+/// The fixture server binary, a binary of the conformance crate
+/// (`crates/mcp-tasks-conformance/src/bin/rmcp-task-server.rs`): it lives
+/// there, not among this crate's targets, so that this library ships no test
+/// program. `cargo test --workspace` builds it with the other packages'
+/// binaries before any test runs; `cargo test -p mcp-tasks` alone does not.
 pub(crate) fn server_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary has a path");
     let dir = exe
         .parent()
         .and_then(|deps| deps.parent())
         .expect("target dir");
-    let path = dir.join("examples").join("rmcp_task_server");
+    let path = dir.join(format!("rmcp-task-server{}", std::env::consts::EXE_SUFFIX));
     assert!(
         path.exists(),
-        "{} is missing: run the tests with `cargo test` (which builds examples) \
-         or `cargo build -p mcp-tasks --example rmcp_task_server` first",
+        "{} is missing: run the tests with `cargo test --workspace` (which builds \
+         every package's binaries) or `cargo build -p mcp-tasks-conformance --bin \
+         rmcp-task-server` first",
         path.display()
     );
     path

@@ -1,5 +1,5 @@
 //! Listen mode against a server that does not listen: rmcp's own
-//! `TaskManager` fixture (`examples/rmcp_task_server.rs`), over a real
+//! `TaskManager` fixture (`rmcp-task-server` of the conformance crate), over a real
 //! child process and over Streamable HTTP. It answers `subscriptions/listen`
 //! with -32601: a wait polls it, or fails when it must listen.
 

@@ -3,8 +3,8 @@
 //! with a typed value, cancels a task and reads an id the server does not
 //! know.
 //!
-//! `cargo run -p mcp-tasks --example client -- [URL]` (default
-//! http://127.0.0.1:8080/mcp). Needs this crate's default features.
+//! `cargo run -p mcp-tasks-examples --bin client -- [URL]` (default
+//! http://127.0.0.1:8080/mcp). Needs `mcp-tasks` with its default features.
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;

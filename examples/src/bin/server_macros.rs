@@ -2,8 +2,8 @@
 //! router goes into a `TaskRouter` that gives some tools a task policy, and
 //! each tool that wants its task takes a `TaskContext` argument.
 //!
-//! `cargo run -p mcp-tasks --example server_macros -- [ADDR]` (default
-//! 127.0.0.1:8080); then `cargo run -p mcp-tasks --example client --
+//! `cargo run -p mcp-tasks-examples --bin server_macros -- [ADDR]` (default
+//! 127.0.0.1:8080); then `cargo run -p mcp-tasks-examples --bin client --
 //! http://ADDR/mcp`. Needs rmcp's `server` and `macros` features.
 #![allow(clippy::print_stdout)]
 

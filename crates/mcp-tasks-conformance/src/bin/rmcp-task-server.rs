@@ -4,8 +4,8 @@
 //! round-trips against rmcp's server side.
 //!
 //! ```text
-//! rmcp_task_server stdio
-//! rmcp_task_server http 127.0.0.1:0 [--sse] [--sessions]
+//! rmcp-task-server stdio
+//! rmcp-task-server http 127.0.0.1:0 [--sse] [--sessions]
 //! ```
 //!
 //! `stdio` serves newline-delimited JSON-RPC on stdin/stdout. `http` serves
@@ -367,7 +367,7 @@ async fn stdin_closed() {
 }
 
 const USAGE: &str =
-    "usage: rmcp_task_server stdio | rmcp_task_server http ADDR [--sse] [--sessions]";
+    "usage: rmcp-task-server stdio | rmcp-task-server http ADDR [--sse] [--sessions]";
 
 #[tokio::main]
 async fn main() {
@@ -398,7 +398,7 @@ async fn main() {
     let code = match result {
         Ok(()) => 0,
         Err(message) => {
-            eprintln!("rmcp_task_server: {message}");
+            eprintln!("rmcp-task-server: {message}");
             2
         }
     };

@@ -2,10 +2,10 @@
 //! `ServerHandler` that hands each `tools/call` to the `TaskRuntime` with the
 //! tool's task policy. Tasks survive a restart (the file keeps them).
 //!
-//! `cargo run -p mcp-tasks --example server_sqlite_http -- [ADDR] [FILE]`
-//! (default 127.0.0.1:8080 and tasks.db); then `cargo run -p mcp-tasks
-//! --example client -- http://ADDR/mcp`. Needs rmcp's `server` feature (this
-//! crate's default `http` feature brings the rest) and `mcp-tasks-sqlite`.
+//! `cargo run -p mcp-tasks-examples --bin server_sqlite_http -- [ADDR] [FILE]`
+//! (default 127.0.0.1:8080 and tasks.db); then `cargo run -p mcp-tasks-examples
+//! --bin client -- http://ADDR/mcp`. Needs rmcp's `server` feature (`mcp-tasks`'s
+//! default `http` feature brings the rest) and `mcp-tasks-sqlite`.
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;

@@ -8,21 +8,15 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// An example binary, which `cargo test` builds with the tests.
+/// An example program: a binary of this package, which `cargo test` builds
+/// before it runs the tests.
 fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary has a path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test` (which builds examples) \
-         or `cargo build -p mcp-tasks --examples` first",
-        path.display()
-    );
-    path
+    match name {
+        "client" => env!("CARGO_BIN_EXE_client").into(),
+        "server_macros" => env!("CARGO_BIN_EXE_server_macros").into(),
+        "server_sqlite_http" => env!("CARGO_BIN_EXE_server_sqlite_http").into(),
+        other => panic!("no example program {other}"),
+    }
 }
 
 /// Starts an example server; returns it (killed on drop) and its URL.
