@@ -1,11 +1,11 @@
 //! The guides' commands against the real binary, so a guide cannot show a
 //! command that does not exist: every `mcp-tasks` command line in a `sh`
-//! block of the README and of `docs/` must name a subcommand that
-//! `mcp-tasks --help` lists and only flags that `mcp-tasks SUBCOMMAND
-//! --help` lists (a `--stdio 'mcp-tasks serve ...'` value is checked the
-//! same way). And the CLI guide's first session runs as it is written:
-//! its `serve` line, then its client block with `sh -e` against it.
-//! (The deployment guide's nginx recipe runs in `deploy.rs`.)
+//! block of the README, of `docs/` and of the CLI crate's README must name
+//! a subcommand that `mcp-tasks --help` lists and only flags that
+//! `mcp-tasks SUBCOMMAND --help` lists (a `--stdio 'mcp-tasks serve ...'`
+//! value is checked the same way). And the CLI guide's first session runs
+//! as it is written: its `serve` line, then its client block with `sh -e`
+//! against it. (The deployment guide's nginx recipe runs in `deploy.rs`.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -33,6 +33,11 @@ const GUIDES: &[(&str, &str, usize)] = &[
         "docs/operator.md",
         include_str!("../../../../docs/operator.md"),
         1,
+    ),
+    (
+        "crates/mcp-tasks-cli/README.md",
+        include_str!("../../README.md"),
+        5,
     ),
 ];
 
