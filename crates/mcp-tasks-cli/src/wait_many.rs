@@ -277,7 +277,7 @@ struct Display {
     started: Instant,
     total: usize,
     /// How each task is named for people: its place in the order given
-    /// and the start of its id (ids made together often share a prefix).
+    /// and the end of its id ([`short_id`]).
     labels: std::sync::Arc<HashMap<TaskId, String>>,
 }
 

@@ -33,11 +33,29 @@ struct Seen {
     last_line: String,
 }
 
-/// A few characters of a task id, for people.
+/// The last eight characters of a task id, for people: `…1f3a9c2e`.
+///
+/// The end, because ids that carry a time put it first and their random
+/// part last: ours are the creation time in milliseconds (12 hex digits)
+/// then 128 random bits, so their first characters are alike for every
+/// task of the same minute, while the last eight tell tasks apart. (So do
+/// a UUID's and a ULID's.) An id is a bearer token, and these are 32 of
+/// its random bits: shown on the terminal of the user who holds the whole
+/// id anyway (`--no-wait` and `ls` print it), they leave 96 bits unknown to
+/// anyone who sees only the short id, which is as unguessable as ever. The
+/// CLI showed eight characters before; never more.
 pub(crate) fn short_id(id: &TaskId) -> String {
-    let text: String = id.expose().chars().take(8).collect();
-    format!("{text}…")
+    let text = id.expose();
+    let chars = text.chars().count();
+    if chars <= SHORT_ID_CHARS {
+        return text.to_owned();
+    }
+    let tail: String = text.chars().skip(chars - SHORT_ID_CHARS).collect();
+    format!("…{tail}")
 }
+
+/// How many characters of a task id [`short_id`] shows.
+const SHORT_ID_CHARS: usize = 8;
 
 impl Watch {
     /// A spinner on a terminal; plain status lines on stderr otherwise
@@ -225,5 +243,24 @@ impl Watched<TaskOutcome> {
             Self::Cancelled(outcome) => watch.report(*outcome).print(json),
             Self::Interrupted => ExitCode::from(code::INTERRUPTED),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_short_id_shows_the_random_part_that_tells_tasks_apart() {
+        // Two ids of our format made in the same millisecond: the time
+        // prefix is the same, the short ids are not.
+        let a = TaskId::new("019ad3f2c8a1".to_owned() + "5e0b7c1d2f3a4b5c6d7e8f9012345678");
+        let b = TaskId::new("019ad3f2c8a1".to_owned() + "9f8e7d6c5b4a39281706f5e4d3c2b1a0");
+        assert_eq!(short_id(&a), "…12345678");
+        assert_eq!(short_id(&b), "…d3c2b1a0");
+        // Never more than eight characters of the id.
+        assert_eq!(short_id(&a).chars().filter(|c| *c != '…').count(), 8);
+        // A short id of another server is shown whole.
+        assert_eq!(short_id(&TaskId::new("t-1")), "t-1");
     }
 }

@@ -50,3 +50,8 @@ pub mod gateway;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod __fuzz;
+
+/// The library guide, `docs/library.md`, whose Rust blocks run as doc tests.
+#[cfg(all(doctest, feature = "http-client"))]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryGuide;

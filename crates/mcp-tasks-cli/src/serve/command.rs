@@ -110,7 +110,7 @@ pub(crate) struct ServeArgs {
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     allowed_origins: Vec<String>,
     /// Require a bearer token from FILE on every request: one `TOKEN [LABEL]` a line, the label
-    /// being the caller's principal (see the README); others get HTTP 401.
+    /// being the caller's principal (see docs/deployment.md); others get HTTP 401.
     #[arg(long, value_name = "FILE")]
     auth_tokens: Option<PathBuf>,
     /// Serve the tools of this MCP server (a command line, run with `sh -c`, speaking MCP on

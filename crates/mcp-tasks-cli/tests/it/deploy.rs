@@ -1,4 +1,5 @@
-//! `mcp-tasks serve` deployed as an operator would (the README's recipe):
+//! `mcp-tasks serve` deployed as an operator would (the nginx recipe of
+//! `docs/deployment.md`, read from that file):
 //! Debian's nginx on a loopback port in front of two replicas, each on its
 //! own SQLite file, routed by the caller's `Authorization` header (sticky:
 //! a task lives in the one process that made it), bearer tokens required,
@@ -107,7 +108,7 @@ fn nginx_binary() -> PathBuf {
         .find(|candidate| candidate.is_file())
         .unwrap_or_else(|| {
             panic!(
-                "nginx is not installed, and this test runs the README's reverse-proxy recipe \
+                "nginx is not installed, and this test runs the reverse-proxy recipe of docs/deployment.md \
                  with it: install Debian's nginx (`apt-get install nginx`, as .ci/run does)"
             )
         })
@@ -120,14 +121,84 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// The README's nginx recipe, with the replicas as upstreams (`/mcp`,
-/// sticky by `Authorization`) and, for the test of what goes wrong
-/// without stickiness, `/round-robin/mcp` on the same replicas.
+/// The deployment guide, whose nginx recipe this test runs as it is written.
+const GUIDE: &str = include_str!("../../../../docs/deployment.md");
+
+/// The first `nginx` block of the deployment guide: the recipe.
+fn recipe() -> &'static str {
+    let start = GUIDE
+        .find("```nginx\n")
+        .expect("docs/deployment.md has an nginx block")
+        + "```nginx\n".len();
+    let length = GUIDE[start..]
+        .find("```")
+        .expect("the nginx block of docs/deployment.md ends");
+    &GUIDE[start..start + length]
+}
+
+/// `text` with `from` replaced by `to`, which must be there: a recipe
+/// changed past what this test knows fails here, by name.
+fn replaced(text: &str, from: &str, to: &str) -> String {
+    assert!(
+        text.contains(from),
+        "the nginx recipe of docs/deployment.md no longer has `{from}`: update this test with it"
+    );
+    text.replace(from, to)
+}
+
+/// The nginx recipe of the deployment guide, with the replicas as its
+/// upstreams (`/mcp`, sticky by `Authorization`), a loopback port for its
+/// TLS one and the test's host name for its own, and, for the test of
+/// what goes wrong without stickiness, `/round-robin/mcp` on the same
+/// replicas.
 fn nginx_conf(dir: &Path, port: u16, replicas: &[&Replica]) -> String {
     let servers: String = replicas
         .iter()
         .map(|replica| format!("        server {};\n", replica.address))
         .collect();
+    // The recipe's example replicas become the test's.
+    let mut lines = Vec::new();
+    let mut replaced_servers = false;
+    for line in recipe().lines() {
+        if line.trim_start().starts_with("server 127.0.0.1:") {
+            if !replaced_servers {
+                lines.push(servers.trim_end().to_owned());
+                replaced_servers = true;
+            }
+        } else {
+            lines.push(format!("    {line}"));
+        }
+    }
+    assert!(
+        replaced_servers,
+        "the nginx recipe of docs/deployment.md names no `server 127.0.0.1:PORT` replica"
+    );
+    let recipe = lines.join("\n");
+    let recipe = replaced(
+        &recipe,
+        "listen 443 ssl;",
+        &format!("listen 127.0.0.1:{port};"),
+    );
+    let recipe = replaced(&recipe, "tasks.example.com", NAME);
+    // The round-robin location, inside the recipe's server block (before
+    // its last closing brace).
+    let round_robin = r#"
+        location = /round-robin/mcp {
+            proxy_pass http://mcp_tasks_round_robin/mcp;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_buffering off;
+        }
+    }"#;
+    let end = recipe
+        .rfind('}')
+        .expect("the nginx recipe of docs/deployment.md ends its server block");
+    let recipe = format!(
+        "{}{round_robin}{}",
+        &recipe[..end].trim_end(),
+        &recipe[end + 1..]
+    );
     // Workers as root when the test runs as root: they keep the temp dirs,
     // which live in the test's 0700 folder.
     let user = match std::fs::metadata("/proc/self") {
@@ -150,39 +221,10 @@ http {{
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
 
-    # Tasks on SQLite live in the replica that made them: one caller, one
-    # replica, by its Authorization header.
-    upstream mcp_tasks {{
-        hash $http_authorization consistent;
-{servers}        keepalive 16;
-    }}
     upstream mcp_tasks_round_robin {{
 {servers}    }}
 
-    server {{
-        listen 127.0.0.1:{port};
-        server_name {NAME};
-
-        location = /mcp {{
-            proxy_pass http://mcp_tasks;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $host;
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto $scheme;
-            # Listen streams (SSE): pass each event on at once, keep them open.
-            proxy_buffering off;
-            proxy_read_timeout 1h;
-        }}
-
-        location = /round-robin/mcp {{
-            proxy_pass http://mcp_tasks_round_robin/mcp;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $host;
-            proxy_buffering off;
-        }}
-    }}
+{recipe}
 }}
 "#
     )
@@ -390,8 +432,8 @@ fn two_replicas_behind_nginx_with_tokens_and_a_public_host_name() {
     assert!(stderr.contains("403"), "{stderr}");
 
     // Without sticky routing, a caller's requests alternate between the
-    // replicas, and every other one finds no such task: the README says
-    // to route by caller for this reason.
+    // replicas, and every other one finds no such task: docs/deployment.md
+    // says to route by caller for this reason.
     let flags = through(&nginx, "/round-robin/mcp", Some(ALICE));
     let output = run(&command(
         &["call", "sleep", "--arg", "ms=60000", "--no-wait"],

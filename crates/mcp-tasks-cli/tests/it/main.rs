@@ -7,6 +7,7 @@ mod bounded;
 mod cli;
 mod connect;
 mod deploy;
+mod docs;
 mod gateway;
 mod interactive;
 mod journal;

@@ -109,8 +109,8 @@ fn several_ids_are_reported_as_they_finish_with_the_worst_exit_code() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stdout).contains("slept 300 ms"));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    // Each task named by its place among the ids given (ids made
-    // together share their first characters).
+    // Each task named by its place among the ids given and the end of
+    // its id (its random part: ids made together share their start).
     let said = |start: &str, end: &str| {
         stderr
             .lines()
@@ -118,6 +118,15 @@ fn several_ids_are_reported_as_they_finish_with_the_worst_exit_code() {
     };
     assert!(said("task #1 ", ": completed"), "{stderr}");
     assert!(said("task #2 ", ": failed"), "{stderr}");
+    let tail = |id: &str| format!("…{}:", &id[id.len() - 8..]);
+    assert!(
+        said(&format!("task #1 {}", tail(&quick)), ": completed"),
+        "{stderr}"
+    );
+    assert!(
+        said(&format!("task #2 {}", tail(&failing)), ": failed"),
+        "{stderr}"
+    );
 }
 
 #[test]

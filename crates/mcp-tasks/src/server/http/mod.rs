@@ -51,7 +51,8 @@
 //! Behind a reverse proxy: allow the public name the proxy passes on in
 //! `Host` (nginx: `proxy_set_header Host $host;`), and the origins of any
 //! browser app; no `Forwarded` or `X-Forwarded-*` header is read (see
-//! [`StreamableHttpServer::with_allowed_hosts`] and the README's recipe).
+//! [`StreamableHttpServer::with_allowed_hosts`] and the nginx recipe
+//! of `docs/deployment.md` in the repository).
 
 mod access;
 mod body;
