@@ -122,11 +122,13 @@ impl Lease {
     }
 }
 
-/// A new runner id: random, or (if the system has no randomness to give)
-/// this process's id, the time and a counter, unique all the same.
+/// A new runner id: shaped as a task id (the system's time, not the
+/// runtime's clock: it names a process, not a task), or (if the system has
+/// no randomness to give) this process's id, the time and a counter,
+/// unique all the same.
 fn fresh_runner() -> RunnerId {
     static MADE: AtomicU64 = AtomicU64::new(0);
-    match new_task_id() {
+    match new_task_id(crate::task::UnixMillis::now()) {
         Ok(id) => RunnerId::new(id.into_inner()),
         Err(_) => RunnerId::new(format!(
             "{}-{}-{}",

@@ -176,10 +176,12 @@ impl TaskRuntime {
         )?;
         // A slot to run now, or a place in the queue.
         let entry = inner.admission.enter(&caller, &request.name)?;
+        // One reading of the runtime's clock for the id's time and `createdAt`.
+        let now = inner.clock.now();
         let mut record = TaskRecord::new(
-            new_task_id()?,
+            new_task_id(now)?,
             caller.principal.clone(),
-            inner.clock.now(),
+            now,
             tasks.ttl.unwrap_or(settings.default_ttl),
             Some(tasks.poll_interval.unwrap_or(settings.poll_interval)),
         )
