@@ -24,7 +24,7 @@ use super::policy::Advertised;
 use super::principal::PrincipalExtractor;
 use super::waiters::Waiters;
 use super::wire::store_failure;
-use crate::store::{Change, Modified, SharedStore, TaskRecord, modify, modify_as};
+use crate::store::{Change, Modified, SharedStore, StoreError, TaskRecord, modify, modify_as};
 use crate::task::{TaskId, Ttl};
 
 /// What every clone of a runtime shares.
@@ -69,6 +69,11 @@ pub(crate) struct Settings {
 impl Inner {
     /// Applies `change` to task `id` at the clock's time.
     pub(crate) async fn modify(&self, id: &TaskId, change: &Change) -> Result<Modified, ErrorData> {
+        self.modify_now(id, change).await.map_err(store_failure)
+    }
+
+    /// [`Inner::modify`] with the store's error.
+    async fn modify_now(&self, id: &TaskId, change: &Change) -> Result<Modified, StoreError> {
         modify(
             &*self.store,
             id,
@@ -77,7 +82,6 @@ impl Inner {
             self.settings.retention,
         )
         .await
-        .map_err(store_failure)
     }
 
     /// Applies `change` to task `id` for the runner of `lease`: after
@@ -92,15 +96,7 @@ impl Inner {
         let (Some(lease), Some(leasing), Some(replicas)) =
             (lease, &self.leasing, self.store.replicas())
         else {
-            return modify(
-                &*self.store,
-                id,
-                change,
-                self.clock.now(),
-                self.settings.retention,
-            )
-            .await
-            .map_err(LeaseError::Store);
+            return self.modify_now(id, change).await.map_err(LeaseError::Store);
         };
         leasing.ensure(replicas, lease).await?;
         modify_as(

@@ -200,14 +200,14 @@ fn run_again(
     // It waits for a slot like any task, but a full queue does not refuse
     // it; its seats in the shared store are taken under this runner.
     let caller = Caller::owner(record.owner().clone());
-    let seats = TaskSeats::taken_over(
+    let seats = TaskSeats::plan(
         &inner.store,
         inner.admission.limits(),
         inner.settings.max_tasks_per_caller,
         &caller,
         &tool,
     )
-    .map(Arc::new);
+    .map(|seats| Arc::new(seats.taken_over()));
     let waiting = match inner.admission.enter_taken_over(&caller, &tool) {
         Entry::Run(slot) if seats.is_none() => {
             tokio::spawn(supervise(

@@ -105,21 +105,14 @@ impl TaskSeats {
         })
     }
 
-    /// The seats of a task taken over from a stopped replica: counted
+    /// These seats, for a task taken over from a stopped replica: counted
     /// against its owner's cap without refusing it.
-    pub(crate) fn taken_over(
-        store: &SharedStore,
-        limits: &AdmissionLimits,
-        cap: Option<usize>,
-        caller: &Caller,
-        tool: &str,
-    ) -> Option<Self> {
-        let mut seats = Self::plan(store, limits, cap, caller, tool)?;
-        if let Some((_, cap)) = &mut seats.caller {
+    pub(crate) fn taken_over(mut self) -> Self {
+        if let Some((_, cap)) = &mut self.caller {
             *cap = u64::MAX;
         }
-        seats.queued.1 = u64::MAX;
-        Some(seats)
+        self.queued.1 = u64::MAX;
+        self
     }
 
     /// Creates `record` with its seats, running if `runs` and the pools
