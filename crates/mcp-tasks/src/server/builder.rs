@@ -1,4 +1,7 @@
-//! [`TaskRuntimeBuilder`]: a runtime's settings, and starting it.
+//! [`TaskRuntimeBuilder`]: a runtime's settings, and starting it
+//! ([`TaskRuntime::builder`] is here too: the runtime's file does not
+//! import its builder). The top of the runtime's files: it makes the shared
+//! state (`state.rs`) and starts the background work that reads it.
 
 use std::fmt;
 use std::future::Future;
@@ -12,17 +15,26 @@ use super::admission::queue::{Admission, AdmissionLimits};
 use super::admission::rate::{self, CreationRate};
 use super::clock::{Clock, SystemClock};
 use super::context::TaskContext;
-use super::lease::{DEFAULT_LEASE_PERIOD, Leasing, run_reaper, run_renewals};
-use super::listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER, Listeners};
+use super::lease::{DEFAULT_LEASE_PERIOD, Leasing};
+use super::limits::Listeners;
+use super::listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
 use super::policy::Advertised;
 use super::principal::{Principal, PrincipalExtractor, default_principal};
-use super::runtime::{
-    DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, Inner, ResumeTool, Settings, TaskRuntime,
-};
+use super::runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
+use super::state::{Inner, Settings};
 use super::supervise::{listen_for_changes, run_sweeper};
+use super::takeover::{ResumeTool, run_reaper, run_renewals};
 use super::waiters::Waiters;
-use crate::store::SharedStore;
+use crate::store::{IntoSharedStore, SharedStore};
 use crate::task::Ttl;
+
+impl TaskRuntime {
+    /// A builder for a runtime on `store` (any [`TaskStore`](crate::store::TaskStore),
+    /// or a [`SharedStore`] chosen at run time).
+    pub fn builder(store: impl IntoSharedStore) -> TaskRuntimeBuilder {
+        TaskRuntimeBuilder::new(store.into_shared())
+    }
+}
 
 /// Builds a [`TaskRuntime`]: `TaskRuntime::builder(store).with_…(..).build()`.
 #[must_use]
@@ -283,7 +295,7 @@ impl TaskRuntimeBuilder {
             listeners: Listeners::default(),
             settings: self.settings,
             leasing,
-            resume: self.resume,
+            resumes: self.resume.is_some(),
             advertised: Advertised::default(),
             rate,
         });
@@ -298,7 +310,7 @@ impl TaskRuntimeBuilder {
         ));
         if inner.leasing.is_some() {
             tokio::spawn(run_renewals(Arc::downgrade(&inner), period));
-            tokio::spawn(run_reaper(Arc::downgrade(&inner), period));
+            tokio::spawn(run_reaper(Arc::downgrade(&inner), self.resume, period));
         }
         TaskRuntime { inner }
     }

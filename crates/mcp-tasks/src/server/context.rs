@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::era::is_old_tasks_era;
 use super::lease::{Lease, LeaseError, lost_lease};
-use super::runtime::Inner;
+use super::state::Inner;
 use super::wire::store_failure;
 use crate::form::Elicited;
 use crate::store::{Change, Modified, StoreErrorKind, TaskRecord, TransitionError};

@@ -1,13 +1,16 @@
-//! How many unfinished tasks each caller may have at once: the count, and
-//! the seat a task holds while its tool runs.
+//! What each caller holds in this process, counted: its unfinished tasks
+//! (the count, and the seat a task holds while its tool runs) and its open
+//! listen streams ([`Listeners`]; the streams themselves are in `listen/`).
 //!
-//! The count is this process's: each replica of a server counts the tasks
-//! its own tools run.
+//! The counts are this process's: each replica of a server counts the
+//! tasks its own tools run and the streams it serves. Both sit in the
+//! runtime's state (`state.rs`), a floor up.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rmcp::ErrorData;
+use tokio_util::sync::CancellationToken;
 
 use super::admission::refusal::{RetryMark, caller_tasks};
 use super::principal::Principal;
@@ -67,6 +70,84 @@ impl Drop for Seat {
             *count = count.saturating_sub(1);
             if *count == 0 {
                 counts.remove(&self.principal);
+            }
+        }
+    }
+}
+
+/// What the listen streams of one runtime share.
+#[derive(Debug, Default)]
+pub(crate) struct Listeners {
+    /// Open streams, in all and per caller.
+    open: Mutex<Open>,
+    /// Fired to end every stream open now.
+    ending: Mutex<CancellationToken>,
+}
+
+#[derive(Debug, Default)]
+struct Open {
+    total: usize,
+    per_caller: HashMap<Principal, usize>,
+}
+
+/// The bound that refused a listen stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StreamBound {
+    /// The caller has as many streams open as it may.
+    PerCaller,
+    /// The runtime has as many streams open as it may.
+    Total,
+}
+
+impl Listeners {
+    /// Ends every stream open now; later streams are not affected.
+    pub(crate) fn end_all(&self) {
+        let mut ending = self.ending.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::take(&mut *ending).cancel();
+    }
+
+    pub(crate) fn ending(&self) -> CancellationToken {
+        self.ending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The number of open streams (for tests and the benchmark).
+    pub(crate) fn open(&self) -> usize {
+        self.open.lock().unwrap_or_else(|p| p.into_inner()).total
+    }
+
+    /// Counts one more stream of the caller counted as `quota`, unless it
+    /// has `per_caller` open already, or the runtime `total`: then the
+    /// bound that refuses it (the caller's is checked first).
+    pub(crate) fn enter(
+        &self,
+        quota: &Principal,
+        total: usize,
+        per_caller: usize,
+    ) -> Result<(), StreamBound> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let mine = open.per_caller.get(quota).copied().unwrap_or(0);
+        if mine >= per_caller {
+            return Err(StreamBound::PerCaller);
+        }
+        if open.total >= total {
+            return Err(StreamBound::Total);
+        }
+        open.total += 1;
+        *open.per_caller.entry(quota.clone()).or_default() += 1;
+        Ok(())
+    }
+
+    /// Counts one stream of `quota` less (one [`Listeners::enter`] let in).
+    pub(crate) fn leave(&self, quota: &Principal) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.total = open.total.saturating_sub(1);
+        if let Some(count) = open.per_caller.get_mut(quota) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.per_caller.remove(quota);
             }
         }
     }

@@ -78,6 +78,7 @@ pub mod auth;
 mod builder;
 mod clock;
 mod context;
+mod custom;
 mod era;
 #[cfg(feature = "http")]
 pub mod http;
@@ -89,7 +90,9 @@ mod policy;
 mod principal;
 mod router;
 mod runtime;
+mod state;
 mod supervise;
+mod takeover;
 mod transport;
 mod waiters;
 mod wire;
@@ -106,7 +109,8 @@ pub use principal::{
     Authenticated, Principal, PrincipalExtractor, authenticated_principal, default_principal,
 };
 pub use router::TaskRouter;
-pub use runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, ResumeTool, TaskRuntime};
+pub use runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
+pub use takeover::ResumeTool;
 pub use transport::StdioTransport;
 
 /// Writes the `get_task`, `update_task`, `cancel_task` and

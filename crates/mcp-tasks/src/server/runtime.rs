@@ -1,5 +1,10 @@
 //! [`TaskRuntime`]: decides between a synchronous run and a task, creates
 //! tasks durably, answers `tasks/*`, and binds every task to its principal.
+//!
+//! The runtime is a handle on its shared state (`Inner`, in `state.rs`,
+//! one floor down); what is built on the handle lives above it, in the file
+//! of its concern: making one in `builder.rs`, the requests rmcp cannot
+//! parse in `custom.rs` (listens and 2025-11-25 tasks).
 
 use std::fmt;
 use std::future::Future;
@@ -9,38 +14,30 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
-    CustomRequest, CustomResult, ErrorCode, Extensions, GetTaskParams, GetTaskResult,
-    InputResponses, UpdateTaskParams,
+    Extensions, GetTaskParams, GetTaskResult, InputResponses, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::{ErrorData, RoleServer};
 use tokio::sync::SetOnce;
 use tokio_util::sync::CancellationToken;
 
 use super::admission::caller::{Caller, quota_of};
-use super::admission::queue::{Admission, Entry, Load, queued_message};
-use super::admission::rate::{CreationRate, RateLimits};
+use super::admission::queue::{Entry, Load, queued_message};
 use super::admission::shared::{Seated, TaskSeats};
-use super::builder::TaskRuntimeBuilder;
-use super::clock::Clock;
 use super::context::TaskContext;
-use super::lease::{Lease, LeaseError, Leasing, resumable_call};
-use super::limits::LiveTasks;
-use super::listen::{Listeners, answer_rerouted};
-use super::policy::{Advertised, TaskPolicy, ToolTasks};
-use super::principal::{Principal, PrincipalExtractor};
+use super::era;
+use super::lease::LeaseError;
+use super::policy::{TaskPolicy, ToolTasks};
+use super::principal::Principal;
+use super::state::Inner;
 use super::supervise::{Waiting, catch_panics, outcome_of, supervise, supervise_queued, sweep};
-use super::waiters::Waiters;
+use super::takeover::resumable_call;
 use super::wire::{
     detailed_task, new_task_id, store_failure, task_not_found, tasks_required, tool_panicked,
     wire_task,
 };
-use super::{era, legacy};
-use crate::store::{
-    BoxFuture, Change, IntoSharedStore, Modified, PackedRecord, SharedStore, StoreError,
-    TaskRecord, modify, modify_as,
-};
-use crate::task::{TaskId, Ttl};
+use crate::store::{Change, Modified, PackedRecord, SharedStore, StoreError, TaskRecord};
+use crate::task::TaskId;
 
 /// The longest a task may live, however long its tool keeps it alive,
 /// unless the builder says otherwise.
@@ -49,112 +46,6 @@ pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 /// How many unfinished tasks one caller may have at once, unless the
 /// builder says otherwise.
 pub const DEFAULT_MAX_TASKS_PER_CALLER: usize = 1000;
-
-/// Runs a resumable tool's call again ([`TaskRuntimeBuilder::with_resume`]):
-/// the call's name and arguments, and the task's context.
-pub type ResumeTool = Arc<
-    dyn Fn(
-            CallToolRequestParams,
-            TaskContext,
-        ) -> BoxFuture<'static, Result<CallToolResult, ErrorData>>
-        + Send
-        + Sync,
->;
-
-/// What every clone of a runtime shares.
-pub(crate) struct Inner {
-    pub(crate) store: SharedStore,
-    pub(crate) live: Arc<LiveTasks>,
-    /// The bounds on running and queued tasks, and the queue.
-    pub(crate) admission: Arc<Admission>,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) principal: PrincipalExtractor,
-    pub(crate) waiters: Waiters,
-    pub(crate) listeners: Listeners,
-    pub(crate) settings: Settings,
-    /// This process's leases, on a store shared by several processes.
-    pub(crate) leasing: Option<Leasing>,
-    /// How a resumable task taken over from a stopped server runs again.
-    pub(crate) resume: Option<ResumeTool>,
-    /// Each tool's policy as 2025-11-25 clients read it in `tools/list`.
-    pub(crate) advertised: Advertised,
-    /// Each caller's creation rate, when limited.
-    pub(crate) rate: Option<Arc<RateLimits>>,
-}
-
-/// The runtime's settings, as the builder set them.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub(crate) default_ttl: Ttl,
-    pub(crate) poll_interval: Duration,
-    pub(crate) retention: Duration,
-    pub(crate) sweep_interval: Duration,
-    pub(crate) max_tasks_per_caller: Option<usize>,
-    pub(crate) max_lifetime: Option<Duration>,
-    pub(crate) max_listen_streams: usize,
-    pub(crate) max_listen_streams_per_caller: usize,
-    pub(crate) lease_period: Duration,
-    pub(crate) quota_by_header: bool,
-    pub(crate) rate_per_caller: Option<CreationRate>,
-}
-
-impl Inner {
-    /// Applies `change` to task `id` at the clock's time.
-    pub(crate) async fn modify(&self, id: &TaskId, change: &Change) -> Result<Modified, ErrorData> {
-        modify(
-            &*self.store,
-            id,
-            change,
-            self.clock.now(),
-            self.settings.retention,
-        )
-        .await
-        .map_err(store_failure)
-    }
-
-    /// Applies `change` to task `id` for the runner of `lease`: after
-    /// checking the lease, and refused once the task names another runner
-    /// (fencing). Without a lease, [`Inner::modify`].
-    pub(crate) async fn modify_as_runner(
-        &self,
-        id: &TaskId,
-        change: &Change,
-        lease: Option<&Arc<Lease>>,
-    ) -> Result<Modified, LeaseError> {
-        let (Some(lease), Some(leasing), Some(replicas)) =
-            (lease, &self.leasing, self.store.replicas())
-        else {
-            return modify(
-                &*self.store,
-                id,
-                change,
-                self.clock.now(),
-                self.settings.retention,
-            )
-            .await
-            .map_err(LeaseError::Store);
-        };
-        leasing.ensure(replicas, lease).await?;
-        modify_as(
-            &*self.store,
-            id,
-            change,
-            lease.runner(),
-            self.clock.now(),
-            self.settings.retention,
-        )
-        .await
-        .map_err(LeaseError::Store)
-    }
-
-    pub(crate) async fn read(&self, id: &TaskId) -> Result<TaskRecord, ErrorData> {
-        self.store
-            .get(id)
-            .await
-            .map_err(store_failure)?
-            .ok_or_else(|| ErrorData::internal_error("the task is gone", None))
-    }
-}
 
 /// The task runtime. Cheap to clone; clones share the store and the sweeper.
 ///
@@ -176,12 +67,6 @@ impl fmt::Debug for TaskRuntime {
 }
 
 impl TaskRuntime {
-    /// A builder for a runtime on `store` (any [`TaskStore`](crate::store::TaskStore),
-    /// or a [`SharedStore`] chosen at run time).
-    pub fn builder(store: impl IntoSharedStore) -> TaskRuntimeBuilder {
-        TaskRuntimeBuilder::new(store.into_shared())
-    }
-
     /// The store.
     pub fn store(&self) -> &SharedStore {
         &self.inner.store
@@ -291,10 +176,12 @@ impl TaskRuntime {
         )?;
         // A slot to run now, or a place in the queue.
         let entry = inner.admission.enter(&caller, &request.name)?;
+        // One reading of the runtime's clock for the id's time and `createdAt`.
+        let now = inner.clock.now();
         let mut record = TaskRecord::new(
-            new_task_id()?,
+            new_task_id(now)?,
             caller.principal.clone(),
-            inner.clock.now(),
+            now,
             tasks.ttl.unwrap_or(settings.default_ttl),
             Some(tasks.poll_interval.unwrap_or(settings.poll_interval)),
         )
@@ -307,8 +194,7 @@ impl TaskRuntime {
                     .ensure(replicas, &lease)
                     .await
                     .map_err(LeaseError::into_error_data)?;
-                let call =
-                    (tasks.resumable && inner.resume.is_some()).then(|| resumable_call(request));
+                let call = (tasks.resumable && inner.resumes).then(|| resumable_call(request));
                 record = record.with_runner(lease.runner().clone(), call);
                 Some(lease)
             }
@@ -324,9 +210,15 @@ impl TaskRuntime {
         // On a shared store with bounds, the task's seats there are taken
         // as it is created; it runs when both this process and the seats
         // let it.
-        let seats = lease
-            .as_ref()
-            .and_then(|_| TaskSeats::plan(inner, &caller, &request.name));
+        let seats = lease.as_ref().and_then(|_| {
+            TaskSeats::plan(
+                &inner.store,
+                inner.admission.limits(),
+                settings.max_tasks_per_caller,
+                &caller,
+                &request.name,
+            )
+        });
         let slot = match (entry, seats, &lease) {
             (Entry::Run(slot), None, _) => slot,
             (entry, seats, lease) => {
@@ -352,7 +244,9 @@ impl TaskRuntime {
                 let seated = match (&seats, lease) {
                     (Some(seats), Some(lease)) => {
                         let runs = matches!(entry, Entry::Run(_));
-                        seats.create(inner, &caller, record, lease, runs).await?
+                        seats
+                            .create(&inner.store, &caller, record, lease, runs)
+                            .await?
                     }
                     _ => {
                         inner.store.create(record).await.map_err(store_failure)?;
@@ -498,8 +392,10 @@ impl TaskRuntime {
     /// How many unfinished tasks count against `principal`'s cap in this
     /// process: the principal a caller's caps count under, its
     /// authenticated one, `http:unauthenticated` for every HTTP caller that
-    /// is not (unless [`TaskRuntimeBuilder::with_quota_by_header`]), the
+    /// is not (unless [`TaskRuntimeBuilder::with_quota_by_header`][by_header]), the
     /// process over stdio.
+    ///
+    /// [by_header]: super::TaskRuntimeBuilder::with_quota_by_header
     pub fn unfinished_tasks_of(&self, principal: &Principal) -> usize {
         self.inner.live.count(principal)
     }
@@ -538,52 +434,6 @@ impl TaskRuntime {
         Ok(record)
     }
 
-    /// rmcp's `ServerHandler::on_custom_request` of a server on this
-    /// runtime: serves what the transports ([`StdioTransport`], the HTTP
-    /// recipe, [`ListenReader`]) hand to it past rmcp's parsing: task
-    /// listens (see [`listen`](super::listen)) and the requests of
-    /// 2025-11-25 tasks from clients that opened the connection with
-    /// `initialize` (a `tools/call` that asks for a task goes to `server`'s
-    /// own `call_tool`, marked so that the runtime makes the task). Any
-    /// other custom method gets -32601. Wired by
-    /// [`delegate_task_methods!`](crate::delegate_task_methods); a server
-    /// with custom requests of its own answers those and hands the others here.
-    ///
-    /// [`StdioTransport`]: super::StdioTransport
-    /// [`ListenReader`]: super::listen::ListenReader
-    pub async fn serve_custom_request<S: ServerHandler>(
-        &self,
-        server: &S,
-        request: CustomRequest,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CustomResult, ErrorData> {
-        if request.method == legacy::CALL {
-            return legacy::call_tool(self, server, request.params, context).await;
-        }
-        self.on_custom_request(request, context).await
-    }
-
-    /// [`TaskRuntime::serve_custom_request`] without the server: task
-    /// listens and the 2025-11-25 task requests but `tools/call`, which it
-    /// refuses (it needs the server to run the tool).
-    pub async fn on_custom_request(
-        &self,
-        request: CustomRequest,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CustomResult, ErrorData> {
-        if request.method == super::listen::REROUTED {
-            return answer_rerouted(self, request.params, context).await;
-        }
-        if request.method.starts_with(legacy::PREFIX) {
-            return legacy::answer(self, request, context).await;
-        }
-        Err(ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            request.method,
-            None,
-        ))
-    }
-
     /// Ends every listen stream open now, gracefully (each gets its final
     /// result), for example before a graceful shutdown; streams opened
     /// later are not affected.
@@ -604,7 +454,9 @@ impl TaskRuntime {
     }
 
     /// The most listen streams open at once
-    /// ([`TaskRuntimeBuilder::with_max_listen_streams`]).
+    /// ([`TaskRuntimeBuilder::with_max_listen_streams`][max]).
+    ///
+    /// [max]: super::TaskRuntimeBuilder::with_max_listen_streams
     pub fn max_listen_streams(&self) -> usize {
         self.inner.settings.max_listen_streams
     }

@@ -1,7 +1,8 @@
 //! Background work of the runtime: supervising each tool to its outcome,
 //! the sweeper (expiry and retention, read from the injected clock), and
 //! the listener that turns the store's change feed into wake-ups. (The
-//! leases of a shared store are in `lease.rs`.)
+//! leases of a shared store are in `lease.rs`, their renewal and takeover
+//! in `takeover.rs`.)
 
 use std::future::Future;
 use std::sync::{Arc, Weak};
@@ -17,7 +18,7 @@ use super::admission::queue::{Place, RunSlot, Ticket, queued_message};
 use super::admission::shared::Shared;
 use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
-use super::runtime::Inner;
+use super::state::Inner;
 use super::wire::{error_json, result_json, tool_panicked};
 use crate::store::{Change, Modified, StoreError, StoreErrorKind, modify};
 use crate::task::TaskId;
@@ -216,7 +217,7 @@ async fn finish(
     };
     let freed = async {
         if let Some(seats) = seats {
-            seats.free(inner).await;
+            seats.free(&inner.store).await;
         }
     };
     tokio::join!(outcome, freed);
@@ -266,7 +267,7 @@ pub(crate) async fn supervise_queued(
     let ending = loop {
         if let Some(slot) = turn.take() {
             let started = match &shared {
-                Some((seats, lease)) => seats.try_start(&inner, lease).await,
+                Some((seats, lease)) => seats.try_start(&inner.store, lease).await,
                 None => Ok(true),
             };
             match started {
@@ -294,7 +295,7 @@ pub(crate) async fn supervise_queued(
         };
         let seats_came = async {
             match (&shared, &seated_wait) {
-                (Some((seats, lease)), Some(_)) => seats.start(&inner, lease).await,
+                (Some((seats, lease)), Some(_)) => seats.start(&inner.store, lease).await,
                 _ => std::future::pending().await,
             }
         };

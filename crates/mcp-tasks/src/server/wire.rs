@@ -11,20 +11,20 @@ use serde_json::{Value, json};
 use crate::store::{PackedRecord, StoreError, StoreErrorKind, TaskRecord};
 use crate::task::{TaskId, TaskStatus, UnixMillis};
 
-/// A fresh task id: the time it is made (milliseconds since the Unix epoch,
-/// 12 hex digits), then 128 bits from the system's CSPRNG (32 hex digits).
+/// A fresh task id made at `now` (the runtime's clock): the time
+/// (milliseconds since the Unix epoch, 12 hex digits), then 128 bits from
+/// the system's CSPRNG (32 hex digits).
 /// The random part is what makes it unguessable; the time in front makes
 /// ids sort by creation, so an index on them (SQLite's) grows at its end
 /// instead of writing a page at random for every new task, as UUIDv7 does
-/// for the same reason. The time says no more than the task's `createdAt`.
-pub(crate) fn new_task_id() -> Result<TaskId, ErrorData> {
+/// for the same reason. The time says no more than the task's `createdAt`
+/// (the runtime reads its clock once for both).
+pub(crate) fn new_task_id(now: UnixMillis) -> Result<TaskId, ErrorData> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes)
         .map_err(|error| ErrorData::internal_error(format!("no randomness: {error}"), None))?;
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis());
+    let millis = now.as_millis();
     let mut id = String::with_capacity(44);
     for shift in (0..12).rev() {
         id.push(char::from(HEX[(millis >> (4 * shift)) as usize & 0x0f]));
@@ -280,8 +280,8 @@ mod tests {
                 .as_millis()
         };
         let before = millis();
-        let one = new_task_id().unwrap();
-        let two = new_task_id().unwrap();
+        let one = new_task_id(UnixMillis::now()).unwrap();
+        let two = new_task_id(UnixMillis::now()).unwrap();
         let after = millis();
         for id in [&one, &two] {
             let id = id.expose();
@@ -300,5 +300,20 @@ mod tests {
             one.expose()[..12] <= two.expose()[..12],
             "ids sort by creation"
         );
+    }
+
+    #[test]
+    fn a_fixed_clock_gives_task_ids_its_time() {
+        use crate::server::{Clock, ManualClock};
+        let clock = ManualClock::new(UnixMillis::new(0x0123_4567_89ab));
+        let one = new_task_id(clock.now()).unwrap();
+        let two = new_task_id(clock.now()).unwrap();
+        assert_eq!(&one.expose()[..12], "0123456789ab");
+        assert_eq!(&two.expose()[..12], "0123456789ab");
+        assert_ne!(one, two, "the random part differs");
+        assert_eq!(one.expose().len(), 44);
+        // Only the low 48 bits of the time fit its 12 digits, as before.
+        let late = new_task_id(UnixMillis::new(0xfff0_0000_0000_0001)).unwrap();
+        assert_eq!(&late.expose()[..12], "000000000001");
     }
 }

@@ -61,6 +61,11 @@ async fn the_sweeper_fails_a_task_exactly_at_its_ttl_without_any_read() {
         Some("2026-01-01T00:00:00.000Z"),
         "timestamps come from the injected clock"
     );
+    assert_eq!(
+        state.id.expose()[..12],
+        format!("{:012x}", START.as_millis()),
+        "so does the time in front of the id"
+    );
     until(start, ms(999)).await;
     assert_eq!(
         stored_status(&server, &state.id).await,

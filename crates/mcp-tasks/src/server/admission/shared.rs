@@ -25,12 +25,12 @@ use std::time::Duration;
 use rmcp::ErrorData;
 
 use super::caller::Caller;
+use super::queue::AdmissionLimits;
 use super::refusal::{caller_tasks, queue_full};
 use crate::server::lease::{Lease, LeaseError};
 use crate::server::principal::push_hex;
-use crate::server::runtime::Inner;
 use crate::server::wire::store_failure;
-use crate::store::{SeatId, SeatPool, Seating, TaskRecord};
+use crate::store::{SeatId, SeatPool, Seating, SharedStore, TaskRecord};
 
 /// The longest a queued task waits between two tries for a running seat.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
@@ -65,13 +65,18 @@ fn limit(bound: Option<usize>) -> Option<u64> {
 }
 
 impl TaskSeats {
-    /// The seats a task of `tool` from `caller` needs on this runtime's
-    /// store: `None` on a store of one process, or when nothing is bounded.
-    pub(crate) fn plan(inner: &Inner, caller: &Caller, tool: &str) -> Option<Self> {
-        inner.store.replicas()?;
-        let limits = inner.admission.limits();
-        let cap = limit(inner.settings.max_tasks_per_caller)
-            .map(|cap| (SeatPool::caller(&caller.quota), cap));
+    /// The seats a task of `tool` from `caller` needs on `store`, under
+    /// the runtime's `limits` and per-caller `cap`: `None` on a store of
+    /// one process, or when nothing is bounded.
+    pub(crate) fn plan(
+        store: &SharedStore,
+        limits: &AdmissionLimits,
+        cap: Option<usize>,
+        caller: &Caller,
+        tool: &str,
+    ) -> Option<Self> {
+        store.replicas()?;
+        let cap = limit(cap).map(|cap| (SeatPool::caller(&caller.quota), cap));
         let mut running = Vec::new();
         if let Some(max) = limit(limits.max_running()) {
             running.push((SeatPool::running(), max));
@@ -100,15 +105,14 @@ impl TaskSeats {
         })
     }
 
-    /// The seats of a task taken over from a stopped replica: counted
+    /// These seats, for a task taken over from a stopped replica: counted
     /// against its owner's cap without refusing it.
-    pub(crate) fn taken_over(inner: &Inner, caller: &Caller, tool: &str) -> Option<Self> {
-        let mut seats = Self::plan(inner, caller, tool)?;
-        if let Some((_, cap)) = &mut seats.caller {
+    pub(crate) fn taken_over(mut self) -> Self {
+        if let Some((_, cap)) = &mut self.caller {
             *cap = u64::MAX;
         }
-        seats.queued.1 = u64::MAX;
-        Some(seats)
+        self.queued.1 = u64::MAX;
+        self
     }
 
     /// Creates `record` with its seats, running if `runs` and the pools
@@ -116,14 +120,13 @@ impl TaskSeats {
     /// is full. `lease` is the creating runner's.
     pub(crate) async fn create(
         &self,
-        inner: &Inner,
+        store: &SharedStore,
         caller: &Caller,
         record: TaskRecord,
         lease: &Lease,
         runs: bool,
     ) -> Result<Seated, ErrorData> {
-        let replicas = inner
-            .store
+        let replicas = store
             .replicas()
             .ok_or_else(|| ErrorData::internal_error("the store has no shared seats", None))?;
         if runs {
@@ -159,8 +162,12 @@ impl TaskSeats {
     /// cannot be reached), `Err` when the lease was lost. The caller's cap
     /// is taken again with them: a no-op for a seat that holds it, and
     /// the first take for a task taken over from another replica.
-    pub(crate) async fn try_start(&self, inner: &Inner, lease: &Lease) -> Result<bool, LeaseError> {
-        let Some(replicas) = inner.store.replicas() else {
+    pub(crate) async fn try_start(
+        &self,
+        store: &SharedStore,
+        lease: &Lease,
+    ) -> Result<bool, LeaseError> {
+        let Some(replicas) = store.replicas() else {
             return Ok(true);
         };
         let take = self.pools(&self.running);
@@ -181,14 +188,14 @@ impl TaskSeats {
 
     /// Takes the running seats of a queued task (giving its queued seat
     /// up), waiting while they are full; `Err` when the lease was lost.
-    pub(crate) async fn start(&self, inner: &Inner, lease: &Lease) -> Result<(), LeaseError> {
-        let Some(replicas) = inner.store.replicas() else {
+    pub(crate) async fn start(&self, store: &SharedStore, lease: &Lease) -> Result<(), LeaseError> {
+        let Some(replicas) = store.replicas() else {
             return Ok(());
         };
         let mut freed = replicas.seats_freed();
         loop {
             freed.borrow_and_update();
-            if self.try_start(inner, lease).await? {
+            if self.try_start(store, lease).await? {
                 return Ok(());
             }
             tokio::select! {
@@ -201,8 +208,8 @@ impl TaskSeats {
 
     /// Gives every seat of the task up, retrying while the store cannot
     /// be reached.
-    pub(crate) async fn free(&self, inner: &Inner) {
-        let Some(replicas) = inner.store.replicas() else {
+    pub(crate) async fn free(&self, store: &SharedStore) {
+        let Some(replicas) = store.replicas() else {
             return;
         };
         let mut pools: Vec<SeatPool> = self.running.iter().map(|(pool, _)| pool.clone()).collect();

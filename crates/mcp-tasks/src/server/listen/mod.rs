@@ -59,7 +59,6 @@ mod subscription;
 pub use stdio::ListenReader;
 
 pub(crate) use stdio::{REROUTED, answer_rerouted};
-pub(crate) use subscription::Listeners;
 pub use subscription::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
 #[cfg(feature = "http")]
 pub(crate) use subscription::{Slot, Subscription, requested_task_ids};

@@ -2,8 +2,8 @@
 //! what it sends, in order: the acknowledgement, the task notifications,
 //! and the result that ends it.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -14,7 +14,9 @@ use tokio_util::sync::CancellationToken;
 use super::SUBSCRIPTION_ID;
 use crate::server::admission::caller::Caller;
 use crate::server::admission::refusal::{Reason, refuse};
-use crate::server::runtime::{Inner, TaskRuntime};
+use crate::server::limits::StreamBound;
+use crate::server::runtime::TaskRuntime;
+use crate::server::state::Inner;
 use crate::server::waiters::Waiter;
 use crate::server::wire::detailed_task;
 use crate::store::Principal;
@@ -44,41 +46,6 @@ pub const DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER: usize = 64;
 /// meanwhile the client polls.
 pub(crate) const LISTEN_RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// What the listen streams of one runtime share.
-#[derive(Debug, Default)]
-pub(crate) struct Listeners {
-    /// Open streams, in all and per caller.
-    open: Mutex<Open>,
-    /// Fired to end every stream open now.
-    ending: Mutex<CancellationToken>,
-}
-
-#[derive(Debug, Default)]
-struct Open {
-    total: usize,
-    per_caller: HashMap<Principal, usize>,
-}
-
-impl Listeners {
-    /// Ends every stream open now; later streams are not affected.
-    pub(crate) fn end_all(&self) {
-        let mut ending = self.ending.lock().unwrap_or_else(|p| p.into_inner());
-        std::mem::take(&mut *ending).cancel();
-    }
-
-    pub(crate) fn ending(&self) -> CancellationToken {
-        self.ending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// The number of open streams (for tests and the benchmark).
-    pub(crate) fn open(&self) -> usize {
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).total
-    }
-}
-
 /// A listen stream refused for load: the caller or the server has no
 /// stream left.
 #[derive(Debug)]
@@ -102,29 +69,24 @@ impl Slot {
     /// refusal when the caller's bound or the server's is reached.
     pub(crate) fn take(inner: &Arc<Inner>, quota: &Principal) -> Result<Self, Refused> {
         let settings = &inner.settings;
-        let mut open = inner
-            .listeners
-            .open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let mine = open.per_caller.get(quota).copied().unwrap_or(0);
-        let reached = if mine >= settings.max_listen_streams_per_caller {
-            Some((
-                "maxListenStreamsPerCaller",
-                settings.max_listen_streams_per_caller,
-                "this caller has as many listen streams open as it may",
-            ))
-        } else if open.total >= settings.max_listen_streams {
-            Some((
-                "maxListenStreams",
-                settings.max_listen_streams,
-                "the server has as many listen streams open as it may",
-            ))
-        } else {
-            None
-        };
-        if let Some((field, bound, message)) = reached {
-            drop(open);
+        let entered = inner.listeners.enter(
+            quota,
+            settings.max_listen_streams,
+            settings.max_listen_streams_per_caller,
+        );
+        if let Err(bound) = entered {
+            let (field, bound, message) = match bound {
+                StreamBound::PerCaller => (
+                    "maxListenStreamsPerCaller",
+                    settings.max_listen_streams_per_caller,
+                    "this caller has as many listen streams open as it may",
+                ),
+                StreamBound::Total => (
+                    "maxListenStreams",
+                    settings.max_listen_streams,
+                    "the server has as many listen streams open as it may",
+                ),
+            };
             tracing::debug!(bound = field, "listen stream refused");
             let mut extra = Map::new();
             extra.insert(field.into(), json!(bound));
@@ -140,8 +102,6 @@ impl Slot {
                 retry_after: LISTEN_RETRY_AFTER,
             });
         }
-        open.total += 1;
-        *open.per_caller.entry(quota.clone()).or_default() += 1;
         Ok(Self {
             inner: inner.clone(),
             quota: quota.clone(),
@@ -151,19 +111,7 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut open = self
-            .inner
-            .listeners
-            .open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        open.total = open.total.saturating_sub(1);
-        if let Some(count) = open.per_caller.get_mut(&self.quota) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                open.per_caller.remove(&self.quota);
-            }
-        }
+        self.inner.listeners.leave(&self.quota);
     }
 }
 
