@@ -23,12 +23,25 @@ pub mod legacy;
 pub mod line_check;
 pub mod listen;
 pub mod many;
+mod read;
 mod state;
+mod unanswered;
 mod wait;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(any(feature = "gateway", feature = "fuzzing", test))]
+pub(crate) use call::read_call_result;
+pub use call::{CallOptions, CallResponse, arguments};
+pub use connect::{ConnectOptions, Endpoint};
+pub use error::{Error, ErrorKind, Stage};
+pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
+pub use line_check::{CheckedReader, LineCheck};
+pub use listen::{ListenChannel, ListenMode};
+pub use many::TaskOutcomes;
+#[cfg(feature = "fuzzing")]
+pub(crate) use read::{read_ack, read_task_result};
 use rmcp::model::{
     CancelTaskParams, CancelTaskRequest, ClientCapabilities, ClientRequest, GetTaskParams,
     GetTaskRequest, InputResponses, JsonObject, RequestMetaObject, ServerResult, UpdateTaskParams,
@@ -36,27 +49,15 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, RequestHandle, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
-use serde_json::Value;
-
-#[cfg(any(feature = "gateway", feature = "fuzzing", test))]
-pub(crate) use call::read_call_result;
-pub use call::{CallOptions, CallResponse, arguments};
-pub use connect::{ConnectOptions, Endpoint};
-pub use error::{Error, ErrorKind, Stage};
-pub use input::{
-    FormRequest, InputError, InputKind, InputMode, InputResolver, Unanswered,
-    validate_input_response,
-};
-pub use line_check::{CheckedReader, LineCheck};
-pub use listen::{ListenChannel, ListenMode};
-pub use many::TaskOutcomes;
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
+pub use unanswered::{InputKind, Unanswered};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
 use self::error::ProtocolViolation;
 use self::line_check::UnusableLine;
-use crate::TASKS_EXTENSION;
-use crate::task::TaskId;
+#[cfg(not(feature = "fuzzing"))]
+use self::read::{read_ack, read_task_result};
+use crate::task::{TASKS_EXTENSION, TaskId};
 
 /// Adds the Tasks extension to a capabilities value, for callers who want
 /// to declare it client-wide (for example in their `ClientHandler::get_info`).
@@ -443,72 +444,10 @@ impl<H: ClientHandler> TasksClient<H> {
     }
 }
 
-/// Reads a `tasks/get` result: a task with `resultType` `complete` (or none).
-pub(crate) fn read_task_result(result: ServerResult) -> Result<TaskState, Error> {
-    let value = to_value(result);
-    match result_type(&value) {
-        None | Some("complete") => {}
-        Some("task") => {
-            return Err(Error::protocol(
-                ProtocolViolation::UnexpectedTask,
-                Some(value),
-            ));
-        }
-        Some(unknown) => {
-            return Err(Error::protocol(
-                ProtocolViolation::UnknownResultType(unknown.to_owned()),
-                Some(value),
-            ));
-        }
-    }
-    if value.get("taskId").is_none() || value.get("status").is_none() {
-        return Err(Error::protocol(
-            ProtocolViolation::UnexpectedResult("tasks/get did not answer with a task".into()),
-            Some(value),
-        ));
-    }
-    TaskState::from_json(value)
-}
-
-/// Reads the ack of `tasks/update` or `tasks/cancel`: any result but a task
-/// or an unknown `resultType`.
-pub(crate) fn read_ack(method: &'static str, result: ServerResult) -> Result<(), Error> {
-    let value = to_value(result);
-    match result_type(&value) {
-        None | Some("complete") => Ok(()),
-        Some("task") => Err(Error::protocol(
-            ProtocolViolation::UnexpectedTask,
-            Some(value),
-        )),
-        Some(unknown) => Err(Error::protocol(
-            ProtocolViolation::UnknownResultType(format!("{unknown} (in answer to {method})")),
-            Some(value),
-        )),
-    }
-}
-
-/// The JSON of a result: as sent when rmcp kept it raw, else as rmcp
-/// re-serializes its typed form.
-fn to_value(result: ServerResult) -> Value {
-    match result {
-        ServerResult::CustomResult(raw) => raw.0,
-        // rmcp's result types serialize infallibly to JSON objects.
-        typed => serde_json::to_value(&typed).unwrap_or(Value::Null),
-    }
-}
-
-fn result_type(value: &Value) -> Option<&str> {
-    match value.get("resultType") {
-        Some(Value::String(kind)) => Some(kind),
-        Some(_) => Some("<not a string>"),
-        None => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use rmcp::model::CustomResult;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -538,22 +477,6 @@ mod tests {
                 .unwrap_err()
                 .is_protocol()
         );
-    }
-
-    #[test]
-    fn task_results_refuse_other_shapes() {
-        let not_a_task = json!({"resultType": "complete", "content": []});
-        let error = read_task_result(custom(not_a_task.clone())).unwrap_err();
-        assert!(error.is_protocol());
-        assert_eq!(error.payload(), Some(&not_a_task));
-        let created = json!({"resultType": "task", "taskId": "a", "status": "working"});
-        assert!(matches!(
-            read_task_result(custom(created)).unwrap_err(),
-            Error::Protocol {
-                violation: ProtocolViolation::UnexpectedTask,
-                ..
-            }
-        ));
     }
 
     #[test]
