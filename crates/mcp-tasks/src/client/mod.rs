@@ -27,6 +27,7 @@ mod read;
 mod state;
 mod unanswered;
 mod wait;
+mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,9 +44,7 @@ pub use many::TaskOutcomes;
 #[cfg(feature = "fuzzing")]
 pub(crate) use read::{read_ack, read_task_result};
 use rmcp::model::{
-    CancelTaskParams, CancelTaskRequest, ClientCapabilities, ClientRequest, GetTaskParams,
-    GetTaskRequest, InputResponses, JsonObject, RequestMetaObject, ServerResult, UpdateTaskParams,
-    UpdateTaskRequest,
+    ClientCapabilities, ClientRequest, InputResponses, JsonObject, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RequestHandle, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient};
@@ -55,8 +54,6 @@ pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
 use self::error::ProtocolViolation;
 use self::line_check::UnusableLine;
-#[cfg(not(feature = "fuzzing"))]
-use self::read::{read_ack, read_task_result};
 use crate::task::{TASKS_EXTENSION, TaskId};
 
 /// Adds the Tasks extension to a capabilities value, for callers who want
@@ -364,7 +361,8 @@ impl<H: ClientHandler> TasksClient<H> {
     /// `tasks/get`: the current state of a task.
     pub async fn get(&self, id: &TaskId) -> Result<TaskState, Error> {
         let state = self
-            .get_with_timeout(id, Some(Duration::from_secs(60)))
+            .requests()
+            .get(id, Some(Duration::from_secs(60)))
             .await?;
         if let Some(link) = &self.journal {
             link.seen(&state);
@@ -373,48 +371,15 @@ impl<H: ClientHandler> TasksClient<H> {
         Ok(state)
     }
 
-    pub(crate) async fn get_with_timeout(
-        &self,
-        id: &TaskId,
-        timeout: Option<Duration>,
-    ) -> Result<TaskState, Error> {
-        if self.initialize_era() {
-            return self.get_legacy(id, timeout).await;
-        }
-        let request =
-            ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(id.expose())));
-        let result = self
-            .send("tasks/get", request, true, &JsonObject::new(), timeout)
-            .await?;
-        read_task_result(result)
-    }
-
     /// `tasks/update`: sends responses to input requests, by key. The ack is
     /// eventually consistent; poll to see the task resume. Responses are
     /// sent as given: validate them first with [`validate_input_response`],
     /// or let [`TasksClient::await_task`] do it. On a 2025-11-25 connection
     /// it answers the input requests a wait left unanswered, by key.
     pub async fn update(&self, id: &TaskId, responses: InputResponses) -> Result<(), Error> {
-        self.update_with_timeout(id, responses, Some(Duration::from_secs(60)))
+        self.requests()
+            .update(id, responses, Some(Duration::from_secs(60)))
             .await
-    }
-
-    pub(crate) async fn update_with_timeout(
-        &self,
-        id: &TaskId,
-        responses: InputResponses,
-        timeout: Option<Duration>,
-    ) -> Result<(), Error> {
-        if self.initialize_era() {
-            return self.update_legacy(id, responses);
-        }
-        let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
-            UpdateTaskParams::new(id.expose(), responses),
-        ));
-        let result = self
-            .send("tasks/update", request, true, &JsonObject::new(), timeout)
-            .await?;
-        read_ack("tasks/update", result)
     }
 
     /// `tasks/cancel`: asks the server to cancel a task. Cancellation is
@@ -422,25 +387,9 @@ impl<H: ClientHandler> TasksClient<H> {
     /// [`TasksClient::cancel_and_wait`]. On a finished task this succeeds
     /// and changes nothing.
     pub async fn cancel(&self, id: &TaskId) -> Result<(), Error> {
-        self.cancel_with_timeout(id, Some(Duration::from_secs(60)))
+        self.requests()
+            .cancel(id, Some(Duration::from_secs(60)))
             .await
-    }
-
-    pub(crate) async fn cancel_with_timeout(
-        &self,
-        id: &TaskId,
-        timeout: Option<Duration>,
-    ) -> Result<(), Error> {
-        if self.initialize_era() {
-            return self.cancel_legacy(id, timeout).await.map(drop);
-        }
-        let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
-            CancelTaskParams::new(id.expose()),
-        ));
-        let result = self
-            .send("tasks/cancel", request, true, &JsonObject::new(), timeout)
-            .await?;
-        read_ack("tasks/cancel", result)
     }
 }
 
