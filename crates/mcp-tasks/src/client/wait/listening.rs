@@ -2,7 +2,7 @@
 //! `tasks/get`, [`Listening::wait`] opens the stream once, then waits for
 //! its next notification instead, and falls back to polling when the
 //! stream cannot serve the task. The stream itself is
-//! [`listen`](crate::client::listen)'s; this is the wait's use of it.
+//! [`listen`]'s; this is the wait's use of it.
 
 use std::time::Duration;
 
