@@ -14,9 +14,9 @@ use serde_json::Value;
 
 use super::deadline::Deadline;
 use super::error::{ProtocolViolation, Stage};
-use super::input::Unanswered;
-use super::state::parse_call_tool_result;
-use super::{AwaitOptions, Error, TaskOutcome, TaskState, TasksClient, result_type, to_value};
+use super::read::{parse_call_tool_result, result_type, to_value};
+use super::unanswered::Unanswered;
+use super::{AwaitOptions, Error, TaskOutcome, TaskState, TasksClient};
 
 /// Tool arguments from any `impl Serialize` that serializes to a JSON
 /// object (a struct, a map, `serde_json::json!({..})`): what

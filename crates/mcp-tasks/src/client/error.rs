@@ -11,8 +11,8 @@ use std::time::Duration;
 use rmcp::ServiceError;
 use serde_json::Value;
 
-use super::input::Unanswered;
 use super::state::{TaskFailure, TaskState};
+use super::unanswered::Unanswered;
 use crate::task::{RpcError, TaskId, TaskStatus};
 
 /// JSON-RPC "invalid params": an unknown, expired or foreign task id on `tasks/*`.
@@ -571,7 +571,7 @@ impl Error {
                 .as_ref()
                 .and_then(|data| data.pointer("/requiredCapabilities/extensions"))
                 .and_then(Value::as_object)
-                .is_some_and(|extensions| extensions.contains_key(crate::TASKS_EXTENSION))
+                .is_some_and(|extensions| extensions.contains_key(crate::task::TASKS_EXTENSION))
     }
 
     /// Whether a failure is worth retrying inside a wait, and why.

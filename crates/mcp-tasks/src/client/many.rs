@@ -57,8 +57,10 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::deadline::Deadline;
 use super::error::Stage;
-use super::listen::{self, Event, Heard, ListenMode, Refusal, is_stale};
-use super::wait::{Feed, Wait};
+use super::listen::{self, Event, ListenMode, Refusal};
+use super::state::Era;
+use super::wait::{Feed, Heard, Machine, Wait, is_stale};
+use super::wire::TaskRequests;
 use super::{AwaitFrom, AwaitOptions, Error, InputMode, TaskOutcome, TaskState, TasksClient};
 use crate::task::TaskId;
 
@@ -286,7 +288,9 @@ async fn drive<H: ClientHandler>(
         sender.send((id, outcome)).is_ok()
     };
 
-    if client.initialize_era() {
+    // The era, told once for the whole set.
+    let requests = client.requests();
+    if requests.era() == Era::Legacy {
         // No stream to share: the era's own wait for each, concurrently.
         let mut waits: FuturesUnordered<_> = members
             .into_iter()
@@ -329,12 +333,13 @@ async fn drive<H: ClientHandler>(
                     wait.observe(seed.clone());
                 }
                 let mut feed = Member {
-                    client,
+                    requests,
                     turns,
                     mail,
                     fresh,
                 };
-                (id.clone(), client.follow(&mut wait, &mut feed).await)
+                let outcome = Machine::new(requests).run(&mut wait, &mut feed).await;
+                (id.clone(), outcome)
             }
         })
         .collect();
@@ -532,7 +537,7 @@ async fn dispatch(
 /// The feed of one task of a set: its mailbox on the set's stream (or
 /// none: polling), and its turn in the set's poll queue for every read.
 struct Member<'s, H: ClientHandler> {
-    client: &'s TasksClient<H>,
+    requests: TaskRequests<'s, H>,
     turns: &'s Semaphore,
     mail: Option<mpsc::UnboundedReceiver<Mail>>,
     /// The state in hand may predate the stream: read before listening.
@@ -581,9 +586,8 @@ impl<H: ClientHandler> Feed for Member<'_, H> {
                 break turn.ok();
             }
         };
-        wait.retrying("tasks/get", |timeout| {
-            self.client.get_with_timeout(&wait.id, Some(timeout))
-        })
-        .await
+        let requests = self.requests;
+        wait.retrying("tasks/get", |timeout| requests.get(&wait.id, Some(timeout)))
+            .await
     }
 }

@@ -23,40 +23,38 @@ pub mod legacy;
 pub mod line_check;
 pub mod listen;
 pub mod many;
+mod read;
 mod state;
+mod unanswered;
 mod wait;
+mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
-
-use rmcp::model::{
-    CancelTaskParams, CancelTaskRequest, ClientCapabilities, ClientRequest, GetTaskParams,
-    GetTaskRequest, InputResponses, JsonObject, RequestMetaObject, ServerResult, UpdateTaskParams,
-    UpdateTaskRequest,
-};
-use rmcp::service::{PeerRequestOptions, RequestHandle, RunningService};
-use rmcp::{ClientHandler, Peer, RoleClient};
-use serde_json::Value;
 
 #[cfg(any(feature = "gateway", feature = "fuzzing", test))]
 pub(crate) use call::read_call_result;
 pub use call::{CallOptions, CallResponse, arguments};
 pub use connect::{ConnectOptions, Endpoint};
 pub use error::{Error, ErrorKind, Stage};
-pub use input::{
-    FormRequest, InputError, InputKind, InputMode, InputResolver, Unanswered,
-    validate_input_response,
-};
+pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
 pub use line_check::{CheckedReader, LineCheck};
 pub use listen::{ListenChannel, ListenMode};
 pub use many::TaskOutcomes;
+#[cfg(feature = "fuzzing")]
+pub(crate) use read::{read_ack, read_task_result};
+use rmcp::model::{
+    ClientCapabilities, ClientRequest, InputResponses, JsonObject, RequestMetaObject, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, RequestHandle, RunningService};
+use rmcp::{ClientHandler, Peer, RoleClient};
 pub use state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
+pub use unanswered::{InputKind, Unanswered};
 pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
 use self::error::ProtocolViolation;
 use self::line_check::UnusableLine;
-use crate::TASKS_EXTENSION;
-use crate::task::TaskId;
+use crate::task::{TASKS_EXTENSION, TaskId};
 
 /// Adds the Tasks extension to a capabilities value, for callers who want
 /// to declare it client-wide (for example in their `ClientHandler::get_info`).
@@ -363,7 +361,8 @@ impl<H: ClientHandler> TasksClient<H> {
     /// `tasks/get`: the current state of a task.
     pub async fn get(&self, id: &TaskId) -> Result<TaskState, Error> {
         let state = self
-            .get_with_timeout(id, Some(Duration::from_secs(60)))
+            .requests()
+            .get(id, Some(Duration::from_secs(60)))
             .await?;
         if let Some(link) = &self.journal {
             link.seen(&state);
@@ -372,48 +371,15 @@ impl<H: ClientHandler> TasksClient<H> {
         Ok(state)
     }
 
-    pub(crate) async fn get_with_timeout(
-        &self,
-        id: &TaskId,
-        timeout: Option<Duration>,
-    ) -> Result<TaskState, Error> {
-        if self.initialize_era() {
-            return self.get_legacy(id, timeout).await;
-        }
-        let request =
-            ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(id.expose())));
-        let result = self
-            .send("tasks/get", request, true, &JsonObject::new(), timeout)
-            .await?;
-        read_task_result(result)
-    }
-
     /// `tasks/update`: sends responses to input requests, by key. The ack is
     /// eventually consistent; poll to see the task resume. Responses are
     /// sent as given: validate them first with [`validate_input_response`],
     /// or let [`TasksClient::await_task`] do it. On a 2025-11-25 connection
     /// it answers the input requests a wait left unanswered, by key.
     pub async fn update(&self, id: &TaskId, responses: InputResponses) -> Result<(), Error> {
-        self.update_with_timeout(id, responses, Some(Duration::from_secs(60)))
+        self.requests()
+            .update(id, responses, Some(Duration::from_secs(60)))
             .await
-    }
-
-    pub(crate) async fn update_with_timeout(
-        &self,
-        id: &TaskId,
-        responses: InputResponses,
-        timeout: Option<Duration>,
-    ) -> Result<(), Error> {
-        if self.initialize_era() {
-            return self.update_legacy(id, responses);
-        }
-        let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
-            UpdateTaskParams::new(id.expose(), responses),
-        ));
-        let result = self
-            .send("tasks/update", request, true, &JsonObject::new(), timeout)
-            .await?;
-        read_ack("tasks/update", result)
     }
 
     /// `tasks/cancel`: asks the server to cancel a task. Cancellation is
@@ -421,94 +387,16 @@ impl<H: ClientHandler> TasksClient<H> {
     /// [`TasksClient::cancel_and_wait`]. On a finished task this succeeds
     /// and changes nothing.
     pub async fn cancel(&self, id: &TaskId) -> Result<(), Error> {
-        self.cancel_with_timeout(id, Some(Duration::from_secs(60)))
+        self.requests()
+            .cancel(id, Some(Duration::from_secs(60)))
             .await
-    }
-
-    pub(crate) async fn cancel_with_timeout(
-        &self,
-        id: &TaskId,
-        timeout: Option<Duration>,
-    ) -> Result<(), Error> {
-        if self.initialize_era() {
-            return self.cancel_legacy(id, timeout).await.map(drop);
-        }
-        let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
-            CancelTaskParams::new(id.expose()),
-        ));
-        let result = self
-            .send("tasks/cancel", request, true, &JsonObject::new(), timeout)
-            .await?;
-        read_ack("tasks/cancel", result)
-    }
-}
-
-/// Reads a `tasks/get` result: a task with `resultType` `complete` (or none).
-pub(crate) fn read_task_result(result: ServerResult) -> Result<TaskState, Error> {
-    let value = to_value(result);
-    match result_type(&value) {
-        None | Some("complete") => {}
-        Some("task") => {
-            return Err(Error::protocol(
-                ProtocolViolation::UnexpectedTask,
-                Some(value),
-            ));
-        }
-        Some(unknown) => {
-            return Err(Error::protocol(
-                ProtocolViolation::UnknownResultType(unknown.to_owned()),
-                Some(value),
-            ));
-        }
-    }
-    if value.get("taskId").is_none() || value.get("status").is_none() {
-        return Err(Error::protocol(
-            ProtocolViolation::UnexpectedResult("tasks/get did not answer with a task".into()),
-            Some(value),
-        ));
-    }
-    TaskState::from_json(value)
-}
-
-/// Reads the ack of `tasks/update` or `tasks/cancel`: any result but a task
-/// or an unknown `resultType`.
-pub(crate) fn read_ack(method: &'static str, result: ServerResult) -> Result<(), Error> {
-    let value = to_value(result);
-    match result_type(&value) {
-        None | Some("complete") => Ok(()),
-        Some("task") => Err(Error::protocol(
-            ProtocolViolation::UnexpectedTask,
-            Some(value),
-        )),
-        Some(unknown) => Err(Error::protocol(
-            ProtocolViolation::UnknownResultType(format!("{unknown} (in answer to {method})")),
-            Some(value),
-        )),
-    }
-}
-
-/// The JSON of a result: as sent when rmcp kept it raw, else as rmcp
-/// re-serializes its typed form.
-fn to_value(result: ServerResult) -> Value {
-    match result {
-        ServerResult::CustomResult(raw) => raw.0,
-        // rmcp's result types serialize infallibly to JSON objects.
-        typed => serde_json::to_value(&typed).unwrap_or(Value::Null),
-    }
-}
-
-fn result_type(value: &Value) -> Option<&str> {
-    match value.get("resultType") {
-        Some(Value::String(kind)) => Some(kind),
-        Some(_) => Some("<not a string>"),
-        None => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use rmcp::model::CustomResult;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -538,22 +426,6 @@ mod tests {
                 .unwrap_err()
                 .is_protocol()
         );
-    }
-
-    #[test]
-    fn task_results_refuse_other_shapes() {
-        let not_a_task = json!({"resultType": "complete", "content": []});
-        let error = read_task_result(custom(not_a_task.clone())).unwrap_err();
-        assert!(error.is_protocol());
-        assert_eq!(error.payload(), Some(&not_a_task));
-        let created = json!({"resultType": "task", "taskId": "a", "status": "working"});
-        assert!(matches!(
-            read_task_result(custom(created)).unwrap_err(),
-            Error::Protocol {
-                violation: ProtocolViolation::UnexpectedTask,
-                ..
-            }
-        ));
     }
 
     #[test]

@@ -13,8 +13,9 @@ use serde_json::{Value, json};
 
 use super::{ServerTasks, ToolTasks};
 use crate::client::error::{Error, ProtocolViolation};
-use crate::client::state::{Era, TaskState, parse_call_tool_result};
-use crate::client::{CallOptions, CallResponse, TasksClient, to_value};
+use crate::client::read::{parse_call_tool_result, to_value};
+use crate::client::state::{Era, TaskState};
+use crate::client::{CallOptions, CallResponse, TasksClient};
 use crate::task::{TaskId, TaskStatus, saturating_millis};
 
 impl<H: ClientHandler> TasksClient<H> {

@@ -39,7 +39,6 @@
 //!
 //! [http]: https://docs.rs/mcp-tasks/latest/mcp_tasks/client/listen/struct.ListenChannel.html#method.http
 
-mod follow;
 #[cfg(feature = "http-client")]
 mod http;
 pub(crate) mod routed;
@@ -52,8 +51,6 @@ use rmcp::ClientHandler;
 use serde_json::Value;
 
 pub use routed::DemuxReader;
-
-pub(crate) use follow::{Heard, Listening, is_stale};
 
 use super::TasksClient;
 use crate::task::{RpcError, TaskId};

@@ -1,16 +1,18 @@
 //! A wait that listens: where the poll loop would sleep and read
 //! `tasks/get`, [`Listening::wait`] opens the stream once, then waits for
 //! its next notification instead, and falls back to polling when the
-//! stream cannot serve the task.
+//! stream cannot serve the task. The stream itself is
+//! [`listen`]'s; this is the wait's use of it.
 
 use std::time::Duration;
 
 use rmcp::ClientHandler;
 
-use super::{Event, ListenMode, Refusal, Stream};
-use crate::client::error::Stage;
-use crate::client::wait::Wait;
-use crate::client::{Error, TaskState, TasksClient};
+use super::Wait;
+use crate::client::TasksClient;
+use crate::client::error::{Error, Stage};
+use crate::client::listen::{self, Event, ListenMode, Refusal, Stream};
+use crate::client::state::TaskState;
 
 /// What the wait does next, as [`Listening::wait`] decides.
 #[derive(Debug)]
@@ -95,7 +97,7 @@ impl<'c, H: ClientHandler> Listening<'c, H> {
     /// listening and the server cannot.
     async fn open(&mut self, wait: &Wait<'_>) -> Result<Heard, Error> {
         self.state = State::Off;
-        let timeout = wait.request_timeout(super::LISTEN)?;
+        let timeout = wait.request_timeout(listen::LISTEN)?;
         let refusal = match self.client.open_listen(&wait.id, timeout).await {
             Ok(stream) => {
                 self.state = State::Open(Box::new(stream));
@@ -105,7 +107,7 @@ impl<'c, H: ClientHandler> Listening<'c, H> {
         };
         if wait.deadline_passed() {
             return Err(wait.timeout(Stage::Request {
-                method: super::LISTEN,
+                method: listen::LISTEN,
             }));
         }
         // A client without a channel says so once, not at every wait.
@@ -116,10 +118,10 @@ impl<'c, H: ClientHandler> Listening<'c, H> {
             return Ok(Heard::Sleep);
         }
         Err(match refusal {
-            Refusal::NoChannel => Error::Usage(super::NO_CHANNEL),
+            Refusal::NoChannel => Error::Usage(listen::NO_CHANNEL),
             Refusal::Unavailable(why) => Error::Usage(why),
             Refusal::Refused(error) => Error::Rpc {
-                method: super::LISTEN,
+                method: listen::LISTEN,
                 error: Box::new(error),
             },
             Refusal::Declined => Error::ListenDeclined,

@@ -1,26 +1,40 @@
 //! Awaiting a task: polling `tasks/get`, or listening for its
 //! notifications where the client and the server can (see [`listen`](super::listen)).
 //!
+//! This file holds what a wait is given ([`AwaitOptions`], [`AwaitFrom`]),
+//! its entry points, and [`Wait`]: the deadline-bounded steps every loop
+//! takes (a request retried with backoff, a pause, a state observed). The
+//! era is told once, at the start, and picks the loop: the extension's is
+//! the state machine of `machine.rs`, fed by `listening.rs` (or by a set's
+//! stream, [`many`](super::many)); the 2025-11-25 era's is in
+//! [`legacy`](super::legacy). The requests they send are `wire.rs`'s.
+//!
 //! Cancel safety: dropping the future stops the wait and closes its listen
 //! stream, and nothing else; the task keeps running on the server and can
 //! be awaited again by id.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod listening;
+mod machine;
+
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ClientHandler;
-use serde_json::Value;
 use tokio::time::Instant;
 
+pub(crate) use listening::{Heard, is_stale};
+pub(crate) use machine::{Feed, Machine};
+
+use self::machine::await_extension;
 use super::deadline::Deadline;
 use super::error::{Error, ProtocolViolation, Retry, Stage};
-use super::listen::{Heard, ListenMode, Listening};
-use super::state::{TaskOutcome, TaskState};
+use super::listen::ListenMode;
+use super::state::{Era, TaskOutcome, TaskState};
+use super::wire::TaskRequests;
 use super::{InputMode, TasksClient};
-use crate::task::{TaskId, TaskStatus};
+use crate::task::TaskId;
 
 /// How many answers in a row that are not JSON-RPC messages a wait takes
 /// before it gives up on the server with a protocol error.
@@ -385,37 +399,6 @@ impl<'a> Wait<'a> {
     }
 }
 
-/// Where a wait's next state comes from, for [`TasksClient::follow`]: a
-/// wait of its own ([`Alone`]), or one of a set sharing a listen stream and
-/// a poll queue ([`super::many`]).
-pub(crate) trait Feed {
-    /// Where the poll loop would sleep `pause` and then read `tasks/get`.
-    async fn wait(&mut self, wait: &Wait<'_>, pause: Duration) -> Result<Heard, Error>;
-
-    /// Reads the task's state now (`tasks/get`, retried as
-    /// [`Wait::retrying`] does).
-    async fn read(&mut self, wait: &Wait<'_>) -> Result<TaskState, Error>;
-}
-
-/// The feed of a wait on one task: its own listen stream, its own polls.
-struct Alone<'c, H: ClientHandler> {
-    client: &'c TasksClient<H>,
-    listening: Listening<'c, H>,
-}
-
-impl<H: ClientHandler> Feed for Alone<'_, H> {
-    async fn wait(&mut self, wait: &Wait<'_>, pause: Duration) -> Result<Heard, Error> {
-        self.listening.wait(wait, pause).await
-    }
-
-    async fn read(&mut self, wait: &Wait<'_>) -> Result<TaskState, Error> {
-        wait.retrying("tasks/get", |timeout| {
-            self.client.get_with_timeout(&wait.id, Some(timeout))
-        })
-        .await
-    }
-}
-
 impl<H: ClientHandler> TasksClient<H> {
     /// Polls `tasks/get` until the task is terminal, answering input as
     /// `options.input` says, and returns its outcome. Where the client has
@@ -459,11 +442,12 @@ impl<H: ClientHandler> TasksClient<H> {
             AwaitFrom::State(state) => (state.id.clone(), Some(*state)),
             AwaitFrom::Id(id) => (id, None),
         };
+        // The era, told once: each era has its own loop.
+        let requests = self.requests();
         let mut wait = Wait::new(options, id, deadline);
-        let outcome = if self.initialize_era() {
-            self.await_legacy(&mut wait, seed).await
-        } else {
-            self.await_extension(&mut wait, seed).await
+        let outcome = match requests.era() {
+            Era::Legacy => self.await_legacy(&mut wait, seed).await,
+            Era::Extension => await_extension(requests, &mut wait, seed).await,
         };
         self.flushed(&wait, outcome).await
     }
@@ -484,155 +468,6 @@ impl<H: ClientHandler> TasksClient<H> {
         outcome.and(Err(wait.timeout(Stage::Journal)))
     }
 
-    /// [`TasksClient::await_task`] in the extension's era.
-    async fn await_extension(
-        &self,
-        wait: &mut Wait<'_>,
-        seed: Option<TaskState>,
-    ) -> Result<TaskOutcome, Error> {
-        let options = wait.options;
-        if let Some(state) = seed {
-            wait.observe(state);
-        }
-        let mut feed = Alone {
-            client: self,
-            listening: Listening::new(self, options.listen),
-        };
-        self.follow(wait, &mut feed).await
-    }
-
-    /// The wait's loop, from the state in hand (if any) to the task's
-    /// outcome: what to do with each state, input answered as
-    /// `wait.options.input` says; where the next state comes from is `feed`'s.
-    pub(super) async fn follow(
-        &self,
-        wait: &mut Wait<'_>,
-        feed: &mut impl Feed,
-    ) -> Result<TaskOutcome, Error> {
-        let options = wait.options;
-        // Keys answered during this wait, and polls with nothing new to answer.
-        let mut answered = BTreeSet::new();
-        let mut idle_polls = 0u32;
-        // Polls in a row whose state lacked the payload its status requires.
-        let mut incomplete = 0u32;
-        // Whether the state in hand came from tasks/get (else from the caller).
-        let mut polled = false;
-        loop {
-            // Decide what to do with the state in hand, and how long to pause.
-            let pause = match &wait.current {
-                None => None,
-                Some(current) if current.has_outcome() => return current.outcome(),
-                // Terminal without its payload, or input_required without its
-                // requests: a creation result may be so (read it at once);
-                // tasks/get must not be (read again at the interval, a few times).
-                Some(current)
-                    if current.status.is_terminal()
-                        || (current.status == TaskStatus::InputRequired
-                            && current.input_requests.is_empty()
-                            && current.raw.get("inputRequests").is_none()) =>
-                {
-                    if polled {
-                        incomplete += 1;
-                        if incomplete >= INCOMPLETE_POLLS {
-                            return Err(Error::protocol(
-                                ProtocolViolation::IncompleteTask {
-                                    status: current.status.clone(),
-                                    polls: incomplete,
-                                },
-                                Some(current.raw.clone()),
-                            ));
-                        }
-                        Some(options.interval_for(Some(current)))
-                    } else {
-                        None
-                    }
-                }
-                Some(current) if current.status == TaskStatus::InputRequired => {
-                    incomplete = 0;
-                    let pending: BTreeMap<String, Value> = current
-                        .input_requests
-                        .iter()
-                        .filter(|(key, _)| !answered.contains(*key))
-                        .map(|(key, request)| (key.clone(), request.clone()))
-                        .collect();
-                    let mut sent = false;
-                    if !pending.is_empty() {
-                        let responses = match self
-                            .answer_input(&pending, options, &wait.deadline, None)
-                            .await
-                            .map_err(|error| wait.owned(error))?
-                        {
-                            Ok(responses) => responses,
-                            Err(unanswered) => {
-                                return Ok(TaskOutcome::InputRequired {
-                                    state: current.clone(),
-                                    unanswered,
-                                });
-                            }
-                        };
-                        if !responses.is_empty() {
-                            let keys: Vec<String> = responses.keys().cloned().collect();
-                            wait.retrying("tasks/update", |timeout| {
-                                self.update_with_timeout(&wait.id, responses.clone(), Some(timeout))
-                            })
-                            .await?;
-                            answered.extend(keys);
-                            sent = true;
-                        }
-                    }
-                    if sent {
-                        idle_polls = 0;
-                    } else {
-                        idle_polls += 1;
-                        if idle_polls >= options.stall_polls {
-                            let cancel_sent = options.cancel_on_stall
-                                && wait
-                                    .retrying("tasks/cancel", |timeout| {
-                                        self.cancel_with_timeout(&wait.id, Some(timeout))
-                                    })
-                                    .await
-                                    .is_ok();
-                            return Err(Error::Stalled {
-                                state: Box::new(current.clone()),
-                                polls: idle_polls,
-                                cancel_sent,
-                            });
-                        }
-                    }
-                    Some(options.interval_for(Some(current)))
-                }
-                Some(current) => {
-                    // The task resumed: keys it issues again are offered again.
-                    incomplete = 0;
-                    idle_polls = 0;
-                    answered.clear();
-                    Some(options.interval_for(Some(current)))
-                }
-            };
-            // Where polling sleeps, a listening wait waits for a notification.
-            let heard = match pause {
-                None => None,
-                Some(pause) => match feed.wait(wait, pause).await? {
-                    Heard::State(state) => Some(*state),
-                    // Nothing new within the pause: decide again on the
-                    // state in hand, as after a poll that read it again.
-                    Heard::Quiet => continue,
-                    Heard::ReadNow => None,
-                    Heard::Sleep => {
-                        wait.sleep(pause).await?;
-                        None
-                    }
-                },
-            };
-            let next = match heard {
-                Some(state) => state,
-                None => feed.read(wait).await?,
-            };
-            wait.observe(next);
-            polled = true;
-        }
-    }
-
     /// Sends `tasks/cancel`, then polls until the task is finished (from
     /// the minimum interval, doubling up to the server's:
     /// [`AwaitOptions::settling_interval`]), and returns its outcome, as
@@ -649,58 +484,61 @@ impl<H: ClientHandler> TasksClient<H> {
     ) -> Result<TaskOutcome, Error> {
         let journaled = self.journaled(options);
         let options = journaled.as_ref().unwrap_or(options);
+        let requests = self.requests();
         let mut wait = Wait::new(options, id.clone(), Deadline::start(options.deadline));
-        let state = if self.initialize_era() {
-            self.cancel_and_wait_legacy(&mut wait).await
-        } else {
-            self.cancel_and_wait_extension(&mut wait).await
+        let state = match requests.era() {
+            Era::Legacy => self.cancel_and_wait_legacy(&mut wait).await,
+            Era::Extension => cancel_and_wait_extension(requests, &mut wait).await,
         };
         self.flushed(&wait, state).await
     }
+}
 
-    async fn cancel_and_wait_extension(&self, wait: &mut Wait<'_>) -> Result<TaskOutcome, Error> {
-        let (id, options) = (wait.id.clone(), wait.options);
-        wait.retrying("tasks/cancel", |timeout| {
-            self.cancel_with_timeout(&id, Some(timeout))
-        })
-        .await?;
-        let mut settling = 0;
-        // Finished states in a row that lacked their payload.
-        let mut incomplete = 0u32;
-        loop {
-            let state = wait
-                .retrying("tasks/get", |timeout| {
-                    self.get_with_timeout(&id, Some(timeout))
-                })
-                .await?;
-            let current = wait.observe(state);
-            if current.has_outcome() {
-                return current.outcome();
-            }
-            if current.status.is_terminal() {
-                // As in a wait: tasks/get must carry the payload; read again
-                // a few times before giving up on the server.
-                incomplete += 1;
-                if incomplete >= INCOMPLETE_POLLS {
-                    return Err(Error::protocol(
-                        ProtocolViolation::IncompleteTask {
-                            status: current.status.clone(),
-                            polls: incomplete,
-                        },
-                        Some(current.raw.clone()),
-                    ));
-                }
-            }
-            let pause = options.settling_interval(settling, Some(current));
-            settling += 1;
-            wait.sleep(pause).await?;
+/// [`TasksClient::cancel_and_wait`] in the extension's era: `tasks/cancel`,
+/// then `tasks/get` at the settling interval until the task has its outcome.
+async fn cancel_and_wait_extension<H: ClientHandler>(
+    requests: TaskRequests<'_, H>,
+    wait: &mut Wait<'_>,
+) -> Result<TaskOutcome, Error> {
+    let (id, options) = (wait.id.clone(), wait.options);
+    wait.retrying("tasks/cancel", |timeout| {
+        requests.cancel(&id, Some(timeout))
+    })
+    .await?;
+    let mut settling = 0;
+    // Finished states in a row that lacked their payload.
+    let mut incomplete = 0u32;
+    loop {
+        let state = wait
+            .retrying("tasks/get", |timeout| requests.get(&id, Some(timeout)))
+            .await?;
+        let current = wait.observe(state);
+        if current.has_outcome() {
+            return current.outcome();
         }
+        if current.status.is_terminal() {
+            // As in a wait: tasks/get must carry the payload; read again
+            // a few times before giving up on the server.
+            incomplete += 1;
+            if incomplete >= INCOMPLETE_POLLS {
+                return Err(Error::protocol(
+                    ProtocolViolation::IncompleteTask {
+                        status: current.status.clone(),
+                        polls: incomplete,
+                    },
+                    Some(current.raw.clone()),
+                ));
+            }
+        }
+        let pause = options.settling_interval(settling, Some(current));
+        settling += 1;
+        wait.sleep(pause).await?;
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
