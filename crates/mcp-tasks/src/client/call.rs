@@ -12,7 +12,7 @@ use rmcp::model::{
 };
 use serde_json::Value;
 
-use super::deadline::Deadline;
+use super::deadline::{DEFAULT_REQUEST_TIMEOUT, Deadline};
 use super::error::{ProtocolViolation, Stage};
 use super::read::{parse_call_tool_result, result_type, to_value};
 use super::unanswered::Unanswered;
@@ -75,7 +75,8 @@ pub struct CallOptions {
     pub input_responses: Option<InputResponses>,
     /// MRTR `requestState` to echo on a retry.
     pub request_state: Option<String>,
-    /// How long to wait for the answer (default 60 s; `None`: no limit).
+    /// How long to wait for the answer (default [`DEFAULT_REQUEST_TIMEOUT`],
+    /// 60 s; `None`: no limit).
     pub timeout: Option<Duration>,
     /// For a 2025-11-25 server only: the `ttl` to ask for when the call is
     /// task-augmented (`params.task.ttl`; default: none, the server picks).
@@ -90,7 +91,7 @@ impl Default for CallOptions {
             meta: JsonObject::new(),
             input_responses: None,
             request_state: None,
-            timeout: Some(Duration::from_secs(60)),
+            timeout: Some(DEFAULT_REQUEST_TIMEOUT),
             task_ttl: None,
         }
     }

@@ -36,6 +36,7 @@ use std::time::Duration;
 pub(crate) use call::read_call_result;
 pub use call::{CallOptions, CallResponse, arguments};
 pub use connect::{ConnectOptions, Endpoint};
+pub use deadline::DEFAULT_REQUEST_TIMEOUT;
 pub use error::{Error, ErrorKind, Stage};
 pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_input_response};
 pub use line_check::{CheckedReader, LineCheck};
@@ -362,7 +363,7 @@ impl<H: ClientHandler> TasksClient<H> {
     pub async fn get(&self, id: &TaskId) -> Result<TaskState, Error> {
         let state = self
             .requests()
-            .get(id, Some(Duration::from_secs(60)))
+            .get(id, Some(DEFAULT_REQUEST_TIMEOUT))
             .await?;
         if let Some(link) = &self.journal {
             link.seen(&state);
@@ -378,7 +379,7 @@ impl<H: ClientHandler> TasksClient<H> {
     /// it answers the input requests a wait left unanswered, by key.
     pub async fn update(&self, id: &TaskId, responses: InputResponses) -> Result<(), Error> {
         self.requests()
-            .update(id, responses, Some(Duration::from_secs(60)))
+            .update(id, responses, Some(DEFAULT_REQUEST_TIMEOUT))
             .await
     }
 
@@ -388,7 +389,7 @@ impl<H: ClientHandler> TasksClient<H> {
     /// and changes nothing.
     pub async fn cancel(&self, id: &TaskId) -> Result<(), Error> {
         self.requests()
-            .cancel(id, Some(Duration::from_secs(60)))
+            .cancel(id, Some(DEFAULT_REQUEST_TIMEOUT))
             .await
     }
 }

@@ -36,7 +36,7 @@ use super::pool::Pool;
 use super::relay::Calls;
 use super::roots::SessionRoots;
 use super::{Error, GatewayOptions};
-use crate::client::Era;
+use crate::client::{DEFAULT_REQUEST_TIMEOUT, Era};
 use crate::server::TaskPolicy;
 
 /// The upstream's tools as last read.
@@ -80,7 +80,7 @@ async fn list_tools(client: &UpstreamClient) -> Result<Tools, ErrorData> {
                 "tools/list",
                 params,
                 &serde_json::Map::new(),
-                Some(Duration::from_secs(60)),
+                Some(DEFAULT_REQUEST_TIMEOUT),
             )
             .await
             .map_err(|error| crate::gateway::client_failure("tools/list", &error))?;
