@@ -4,9 +4,11 @@
 //!
 //! A [`TasksClient`](super::TasksClient) given a journal
 //! ([`TasksClient::with_journal`](super::TasksClient::with_journal)) records
-//! every task it creates before `call_tool` returns it, and each status it
-//! learns afterwards (from `tasks/get`, a listen notification or a cancel);
-//! a wait's updates are written before the wait returns. [`Journal::list`]
+//! every task it creates before `call_tool` returns it (a write the journal
+//! refuses is logged as a warning and the task returned all the same: it
+//! exists, and its caller must get it), and each status it learns afterwards
+//! (from `tasks/get`, a listen notification or a cancel); a wait's updates
+//! are written before the wait returns. [`Journal::list`]
 //! gives the entries back, newest first, to resume: connect to
 //! [`TaskRef::server`] again and [`TasksClient::await_task`](super::TasksClient::await_task)
 //! its [`TaskRef::task_id`].
