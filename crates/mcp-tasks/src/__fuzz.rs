@@ -107,11 +107,11 @@ pub fn server_reads_request(data: &[u8]) {
         }
     }
     let _ = crate::server::http::guard::accepts_json_and_sse(&headers);
-    let quick = crate::server::http::quick::accept(method, &headers, body);
+    let quick = crate::server::http::fast::quick::accept(method, &headers, body);
     let slow = serde_json::from_slice::<Value>(body)
         .ok()
         .filter(|message| crate::server::http::guard::not_a_message(message).is_none())
-        .and_then(|message| crate::server::http::fast::accept(method, &headers, &message));
+        .and_then(|message| crate::server::http::fast::tasks::accept(method, &headers, &message));
     if quick.is_some() {
         assert_eq!(
             quick, slow,

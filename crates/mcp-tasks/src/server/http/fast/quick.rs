@@ -8,7 +8,7 @@
 //! strings from the body where they have no escapes, and checks everything
 //! else as strictly as the `Value` parse does without building it.
 //!
-//! It accepts a subset of what the guard and [`fast::accept`] accept
+//! It accepts a subset of what the guard and [`tasks::accept`](super::tasks::accept) accept
 //! together, and gives the same [`Call`] for it: it refuses (and the
 //! caller goes on to the `Value` path, which answers or hands the request to
 //! rmcp as before) anything else, among it a key given twice in one of the
@@ -23,8 +23,8 @@ use http::HeaderMap;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::fast::{Call, Method, headers_fit};
-use crate::TASKS_EXTENSION;
+use super::tasks::{Call, Method, headers_fit};
+use crate::task::TASKS_EXTENSION;
 
 const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -304,7 +304,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::server::http::{fast, guard};
+    use crate::server::http::fast::tasks;
+    use crate::server::http::guard;
 
     fn headers(name: Option<&str>) -> HeaderMap {
         let mut map = HeaderMap::new();
@@ -323,7 +324,7 @@ mod tests {
         serde_json::from_slice::<Value>(body)
             .ok()
             .filter(|message| guard::not_a_message(message).is_none())
-            .and_then(|message| fast::accept(method, headers, &message))
+            .and_then(|message| tasks::accept(method, headers, &message))
     }
 
     fn poll(method: &str, id: &Value, task_id: &str) -> Value {
