@@ -77,7 +77,7 @@ where
     retry_later(answer(front, parts, bytes, next).await, &mark)
 }
 
-/// Everything but the quick `tasks/*` polls.
+/// Everything but the `tasks/get` and `tasks/cancel` that `quick` read.
 async fn answer<S>(
     front: Arc<Front<S>>,
     parts: http::request::Parts,
@@ -109,7 +109,11 @@ where
             .is_some_and(|value| value == method)
     };
     if let Some(method) = method {
-        if let Some(call) = tasks::accept(method, &parts.headers, &message) {
+        // A `tasks/get` or `tasks/cancel` that the fast path answers was
+        // read by `quick` already: what it left goes to rmcp.
+        if method == "tasks/update"
+            && let Some(call) = tasks::accept_update(&parts.headers, &message)
+        {
             return tasks::respond(&front.runtime, parts, call).await;
         }
     } else if named(LISTEN) {

@@ -10,7 +10,7 @@
 //! | method | read by | answered by |
 //! |---|---|---|
 //! | `tasks/get`, `tasks/cancel` | [`quick`], from the body's bytes | [`tasks::respond`], written by [`body`] |
-//! | `tasks/update` | [`tasks::accept`], from the guard's `Value` | [`tasks::respond`], written by [`body`] |
+//! | `tasks/update` | [`tasks::accept_update`], from the guard's `Value` | [`tasks::respond`], written by [`body`] |
 //! | `subscriptions/listen` naming `taskIds` | [`listen::accept`] | [`listen::answer`]: an event stream |
 //! | `tools/call` | [`call::ToolCalls::accepts`] | rmcp's own handler, through [`call::ToolCalls::answer`] |
 //!
@@ -41,29 +41,31 @@
 //!
 //! Tests that hold the rule (keep them with the code they check):
 //! `quick`'s unit tests and the fuzz target `server_reads_request` (the
-//! bytes reader takes a subset of what the `Value` reader takes, with the
-//! same call), `body`'s (its bytes are serde's JSON for every status),
-//! `tasks`' and `listen`'s (only exact requests are taken); in
-//! `tests/it`: `http.rs` (`polls_read_from_their_bytes_answer_as_the_value_path`,
+//! bytes reader takes exactly what the `Value` reader takes, with the same
+//! call), `body`'s (its bytes are serde's JSON for every status), `tasks`'
+//! and `listen`'s (only exact requests are taken); in `tests/it`: `http.rs`
+//! (`polls_read_from_their_bytes_answer_as_the_value_path`,
 //! `every_malformed_request_gets_a_json_rpc_error`), `server.rs`
 //! (`over_http_tasks_belong_to_the_bearer_that_made_them`: what the path
 //! leaves gets rmcp's -32020 and -32021), `access.rs` (the guard admits
-//! exactly what rmcp admits, on every route).
+//! exactly what rmcp admits, and every route, fast or not, is guarded
+//! alike).
 //!
 //! # One reader and one writer per method
 //!
-//! A `tasks/get` or `tasks/cancel` is read by [`quick`] alone, without a
-//! `serde_json::Value` (the largest cost it had left). What `quick`
-//! refuses (a key given twice, where the `Value` parse keeps the last; a
-//! field of the wrong type) goes on to the guard's `Value` parse, which
-//! must check the body anyway to answer a malformed one, and from there
-//! [`tasks::accept`] still takes the poll the `Value` way, so such a body
-//! is answered as before: a second reader kept for the rare body, at no
-//! cost to the common one. A `tasks/get` answer is written by [`body`],
-//! except for what its bytes do not allow: an `input_required` task (whose
-//! requests rmcp's types normalize) or a result kept as a JSON tree, which
-//! go through serde and rmcp's `GetTaskResult`. Delete this folder the day
-//! rmcp's own path is as fast.
+//! A `tasks/get` or `tasks/cancel` is read by [`quick`] alone, from its
+//! bytes, without a `serde_json::Value` (the largest cost it had left);
+//! it takes exactly the polls the `Value` reading would (a key given twice
+//! counts by its last value, as in a `Value`), so what it leaves goes
+//! straight on to the guard's checks and rmcp. A `tasks/update` is read from
+//! the `Value` the guard parses anyway, by [`tasks::accept_update`]: its
+//! `inputResponses` are kept as JSON trees, which gain nothing from the
+//! bytes. A `tasks/get` answer is written by [`body`], except where its
+//! bytes do not allow: an `input_required` task (whose requests rmcp's
+//! types normalize) and a result the record keeps as a tree rather than as
+//! its JSON text, which go through serde and rmcp's `GetTaskResult`, a
+//! second writer kept for them. Delete this
+//! folder the day rmcp's own path is as fast.
 
 mod body;
 pub(crate) mod call;

@@ -6,9 +6,9 @@
 //! front middleware answers a well-formed `tasks/*` request with
 //! [`respond`], from the runtime directly, as one plain JSON body. A
 //! `tasks/get` or `tasks/cancel` is read from its bytes by
-//! [`quick`](super::quick); a `tasks/update`, and the polls `quick` leaves,
-//! by [`accept`] from the `serde_json::Value` the guard parsed. See the
-//! [folder's docs](super) for what must match rmcp.
+//! [`quick`](super::quick); a `tasks/update` by [`accept_update`] from the
+//! `serde_json::Value` the guard parsed. See the [folder's docs](super) for
+//! what must match rmcp.
 //!
 //! One deliberate leniency: a `tasks/*` request *without* `Mcp-Name` is
 //! answered (the extension says clients MUST send it; fastmcp-tasks' client
@@ -145,9 +145,20 @@ pub(super) fn headers_fit(headers: &HeaderMap, version: &str, task_id: &str) -> 
         && header("mcp-name").is_none_or(|name| name == task_id)
 }
 
+/// A `tasks/update` that the fast path answers, read from the guard's
+/// `Value` (see [`accept`]).
+pub(crate) fn accept_update(headers: &HeaderMap, message: &Value) -> Option<Call> {
+    accept("tasks/update", headers, message)
+}
+
 /// The request, if it is exactly what the fast path answers: a JSON-RPC
 /// request for `method` whose headers match its body, with 2026-07-28
 /// `_meta` that declares the Tasks extension.
+///
+/// The server reads only `tasks/update` so ([`accept_update`]); for
+/// `tasks/get` and `tasks/cancel` this is the reference that their one
+/// reader, [`quick`](super::quick), is held to by its tests and the fuzz
+/// target `server_reads_request`: the same call for every body.
 pub(crate) fn accept(method: &str, headers: &HeaderMap, message: &Value) -> Option<Call> {
     let Value::Object(message) = message else {
         return None;
