@@ -658,4 +658,160 @@ mod tests {
         // Changes inside the task id, the id and ignored text keep a poll.
         assert!(accepted > 100, "{accepted}");
     }
+
+    /// A small xorshift generator: reproducible cases without a dependency.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+
+        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+            from[self.below(from.len())]
+        }
+    }
+
+    /// An object with each key of `keys` (a key listed twice may come
+    /// twice) most of the time, in a random order, each with a value
+    /// `value` makes for it.
+    fn object(
+        rng: &mut Rng,
+        keys: &[&str],
+        value: &mut dyn FnMut(&mut Rng, &str) -> String,
+    ) -> String {
+        let mut entries: Vec<String> = Vec::new();
+        for key in keys {
+            if rng.below(6) != 0 {
+                let entry = format!(
+                    "{}:{}",
+                    serde_json::to_string(key).unwrap(),
+                    value(rng, key)
+                );
+                entries.insert(rng.below(entries.len() + 1), entry);
+            }
+        }
+        let space = rng.pick(&["", " ", "\n"]);
+        format!("{{{space}{}{space}}}", entries.join(","))
+    }
+
+    /// A value of some other shape than the one read.
+    fn other(rng: &mut Rng) -> String {
+        rng.pick(&[
+            "null",
+            "5",
+            "-1.5e3",
+            "true",
+            "[]",
+            "[1,{\"a\":null}]",
+            "{}",
+            "\"s\"",
+        ])
+        .to_owned()
+    }
+
+    fn extensions(rng: &mut Rng) -> String {
+        if rng.below(8) == 0 {
+            return other(rng);
+        }
+        object(
+            rng,
+            &[TASKS_EXTENSION, "other/ext", TASKS_EXTENSION],
+            &mut |rng, _| other(rng),
+        )
+    }
+
+    fn capabilities(rng: &mut Rng) -> String {
+        if rng.below(8) == 0 {
+            return other(rng);
+        }
+        object(
+            rng,
+            &["extensions", "sampling", "extensions"],
+            &mut |rng, key| match key {
+                "extensions" => extensions(rng),
+                _ => other(rng),
+            },
+        )
+    }
+
+    fn meta(rng: &mut Rng) -> String {
+        if rng.below(8) == 0 {
+            return other(rng);
+        }
+        object(
+            rng,
+            &[
+                VERSION_KEY,
+                CAPABILITIES_KEY,
+                "progressToken",
+                CAPABILITIES_KEY,
+            ],
+            &mut |rng, key| match key {
+                VERSION_KEY => rng
+                    .pick(&["\"2026-07-28\"", "\"2026-07-28\"", "\"2025-11-25\"", "2"])
+                    .to_owned(),
+                CAPABILITIES_KEY => capabilities(rng),
+                _ => other(rng),
+            },
+        )
+    }
+
+    fn params(rng: &mut Rng) -> String {
+        if rng.below(8) == 0 {
+            return other(rng);
+        }
+        object(
+            rng,
+            &["taskId", "_meta", "other", "_meta"],
+            &mut |rng, key| match key {
+                "taskId" => rng
+                    .pick(&["\"t1\"", "\"t1\"", "\"t\\u0031\"", "\"t2\"", "1"])
+                    .to_owned(),
+                "_meta" => meta(rng),
+                _ => other(rng),
+            },
+        )
+    }
+
+    fn message(rng: &mut Rng) -> String {
+        object(
+            rng,
+            &["jsonrpc", "id", "method", "params", "x", "params"],
+            &mut |rng, key| match key {
+                "jsonrpc" => rng.pick(&["\"2.0\"", "\"2.0\"", "\"1.0\"", "2"]).to_owned(),
+                "id" => rng
+                    .pick(&["7", "\"r\"", "1.5", "7", "null", "{}", "[7]"])
+                    .to_owned(),
+                "method" => rng
+                    .pick(&["\"tasks/get\"", "\"tasks/get\"", "\"tasks/cancel\"", "3"])
+                    .to_owned(),
+                "params" => params(rng),
+                _ => other(rng),
+            },
+        )
+    }
+
+    #[test]
+    fn random_polls_with_keys_given_twice_are_read_as_the_value_path_reads_them() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut accepted = 0;
+        for _ in 0..20_000 {
+            let body = message(&mut rng);
+            let method = rng.pick(&["tasks/get", "tasks/get", "tasks/cancel"]);
+            let headers = headers([Some("t1"), None, Some("t2")][rng.below(3)]);
+            let quick = accept(method, &headers, body.as_bytes());
+            accepted += usize::from(quick.is_some());
+            assert_eq!(
+                quick,
+                value_path(method, &headers, body.as_bytes()),
+                "{method} {body}"
+            );
+        }
+        // Enough of them are polls the fast path answers.
+        assert!(accepted > 100, "{accepted}");
+    }
 }
