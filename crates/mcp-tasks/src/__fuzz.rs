@@ -84,8 +84,9 @@ pub fn input_request_and_answer(data: &[u8]) {
 
 /// The server's reading of an HTTP request: the guard, then the `tasks/*`
 /// fast path. The input is `METHOD\nheader: value\n...\n\nBODY`. Checks
-/// that the typed reading of `tasks/get` and `tasks/cancel` bodies accepts
-/// only what the `Value` path accepts, with the same call.
+/// that the typed reading of `tasks/get` and `tasks/cancel` bodies, their
+/// one reader, accepts exactly what the `Value` path accepts, with the same
+/// call.
 pub fn server_reads_request(data: &[u8]) {
     let split = data.windows(2).position(|pair| pair == b"\n\n");
     let (head, body) = match split {
@@ -107,16 +108,18 @@ pub fn server_reads_request(data: &[u8]) {
         }
     }
     let _ = crate::server::http::guard::accepts_json_and_sse(&headers);
-    let quick = crate::server::http::quick::accept(method, &headers, body);
+    let quick = crate::server::http::fast::quick::accept(method, &headers, body);
     let slow = serde_json::from_slice::<Value>(body)
         .ok()
         .filter(|message| crate::server::http::guard::not_a_message(message).is_none())
-        .and_then(|message| crate::server::http::fast::accept(method, &headers, &message));
-    if quick.is_some() {
+        .and_then(|message| crate::server::http::fast::tasks::accept(method, &headers, &message));
+    if matches!(method, "tasks/get" | "tasks/cancel") {
         assert_eq!(
             quick, slow,
-            "the typed reading accepted what the Value path reads otherwise"
+            "the typed reading of a poll differs from the Value path's"
         );
+    } else {
+        assert_eq!(quick, None, "the typed reading reads polls only");
     }
 }
 

@@ -383,18 +383,17 @@ async fn the_guard_admits_exactly_what_rmcp_admits() {
 
 #[tokio::test]
 async fn the_token_layer_serves_a_router_of_ones_own() {
-    use mcp_tasks::server::http::{fast_tasks, require_bearer_tokens};
+    use mcp_tasks::server::http::require_bearer_tokens;
     let file = format!("{ALICE} alice\n{BOB} bob\n");
     let tokens = Arc::new(BearerTokens::parse(file.as_bytes()).unwrap());
     let server = RuntimeServer::in_memory();
-    let runtime = server.runtime.clone();
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true);
     let service: StreamableHttpService<RuntimeServer, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
     let router = axum::Router::new().nest_service("/mcp", service);
-    let router = require_bearer_tokens(fast_tasks(router, runtime), tokens);
+    let router = require_bearer_tokens(router, tokens);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(mcp_tasks::server::http::serve(listener, router));
@@ -404,17 +403,19 @@ async fn the_token_layer_serves_a_router_of_ones_own() {
     };
     let alice = format!("Bearer {ALICE}");
     let id = task(&endpoint, "127.0.0.1", &[("authorization", &alice)]).await;
-    let (status, headers, body) = endpoint.post("127.0.0.1", &get(&id), &[]).await;
+    // rmcp's service alone, which wants the task's `Mcp-Name` on a poll.
+    let name = ("mcp-name", id.as_str());
+    let (status, headers, body) = endpoint.post("127.0.0.1", &get(&id), &[name]).await;
     assert_eq!(status, 401, "{body}");
     assert_eq!(headers["www-authenticate"], "Bearer realm=\"mcp-tasks\"");
     assert_eq!(body["error"]["code"], -32600, "{body}");
     let (_, _, body) = endpoint
-        .post("127.0.0.1", &get(&id), &[("authorization", &alice)])
+        .post("127.0.0.1", &get(&id), &[("authorization", &alice), name])
         .await;
     assert_eq!(body["result"]["status"], "working", "{body}");
     let bob = format!("Bearer {BOB}");
     let (_, _, body) = endpoint
-        .post("127.0.0.1", &get(&id), &[("authorization", &bob)])
+        .post("127.0.0.1", &get(&id), &[("authorization", &bob), name])
         .await;
     assert_eq!(
         body["error"]["code"], -32602,

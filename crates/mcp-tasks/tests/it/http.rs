@@ -311,9 +311,10 @@ fn tasks_body(method: &str, id: &str, params: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{{params},{META}}}}}"#)
 }
 
-/// Polls are read straight from their bytes; a body that reading leaves
-/// (a key given twice, an escape or a number the JSON parse refuses) gets
-/// what it got before: the answer of the `Value` path, or -32700.
+/// Polls are read straight from their bytes as the `Value` path read them
+/// (a key given twice counts by its last value); a body that reading
+/// leaves (an escape or a number the JSON parse refuses) gets what it got
+/// before, -32700.
 #[tokio::test]
 async fn polls_read_from_their_bytes_answer_as_the_value_path() {
     let url = serve_http_with(RuntimeServer::in_memory(), |recipe| recipe).await;
@@ -360,7 +361,7 @@ async fn polls_read_from_their_bytes_answer_as_the_value_path() {
         );
         assert_eq!(answer["result"]["status"], "working", "{answer}");
     }
-    // A key given twice: the Value path answers, with the last one.
+    // A key given twice: answered with the last one, as the Value path did.
     let twice = get("7", format!(r#""taskId":"none","taskId":"{task}""#));
     let (status, answer) = post("tasks/get", twice).await;
     assert_eq!(status, 200, "{answer}");

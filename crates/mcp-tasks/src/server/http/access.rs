@@ -5,9 +5,7 @@
 //! The guard runs [`Access::admit`] first; the serving recipe's fast paths
 //! serve a request it admits whatever its host name, exactly as rmcp's
 //! service does behind them (which is configured with the same lists, so it
-//! never disagrees). A router built without the guard
-//! ([`fast_tasks`](super::fast_tasks) on its own) serves loopback requests
-//! without `Origin` on those paths and hands the rest to rmcp.
+//! never disagrees).
 //!
 //! The checks read what rmcp reads, the same way: a `Host` (or the URI's
 //! authority) compared by name, case-insensitively, and by port when the
@@ -28,7 +26,7 @@ use axum::response::Response;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use serde_json::Value;
 
-use super::guard::refuse;
+use super::reply::refuse;
 use crate::server::auth::{BearerTokens, Unauthorized};
 use crate::server::principal::Authenticated;
 
@@ -91,7 +89,7 @@ pub fn validate_allowed_origin(entry: &str) -> Result<(), InvalidAllowEntry> {
 /// does this in the serving recipe.
 ///
 /// ```ignore
-/// let router = mcp_tasks::server::http::fast_tasks(router, runtime);
+/// let router = axum::Router::new().nest_service("/mcp", rmcp_service);
 /// let router = mcp_tasks::server::http::require_bearer_tokens(router, Arc::new(tokens));
 /// ```
 pub fn require_bearer_tokens(router: axum::Router, tokens: Arc<BearerTokens>) -> axum::Router {
@@ -127,14 +125,6 @@ pub(super) fn unauthorized(why: Unauthorized) -> Response {
         HeaderValue::from_static(why.challenge()),
     );
     response
-}
-
-/// Whether a public fast-path layer, which runs without the guard, may
-/// serve `request`: a loopback one without `Origin`. (The serving recipe
-/// runs the guard and its fast paths in one middleware, see
-/// [`front`](super::front).)
-pub(super) fn admitted(request: &Request) -> bool {
-    super::fast::local_and_headless(request.headers())
 }
 
 /// What the guard checks first.

@@ -1,19 +1,18 @@
-//! The serving recipe's one middleware in front of rmcp's service: the
-//! [`guard`](super::guard), then the fast path for the request's
-//! `Mcp-Method` ([`fast`](super::fast) for `tasks/*`, [`listen`](super::listen)
-//! for `subscriptions/listen`, [`call`](super::call) for `tools/call`), then
-//! rmcp for everything they do not take.
+//! The serving recipe's one middleware in front of rmcp's service, and the
+//! fast paths' one entrance: the [`guard`](super::guard), then the fast
+//! path for the request's `Mcp-Method` ([`fast`](super::fast):
+//! [`tasks`](super::fast::tasks) for `tasks/*`,
+//! [`listen`](super::fast::listen) for `subscriptions/listen`,
+//! [`call`](super::fast::call) for `tools/call`), then rmcp for everything
+//! they do not take.
 //!
 //! One layer instead of four: every axum middleware layer clones the
 //! service behind it and boxes a future for each request, and each fast
 //! path read the body again. Here the guard reads the body once, a
 //! `tasks/get` or `tasks/cancel` is read straight from its bytes
-//! ([`quick`](super::quick)), and only the other requests are parsed into
-//! a `serde_json::Value` (which also answers a body that is not a JSON-RPC
-//! message). The public layers [`fast_tasks`](super::fast_tasks),
-//! [`listen_tasks`](super::listen_tasks) and
-//! [`fast_tool_calls`](super::fast_tool_calls) answer the same requests the
-//! same way for a router of one's own.
+//! ([`quick`](super::fast::quick)), and only the other requests are parsed
+//! into a `serde_json::Value` (which also answers a body that is not a
+//! JSON-RPC message).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,11 +25,11 @@ use axum::response::Response;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use rmcp::ServerHandler;
 
-use super::call::ToolCalls;
 use serde_json::Value;
 
+use super::fast::call::ToolCalls;
+use super::fast::{listen, quick, tasks};
 use super::guard::{self, Admitted, Guard};
-use super::{fast, listen, quick};
 use crate::server::TaskRuntime;
 use crate::server::admission::refusal::{RetryMark, retry_after_secs};
 use crate::server::legacy;
@@ -67,11 +66,10 @@ where
         Ok(Admitted::Session(request)) => return rmcp(next, request).await,
         Err(refusal) => return refusal,
     };
-    let tasks = fast::tasks_method(&parts.headers);
-    if let Some(method) = tasks
+    if let Some(method) = tasks::tasks_method(&parts.headers)
         && let Some(call) = quick::accept(method, &parts.headers, &bytes)
     {
-        return fast::respond(&front.runtime, parts, call).await;
+        return tasks::respond(&front.runtime, parts, call).await;
     }
     let mut parts = parts;
     let mark = RetryMark::default();
@@ -79,7 +77,7 @@ where
     retry_later(answer(front, parts, bytes, next).await, &mark)
 }
 
-/// Everything but the quick `tasks/*` polls.
+/// Everything but the `tasks/get` and `tasks/cancel` that `quick` read.
 async fn answer<S>(
     front: Arc<Front<S>>,
     parts: http::request::Parts,
@@ -89,7 +87,7 @@ async fn answer<S>(
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let tasks = fast::tasks_method(&parts.headers);
+    let method = tasks::tasks_method(&parts.headers);
     let session = parts.headers.contains_key(guard::SESSION_ID);
     let mut message = match guard::message(&bytes, session) {
         Ok(message) => message,
@@ -110,9 +108,13 @@ where
             .get("mcp-method")
             .is_some_and(|value| value == method)
     };
-    if let Some(method) = tasks {
-        if let Some(call) = fast::accept(method, &parts.headers, &message) {
-            return fast::respond(&front.runtime, parts, call).await;
+    if let Some(method) = method {
+        // A `tasks/get` or `tasks/cancel` that the fast path answers was
+        // read by `quick` already: what it left goes to rmcp.
+        if method == "tasks/update"
+            && let Some(call) = tasks::accept_update(&parts.headers, &message)
+        {
+            return tasks::respond(&front.runtime, parts, call).await;
         }
     } else if named(LISTEN) {
         if listen::accepts_event_stream(&parts.headers)

@@ -20,15 +20,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::Request;
 use axum::response::Response;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http::{HeaderMap, Method, StatusCode, header};
 use http_body_util::BodyExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::access::Access;
+use super::reply::refuse;
 
 /// What the guard enforces.
 #[derive(Debug, Clone)]
@@ -211,20 +212,11 @@ pub(crate) fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
     json && sse
 }
 
-/// A JSON-RPC error answer with `status`.
-pub(super) fn refuse(status: StatusCode, code: i64, message: &str, id: &Value) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-    let mut response = Response::new(Body::from(body.to_string()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
 #[cfg(test)]
 mod tests {
+    use http::HeaderValue;
+    use serde_json::json;
+
     use super::*;
 
     #[test]

@@ -5,13 +5,12 @@
 //! (which has no sessions; clients that open with `initialize` get rmcp's
 //! sessions, whose answers carry the 2025-11-25 task fields, see
 //! [`legacy`](super::legacy)), answering plain JSON where no notification
-//! precedes the answer, without SSE keep-alives; and in front of it one middleware that
-//! answers well-formed `tasks/*` polls straight from the runtime (as
-//! [`fast_tasks`] does), serves `subscriptions/listen` for tasks (as
-//! [`listen_tasks`] does; rmcp 3.11 cannot: see [`listen`](super::listen))
-//! and well-formed `tools/call` requests (as [`fast_tool_calls`] does),
-//! after a guard that first checks who may reach the endpoint, for every route
-//! alike (the `Host`: loopback names by default, against DNS rebinding,
+//! precedes the answer, without SSE keep-alives; and in front of it one
+//! middleware that answers well-formed `tasks/*` polls straight from the
+//! runtime, serves `subscriptions/listen` for tasks (rmcp 3.11 cannot: see
+//! [`listen`](super::listen)) and well-formed `tools/call` requests (the
+//! fast paths, each answering exactly as rmcp would), after a guard that
+//! first checks who may reach the endpoint, for every route alike (the `Host`: loopback names by default, against DNS rebinding,
 //! [`with_allowed_hosts`](StreamableHttpServer::with_allowed_hosts) for a
 //! public name; a browser `Origin`: loopback ones by default; and with
 //! [`with_bearer_tokens`](StreamableHttpServer::with_bearer_tokens) the
@@ -55,13 +54,10 @@
 //! of `docs/deployment.md` in the repository).
 
 mod access;
-mod body;
-mod call;
 pub(crate) mod fast;
 mod front;
 pub(crate) mod guard;
-mod listen;
-pub(crate) mod quick;
+mod reply;
 mod sessions;
 
 use std::sync::Arc;
@@ -75,9 +71,6 @@ pub use access::{
     InvalidAllowEntry, LOOPBACK_HOSTS, require_bearer_tokens, validate_allowed_host,
     validate_allowed_origin,
 };
-pub use call::fast_tool_calls;
-pub use fast::fast_tasks;
-pub use listen::listen_tasks;
 
 use crate::server::TaskRuntime;
 use crate::server::admission::refusal::{Reason, refuse, retry_after_secs};
@@ -289,10 +282,10 @@ where
     }
 
     /// The axum router: the guard (host, origin, token, then the request's
-    /// shape), then the fast paths of [`fast_tasks`], [`listen_tasks`] and
-    /// [`fast_tool_calls`] (in one layer), then rmcp's service at the path. Its body limits apply wherever the
-    /// router is served; the connection limits only with
-    /// [`StreamableHttpServer::serve`].
+    /// shape), then the fast paths for `tasks/*`, task listens and
+    /// `tools/call` (in the same layer), then rmcp's service at the path.
+    /// Its body limits apply wherever the router is served; the connection
+    /// limits only with [`StreamableHttpServer::serve`].
     pub fn router(self) -> axum::Router {
         self.parts().0
     }
@@ -326,7 +319,7 @@ where
         let front = Arc::new(front::Front {
             guard,
             runtime: self.runtime,
-            calls: call::ToolCalls::new(calls),
+            calls: fast::call::ToolCalls::new(calls),
         });
         let router = axum::Router::new()
             .nest_service(&self.path, Shared(Arc::new(service)))

@@ -6,11 +6,11 @@
 //! check the `Mcp-*` headers, starts a service loop with its channels and
 //! tasks, and hands the request to the handler from there. For a
 //! `tools/call` that becomes a task, that machinery costs several times what
-//! creating the task does. [`fast_tool_calls`] calls the same handler the
+//! creating the task does. [`ToolCalls`] calls the same handler the
 //! same way rmcp's loop does, without the machinery:
 //!
-//! * The request is parsed once (by the serving recipe's front middleware,
-//!   or by this layer) and read
+//! * The request is parsed once (by the guard, in the serving recipe's
+//!   front middleware) and read
 //!   into rmcp's own `CallToolRequest` with rmcp's own deserializer, so the
 //!   handler gets the very `CallToolRequestParams`, `_meta` and extensions
 //!   (the request's `http::request::Parts` among them) it gets through rmcp.
@@ -27,7 +27,7 @@
 //!
 //! Only requests rmcp would accept as they are take this path: ones the
 //! serving recipe's guard admitted (`Host`, `Origin` and bearer token
-//! checked; without the guard, a loopback `Host` and no `Origin`); exactly one `MCP-Protocol-Version: 2026-07-28`,
+//! checked); exactly one `MCP-Protocol-Version: 2026-07-28`,
 //! one `Mcp-Method: tools/call` and one plain `Mcp-Name` equal to the
 //! tool's name; no `Mcp-Param-*` header and a tool whose schema asks for
 //! none; a body with only `jsonrpc`, `id`, `method` and `params`, whose
@@ -42,12 +42,12 @@
 //! into an event stream. Delete this module the day rmcp's own path is as
 //! fast.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use axum::body::Body;
 use axum::response::Response;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http::{HeaderMap, StatusCode};
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequest, ClientRequest, ErrorCode, Extensions, GetExtensions, GetMeta, Implementation,
@@ -62,14 +62,14 @@ use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::access::admitted;
+use crate::server::http::reply::json_body;
 
 /// The only protocol version served here.
 const VERSION: &str = "2026-07-28";
 
 /// `tools/call` answered by calling `server`'s handler directly; see the
 /// [module docs](self).
-pub(super) struct ToolCalls<S: ServerHandler> {
+pub(crate) struct ToolCalls<S: ServerHandler> {
     server: S,
     /// Made on the first call, inside the runtime.
     detached: OnceLock<Detached<S>>,
@@ -85,7 +85,7 @@ impl<S> ToolCalls<S>
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    pub(super) fn new(server: S) -> Self {
+    pub(crate) fn new(server: S) -> Self {
         Self {
             server,
             detached: OnceLock::new(),
@@ -93,7 +93,7 @@ where
     }
 
     /// True when the request is one this path answers exactly as rmcp would.
-    pub(super) fn accepts(&self, headers: &HeaderMap, message: &Value) -> bool {
+    pub(crate) fn accepts(&self, headers: &HeaderMap, message: &Value) -> bool {
         let Some(name) = call_name(headers, message) else {
             return false;
         };
@@ -107,7 +107,7 @@ where
     }
 
     /// Answers a request [`ToolCalls::accepts`] took.
-    pub(super) async fn answer(&self, parts: Parts, message: Value) -> Response {
+    pub(crate) async fn answer(&self, parts: Parts, message: Value) -> Response {
         let Some((id, mut request)) = read_call(message) else {
             // `accepts` took it, so rmcp's own types read it: unreachable in
             // practice, and answered as rmcp answers an unreadable body.
@@ -158,7 +158,7 @@ where
         };
         let status = status_of(&message, meta_malformed);
         match serde_json::to_vec(&message) {
-            Ok(body) => json_response(status, body),
+            Ok(body) => json_body(status, body),
             Err(error) => plain_error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 &format!("Encounter an error when serialize json response: {error}"),
@@ -309,73 +309,8 @@ fn status_of(message: &ServerJsonRpcMessage, meta_malformed: bool) -> StatusCode
     }
 }
 
-fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
-    let mut response = Response::new(Body::from(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
 fn plain_error(status: StatusCode, text: &str) -> Response {
     let mut response = Response::new(Body::from(text.to_owned()));
     *response.status_mut() = status;
     response
-}
-
-/// Wraps an axum router that serves rmcp's `StreamableHttpService` (with
-/// JSON answers, as [`StreamableHttpServer`](super::StreamableHttpServer)
-/// configures it): `tools/call` requests that rmcp would accept as they are
-/// (admitted by the guard, one `MCP-Protocol-Version: 2026-07-28`, a plain
-/// `Mcp-Name` equal to the tool's name, no `Mcp-Param-*` header, no
-/// `progressToken` or `logLevel` in `_meta`) are answered by calling
-/// `server`'s handler through rmcp's own `Service::handle_request`, without
-/// rmcp's one-shot service per request; everything else goes to `router`.
-/// `StreamableHttpServer` does this for you.
-pub fn fast_tool_calls<S>(router: axum::Router, server: S) -> axum::Router
-where
-    S: ServerHandler + Clone + Send + Sync + 'static,
-{
-    let calls = Arc::new(ToolCalls::new(server));
-    router.layer(axum::middleware::from_fn_with_state(
-        calls,
-        answer_calls::<S>,
-    ))
-}
-
-async fn answer_calls<S>(
-    axum::extract::State(calls): axum::extract::State<Arc<ToolCalls<S>>>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response
-where
-    S: ServerHandler + Clone + Send + Sync + 'static,
-{
-    let is_call = request
-        .headers()
-        .get("mcp-method")
-        .is_some_and(|method| method == "tools/call");
-    if !is_call || request.method() != http::Method::POST || !admitted(&request) {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, super::fast::MAX_BODY).await else {
-        return super::guard::refuse(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            -32600,
-            "Invalid Request: the request body is too large",
-            &Value::Null,
-        );
-    };
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(message) if calls.accepts(&parts.headers, &message) => {
-            calls.answer(parts, message).await
-        }
-        _ => {
-            next.run(axum::extract::Request::from_parts(parts, Body::from(bytes)))
-                .await
-        }
-    }
 }

@@ -1,96 +1,35 @@
-//! A fast path for `tasks/get`, `tasks/update` and `tasks/cancel` over
-//! Streamable HTTP.
+//! The `tasks/get`, `tasks/update` and `tasks/cancel` fast path: which
+//! requests it takes, and their answers from the runtime.
 //!
-//! rmcp's Streamable HTTP service spends most of a small request's time in
-//! its own dispatch. Polls are most of a task server's traffic, so
-//! [`fast_tasks`] answers well-formed `tasks/*` requests from the runtime
-//! directly, as one plain JSON body, and hands every other request (and
-//! every `tasks/*` request it does not fully accept: a header that does not
-//! match the body, a missing capability) to the rmcp service behind it,
-//! which validates and answers as usual. In the serving recipe it serves
-//! every request the guard admitted (its `Host`, `Origin` and token checked
-//! for all routes alike, see [`access`](super::access) and
-//! [`front`](super::front)); as a layer of one's own, without the guard,
-//! only loopback requests without `Origin`. `tasks/get` and `tasks/cancel`
-//! bodies are read straight from their bytes where they can be
-//! ([`quick`](super::quick)). Delete this module the day rmcp's own path is
-//! as fast.
+//! Polls are most of a task server's traffic, and rmcp's Streamable HTTP
+//! service spends most of a small request's time in its own dispatch: the
+//! front middleware answers a well-formed `tasks/*` request with
+//! [`respond`], from the runtime directly, as one plain JSON body. A
+//! `tasks/get` or `tasks/cancel` is read from its bytes by
+//! [`quick`](super::quick); a `tasks/update` by [`accept_update`] from the
+//! `serde_json::Value` the guard parsed. See the [folder's docs](super) for
+//! what must match rmcp.
 //!
 //! One deliberate leniency: a `tasks/*` request *without* `Mcp-Name` is
 //! answered (the extension says clients MUST send it; fastmcp-tasks' client
 //! does not, and the header only mirrors the body's `taskId`). A request whose
 //! `Mcp-Name` differs from the body is refused by rmcp with -32020.
 
-use axum::body::{Body, to_bytes};
-use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::response::Response;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use rmcp::ErrorData;
 use rmcp::model::{Extensions, GetTaskResult, InputResponses};
 use serde_json::{Value, json};
 
-use super::access::admitted;
 use super::body::{ack_answer, get_task_answer};
-use super::guard::refuse;
-use crate::TASKS_EXTENSION;
 use crate::server::TaskRuntime;
+use crate::server::http::reply::{self, json_body};
 use crate::server::wire::detailed_task;
-use crate::task::TaskId;
-
-/// The largest `tasks/*` body answered on the fast path.
-pub(super) const MAX_BODY: usize = 4 << 20;
-
-/// Wraps an axum router that serves rmcp's `StreamableHttpService`: well-formed
-/// `tasks/*` POSTs are answered from `runtime`, everything else goes to `router`.
-/// [`StreamableHttpServer`](super::StreamableHttpServer) does this for you.
-///
-/// ```ignore
-/// let router = axum::Router::new().nest_service("/mcp", rmcp_service);
-/// let router = mcp_tasks::server::http::fast_tasks(router, runtime);
-/// ```
-pub fn fast_tasks(router: axum::Router, runtime: TaskRuntime) -> axum::Router {
-    router.layer(axum::middleware::from_fn_with_state(runtime, answer_tasks))
-}
-
-async fn answer_tasks(
-    State(runtime): State<TaskRuntime>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let Some(method) = tasks_method(request.headers()) else {
-        return next.run(request).await;
-    };
-    if request.method() != http::Method::POST || !admitted(&request) {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = to_bytes(body, MAX_BODY).await else {
-        return refuse(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            -32600,
-            "Invalid Request: the request body is too large",
-            &Value::Null,
-        );
-    };
-    let accepted = super::quick::accept(method, &parts.headers, &bytes).or_else(|| {
-        serde_json::from_slice::<Value>(&bytes)
-            .ok()
-            .and_then(|message| accept(method, &parts.headers, &message))
-    });
-    match accepted {
-        Some(call) => respond(&runtime, parts, call).await,
-        // Not for the fast path: rmcp validates and answers.
-        None => {
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await
-        }
-    }
-}
+use crate::task::{TASKS_EXTENSION, TaskId};
 
 /// The `tasks/*` method a request's `Mcp-Method` header names, if any.
-pub(super) fn tasks_method(headers: &HeaderMap) -> Option<&'static str> {
+pub(crate) fn tasks_method(headers: &HeaderMap) -> Option<&'static str> {
     match headers.get("mcp-method").map(HeaderValue::as_bytes) {
         Some(b"tasks/get") => Some("tasks/get"),
         Some(b"tasks/update") => Some("tasks/update"),
@@ -100,7 +39,7 @@ pub(super) fn tasks_method(headers: &HeaderMap) -> Option<&'static str> {
 }
 
 /// Answers an accepted `tasks/*` request from the runtime.
-pub(super) async fn respond(runtime: &TaskRuntime, parts: Parts, call: Call) -> Response {
+pub(crate) async fn respond(runtime: &TaskRuntime, parts: Parts, call: Call) -> Response {
     let mut extensions = Extensions::new();
     extensions.insert(parts);
     let principal = runtime.principal_of(&extensions);
@@ -135,15 +74,12 @@ pub(super) async fn respond(runtime: &TaskRuntime, parts: Parts, call: Call) -> 
     };
     match outcome {
         Ok(Some(body)) => json_body(StatusCode::OK, body),
-        Ok(None) => plain(
+        Ok(None) => reply::error(
             StatusCode::OK,
-            &json!({"jsonrpc": "2.0", "id": call.id,
-                "error": internal_message("cannot write the answer")}),
+            &call.id,
+            &internal_message("cannot write the answer"),
         ),
-        Err(error) => plain(
-            StatusCode::OK,
-            &json!({"jsonrpc": "2.0", "id": call.id, "error": error}),
-        ),
+        Err(error) => reply::error(StatusCode::OK, &call.id, &error),
     }
 }
 
@@ -157,37 +93,6 @@ fn internal_message(what: &str) -> ErrorData {
 )]
 fn internal(error: serde_json::Error) -> ErrorData {
     ErrorData::internal_error(format!("cannot encode the task: {error}"), None)
-}
-
-pub(super) fn plain(status: StatusCode, body: &Value) -> Response {
-    json_body(status, body.to_string().into_bytes())
-}
-
-/// A JSON answer with `status`.
-pub(super) fn json_body(status: StatusCode, body: Vec<u8>) -> Response {
-    let mut response = Response::new(Body::from(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-/// No `Origin` and a loopback `Host`: what the fast path serves without the
-/// guard in front (which checks both for every route).
-pub(super) fn local_and_headless(headers: &HeaderMap) -> bool {
-    if headers.contains_key(header::ORIGIN) {
-        return false;
-    }
-    let Some(Ok(host)) = headers.get(header::HOST).map(HeaderValue::to_str) else {
-        return false;
-    };
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if !name.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => host,
-    };
-    matches!(name, "localhost" | "127.0.0.1" | "[::1]")
 }
 
 #[cfg_attr(any(test, feature = "fuzzing"), derive(PartialEq, Debug))]
@@ -240,9 +145,20 @@ pub(super) fn headers_fit(headers: &HeaderMap, version: &str, task_id: &str) -> 
         && header("mcp-name").is_none_or(|name| name == task_id)
 }
 
+/// A `tasks/update` that the fast path answers, read from the guard's
+/// `Value` (see [`accept`]).
+pub(crate) fn accept_update(headers: &HeaderMap, message: &Value) -> Option<Call> {
+    accept("tasks/update", headers, message)
+}
+
 /// The request, if it is exactly what the fast path answers: a JSON-RPC
 /// request for `method` whose headers match its body, with 2026-07-28
 /// `_meta` that declares the Tasks extension.
+///
+/// The server reads only `tasks/update` so ([`accept_update`]); for
+/// `tasks/get` and `tasks/cancel` this is the reference that their one
+/// reader, [`quick`](super::quick), is held to by its tests and the fuzz
+/// target `server_reads_request`: the same call for every body.
 pub(crate) fn accept(method: &str, headers: &HeaderMap, message: &Value) -> Option<Call> {
     let Value::Object(message) = message else {
         return None;
@@ -331,22 +247,5 @@ mod tests {
         );
         update["params"]["inputResponses"] = json!({"k": {"action": "decline"}});
         assert!(accept("tasks/update", &good, &update).is_some());
-    }
-
-    #[test]
-    fn browsers_and_foreign_hosts_go_through_rmcp() {
-        assert!(local_and_headless(&headers(&[("host", "127.0.0.1:8080")])));
-        assert!(local_and_headless(&headers(&[("host", "localhost")])));
-        assert!(local_and_headless(&headers(&[("host", "[::1]:1")])));
-        assert!(!local_and_headless(&headers(&[("host", "example.com")])));
-        assert!(!local_and_headless(&headers(&[(
-            "host",
-            "127.0.0.1.evil:80"
-        )])));
-        assert!(!local_and_headless(&headers(&[
-            ("host", "127.0.0.1:8080"),
-            ("origin", "http://localhost:3000")
-        ])));
-        assert!(!local_and_headless(&HeaderMap::new()));
     }
 }

@@ -1,7 +1,7 @@
 //! Task listens over Streamable HTTP, in front of rmcp's service (see
 //! [`listen`](crate::server::listen) for what rmcp 3.11 lacks).
 //!
-//! [`listen_tasks`] answers a POST of `subscriptions/listen` that names
+//! [`answer`] answers a POST of `subscriptions/listen` that names
 //! `taskIds` with an SSE response of its own: the acknowledgement, then
 //! `notifications/tasks`, then, when the server ends the stream, the listen
 //! result. It sends `X-Accel-Buffering: no` (so proxies pass events on at
@@ -13,8 +13,7 @@
 //! `Retry-After` and the JSON-RPC error of the refusal, at once.
 //!
 //! As on the `tasks/*` fast path, a request that is not exactly a
-//! well-formed 2026-07-28 task listen, admitted by the guard (or, without
-//! it, from a loopback, non-browser client), goes to rmcp, which validates
+//! well-formed 2026-07-28 task listen, admitted by the guard, goes to rmcp, which validates
 //! it; rmcp does not know `taskIds`, so such a client is acknowledged no
 //! task and polls. A well-formed task listen
 //! that does not declare the Tasks extension gets -32021 here.
@@ -22,9 +21,6 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::body::{Body, to_bytes};
-use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
@@ -33,74 +29,27 @@ use rmcp::ErrorData;
 use rmcp::model::Extensions;
 use serde_json::{Value, json};
 
-use super::access::admitted;
-use super::fast::plain;
-use crate::TASKS_EXTENSION;
 use crate::server::TaskRuntime;
 use crate::server::admission::refusal::retry_after_secs;
+use crate::server::http::reply;
 use crate::server::listen::{
     ACKNOWLEDGED, LISTEN, Subscription, TASK_NOTIFICATION, requested_task_ids,
 };
 use crate::server::wire::tasks_required;
+use crate::task::TASKS_EXTENSION;
 
-/// The largest listen body read.
-const MAX_BODY: usize = 1 << 20;
 /// How often an idle stream sends a comment line.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// Wraps an axum router that serves rmcp's `StreamableHttpService`: POSTs
-/// of `subscriptions/listen` naming `taskIds` are served from `runtime`,
-/// everything else goes to `router`.
-/// [`StreamableHttpServer`](super::StreamableHttpServer) does this for you.
-pub fn listen_tasks(router: axum::Router, runtime: TaskRuntime) -> axum::Router {
-    router.layer(axum::middleware::from_fn_with_state(runtime, answer_listen))
-}
-
-async fn answer_listen(
-    State(runtime): State<TaskRuntime>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let is_listen = request
-        .headers()
-        .get("mcp-method")
-        .is_some_and(|method| method == LISTEN);
-    if !is_listen
-        || request.method() != http::Method::POST
-        || !admitted(&request)
-        || !accepts_event_stream(request.headers())
-    {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = to_bytes(body, MAX_BODY).await else {
-        return plain(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &json!({"jsonrpc": "2.0", "id": null,
-            "error": {"code": -32600, "message": "request body too large"}}),
-        );
-    };
-    let accepted = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|message| accept(&parts.headers, &message));
-    let Some(listen) = accepted else {
-        // Not for us: rmcp validates and answers.
-        return next
-            .run(Request::from_parts(parts, Body::from(bytes)))
-            .await;
-    };
-    answer(&runtime, parts, listen).await
-}
-
 /// Serves an accepted listen request: its acknowledgement, then its
 /// stream of task notifications.
-pub(super) async fn answer(runtime: &TaskRuntime, parts: Parts, listen: Listen) -> Response {
+pub(crate) async fn answer(runtime: &TaskRuntime, parts: Parts, listen: Listen) -> Response {
     let requested = match listen.requested {
         Ok(requested) => requested,
-        Err(error) => return refuse(StatusCode::OK, &listen.id, &error),
+        Err(error) => return reply::error(StatusCode::OK, &listen.id, &error),
     };
     if !listen.declared {
-        return refuse(StatusCode::BAD_REQUEST, &listen.id, &tasks_required());
+        return reply::error(StatusCode::BAD_REQUEST, &listen.id, &tasks_required());
     }
     let mut extensions = Extensions::new();
     extensions.insert(parts);
@@ -150,10 +99,10 @@ fn notification(method: &str, params: Value) -> Value {
 }
 
 /// A refusal for load: 503 with `Retry-After` and the JSON-RPC error, set
-/// here rather than through the request's mark, so that the public
-/// [`listen_tasks`] layer answers it the same way.
-pub(super) fn busy(id: &Value, error: &ErrorData, retry_after: Duration) -> Response {
-    let mut response = refuse(StatusCode::SERVICE_UNAVAILABLE, id, error);
+/// here rather than through the request's mark, as the front middleware
+/// does not mark a listen (its answer is an event stream).
+pub(crate) fn busy(id: &Value, error: &ErrorData, retry_after: Duration) -> Response {
+    let mut response = reply::error(StatusCode::SERVICE_UNAVAILABLE, id, error);
     response.headers_mut().insert(
         header::RETRY_AFTER,
         HeaderValue::from(retry_after_secs(retry_after)),
@@ -161,11 +110,7 @@ pub(super) fn busy(id: &Value, error: &ErrorData, retry_after: Duration) -> Resp
     response
 }
 
-fn refuse(status: StatusCode, id: &Value, error: &ErrorData) -> Response {
-    plain(status, &json!({"jsonrpc": "2.0", "id": id, "error": error}))
-}
-
-pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
+pub(crate) fn accepts_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
@@ -174,7 +119,7 @@ pub(super) fn accepts_event_stream(headers: &HeaderMap) -> bool {
 }
 
 /// A task listen this layer serves.
-pub(super) struct Listen {
+pub(crate) struct Listen {
     id: Value,
     requested: Result<Vec<String>, ErrorData>,
     declared: bool,
@@ -182,7 +127,7 @@ pub(super) struct Listen {
 
 /// The request, if it is a well-formed 2026-07-28 listen naming `taskIds`
 /// whose version header matches its body.
-pub(super) fn accept(headers: &HeaderMap, message: &Value) -> Option<Listen> {
+pub(crate) fn accept(headers: &HeaderMap, message: &Value) -> Option<Listen> {
     if message.get("jsonrpc")? != "2.0" || message.get("method")? != LISTEN {
         return None;
     }
