@@ -298,6 +298,7 @@ impl TaskRuntimeBuilder {
             resumes: self.resume.is_some(),
             advertised: Advertised::default(),
             rate,
+            hasher: tokio::sync::OnceCell::new(),
         });
         tokio::spawn(listen_for_changes(
             Arc::downgrade(&inner),

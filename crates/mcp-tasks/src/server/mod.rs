@@ -93,6 +93,7 @@ mod runtime;
 mod state;
 mod supervise;
 mod takeover;
+mod task_hash;
 mod transport;
 mod waiters;
 mod wire;
@@ -111,6 +112,7 @@ pub use principal::{
 pub use router::TaskRouter;
 pub use runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
 pub use takeover::ResumeTool;
+pub use task_hash::{TASK_HASH_LEN, TASK_HASH_PREFIX, TaskHasher};
 pub use transport::StdioTransport;
 
 /// Writes the `get_task`, `update_task`, `cancel_task` and

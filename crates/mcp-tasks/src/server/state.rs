@@ -22,6 +22,7 @@ use super::lease::{Lease, LeaseError, Leasing};
 use super::limits::{Listeners, LiveTasks};
 use super::policy::Advertised;
 use super::principal::PrincipalExtractor;
+use super::task_hash::TaskHasher;
 use super::waiters::Waiters;
 use super::wire::store_failure;
 use crate::store::{Change, Modified, SharedStore, StoreError, TaskRecord, modify, modify_as};
@@ -48,6 +49,8 @@ pub(crate) struct Inner {
     pub(crate) advertised: Advertised,
     /// Each caller's creation rate, when limited.
     pub(crate) rate: Option<Arc<RateLimits>>,
+    /// The task hasher of the store's key, read from the store once.
+    pub(crate) hasher: tokio::sync::OnceCell<TaskHasher>,
 }
 
 /// The runtime's settings, as the builder set them.
