@@ -1,8 +1,8 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod admin;
 mod feed;
-mod hash_key;
 mod scripts;
 mod seats;
 #[cfg(feature = "testing")]
@@ -479,6 +479,14 @@ impl TaskStore for RedisStore {
 
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         self.feed.subscribe()
+    }
+
+    async fn list_all(
+        &self,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        self.list_every(after, limit).await
     }
 
     async fn hash_key(&self) -> Result<HashKey, StoreError> {

@@ -11,15 +11,16 @@
 //! `P seats:POOL` (a seat pool: a hash of seat to the runner holding it,
 //! `POOL` the first 32 hex digits of the SHA-256 of the pool's name),
 //! `P held:RUNNER` (a runner's seats, as a set of `POOL` followed by the
-//! seat), and the channel `P changes` (ids of changed tasks, or the empty
+//! seat), `P all` (the ids of every record, as the owner sets are, for
+//! the admin command's listing), and the channel `P changes` (ids of changed tasks, or the empty
 //! string when seats were freed). Empty hashes and sets are dropped by
 //! Redis, so pools and runners without seats cost nothing. The scripts build the
 //! keys they derive from the prefix, so the store needs one Redis node (a
 //! primary with replicas is fine; Redis Cluster is not supported).
 //!
 //! Redis may drop a record by itself (`expiry_grace` after its
-//! `expiresAt`), which leaves its id in the owner's set: [`LIST_OWNED`]
-//! skips and removes such ids, and an owner's set expires no sooner than
+//! `expiresAt`), which leaves its id in the owner's set and in `P all`:
+//! [`LIST_OWNED`] and [`LIST_ALL`] skip and remove such ids, and an owner's set expires no sooner than
 //! the last of its records ([`KEEP_OWNED`]), so with no server running
 //! Redis's memory stays bounded as before.
 
@@ -56,6 +57,7 @@ end
 if ARGV[4] ~= '' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
 if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 keep_owned(KEYS[3], ARGV[1], ARGV[5])
+redis.call('ZADD', ARGV[8] .. 'all', 0, ARGV[1])
 redis.call('PUBLISH', ARGV[8] .. 'changes', ARGV[1])
 ";
 
@@ -152,6 +154,7 @@ else
   redis.call('PERSIST', KEYS[1])
 end
 keep_owned(KEYS[3], ARGV[1], ARGV[6])
+redis.call('ZADD', ARGV[9] .. 'all', 0, ARGV[1])
 redis.call('PUBLISH', ARGV[9] .. 'changes', ARGV[1])
 return {{2}}
 "
@@ -167,6 +170,7 @@ redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 if old[1] then redis.call('SREM', ARGV[2] .. 'runner:' .. old[1], ARGV[1]) end
 if old[2] then redis.call('ZREM', ARGV[2] .. 'owner:' .. old[2], ARGV[1]) end
+redis.call('ZREM', ARGV[2] .. 'all', ARGV[1])
 return 1
 ",
     )
@@ -190,6 +194,39 @@ while listed < limit do
   for _, id in ipairs(ids) do
     local record = redis.call('HMGET', ARGV[3] .. 'task:' .. id, 'v', 'r', 'w')
     if record[1] and record[3] == ARGV[4] then
+      found[#found + 1] = id
+      found[#found + 1] = record[1]
+      found[#found + 1] = record[2]
+      listed = listed + 1
+    else
+      redis.call('ZREM', KEYS[1], id)
+    end
+  end
+  if #ids < want then break end
+  from = '(' .. ids[#ids]
+end
+return found
+",
+    )
+});
+
+/// Up to `limit` records of any owner whose ids sort after `after`, in
+/// byte order, as [`LIST_OWNED`] gives them; ids whose record is gone are
+/// removed from the index and skipped. KEYS: all. ARGV: where to start
+/// (`-` or `(ID`), limit (at least 1), prefix.
+pub(crate) static LIST_ALL: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local limit = tonumber(ARGV[2])
+local from = ARGV[1]
+local found = {}
+local listed = 0
+while listed < limit do
+  local want = limit - listed
+  local ids = redis.call('ZRANGEBYLEX', KEYS[1], from, '+', 'LIMIT', 0, want)
+  for _, id in ipairs(ids) do
+    local record = redis.call('HMGET', ARGV[3] .. 'task:' .. id, 'v', 'r')
+    if record[1] then
       found[#found + 1] = id
       found[#found + 1] = record[1]
       found[#found + 1] = record[2]

@@ -81,8 +81,9 @@ pub(crate) enum Op {
         limit: i64,
         reply: oneshot::Sender<Result<Vec<TaskId>, StoreError>>,
     },
+    /// An owner's records; every record when `owner` is `None`.
     ListOwned {
-        owner: String,
+        owner: Option<String>,
         after: Option<String>,
         limit: i64,
         reply: oneshot::Sender<Result<Vec<TaskRecord>, StoreError>>,
@@ -257,7 +258,10 @@ fn one(
             after,
             limit,
             ..
-        } => Outcome::ListOwned(schema::list_owned(conn, owner, after.as_deref(), *limit)),
+        } => Outcome::ListOwned(match owner {
+            Some(owner) => schema::list_owned(conn, owner, after.as_deref(), *limit),
+            None => schema::list_all(conn, after.as_deref(), *limit),
+        }),
     })
 }
 

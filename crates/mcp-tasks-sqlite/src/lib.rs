@@ -311,7 +311,7 @@ impl TaskStore for SqliteStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let owner = owner.as_str().to_owned();
+        let owner = Some(owner.as_str().to_owned());
         let after = after.map(|id| id.expose().to_owned());
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // Read from the file by the committer, in order with the writes
@@ -327,6 +327,25 @@ impl TaskStore for SqliteStore {
 
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         self.shared.feed.subscribe()
+    }
+
+    async fn list_all(
+        &self,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let after = after.map(|id| id.expose().to_owned());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(|reply| Op::ListOwned {
+            owner: None,
+            after,
+            limit,
+            reply,
+        })
+        .await
     }
 
     async fn hash_key(&self) -> Result<HashKey, StoreError> {

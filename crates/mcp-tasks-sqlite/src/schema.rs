@@ -78,6 +78,19 @@ WHERE owner = ?1 AND id > ?2
 ORDER BY id
 LIMIT ?3";
 
+/// Every owner's records in id order, from the first (the primary key).
+pub(crate) const LIST_ALL_SQL: &str = "
+SELECT id, version, record FROM tasks
+ORDER BY id
+LIMIT ?1";
+
+/// Every owner's records in id order, after an id.
+pub(crate) const LIST_ALL_AFTER_SQL: &str = "
+SELECT id, version, record FROM tasks
+WHERE id > ?1
+ORDER BY id
+LIMIT ?2";
+
 /// The ids of due records, oldest first: read from `tasks_by_expiry` alone.
 pub(crate) const EXPIRED_SQL: &str = "
 SELECT id FROM tasks
@@ -366,6 +379,37 @@ pub(crate) fn expired(
                 .and_then(Iterator::collect)
         })
         .map_err(|err| failure("SQLite could not read the expiry index", err))
+}
+
+/// Up to `limit` records of any owner whose ids sort after `after`, in id
+/// order (for the admin command).
+pub(crate) fn list_all(
+    conn: &Connection,
+    after: Option<&str>,
+    limit: i64,
+) -> Result<Vec<TaskRecord>, StoreError> {
+    let failed = |err| failure("SQLite could not list the tasks", err);
+    let row = |row: &rusqlite::Row<'_>| -> rusqlite::Result<(String, i64, String)> {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+    };
+    let rows: Vec<(String, i64, String)> = match after {
+        None => conn.prepare_cached(LIST_ALL_SQL).and_then(|mut select| {
+            select
+                .query_map(params![limit], row)
+                .and_then(Iterator::collect)
+        }),
+        Some(after) => conn
+            .prepare_cached(LIST_ALL_AFTER_SQL)
+            .and_then(|mut select| {
+                select
+                    .query_map(params![after, limit], row)
+                    .and_then(Iterator::collect)
+            }),
+    }
+    .map_err(failed)?;
+    rows.iter()
+        .map(|(id, version, json)| decode(id, *version, json))
+        .collect()
 }
 
 /// Up to `limit` records of `owner` whose ids sort after `after`, in id

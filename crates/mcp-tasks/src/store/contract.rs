@@ -24,7 +24,7 @@ use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 mod admin;
 mod seats;
 
-pub use admin::{hash_key_is_shared, hash_key_is_stable};
+pub use admin::{hash_key_is_shared, hash_key_is_stable, list_all_pages};
 pub use seats::{
     creations_take_seats, seat_takes_race, seats_hold_their_limits, seats_move_atomically,
     seats_of_a_claimed_runner_are_freed,
@@ -50,6 +50,7 @@ where
     list_owned_pages(make().await).await;
     list_owned_follows_changes(make().await).await;
     hash_key_is_stable(make().await).await;
+    list_all_pages(make().await).await;
 }
 
 /// Runs the checks of a store shared by several processes: leases, their

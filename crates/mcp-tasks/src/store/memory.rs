@@ -34,6 +34,8 @@ struct Inner {
     /// The ids of each owner's records, in byte order; an owner with none
     /// has no entry.
     owned: HashMap<Principal, BTreeSet<Arc<str>>>,
+    /// Every id, in byte order (for the admin command's listing).
+    all: BTreeSet<Arc<str>>,
 }
 
 /// A record in the hash set, found by its id.
@@ -110,6 +112,7 @@ impl Inner {
     /// Enters a new record in the owner index.
     fn own(&mut self, record: &PackedRecord) {
         let id = Arc::clone(record.shared_id());
+        self.all.insert(Arc::clone(&id));
         match self.owned.get_mut(record.owner()) {
             Some(ids) => {
                 ids.insert(id);
@@ -123,6 +126,7 @@ impl Inner {
 
     /// Takes a removed record out of the owner index.
     fn disown(&mut self, record: &PackedRecord) {
+        self.all.remove(record.id());
         if let Some(ids) = self.owned.get_mut(record.owner()) {
             ids.remove(record.id());
             if ids.is_empty() {
@@ -241,6 +245,24 @@ impl TaskStore for MemoryStore {
         Ok(listed.iter().map(|packed| packed.unpack()).collect())
     }
 
+    async fn list_all(
+        &self,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        let from = after.map_or(Bound::Unbounded, |id| Bound::Excluded(id.expose()));
+        let listed: Vec<Arc<PackedRecord>> = {
+            let inner = self.lock();
+            inner
+                .all
+                .range::<str, _>((from, Bound::Unbounded))
+                .take(limit)
+                .filter_map(|id| inner.records.get(&**id).map(|entry| entry.0.clone()))
+                .collect()
+        };
+        Ok(listed.iter().map(|packed| packed.unpack()).collect())
+    }
+
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         self.feed.subscribe()
     }
@@ -288,12 +310,14 @@ mod tests {
             let inner = store.lock();
             assert_eq!(inner.owned.len(), 2);
             let a1 = inner.records.get("a1").expect("a1").0.shared_id().clone();
-            // The record, the expiry index, the owner index, and `a1` here.
-            assert_eq!(Arc::strong_count(&a1), 4, "one id, shared");
+            // The record, the expiry index, the owner index, the index of
+            // all, and `a1` here.
+            assert_eq!(Arc::strong_count(&a1), 5, "one id, shared");
         }
         for id in ["a1", "b1", "a2"] {
             store.delete(&TaskId::new(id)).await.expect("delete");
         }
         assert!(store.lock().owned.is_empty(), "no owner without records");
+        assert!(store.lock().all.is_empty(), "no id without its record");
     }
 }

@@ -170,6 +170,22 @@ pub trait TaskStore: Send + Sync + 'static {
     /// A lagging receiver may miss ids; waiters re-read on lag.
     fn changes(&self) -> broadcast::Receiver<TaskId>;
 
+    /// Up to `limit` records of any owner whose ids sort after `after`
+    /// (from the first when `None`), in the byte order of their ids: what
+    /// an operator's `mcp-tasks admin ls` reads, a page at a time, from an
+    /// index (never the whole store at once). As [`TaskStore::list_owned`]
+    /// otherwise. The default says the store cannot.
+    fn list_all(
+        &self,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<TaskRecord>, StoreError>> + Send {
+        let _ = (after, limit);
+        std::future::ready(Err(StoreError::msg(
+            "this store cannot list every caller's tasks",
+        )))
+    }
+
     /// The record, packed ([`PackedRecord`]): what the server reads to
     /// answer `tasks/get` and to check who owns a task. A store that keeps
     /// packed records in memory hands out its own without copying it; the
@@ -242,6 +258,13 @@ impl<S: TaskStore> TaskStore for Arc<S> {
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         S::changes(self)
     }
+    fn list_all(
+        &self,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<TaskRecord>, StoreError>> + Send {
+        S::list_all(self, after, limit)
+    }
     fn get_packed(
         &self,
         id: &TaskId,
@@ -282,6 +305,12 @@ pub trait DynStore: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreError>>;
     /// See [`TaskStore::changes`].
     fn changes(&self) -> broadcast::Receiver<TaskId>;
+    /// See [`TaskStore::list_all`].
+    fn list_all<'a>(
+        &'a self,
+        after: Option<&'a TaskId>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreError>>;
     /// See [`TaskStore::get_packed`].
     fn get_packed<'a>(
         &'a self,
@@ -330,6 +359,13 @@ impl<S: TaskStore> DynStore for S {
     }
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         TaskStore::changes(self)
+    }
+    fn list_all<'a>(
+        &'a self,
+        after: Option<&'a TaskId>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreError>> {
+        Box::pin(TaskStore::list_all(self, after, limit))
     }
     fn get_packed<'a>(
         &'a self,
