@@ -201,7 +201,8 @@ impl TaskRuntime {
             tasks.ttl.unwrap_or(settings.default_ttl),
             Some(tasks.poll_interval.unwrap_or(settings.poll_interval)),
         )
-        .with_lifetime(settings.max_lifetime, !tasks.ttl_from_creation);
+        .with_lifetime(settings.max_lifetime, !tasks.ttl_from_creation)
+        .with_tool(&request.name);
         // On a shared store the task names this process's lease, checked first.
         let lease = match (&inner.leasing, inner.store.replicas()) {
             (Some(leasing), Some(replicas)) => {

@@ -54,6 +54,7 @@ pub struct PackedRecord {
     idle_ttl: Option<Duration>,
     max_expires_at: Option<UnixMillis>,
     run: Option<Box<Run>>,
+    tool: Option<Box<str>>,
     version: u64,
     cancel_requested: bool,
     inputs: Option<Box<Inputs>>,
@@ -160,6 +161,7 @@ impl PackedRecord {
             cancel_requested,
             version,
             run,
+            tool,
         } = record;
         let inputs =
             (!(input_requests.is_empty() && issued_keys.is_empty() && input_responses.is_empty()))
@@ -183,6 +185,7 @@ impl PackedRecord {
             idle_ttl,
             max_expires_at,
             run,
+            tool,
             version,
             cancel_requested,
             inputs,
@@ -214,6 +217,7 @@ impl PackedRecord {
             cancel_requested: self.cancel_requested,
             version: self.version,
             run: self.run.clone(),
+            tool: self.tool.clone(),
         }
     }
 
@@ -319,8 +323,14 @@ impl PackedRecord {
         self.error.as_ref().and_then(PackedJson::text)
     }
 
+    /// The name of the tool the task runs, when the record says.
+    pub fn tool(&self) -> Option<&str> {
+        self.tool.as_deref()
+    }
+
     /// Roughly how many bytes of heap the record holds, for bounding caches.
     pub fn heap_size(&self) -> usize {
+        let tool = self.tool.as_deref().map_or(0, str::len);
         let text = |json: &Option<PackedJson>| json.as_ref().map_or(0, PackedJson::heap_size);
         let inputs = self.inputs.as_deref().map_or(0, |inputs| {
             let values = |map: &BTreeMap<String, Value>| -> usize {
@@ -343,6 +353,7 @@ impl PackedRecord {
             + text(&self.result)
             + text(&self.error)
             + inputs
+            + tool
     }
 }
 
@@ -400,6 +411,7 @@ mod tests {
         assert_eq!(packed.version(), record.version());
         assert_eq!(packed.result_value().as_ref(), record.result());
         assert_eq!(packed.error_value().as_ref(), record.error());
+        assert_eq!(packed.tool(), record.tool());
     }
 
     #[test]
@@ -430,6 +442,8 @@ mod tests {
         assert!(record().idle_ttl().is_some() && record().max_expires_at().is_some());
         let cancelling = after(&record(), &Change::RequestCancel);
         assert!(cancelling.cancel_requested());
+        let named = record().with_tool("slow");
+        assert_eq!(named.tool(), Some("slow"));
         for original in [
             record(),
             asked,
@@ -438,6 +452,7 @@ mod tests {
             failed,
             run,
             cancelling,
+            named,
         ] {
             let packed = PackedRecord::pack(original.clone());
             assert_eq!(packed.unpack(), original);

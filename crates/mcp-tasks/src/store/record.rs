@@ -108,6 +108,10 @@ pub struct TaskRecord {
     /// records have none, and the in-memory store keeps records inline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) run: Option<Box<Run>>,
+    /// The name of the tool the task runs (records of older builds have
+    /// none), for operators: the admin command lists tasks by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) tool: Option<Box<str>>,
 }
 
 /// The server process running a task in a store shared by several, and
@@ -259,7 +263,20 @@ impl TaskRecord {
             cancel_requested: false,
             version: 0,
             run: None,
+            tool: None,
         }
+    }
+
+    /// This new record, of a task that runs the tool `name`.
+    #[must_use]
+    pub fn with_tool(mut self, name: &str) -> Self {
+        self.tool = Some(name.into());
+        self
+    }
+
+    /// The name of the tool the task runs, when the record says.
+    pub fn tool(&self) -> Option<&str> {
+        self.tool.as_deref()
     }
 
     /// The record bounded to `max_lifetime` from creation (`None`: no
