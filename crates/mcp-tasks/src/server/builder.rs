@@ -18,6 +18,7 @@ use super::context::TaskContext;
 use super::lease::{DEFAULT_LEASE_PERIOD, Leasing};
 use super::limits::Listeners;
 use super::listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
+use super::observe::{Observers, TaskObserver};
 use super::policy::Advertised;
 use super::principal::{Principal, PrincipalExtractor, default_principal};
 use super::runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
@@ -45,6 +46,7 @@ pub struct TaskRuntimeBuilder {
     principal: PrincipalExtractor,
     resume: Option<ResumeTool>,
     admission: AdmissionLimits,
+    observers: Vec<Arc<dyn TaskObserver>>,
 }
 
 impl fmt::Debug for TaskRuntimeBuilder {
@@ -77,6 +79,7 @@ impl TaskRuntimeBuilder {
             principal: Arc::new(default_principal),
             resume: None,
             admission: AdmissionLimits::default(),
+            observers: Vec::new(),
         }
     }
 
@@ -273,6 +276,15 @@ impl TaskRuntimeBuilder {
         self
     }
 
+    /// Adds `observer` to what hears each task's events: its creation,
+    /// status changes, end and removal (see [`TaskObserver`]). Several may
+    /// be added; each hears every event, in the order they were added. A
+    /// runtime without observers makes no call and keeps no table for them.
+    pub fn with_observer(mut self, observer: Arc<dyn TaskObserver>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
     /// Starts the runtime. Must be called inside a tokio runtime: it starts
     /// the sweeper and the change listener, which stop when the last clone
     /// of the runtime is dropped.
@@ -299,6 +311,7 @@ impl TaskRuntimeBuilder {
             advertised: Advertised::default(),
             rate,
             hasher: tokio::sync::OnceCell::new(),
+            observers: Observers::new(self.observers),
         });
         tokio::spawn(listen_for_changes(
             Arc::downgrade(&inner),
