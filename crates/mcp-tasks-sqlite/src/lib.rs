@@ -6,6 +6,7 @@ mod checkpoint;
 mod commit;
 #[cfg(feature = "journal")]
 mod journal;
+mod lock;
 mod schema;
 mod wal;
 
@@ -128,6 +129,8 @@ pub struct SqliteStore {
     abandoned_at_open: usize,
     /// Read (or made) at open: it never changes.
     hash_key: HashKey,
+    /// Held until the committer's connection is closed (see `lock.rs`).
+    lock: Option<lock::FileLock>,
 }
 
 impl SqliteStore {
@@ -177,6 +180,7 @@ impl SqliteStore {
     /// As [`SqliteStore::open`].
     pub fn open_with(path: impl AsRef<Path>, options: &SqliteOptions) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
+        let file_lock = lock::lock(&path)?;
         keep_private(&path)?;
         let mut conn = schema::open(&path, options.max_size_bytes)?;
         let now = options.now.unwrap_or_else(UnixMillis::now);
@@ -203,6 +207,7 @@ impl SqliteStore {
             path,
             abandoned_at_open,
             hash_key,
+            lock: file_lock,
         })
     }
 
@@ -252,6 +257,7 @@ impl Drop for SqliteStore {
         if let Some(committer) = self.committer.take() {
             let _ = committer.join();
         }
+        drop(self.lock.take());
     }
 }
 

@@ -6,6 +6,7 @@ mod full;
 mod group;
 #[cfg(feature = "journal")]
 mod journal;
+mod lock;
 mod owned;
 mod private;
 mod restart;

@@ -65,6 +65,9 @@ pub enum StoreErrorKind {
     Full,
     /// The store cannot be reached now (a lost connection); it may come back.
     Unavailable,
+    /// Another process holds the store (a SQLite file a running server
+    /// has open): only that process may use it.
+    InUse,
     /// Any other failure.
     Other,
 }
