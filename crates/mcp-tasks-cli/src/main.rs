@@ -293,6 +293,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Discover(args) => discover(args).await,
         Command::Serve(args) => match serve::run(args).await {
             Ok(()) => ExitCode::SUCCESS,
+            Err(error) if error.is::<serve::BadFlag>() => usage(error),
             Err(error) => {
                 eprintln!("error: {}", output::error_chain(error.as_ref()));
                 ExitCode::from(code::UNREACHABLE)

@@ -18,6 +18,7 @@ use mcp_tasks::server::{
     TaskRuntime,
 };
 
+use super::operator::Operator;
 use super::{DemoServer, HttpAccess, ServeOptions, StoreChoice};
 
 /// The connection bound (HTTP) and the listen budgets, from the flags.
@@ -142,6 +143,15 @@ pub(crate) struct ServeArgs {
     /// the caller.
     #[arg(long = "upstream-root", value_name = "DIR")]
     upstream_roots: Vec<PathBuf>,
+    /// Serve the operator listener at this address (/metrics, /healthz, /readyz), apart from
+    /// the MCP endpoint; a loopback address unless --admin-tokens is given (port 0: any free
+    /// port).
+    #[arg(long, value_name = "ADDR")]
+    admin: Option<String>,
+    /// Require a bearer token from FILE (one `TOKEN [LABEL]` a line) on the operator listener,
+    /// except /healthz and /readyz.
+    #[arg(long, value_name = "FILE")]
+    admin_tokens: Option<PathBuf>,
 }
 
 /// Reads `--rate-per-caller`.
@@ -304,12 +314,19 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let bounds = stream_bounds(&args)?;
     access.max_connections = bounds.connections;
     let gateway = gateway_flags(&args)?;
+    let operator = Operator::from_flags(args.admin.as_deref(), args.admin_tokens.as_ref())?;
     let choice = match &args.store {
         Some(text) => StoreChoice::parse(text)?,
         None => StoreChoice::default_sqlite()?,
     };
+    let store = choice.open(&args.redis_key_prefix).await?;
+    let (store, observers) = match &operator {
+        Some(operator) => operator.instrument(store, &choice)?,
+        None => (store, Vec::new()),
+    };
     let options = ServeOptions {
-        store: choice.open(&args.redis_key_prefix).await?,
+        observers,
+        store,
         poll_interval: Duration::from_millis(args.poll_interval.max(1)),
         ttl: args.ttl.map(Duration::from_secs),
         max_lifetime: (args.max_lifetime > 0).then(|| Duration::from_secs(args.max_lifetime)),
@@ -328,7 +345,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => {
             let server = DemoServer::new(&options);
             let runtime = server.runtime().clone();
-            serve(&args, server, runtime, access).await
+            serve(&args, server, runtime, access, operator).await
         }
         Some((upstream, gateway)) => {
             let described = upstream.clone();
@@ -336,7 +353,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("cannot serve the upstream {}", describe(&described)))?;
             let runtime = server.runtime().clone();
-            serve(&args, server, runtime, access).await
+            serve(&args, server, runtime, access, operator).await
         }
     }
 }
@@ -355,12 +372,22 @@ async fn serve<S>(
     server: S,
     runtime: TaskRuntime,
     access: HttpAccess,
+    operator: Option<Operator>,
 ) -> anyhow::Result<()>
 where
     S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
 {
+    let draining = operator.as_ref().map(|operator| operator.draining.clone());
     match &args.http {
-        None => super::serve_stdio(server, &runtime).await,
+        None => {
+            // Stdout is the MCP connection: the operator's address goes to stderr.
+            if let Some(operator) = operator {
+                operator
+                    .start(runtime.clone(), &mut std::io::stderr())
+                    .await?;
+            }
+            super::serve_stdio(server, &runtime).await
+        }
         Some(address) => {
             let listener = tokio::net::TcpListener::bind(address)
                 .await
@@ -370,10 +397,17 @@ where
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "listening on http://{local}/mcp")?;
             stdout.flush()?;
+            if let Some(operator) = operator {
+                operator.start(runtime.clone(), &mut stdout).await?;
+            }
             drop(stdout);
-            // Ctrl-C ends the listen streams, then the server.
-            let interrupted = async {
+            // Ctrl-C ends the listen streams, then the server; from then
+            // on /readyz says it is draining.
+            let interrupted = async move {
                 let _ = tokio::signal::ctrl_c().await;
+                if let Some(draining) = draining {
+                    draining.start();
+                }
             };
             super::serve_http(server, runtime, listener, access, interrupted).await
         }

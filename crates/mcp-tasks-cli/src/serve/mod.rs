@@ -19,9 +19,11 @@
 //! is the caller's principal.
 
 mod command;
+mod operator;
 mod tools;
 
 pub(crate) use command::{ServeArgs, run};
+pub(crate) use operator::BadFlag;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -183,6 +185,8 @@ pub(crate) struct ServeOptions {
     pub(crate) max_listen_streams: usize,
     /// How many listen streams one caller may have open at once.
     pub(crate) max_listen_streams_per_caller: usize,
+    /// What hears each task's events (the metrics of `--admin`).
+    pub(crate) observers: Vec<Arc<dyn mcp_tasks::server::TaskObserver>>,
 }
 
 /// The demo server: an rmcp `ServerHandler` that runs the tools of
@@ -208,6 +212,9 @@ impl ServeOptions {
             .with_max_listen_streams_per_caller(self.max_listen_streams_per_caller);
         if let Some(ttl) = self.ttl {
             runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
+        }
+        for observer in &self.observers {
+            runtime = runtime.with_observer(observer.clone());
         }
         runtime
     }

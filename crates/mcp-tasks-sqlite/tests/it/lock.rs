@@ -14,15 +14,15 @@ async fn a_held_file_is_refused_until_it_is_closed() {
     let refused = SqliteStore::open(&path).expect_err("a second open of a held file");
     assert_eq!(refused.kind(), StoreErrorKind::InUse);
     assert!(
-        refused.to_string().contains("another process holds the task store"),
+        refused
+            .to_string()
+            .contains("another process holds the task store"),
         "{refused}"
     );
     // A plain SQLite reader still reads the file.
-    let reader = rusqlite::Connection::open_with_flags(
-        &path,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .expect("read-only open");
+    let reader =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("read-only open");
     let rows: i64 = reader
         .query_row("SELECT count(*) FROM tasks", [], |row| row.get(0))
         .expect("count");

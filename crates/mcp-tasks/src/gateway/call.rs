@@ -93,6 +93,7 @@ pub(crate) async fn plain(
         () = connection.closed() => Err(rmcp::service::ServiceError::TransportClosed),
     };
     lease.answered();
+    counted(answer.is_ok());
     let answer = answer.map_err(|error| upstream_failure("tools/call", &error))?;
     match read_call_result(answer).map_err(|error| client_failure("tools/call", &error))? {
         CallResponse::Complete(result) => Ok(CallToolResponse::Complete(result)),
@@ -117,11 +118,18 @@ pub(crate) async fn start_upstream(
         request.input_responses.clone(),
         request.request_state.clone(),
     );
-    connection
+    let answer = connection
         .client
         .call_tool(request.name.to_string(), request.arguments.clone(), call)
-        .await
-        .map_err(|error| client_failure("tools/call", &error))
+        .await;
+    counted(answer.is_ok());
+    answer.map_err(|error| client_failure("tools/call", &error))
+}
+
+/// Counts one call answered by the upstream (`ok`) or failed on the way (`error`).
+fn counted(answered: bool) {
+    let outcome = if answered { "ok" } else { "error" };
+    metrics::counter!(crate::server::metrics::UPSTREAM_CALLS, "outcome" => outcome).increment(1);
 }
 
 /// Cancels an upstream task the gateway will not await (its own task could

@@ -242,6 +242,7 @@ impl Pool {
     }
 
     fn leased(self: &Arc<Self>, connection: Arc<Connection>, permit: Permit) -> Lease {
+        metrics::gauge!(crate::server::metrics::UPSTREAM_IN_USE).increment(1.0);
         Lease {
             connection: Some(connection),
             pool: self.clone(),
@@ -383,6 +384,7 @@ impl Deref for Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        metrics::gauge!(crate::server::metrics::UPSTREAM_IN_USE).decrement(1.0);
         let Some(connection) = self.connection.take() else {
             return;
         };

@@ -297,6 +297,7 @@ impl Link {
                 drop(state);
                 self.pool.adopt(&connection);
                 tracing::info!("connected to the upstream server again");
+                metrics::counter!(crate::server::metrics::UPSTREAM_RESTARTS).increment(1);
                 self.refresh_tools(&connection).await;
                 Ok(connection)
             }

@@ -87,7 +87,11 @@ mod lease;
 pub mod legacy;
 mod limits;
 pub mod listen;
+mod metered;
+pub mod metrics;
 mod observe;
+#[cfg(feature = "http")]
+pub mod operator;
 mod policy;
 mod principal;
 mod router;
@@ -107,6 +111,8 @@ pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
 pub use era::{declares_tasks, missing_client_capabilities};
 pub use listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
+pub use metered::MeteredStore;
+pub use metrics::MetricsObserver;
 pub use observe::{TaskEnded, TaskObserver, TaskOutcome};
 pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
 pub use principal::{

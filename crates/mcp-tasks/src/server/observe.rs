@@ -127,6 +127,8 @@ pub(crate) struct Observers {
 /// What the runtime remembers of one task it created, until it ends.
 struct Tracked {
     tool: Arc<str>,
+    /// Its status as last written here (`working` or `input_required`).
+    status: TaskStatus,
     /// When it last entered `input_required`, while it is there.
     input_since: Option<UnixMillis>,
     input_total: Duration,
@@ -174,6 +176,7 @@ impl Observers {
             record.id().clone(),
             Tracked {
                 tool: Arc::from(tool),
+                status: record.status().clone(),
                 input_since,
                 input_total: Duration::ZERO,
             },
@@ -206,6 +209,7 @@ impl Observers {
             };
             self.ended(record, outcome_of(after, Some(change)), tool, input);
         } else if let Some(known) = tracked.get_mut(record.id()) {
+            known.status = after.clone();
             if let Some(since) = known.input_since.take() {
                 known.input_total += at.saturating_since(since);
             }
@@ -238,6 +242,17 @@ impl Observers {
     /// elsewhere (another replica wrote its end).
     pub(crate) fn forget(&self, id: &TaskId) {
         self.tracked().remove(id);
+    }
+
+    /// How many tasks created here are unfinished now: `(working,
+    /// input_required)`, as this process last wrote them.
+    pub(crate) fn live(&self) -> (usize, usize) {
+        let tracked = self.tracked();
+        let asking = tracked
+            .values()
+            .filter(|task| task.status == TaskStatus::InputRequired)
+            .count();
+        (tracked.len() - asking, asking)
     }
 
     /// The record of task `id` was deleted.

@@ -25,8 +25,8 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use axum::routing::post;
 use http::{HeaderValue, StatusCode, header};
-use serde::{Deserialize, Serialize};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::super::principal::Authenticated;
@@ -157,7 +157,11 @@ async fn read<T: DeserializeOwned>(
                 &json!({"error": format!("the body is not readable or larger than {MAX_BODY} bytes")}),
             )
         })?;
-    let body = if body.is_empty() { &b"{}"[..] } else { &body[..] };
+    let body = if body.is_empty() {
+        &b"{}"[..]
+    } else {
+        &body[..]
+    };
     let parsed = serde_json::from_slice(body).map_err(|error| {
         reply(
             StatusCode::BAD_REQUEST,
@@ -203,7 +207,10 @@ async fn show(State(runtime): State<TaskRuntime>, request: Request) -> Response 
         Err(refused) => return refused,
     };
     let found = admin.find(&body.task).await;
-    let view = found.as_ref().ok().map(|record| admin.view(record, body.show));
+    let view = found
+        .as_ref()
+        .ok()
+        .map(|record| admin.view(record, body.show));
     let args = json!({"showIds": body.show.ids, "showResults": body.show.results});
     AuditEntry::new(who, "show", args, admin.now())
         .with_tasks(view.iter().map(|view| view.task.clone()).collect())
@@ -279,4 +286,3 @@ async fn hash(State(runtime): State<TaskRuntime>, request: Request) -> Response 
         &json!({"hash": admin.hasher().hash(&TaskId::new(body.id))}),
     )
 }
-

@@ -35,6 +35,17 @@ pub(crate) enum Reason {
 }
 
 impl Reason {
+    /// The `cause` label of its refusals in the metrics.
+    pub(crate) fn cause(self) -> &'static str {
+        match self {
+            Reason::CallerTasks => "cap",
+            Reason::QueueFull => "queue",
+            Reason::RateLimited => "rate",
+            Reason::ListenStreams => "listen_streams",
+            Reason::Connections => "connections",
+        }
+    }
+
     /// The name in `data.reason`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
@@ -60,6 +71,11 @@ pub(crate) fn refuse(
 ) -> ErrorData {
     if let Some(mark) = mark {
         mark.set(retry_after);
+    }
+    // A refused connection is counted as it is refused: its answer is
+    // written once, ahead of time.
+    if reason != Reason::Connections {
+        crate::server::metrics::refused(reason.cause());
     }
     ErrorData::internal_error(message.into(), Some(data(reason, retry_after, extra)))
 }

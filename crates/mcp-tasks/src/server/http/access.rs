@@ -224,8 +224,19 @@ pub(super) enum Refusal {
 }
 
 impl Refusal {
+    /// The `cause` label of the refusal in the metrics.
+    fn cause(self) -> &'static str {
+        match self {
+            Self::BadHost(_) => "host",
+            Self::Forbidden(message) if message.contains("Origin") => "origin",
+            Self::Forbidden(_) => "host",
+            Self::Unauthorized(_) => "auth",
+        }
+    }
+
     /// The answer: the status, a JSON-RPC error, and for 401 the challenge.
     pub(super) fn response(self) -> Response {
+        crate::server::metrics::refused(self.cause());
         match self {
             Self::BadHost(message) => {
                 refuse(StatusCode::BAD_REQUEST, -32600, message, &Value::Null)

@@ -34,6 +34,7 @@ use crate::server::TaskRuntime;
 use crate::server::admission::refusal::{RetryMark, retry_after_secs};
 use crate::server::legacy;
 use crate::server::listen::{LISTEN, Slot};
+use crate::server::metrics;
 
 /// What the middleware needs: the guard's settings, the runtime for
 /// `tasks/*` and listens, the server for `tools/call`.
@@ -54,7 +55,26 @@ pub(super) async fn front<S>(
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    crate::quiet::scope(serve(front, request, next)).await
+    let start = std::time::Instant::now();
+    let method = request
+        .headers()
+        .get("mcp-method")
+        .and_then(|value| value.to_str().ok())
+        .map_or("other", metrics::method_label);
+    let response = crate::quiet::scope(serve(front, request, next)).await;
+    if is_event_stream(&response) {
+        // A stream answers as it goes: counted when it starts.
+        metrics::request("http", method, "stream", start.elapsed());
+        return response;
+    }
+    response.map(|body| {
+        Body::new(Metered {
+            body,
+            method,
+            start,
+            code: None,
+        })
+    })
 }
 
 async fn serve<S>(front: Arc<Front<S>>, request: Request, next: Next) -> Response
@@ -223,5 +243,48 @@ impl HttpBody for Holding {
 
     fn size_hint(&self) -> SizeHint {
         self.0.size_hint()
+    }
+}
+
+/// An answer's body that counts its request in the metrics once it is
+/// sent (or dropped), with the JSON-RPC code read from its first bytes.
+struct Metered {
+    body: Body,
+    method: &'static str,
+    start: std::time::Instant,
+    code: Option<&'static str>,
+}
+
+impl HttpBody for Metered {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if self.code.is_none()
+            && let Poll::Ready(Some(Ok(frame))) = &frame
+            && let Some(data) = frame.data_ref()
+        {
+            self.code = Some(metrics::answer_code(data));
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        let code = self.code.unwrap_or("none");
+        metrics::request("http", self.method, code, self.start.elapsed());
     }
 }

@@ -92,24 +92,30 @@ pub(super) async fn read(guard: &Guard, mut request: Request) -> Result<Admitted
     let limited = http_body_util::Limited::new(body, guard.max_body_bytes);
     match tokio::time::timeout(guard.body_timeout, limited.collect()).await {
         Ok(Ok(collected)) => Ok(Admitted::Post(parts, collected.to_bytes())),
-        Err(_) => Err(refuse(
-            StatusCode::REQUEST_TIMEOUT,
-            -32600,
-            &format!(
-                "Invalid Request: the request body did not arrive within {} s",
-                guard.body_timeout.as_secs_f64()
-            ),
-            &Value::Null,
-        )),
-        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(refuse(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            -32600,
-            &format!(
-                "Invalid Request: the request body exceeds {} bytes",
-                guard.max_body_bytes
-            ),
-            &Value::Null,
-        )),
+        Err(_) => Err({
+            crate::server::metrics::refused("body_timeout");
+            refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                -32600,
+                &format!(
+                    "Invalid Request: the request body did not arrive within {} s",
+                    guard.body_timeout.as_secs_f64()
+                ),
+                &Value::Null,
+            )
+        }),
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err({
+            crate::server::metrics::refused("body_size");
+            refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                &format!(
+                    "Invalid Request: the request body exceeds {} bytes",
+                    guard.max_body_bytes
+                ),
+                &Value::Null,
+            )
+        }),
         Ok(Err(_)) => Err(refuse(
             StatusCode::BAD_REQUEST,
             -32600,

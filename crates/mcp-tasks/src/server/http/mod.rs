@@ -469,6 +469,7 @@ async fn serve_until(
         }
         let Ok(seat) = open.clone().try_acquire_owned() else {
             // Past the bound: a clear 503 rather than silence in the backlog.
+            crate::server::metrics::refused(Reason::Connections.cause());
             if let Ok(turn) = refusing.clone().try_acquire_owned() {
                 tokio::spawn(refuse_connection(stream, refusal.clone(), turn));
             }

@@ -1,0 +1,136 @@
+//! [`MeteredStore`]: a [`SharedStore`] whose every operation is timed, and
+//! counted when it fails, in the metrics `store`-labelled
+//! (see [`metrics`](super::metrics)): one wrapper around whichever store the
+//! runtime was given, so every backend is measured the same way.
+//!
+//! The shared store's own replica operations (leases, seats) go straight to
+//! the store, unmeasured.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::broadcast;
+
+use super::metrics::store_operation;
+use crate::store::{
+    BoxFuture, DynStore, HashKey, PackedRecord, Principal, Replicas, SharedStore, StoreError, Swap,
+    TaskRecord, Transition,
+};
+use crate::task::{TaskId, UnixMillis};
+
+/// A store whose operations are measured under the label `store` = its
+/// name (`memory`, `sqlite`, `redis`, or any a backend chooses).
+///
+/// ```
+/// # use std::sync::Arc;
+/// use mcp_tasks::server::MeteredStore;
+/// use mcp_tasks::store::{MemoryStore, SharedStore};
+///
+/// let store: SharedStore = Arc::new(MemoryStore::new());
+/// let measured: SharedStore = MeteredStore::shared(store, "memory");
+/// ```
+pub struct MeteredStore {
+    store: SharedStore,
+    name: &'static str,
+}
+
+impl fmt::Debug for MeteredStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MeteredStore")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MeteredStore {
+    /// `store`, measured under the label `store` = `name`.
+    pub fn new(store: SharedStore, name: &'static str) -> Self {
+        Self { store, name }
+    }
+
+    /// [`MeteredStore::new`], as a [`SharedStore`].
+    pub fn shared(store: SharedStore, name: &'static str) -> SharedStore {
+        Arc::new(Self::new(store, name))
+    }
+}
+
+/// Runs `operation`, then records how long it took and whether it failed.
+async fn measured<T>(
+    name: &'static str,
+    operation: &'static str,
+    run: BoxFuture<'_, Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let start = Instant::now();
+    let result = run.await;
+    store_operation(name, operation, start.elapsed(), result.is_err());
+    result
+}
+
+impl DynStore for MeteredStore {
+    fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(measured(self.name, "create", self.store.create(record)))
+    }
+    fn get<'a>(&'a self, id: &'a TaskId) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>> {
+        Box::pin(measured(self.name, "get", self.store.get(id)))
+    }
+    fn compare_and_swap(&self, transition: Transition) -> BoxFuture<'_, Result<Swap, StoreError>> {
+        Box::pin(measured(
+            self.name,
+            "compare_and_swap",
+            self.store.compare_and_swap(transition),
+        ))
+    }
+    fn delete<'a>(&'a self, id: &'a TaskId) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(measured(self.name, "delete", self.store.delete(id)))
+    }
+    fn expired(
+        &self,
+        now: UnixMillis,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>> {
+        Box::pin(measured(
+            self.name,
+            "expired",
+            self.store.expired(now, limit),
+        ))
+    }
+    fn list_owned<'a>(
+        &'a self,
+        owner: &'a Principal,
+        after: Option<&'a TaskId>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreError>> {
+        Box::pin(measured(
+            self.name,
+            "list_owned",
+            self.store.list_owned(owner, after, limit),
+        ))
+    }
+    fn changes(&self) -> broadcast::Receiver<TaskId> {
+        self.store.changes()
+    }
+    fn get_packed<'a>(
+        &'a self,
+        id: &'a TaskId,
+    ) -> BoxFuture<'a, Result<Option<Arc<PackedRecord>>, StoreError>> {
+        Box::pin(measured(self.name, "get", self.store.get_packed(id)))
+    }
+    fn replicas(&self) -> Option<&dyn Replicas> {
+        self.store.replicas()
+    }
+    fn list_all<'a>(
+        &'a self,
+        after: Option<&'a TaskId>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreError>> {
+        Box::pin(measured(
+            self.name,
+            "list_all",
+            self.store.list_all(after, limit),
+        ))
+    }
+    fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>> {
+        self.store.hash_key()
+    }
+}
