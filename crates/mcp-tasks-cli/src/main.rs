@@ -2,6 +2,7 @@
 //! its input, cancel it with Ctrl-C; serve demo tools; `demo` shows it all.
 #![allow(clippy::print_stdout)]
 
+mod admin;
 mod connect;
 mod demo;
 mod journal;
@@ -60,6 +61,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// A short guided tour in one process: a task, an input request, a cancel.
     Demo,
+    /// Every caller's tasks, for an operator: ls, show, cancel, purge, hash.
+    Admin(admin::AdminArgs),
 }
 
 #[derive(Debug, Args)]
@@ -260,8 +263,14 @@ fn init_logging(verbose: u8) {
         1 => "info",
         _ => "debug",
     };
-    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // The admin API's audit lines (`mcp_tasks::audit`, INFO) are shown by
+    // default, whatever -v says; RUST_LOG decides when it is set.
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "{default},{}=info",
+            mcp_tasks::server::admin::AUDIT_TARGET
+        ))
+    });
     // rmcp logs whole JSON-RPC messages at debug and notifications at info:
     // task ids are bearer tokens, so rmcp never logs below warn here,
     // whatever -v or RUST_LOG say.
@@ -300,6 +309,7 @@ async fn run(cli: Cli) -> ExitCode {
             }
         },
         Command::Demo => demo::run().await,
+        Command::Admin(args) => admin::run(args).await,
     }
 }
 

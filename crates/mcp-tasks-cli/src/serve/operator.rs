@@ -99,7 +99,9 @@ impl Operator {
             .await
             .with_context(|| format!("cannot listen on {} (--admin)", self.address))?;
         let local = listener.local_addr().context("no local address")?;
+        let admin = mcp_tasks::server::admin::routes(runtime.clone());
         let mut operator = OperatorListener::new(runtime)
+            .with_routes(admin)
             .with_metrics(install_prometheus().context("cannot record metrics")?)
             .with_draining(self.draining);
         if let Some(tokens) = self.tokens {

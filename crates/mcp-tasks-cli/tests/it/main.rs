@@ -1,5 +1,6 @@
 //! Integration tests of the `mcp-tasks` binary.
 
+mod admin;
 mod support;
 
 mod admission;

@@ -8,7 +8,7 @@
 //!
 //! | Route | Body | Answer |
 //! |---|---|---|
-//! | `/admin/tasks/list` | `{"filter": Filter, "limit": N}` | `{"tasks": [TaskView]}` |
+//! | `/admin/tasks/list` | `{"filter": Filter, "limit": N, "show": {"ids": B}}` | `{"tasks": [TaskView]}` |
 //! | `/admin/tasks/show` | `{"task": ID or HASH, "show": {"ids": B, "results": B}}` | `TaskView` |
 //! | `/admin/tasks/cancel` | `{"task": ID or HASH}` | `TaskView` |
 //! | `/admin/tasks/purge` | `{"olderThanMs": N, "dryRun": B}` | `{"tasks": [HASH], "dryRun": B}` |
@@ -51,6 +51,8 @@ pub struct ListRequest {
     pub filter: Filter,
     /// At most this many (default 1000).
     pub limit: Option<usize>,
+    /// What to show of each (ids; results are never listed).
+    pub show: Show,
 }
 
 /// The answer of `/admin/tasks/list`.
@@ -181,13 +183,14 @@ async fn list(State(runtime): State<TaskRuntime>, request: Request) -> Response 
     };
     let limit = body.limit.unwrap_or(DEFAULT_LIMIT);
     let listed = admin.list(&body.filter, limit).await;
-    let args = json!({"filter": body.filter, "limit": limit});
+    let args = json!({"filter": body.filter, "limit": limit, "showIds": body.show.ids});
+    let show = Show::default().with_ids(body.show.ids);
     let views: Vec<TaskView> = listed
         .as_ref()
         .map(|records| {
             records
                 .iter()
-                .map(|record| admin.view(record, Show::default()))
+                .map(|record| admin.view(record, show))
                 .collect()
         })
         .unwrap_or_default();
