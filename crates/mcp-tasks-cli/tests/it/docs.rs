@@ -197,17 +197,23 @@ fn help(args: &[&str]) -> String {
 
 /// The subcommands `mcp-tasks --help` lists.
 fn subcommands() -> BTreeSet<String> {
-    let help = help(&[]);
+    commands_of_help(&help(&[])).expect("mcp-tasks --help lists its commands")
+}
+
+/// The commands a `--help` output lists, if it lists any (`mcp-tasks
+/// admin --help` lists `ls`, `show`, ...).
+fn commands_of_help(help: &str) -> Option<BTreeSet<String>> {
     let listed = help
         .split("Commands:")
         .nth(1)
-        .and_then(|rest| rest.split("Options:").next())
-        .expect("mcp-tasks --help lists its commands");
-    listed
-        .lines()
-        .filter_map(|line| line.split_whitespace().next())
-        .map(str::to_owned)
-        .collect()
+        .and_then(|rest| rest.split("Options:").next())?;
+    Some(
+        listed
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .map(str::to_owned)
+            .collect(),
+    )
 }
 
 #[test]
@@ -236,15 +242,26 @@ fn every_command_a_guide_shows_exists_with_the_flags_it_shows() {
                 wrong.push(format!("{name}: `mcp-tasks {subcommand}`: no such command"));
                 continue;
             }
+            // A command with commands of its own (`admin ls`): its flags
+            // are the inner command's.
+            let mut path = vec![subcommand.as_str()];
+            let mut words = words.peekable();
+            while let Some(inner) = commands_of_help(&help(&path))
+                && let Some(next) = words.peek()
+                && inner.contains(*next)
+            {
+                path.push(words.next().expect("peeked").as_str());
+            }
             let flags = flags_of
-                .entry(subcommand.clone())
-                .or_insert_with(|| flags_of_help(&help(&[subcommand])));
+                .entry(path.join(" "))
+                .or_insert_with(|| flags_of_help(&help(&path)));
             for word in words.take_while(|word| *word != "--") {
                 let flag = word.split('=').next().unwrap_or(word);
                 let is_flag = flag.starts_with('-') && flag != "-" && !flag.starts_with("-$");
                 if is_flag && !flags.contains(flag) {
                     wrong.push(format!(
-                        "{name}: `mcp-tasks {subcommand} {flag}`: no such flag"
+                        "{name}: `mcp-tasks {} {flag}`: no such flag",
+                        path.join(" ")
                     ));
                 }
             }
