@@ -269,8 +269,8 @@ async fn ls(args: LsArgs) -> Result<(), Failure> {
         eprintln!("no tasks");
     } else {
         println!(
-            "{:<44} {:<16} {:<5} {:<20} {}",
-            "TASK", "STATUS", "AGE", "TOOL", "PRINCIPAL"
+            "{:<44} {:<16} {:<5} {:<20} PRINCIPAL",
+            "TASK", "STATUS", "AGE", "TOOL"
         );
         for task in &tasks {
             println!(

@@ -194,7 +194,7 @@ fn admin_through_the_operator_listener_of_a_server_on_sqlite() {
     assert_eq!(hashes(&target, &[]), all);
     assert_eq!(
         hashes(&target, &["--status", "working"]),
-        [running_hash.clone()]
+        std::slice::from_ref(&running_hash)
     );
     assert_eq!(
         hashes(&target, &["--status", "completed"]),
@@ -202,9 +202,12 @@ fn admin_through_the_operator_listener_of_a_server_on_sqlite() {
     );
     assert_eq!(
         hashes(&target, &["--tool", "sleep"]),
-        [running_hash.clone()]
+        std::slice::from_ref(&running_hash)
     );
-    assert_eq!(hashes(&target, &["--principal", "bob"]), [bob_hash.clone()]);
+    assert_eq!(
+        hashes(&target, &["--principal", "bob"]),
+        std::slice::from_ref(&bob_hash)
+    );
     assert_eq!(
         hashes(&target, &["--principal", "alice"]),
         sorted(vec![alice_hash.clone(), running_hash.clone()])
@@ -282,10 +285,10 @@ fn admin_through_the_operator_listener_of_a_server_on_sqlite() {
         .map(|hash| hash.as_str().expect("a hash").to_owned())
         .collect();
     gone.sort();
-    assert_eq!(gone, sorted(vec![bob_hash.clone(), alice_hash.clone()]));
+    assert_eq!(gone, sorted(vec![bob_hash, alice_hash]));
     assert_eq!(
         hashes(&target, &[]),
-        [running_hash.clone()],
+        std::slice::from_ref(&running_hash),
         "the recent one stays"
     );
 
@@ -354,10 +357,13 @@ fn admin_on_a_redis_store_cancels_a_task_running_on_a_replica() {
         &[running.as_str()],
     ]
     .concat()));
-    assert_eq!(hashes(&target, &["--tool", "sleep"]), [hash.clone()]);
+    assert_eq!(
+        hashes(&target, &["--tool", "sleep"]),
+        std::slice::from_ref(&hash)
+    );
     assert_eq!(
         hashes(&target, &["--principal", "(anonymous)"]),
-        [hash.clone()]
+        std::slice::from_ref(&hash)
     );
 
     let output = ok(&[&["admin", "cancel"], &target[..], &[running.as_str()]].concat());
@@ -392,7 +398,7 @@ fn admin_on_a_redis_store_cancels_a_task_running_on_a_replica() {
         ]
         .concat(),
     );
-    assert_eq!(dry["tasks"], serde_json::json!([hash.clone()]));
+    assert_eq!(dry["tasks"], serde_json::json!([&hash]));
     ok(&[&["admin", "purge"], &target[..], &["--older-than", "0s"]].concat());
     assert_eq!(hashes(&target, &[]), Vec::<String>::new());
 
@@ -401,9 +407,8 @@ fn admin_on_a_redis_store_cancels_a_task_running_on_a_replica() {
         .lines()
         .map(|line| serde_json::from_str(line).expect("one JSON object a line"))
         .collect();
-    assert!(actions.iter().any(
-        |line| line["action"] == "cancel" && line["tasks"] == serde_json::json!([hash.clone()])
-    ));
+    assert!(actions.iter().any(|line| line["action"] == "cancel"
+        && line["tasks"] == serde_json::json!(std::slice::from_ref(&hash))));
     assert!(actions.iter().all(|line| {
         line["who"]
             .as_str()

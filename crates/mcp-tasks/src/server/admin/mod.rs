@@ -1,7 +1,7 @@
 //! The operator's view of every caller's tasks: [`Admin`] (list with
 //! filters, show, cancel, purge), the audit line each action writes
 //! ([`AuditEntry`]), and (feature `http`) the HTTP routes of the admin API,
-//! [`routes`], which the operator listener serves behind its admin token.
+//! `routes`, which the operator listener serves behind its admin token.
 //!
 //! Tasks are named by their keyed hash ([`TaskHasher`](super::TaskHasher)),
 //! never by their id unless asked; callers by their token's label
