@@ -365,9 +365,24 @@ async fn a_sqlite_store_in_the_data_folder_keeps_tasks() {
     );
     let outcome = client.await_task(&state, &waiting()).await.unwrap();
     assert_eq!(completed(&outcome), "slept 0 ms");
-    // Another handle on the file sees the finished task.
-    let again = choice.open("").await.unwrap();
-    let record = again.get(&state.id).await.unwrap().expect("kept");
-    assert!(record.status().is_terminal());
+    // The file holds the finished task (read with SQLite itself: a second
+    // store on a file the server holds is refused).
+    let status: String =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap()
+            .query_row(
+                "SELECT status FROM tasks WHERE id = ?1",
+                [state.id.expose()],
+                |row| row.get(0),
+            )
+            .unwrap();
+    assert_eq!(status, "completed");
+    let Err(held) = choice.open("").await else {
+        panic!("a second store on a file the server holds");
+    };
+    assert!(
+        format!("{held:#}").contains("another process holds"),
+        "{held:#}"
+    );
     assert!(StoreChoice::Memory.open("").await.is_ok());
 }

@@ -247,3 +247,140 @@ impl Admin {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::{Admin, AdminError};
+    use crate::server::admin::{Filter, Show};
+    use crate::store::{Change, MemoryStore, Principal, SharedStore, TaskRecord, modify};
+    use crate::task::{TaskId, Ttl, UnixMillis};
+
+    /// Records made `ago` ms before now: a finished one of `bob` and a
+    /// working one of `alice`.
+    async fn store() -> SharedStore {
+        let store: SharedStore = Arc::new(MemoryStore::new());
+        let now = UnixMillis::now().as_millis();
+        for (id, owner, tool, ago) in [
+            ("a-old", "bob", "long_job", 3_600_000),
+            ("b-new", "alice", "sleep", 0),
+        ] {
+            let record = TaskRecord::new(
+                TaskId::new(id),
+                Principal::new(owner),
+                UnixMillis::new(now - ago),
+                Ttl::Unlimited,
+                None,
+            )
+            .with_tool(tool);
+            store.create(record).await.expect("create");
+        }
+        let done = Change::Complete(serde_json::json!({"content": []}));
+        let at = UnixMillis::new(now - 3_000_000);
+        modify(
+            &*store,
+            &TaskId::new("a-old"),
+            &done,
+            at,
+            Duration::from_secs(7200),
+        )
+        .await
+        .expect("complete");
+        store
+    }
+
+    fn ids(records: &[TaskRecord]) -> Vec<&str> {
+        records.iter().map(|record| record.id().expose()).collect()
+    }
+
+    #[tokio::test]
+    async fn filters_find_cancel_and_purge() {
+        let admin = Admin::of_store(store().await).await.expect("admin");
+        let list = |filter: Filter| {
+            let admin = admin.clone();
+            async move { admin.list(&filter, 10).await.expect("list") }
+        };
+        assert_eq!(ids(&list(Filter::default()).await), ["a-old", "b-new"]);
+        assert_eq!(
+            ids(&list(Filter::default().with_status("working")).await),
+            ["b-new"]
+        );
+        assert_eq!(
+            ids(&list(Filter::default().with_tool("long_job")).await),
+            ["a-old"]
+        );
+        assert_eq!(
+            ids(&list(Filter::default().with_principal("alice")).await),
+            ["b-new"]
+        );
+        let hour = Duration::from_secs(1800);
+        assert_eq!(
+            ids(&list(Filter::default().with_older_than(hour)).await),
+            ["a-old"]
+        );
+        assert_eq!(
+            ids(&list(Filter::default().with_newer_than(hour)).await),
+            ["b-new"]
+        );
+        assert_eq!(
+            admin.list(&Filter::default(), 1).await.expect("list").len(),
+            1
+        );
+        assert!(matches!(
+            admin.list(&Filter::default().with_status("done"), 10).await,
+            Err(AdminError::BadRequest(_))
+        ));
+
+        let hash = admin.hasher().hash(&TaskId::new("b-new"));
+        assert_eq!(
+            admin.find(&hash).await.expect("by hash").id().expose(),
+            "b-new"
+        );
+        assert!(matches!(
+            admin.find("th_00000000000000000000000000000000").await,
+            Err(AdminError::NotFound)
+        ));
+        let view = admin.view(&admin.find("a-old").await.expect("by id"), Show::default());
+        assert!(
+            view.id.is_none() && view.result.is_none(),
+            "hidden unless asked"
+        );
+        assert_eq!(
+            (view.principal.as_str(), view.tool.as_deref()),
+            ("bob", Some("long_job"))
+        );
+        let view = admin.view(
+            &admin.find("a-old").await.expect("by id"),
+            Show::default().with_ids(true).with_results(true),
+        );
+        assert_eq!(view.id.as_deref(), Some("a-old"));
+        assert!(view.result.is_some());
+
+        assert!(matches!(
+            admin.cancel("a-old").await,
+            Err(AdminError::Finished(_))
+        ));
+        let cancelled = admin.cancel(&hash).await.expect("cancel");
+        assert!(cancelled.cancel_requested());
+
+        let dry = admin.purge(hour, true).await.expect("dry run");
+        assert_eq!(dry.tasks, [admin.hasher().hash(&TaskId::new("a-old"))]);
+        assert_eq!(
+            admin
+                .list(&Filter::default(), 10)
+                .await
+                .expect("list")
+                .len(),
+            2
+        );
+        let purged = admin.purge(hour, false).await.expect("purge");
+        assert_eq!(purged.tasks, dry.tasks);
+        assert_eq!(
+            ids(&list(Filter::default()).await),
+            ["b-new"],
+            "the unfinished one stays"
+        );
+    }
+}
