@@ -260,6 +260,14 @@ fn admin_through_the_operator_listener_of_a_server_on_sqlite() {
     let held = run(&["admin", "ls", "--store", &store]);
     assert_eq!(held.status.code(), Some(69));
     assert!(stderr(&held).contains("--server"), "{}", stderr(&held));
+    // And so is a second server on it.
+    let second = run(&["serve", "--http", "127.0.0.1:0", "--store", &store]);
+    assert_eq!(second.status.code(), Some(69));
+    assert!(
+        stderr(&second).contains("another process holds the task store"),
+        "{}",
+        stderr(&second)
+    );
 
     // Purge: only finished tasks that ended long enough ago.
     std::thread::sleep(Duration::from_millis(2500).saturating_sub(ended.elapsed()));
