@@ -13,6 +13,7 @@ mod interactive;
 mod journal;
 mod legacy;
 mod listen;
+mod operator;
 mod rate;
 mod replicas;
 mod wait_many;
