@@ -57,7 +57,7 @@ enum Command {
     /// Show the server's protocol versions, capabilities and task support.
     Discover(ServerArgs),
     /// Serve the demo tools: long_job, confirm_action, failing_tool, sleep.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// A short guided tour in one process: a task, an input request, a cancel.
     Demo,
 }
@@ -291,7 +291,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Ls(args) => ls(args).await,
         Command::Tools(args) => tools(args).await,
         Command::Discover(args) => discover(args).await,
-        Command::Serve(args) => match serve::run(args).await {
+        Command::Serve(args) => match serve::run(*args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) if error.is::<serve::BadFlag>() => usage(error),
             Err(error) => {
