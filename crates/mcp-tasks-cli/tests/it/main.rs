@@ -14,6 +14,7 @@ mod interactive;
 mod journal;
 mod legacy;
 mod listen;
+mod operator;
 mod rate;
 mod replicas;
 mod wait_many;

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use tokio::sync::broadcast;
 
-use super::metrics::store_operation;
+use super::metrics::StoreKeys;
 use crate::store::{
     BoxFuture, DynStore, HashKey, PackedRecord, Principal, Replicas, SharedStore, StoreError, Swap,
     TaskRecord, Transition,
@@ -33,6 +33,7 @@ use crate::task::{TaskId, UnixMillis};
 pub struct MeteredStore {
     store: SharedStore,
     name: &'static str,
+    keys: StoreKeys,
 }
 
 impl fmt::Debug for MeteredStore {
@@ -46,7 +47,11 @@ impl fmt::Debug for MeteredStore {
 impl MeteredStore {
     /// `store`, measured under the label `store` = `name`.
     pub fn new(store: SharedStore, name: &'static str) -> Self {
-        Self { store, name }
+        Self {
+            store,
+            name,
+            keys: StoreKeys::new(name),
+        }
     }
 
     /// [`MeteredStore::new`], as a [`SharedStore`].
@@ -55,34 +60,43 @@ impl MeteredStore {
     }
 }
 
-/// Runs `operation`, then records how long it took and whether it failed.
+/// Operation indexes of [`StoreKeys`].
+const CREATE: usize = 0;
+const GET: usize = 1;
+const SWAP: usize = 2;
+const DELETE: usize = 3;
+const EXPIRED: usize = 4;
+const LIST: usize = 5;
+
+/// Runs `run`, then records how long it took and whether it failed as
+/// operation `operation` of `keys`.
 async fn measured<T>(
-    name: &'static str,
-    operation: &'static str,
+    keys: &StoreKeys,
+    operation: usize,
     run: BoxFuture<'_, Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
     let start = Instant::now();
     let result = run.await;
-    store_operation(name, operation, start.elapsed(), result.is_err());
+    keys.record(operation, start.elapsed(), result.is_err());
     result
 }
 
 impl DynStore for MeteredStore {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(measured(self.name, "create", self.store.create(record)))
+        Box::pin(measured(&self.keys, CREATE, self.store.create(record)))
     }
     fn get<'a>(&'a self, id: &'a TaskId) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>> {
-        Box::pin(measured(self.name, "get", self.store.get(id)))
+        Box::pin(measured(&self.keys, GET, self.store.get(id)))
     }
     fn compare_and_swap(&self, transition: Transition) -> BoxFuture<'_, Result<Swap, StoreError>> {
         Box::pin(measured(
-            self.name,
-            "compare_and_swap",
+            &self.keys,
+            SWAP,
             self.store.compare_and_swap(transition),
         ))
     }
     fn delete<'a>(&'a self, id: &'a TaskId) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(measured(self.name, "delete", self.store.delete(id)))
+        Box::pin(measured(&self.keys, DELETE, self.store.delete(id)))
     }
     fn expired(
         &self,
@@ -90,8 +104,8 @@ impl DynStore for MeteredStore {
         limit: usize,
     ) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>> {
         Box::pin(measured(
-            self.name,
-            "expired",
+            &self.keys,
+            EXPIRED,
             self.store.expired(now, limit),
         ))
     }
@@ -102,8 +116,8 @@ impl DynStore for MeteredStore {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreError>> {
         Box::pin(measured(
-            self.name,
-            "list_owned",
+            &self.keys,
+            LIST,
             self.store.list_owned(owner, after, limit),
         ))
     }
@@ -114,7 +128,7 @@ impl DynStore for MeteredStore {
         &'a self,
         id: &'a TaskId,
     ) -> BoxFuture<'a, Result<Option<Arc<PackedRecord>>, StoreError>> {
-        Box::pin(measured(self.name, "get", self.store.get_packed(id)))
+        Box::pin(measured(&self.keys, GET, self.store.get_packed(id)))
     }
     fn replicas(&self) -> Option<&dyn Replicas> {
         self.store.replicas()

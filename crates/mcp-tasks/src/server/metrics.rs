@@ -6,7 +6,7 @@
 //! is installed (a library user who never asked for metrics), each call is
 //! a no-op behind one atomic load, with no allocation (every label value
 //! here is a `&'static str`, or a tool name on task creation and end only).
-//! The operator listener ([`operator`](super::operator), feature `http`)
+//! The operator listener (`server::operator`, feature `http`)
 //! installs the Prometheus recorder and renders it at `/metrics`. The
 //! gauges of what is open now (tasks by status, listen streams, running and
 //! queued tools) are not kept here: the listener reads them from the
@@ -20,11 +20,11 @@
 //! as `other`. Every metric is listed, with its type and labels, in
 //! `docs/operator.md`.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::observe::{TaskEnded, TaskObserver};
+use super::observe::{TaskEnded, TaskObserver, TaskOutcome};
 use crate::store::TaskRecord;
 
 /// Tasks created, by `tool` (counter).
@@ -120,43 +120,127 @@ pub(crate) fn code_label(code: &str) -> &'static str {
 /// members before them (`jsonrpc`, `id`) are not objects, so the first one
 /// found is the answer's own.
 pub(crate) fn answer_code(body: &[u8]) -> &'static str {
-    let find = |needle: &[u8]| body.windows(needle.len()).position(|at| at == needle);
-    let (result, error) = (find(b"\"result\""), find(b"\"error\""));
-    let error = match (result, error) {
-        (Some(result), Some(error)) if result < error => return "ok",
-        (Some(_), None) => return "ok",
-        (_, Some(error)) => error,
-        (None, None) => return "none",
-    };
-    let rest = &body[error..];
+    let mut at = 0;
+    while let Some(quote) = body[at..].iter().position(|byte| *byte == b'"') {
+        let rest = &body[at + quote..];
+        if rest.starts_with(b"\"result\"") {
+            return "ok";
+        }
+        if rest.starts_with(b"\"error\"") {
+            return error_code(rest);
+        }
+        at += quote + 1;
+    }
+    "none"
+}
+
+/// The code of the error object that `rest` starts with the key of.
+fn error_code(rest: &[u8]) -> &'static str {
     let Some(at) = rest.windows(7).position(|at| at == b"\"code\":") else {
         return "other";
     };
-    let digits = rest[at + 7..]
+    let value = &rest[at + 7..];
+    let start = value
         .iter()
-        .skip_while(|byte| byte.is_ascii_whitespace())
+        .take_while(|byte| byte.is_ascii_whitespace())
+        .count();
+    let digits = value[start..]
+        .iter()
         .take_while(|byte| byte.is_ascii_digit() || **byte == b'-')
         .count();
-    let start = at
-        + 7
-        + rest[at + 7..]
-            .iter()
-            .take_while(|byte| byte.is_ascii_whitespace())
-            .count();
-    std::str::from_utf8(&rest[start..start + digits]).map_or("other", code_label)
+    std::str::from_utf8(&value[start..start + digits]).map_or("other", code_label)
 }
 
-/// Counts one request answered over `transport` and its latency.
+/// The transports a `transport` label names.
+const TRANSPORTS: [&str; 2] = ["http", "stdio"];
+
+/// The codes a `code` label takes besides [`KNOWN_CODES`].
+const OTHER_CODES: [&str; 4] = ["ok", "stream", "none", "other"];
+
+/// Where every metric is recorded from, for the recorder.
+static METADATA: metrics::Metadata<'static> =
+    metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+/// The keys of the request metrics, made once: every label here comes
+/// from a short fixed list, so a request records without building a key
+/// (an allocation and a hash each).
+struct RequestKeys {
+    /// By transport, method (or `other`, last) and code.
+    counters: Vec<metrics::Key>,
+    /// By transport and method.
+    durations: Vec<metrics::Key>,
+}
+
+fn request_keys() -> &'static RequestKeys {
+    static KEYS: std::sync::OnceLock<RequestKeys> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        let methods = KNOWN_METHODS.iter().chain(["other"].iter());
+        let codes: Vec<&str> = OTHER_CODES.iter().chain(KNOWN_CODES).copied().collect();
+        let mut counters = Vec::new();
+        let mut durations = Vec::new();
+        for transport in TRANSPORTS {
+            for method in methods.clone() {
+                durations.push(metrics::Key::from_parts(
+                    REQUEST_DURATION,
+                    vec![
+                        metrics::Label::new("transport", transport),
+                        metrics::Label::new("method", *method),
+                    ],
+                ));
+                for code in &codes {
+                    counters.push(metrics::Key::from_parts(
+                        REQUESTS,
+                        vec![
+                            metrics::Label::new("transport", transport),
+                            metrics::Label::new("method", *method),
+                            metrics::Label::new("code", *code),
+                        ],
+                    ));
+                }
+            }
+        }
+        RequestKeys {
+            counters,
+            durations,
+        }
+    })
+}
+
+/// Where `value` is in `list`, else the place after it.
+fn index_in(list: &[&str], value: &str) -> usize {
+    list.iter()
+        .position(|known| *known == value)
+        .unwrap_or(list.len())
+}
+
+/// Counts one request answered over `transport` (`http` or `stdio`) and
+/// its latency; `method` and `code` are labels made by [`method_label`],
+/// [`code_label`] or [`answer_code`].
 pub(crate) fn request(
     transport: &'static str,
     method: &'static str,
     code: &'static str,
     took: Duration,
 ) {
-    metrics::counter!(REQUESTS, "transport" => transport, "method" => method, "code" => code)
-        .increment(1);
-    metrics::histogram!(REQUEST_DURATION, "transport" => transport, "method" => method)
-        .record(took.as_secs_f64());
+    let keys = request_keys();
+    let methods = KNOWN_METHODS.len() + 1;
+    let codes = OTHER_CODES.len() + KNOWN_CODES.len();
+    let transport = index_in(&TRANSPORTS, transport).min(TRANSPORTS.len() - 1);
+    let method = index_in(KNOWN_METHODS, method).min(methods - 1);
+    let code = match (index_in(&OTHER_CODES, code), index_in(KNOWN_CODES, code)) {
+        (other, _) if other < OTHER_CODES.len() => other,
+        (_, known) if known < KNOWN_CODES.len() => OTHER_CODES.len() + known,
+        // `other`.
+        _ => OTHER_CODES.len() - 1,
+    };
+    let counter = &keys.counters[(transport * methods + method) * codes + code];
+    let duration = &keys.durations[transport * methods + method];
+    metrics::with_recorder(|recorder| {
+        recorder.register_counter(counter, &METADATA).increment(1);
+        recorder
+            .register_histogram(duration, &METADATA)
+            .record(took.as_secs_f64());
+    });
 }
 
 /// Counts one refusal for `cause`.
@@ -164,17 +248,59 @@ pub(crate) fn refused(cause: &'static str) {
     metrics::counter!(REFUSALS, "cause" => cause).increment(1);
 }
 
-/// Counts one store operation of `store` and its latency, or its failure.
-pub(crate) fn store_operation(
-    store: &'static str,
-    operation: &'static str,
-    took: Duration,
-    failed: bool,
-) {
-    metrics::histogram!(STORE_DURATION, "store" => store, "operation" => operation)
-        .record(took.as_secs_f64());
-    if failed {
-        metrics::counter!(STORE_ERRORS, "store" => store, "operation" => operation).increment(1);
+/// The store operations measured, in the order of [`StoreKeys`].
+pub(crate) const STORE_OPERATIONS: [&str; 6] = [
+    "create",
+    "get",
+    "compare_and_swap",
+    "delete",
+    "expired",
+    "list_owned",
+];
+
+/// The keys of one store's metrics, made once (see [`RequestKeys`]).
+pub(crate) struct StoreKeys {
+    durations: Vec<metrics::Key>,
+    errors: Vec<metrics::Key>,
+}
+
+impl StoreKeys {
+    /// The keys of the store labelled `store`.
+    pub(crate) fn new(store: &'static str) -> Self {
+        let key = |name: &'static str, operation: &'static str| {
+            metrics::Key::from_parts(
+                name,
+                vec![
+                    metrics::Label::new("store", store),
+                    metrics::Label::new("operation", operation),
+                ],
+            )
+        };
+        Self {
+            durations: STORE_OPERATIONS
+                .iter()
+                .map(|operation| key(STORE_DURATION, operation))
+                .collect(),
+            errors: STORE_OPERATIONS
+                .iter()
+                .map(|operation| key(STORE_ERRORS, operation))
+                .collect(),
+        }
+    }
+
+    /// Records operation `operation` (an index of [`STORE_OPERATIONS`]):
+    /// how long it took, and its failure.
+    pub(crate) fn record(&self, operation: usize, took: Duration, failed: bool) {
+        metrics::with_recorder(|recorder| {
+            recorder
+                .register_histogram(&self.durations[operation], &METADATA)
+                .record(took.as_secs_f64());
+            if failed {
+                recorder
+                    .register_counter(&self.errors[operation], &METADATA)
+                    .increment(1);
+            }
+        });
     }
 }
 
@@ -185,8 +311,50 @@ pub(crate) fn store_operation(
 /// the `serve --admin` of the CLI does.
 #[derive(Debug, Default)]
 pub struct MetricsObserver {
-    /// The tool names labelled so far (at most [`MAX_TOOL_LABELS`]).
-    tools: Mutex<HashSet<Arc<str>>>,
+    /// The keys of each tool labelled so far (at most [`MAX_TOOL_LABELS`],
+    /// then `other` and `unknown`), made once.
+    tools: Mutex<HashMap<Arc<str>, Arc<ToolKeys>>>,
+}
+
+/// The keys of one tool's task metrics.
+#[derive(Debug)]
+struct ToolKeys {
+    created: metrics::Key,
+    /// By [`TaskOutcome`], in the order of [`OUTCOMES`].
+    ended: Vec<metrics::Key>,
+    duration: metrics::Key,
+    input_required: metrics::Key,
+}
+
+/// Every outcome, in the order of [`ToolKeys::ended`].
+const OUTCOMES: [TaskOutcome; 4] = [
+    TaskOutcome::Completed,
+    TaskOutcome::Failed,
+    TaskOutcome::Cancelled,
+    TaskOutcome::Expired,
+];
+
+impl ToolKeys {
+    fn new(tool: &str) -> Self {
+        let tool = metrics::Label::new("tool", tool.to_owned());
+        Self {
+            created: metrics::Key::from_parts(TASKS_CREATED, vec![tool.clone()]),
+            ended: OUTCOMES
+                .iter()
+                .map(|outcome| {
+                    metrics::Key::from_parts(
+                        TASKS_ENDED,
+                        vec![
+                            tool.clone(),
+                            metrics::Label::new("outcome", outcome.as_str()),
+                        ],
+                    )
+                })
+                .collect(),
+            duration: metrics::Key::from_parts(TASK_DURATION, vec![tool.clone()]),
+            input_required: metrics::Key::from_parts(TASK_INPUT_REQUIRED, vec![tool]),
+        }
+    }
 }
 
 impl MetricsObserver {
@@ -195,41 +363,68 @@ impl MetricsObserver {
         Self::default()
     }
 
-    /// `tool` as a label: the name, while fewer than [`MAX_TOOL_LABELS`]
+    /// The keys of `tool`: its name, while fewer than [`MAX_TOOL_LABELS`]
     /// were seen, else `other`; `unknown` for a task this process did not
     /// create.
-    fn tool_label(&self, tool: Option<&str>) -> String {
-        let Some(tool) = tool else {
-            return "unknown".to_owned();
-        };
+    fn keys(&self, tool: Option<&str>) -> Arc<ToolKeys> {
+        let label = tool.unwrap_or("unknown");
         let mut tools = self
             .tools
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if tools.contains(tool) {
-            return tool.to_owned();
+        if let Some(keys) = tools.get(label) {
+            return keys.clone();
         }
-        if tools.len() < MAX_TOOL_LABELS {
-            tools.insert(Arc::from(tool));
-            return tool.to_owned();
-        }
-        "other".to_owned()
+        // Two more than the bound: `other` and `unknown` have keys too.
+        let label = if tool.is_some() && tools.len() >= MAX_TOOL_LABELS {
+            "other"
+        } else {
+            label
+        };
+        tools
+            .entry(Arc::from(label))
+            .or_insert_with(|| Arc::new(ToolKeys::new(label)))
+            .clone()
+    }
+
+    #[cfg(test)]
+    fn tool_label(&self, tool: Option<&str>) -> String {
+        let keys = self.keys(tool);
+        keys.created
+            .labels()
+            .next()
+            .map(|label| label.value().to_owned())
+            .unwrap_or_default()
     }
 }
 
 impl TaskObserver for MetricsObserver {
     fn task_created(&self, _record: &TaskRecord, tool: &str) {
-        metrics::counter!(TASKS_CREATED, "tool" => self.tool_label(Some(tool))).increment(1);
+        let keys = self.keys(Some(tool));
+        metrics::with_recorder(|recorder| {
+            recorder
+                .register_counter(&keys.created, &METADATA)
+                .increment(1);
+        });
     }
 
     fn task_ended(&self, ended: &TaskEnded<'_>) {
-        let tool = self.tool_label(ended.tool);
-        metrics::counter!(TASKS_ENDED, "tool" => tool.clone(), "outcome" => ended.outcome.as_str())
-            .increment(1);
-        metrics::histogram!(TASK_DURATION, "tool" => tool.clone())
-            .record(ended.duration.as_secs_f64());
-        metrics::histogram!(TASK_INPUT_REQUIRED, "tool" => tool)
-            .record(ended.input_required.as_secs_f64());
+        let keys = self.keys(ended.tool);
+        let outcome = OUTCOMES
+            .iter()
+            .position(|outcome| *outcome == ended.outcome)
+            .unwrap_or(1);
+        metrics::with_recorder(|recorder| {
+            recorder
+                .register_counter(&keys.ended[outcome], &METADATA)
+                .increment(1);
+            recorder
+                .register_histogram(&keys.duration, &METADATA)
+                .record(ended.duration.as_secs_f64());
+            recorder
+                .register_histogram(&keys.input_required, &METADATA)
+                .record(ended.input_required.as_secs_f64());
+        });
     }
 }
 

@@ -33,8 +33,15 @@ use crate::store::{Change, TaskRecord};
 use crate::task::{TaskId, TaskStatus, UnixMillis};
 
 /// What an operator's instrument hears of the runtime's tasks. Every method
-/// does nothing unless implemented; see the [module docs](self) for when
-/// each is called.
+/// does nothing unless implemented; each says when it is called.
+///
+/// The runtime remembers, for the tasks this process created, what a
+/// record does not carry (the tool, the time in `input_required`), in a
+/// table kept only while an observer is registered. A task this process
+/// did not create (before a restart, or on another replica) is still
+/// reported when it changes here, with no tool and no input time. The
+/// events carry the record, whose id is a bearer token: an observer that
+/// names a task (a span, a log line) names it by its keyed hash.
 ///
 /// Register one with
 /// [`TaskRuntimeBuilder::with_observer`](super::TaskRuntimeBuilder::with_observer)

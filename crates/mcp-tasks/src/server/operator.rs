@@ -32,7 +32,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{HeaderValue, StatusCode, header};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
 
 use super::auth::BearerTokens;
 use super::http::LOOPBACK_HOSTS;
@@ -85,7 +87,18 @@ pub fn install_prometheus() -> Result<PrometheusHandle, InstallError> {
     if let Some(handle) = INSTALLED.get() {
         return Ok(handle.clone());
     }
-    let recorder = PrometheusBuilder::new()
+    let recorder = prometheus_recorder()?;
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder).map_err(|_| InstallError::OtherRecorder)?;
+    describe();
+    Ok(INSTALLED.get_or_init(|| handle).clone())
+}
+
+/// The Prometheus recorder with the buckets of every histogram of
+/// [`metrics`](super::metrics), not installed: for a user who wraps it in
+/// a recorder of their own (then calls [`super::metrics::describe`] once it is installed).
+pub fn prometheus_recorder() -> Result<PrometheusRecorder, InstallError> {
+    Ok(PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Full(TASK_DURATION.into()), TASK_BUCKETS)
         .and_then(|builder| {
             builder.set_buckets_for_metric(Matcher::Full(TASK_INPUT_REQUIRED.into()), TASK_BUCKETS)
@@ -97,11 +110,7 @@ pub fn install_prometheus() -> Result<PrometheusHandle, InstallError> {
             builder.set_buckets_for_metric(Matcher::Full(STORE_DURATION.into()), FAST_BUCKETS)
         })
         .map_err(InstallError::Build)?
-        .build_recorder();
-    let handle = recorder.handle();
-    metrics::set_global_recorder(recorder).map_err(|_| InstallError::OtherRecorder)?;
-    describe();
-    Ok(INSTALLED.get_or_init(|| handle).clone())
+        .build_recorder())
 }
 
 /// Why an operator listener's address was refused.
