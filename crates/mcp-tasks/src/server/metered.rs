@@ -67,6 +67,8 @@ const SWAP: usize = 2;
 const DELETE: usize = 3;
 const EXPIRED: usize = 4;
 const LIST: usize = 5;
+const LIST_ALL: usize = 6;
+const HASH_KEY: usize = 7;
 
 /// Runs `run`, then records how long it took and whether it failed as
 /// operation `operation` of `keys`.
@@ -139,12 +141,12 @@ impl DynStore for MeteredStore {
         limit: usize,
     ) -> BoxFuture<'a, Result<Vec<TaskRecord>, StoreError>> {
         Box::pin(measured(
-            self.name,
-            "list_all",
+            &self.keys,
+            LIST_ALL,
             self.store.list_all(after, limit),
         ))
     }
     fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>> {
-        self.store.hash_key()
+        Box::pin(measured(&self.keys, HASH_KEY, self.store.hash_key()))
     }
 }

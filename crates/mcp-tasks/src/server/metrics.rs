@@ -249,13 +249,15 @@ pub(crate) fn refused(cause: &'static str) {
 }
 
 /// The store operations measured, in the order of [`StoreKeys`].
-pub(crate) const STORE_OPERATIONS: [&str; 6] = [
+pub(crate) const STORE_OPERATIONS: [&str; 8] = [
     "create",
     "get",
     "compare_and_swap",
     "delete",
     "expired",
     "list_owned",
+    "list_all",
+    "hash_key",
 ];
 
 /// The keys of one store's metrics, made once (see [`RequestKeys`]).
