@@ -15,6 +15,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod form;
+#[cfg(feature = "otel")]
+mod otel;
 pub mod private_files;
 #[cfg(any(feature = "client", feature = "server"))]
 pub mod quiet;

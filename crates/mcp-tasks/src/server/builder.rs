@@ -298,6 +298,8 @@ impl TaskRuntimeBuilder {
             resumes: self.resume.is_some(),
             advertised: Advertised::default(),
             rate,
+            #[cfg(feature = "otel")]
+            task_spans: Default::default(),
         });
         tokio::spawn(listen_for_changes(
             Arc::downgrade(&inner),

@@ -93,6 +93,12 @@ mod runtime;
 mod state;
 mod supervise;
 mod takeover;
+#[cfg(feature = "otel")]
+mod task_hash_shim;
+#[cfg(feature = "otel")]
+mod task_spans;
+#[cfg(feature = "otel")]
+pub(crate) mod traced;
 mod transport;
 mod waiters;
 mod wire;
@@ -111,6 +117,8 @@ pub use principal::{
 pub use router::TaskRouter;
 pub use runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
 pub use takeover::ResumeTool;
+#[cfg(feature = "otel")]
+pub use traced::Traced;
 pub use transport::StdioTransport;
 
 /// Writes the `get_task`, `update_task`, `cancel_task` and

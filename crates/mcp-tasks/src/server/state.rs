@@ -22,6 +22,8 @@ use super::lease::{Lease, LeaseError, Leasing};
 use super::limits::{Listeners, LiveTasks};
 use super::policy::Advertised;
 use super::principal::PrincipalExtractor;
+#[cfg(feature = "otel")]
+use super::task_spans::TaskSpans;
 use super::waiters::Waiters;
 use super::wire::store_failure;
 use crate::store::{Change, Modified, SharedStore, StoreError, TaskRecord, modify, modify_as};
@@ -48,6 +50,9 @@ pub(crate) struct Inner {
     pub(crate) advertised: Advertised,
     /// Each caller's creation rate, when limited.
     pub(crate) rate: Option<Arc<RateLimits>>,
+    /// The spans of the sampled tasks this process created.
+    #[cfg(feature = "otel")]
+    pub(crate) task_spans: TaskSpans,
 }
 
 /// The runtime's settings, as the builder set them.
