@@ -15,4 +15,5 @@ mod legacy;
 mod listen;
 mod rate;
 mod replicas;
+mod traces;
 mod wait_many;
