@@ -65,7 +65,10 @@ fn receiver() -> (String, Arc<Mutex<Received>>) {
                             }
                         }
                         // An empty ExportTraceServiceResponse.
-                        ([("content-type", "application/x-protobuf")], Vec::<u8>::new())
+                        (
+                            [("content-type", "application/x-protobuf")],
+                            Vec::<u8>::new(),
+                        )
                     }
                 }),
             );
@@ -129,7 +132,10 @@ impl Server {
         assert!(status.success());
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.child.try_wait().expect("wait").is_none() {
-            assert!(Instant::now() < deadline, "the server did not stop on SIGINT");
+            assert!(
+                Instant::now() < deadline,
+                "the server did not stop on SIGINT"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -187,16 +193,16 @@ fn statuses(span: &Span) -> Vec<String> {
 
 /// Asserts the attributes the conventions give a `tools/call` span.
 fn is_tool_call(span: &Span, tool: &str) {
-    assert_eq!(attribute(span, "mcp.method.name").as_deref(), Some("tools/call"));
+    assert_eq!(
+        attribute(span, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
     assert_eq!(attribute(span, "gen_ai.tool.name").as_deref(), Some(tool));
     assert_eq!(
         attribute(span, "gen_ai.operation.name").as_deref(),
         Some("execute_tool")
     );
-    assert!(
-        attribute(span, "jsonrpc.request.id").is_some(),
-        "{span:#?}"
-    );
+    assert!(attribute(span, "jsonrpc.request.id").is_some(), "{span:#?}");
 }
 
 #[test]
@@ -231,12 +237,25 @@ fn one_trace_crosses_the_client_the_gateway_and_the_upstream() {
     let spans = &received.spans;
 
     // client -> gateway: the client's span is the gateway's request span's parent.
-    let client = one(spans, "client", "tools/call confirm_action", SpanKind::Client);
+    let client = one(
+        spans,
+        "client",
+        "tools/call confirm_action",
+        SpanKind::Client,
+    );
     is_tool_call(client, "confirm_action");
     let trace = client.trace_id.clone();
-    let served = one(spans, "gateway", "tools/call confirm_action", SpanKind::Server);
+    let served = one(
+        spans,
+        "gateway",
+        "tools/call confirm_action",
+        SpanKind::Server,
+    );
     is_tool_call(served, "confirm_action");
-    assert_eq!(attribute(served, "network.transport").as_deref(), Some("tcp"));
+    assert_eq!(
+        attribute(served, "network.transport").as_deref(),
+        Some("tcp")
+    );
     assert_eq!(
         attribute(served, "mcp.protocol.version").as_deref(),
         Some("2026-07-28")
@@ -270,10 +289,20 @@ fn one_trace_crosses_the_client_the_gateway_and_the_upstream() {
     // gateway -> upstream: the upstream decides first whether the call is a
     // task, so the gateway's call upstream is its request span's child, and
     // the upstream's request span is that call's.
-    let onward = one(spans, "gateway", "tools/call confirm_action", SpanKind::Client);
+    let onward = one(
+        spans,
+        "gateway",
+        "tools/call confirm_action",
+        SpanKind::Client,
+    );
     assert_eq!(onward.trace_id, trace);
     assert_eq!(onward.parent_span_id, served.span_id);
-    let upstream_served = one(spans, "upstream", "tools/call confirm_action", SpanKind::Server);
+    let upstream_served = one(
+        spans,
+        "upstream",
+        "tools/call confirm_action",
+        SpanKind::Server,
+    );
     assert_eq!(upstream_served.trace_id, trace);
     assert_eq!(upstream_served.parent_span_id, onward.span_id);
     let upstream_task = one(spans, "upstream", "task confirm_action", SpanKind::Internal);
@@ -302,7 +331,10 @@ fn one_trace_crosses_the_client_the_gateway_and_the_upstream() {
     assert_eq!(upstream_answered.parent_span_id, relayed.span_id);
 
     // Every span of the three processes is in that one trace...
-    for (service, span) in spans.iter().filter(|(_, span)| span.name.contains("confirm_action")) {
+    for (service, span) in spans
+        .iter()
+        .filter(|(_, span)| span.name.contains("confirm_action"))
+    {
         assert_eq!(hex(&span.trace_id), hex(&trace), "{service}: {}", span.name);
     }
     // ... and no task id is anywhere in what was exported: not the

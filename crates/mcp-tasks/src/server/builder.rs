@@ -18,6 +18,7 @@ use super::context::TaskContext;
 use super::lease::{DEFAULT_LEASE_PERIOD, Leasing};
 use super::limits::Listeners;
 use super::listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
+use super::observe::{Observers, TaskObserver};
 use super::policy::Advertised;
 use super::principal::{Principal, PrincipalExtractor, default_principal};
 use super::runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
@@ -45,6 +46,7 @@ pub struct TaskRuntimeBuilder {
     principal: PrincipalExtractor,
     resume: Option<ResumeTool>,
     admission: AdmissionLimits,
+    observers: Vec<Arc<dyn TaskObserver>>,
 }
 
 impl fmt::Debug for TaskRuntimeBuilder {
@@ -77,6 +79,7 @@ impl TaskRuntimeBuilder {
             principal: Arc::new(default_principal),
             resume: None,
             admission: AdmissionLimits::default(),
+            observers: Vec::new(),
         }
     }
 
@@ -273,6 +276,15 @@ impl TaskRuntimeBuilder {
         self
     }
 
+    /// Adds `observer` to what hears each task's events: its creation,
+    /// status changes, end and removal (see [`TaskObserver`]). Several may
+    /// be added; each hears every event, in the order they were added. A
+    /// runtime without observers makes no call and keeps no table for them.
+    pub fn with_observer(mut self, observer: Arc<dyn TaskObserver>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
     /// Starts the runtime. Must be called inside a tokio runtime: it starts
     /// the sweeper and the change listener, which stop when the last clone
     /// of the runtime is dropped.
@@ -285,6 +297,13 @@ impl TaskRuntimeBuilder {
             .then(|| Leasing::new(period));
         let gaps = self.store.replicas().map(|replicas| replicas.feed_gaps());
         let rate = self.settings.rate_per_caller.map(rate::start);
+        #[allow(unused_mut, reason = "without feature otel, only the builder's")]
+        let mut observers = self.observers;
+        // The task spans hear the tasks' events as any observer does.
+        #[cfg(feature = "otel")]
+        let task_spans = Arc::new(super::task_spans::TaskSpans::default());
+        #[cfg(feature = "otel")]
+        observers.push(task_spans.clone());
         let inner = Arc::new(Inner {
             store: self.store,
             clock: self.clock,
@@ -299,7 +318,8 @@ impl TaskRuntimeBuilder {
             advertised: Advertised::default(),
             rate,
             #[cfg(feature = "otel")]
-            task_spans: Default::default(),
+            task_spans: task_spans.clone(),
+            observers: Observers::new(observers),
         });
         tokio::spawn(listen_for_changes(
             Arc::downgrade(&inner),

@@ -86,6 +86,7 @@ mod lease;
 pub mod legacy;
 mod limits;
 pub mod listen;
+mod observe;
 mod policy;
 mod principal;
 mod router;
@@ -110,6 +111,7 @@ pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
 pub use era::{declares_tasks, missing_client_capabilities};
 pub use listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
+pub use observe::{TaskEnded, TaskObserver, TaskOutcome};
 pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
 pub use principal::{
     Authenticated, Principal, PrincipalExtractor, authenticated_principal, default_principal,

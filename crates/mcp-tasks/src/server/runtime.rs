@@ -268,10 +268,7 @@ impl TaskRuntime {
                     Entry::Run(_) => record,
                 };
                 let created = wire_task(&record);
-                #[cfg(feature = "otel")]
-                if traced.is_some() {
-                    inner.task_spans.status(&record);
-                }
+                let observed = inner.observers.as_ref().map(|_| record.clone());
                 let seated = match (&seats, lease) {
                     (Some(seats), Some(lease)) => {
                         let runs = matches!(entry, Entry::Run(_));
@@ -285,6 +282,9 @@ impl TaskRuntime {
                     }
                 };
                 let _ = stored.set(());
+                if let Some(record) = &observed {
+                    inner.created(record, &request.name, None);
+                }
                 let seats = seats.map(Arc::new);
                 let lease = lease.clone();
                 match (entry, seated) {
@@ -327,27 +327,28 @@ impl TaskRuntime {
         // do, is stored finished, in one write instead of two.
         if let Poll::Ready(finished) = futures::poll!(&mut tool) {
             token.cancel();
+            let outcome = outcome_of(finished);
             let finished = record
-                .apply(&outcome_of(finished), inner.clock.now(), settings.retention)
+                .apply(&outcome, inner.clock.now(), settings.retention)
                 .map_err(|refused| ErrorData::internal_error(refused.to_string(), None))?
                 .into_record();
             let created = wire_task(&finished);
-            #[cfg(feature = "otel")]
-            if traced.is_some() {
-                inner.task_spans.status(&finished);
-            }
+            let observed = inner.observers.as_ref().map(|_| finished.clone());
             drop(slot);
             inner.store.create(finished).await.map_err(store_failure)?;
             drop(seat);
+            if let Some(finished) = &observed {
+                inner.created(finished, &request.name, Some(&outcome));
+            }
             return Ok(CallToolResponse::Task(CreateTaskResult::new(created)));
         }
         let created = wire_task(&record);
-        #[cfg(feature = "otel")]
-        if traced.is_some() {
-            inner.task_spans.status(&record);
-        }
+        let observed = inner.observers.as_ref().map(|_| record.clone());
         // Durable before we answer: a tasks/get right after finds it.
         inner.store.create(record).await.map_err(store_failure)?;
+        if let Some(record) = &observed {
+            inner.created(record, &request.name, None);
+        }
         let _ = stored.set(());
         tokio::spawn(supervise(
             inner.clone(),

@@ -9,6 +9,9 @@
 //! this file imports only the parts it is made of (admission, the caller
 //! and stream counts, the lease, the clock, the waiters), never the files
 //! above. The builder (`builder.rs`) makes it.
+//!
+//! Every change of a task's record goes through [`Inner::modify_at`], which
+//! tells the runtime's observers (`observe.rs`) after the write succeeded.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,14 +23,17 @@ use super::admission::rate::{CreationRate, RateLimits};
 use super::clock::Clock;
 use super::lease::{Lease, LeaseError, Leasing};
 use super::limits::{Listeners, LiveTasks};
+use super::observe::Observers;
 use super::policy::Advertised;
 use super::principal::PrincipalExtractor;
 #[cfg(feature = "otel")]
 use super::task_spans::TaskSpans;
 use super::waiters::Waiters;
 use super::wire::store_failure;
-use crate::store::{Change, Modified, SharedStore, StoreError, TaskRecord, modify, modify_as};
-use crate::task::{TaskId, Ttl};
+use crate::store::{
+    Change, Modified, RunnerId, SharedStore, StoreError, TaskRecord, modify_observed,
+};
+use crate::task::{TaskId, Ttl, UnixMillis};
 
 /// What every clone of a runtime shares.
 pub(crate) struct Inner {
@@ -52,7 +58,9 @@ pub(crate) struct Inner {
     pub(crate) rate: Option<Arc<RateLimits>>,
     /// The spans of the sampled tasks this process created.
     #[cfg(feature = "otel")]
-    pub(crate) task_spans: TaskSpans,
+    pub(crate) task_spans: Arc<TaskSpans>,
+    /// What hears each task's events, if anything does.
+    pub(crate) observers: Option<Observers>,
 }
 
 /// The runtime's settings, as the builder set them.
@@ -79,14 +87,51 @@ impl Inner {
 
     /// [`Inner::modify`] with the store's error.
     async fn modify_now(&self, id: &TaskId, change: &Change) -> Result<Modified, StoreError> {
-        modify(
+        self.modify_at(id, change, None, self.clock.now()).await
+    }
+
+    /// Applies `change` to task `id` at `now` (in the name of `runner`, when
+    /// given: see [`modify_as`](crate::store::modify_as)) and tells the
+    /// observers what it did: where every change of a record is made.
+    pub(crate) async fn modify_at(
+        &self,
+        id: &TaskId,
+        change: &Change,
+        runner: Option<&RunnerId>,
+        now: UnixMillis,
+    ) -> Result<Modified, StoreError> {
+        let (modified, before) = modify_observed(
             &*self.store,
             id,
             change,
-            self.clock.now(),
+            runner,
+            now,
             self.settings.retention,
         )
-        .await
+        .await?;
+        if let (Some(observers), Modified::Applied(record), Some(before)) =
+            (&self.observers, &modified, &before)
+        {
+            observers.changed(before, change, record);
+        }
+        Ok(modified)
+    }
+
+    /// Deletes the record of task `id`, and tells the observers.
+    pub(crate) async fn delete(&self, id: &TaskId) -> Result<(), StoreError> {
+        self.store.delete(id).await?;
+        if let Some(observers) = &self.observers {
+            observers.removed(id);
+        }
+        Ok(())
+    }
+
+    /// Tells the observers a task was stored, running `tool` (`ending`:
+    /// the change it was stored finished by, if it was).
+    pub(crate) fn created(&self, record: &TaskRecord, tool: &str, ending: Option<&Change>) {
+        if let Some(observers) = &self.observers {
+            observers.created(record, tool, ending);
+        }
     }
 
     /// Applies `change` to task `id` for the runner of `lease`: after
@@ -104,16 +149,9 @@ impl Inner {
             return self.modify_now(id, change).await.map_err(LeaseError::Store);
         };
         leasing.ensure(replicas, lease).await?;
-        modify_as(
-            &*self.store,
-            id,
-            change,
-            lease.runner(),
-            self.clock.now(),
-            self.settings.retention,
-        )
-        .await
-        .map_err(LeaseError::Store)
+        self.modify_at(id, change, Some(lease.runner()), self.clock.now())
+            .await
+            .map_err(LeaseError::Store)
     }
 
     pub(crate) async fn read(&self, id: &TaskId) -> Result<TaskRecord, ErrorData> {

@@ -20,7 +20,7 @@ use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
 use super::state::Inner;
 use super::wire::{error_json, result_json, tool_panicked};
-use crate::store::{Change, Modified, StoreError, StoreErrorKind, modify};
+use crate::store::{Change, Modified, StoreError, StoreErrorKind};
 use crate::task::TaskId;
 
 /// The status message of a queued task whose turn came here while every
@@ -72,16 +72,16 @@ pub(crate) async fn listen_for_changes(
     }
 }
 
-/// A change of task `id` heard on the feed: its span's event (and end),
-/// when this process has a span for it. Read here, in the feed's order, so
-/// that the events keep the order of the changes this process reads.
+/// A change of task `id` heard on the feed, when this process has a span
+/// for it: the span ends if the task ended (another replica may have ended
+/// it: an expiry, a takeover). The events come from the observer's calls.
 #[cfg(feature = "otel")]
 async fn follow_task_span(inner: &Inner, id: &TaskId) {
     if !inner.task_spans.tracks(id) {
         return;
     }
     match inner.store.get(id).await {
-        Ok(Some(record)) => inner.task_spans.status(&record),
+        Ok(Some(record)) => inner.task_spans.heard(&record),
         Ok(None) => inner.task_spans.removed(id),
         Err(_) => {}
     }
@@ -106,22 +106,21 @@ pub(crate) async fn sweep(inner: &Inner) -> Result<usize, StoreError> {
     let now = inner.clock.now();
     let due = inner.store.expired(now, SWEEP_BATCH).await?;
     let count = due.len();
-    let retention = inner.settings.retention;
     for id in due {
-        match modify(&*inner.store, &id, &Change::Expire, now, retention).await {
+        match inner.modify_at(&id, &Change::Expire, None, now).await {
             // Unfinished past its TTL: now failed, kept for the retention window.
             Ok(Modified::Applied(_) | Modified::Missing) => {}
             // Finished and past its retention: gone.
             Ok(Modified::Refused(record, _)) => {
                 if record.is_due(now) {
-                    inner.store.delete(&id).await?;
+                    inner.delete(&id).await?;
                 }
             }
             // A record that cannot be read (corrupt) must not block the
             // others behind it in the index: it is past its time, drop it.
             Err(error) => {
                 tracing::warn!(%error, "an expired task could not be read; deleting it");
-                inner.store.delete(&id).await?;
+                inner.delete(&id).await?;
             }
         }
     }
@@ -240,6 +239,10 @@ async fn finish(
         }
     };
     tokio::join!(outcome, freed);
+    // Ended here (already heard) or elsewhere: no longer this process's to track.
+    if let Some(observers) = &inner.observers {
+        observers.forget(id);
+    }
 }
 
 /// How often a queued task's status message is brought up to date (when

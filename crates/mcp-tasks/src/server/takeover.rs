@@ -23,7 +23,7 @@ use super::context::TaskContext;
 use super::lease::{Lease, LeaseError, Leasing};
 use super::state::Inner;
 use super::supervise::{Waiting, catch_panics, supervise, supervise_queued};
-use crate::store::{BoxFuture, Change, Modified, Orphan, Replicas, StoreError, modify_as};
+use crate::store::{BoxFuture, Change, Modified, Orphan, Replicas, StoreError};
 
 /// The most orphaned tasks one scan takes over.
 const REAP_BATCH: usize = 256;
@@ -146,15 +146,9 @@ async fn take_over(
         None if record.cancel_requested() => (Change::Cancel, None),
         None => (Change::RunnerStopped, None),
     };
-    let modified = modify_as(
-        &*inner.store,
-        &orphan.id,
-        &change,
-        &orphan.runner,
-        inner.clock.now(),
-        inner.settings.retention,
-    )
-    .await?;
+    let modified = inner
+        .modify_at(&orphan.id, &change, Some(&orphan.runner), inner.clock.now())
+        .await?;
     let Modified::Applied(record) = modified else {
         return Ok(false);
     };

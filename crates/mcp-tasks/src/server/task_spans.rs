@@ -35,6 +35,7 @@ use std::sync::Mutex;
 use opentelemetry::trace::{Link, SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 
+use super::observe::{TaskEnded, TaskObserver};
 use crate::otel;
 use crate::store::TaskRecord;
 use crate::task::{TaskId, TaskStatus};
@@ -88,10 +89,11 @@ impl TaskSpans {
         self.live.lock().is_ok_and(|live| live.contains_key(id))
     }
 
-    /// Task `record` as it is now (stored with its first status, or read
-    /// after a change): an event when its status differs from the last one
-    /// recorded, and the end of its span when the status is terminal.
-    pub(crate) fn status(&self, record: &TaskRecord) {
+    /// Task `record` has the status it has now: an event when it differs
+    /// from the last one recorded. A terminal status ends the span with
+    /// `outcome` when given; without one the span waits for
+    /// [`TaskObserver::task_ended`], which follows.
+    fn status(&self, record: &TaskRecord, outcome: Option<&str>) {
         let status = record.status();
         let context = {
             let Ok(mut live) = self.live.lock() else {
@@ -105,21 +107,43 @@ impl TaskSpans {
             }
             *last = Some(status.clone());
             let context = context.clone();
-            if status.is_terminal() {
+            if outcome.is_some() {
                 live.remove(record.id());
             }
             context
         };
-        let span = context.span();
-        span.add_event(
+        context.span().add_event(
             "status",
             vec![KeyValue::new(
                 "mcp_tasks.task.status",
                 status.as_str().to_owned(),
             )],
         );
+        if let Some(outcome) = outcome {
+            end(&context, status, outcome);
+        }
+    }
+
+    /// Ends the span of the task `record` that ended as `outcome`.
+    fn ended(&self, record: &TaskRecord, outcome: &str) {
+        let context = self
+            .live
+            .lock()
+            .ok()
+            .and_then(|mut live| live.remove(record.id()));
+        if let Some((context, _)) = context {
+            end(&context, record.status(), outcome);
+        }
+    }
+
+    /// Task `record` was read after a change heard on the change feed
+    /// (another replica may have made it): its span ends when the status is
+    /// terminal. Other statuses are left to the observer's calls, which
+    /// keep their order (a read may come after a later change).
+    pub(crate) fn heard(&self, record: &TaskRecord) {
+        let status = record.status();
         if status.is_terminal() {
-            end(&context, status);
+            self.status(record, Some(status.as_str()));
         }
     }
 
@@ -139,16 +163,38 @@ impl TaskSpans {
     }
 }
 
-/// Ends a task span at terminal `status`.
-fn end(context: &Context, status: &TaskStatus) {
+/// The runtime's calls after each store write (`observe.rs`): the exact
+/// order of this process's changes.
+impl TaskObserver for TaskSpans {
+    fn task_created(&self, record: &TaskRecord, _tool: &str) {
+        self.status(record, None);
+    }
+
+    fn status_changed(&self, _before: &TaskStatus, record: &TaskRecord) {
+        self.status(record, None);
+    }
+
+    fn task_ended(&self, ended: &TaskEnded<'_>) {
+        self.ended(ended.record, ended.outcome.as_str());
+    }
+
+    fn task_removed(&self, id: &TaskId) {
+        self.removed(id);
+    }
+}
+
+/// Ends a task span at terminal `status`, reached as `outcome`
+/// (`completed`, `failed`, `cancelled`, `expired`).
+fn end(context: &Context, status: &TaskStatus, outcome: &str) {
     let span = context.span();
     span.set_attribute(KeyValue::new(
         "mcp_tasks.task.status",
         status.as_str().to_owned(),
     ));
-    if matches!(status, TaskStatus::Failed | TaskStatus::Cancelled) {
-        span.set_attribute(KeyValue::new("error.type", status.as_str().to_owned()));
-        span.set_status(Status::error(status.as_str().to_owned()));
+    span.set_attribute(KeyValue::new("mcp_tasks.task.outcome", outcome.to_owned()));
+    if outcome != "completed" {
+        span.set_attribute(KeyValue::new("error.type", outcome.to_owned()));
+        span.set_status(Status::error(outcome.to_owned()));
     }
     span.end();
 }

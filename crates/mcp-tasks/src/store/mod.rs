@@ -368,7 +368,9 @@ pub async fn modify(
     now: UnixMillis,
     retention: Duration,
 ) -> Result<Modified, StoreError> {
-    modify_fenced(store, id, change, None, now, retention).await
+    modify_fenced(store, id, change, None, now, retention)
+        .await
+        .map(|(modified, _)| modified)
 }
 
 /// [`modify`] for a change made by (or in the name of) `runner`, through
@@ -383,7 +385,23 @@ pub async fn modify_as(
     now: UnixMillis,
     retention: Duration,
 ) -> Result<Modified, StoreError> {
-    modify_fenced(store, id, change, Some(runner), now, retention).await
+    modify_fenced(store, id, change, Some(runner), now, retention)
+        .await
+        .map(|(modified, _)| modified)
+}
+
+/// [`modify`] (with `runner`, [`modify_as`]) that also tells the status
+/// the change was applied to: what the runtime's observers hear.
+#[cfg(feature = "server")]
+pub(crate) async fn modify_observed(
+    store: &dyn DynStore,
+    id: &TaskId,
+    change: &Change,
+    runner: Option<&RunnerId>,
+    now: UnixMillis,
+    retention: Duration,
+) -> Result<(Modified, Option<crate::task::TaskStatus>), StoreError> {
+    modify_fenced(store, id, change, runner, now, retention).await
 }
 
 async fn modify_fenced(
@@ -393,9 +411,9 @@ async fn modify_fenced(
     runner: Option<&RunnerId>,
     now: UnixMillis,
     retention: Duration,
-) -> Result<Modified, StoreError> {
+) -> Result<(Modified, Option<crate::task::TaskStatus>), StoreError> {
     let Some(mut current) = store.get(id).await? else {
-        return Ok(Modified::Missing);
+        return Ok((Modified::Missing, None));
     };
     loop {
         let applied = match runner {
@@ -404,11 +422,11 @@ async fn modify_fenced(
         };
         let transition = match applied {
             Ok(transition) => transition,
-            Err(refused) => return Ok(Modified::Refused(current, refused)),
+            Err(refused) => return Ok((Modified::Refused(current, refused), None)),
         };
         let next = transition.record().clone();
         match store.compare_and_swap(transition).await? {
-            Swap::Swapped => return Ok(Modified::Applied(next)),
+            Swap::Swapped => return Ok((Modified::Applied(next), Some(current.status().clone()))),
             // A conflict must show a newer record, or retrying could loop forever.
             Swap::Conflict(now) if now.version() != current.version() => current = *now,
             Swap::Conflict(_) => {
@@ -416,7 +434,7 @@ async fn modify_fenced(
                     "the store reported a conflict without a newer version",
                 ));
             }
-            Swap::Missing => return Ok(Modified::Missing),
+            Swap::Missing => return Ok((Modified::Missing, None)),
         }
     }
 }

@@ -21,6 +21,7 @@ mod legacy_http;
 mod legacy_server;
 mod listen;
 mod many;
+mod observe;
 mod rate;
 mod restart;
 mod router;
