@@ -2,6 +2,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod feed;
+mod hash_key;
 mod scripts;
 mod seats;
 #[cfg(feature = "testing")]
@@ -10,8 +11,8 @@ pub mod testing;
 use std::time::Duration;
 
 use mcp_tasks::store::{
-    BoxFuture, Orphan, Principal, Replicas, RunnerId, SeatId, SeatPool, Seating, StoreError,
-    StoreErrorKind, Swap, TaskRecord, TaskStore, Transition,
+    BoxFuture, HashKey, Orphan, Principal, Replicas, RunnerId, SeatId, SeatPool, Seating,
+    StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore, Transition,
 };
 use mcp_tasks::{TaskId, UnixMillis};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -87,6 +88,8 @@ pub struct RedisStore {
     gaps: watch::Receiver<u64>,
     freed: watch::Receiver<u64>,
     listener: AbortHandle,
+    /// The task hash key, once read.
+    hash_key: tokio::sync::OnceCell<HashKey>,
 }
 
 /// The keys of one prefix.
@@ -225,6 +228,7 @@ impl RedisStore {
             gaps,
             freed,
             listener,
+            hash_key: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -475,6 +479,13 @@ impl TaskStore for RedisStore {
 
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         self.feed.subscribe()
+    }
+
+    async fn hash_key(&self) -> Result<HashKey, StoreError> {
+        self.hash_key
+            .get_or_try_init(|| self.read_hash_key())
+            .await
+            .cloned()
     }
 
     fn replicas(&self) -> Option<&dyn Replicas> {

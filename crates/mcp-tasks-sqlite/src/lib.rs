@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use mcp_tasks::store::{
-    PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
+    HashKey, PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
 };
 use mcp_tasks::{TaskId, UnixMillis};
 use tokio::sync::{broadcast, oneshot};
@@ -126,6 +126,8 @@ pub struct SqliteStore {
     checkpointer: Option<Checkpointer>,
     path: PathBuf,
     abandoned_at_open: usize,
+    /// Read (or made) at open: it never changes.
+    hash_key: HashKey,
 }
 
 impl SqliteStore {
@@ -179,6 +181,7 @@ impl SqliteStore {
         let mut conn = schema::open(&path, options.max_size_bytes)?;
         let now = options.now.unwrap_or_else(UnixMillis::now);
         let abandoned_at_open = schema::abandon_unfinished(&mut conn, now, options.retention)?;
+        let hash_key = schema::hash_key(&conn)?;
         let shared = Arc::new(Shared {
             cache: Mutex::new(Cache::new(options.cache_records, options.cache_bytes)),
             feed: broadcast::channel(FEED_CAPACITY).0,
@@ -199,6 +202,7 @@ impl SqliteStore {
             checkpointer,
             path,
             abandoned_at_open,
+            hash_key,
         })
     }
 
@@ -323,5 +327,9 @@ impl TaskStore for SqliteStore {
 
     fn changes(&self) -> broadcast::Receiver<TaskId> {
         self.shared.feed.subscribe()
+    }
+
+    async fn hash_key(&self) -> Result<HashKey, StoreError> {
+        Ok(self.hash_key.clone())
     }
 }

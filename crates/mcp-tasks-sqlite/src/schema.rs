@@ -9,19 +9,21 @@
 //! the sweeper, `tasks_by_owner` for `tasks/list`.
 //!
 //! `PRAGMA user_version` holds the schema version, so a later build can
-//! migrate a file and an older build refuses a newer file. A new file is
+//! migrate a file and an older build refuses a newer file. A second table,
+//! `meta`, holds the store's own settings by name: the key of the task
+//! hashes that name tasks in logs, metrics and traces. A new file is
 //! made at version 1 and brought up to date by the same [`UPGRADES`] as an
 //! old one, so both end with the same schema.
 
 use std::path::Path;
 use std::time::Duration;
 
-use mcp_tasks::store::{Change, StoreError, StoreErrorKind, TaskRecord};
+use mcp_tasks::store::{Change, HashKey, StoreError, StoreErrorKind, TaskRecord};
 use mcp_tasks::{TaskId, TaskStatus, UnixMillis};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 /// The schema this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i64 = 2;
+pub(crate) const SCHEMA_VERSION: i64 = 3;
 
 /// How long a statement waits for a lock held by another connection.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -45,9 +47,21 @@ const UPGRADE_TO_V2: &str = "
 CREATE INDEX tasks_by_owner ON tasks (owner, id);
 ";
 
+/// Version 2 to 3: the store's own settings by name; the first is the key
+/// of the task hashes (`TaskStore::hash_key`).
+const UPGRADE_TO_V3: &str = "
+CREATE TABLE meta (
+    name  TEXT NOT NULL PRIMARY KEY,
+    value TEXT NOT NULL
+) STRICT;
+";
+
 /// `UPGRADES[n - 1]` takes a file from version `n` to `n + 1`; each runs in
 /// the transaction that then sets `user_version`.
-const UPGRADES: [&str; 1] = [UPGRADE_TO_V2];
+const UPGRADES: [&str; 2] = [UPGRADE_TO_V2, UPGRADE_TO_V3];
+
+/// The name of the task hash key in `meta`.
+const HASH_KEY_NAME: &str = "task_hash_key";
 
 /// An owner's records in id order, from the first: `tasks_by_owner`, then
 /// each row.
@@ -149,6 +163,25 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(failed)?;
     tx.commit().map_err(failed)
+}
+
+/// The key of the task hashes, made (at random) the first time a file is
+/// opened and read from it every later time.
+pub(crate) fn hash_key(conn: &Connection) -> Result<HashKey, StoreError> {
+    let failed = |err| failure("SQLite could not read the task hash key", err);
+    conn.execute(
+        "INSERT OR IGNORE INTO meta (name, value) VALUES (?1, ?2)",
+        params![HASH_KEY_NAME, HashKey::random()?.to_hex()],
+    )
+    .map_err(failed)?;
+    let hex: String = conn
+        .query_row(
+            "SELECT value FROM meta WHERE name = ?1",
+            params![HASH_KEY_NAME],
+            |row| row.get(0),
+        )
+        .map_err(failed)?;
+    HashKey::from_hex(&hex)
 }
 
 /// Fails every unfinished record through [`Change::Abandon`], in one

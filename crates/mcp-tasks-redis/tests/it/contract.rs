@@ -47,3 +47,29 @@ async fn redis_store_passes_the_contract_of_shared_stores() {
     let server = RedisServer::start();
     stores(&server, "replicas", true).await;
 }
+
+/// Two connections with one prefix read one task hash key (written once
+/// with `SET NX`); another prefix has its own.
+#[tokio::test]
+async fn replicas_share_the_hash_key() {
+    let server = RedisServer::start();
+    let connect = |prefix: &'static str| {
+        let url = server.url();
+        async move {
+            Arc::new(
+                RedisStore::connect_with(&url, RedisOptions::default().with_key_prefix(prefix))
+                    .await
+                    .expect("connect"),
+            ) as SharedStore
+        }
+    };
+    let first = connect("shared:").await;
+    let other = connect("other:").await;
+    let key = first.hash_key().await.expect("hash_key");
+    contract::hash_key_is_shared(first, || connect("shared:")).await;
+    assert_ne!(
+        other.hash_key().await.expect("hash_key"),
+        key,
+        "another prefix, another key"
+    );
+}

@@ -20,6 +20,18 @@ async fn run_contract() {
     .await;
 }
 
+/// The task hash key is kept in the file: a reopened store has it.
+#[tokio::test]
+async fn the_hash_key_survives_a_reopen() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("key.sqlite3");
+    let first = Arc::new(SqliteStore::open(&path).expect("open")) as SharedStore;
+    contract::hash_key_is_shared(first, || async {
+        Arc::new(SqliteStore::open(&path).expect("reopen")) as SharedStore
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_store_passes_the_contract() {
     run_contract().await;

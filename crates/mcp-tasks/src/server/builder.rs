@@ -320,6 +320,7 @@ impl TaskRuntimeBuilder {
             #[cfg(feature = "otel")]
             task_spans: task_spans.clone(),
             observers: Observers::new(observers),
+            hasher: tokio::sync::OnceCell::new(),
         });
         tokio::spawn(listen_for_changes(
             Arc::downgrade(&inner),

@@ -94,8 +94,7 @@ mod runtime;
 mod state;
 mod supervise;
 mod takeover;
-#[cfg(feature = "otel")]
-mod task_hash_shim;
+mod task_hash;
 #[cfg(feature = "otel")]
 mod task_spans;
 #[cfg(feature = "otel")]
@@ -119,6 +118,7 @@ pub use principal::{
 pub use router::TaskRouter;
 pub use runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
 pub use takeover::ResumeTool;
+pub use task_hash::{TASK_HASH_LEN, TASK_HASH_PREFIX, TaskHasher};
 #[cfg(feature = "otel")]
 pub use traced::Traced;
 pub use transport::StdioTransport;

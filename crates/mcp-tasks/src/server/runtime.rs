@@ -32,6 +32,7 @@ use super::principal::Principal;
 use super::state::Inner;
 use super::supervise::{Waiting, catch_panics, outcome_of, supervise, supervise_queued, sweep};
 use super::takeover::resumable_call;
+use super::task_hash::TaskHasher;
 use super::wire::{
     detailed_task, new_task_id, store_failure, task_not_found, tasks_required, tool_panicked,
     wire_task,
@@ -70,6 +71,21 @@ impl TaskRuntime {
     /// The store.
     pub fn store(&self) -> &SharedStore {
         &self.inner.store
+    }
+
+    /// The hasher that names this runtime's tasks in logs, metrics and
+    /// traces, with the store's key ([`TaskStore::hash_key`](crate::store::TaskStore::hash_key)):
+    /// read from the store at the first call, then kept.
+    ///
+    /// # Errors
+    ///
+    /// The store could not be read (the next call tries again).
+    pub async fn task_hasher(&self) -> Result<TaskHasher, StoreError> {
+        self.inner
+            .hasher
+            .get_or_try_init(|| async { Ok(TaskHasher::new(&self.inner.store.hash_key().await?)) })
+            .await
+            .cloned()
     }
 
     /// Runs one `tools/call`: synchronously or as a task, as `tasks` and

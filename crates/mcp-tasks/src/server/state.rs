@@ -26,6 +26,7 @@ use super::limits::{Listeners, LiveTasks};
 use super::observe::Observers;
 use super::policy::Advertised;
 use super::principal::PrincipalExtractor;
+use super::task_hash::TaskHasher;
 #[cfg(feature = "otel")]
 use super::task_spans::TaskSpans;
 use super::waiters::Waiters;
@@ -61,6 +62,8 @@ pub(crate) struct Inner {
     pub(crate) task_spans: Arc<TaskSpans>,
     /// What hears each task's events, if anything does.
     pub(crate) observers: Option<Observers>,
+    /// The task hasher of the store's key, read from the store once.
+    pub(crate) hasher: tokio::sync::OnceCell<TaskHasher>,
 }
 
 /// The runtime's settings, as the builder set them.

@@ -21,8 +21,10 @@ use super::{
 };
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 
+mod admin;
 mod seats;
 
+pub use admin::{hash_key_is_shared, hash_key_is_stable};
 pub use seats::{
     creations_take_seats, seat_takes_race, seats_hold_their_limits, seats_move_atomically,
     seats_of_a_claimed_runner_are_freed,
@@ -47,6 +49,7 @@ where
     runners_round_trip(make().await).await;
     list_owned_pages(make().await).await;
     list_owned_follows_changes(make().await).await;
+    hash_key_is_stable(make().await).await;
 }
 
 /// Runs the checks of a store shared by several processes: leases, their

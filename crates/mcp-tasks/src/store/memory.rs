@@ -260,6 +260,9 @@ mod tests {
         use crate::store::{SharedStore, contract};
 
         contract::run_all(|| async { Arc::new(MemoryStore::new()) as SharedStore }).await;
+        let store = Arc::new(MemoryStore::new()) as SharedStore;
+        let again = Arc::clone(&store);
+        contract::hash_key_is_shared(store, || async { again }).await;
     }
 
     /// The owner index costs one shared id per record, and an owner whose

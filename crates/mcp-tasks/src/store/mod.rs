@@ -19,6 +19,7 @@
 //! This module is the cargo feature `store`, which a backend crate can
 //! depend on without the server runtime; `contract` adds the test suite.
 
+mod hash_key;
 mod memory;
 mod packed;
 mod record;
@@ -34,6 +35,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+pub use hash_key::{HASH_KEY_LEN, HashKey};
 pub use memory::MemoryStore;
 pub use packed::PackedRecord;
 pub use record::{
@@ -190,6 +192,16 @@ pub trait TaskStore: Send + Sync + 'static {
     fn replicas(&self) -> Option<&dyn Replicas> {
         None
     }
+
+    /// The key of the task hashes that name tasks in logs, metrics and
+    /// traces (see [`HashKey`]): made at the first call and the same at
+    /// every later one, from this handle or any other on the same store.
+    /// A store that outlives its process keeps it with its tasks; the
+    /// default, for one that does not, is the process's own random key
+    /// ([`HashKey::per_process`]).
+    fn hash_key(&self) -> impl Future<Output = Result<HashKey, StoreError>> + Send {
+        std::future::ready(HashKey::per_process())
+    }
 }
 
 /// A store behind an `Arc` is the same store.
@@ -239,6 +251,9 @@ impl<S: TaskStore> TaskStore for Arc<S> {
     fn replicas(&self) -> Option<&dyn Replicas> {
         S::replicas(self)
     }
+    fn hash_key(&self) -> impl Future<Output = Result<HashKey, StoreError>> + Send {
+        S::hash_key(self)
+    }
 }
 
 /// The object-safe form of [`TaskStore`], for a store chosen at run time.
@@ -281,6 +296,8 @@ pub trait DynStore: Send + Sync + 'static {
     }
     /// See [`TaskStore::replicas`].
     fn replicas(&self) -> Option<&dyn Replicas>;
+    /// See [`TaskStore::hash_key`].
+    fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>>;
 }
 
 impl<S: TaskStore> DynStore for S {
@@ -322,6 +339,9 @@ impl<S: TaskStore> DynStore for S {
     }
     fn replicas(&self) -> Option<&dyn Replicas> {
         TaskStore::replicas(self)
+    }
+    fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>> {
+        Box::pin(TaskStore::hash_key(self))
     }
 }
 
