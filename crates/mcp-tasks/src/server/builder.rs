@@ -318,7 +318,7 @@ impl TaskRuntimeBuilder {
             advertised: Advertised::default(),
             rate,
             #[cfg(feature = "otel")]
-            task_spans: task_spans.clone(),
+            task_spans,
             observers: Observers::new(observers),
             hasher: tokio::sync::OnceCell::new(),
         });

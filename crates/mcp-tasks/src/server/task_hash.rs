@@ -89,7 +89,7 @@ mod tests {
         let hash = one.hash(&id);
         assert_eq!(hash.len(), TASK_HASH_LEN);
         assert!(TaskHasher::is_hash(&hash), "{hash}");
-        assert_eq!(hash, one.clone().hash(&id), "stable");
+        assert_eq!(hash, one.hash(&id), "stable");
         assert_ne!(hash, other.hash(&id), "another key, another hash");
         assert_ne!(hash, one.hash(&TaskId::new("another")));
         assert!(!hash.contains(id.expose()));

@@ -155,12 +155,6 @@ impl TaskSpans {
             context.span().end();
         }
     }
-
-    /// How many task spans are open (for tests).
-    #[cfg(test)]
-    pub(crate) fn open(&self) -> usize {
-        self.live.lock().map(|live| live.len()).unwrap_or(0)
-    }
 }
 
 /// The runtime's calls after each store write (`observe.rs`): the exact

@@ -53,10 +53,10 @@ async fn spans_of(trace: &str, done: impl Fn(&[SpanData]) -> bool) -> Vec<SpanDa
     }
 }
 
-fn named<'a>(spans: &'a [SpanData], name: &str, kind: SpanKind) -> &'a SpanData {
+fn named<'a>(spans: &'a [SpanData], name: &str, kind: &SpanKind) -> &'a SpanData {
     spans
         .iter()
-        .find(|span| span.name == name && span.span_kind == kind)
+        .find(|span| span.name == name && span.span_kind == *kind)
         .unwrap_or_else(|| panic!("no {kind:?} span {name}: {spans:#?}"))
 }
 
@@ -164,7 +164,7 @@ async fn a_traceparent_in_meta_parents_the_server_spans_and_the_task_span() {
         spans.iter().any(|span| span.name == "task forever") && spans.len() >= 6
     })
     .await;
-    let call = named(&spans, "tools/call forever", SpanKind::Server);
+    let call = named(&spans, "tools/call forever", &SpanKind::Server);
     assert_eq!(call.parent_span_id.to_string(), "00f067aa0ba902b7");
     assert_eq!(
         attribute(call, "mcp.method.name").as_deref(),
@@ -207,15 +207,15 @@ async fn a_traceparent_in_meta_parents_the_server_spans_and_the_task_span() {
         attribute(failed, "rpc.response.status_code"),
         Some(code.to_string())
     );
-    let list = named(&spans, "tools/list", SpanKind::Server);
+    let list = named(&spans, "tools/list", &SpanKind::Server);
     assert_eq!(list.parent_span_id.to_string(), "00f067aa0ba902bb");
     assert_eq!(attribute(list, "network.transport").as_deref(), Some("tcp"));
-    let cancel = named(&spans, "tasks/cancel", SpanKind::Server);
+    let cancel = named(&spans, "tasks/cancel", &SpanKind::Server);
     assert_eq!(cancel.parent_span_id.to_string(), "00f067aa0ba902b9");
 
     // The task: the call's child, linked to it, named by its keyed hash,
     // its events the statuses, ended as cancelled.
-    let task = named(&spans, "task forever", SpanKind::Internal);
+    let task = named(&spans, "task forever", &SpanKind::Internal);
     assert_eq!(task.parent_span_id, call.span_context.span_id());
     assert_eq!(task.links.links.len(), 1);
     assert_eq!(
@@ -275,13 +275,13 @@ async fn the_client_writes_its_span_into_meta_and_the_server_continues_it() {
                 .any(|span| span.name == "tools/call forever" && span.span_kind == SpanKind::Client)
     })
     .await;
-    let sent = named(&spans, "tools/call forever", SpanKind::Client);
+    let sent = named(&spans, "tools/call forever", &SpanKind::Client);
     assert_eq!(sent.parent_span_id, host_id);
     assert_eq!(
         attribute(sent, "gen_ai.tool.name").as_deref(),
         Some("forever")
     );
     assert!(attribute(sent, "jsonrpc.request.id").is_some(), "{sent:#?}");
-    let served = named(&spans, "tools/call forever", SpanKind::Server);
+    let served = named(&spans, "tools/call forever", &SpanKind::Server);
     assert_eq!(served.parent_span_id, sent.span_context.span_id());
 }
