@@ -33,8 +33,8 @@ use crate::store::{Change, TaskRecord};
 use crate::task::{TaskId, TaskStatus, UnixMillis};
 
 /// What an operator's instrument hears of the runtime's tasks. Every method
-/// does nothing unless implemented; see the [module docs](self) for when
-/// each is called.
+/// does nothing unless implemented; the runtime calls each after the
+/// store write it tells of succeeded.
 ///
 /// Register one with
 /// [`TaskRuntimeBuilder::with_observer`](super::TaskRuntimeBuilder::with_observer)

@@ -28,8 +28,8 @@ use crate::otel::{self, Outcome, RequestAttributes};
 /// An rmcp server whose requests each get a `SERVER` span (feature `otel`).
 ///
 /// Serve it as the server itself (`Traced::stdio(server).serve(transport)`);
-/// the serving recipe ([`StreamableHttp`](crate::server::http::StreamableHttp))
-/// wraps its server by itself.
+/// the serving recipe (`server::http::StreamableHttpServer`) makes the same
+/// spans by itself.
 #[derive(Debug, Clone)]
 pub struct Traced<S> {
     inner: S,
@@ -96,6 +96,10 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Traced<S> {
 /// request's HTTP extensions for what runs outside it (see
 /// [`RequestTrace::of`]).
 #[derive(Clone, Debug)]
+#[cfg_attr(
+    not(feature = "http"),
+    allow(dead_code, reason = "made by the HTTP recipe")
+)]
 pub(crate) struct RequestTrace(pub(crate) Context);
 
 impl RequestTrace {
@@ -185,6 +189,10 @@ pub(crate) fn end(span: &Context, answer: &Result<ServerResult, ErrorData>) {
 
 /// Ends a request span with a JSON-RPC error or a plain answer (the fast
 /// paths' answers).
+#[cfg_attr(
+    not(feature = "http"),
+    allow(dead_code, reason = "for the HTTP recipe")
+)]
 pub(crate) fn end_with(span: &Context, error: Option<&ErrorData>) {
     let outcome = match error {
         None => Outcome::Answered,
