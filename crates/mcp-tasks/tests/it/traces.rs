@@ -10,29 +10,95 @@ use std::time::{Duration, Instant};
 use mcp_tasks::TaskId;
 use mcp_tasks::client::CallOptions;
 use opentelemetry::context::FutureExt as _;
-use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer};
-use opentelemetry::{Context, Value as OtelValue, global};
+use opentelemetry::propagation::text_map_propagator::FieldIter;
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::trace::{
+    Link, Span as _, SpanContext, SpanKind, TraceContextExt, TraceId, Tracer,
+};
+use opentelemetry::{Context, KeyValue, Value as OtelValue, global};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry_sdk::trace::{
+    InMemorySpanExporter, SamplingDecision, SamplingResult, SdkTracerProvider, ShouldSample,
+    SpanData,
+};
 use serde_json::{Value, json};
 
 use crate::support::listening::http_client;
 use crate::support::runtime_server::serve_http;
 use crate::support::{Handler, RuntimeServer};
 
-/// The exporter every span of this test process goes to (the provider is
-/// global, as an application installs it).
+/// The exporter every sampled span of this test process goes to (the
+/// provider and the propagator are global, as an application installs
+/// them). Only this file's traces are sampled, and only sampled contexts
+/// are written into `_meta`, so the other tests of this binary send and
+/// see exactly what they did without it.
 fn exporter() -> &'static InMemorySpanExporter {
     static EXPORTER: OnceLock<InMemorySpanExporter> = OnceLock::new();
     EXPORTER.get_or_init(|| {
         let exporter = InMemorySpanExporter::default();
         let provider = SdkTracerProvider::builder()
+            .with_sampler(OnlyTheseTraces)
             .with_simple_exporter(exporter.clone())
             .build();
         global::set_tracer_provider(provider);
-        global::set_text_map_propagator(TraceContextPropagator::new());
+        global::set_text_map_propagator(SampledOnly(TraceContextPropagator::new()));
         exporter
     })
+}
+
+/// The name of this file's own root span.
+const HOST: &str = "host work";
+
+/// Samples a span whose parent is sampled (a `traceparent` this file sent
+/// with the sampled flag, or its spans' children) and this file's root
+/// span; drops every other.
+#[derive(Debug, Clone)]
+struct OnlyTheseTraces;
+
+impl ShouldSample for OnlyTheseTraces {
+    fn should_sample(
+        &self,
+        parent: Option<&Context>,
+        _trace: TraceId,
+        name: &str,
+        _kind: &SpanKind,
+        _attributes: &[KeyValue],
+        _links: &[Link],
+    ) -> SamplingResult {
+        let parent = parent.map(|parent| parent.span().span_context().clone());
+        let sampled = name == HOST || parent.as_ref().is_some_and(SpanContext::is_sampled);
+        SamplingResult {
+            decision: if sampled {
+                SamplingDecision::RecordAndSample
+            } else {
+                SamplingDecision::Drop
+            },
+            attributes: Vec::new(),
+            trace_state: parent
+                .map(|parent| parent.trace_state().clone())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// The W3C propagator, writing sampled contexts only.
+#[derive(Debug)]
+struct SampledOnly(TraceContextPropagator);
+
+impl TextMapPropagator for SampledOnly {
+    fn inject_context(&self, context: &Context, injector: &mut dyn Injector) {
+        if context.span().span_context().is_sampled() {
+            self.0.inject_context(context, injector);
+        }
+    }
+
+    fn extract_with_context(&self, context: &Context, extractor: &dyn Extractor) -> Context {
+        self.0.extract_with_context(context, extractor)
+    }
+
+    fn fields(&self) -> FieldIter<'_> {
+        self.0.fields()
+    }
 }
 
 /// The finished spans of trace `trace` (hex), once `done` holds for them.
@@ -255,7 +321,7 @@ async fn the_client_writes_its_span_into_meta_and_the_server_continues_it() {
     let client = http_client(&url, None, Handler::default()).await;
     // A host's span, current while the client calls.
     let tracer = global::tracer("host");
-    let host = tracer.start("host work");
+    let host = tracer.start(HOST);
     let host_id = host.span_context().span_id();
     let trace = host.span_context().trace_id().to_string();
     let context = Context::current_with_span(host);
