@@ -63,12 +63,17 @@ impl ServerHandler for Server {
     ) -> Result<CallToolResponse, ErrorData> {
         let held = request.name == "held";
         self.runtime
-            .call_tool(&request, &context, &ToolTasks::required(), move |task| async move {
-                if held {
-                    task.cancellation_token().cancelled().await;
-                }
-                Ok(CallToolResult::success(Vec::new()))
-            })
+            .call_tool(
+                &request,
+                &context,
+                &ToolTasks::required(),
+                move |task| async move {
+                    if held {
+                        task.cancellation_token().cancelled().await;
+                    }
+                    Ok(CallToolResult::success(Vec::new()))
+                },
+            )
             .await
     }
 
@@ -119,7 +124,12 @@ async fn rate(
     let until = Instant::now() + window;
     let mut workers = JoinSet::new();
     for _ in 0..IN_FLIGHT {
-        let (client, url, name, done) = (client.clone(), url.to_owned(), name.to_owned(), done.clone());
+        let (client, url, name, done) = (
+            client.clone(),
+            url.to_owned(),
+            name.to_owned(),
+            done.clone(),
+        );
         let body = body();
         workers.spawn(async move {
             while Instant::now() < until {

@@ -65,12 +65,12 @@ pub(crate) struct RequestAttributes<'a> {
     pub(crate) method: &'a str,
     /// The tool a `tools/call` calls.
     pub(crate) tool: Option<&'a str>,
-    /// `jsonrpc.request.id`, as a string.
-    pub(crate) request_id: Option<String>,
+    /// The JSON-RPC id, written as `jsonrpc.request.id` in its string form.
+    pub(crate) request_id: Option<&'a Value>,
     /// `network.transport`: [`TCP`] or [`PIPE`].
     pub(crate) transport: Option<&'static str>,
     /// `mcp.protocol.version`.
-    pub(crate) protocol_version: Option<String>,
+    pub(crate) protocol_version: Option<&'a str>,
 }
 
 /// The string form of a JSON-RPC id (`10`, `request-7`), as
@@ -84,7 +84,8 @@ pub(crate) fn request_id_text(id: &Value) -> Option<String> {
 }
 
 /// Starts the span of one request, as a child of `parent`, and returns a
-/// context holding it.
+/// context holding it. The attributes are set only on a span that records
+/// (sampled): an unsampled request allocates none of them.
 pub(crate) fn start_request(
     kind: SpanKind,
     attributes: RequestAttributes<'_>,
@@ -95,30 +96,35 @@ pub(crate) fn start_request(
         Some(tool) => format!("{} {tool}", attributes.method).into(),
         None => attributes.method.to_owned().into(),
     };
-    let mut values = Vec::with_capacity(6);
-    values.push(KeyValue::new(
-        "mcp.method.name",
-        attributes.method.to_owned(),
-    ));
-    if let Some(tool) = attributes.tool {
-        values.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
-        values.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
-    }
-    if let Some(id) = attributes.request_id {
-        values.push(KeyValue::new("jsonrpc.request.id", id));
-    }
-    if let Some(transport) = attributes.transport {
-        values.push(KeyValue::new("network.transport", transport));
-    }
-    if let Some(version) = attributes.protocol_version {
-        values.push(KeyValue::new("mcp.protocol.version", version));
-    }
     let span = tracer
         .span_builder(name)
         .with_kind(kind)
-        .with_attributes(values)
         .start_with_context(&tracer, parent);
-    parent.with_span(span)
+    let context = parent.with_span(span);
+    let span = context.span();
+    if span.is_recording() {
+        let mut values = Vec::with_capacity(6);
+        values.push(KeyValue::new(
+            "mcp.method.name",
+            attributes.method.to_owned(),
+        ));
+        if let Some(tool) = attributes.tool {
+            values.push(KeyValue::new("gen_ai.tool.name", tool.to_owned()));
+            values.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+        }
+        if let Some(id) = attributes.request_id.and_then(request_id_text) {
+            values.push(KeyValue::new("jsonrpc.request.id", id));
+        }
+        if let Some(transport) = attributes.transport {
+            values.push(KeyValue::new("network.transport", transport));
+        }
+        if let Some(version) = attributes.protocol_version {
+            values.push(KeyValue::new("mcp.protocol.version", version.to_owned()));
+        }
+        span.set_attributes(values);
+    }
+    drop(span);
+    context
 }
 
 /// How a request ended, for its span.

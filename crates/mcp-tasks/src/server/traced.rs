@@ -135,16 +135,14 @@ pub(crate) fn span_of(
         _ => None,
     };
     let id = serde_json::to_value(&context.id).ok();
+    let version = context.meta.protocol_version();
     request_span(
         method,
         tool,
         id.as_ref(),
         &context.meta.0.0,
         transport,
-        context
-            .meta
-            .protocol_version()
-            .map(|version| version.to_string()),
+        version.as_ref().map(|version| version.as_str()),
     )
 }
 
@@ -156,7 +154,7 @@ pub(crate) fn request_span(
     id: Option<&Value>,
     meta: &Map<String, Value>,
     transport: &'static str,
-    protocol_version: Option<String>,
+    protocol_version: Option<&str>,
 ) -> Context {
     let parent = otel::extract(meta);
     otel::start_request(
@@ -164,7 +162,7 @@ pub(crate) fn request_span(
         RequestAttributes {
             method,
             tool,
-            request_id: id.and_then(otel::request_id_text),
+            request_id: id,
             transport: Some(transport),
             protocol_version,
         },

@@ -39,17 +39,14 @@ pub(super) fn start(parts: &mut Parts, message: &Value) -> Option<Context> {
                 .and_then(Value::as_str)
         })
         .flatten();
+    let header = parts
+        .headers
+        .get("mcp-protocol-version")
+        .and_then(|value| value.to_str().ok());
     let version = meta
         .get("io.modelcontextprotocol/protocolVersion")
         .and_then(Value::as_str)
-        .map(str::to_owned)
-        .or_else(|| {
-            parts
-                .headers
-                .get("mcp-protocol-version")
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned)
-        });
+        .or(header);
     let span = request_span(method, tool, Some(id), meta, otel::TCP, version);
     parts.extensions.insert(RequestTrace(span.clone()));
     Some(span)

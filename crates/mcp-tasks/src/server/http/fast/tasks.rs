@@ -49,7 +49,7 @@ pub(crate) async fn respond(runtime: &TaskRuntime, parts: Parts, call: Call) -> 
             Some(&call.id),
             &call.trace.meta(),
             crate::otel::TCP,
-            Some("2026-07-28".to_owned()),
+            Some("2026-07-28"),
         );
         let (response, error) = answer(runtime, parts, call)
             .with_context(span.clone())
