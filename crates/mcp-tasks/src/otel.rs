@@ -59,7 +59,7 @@ pub(crate) fn tracer() -> global::BoxedTracer {
 }
 
 /// What one request span says about its request.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct RequestAttributes<'a> {
     /// `mcp.method.name`.
     pub(crate) method: &'a str,
@@ -101,8 +101,7 @@ pub(crate) fn start_request(
         .with_kind(kind)
         .start_with_context(&tracer, parent);
     let context = parent.with_span(span);
-    let span = context.span();
-    if span.is_recording() {
+    if context.span().is_recording() {
         let mut values = Vec::with_capacity(6);
         values.push(KeyValue::new(
             "mcp.method.name",
@@ -121,9 +120,8 @@ pub(crate) fn start_request(
         if let Some(version) = attributes.protocol_version {
             values.push(KeyValue::new("mcp.protocol.version", version.to_owned()));
         }
-        span.set_attributes(values);
+        context.span().set_attributes(values);
     }
-    drop(span);
     context
 }
 
