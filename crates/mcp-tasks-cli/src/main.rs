@@ -9,6 +9,7 @@ mod journal;
 mod output;
 mod prompt;
 mod serve;
+mod telemetry;
 mod wait_many;
 mod watch;
 
@@ -244,6 +245,14 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    let endpoint = match &cli.command {
+        Command::Serve(args) => args.otlp_endpoint(),
+        _ => None,
+    };
+    let telemetry = match telemetry::Telemetry::init(endpoint) {
+        Ok(telemetry) => telemetry,
+        Err(error) => return usage(format_args!("{error:#}")),
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -254,6 +263,9 @@ fn main() -> ExitCode {
     let exit = runtime.block_on(run(cli));
     // Child servers and pending requests must not hold the exit.
     runtime.shutdown_timeout(Duration::from_secs(2));
+    // The spans of this run go out before it ends (after an error or a
+    // Ctrl-C too: every command returns here).
+    telemetry.shutdown();
     exit
 }
 

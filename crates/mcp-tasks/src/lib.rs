@@ -15,6 +15,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod form;
+#[cfg(all(feature = "otel", any(feature = "client", feature = "server")))]
+#[cfg_attr(
+    not(all(feature = "client", feature = "server", feature = "http")),
+    allow(dead_code, reason = "each half uses its own part")
+)]
+mod otel;
 pub mod private_files;
 #[cfg(any(feature = "client", feature = "server"))]
 pub mod quiet;

@@ -152,6 +152,18 @@ pub(crate) struct ServeArgs {
     /// except /healthz and /readyz.
     #[arg(long, value_name = "FILE")]
     admin_tokens: Option<PathBuf>,
+    /// Export OpenTelemetry traces over OTLP (HTTP/protobuf) to the collector at this base URL,
+    /// e.g. http://127.0.0.1:4318 (`/v1/traces` is added); it wins over the OTEL_EXPORTER_OTLP_*
+    /// variables, which turn traces on without it (see docs/operator.md).
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
+}
+
+impl ServeArgs {
+    /// `--otlp-endpoint`, read before the runtime starts.
+    pub(crate) fn otlp_endpoint(&self) -> Option<&str> {
+        self.otlp_endpoint.as_deref()
+    }
 }
 
 /// Reads `--rate-per-caller`.

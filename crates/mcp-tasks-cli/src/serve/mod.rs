@@ -282,7 +282,8 @@ where
     S: ServerHandler + Send + Sync + 'static,
 {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    let running = match server
+    // Each request in its span (the library's `otel` feature).
+    let running = match mcp_tasks::server::Traced::stdio(server)
         .serve(StdioTransport::new(runtime, stdin, stdout))
         .await
     {

@@ -17,4 +17,5 @@ mod listen;
 mod operator;
 mod rate;
 mod replicas;
+mod traces;
 mod wait_many;

@@ -32,8 +32,14 @@ pub(crate) fn stdio_server_polling(ms: u64) -> String {
 
 /// Runs the binary with a 60 s limit.
 pub(crate) fn run(args: &[&str]) -> Output {
+    run_with_env(args, &[])
+}
+
+/// [`run`] with the environment variables `env` set.
+pub(crate) fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut child = bin()
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

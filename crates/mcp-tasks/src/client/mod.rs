@@ -25,6 +25,8 @@ pub mod listen;
 pub mod many;
 mod read;
 mod state;
+#[cfg(feature = "otel")]
+mod traced;
 mod unanswered;
 mod wait;
 mod wire;
@@ -301,6 +303,10 @@ impl<H: ClientHandler> TasksClient<H> {
         }
         let mut meta = RequestMetaObject::new();
         meta.set_client_capabilities(capabilities);
+        // The current trace context (`traceparent`, `tracestate`), so that
+        // the server continues the trace; a caller's own entries still win.
+        #[cfg(feature = "otel")]
+        traced::inject(&mut meta.0.0);
         meta.0.0.extend(caller.clone());
         meta
     }
@@ -314,16 +320,32 @@ impl<H: ClientHandler> TasksClient<H> {
         caller_meta: &JsonObject,
         timeout: Option<Duration>,
     ) -> Result<ServerResult, Error> {
-        let mut options =
-            PeerRequestOptions::no_options().with_meta(self.request_meta(declare, caller_meta));
+        #[cfg(feature = "otel")]
+        let span = traced::start(method, &request);
+        let meta = {
+            // The request's span is the context its `_meta` carries.
+            #[cfg(feature = "otel")]
+            let _current = span.clone().attach();
+            self.request_meta(declare, caller_meta)
+        };
+        let mut options = PeerRequestOptions::no_options().with_meta(meta);
         options.timeout = timeout;
         let unusable = self.watch_lines(method);
-        let handle = self
-            .peer()
-            .send_request_with_option(request, options)
-            .await
-            .map_err(|error| Error::from_service(method, error))?;
-        self.answer(method, handle, unusable).await
+        let handle = match self.peer().send_request_with_option(request, options).await {
+            Ok(handle) => handle,
+            Err(error) => {
+                let error = Error::from_service(method, error);
+                #[cfg(feature = "otel")]
+                traced::end_error(&span, &error);
+                return Err(error);
+            }
+        };
+        #[cfg(feature = "otel")]
+        traced::sent(&span, &handle.id);
+        let answer = self.answer(method, handle, unusable).await;
+        #[cfg(feature = "otel")]
+        traced::end(&span, &answer);
+        answer
     }
 
     /// A watch on the lines the transport drops from now on, for a request

@@ -442,6 +442,24 @@ impl Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // In the request's trace context, wherever rmcp runs the handler:
+        // the upstream calls continue the caller's trace.
+        #[cfg(feature = "otel")]
+        {
+            use opentelemetry::context::FutureExt as _;
+            let trace = crate::server::traced::RequestTrace::of(&context.extensions)
+                .unwrap_or_else(opentelemetry::Context::current);
+            self.route_call(request, context).with_context(trace).await
+        }
+        #[cfg(not(feature = "otel"))]
+        self.route_call(request, context).await
+    }
+
+    async fn route_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let tools = self.link.tools().await;
         let policy = self.policy(&request.name);
         let tasks = match policy {

@@ -297,6 +297,13 @@ impl TaskRuntimeBuilder {
             .then(|| Leasing::new(period));
         let gaps = self.store.replicas().map(|replicas| replicas.feed_gaps());
         let rate = self.settings.rate_per_caller.map(rate::start);
+        #[allow(unused_mut, reason = "without feature otel, only the builder's")]
+        let mut observers = self.observers;
+        // The task spans hear the tasks' events as any observer does.
+        #[cfg(feature = "otel")]
+        let task_spans = Arc::new(super::task_spans::TaskSpans::default());
+        #[cfg(feature = "otel")]
+        observers.push(task_spans.clone());
         let inner = Arc::new(Inner {
             store: self.store,
             clock: self.clock,
@@ -310,8 +317,10 @@ impl TaskRuntimeBuilder {
             resumes: self.resume.is_some(),
             advertised: Advertised::default(),
             rate,
+            #[cfg(feature = "otel")]
+            task_spans,
+            observers: Observers::new(observers),
             hasher: tokio::sync::OnceCell::new(),
-            observers: Observers::new(self.observers),
         });
         tokio::spawn(listen_for_changes(
             Arc::downgrade(&inner),

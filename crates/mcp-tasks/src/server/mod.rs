@@ -100,6 +100,10 @@ mod state;
 mod supervise;
 mod takeover;
 mod task_hash;
+#[cfg(feature = "otel")]
+mod task_spans;
+#[cfg(feature = "otel")]
+pub(crate) mod traced;
 mod transport;
 mod waiters;
 mod wire;
@@ -122,6 +126,8 @@ pub use router::TaskRouter;
 pub use runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
 pub use takeover::ResumeTool;
 pub use task_hash::{TASK_HASH_LEN, TASK_HASH_PREFIX, TaskHasher};
+#[cfg(feature = "otel")]
+pub use traced::Traced;
 pub use transport::StdioTransport;
 
 /// Writes the `get_task`, `update_task`, `cancel_task` and

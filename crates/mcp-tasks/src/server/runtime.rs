@@ -223,6 +223,33 @@ impl TaskRuntime {
         let stored = Arc::new(SetOnce::new());
         let context = TaskContext::task(id.clone(), inner.clone(), token.clone(), lease.clone())
             .stored_when(stored.clone());
+        // The task's span (when its request is sampled), in whose context
+        // the tool works: what it sends on continues the request's trace.
+        #[cfg(feature = "otel")]
+        let traced = {
+            let request_trace = caller
+                .trace
+                .clone()
+                .unwrap_or_else(opentelemetry::Context::current);
+            match super::task_spans::TaskSpans::wanted(&request_trace) {
+                true => self.task_hasher().await.ok().map(|hasher| {
+                    let hash = hasher.hash(&id);
+                    inner
+                        .task_spans
+                        .start(&id, hash, &request.name, &request_trace)
+                }),
+                false => None,
+            }
+        };
+        #[cfg(feature = "otel")]
+        let mut tool = {
+            use opentelemetry::context::FutureExt as _;
+            let work = traced
+                .clone()
+                .unwrap_or_else(opentelemetry::Context::current);
+            Box::pin(catch_panics(run(context).with_context(work)))
+        };
+        #[cfg(not(feature = "otel"))]
         let mut tool = Box::pin(catch_panics(run(context)));
         // On a shared store with bounds, the task's seats there are taken
         // as it is created; it runs when both this process and the seats

@@ -27,6 +27,8 @@ use super::observe::Observers;
 use super::policy::Advertised;
 use super::principal::PrincipalExtractor;
 use super::task_hash::TaskHasher;
+#[cfg(feature = "otel")]
+use super::task_spans::TaskSpans;
 use super::waiters::Waiters;
 use super::wire::store_failure;
 use crate::store::{
@@ -55,10 +57,13 @@ pub(crate) struct Inner {
     pub(crate) advertised: Advertised,
     /// Each caller's creation rate, when limited.
     pub(crate) rate: Option<Arc<RateLimits>>,
-    /// The task hasher of the store's key, read from the store once.
-    pub(crate) hasher: tokio::sync::OnceCell<TaskHasher>,
+    /// The spans of the sampled tasks this process created.
+    #[cfg(feature = "otel")]
+    pub(crate) task_spans: Arc<TaskSpans>,
     /// What hears each task's events, if anything does.
     pub(crate) observers: Option<Observers>,
+    /// The task hasher of the store's key, read from the store once.
+    pub(crate) hasher: tokio::sync::OnceCell<TaskHasher>,
 }
 
 /// The runtime's settings, as the builder set them.

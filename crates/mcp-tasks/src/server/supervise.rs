@@ -52,7 +52,11 @@ pub(crate) async fn listen_for_changes(
             next = feed.recv() => {
                 let Some(inner) = inner.upgrade() else { return };
                 match next {
-                    Ok(id) => inner.waiters.wake(&id),
+                    Ok(id) => {
+                        inner.waiters.wake(&id);
+                        #[cfg(feature = "otel")]
+                        follow_task_span(&inner, &id).await;
+                    }
                     Err(broadcast::error::RecvError::Lagged(_)) => inner.waiters.wake_all(),
                     Err(broadcast::error::RecvError::Closed) => return,
                 }
@@ -65,6 +69,21 @@ pub(crate) async fn listen_for_changes(
                 }
             }
         }
+    }
+}
+
+/// A change of task `id` heard on the feed, when this process has a span
+/// for it: the span ends if the task ended (another replica may have ended
+/// it: an expiry, a takeover). The events come from the observer's calls.
+#[cfg(feature = "otel")]
+async fn follow_task_span(inner: &Inner, id: &TaskId) {
+    if !inner.task_spans.tracks(id) {
+        return;
+    }
+    match inner.store.get(id).await {
+        Ok(Some(record)) => inner.task_spans.heard(&record),
+        Ok(None) => inner.task_spans.removed(id),
+        Err(_) => {}
     }
 }
 

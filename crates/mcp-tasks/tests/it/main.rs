@@ -29,4 +29,6 @@ mod schema;
 mod server;
 mod steps;
 mod store_outage;
+#[cfg(feature = "otel")]
+mod traces;
 mod transports;

@@ -48,8 +48,18 @@ impl<H: ClientHandler> TasksClient<H> {
         meta: &JsonObject,
         timeout: Option<Duration>,
     ) -> Result<Value, Error> {
+        #[cfg(feature = "otel")]
+        let span = crate::client::traced::start_raw(method, &params);
         let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
         let mut options = PeerRequestOptions::no_options();
+        #[cfg(feature = "otel")]
+        let meta = &{
+            // The request's trace context; the caller's entries win.
+            let mut traced = JsonObject::new();
+            crate::client::traced::inject_span(&span, &mut traced);
+            traced.extend(meta.clone());
+            traced
+        };
         if !meta.is_empty() {
             options = options.with_meta(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
                 meta.clone(),
@@ -61,9 +71,19 @@ impl<H: ClientHandler> TasksClient<H> {
             .peer()
             .send_request_with_option(request, options)
             .await
-            .map_err(|error| Error::from_service(method, error))?;
+            .map_err(|error| Error::from_service(method, error));
+        #[cfg(feature = "otel")]
+        if let Err(error) = &handle {
+            crate::client::traced::end_error(&span, error);
+        }
+        let handle = handle?;
+        #[cfg(feature = "otel")]
+        crate::client::traced::sent(&span, &handle.id);
         let id = handle.id.clone();
-        let typed = self.answer(method, handle, unusable).await?;
+        let typed = self.answer(method, handle, unusable).await;
+        #[cfg(feature = "otel")]
+        crate::client::traced::end(&span, &typed);
+        let typed = typed?;
         match self.legacy.as_ref().and_then(|link| link.take_answer(&id)) {
             Some(raw) => Ok(raw),
             None => Ok(typed_value(typed)),

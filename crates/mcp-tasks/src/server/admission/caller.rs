@@ -22,6 +22,11 @@ pub(crate) struct Caller {
     pub(crate) quota: Principal,
     /// Set when the call is refused for load, so HTTP answers 503.
     pub(crate) mark: Option<RetryMark>,
+    /// The trace context of the request, when the serving recipe put it in
+    /// the request's extensions (rmcp runs the handler where the current
+    /// context is not the request's).
+    #[cfg(feature = "otel")]
+    pub(crate) trace: Option<opentelemetry::Context>,
 }
 
 impl Caller {
@@ -31,6 +36,8 @@ impl Caller {
             quota: principal.clone(),
             principal,
             mark: None,
+            #[cfg(feature = "otel")]
+            trace: None,
         }
     }
 
@@ -41,6 +48,8 @@ impl Caller {
             principal,
             quota,
             mark: RetryMark::of(extensions).cloned(),
+            #[cfg(feature = "otel")]
+            trace: crate::server::traced::RequestTrace::of(extensions),
         }
     }
 }

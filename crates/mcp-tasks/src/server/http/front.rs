@@ -155,13 +155,40 @@ where
                 return listen::busy(&id, &refused.error, refused.retry_after);
             }
         };
-        let response = rmcp(next, Request::from_parts(parts, Body::from(bytes))).await;
+        let response = rmcp_traced(next, parts, bytes, &message).await;
         return response.map(|body| Body::new(Holding(body, slot)));
     } else if named("tools/call") && front.calls.accepts(&parts.headers, &message) {
         return front.calls.answer(parts, message).await;
     }
     // Not for a fast path: rmcp validates and answers.
-    rmcp(next, Request::from_parts(parts, Body::from(bytes))).await
+    rmcp_traced(next, parts, bytes, &message).await
+}
+
+/// rmcp's answer to the request `message` (read from `bytes`), in its
+/// span with feature `otel` (see [`traced`](super::traced)).
+async fn rmcp_traced(
+    next: Next,
+    parts: http::request::Parts,
+    bytes: Bytes,
+    message: &Value,
+) -> Response {
+    #[cfg(feature = "otel")]
+    {
+        use opentelemetry::context::FutureExt as _;
+        let mut parts = parts;
+        let Some(span) = super::traced::start(&mut parts, message) else {
+            return rmcp(next, Request::from_parts(parts, Body::from(bytes))).await;
+        };
+        let response = rmcp(next, Request::from_parts(parts, Body::from(bytes)))
+            .with_context(span.clone())
+            .await;
+        super::traced::finish(&span, response).await
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        let _ = message;
+        rmcp(next, Request::from_parts(parts, Body::from(bytes))).await
+    }
 }
 
 /// `response` as a 503 with `Retry-After` when the request was refused for

@@ -59,6 +59,8 @@ mod front;
 pub(crate) mod guard;
 mod reply;
 mod sessions;
+#[cfg(feature = "otel")]
+mod traced;
 
 use std::sync::Arc;
 use std::time::Duration;

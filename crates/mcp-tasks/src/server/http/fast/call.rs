@@ -136,7 +136,20 @@ where
         let server = self.server.clone();
         // In the quiet scope (see `crate::quiet`), as rmcp's own handler
         // tasks are when its loop runs in it.
+        #[cfg(feature = "otel")]
+        let span = crate::server::traced::span_of(&request, &context, crate::otel::TCP);
         let handler = tokio::spawn(crate::quiet::scope(async move {
+            #[cfg(feature = "otel")]
+            {
+                use opentelemetry::context::FutureExt as _;
+                let answer = server
+                    .handle_request(request, context)
+                    .with_context(span.clone())
+                    .await;
+                crate::server::traced::end(&span, &answer);
+                answer
+            }
+            #[cfg(not(feature = "otel"))]
             server.handle_request(request, context).await
         }));
         // A client that goes away before the answer cancels the handler's token.

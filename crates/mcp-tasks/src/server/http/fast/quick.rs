@@ -26,7 +26,7 @@ use http::HeaderMap;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::tasks::{Call, Method, headers_fit};
+use super::tasks::{Call, Method, Trace, headers_fit};
 use crate::task::TASKS_EXTENSION;
 
 const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
@@ -62,7 +62,17 @@ pub(crate) fn accept(method: &str, headers: &HeaderMap, body: &[u8]) -> Option<C
     if !headers_fit(headers, &version.0, &task_id) {
         return None;
     }
-    Some(Call::new(id, task_id.into_owned(), method))
+    let trace = Trace {
+        parent: meta
+            .traceparent
+            .and_then(|text| text.0)
+            .map(|text| text.0.into_owned()),
+        state: meta
+            .tracestate
+            .and_then(|text| text.0)
+            .map(|text| text.0.into_owned()),
+    };
+    Some(Call::new(id, task_id.into_owned(), method).with_trace(trace))
 }
 
 /// A string, borrowed from the body when it has no escapes.
@@ -241,11 +251,17 @@ struct Meta<'a> {
     /// Whether `clientCapabilities.extensions` names the Tasks extension;
     /// `None` without `clientCapabilities`.
     declared: Option<bool>,
+    /// W3C trace context (`traceparent`, `tracestate`), read for the
+    /// request's span; a value of another shape is no context.
+    traceparent: Option<Shaped<Text<'a>>>,
+    tracestate: Option<Shaped<Text<'a>>>,
 }
 
 object!(Meta, "the request's _meta", |map, key, out| {
     Ok(match key {
         VERSION_KEY => set(&mut out.version, map.next_value()?),
+        "traceparent" => set(&mut out.traceparent, map.next_value()?),
+        "tracestate" => set(&mut out.tracestate, map.next_value()?),
         CAPABILITIES_KEY => {
             let Shaped(capabilities) = map.next_value::<Shaped<Capabilities<'_>>>()?;
             let declared = capabilities.and_then(|capabilities| capabilities.declared);

@@ -40,6 +40,30 @@ pub(crate) fn tasks_method(headers: &HeaderMap) -> Option<&'static str> {
 
 /// Answers an accepted `tasks/*` request from the runtime.
 pub(crate) async fn respond(runtime: &TaskRuntime, parts: Parts, call: Call) -> Response {
+    #[cfg(feature = "otel")]
+    {
+        use opentelemetry::context::FutureExt as _;
+        let span = crate::server::traced::request_span(
+            call.method.name(),
+            None,
+            Some(&call.id),
+            &call.trace.meta(),
+            crate::otel::TCP,
+            Some("2026-07-28"),
+        );
+        let (response, error) = answer(runtime, parts, call)
+            .with_context(span.clone())
+            .await;
+        crate::server::traced::end_with(&span, error.as_ref());
+        response
+    }
+    #[cfg(not(feature = "otel"))]
+    answer(runtime, parts, call).await.0
+}
+
+/// The answer to an accepted `tasks/*` request, with its JSON-RPC error if
+/// it is one (for its span).
+async fn answer(runtime: &TaskRuntime, parts: Parts, call: Call) -> (Response, Option<ErrorData>) {
     let mut extensions = Extensions::new();
     extensions.insert(parts);
     let principal = runtime.principal_of(&extensions);
@@ -73,13 +97,12 @@ pub(crate) async fn respond(runtime: &TaskRuntime, parts: Parts, call: Call) -> 
             .map(|()| ack_answer(&call.id)),
     };
     match outcome {
-        Ok(Some(body)) => json_body(StatusCode::OK, body),
-        Ok(None) => reply::error(
-            StatusCode::OK,
-            &call.id,
-            &internal_message("cannot write the answer"),
-        ),
-        Err(error) => reply::error(StatusCode::OK, &call.id, &error),
+        Ok(Some(body)) => (json_body(StatusCode::OK, body), None),
+        Ok(None) => {
+            let error = internal_message("cannot write the answer");
+            (reply::error(StatusCode::OK, &call.id, &error), Some(error))
+        }
+        Err(error) => (reply::error(StatusCode::OK, &call.id, &error), Some(error)),
     }
 }
 
@@ -119,6 +142,40 @@ pub(crate) struct Call {
     pub(super) id: Value,
     task_id: String,
     method: Method,
+    trace: Trace,
+}
+
+/// The W3C trace context of a request's `_meta`, as strings (the string
+/// values of `traceparent` and `tracestate`; another shape is none).
+#[derive(Default)]
+#[cfg_attr(any(test, feature = "fuzzing"), derive(PartialEq, Debug))]
+pub(crate) struct Trace {
+    pub(super) parent: Option<String>,
+    pub(super) state: Option<String>,
+}
+
+impl Trace {
+    /// Read from a `_meta` object.
+    fn of(meta: &Value) -> Self {
+        let text = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_owned);
+        Self {
+            parent: text("traceparent"),
+            state: text("tracestate"),
+        }
+    }
+
+    /// As the `_meta` entries a propagator reads.
+    #[cfg(feature = "otel")]
+    fn meta(&self) -> serde_json::Map<String, Value> {
+        let mut meta = serde_json::Map::new();
+        if let Some(parent) = &self.parent {
+            meta.insert("traceparent".to_owned(), Value::String(parent.clone()));
+        }
+        if let Some(state) = &self.state {
+            meta.insert("tracestate".to_owned(), Value::String(state.clone()));
+        }
+        meta
+    }
 }
 
 impl Call {
@@ -127,7 +184,13 @@ impl Call {
             id,
             task_id,
             method,
+            trace: Trace::default(),
         }
+    }
+
+    pub(super) fn with_trace(mut self, trace: Trace) -> Self {
+        self.trace = trace;
+        self
     }
 }
 
@@ -197,7 +260,7 @@ pub(crate) fn accept(method: &str, headers: &HeaderMap, message: &Value) -> Opti
             _ => return None,
         },
     };
-    Some(Call::new(id, task_id.to_owned(), method))
+    Some(Call::new(id, task_id.to_owned(), method).with_trace(Trace::of(meta)))
 }
 
 #[cfg(test)]
