@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_tasks::store::SharedStore;
+use mcp_tasks::store::{SharedStore, StoreErrorKind};
 use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TaskOutcome, TasksClient};
 use mcp_tasks_sqlite::SqliteStore;
 use rmcp::model::ProtocolVersion;
@@ -135,14 +135,33 @@ async fn stdio_serves_with_a_sqlite_store_that_keeps_the_tasks() {
     };
     assert_eq!(text(&result), "stdio: computed in 0.01 s");
     drop(client);
-    // Another handle on the file sees the finished task.
-    let store: SharedStore = Arc::new(SqliteStore::open(&path).expect("the store opens again"));
+    // Another handle on the file sees the finished task, once the server
+    // (which holds the file's lock while it runs) has exited.
+    let store: SharedStore = Arc::new(open_once_released(&path).await);
     let record = store
         .get(&state.id)
         .await
         .expect("read")
         .expect("the task was kept");
     assert!(record.status().is_terminal());
+}
+
+/// The SQLite store at `path`, opened as soon as the server that held it
+/// has exited (it holds the file's lock until then), within 10 s.
+async fn open_once_released(path: &std::path::Path) -> SqliteStore {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match SqliteStore::open(path) {
+            Ok(store) => return store,
+            Err(error)
+                if error.kind() == StoreErrorKind::InUse
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(error) => panic!("the store opens again once the server exited: {error}"),
+        }
+    }
 }
 
 #[test]
