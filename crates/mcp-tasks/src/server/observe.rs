@@ -128,7 +128,33 @@ pub struct TaskEnded<'a> {
 /// created (its tool, its time waiting for input).
 pub(crate) struct Observers {
     each: Vec<Arc<dyn TaskObserver>>,
-    tracked: Mutex<HashMap<TaskId, Tracked>>,
+    tracked: Mutex<Table>,
+}
+
+/// The tasks created here and not yet ended, with how many of them are in
+/// `input_required`, kept as they change: a scrape of the live gauges reads
+/// two numbers instead of walking a table that may hold every long task of
+/// the process (under the lock every creation takes).
+#[derive(Default)]
+struct Table {
+    tasks: HashMap<TaskId, Tracked>,
+    asking: usize,
+}
+
+impl Table {
+    fn insert(&mut self, id: TaskId, task: Tracked) {
+        let asking = task.status == TaskStatus::InputRequired;
+        if let Some(old) = self.tasks.insert(id, task) {
+            self.asking -= usize::from(old.status == TaskStatus::InputRequired);
+        }
+        self.asking += usize::from(asking);
+    }
+
+    fn remove(&mut self, id: &TaskId) -> Option<Tracked> {
+        let task = self.tasks.remove(id)?;
+        self.asking -= usize::from(task.status == TaskStatus::InputRequired);
+        Some(task)
+    }
 }
 
 /// What the runtime remembers of one task it created, until it ends.
@@ -159,7 +185,7 @@ impl Observers {
         })
     }
 
-    fn tracked(&self) -> MutexGuard<'_, HashMap<TaskId, Tracked>> {
+    fn tracked(&self) -> MutexGuard<'_, Table> {
         // A panic in an observer does not poison the table for the others.
         self.tracked
             .lock()
@@ -215,8 +241,13 @@ impl Observers {
                 None => (None, Duration::ZERO),
             };
             self.ended(record, outcome_of(after, Some(change)), tool, input);
-        } else if let Some(known) = tracked.get_mut(record.id()) {
+        } else if let Table { tasks, asking } = &mut *tracked
+            && let Some(known) = tasks.get_mut(record.id())
+        {
+            let was_asking = known.status == TaskStatus::InputRequired;
             known.status = after.clone();
+            *asking = *asking + usize::from(*after == TaskStatus::InputRequired)
+                - usize::from(was_asking);
             if let Some(since) = known.input_since.take() {
                 known.input_total += at.saturating_since(since);
             }
@@ -255,11 +286,7 @@ impl Observers {
     /// input_required)`, as this process last wrote them.
     pub(crate) fn live(&self) -> (usize, usize) {
         let tracked = self.tracked();
-        let asking = tracked
-            .values()
-            .filter(|task| task.status == TaskStatus::InputRequired)
-            .count();
-        (tracked.len() - asking, asking)
+        (tracked.tasks.len() - tracked.asking, tracked.asking)
     }
 
     /// The record of task `id` was deleted.
@@ -278,5 +305,35 @@ fn outcome_of(status: &TaskStatus, change: Option<&Change>) -> TaskOutcome {
         (TaskStatus::Completed, _) => TaskOutcome::Completed,
         (TaskStatus::Cancelled, _) => TaskOutcome::Cancelled,
         _ => TaskOutcome::Failed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tracked(status: TaskStatus) -> Tracked {
+        Tracked {
+            tool: Arc::from("tool"),
+            status,
+            input_since: None,
+            input_total: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn the_table_counts_the_tasks_asking_for_input_as_they_change() {
+        let mut table = Table::default();
+        table.insert(TaskId::new("a"), tracked(TaskStatus::Working));
+        table.insert(TaskId::new("b"), tracked(TaskStatus::InputRequired));
+        table.insert(TaskId::new("c"), tracked(TaskStatus::InputRequired));
+        assert_eq!((table.tasks.len(), table.asking), (3, 2));
+        // Stored again with another status: counted once, as it is now.
+        table.insert(TaskId::new("c"), tracked(TaskStatus::Working));
+        assert_eq!((table.tasks.len(), table.asking), (3, 1));
+        assert!(table.remove(&TaskId::new("b")).is_some());
+        assert_eq!((table.tasks.len(), table.asking), (2, 0));
+        assert!(table.remove(&TaskId::new("b")).is_none(), "removed once");
+        assert_eq!((table.tasks.len(), table.asking), (2, 0));
     }
 }

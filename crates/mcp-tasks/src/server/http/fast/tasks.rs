@@ -147,8 +147,11 @@ pub(crate) struct Call {
 
 /// The W3C trace context of a request's `_meta`, as strings (the string
 /// values of `traceparent` and `tracestate`; another shape is none).
+/// Both readers read it whatever the features, so that they stay alike;
+/// only the spans of feature `otel` use it.
 #[derive(Default)]
 #[cfg_attr(any(test, feature = "fuzzing"), derive(PartialEq, Debug))]
+#[cfg_attr(not(feature = "otel"), allow(dead_code))]
 pub(crate) struct Trace {
     pub(super) parent: Option<String>,
     pub(super) state: Option<String>,
