@@ -20,6 +20,9 @@
 //! as `other`. Every metric is listed, with its type and labels, in
 //! `docs/operator.md`.
 
+// The request metrics are made by the HTTP front (feature `http`) only.
+#![cfg_attr(not(feature = "http"), allow(dead_code))]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
