@@ -60,7 +60,14 @@ async fn a_cancel_on_one_replica_stops_the_tool_on_another() {
     })
     .await;
     assert_eq!(done["status"], "cancelled");
-    // A's supervision re-reads on its own only every 30 s.
+    // A hears the cancel on the change feed and stops its tool, a moment
+    // after C's write: wait for that, within the same 2 s (A's supervision
+    // re-reads on its own only every 30 s).
+    while a.runtime.unfinished_tasks_of(&crate::support::process()) != 0
+        && cancelled.elapsed() < Duration::from_secs(2)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(cancelled.elapsed() < Duration::from_secs(2));
     assert_eq!(a.runtime.unfinished_tasks_of(&crate::support::process()), 0);
 }
