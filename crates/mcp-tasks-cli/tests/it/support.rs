@@ -76,6 +76,25 @@ pub(crate) struct HttpServer {
     pub(crate) url: String,
 }
 
+impl HttpServer {
+    /// Ctrl-C (SIGINT): waits, up to 20 s, for the server to end gracefully.
+    pub(crate) fn interrupt(&mut self) {
+        let status = std::process::Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while self.child.try_wait().expect("wait").is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not stop on SIGINT"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 impl Drop for HttpServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -94,9 +113,15 @@ pub(crate) fn http_server_polling(ms: u64) -> HttpServer {
 
 /// An in-memory server on HTTP with the `serve` flags `extra`.
 pub(crate) fn http_server_with(extra: &[&str]) -> HttpServer {
+    http_server_with_env(extra, &[])
+}
+
+/// [`http_server_with`], with the environment variables `env` set.
+pub(crate) fn http_server_with_env(extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
     let mut child = bin()
         .args(["serve", "--http", "127.0.0.1:0", "--store", "memory"])
         .args(extra)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -7,10 +7,7 @@
 //! say, with a task span on each server whose events follow the statuses,
 //! and no task id anywhere in what was exported.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -19,7 +16,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use prost::Message as _;
 
-use crate::support::{bin, json_of, run_with_env};
+use crate::support::{HttpServer, http_server_with_env, json_of, run_with_env};
 
 /// What the receiver got: each request's bytes, and its spans with the
 /// `service.name` of the process that sent them.
@@ -92,60 +89,18 @@ fn text(value: &Any) -> Option<String> {
     }
 }
 
-/// A server exporting its spans; stopped with SIGINT (so it flushes them).
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Server {
-    fn start(service: &str, endpoint: &str, extra: &[&str]) -> Self {
-        let mut child = bin()
-            .args(["serve", "--http", "127.0.0.1:0", "--store", "memory"])
-            .args(["--poll-interval", "50", "--otlp-endpoint", endpoint])
-            .args(extra)
-            .env("OTEL_SERVICE_NAME", service)
-            .env("OTEL_BSP_SCHEDULE_DELAY", "50")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the server prints where it listens");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Self { child, url }
-    }
-
-    /// Ctrl-C: the server ends gracefully and exports its last spans.
-    fn interrupt(&mut self) {
-        let status = std::process::Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.child.try_wait().expect("wait").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "the server did not stop on SIGINT"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A server exporting its spans to `endpoint` as `service`; stopped with
+/// [`HttpServer::interrupt`] (so it flushes them).
+fn exporting_server(service: &str, endpoint: &str, extra: &[&str]) -> HttpServer {
+    let mut flags = vec!["--poll-interval", "50", "--otlp-endpoint", endpoint];
+    flags.extend_from_slice(extra);
+    http_server_with_env(
+        &flags,
+        &[
+            ("OTEL_SERVICE_NAME", service),
+            ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ],
+    )
 }
 
 fn attribute(span: &Span, key: &str) -> Option<String> {
@@ -208,8 +163,8 @@ fn is_tool_call(span: &Span, tool: &str) {
 #[test]
 fn one_trace_crosses_the_client_the_gateway_and_the_upstream() {
     let (endpoint, received) = receiver();
-    let mut upstream = Server::start("upstream", &endpoint, &[]);
-    let mut gateway = Server::start("gateway", &endpoint, &["--upstream-url", &upstream.url]);
+    let mut upstream = exporting_server("upstream", &endpoint, &[]);
+    let mut gateway = exporting_server("gateway", &endpoint, &["--upstream-url", &upstream.url]);
     let output = run_with_env(
         &[
             "call",
