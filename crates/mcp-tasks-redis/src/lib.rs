@@ -11,10 +11,10 @@ pub mod testing;
 use std::time::Duration;
 
 use mcp_tasks::store::{
-    BoxFuture, HashKey, Orphan, Principal, Replicas, RunnerId, SeatId, SeatPool, Seating,
-    StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore, Transition,
+    BoxFuture, HashKey, Keyed, Orphan, Principal, Replicas, RunnerId, SeatId, SeatPool, Seating,
+    StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore, Transition, idempotency_slot,
 };
-use mcp_tasks::{TaskId, UnixMillis};
+use mcp_tasks::{IdempotencyKey, TaskId, UnixMillis};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
@@ -275,7 +275,8 @@ impl RedisStore {
             .arg(runner)
             .arg(finished)
             .arg(&self.keys.prefix)
-            .arg(record.owner().as_str());
+            .arg(record.owner().as_str())
+            .arg(record.idempotency_slot().unwrap_or_default());
         Ok(invocation)
     }
 
@@ -305,6 +306,20 @@ impl RedisStore {
             "0"
         };
         (expires_at, keep, runner, finished)
+    }
+}
+
+/// The record of a script's `{id, version, record}`.
+fn keyed_record(found: &[redis::Value]) -> Result<TaskRecord, StoreError> {
+    let text = |value: &redis::Value| redis::from_redis_value_ref::<String>(value).ok();
+    match found {
+        [id, version, json] => match (text(id), text(version), text(json)) {
+            (Some(id), Some(version), Some(json)) => decode(&TaskId::new(id), &version, &json),
+            _ => Err(corrupt("a record without its version, or the reverse")),
+        },
+        _ => Err(StoreError::msg(
+            "Redis answered an idempotency look-up with something unexpected",
+        )),
     }
 }
 
@@ -341,6 +356,54 @@ impl TaskStore for RedisStore {
             return Err(StoreError::msg("a task with this id exists"));
         }
         Ok(())
+    }
+
+    async fn create_keyed(&self, record: TaskRecord) -> Result<Keyed, StoreError> {
+        let mut connection = self.connection.clone();
+        let invocation = self.creation(&scripts::CREATE_KEYED, &record)?;
+        let answer: Vec<redis::Value> = self
+            .bounded(
+                "Redis could not create the task",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        let code = answer
+            .first()
+            .and_then(|code| redis::from_redis_value_ref::<i64>(code).ok());
+        match (code, answer.get(1..)) {
+            (Some(0), _) => Ok(Keyed::Created),
+            (Some(1), Some(found)) => Ok(Keyed::Existing(Box::new(keyed_record(found)?))),
+            (Some(2), _) => Err(StoreError::msg("a task with this id exists")),
+            _ => Err(StoreError::msg(
+                "Redis answered a keyed creation with something unexpected",
+            )),
+        }
+    }
+
+    async fn find_keyed(
+        &self,
+        owner: &Principal,
+        key: &IdempotencyKey,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        let mut connection = self.connection.clone();
+        let mut invocation = scripts::FIND_KEYED.prepare_invoke();
+        invocation
+            .arg(&self.keys.prefix)
+            .arg(idempotency_slot(owner, key));
+        let found: Vec<redis::Value> = self
+            .bounded(
+                "Redis could not read the idempotency index",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        if found.is_empty() {
+            return Ok(None);
+        }
+        let record = keyed_record(&found)?;
+        if record.owner() != owner {
+            return Err(corrupt("the record disagrees with its idempotency slot"));
+        }
+        Ok(Some(record))
     }
 
     async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {

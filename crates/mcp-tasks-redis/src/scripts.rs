@@ -12,7 +12,11 @@
 //! `POOL` the first 32 hex digits of the SHA-256 of the pool's name),
 //! `P held:RUNNER` (a runner's seats, as a set of `POOL` followed by the
 //! seat), `P all` (the ids of every record, as the owner sets are, for
-//! the admin command's listing), and the channel `P changes` (ids of changed tasks, or the empty
+//! the admin command's listing), `P keyed:SLOT` (the id of the record
+//! created under an idempotency key, `SLOT` the hex SHA-256 of its owner
+//! and key, kept as long as the record: see `TaskStore::create_keyed`; the
+//! record's hash names it in `k`, and a look-up checks that the record
+//! still does), and the channel `P changes` (ids of changed tasks, or the empty
 //! string when seats were freed). Empty hashes and sets are dropped by
 //! Redis, so pools and runners without seats cost nothing. The scripts build the
 //! keys they derive from the prefix, so the store needs one Redis node (a
@@ -46,10 +50,29 @@ local function keep_owned(key, id, keep)
 end
 ";
 
+/// The record holding an idempotency slot, if it still does:
+/// `keyed_live(prefix, slot)` returns `{id, version, record}` or nil.
+const KEYED_LIVE: &str = r"
+local function keyed_live(prefix, slot)
+  if slot == '' then return nil end
+  local id = redis.call('GET', prefix .. 'keyed:' .. slot)
+  if not id then return nil end
+  local record = redis.call('HMGET', prefix .. 'task:' .. id, 'v', 'r', 'k')
+  if record[1] and record[3] == slot then return {id, record[1], record[2]} end
+  return nil
+end
+";
+
 /// Writes a new record (whose id the caller checked is free) and its
-/// indexes, and announces it. KEYS[1..3] and ARGV[1..9] as [`CREATE`]'s.
+/// indexes, and announces it. KEYS[1..3] and ARGV[1..10] as [`CREATE`]'s.
 const CREATE_RECORD: &str = r"
 redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[2], 'w', ARGV[9])
+if ARGV[10] ~= '' then
+  local keyed = ARGV[8] .. 'keyed:' .. ARGV[10]
+  redis.call('HSET', KEYS[1], 'k', ARGV[10])
+  redis.call('SET', keyed, ARGV[1])
+  if ARGV[5] ~= '' then redis.call('PEXPIRE', keyed, ARGV[5]) end
+end
 if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[1], 'o', ARGV[6])
   if ARGV[7] == '0' then redis.call('SADD', ARGV[8] .. 'runner:' .. ARGV[6], ARGV[1]) end
@@ -63,14 +86,39 @@ redis.call('PUBLISH', ARGV[8] .. 'changes', ARGV[1])
 
 /// Creates a record unless its id exists. KEYS: task, expiry, owned.
 /// ARGV: id, record, version, expires_at or '', keep_ms or '', runner or
-/// '', finished ('1' or '0'), prefix, owner. Returns 1, or 0 for an
-/// existing id.
+/// '', finished ('1' or '0'), prefix, owner, idempotency slot or ''.
+/// Returns 1, or 0 for an existing id.
 pub(crate) static CREATE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{KEEP_OWNED}
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 {CREATE_RECORD}
 return 1
+"
+    ))
+});
+
+/// [`CREATE`] unless a record holds the new record's idempotency slot.
+/// KEYS and ARGV as [`CREATE`]'s. Returns {0} created, {1, id, version,
+/// record} for the record holding the slot, {2} for an existing id.
+pub(crate) static CREATE_KEYED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{KEEP_OWNED}{KEYED_LIVE}
+local live = keyed_live(ARGV[8], ARGV[10])
+if live then return {{1, live[1], live[2], live[3]}} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {{2}} end
+{CREATE_RECORD}
+return {{0}}
+"
+    ))
+});
+
+/// The record holding an idempotency slot. ARGV: prefix, slot. Returns
+/// {id, version, record} or {}.
+pub(crate) static FIND_KEYED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"{KEYED_LIVE}
+return keyed_live(ARGV[1], ARGV[2]) or {{}}
 "
     ))
 });
@@ -103,14 +151,15 @@ end
 /// [`CREATE`] with seats: takes a seat in pools as [`MOVE_SEATS`] does and
 /// creates the record only when they were taken. KEYS: task, expiry,
 /// owned, runners, the runner's `held`, the `n` pools. ARGV: [`CREATE`]'s
-/// nine, then runner, seat, n, then limit and pool id of each pool.
-/// Returns 0 created, -2 for an existing id (nothing taken), else as
-/// `take_seats`.
+/// ten, then runner, seat, n, then limit and pool id of each pool.
+/// Returns 0 created, -2 for an existing id, -3 when a record holds the
+/// idempotency slot (nothing taken either way), else as `take_seats`.
 pub(crate) static CREATE_SEATED: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        r"{KEEP_OWNED}{TAKE_SEATS}
+        r"{KEEP_OWNED}{TAKE_SEATS}{KEYED_LIVE}
 if redis.call('EXISTS', KEYS[1]) == 1 then return -2 end
-local taken = take_seats(KEYS[4], KEYS[5], ARGV[10], ARGV[11], 6, 13, tonumber(ARGV[12]))
+if keyed_live(ARGV[8], ARGV[10]) then return -3 end
+local taken = take_seats(KEYS[4], KEYS[5], ARGV[11], ARGV[12], 6, 14, tonumber(ARGV[13]))
 if taken ~= 0 then return taken end
 {CREATE_RECORD}
 return 0
@@ -127,7 +176,7 @@ return 0
 pub(crate) static SWAP: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{KEEP_OWNED}
-local current = redis.call('HMGET', KEYS[1], 'v', 'r', 'o')
+local current = redis.call('HMGET', KEYS[1], 'v', 'r', 'o', 'k')
 if not current[1] then return {{0}} end
 if current[1] ~= ARGV[2] then return {{1, current[1], current[2]}} end
 redis.call('HSET', KEYS[1], 'v', ARGV[4], 'r', ARGV[3], 'w', ARGV[10])
@@ -153,6 +202,12 @@ if ARGV[6] ~= '' then
 else
   redis.call('PERSIST', KEYS[1])
 end
+if current[4] then
+  local keyed = ARGV[9] .. 'keyed:' .. current[4]
+  if redis.call('GET', keyed) == ARGV[1] then
+    if ARGV[6] ~= '' then redis.call('PEXPIRE', keyed, ARGV[6]) else redis.call('PERSIST', keyed) end
+  end
+end
 keep_owned(KEYS[3], ARGV[1], ARGV[6])
 redis.call('ZADD', ARGV[9] .. 'all', 0, ARGV[1])
 redis.call('PUBLISH', ARGV[9] .. 'changes', ARGV[1])
@@ -165,8 +220,11 @@ return {{2}}
 pub(crate) static DELETE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local old = redis.call('HMGET', KEYS[1], 'o', 'w')
+local old = redis.call('HMGET', KEYS[1], 'o', 'w', 'k')
 redis.call('DEL', KEYS[1])
+if old[3] and redis.call('GET', ARGV[2] .. 'keyed:' .. old[3]) == ARGV[1] then
+  redis.call('DEL', ARGV[2] .. 'keyed:' .. old[3])
+end
 redis.call('ZREM', KEYS[2], ARGV[1])
 if old[1] then redis.call('SREM', ARGV[2] .. 'runner:' .. old[1], ARGV[1]) end
 if old[2] then redis.call('ZREM', ARGV[2] .. 'owner:' .. old[2], ARGV[1]) end

@@ -96,8 +96,10 @@ impl RedisStore {
                 invocation.invoke_async(&mut connection),
             )
             .await?;
-        if answer == -2 {
-            return Err(StoreError::msg("a task with this id exists"));
+        match answer {
+            -2 => return Err(StoreError::msg("a task with this id exists")),
+            -3 => return Ok(Seating::Existing),
+            _ => {}
         }
         seating(answer, take.len())
     }

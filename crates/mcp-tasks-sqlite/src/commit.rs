@@ -26,7 +26,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mcp_tasks::TaskId;
-use mcp_tasks::store::{PackedRecord, StoreError, Swap, TaskRecord};
+use mcp_tasks::store::{Keyed, PackedRecord, StoreError, Swap, TaskRecord};
 use rusqlite::Connection;
 use tokio::sync::{broadcast, oneshot};
 
@@ -61,6 +61,17 @@ pub(crate) enum Op {
         packed: Arc<PackedRecord>,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
+    /// A create unless a record holds the row's idempotency slot.
+    CreateKeyed {
+        row: Row,
+        packed: Arc<PackedRecord>,
+        reply: oneshot::Sender<Result<Keyed, StoreError>>,
+    },
+    /// The record holding an idempotency slot.
+    FindKeyed {
+        slot: String,
+        reply: oneshot::Sender<Result<Option<Arc<PackedRecord>>, StoreError>>,
+    },
     Swap {
         row: Row,
         packed: Arc<PackedRecord>,
@@ -93,6 +104,7 @@ pub(crate) enum Op {
 /// An operation's outcome, held until its batch commits.
 enum Outcome {
     Unit(Result<(), StoreError>),
+    Keyed(Result<Keyed, StoreError>),
     Swap(Result<Swap, StoreError>),
     Read(Result<Option<Arc<PackedRecord>>, StoreError>),
     Expired(Result<Vec<TaskId>, StoreError>),
@@ -142,7 +154,12 @@ fn attempt(
 ) -> Result<(Vec<Outcome>, Overlay), StoreError> {
     let writes = batch
         .iter()
-        .any(|op| matches!(op, Op::Create { .. } | Op::Swap { .. } | Op::Delete { .. }));
+        .any(|op| {
+            matches!(
+                op,
+                Op::Create { .. } | Op::CreateKeyed { .. } | Op::Swap { .. } | Op::Delete { .. }
+            )
+        });
     if writes {
         conn.prepare_cached("BEGIN IMMEDIATE")
             .and_then(|mut begin| begin.execute([]))
@@ -210,6 +227,32 @@ fn one(
                 Outcome::Unit(Err(StoreError::msg("a task with this id exists")))
             }
         }
+        Op::CreateKeyed { row, packed, .. } => {
+            // The committer is the file's only writer and this runs in its
+            // transaction: nothing comes between the look-up and the insert.
+            if let Some(slot) = &row.idem_slot
+                && let Some(id) = schema::holding(conn, slot)?
+            {
+                return Ok(Outcome::Keyed(match current(conn, shared, overlay, &id) {
+                    Ok(Some(found)) => Ok(Keyed::Existing(Box::new(found.unpack()))),
+                    Ok(None) => Err(StoreError::msg(
+                        "the idempotency index names a task that is not stored",
+                    )),
+                    Err(error) => Err(error),
+                }));
+            }
+            if schema::insert(conn, row)? {
+                overlay.insert(row.id.clone(), Some(Arc::clone(packed)));
+                Outcome::Keyed(Ok(Keyed::Created))
+            } else {
+                Outcome::Keyed(Err(StoreError::msg("a task with this id exists")))
+            }
+        }
+        Op::FindKeyed { slot, .. } => Outcome::Read(match schema::holding(conn, slot) {
+            Ok(Some(id)) => current(conn, shared, overlay, &id),
+            Ok(None) => Ok(None),
+            Err(error) => Err(error),
+        }),
         Op::Swap {
             row,
             packed,
@@ -286,6 +329,15 @@ fn finish(shared: &Shared, batch: Vec<Op>, outcomes: Vec<Outcome>, overlay: Over
                 }
                 let _ = reply.send(result);
             }
+            (Op::CreateKeyed { row, reply, .. }, Outcome::Keyed(result)) => {
+                if matches!(result, Ok(Keyed::Created)) {
+                    let _ = shared.feed.send(TaskId::new(row.id));
+                }
+                let _ = reply.send(result);
+            }
+            (Op::FindKeyed { reply, .. }, Outcome::Read(result)) => {
+                let _ = reply.send(result);
+            }
             (Op::Swap { row, reply, .. }, Outcome::Swap(result)) => {
                 if matches!(result, Ok(Swap::Swapped)) {
                     let _ = shared.feed.send(TaskId::new(row.id));
@@ -322,7 +374,10 @@ fn fail(op: Op, error: StoreError) {
         Op::Swap { reply, .. } => {
             let _ = reply.send(Err(error));
         }
-        Op::Read { reply, .. } => {
+        Op::CreateKeyed { reply, .. } => {
+            let _ = reply.send(Err(error));
+        }
+        Op::Read { reply, .. } | Op::FindKeyed { reply, .. } => {
             let _ = reply.send(Err(error));
         }
         Op::Expired { reply, .. } => {

@@ -19,9 +19,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use mcp_tasks::store::{
-    HashKey, PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
+    HashKey, Keyed, PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
+    idempotency_slot,
 };
-use mcp_tasks::{TaskId, UnixMillis};
+use mcp_tasks::{IdempotencyKey, TaskId, UnixMillis};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::cache::Cache;
@@ -266,6 +267,23 @@ impl TaskStore for SqliteStore {
         let row = schema::Row::encode(&record)?;
         let packed = Arc::new(PackedRecord::pack(record));
         self.run(|reply| Op::Create { row, packed, reply }).await
+    }
+
+    async fn create_keyed(&self, record: TaskRecord) -> Result<Keyed, StoreError> {
+        let row = schema::Row::encode(&record)?;
+        let packed = Arc::new(PackedRecord::pack(record));
+        self.run(|reply| Op::CreateKeyed { row, packed, reply })
+            .await
+    }
+
+    async fn find_keyed(
+        &self,
+        owner: &Principal,
+        key: &IdempotencyKey,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        let slot = idempotency_slot(owner, key);
+        let found = self.run(|reply| Op::FindKeyed { slot, reply }).await?;
+        Ok(found.map(|packed| packed.unpack()))
     }
 
     async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {

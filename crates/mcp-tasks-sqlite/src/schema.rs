@@ -23,7 +23,7 @@ use mcp_tasks::{TaskId, TaskStatus, UnixMillis};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 /// The schema this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i64 = 3;
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 /// How long a statement waits for a lock held by another connection.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -56,9 +56,18 @@ CREATE TABLE meta (
 ) STRICT;
 ";
 
+/// Version 3 to 4: idempotent creation (`TaskStore::create_keyed`): the
+/// slot of a record's idempotency key (a hash of its owner and key, never
+/// the key), unique among the records that have one. The index entry is
+/// the row's, so it goes with the row.
+const UPGRADE_TO_V4: &str = "
+ALTER TABLE tasks ADD COLUMN idem_slot TEXT;
+CREATE UNIQUE INDEX tasks_by_idem_slot ON tasks (idem_slot) WHERE idem_slot IS NOT NULL;
+";
+
 /// `UPGRADES[n - 1]` takes a file from version `n` to `n + 1`; each runs in
 /// the transaction that then sets `user_version`.
-const UPGRADES: [&str; 2] = [UPGRADE_TO_V2, UPGRADE_TO_V3];
+const UPGRADES: [&str; 3] = [UPGRADE_TO_V2, UPGRADE_TO_V3, UPGRADE_TO_V4];
 
 /// The name of the task hash key in `meta`.
 const HASH_KEY_NAME: &str = "task_hash_key";
@@ -254,6 +263,8 @@ pub(crate) struct Row {
     version: i64,
     expires_at_ms: Option<i64>,
     record: String,
+    /// The slot of the record's idempotency key, if it has one.
+    pub(crate) idem_slot: Option<String>,
 }
 
 impl Row {
@@ -271,6 +282,7 @@ impl Row {
             version,
             expires_at_ms: record.expires_at().map(clamp),
             record: json,
+            idem_slot: record.idempotency_slot().map(str::to_owned),
         })
     }
 }
@@ -303,8 +315,8 @@ fn decode(id: &str, version: i64, json: &str) -> Result<TaskRecord, StoreError> 
 pub(crate) fn insert(conn: &Connection, row: &Row) -> Result<bool, StoreError> {
     let inserted = conn
         .prepare_cached(
-            "INSERT INTO tasks (id, owner, status, version, expires_at_ms, record)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO tasks (id, owner, status, version, expires_at_ms, record, idem_slot)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )
         .and_then(|mut insert| {
             insert.execute(params![
@@ -313,7 +325,8 @@ pub(crate) fn insert(conn: &Connection, row: &Row) -> Result<bool, StoreError> {
                 row.status,
                 row.version,
                 row.expires_at_ms,
-                row.record
+                row.record,
+                row.idem_slot
             ])
         });
     match inserted {
@@ -321,6 +334,14 @@ pub(crate) fn insert(conn: &Connection, row: &Row) -> Result<bool, StoreError> {
         Err(err) if err.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => Ok(false),
         Err(err) => Err(failure("SQLite could not insert the task", err)),
     }
+}
+
+/// The id of the record holding idempotency slot `slot`, if any (from
+/// `tasks_by_idem_slot`).
+pub(crate) fn holding(conn: &Connection, slot: &str) -> Result<Option<String>, StoreError> {
+    conn.prepare_cached("SELECT id FROM tasks WHERE idem_slot = ?1")
+        .and_then(|mut select| select.query_row([slot], |row| row.get(0)).optional())
+        .map_err(|err| failure("SQLite could not read the idempotency index", err))
 }
 
 /// The record with this id, if there is one.

@@ -35,8 +35,9 @@ use anyhow::Context as _;
 use futures::future::BoxFuture;
 use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{TaskRuntime, ToolTasks};
+use mcp_tasks::IdempotencyKey;
 use mcp_tasks::store::{
-    Change, MemoryStore, Principal, SharedStore, StoreError, Swap, TaskRecord, TaskStore,
+    Change, Keyed, MemoryStore, Principal, SharedStore, StoreError, Swap, TaskRecord, TaskStore,
     Transition,
 };
 use mcp_tasks::{CallOptions, CallResponse, TaskId, TasksClient, Ttl, UnixMillis};
@@ -290,6 +291,19 @@ struct CountingStore {
 impl TaskStore for CountingStore {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
         TaskStore::create(&self.inner, record).await
+    }
+
+    async fn create_keyed(&self, record: TaskRecord) -> Result<Keyed, StoreError> {
+        TaskStore::create_keyed(&self.inner, record).await
+    }
+
+    async fn find_keyed(
+        &self,
+        owner: &Principal,
+        key: &IdempotencyKey,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        self.gets.fetch_add(1, Ordering::Relaxed);
+        TaskStore::find_keyed(&self.inner, owner, key).await
     }
 
     async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {

@@ -15,6 +15,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod form;
+pub mod idempotency;
 #[cfg(all(feature = "otel", any(feature = "client", feature = "server")))]
 #[cfg_attr(
     not(all(feature = "client", feature = "server", feature = "http")),
@@ -35,6 +36,7 @@ pub mod client;
 pub use rmcp as __rmcp;
 
 pub use form::Elicited;
+pub use idempotency::{IDEMPOTENCY_KEY_META, IdempotencyKey, InvalidIdempotencyKey};
 pub use task::{RpcError, TASKS_EXTENSION, TaskId, TaskStatus, Timestamp, Ttl, UnixMillis};
 
 #[cfg(feature = "client")]

@@ -90,6 +90,7 @@ async fn two_replicas_racing_for_seats_never_pass_the_limits() {
                 Seating::Seated => seated.push((seat, pools)),
                 Seating::Full(_) => {}
                 Seating::NoLease => panic!("both runners hold a lease"),
+                Seating::Existing => panic!("a take never finds an idempotency key"),
             }
         }
         let with_tool = seated.iter().filter(|(_, pools)| pools.len() == 2).count();

@@ -471,7 +471,7 @@ impl Gateway {
         let as_task = self.runtime.runs_as_task(&request, &context, &tasks)?;
         let tasks = self.runtime.tasks_for_call(&tasks, &context);
         tracing::debug!(tool = %request.name, ?policy, as_task, "tools/call");
-        let caller = self.runtime.caller_of(&context.extensions);
+        let caller = self.runtime.caller_of_call(&context, &request)?;
         if !as_task || sync::resumes(&request) {
             // Straight through, as the caller would have called the upstream,
             // on a connection of its own; the upstream's requests go to the

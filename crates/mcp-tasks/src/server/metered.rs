@@ -14,9 +14,10 @@ use tokio::sync::broadcast;
 
 use super::metrics::StoreKeys;
 use crate::store::{
-    BoxFuture, DynStore, HashKey, PackedRecord, Principal, Replicas, SharedStore, StoreError, Swap,
-    TaskRecord, Transition,
+    BoxFuture, DynStore, HashKey, Keyed, PackedRecord, Principal, Replicas, SharedStore,
+    StoreError, Swap, TaskRecord, Transition,
 };
+use crate::idempotency::IdempotencyKey;
 use crate::task::{TaskId, UnixMillis};
 
 /// A store whose operations are measured under the label `store` = its
@@ -86,6 +87,18 @@ async fn measured<T>(
 impl DynStore for MeteredStore {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(measured(&self.keys, CREATE, self.store.create(record)))
+    }
+    /// Measured as a create.
+    fn create_keyed(&self, record: TaskRecord) -> BoxFuture<'_, Result<Keyed, StoreError>> {
+        Box::pin(measured(&self.keys, CREATE, self.store.create_keyed(record)))
+    }
+    /// Measured as a read.
+    fn find_keyed<'a>(
+        &'a self,
+        owner: &'a Principal,
+        key: &'a IdempotencyKey,
+    ) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>> {
+        Box::pin(measured(&self.keys, GET, self.store.find_keyed(owner, key)))
     }
     fn get<'a>(&'a self, id: &'a TaskId) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>> {
         Box::pin(measured(&self.keys, GET, self.store.get(id)))

@@ -81,6 +81,7 @@ mod clock;
 mod context;
 mod custom;
 mod era;
+mod idempotent;
 #[cfg(feature = "http")]
 pub mod http;
 mod lease;

@@ -183,7 +183,7 @@ where
         } = context;
         request.input_responses = input_responses;
         request.request_state = request_state;
-        let caller = self.runtime.caller_of(&request_context.extensions);
+        let caller = self.runtime.caller_of_call(&request_context, &request)?;
         let tasks = self.runtime.tasks_for_call(tasks, &request_context);
         let tasks = tasks.as_ref();
         let tools = self.tools.clone();

@@ -17,6 +17,7 @@ use rmcp::model::{
     Extensions, GetTaskParams, GetTaskResult, InputResponses, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
+use rmcp::model::ErrorCode;
 use rmcp::{ErrorData, RoleServer};
 use tokio::sync::SetOnce;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +27,7 @@ use super::admission::queue::{Entry, Load, queued_message};
 use super::admission::shared::{Seated, TaskSeats};
 use super::context::TaskContext;
 use super::era;
+use super::idempotent::Idempotent;
 use super::lease::LeaseError;
 use super::policy::{TaskPolicy, ToolTasks};
 use super::principal::Principal;
@@ -37,7 +39,7 @@ use super::wire::{
     detailed_task, new_task_id, store_failure, task_not_found, tasks_required, tool_panicked,
     wire_task,
 };
-use crate::store::{Change, Modified, PackedRecord, SharedStore, StoreError, TaskRecord};
+use crate::store::{Change, Keyed, Modified, PackedRecord, SharedStore, StoreError, TaskRecord};
 use crate::task::TaskId;
 
 /// The longest a task may live, however long its tool keeps it alive,
@@ -116,7 +118,7 @@ impl TaskRuntime {
                 Err(_) => Err(tool_panicked()),
             };
         }
-        let caller = self.caller_of(&context.extensions);
+        let caller = self.caller_of_call(context, request)?;
         let tasks = self.tasks_for_call(tasks, context);
         self.start_task(caller, request, &tasks, run).await
     }
@@ -166,8 +168,87 @@ impl TaskRuntime {
         Caller::new(principal, quota, extensions)
     }
 
+    /// Who `request` comes from, with its idempotency key (-32602 for a
+    /// `_meta` key that is not one).
+    pub(crate) fn caller_of_call(
+        &self,
+        context: &RequestContext<RoleServer>,
+        request: &CallToolRequestParams,
+    ) -> Result<Caller, ErrorData> {
+        let idempotent = Idempotent::of(&context.meta, request)?;
+        Ok(self.caller_of(&context.extensions).with_idempotent(idempotent))
+    }
+
+    /// The answer to a call whose idempotency key a task of its caller
+    /// holds (`found`, read from the store): that task as it is now, or
+    /// -32602 for another call under the key; `None` when the task is gone
+    /// by now.
+    async fn keyed_answer(
+        &self,
+        principal: &Principal,
+        idempotent: &Idempotent,
+        found: &TaskRecord,
+    ) -> Result<Option<CallToolResponse>, ErrorData> {
+        match self.current(found.id(), principal).await {
+            Ok(record) => idempotent.answer(&record).map(Some),
+            Err(error) if error.code == ErrorCode::INVALID_PARAMS => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Stores a new record: with the caller's idempotency key when it sent
+    /// one, and then, if a task of the caller holds the key already (a
+    /// creation with the same key won a race), that task's answer instead,
+    /// with nothing stored.
+    async fn store_new(
+        &self,
+        record: TaskRecord,
+        caller: &Caller,
+    ) -> Result<Option<CallToolResponse>, ErrorData> {
+        let store = &self.inner.store;
+        let Some(idempotent) = &caller.idempotent else {
+            store.create(record).await.map_err(store_failure)?;
+            return Ok(None);
+        };
+        match store.create_keyed(record).await.map_err(store_failure)? {
+            Keyed::Created => Ok(None),
+            Keyed::Existing(found) => self.raced(caller, idempotent, Some(&found)).await.map(Some),
+        }
+    }
+
+    /// The answer to a creation that lost a race for its idempotency key:
+    /// the winner's task (`found`, or read again).
+    async fn raced(
+        &self,
+        caller: &Caller,
+        idempotent: &Idempotent,
+        found: Option<&TaskRecord>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let read;
+        let found = match found {
+            Some(found) => found,
+            None => {
+                read = self
+                    .inner
+                    .store
+                    .find_keyed(&caller.principal, &idempotent.key)
+                    .await
+                    .map_err(store_failure)?;
+                match &read {
+                    Some(found) => found,
+                    None => return Err(key_holder_gone()),
+                }
+            }
+        };
+        self.keyed_answer(&caller.principal, idempotent, found)
+            .await?
+            .ok_or_else(key_holder_gone)
+    }
+
     /// Creates a task for `caller`, durably, and runs `run` under its
-    /// supervision.
+    /// supervision. A call with an idempotency key that a task of the
+    /// caller holds gets that task back instead, before anything else
+    /// (no admission, no run of its tool).
     pub(crate) async fn start_task<F, Fut>(
         &self,
         caller: Caller,
@@ -181,6 +262,19 @@ impl TaskRuntime {
     {
         let inner = &self.inner;
         let settings = &inner.settings;
+        // The same call sent again under its idempotency key: its task.
+        if let Some(idempotent) = &caller.idempotent
+            && let Some(found) = inner
+                .store
+                .find_keyed(&caller.principal, &idempotent.key)
+                .await
+                .map_err(store_failure)?
+            && let Some(answer) = self
+                .keyed_answer(&caller.principal, idempotent, &found)
+                .await?
+        {
+            return Ok(answer);
+        }
         if let Some(rate) = &inner.rate {
             rate.check(&caller)?;
         }
@@ -203,6 +297,9 @@ impl TaskRuntime {
         )
         .with_lifetime(settings.max_lifetime, !tasks.ttl_from_creation)
         .with_tool(&request.name);
+        if let Some(idempotent) = &caller.idempotent {
+            record = record.with_idempotency(&idempotent.key, idempotent.fingerprint.clone());
+        }
         // On a shared store the task names this process's lease, checked first.
         let lease = match (&inner.leasing, inner.store.replicas()) {
             (Some(leasing), Some(replicas)) => {
@@ -293,11 +390,20 @@ impl TaskRuntime {
                             .create(&inner.store, &caller, record, lease, runs)
                             .await?
                     }
-                    _ => {
-                        inner.store.create(record).await.map_err(store_failure)?;
-                        Seated::Queued
-                    }
+                    _ => match self.store_new(record, &caller).await? {
+                        Some(existing) => return Ok(existing),
+                        None => Seated::Queued,
+                    },
                 };
+                if seated == Seated::Existing {
+                    return match &caller.idempotent {
+                        Some(idempotent) => self.raced(&caller, idempotent, None).await,
+                        None => Err(ErrorData::internal_error(
+                            "the store found an idempotency key the call did not send",
+                            None,
+                        )),
+                    };
+                }
                 let _ = stored.set(());
                 if let Some(record) = &observed {
                     inner.created(record, &request.name, None);
@@ -315,7 +421,9 @@ impl TaskRuntime {
                         seats,
                         lease,
                     )),
-                    (Entry::Run(slot), Seated::Queued) => tokio::spawn(supervise_queued(
+                    // `Existing` returned above.
+                    (Entry::Run(slot), Seated::Queued | Seated::Existing) => {
+                        tokio::spawn(supervise_queued(
                         inner.clone(),
                         id,
                         idle_ttl,
@@ -324,7 +432,8 @@ impl TaskRuntime {
                         (seat, Waiting::Seats(slot)),
                         seats,
                         lease,
-                    )),
+                    ))
+                    }
                     (Entry::Queued(ticket), _) => tokio::spawn(supervise_queued(
                         inner.clone(),
                         id,
@@ -342,7 +451,12 @@ impl TaskRuntime {
         // The tool's first step runs before the task is stored (what touches
         // the task waits for it): a tool that returns from that step, as many
         // do, is stored finished, in one write instead of two.
-        if let Poll::Ready(finished) = futures::poll!(&mut tool) {
+        // Not for a call with an idempotency key: its tool runs only once
+        // its record holds the key (a creation that loses the race for it
+        // drops its tool untouched).
+        if caller.idempotent.is_none()
+            && let Poll::Ready(finished) = futures::poll!(&mut tool)
+        {
             token.cancel();
             let outcome = outcome_of(finished);
             let finished = record
@@ -362,7 +476,9 @@ impl TaskRuntime {
         let created = wire_task(&record);
         let observed = inner.observers.as_ref().map(|_| record.clone());
         // Durable before we answer: a tasks/get right after finds it.
-        inner.store.create(record).await.map_err(store_failure)?;
+        if let Some(existing) = self.store_new(record, &caller).await? {
+            return Ok(existing);
+        }
         if let Some(record) = &observed {
             inner.created(record, &request.name, None);
         }
@@ -571,4 +687,14 @@ impl TaskRuntime {
     pub async fn sweep(&self) -> Result<usize, StoreError> {
         sweep(&self.inner).await
     }
+}
+
+/// A creation lost the race for its idempotency key to a task that is gone
+/// again already (deleted at once): the caller may send the call again.
+fn key_holder_gone() -> ErrorData {
+    ErrorData::internal_error(
+        "the task holding this call's idempotency key ended and was deleted meanwhile; \
+         send the call again",
+        None,
+    )
 }

@@ -130,7 +130,7 @@ pub(crate) fn wire_task(record: &TaskRecord) -> Task {
 }
 
 /// [`wire_task`] of a packed record.
-fn wire_task_packed(record: &PackedRecord) -> Task {
+pub(crate) fn wire_task_packed(record: &PackedRecord) -> Task {
     let mut task = Task::new(
         record.id(),
         wire_status(record.status()),

@@ -22,9 +22,14 @@ use super::{
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 
 mod admin;
+mod keyed;
 mod seats;
 
 pub use admin::{hash_key_is_shared, hash_key_is_stable, list_all_pages};
+pub use keyed::{
+    keyed_creation_finds_the_same_record, keyed_creations_race, keyed_index_goes_with_the_record,
+    seated_creations_respect_the_key,
+};
 pub use seats::{
     creations_take_seats, seat_takes_race, seats_hold_their_limits, seats_move_atomically,
     seats_of_a_claimed_runner_are_freed,
@@ -51,6 +56,9 @@ where
     list_owned_follows_changes(make().await).await;
     hash_key_is_stable(make().await).await;
     list_all_pages(make().await).await;
+    keyed_creation_finds_the_same_record(make().await).await;
+    keyed_creations_race(make().await).await;
+    keyed_index_goes_with_the_record(make().await).await;
 }
 
 /// Runs the checks of a store shared by several processes: leases, their
@@ -69,6 +77,7 @@ where
     seats_of_a_claimed_runner_are_freed(make().await).await;
     seat_takes_race(make().await).await;
     creations_take_seats(make().await).await;
+    seated_creations_respect_the_key(make().await).await;
 }
 
 fn id(name: &str) -> TaskId {

@@ -16,7 +16,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 
-use super::{PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition};
+use super::{
+    Keyed, PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
+    idempotency_slot,
+};
+use crate::idempotency::IdempotencyKey;
 use crate::task::{TaskId, UnixMillis};
 
 /// Keeps tasks in this process's memory.
@@ -36,6 +40,8 @@ struct Inner {
     owned: HashMap<Principal, BTreeSet<Arc<str>>>,
     /// Every id, in byte order (for the admin command's listing).
     all: BTreeSet<Arc<str>>,
+    /// The id of the record holding each idempotency slot.
+    keyed: HashMap<Box<str>, Arc<str>>,
 }
 
 /// A record in the hash set, found by its id.
@@ -124,8 +130,35 @@ impl Inner {
         }
     }
 
+    /// The record holding idempotency slot `slot`, if any.
+    fn holding(&self, slot: &str) -> Option<Arc<PackedRecord>> {
+        let id = self.keyed.get(slot)?;
+        self.records.get(&**id).map(|entry| entry.0.clone())
+    }
+
+    /// Stores a new record and enters it in every index; false (and
+    /// nothing stored) when its id exists.
+    fn insert(&mut self, packed: PackedRecord) -> bool {
+        if self.records.contains(packed.id()) {
+            return false;
+        }
+        self.index(packed.shared_id(), None, packed.expires_at());
+        self.own(&packed);
+        if let Some(slot) = packed.idempotency_slot() {
+            self.keyed
+                .insert(slot.into(), Arc::clone(packed.shared_id()));
+        }
+        self.records.insert(Entry(Arc::new(packed)));
+        true
+    }
+
     /// Takes a removed record out of the owner index.
     fn disown(&mut self, record: &PackedRecord) {
+        if let Some(slot) = record.idempotency_slot()
+            && self.keyed.get(slot).is_some_and(|id| **id == *record.id())
+        {
+            self.keyed.remove(slot);
+        }
         self.all.remove(record.id());
         if let Some(ids) = self.owned.get_mut(record.owner()) {
             ids.remove(record.id());
@@ -153,17 +186,38 @@ impl TaskStore for MemoryStore {
         let id = record.id().clone();
         // Packed outside the lock.
         let packed = PackedRecord::pack(record);
-        {
-            let mut inner = self.lock();
-            if inner.records.contains(id.expose()) {
-                return Err(StoreError::msg("a task with this id exists"));
-            }
-            inner.index(packed.shared_id(), None, packed.expires_at());
-            inner.own(&packed);
-            inner.records.insert(Entry(Arc::new(packed)));
+        if !self.lock().insert(packed) {
+            return Err(StoreError::msg("a task with this id exists"));
         }
         self.announce(id);
         Ok(())
+    }
+
+    async fn create_keyed(&self, record: TaskRecord) -> Result<Keyed, StoreError> {
+        let id = record.id().clone();
+        let packed = PackedRecord::pack(record);
+        {
+            let mut inner = self.lock();
+            if let Some(existing) = packed.idempotency_slot().and_then(|slot| inner.holding(slot)) {
+                drop(inner);
+                return Ok(Keyed::Existing(Box::new(existing.unpack())));
+            }
+            if !inner.insert(packed) {
+                return Err(StoreError::msg("a task with this id exists"));
+            }
+        }
+        self.announce(id);
+        Ok(Keyed::Created)
+    }
+
+    async fn find_keyed(
+        &self,
+        owner: &Principal,
+        key: &IdempotencyKey,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        let slot = idempotency_slot(owner, key);
+        let found = self.lock().holding(&slot);
+        Ok(found.map(|packed| packed.unpack()))
     }
 
     async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
@@ -319,5 +373,6 @@ mod tests {
         }
         assert!(store.lock().owned.is_empty(), "no owner without records");
         assert!(store.lock().all.is_empty(), "no id without its record");
+        assert!(store.lock().keyed.is_empty(), "no key without its record");
     }
 }

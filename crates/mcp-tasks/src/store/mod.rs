@@ -12,6 +12,10 @@
 //! so a terminal state cannot be left whatever the backend, and a store
 //! shared by several server processes fits the same trait.
 //!
+//! Idempotent creation ([`TaskStore::create_keyed`], [`TaskStore::find_keyed`])
+//! keeps an index from a hash of a record's owner and idempotency key to the
+//! record, atomically with the record (see [`keyed`]).
+//!
 //! A store shared by several server processes also offers [`Replicas`]
 //! (leases, feed gaps and seats; see [`replicas`]) through [`TaskStore::replicas`];
 //! the others answer `None` there and need write nothing for it.
@@ -20,6 +24,7 @@
 //! depend on without the server runtime; `contract` adds the test suite.
 
 mod hash_key;
+mod keyed;
 mod memory;
 mod packed;
 mod record;
@@ -36,6 +41,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 pub use hash_key::{HASH_KEY_LEN, HashKey};
+pub use keyed::{Keyed, call_fingerprint, idempotency_slot};
 pub use memory::MemoryStore;
 pub use packed::PackedRecord;
 pub use record::{
@@ -44,6 +50,7 @@ pub use record::{
 };
 pub use replicas::{Orphan, Replicas, RunnerId, SeatId, SeatPool, Seating};
 
+use crate::idempotency::IdempotencyKey;
 use crate::task::{TaskId, UnixMillis};
 
 /// A failure of the store itself (I/O, a lost connection, corrupt data).
@@ -205,6 +212,38 @@ pub trait TaskStore: Send + Sync + 'static {
         }
     }
 
+    /// Stores `record`, made with [`TaskRecord::with_idempotency`], unless
+    /// a record of the same owner already holds its idempotency key: then
+    /// nothing is stored and that record is returned
+    /// ([`Keyed::Existing`]). Atomic: of several creations with one key at
+    /// once, from any process sharing the store, exactly one stores its
+    /// record. The key's index entry lives as long as the record (a delete
+    /// removes it). A record without a key is created as by
+    /// [`TaskStore::create`].
+    ///
+    /// The default, for a store that keeps no key index, is
+    /// [`TaskStore::create`]: the key is ignored (as the extension lets a
+    /// server ignore it) and a call sent again makes a second task.
+    fn create_keyed(
+        &self,
+        record: TaskRecord,
+    ) -> impl Future<Output = Result<Keyed, StoreError>> + Send {
+        let created = self.create(record);
+        async move { created.await.map(|()| Keyed::Created) }
+    }
+
+    /// The record `owner` created under the idempotency key `key`, while it
+    /// is stored. The default, for a store that keeps no key index (see
+    /// [`TaskStore::create_keyed`]), finds none.
+    fn find_keyed(
+        &self,
+        owner: &Principal,
+        key: &IdempotencyKey,
+    ) -> impl Future<Output = Result<Option<TaskRecord>, StoreError>> + Send {
+        let _ = (owner, key);
+        std::future::ready(Ok(None))
+    }
+
     /// Leases and feed gaps, for a store that several server processes
     /// share (see [`replicas`]). `None` (the default): one process owns
     /// the store, and the runtime runs without leases.
@@ -227,6 +266,19 @@ pub trait TaskStore: Send + Sync + 'static {
 impl<S: TaskStore> TaskStore for Arc<S> {
     fn create(&self, record: TaskRecord) -> impl Future<Output = Result<(), StoreError>> + Send {
         S::create(self, record)
+    }
+    fn create_keyed(
+        &self,
+        record: TaskRecord,
+    ) -> impl Future<Output = Result<Keyed, StoreError>> + Send {
+        S::create_keyed(self, record)
+    }
+    fn find_keyed(
+        &self,
+        owner: &Principal,
+        key: &IdempotencyKey,
+    ) -> impl Future<Output = Result<Option<TaskRecord>, StoreError>> + Send {
+        S::find_keyed(self, owner, key)
     }
     fn get(
         &self,
@@ -287,6 +339,14 @@ impl<S: TaskStore> TaskStore for Arc<S> {
 pub trait DynStore: Send + Sync + 'static {
     /// See [`TaskStore::create`].
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// See [`TaskStore::create_keyed`].
+    fn create_keyed(&self, record: TaskRecord) -> BoxFuture<'_, Result<Keyed, StoreError>>;
+    /// See [`TaskStore::find_keyed`].
+    fn find_keyed<'a>(
+        &'a self,
+        owner: &'a Principal,
+        key: &'a IdempotencyKey,
+    ) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>>;
     /// See [`TaskStore::get`].
     fn get<'a>(&'a self, id: &'a TaskId) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>>;
     /// See [`TaskStore::compare_and_swap`].
@@ -335,6 +395,16 @@ pub trait DynStore: Send + Sync + 'static {
 impl<S: TaskStore> DynStore for S {
     fn create(&self, record: TaskRecord) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(TaskStore::create(self, record))
+    }
+    fn create_keyed(&self, record: TaskRecord) -> BoxFuture<'_, Result<Keyed, StoreError>> {
+        Box::pin(TaskStore::create_keyed(self, record))
+    }
+    fn find_keyed<'a>(
+        &'a self,
+        owner: &'a Principal,
+        key: &'a IdempotencyKey,
+    ) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>> {
+        Box::pin(TaskStore::find_keyed(self, owner, key))
     }
     fn get<'a>(&'a self, id: &'a TaskId) -> BoxFuture<'a, Result<Option<TaskRecord>, StoreError>> {
         Box::pin(TaskStore::get(self, id))

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::keyed::KeyedCall;
 use super::record::{Principal, Run, TaskRecord};
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 
@@ -55,6 +56,7 @@ pub struct PackedRecord {
     max_expires_at: Option<UnixMillis>,
     run: Option<Box<Run>>,
     tool: Option<Box<str>>,
+    keyed: Option<Box<KeyedCall>>,
     version: u64,
     cancel_requested: bool,
     inputs: Option<Box<Inputs>>,
@@ -162,6 +164,7 @@ impl PackedRecord {
             version,
             run,
             tool,
+            keyed,
         } = record;
         let inputs =
             (!(input_requests.is_empty() && issued_keys.is_empty() && input_responses.is_empty()))
@@ -186,6 +189,7 @@ impl PackedRecord {
             max_expires_at,
             run,
             tool,
+            keyed,
             version,
             cancel_requested,
             inputs,
@@ -218,6 +222,7 @@ impl PackedRecord {
             version: self.version,
             run: self.run.clone(),
             tool: self.tool.clone(),
+            keyed: self.keyed.clone(),
         }
     }
 
@@ -328,6 +333,16 @@ impl PackedRecord {
         self.tool.as_deref()
     }
 
+    /// See [`TaskRecord::idempotency_slot`].
+    pub fn idempotency_slot(&self) -> Option<&str> {
+        self.keyed.as_deref().map(|keyed| keyed.slot.as_str())
+    }
+
+    /// See [`TaskRecord::call_fingerprint`].
+    pub fn call_fingerprint(&self) -> Option<&str> {
+        self.keyed.as_deref().map(|keyed| keyed.fingerprint.as_str())
+    }
+
     /// Roughly how many bytes of heap the record holds, for bounding caches.
     pub fn heap_size(&self) -> usize {
         let tool = self.tool.as_deref().map_or(0, str::len);
@@ -354,6 +369,9 @@ impl PackedRecord {
             + text(&self.error)
             + inputs
             + tool
+            + self.keyed.as_deref().map_or(0, |keyed| {
+                std::mem::size_of::<KeyedCall>() + keyed.slot.len() + keyed.fingerprint.len()
+            })
     }
 }
 
@@ -412,6 +430,8 @@ mod tests {
         assert_eq!(packed.result_value().as_ref(), record.result());
         assert_eq!(packed.error_value().as_ref(), record.error());
         assert_eq!(packed.tool(), record.tool());
+        assert_eq!(packed.idempotency_slot(), record.idempotency_slot());
+        assert_eq!(packed.call_fingerprint(), record.call_fingerprint());
     }
 
     #[test]
@@ -444,7 +464,13 @@ mod tests {
         assert!(cancelling.cancel_requested());
         let named = record().with_tool("slow");
         assert_eq!(named.tool(), Some("slow"));
+        let keyed = record().with_idempotency(
+            &crate::IdempotencyKey::new("k").expect("key"),
+            crate::store::call_fingerprint("slow", None),
+        );
+        assert!(keyed.idempotency_slot().is_some() && keyed.call_fingerprint().is_some());
         for original in [
+            keyed,
             record(),
             asked,
             answered,

@@ -10,7 +10,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::keyed::{KeyedCall, idempotency_slot};
+#[cfg(doc)]
+use super::keyed::call_fingerprint;
 use super::replicas::RunnerId;
+use crate::idempotency::IdempotencyKey;
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 
 /// The JSON-RPC error code of a task that ran past its TTL, or whose server
@@ -112,6 +116,10 @@ pub struct TaskRecord {
     /// none), for operators: the admin command lists tasks by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) tool: Option<Box<str>>,
+    /// The idempotency key's slot and the call's fingerprint, when the
+    /// task was created with a key (see [`super::keyed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) keyed: Option<Box<KeyedCall>>,
 }
 
 /// The server process running a task in a store shared by several, and
@@ -264,6 +272,7 @@ impl TaskRecord {
             version: 0,
             run: None,
             tool: None,
+            keyed: None,
         }
     }
 
@@ -277,6 +286,31 @@ impl TaskRecord {
     /// The name of the tool the task runs, when the record says.
     pub fn tool(&self) -> Option<&str> {
         self.tool.as_deref()
+    }
+
+    /// This new record, created under its owner's idempotency key `key`
+    /// by the call whose [`call_fingerprint`] is `fingerprint`: it keeps
+    /// the key's slot (a hash of owner and key) and the fingerprint, for
+    /// [`TaskStore::create_keyed`](super::TaskStore::create_keyed).
+    #[must_use]
+    pub fn with_idempotency(mut self, key: &IdempotencyKey, fingerprint: String) -> Self {
+        self.keyed = Some(Box::new(KeyedCall {
+            slot: idempotency_slot(&self.owner, key),
+            fingerprint,
+        }));
+        self
+    }
+
+    /// The slot of the idempotency key the task was created with
+    /// ([`idempotency_slot`]), if any.
+    pub fn idempotency_slot(&self) -> Option<&str> {
+        self.keyed.as_deref().map(|keyed| keyed.slot.as_str())
+    }
+
+    /// The fingerprint of the call that created the task under an
+    /// idempotency key ([`call_fingerprint`]), if any.
+    pub fn call_fingerprint(&self) -> Option<&str> {
+        self.keyed.as_deref().map(|keyed| keyed.fingerprint.as_str())
     }
 
     /// The record bounded to `max_lifetime` from creation (`None`: no

@@ -210,6 +210,12 @@ pub enum Seating {
     /// The runner holds no lease (it never took one, or it was claimed):
     /// nothing changed. The runtime takes a new lease and tries again.
     NoLease,
+    /// [`Replicas::create_seated`] only: a record of the same owner holds
+    /// the new record's idempotency key (see
+    /// [`TaskStore::create_keyed`](super::TaskStore::create_keyed)):
+    /// nothing changed; [`TaskStore::find_keyed`](super::TaskStore::find_keyed)
+    /// reads it.
+    Existing,
 }
 
 /// Leases and feed gaps of a store shared by several server processes. See
@@ -262,7 +268,10 @@ pub trait Replicas: Send + Sync {
     /// [`TaskStore::create`](super::TaskStore::create)) only when they were
     /// taken, in one atomic step: a creation admitted by seats costs no more
     /// than one without. An existing id is an error, and then nothing was
-    /// taken.
+    /// taken. A record made with an idempotency key is created as
+    /// [`TaskStore::create_keyed`](super::TaskStore::create_keyed) does: if
+    /// a record of the same owner holds the key, the answer is
+    /// [`Seating::Existing`] and nothing was taken or created.
     fn create_seated<'a>(
         &'a self,
         record: TaskRecord,

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use mcp_tasks::IdempotencyKey;
 use mcp_tasks::store::{
-    MemoryStore, PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
+    Keyed, MemoryStore, PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
 };
 use mcp_tasks::{CallOptions, TaskId, TaskOutcome, TaskStatus, UnixMillis};
 use serde_json::json;
@@ -42,6 +43,19 @@ impl TaskStore for Counting {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
         self.writes.creates.fetch_add(1, Ordering::SeqCst);
         self.inner.create(record).await
+    }
+
+    async fn create_keyed(&self, record: TaskRecord) -> Result<Keyed, StoreError> {
+        self.writes.creates.fetch_add(1, Ordering::SeqCst);
+        self.inner.create_keyed(record).await
+    }
+
+    async fn find_keyed(
+        &self,
+        owner: &Principal,
+        key: &IdempotencyKey,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.find_keyed(owner, key).await
     }
 
     async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {

@@ -14,6 +14,7 @@ mod deadline;
 mod expiry;
 mod first_step;
 mod http;
+mod idempotent;
 mod input;
 mod journal;
 mod legacy;

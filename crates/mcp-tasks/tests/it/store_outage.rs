@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use mcp_tasks::IdempotencyKey;
 use mcp_tasks::store::{
-    MemoryStore, PackedRecord, Principal, StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore,
+    Keyed, MemoryStore, PackedRecord, Principal, StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore,
     Transition,
 };
 use mcp_tasks::{TaskId, TaskOutcome, TaskStatus, UnixMillis};
@@ -37,6 +38,20 @@ impl TaskStore for Outage {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
         self.check()?;
         self.inner.create(record).await
+    }
+
+    async fn create_keyed(&self, record: TaskRecord) -> Result<Keyed, StoreError> {
+        self.check()?;
+        self.inner.create_keyed(record).await
+    }
+
+    async fn find_keyed(
+        &self,
+        owner: &Principal,
+        key: &IdempotencyKey,
+    ) -> Result<Option<TaskRecord>, StoreError> {
+        self.check()?;
+        self.inner.find_keyed(owner, key).await
     }
 
     async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {

@@ -3,6 +3,7 @@
 use rmcp::model::Extensions;
 
 use super::refusal::RetryMark;
+use crate::server::idempotent::Idempotent;
 use crate::server::principal::{Principal, authenticated_principal};
 
 /// The one principal every unauthenticated HTTP caller's caps and rates
@@ -27,6 +28,8 @@ pub(crate) struct Caller {
     /// context is not the request's).
     #[cfg(feature = "otel")]
     pub(crate) trace: Option<opentelemetry::Context>,
+    /// The call's idempotency key and fingerprint, when it sent a key.
+    pub(crate) idempotent: Option<Idempotent>,
 }
 
 impl Caller {
@@ -38,7 +41,14 @@ impl Caller {
             mark: None,
             #[cfg(feature = "otel")]
             trace: None,
+            idempotent: None,
         }
+    }
+
+    /// This caller, whose call sent `idempotent` (see [`Idempotent::of`]).
+    pub(crate) fn with_idempotent(mut self, idempotent: Option<Idempotent>) -> Self {
+        self.idempotent = idempotent;
+        self
     }
 
     /// The caller of a request with `extensions`, bound to `principal` and
@@ -50,6 +60,7 @@ impl Caller {
             mark: RetryMark::of(extensions).cloned(),
             #[cfg(feature = "otel")]
             trace: crate::server::traced::RequestTrace::of(extensions),
+            idempotent: None,
         }
     }
 }

@@ -58,6 +58,9 @@ pub(crate) enum Seated {
     Running,
     /// It holds a queued seat: it waits for a running one.
     Queued,
+    /// Nothing was created: a task of the same caller holds the record's
+    /// idempotency key.
+    Existing,
 }
 
 fn limit(bound: Option<usize>) -> Option<u64> {
@@ -142,6 +145,7 @@ impl TaskSeats {
                 }
                 Seating::Full(_) => {}
                 Seating::NoLease => return Err(LeaseError::Lost.into_error_data()),
+                Seating::Existing => return Ok(Seated::Existing),
             }
         }
         let take = self.pools(std::slice::from_ref(&self.queued));
@@ -154,6 +158,7 @@ impl TaskSeats {
             Seating::Full(index) if self.is_cap(index) => Err(self.refused_cap(caller)),
             Seating::Full(_) => Err(queue_full(caller.mark.as_ref(), self.queued.1)),
             Seating::NoLease => Err(LeaseError::Lost.into_error_data()),
+            Seating::Existing => Ok(Seated::Existing),
         }
     }
 
@@ -178,7 +183,7 @@ impl TaskSeats {
         {
             Ok(Seating::Seated) => Ok(true),
             Ok(Seating::NoLease) => Err(LeaseError::Lost),
-            Ok(Seating::Full(_)) => Ok(false),
+            Ok(Seating::Full(_) | Seating::Existing) => Ok(false),
             Err(error) => {
                 tracing::warn!(%error, "taking a running seat failed; retrying");
                 Ok(false)
