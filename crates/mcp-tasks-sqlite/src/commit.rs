@@ -152,14 +152,12 @@ fn attempt(
     shared: &Shared,
     batch: &[Op],
 ) -> Result<(Vec<Outcome>, Overlay), StoreError> {
-    let writes = batch
-        .iter()
-        .any(|op| {
-            matches!(
-                op,
-                Op::Create { .. } | Op::CreateKeyed { .. } | Op::Swap { .. } | Op::Delete { .. }
-            )
-        });
+    let writes = batch.iter().any(|op| {
+        matches!(
+            op,
+            Op::Create { .. } | Op::CreateKeyed { .. } | Op::Swap { .. } | Op::Delete { .. }
+        )
+    });
     if writes {
         conn.prepare_cached("BEGIN IMMEDIATE")
             .and_then(|mut begin| begin.execute([]))

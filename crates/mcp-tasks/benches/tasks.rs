@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::future::BoxFuture;
+use mcp_tasks::IdempotencyKey;
 use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{TaskRuntime, ToolTasks};
-use mcp_tasks::IdempotencyKey;
 use mcp_tasks::store::{
     Change, Keyed, MemoryStore, Principal, SharedStore, StoreError, Swap, TaskRecord, TaskStore,
     Transition,

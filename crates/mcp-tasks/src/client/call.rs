@@ -13,10 +13,11 @@ use rmcp::model::{
 use serde_json::Value;
 
 use super::deadline::{DEFAULT_REQUEST_TIMEOUT, Deadline};
-use super::error::{ProtocolViolation, Stage};
+use super::error::{ProtocolViolation, Retry, Stage};
 use super::read::{parse_call_tool_result, result_type, to_value};
 use super::unanswered::Unanswered;
 use super::{AwaitOptions, Error, TaskOutcome, TaskState, TasksClient};
+use crate::idempotency::{IDEMPOTENCY_KEY_META, IdempotencyKey};
 
 /// Tool arguments from any `impl Serialize` that serializes to a JSON
 /// object (a struct, a map, `serde_json::json!({..})`): what
@@ -82,6 +83,20 @@ pub struct CallOptions {
     /// task-augmented (`params.task.ttl`; default: none, the server picks).
     /// The extension has no such field: there the server alone sets the TTL.
     pub task_ttl: Option<Duration>,
+    /// Send the call again, under the same idempotency key, when it or its
+    /// answer is lost in transport (a connection refused or reset, a
+    /// timeout, a 5xx from a proxy), with backoff, until the deadline of
+    /// [`TasksClient::start_tool`] or [`TasksClient::call_and_await`]
+    /// (without one, at most 5 times). Default: yes. Only a call that
+    /// declares the Tasks extension is sent again: a server that honours
+    /// the key ([`IDEMPOTENCY_KEY_META`]) answers with the task the first
+    /// send made; one that ignores it, or that runs the tool without a
+    /// task, may run the tool again.
+    pub resend_lost: bool,
+    /// Send a fresh idempotency key (`_meta` [`IDEMPOTENCY_KEY_META`]) with
+    /// a call that may create a task, unless `meta` holds one already
+    /// (default: yes). Without a key nothing is sent again.
+    pub idempotent: bool,
 }
 
 impl Default for CallOptions {
@@ -93,6 +108,8 @@ impl Default for CallOptions {
             request_state: None,
             timeout: Some(DEFAULT_REQUEST_TIMEOUT),
             task_ttl: None,
+            resend_lost: true,
+            idempotent: true,
         }
     }
 }
@@ -114,6 +131,28 @@ impl CallOptions {
     pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// Whether a call lost in transport is sent again under its
+    /// idempotency key (see [`CallOptions::resend_lost`]).
+    pub fn with_resend_lost(mut self, resend: bool) -> Self {
+        self.resend_lost = resend;
+        self
+    }
+
+    /// Whether a call that may create a task carries a fresh idempotency
+    /// key (see [`CallOptions::idempotent`]).
+    pub fn with_idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
+    }
+
+    /// The idempotency key of the call (`_meta`
+    /// [`IDEMPOTENCY_KEY_META`]) instead of a fresh one: to send again a
+    /// call whose answer was lost, in another process (as `mcp-tasks call
+    /// --resume` does).
+    pub fn with_idempotency_key(self, key: &IdempotencyKey) -> Self {
+        self.with_meta(IDEMPOTENCY_KEY_META, Value::String(key.as_str().to_owned()))
     }
 
     /// The `ttl` to ask a 2025-11-25 server for (see [`CallOptions::task_ttl`]).
@@ -176,21 +215,56 @@ impl<H: ClientHandler> TasksClient<H> {
         round: usize,
     ) -> Result<CallResponse, Error> {
         let timeout = || deadline.timeout(Stage::Call { round }, None, None);
-        options.timeout = deadline.cut(options.timeout).map_err(|()| timeout())?;
-        let calling = self.call_tool_unjournaled(name.clone(), arguments, options);
-        let response = match deadline.within(calling).await {
-            Some(Err(error)) if error.is_request_timeout() && deadline.passed() => {
-                return Err(timeout());
+        let key = creation_key(&mut options)?;
+        let link = self.journal.as_ref();
+        if let (Some(key), Some(link)) = (&key, link)
+            && deadline
+                .within(link.calling(key, &name, arguments.as_ref()))
+                .await
+                .is_none()
+        {
+            return Err(timeout());
+        }
+        let own_timeout = options.timeout;
+        let resend = key.is_some() && options.resend_lost;
+        let mut backoff = LOST_CALL_BACKOFF;
+        let mut resent = 0u32;
+        let response = loop {
+            options.timeout = deadline.cut(own_timeout).map_err(|()| timeout())?;
+            let calling =
+                self.call_tool_unjournaled(name.clone(), arguments.clone(), options.clone());
+            match deadline.within(calling).await {
+                Some(Err(error)) if error.is_request_timeout() && deadline.passed() => {
+                    return Err(timeout());
+                }
+                Some(Err(error))
+                    if resend
+                        && error.retry() == Retry::Fault
+                        && (deadline.at().is_some() || resent < LOST_CALL_RESENDS) =>
+                {
+                    resent += 1;
+                    tracing::debug!(%error, ?backoff, "a tools/call was lost in transport; sending it again under its idempotency key");
+                    if deadline.within(tokio::time::sleep(backoff)).await.is_none() {
+                        return Err(timeout());
+                    }
+                    backoff = (backoff * 2).min(LOST_CALL_MAX_BACKOFF);
+                }
+                Some(Err(error)) if error.is_transport() => return Err(error),
+                Some(response) => break response,
+                None => return Err(timeout()),
             }
-            Some(response) => response?,
-            None => return Err(timeout()),
         };
-        if let (CallResponse::Task(state), Some(link)) = (&response, &self.journal)
+        // Answered (a task, a result, a refusal): the pending call goes
+        // once its task, if any, is journaled.
+        if let (Ok(CallResponse::Task(state)), Some(link)) = (&response, link)
             && deadline.within(link.created(&name, state)).await.is_none()
         {
             return Err(deadline.timeout(Stage::Journal, Some(&state.id), Some(state)));
         }
-        Ok(response)
+        if let (Some(key), Some(link)) = (&key, link) {
+            let _ = deadline.within(link.answered(key)).await;
+        }
+        response
     }
 
     async fn call_tool_unjournaled(
@@ -356,6 +430,34 @@ impl<H: ClientHandler> TasksClient<H> {
             }),
         }
     }
+}
+
+/// The first pause before a `tools/call` lost in transport is sent again.
+const LOST_CALL_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest pause between two sends of a lost `tools/call`.
+const LOST_CALL_MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How many times a lost `tools/call` without a deadline is sent again.
+const LOST_CALL_RESENDS: u32 = 5;
+
+/// The idempotency key of a call that may create a task (one that declares
+/// the Tasks extension): the caller's own from `options.meta`, else a
+/// fresh one written there. `None` for a call that cannot create a task.
+fn creation_key(options: &mut CallOptions) -> Result<Option<IdempotencyKey>, Error> {
+    if let Some(own) = IdempotencyKey::from_meta(&options.meta)
+        .map_err(|_| Error::Usage("the idempotency key in CallOptions::meta is not a valid key"))?
+    {
+        return Ok(Some(own));
+    }
+    if !options.declare_tasks || !options.idempotent {
+        return Ok(None);
+    }
+    let key = IdempotencyKey::random()
+        .map_err(|_| Error::Usage("the system has no randomness for an idempotency key"))?;
+    options.meta.insert(
+        IDEMPOTENCY_KEY_META.to_owned(),
+        Value::String(key.as_str().to_owned()),
+    );
+    Ok(Some(key))
 }
 
 /// What the MRTR rounds of a call ended with.

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use super::state::{Era, TaskState};
+use crate::idempotency::IdempotencyKey;
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 
 /// How long a finished entry is kept after it was last seen, when the
@@ -134,6 +135,67 @@ impl TaskRef {
     }
 }
 
+/// A `tools/call` sent (or about to be) whose answer has not come back
+/// yet, as a journal keeps it: enough to send the same creation again, with
+/// the same idempotency key, after a crash between the send and the answer
+/// (the server then answers with the task the first send made, if it made
+/// one). Recorded before the call is sent, removed once its task is
+/// journaled or the server answered without one.
+///
+/// Its arguments are the caller's; a journal keeps them as it keeps task
+/// ids (a file only its owner may read).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct PendingCall {
+    /// The server the call went to.
+    pub server: ServerRef,
+    /// The call's idempotency key (`_meta` [`IDEMPOTENCY_KEY_META`](crate::IDEMPOTENCY_KEY_META)).
+    pub key: IdempotencyKey,
+    /// The tool.
+    pub tool: String,
+    /// Its arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    /// When the client sent it (the client's clock).
+    pub sent_at: UnixMillis,
+}
+
+impl fmt::Debug for PendingCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingCall")
+            .field("server", &self.server)
+            .field("key", &self.key)
+            .field("tool", &self.tool)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PendingCall {
+    /// The call of `tool` with `arguments` to `server` under `key`, sent at `now`.
+    pub fn new(
+        server: ServerRef,
+        key: IdempotencyKey,
+        tool: impl Into<String>,
+        arguments: Option<serde_json::Map<String, serde_json::Value>>,
+        now: UnixMillis,
+    ) -> Self {
+        Self {
+            server,
+            key,
+            tool: tool.into(),
+            arguments,
+            sent_at: now,
+        }
+    }
+
+    /// True when it is no longer worth keeping at `now`: sent
+    /// [`UNFINISHED_KEPT`] ago.
+    pub fn is_stale(&self, now: UnixMillis) -> bool {
+        self.sent_at.saturating_add(UNFINISHED_KEPT) <= now
+    }
+}
+
 /// Why a journal could not be read or written.
 #[derive(Debug, thiserror::Error)]
 #[error("the task journal failed: {message}")]
@@ -188,8 +250,33 @@ pub trait Journal: Send + Sync + 'static {
     /// Removes the entry of task `id` of `server`, if any.
     fn remove(&self, server: &ServerRef, id: &TaskId) -> BoxFuture<'_, Result<(), JournalError>>;
 
-    /// Removes the entries [`TaskRef::is_stale`] at `now`; returns how many.
+    /// Removes the entries [`TaskRef::is_stale`] at `now` (and the
+    /// pending calls [`PendingCall::is_stale`]); returns how many entries.
     fn prune(&self, now: UnixMillis) -> BoxFuture<'_, Result<usize, JournalError>>;
+
+    /// Records `call` before it is sent, replacing one with the same server
+    /// and key. The default, for a journal that keeps no calls, keeps
+    /// nothing (then a crash between a call's send and its answer loses
+    /// the call, as before).
+    fn record_call(&self, call: &PendingCall) -> BoxFuture<'_, Result<(), JournalError>> {
+        let _ = call;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Removes the pending call with `key` to `server`, if any.
+    fn remove_call(
+        &self,
+        server: &ServerRef,
+        key: &IdempotencyKey,
+    ) -> BoxFuture<'_, Result<(), JournalError>> {
+        let _ = (server, key);
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Every pending call, newest first (the default: none).
+    fn pending_calls(&self) -> BoxFuture<'_, Result<Vec<PendingCall>, JournalError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
 }
 
 /// A journal in memory: for tests, and for a process that only wants to
@@ -197,6 +284,7 @@ pub trait Journal: Send + Sync + 'static {
 #[derive(Debug, Default)]
 pub struct MemoryJournal {
     entries: Mutex<HashMap<(ServerRef, TaskId), TaskRef>>,
+    calls: Mutex<HashMap<(ServerRef, IdempotencyKey), PendingCall>>,
 }
 
 impl MemoryJournal {
@@ -207,6 +295,14 @@ impl MemoryJournal {
 
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<(ServerRef, TaskId), TaskRef>> {
         self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn calls(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(ServerRef, IdempotencyKey), PendingCall>> {
+        self.calls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -253,7 +349,29 @@ impl Journal for MemoryJournal {
         let before = entries.len();
         entries.retain(|_, entry| !entry.is_stale(now));
         let pruned = before - entries.len();
+        self.calls().retain(|_, call| !call.is_stale(now));
         Box::pin(async move { Ok(pruned) })
+    }
+
+    fn record_call(&self, call: &PendingCall) -> BoxFuture<'_, Result<(), JournalError>> {
+        let key = (call.server.clone(), call.key.clone());
+        self.calls().insert(key, call.clone());
+        Box::pin(async { Ok(()) })
+    }
+
+    fn remove_call(
+        &self,
+        server: &ServerRef,
+        key: &IdempotencyKey,
+    ) -> BoxFuture<'_, Result<(), JournalError>> {
+        self.calls().remove(&(server.clone(), key.clone()));
+        Box::pin(async { Ok(()) })
+    }
+
+    fn pending_calls(&self) -> BoxFuture<'_, Result<Vec<PendingCall>, JournalError>> {
+        let mut calls: Vec<PendingCall> = self.calls().values().cloned().collect();
+        calls.sort_by_key(|call| std::cmp::Reverse(call.sent_at));
+        Box::pin(async { Ok(calls) })
     }
 }
 
@@ -304,6 +422,34 @@ impl JournalLink {
         let entry = TaskRef::new(self.server.clone(), tool, state, UnixMillis::now());
         if let Err(error) = self.journal.record(&entry).await {
             tracing::warn!(%error, "a new task could not be journaled");
+        }
+    }
+
+    /// Records a call of `tool` about to be sent under `key`. A failure is
+    /// logged, not returned: the call is made all the same.
+    pub(crate) async fn calling(
+        &self,
+        key: &IdempotencyKey,
+        tool: &str,
+        arguments: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) {
+        let call = PendingCall::new(
+            self.server.clone(),
+            key.clone(),
+            tool,
+            arguments.cloned(),
+            UnixMillis::now(),
+        );
+        if let Err(error) = self.journal.record_call(&call).await {
+            tracing::warn!(%error, "a call could not be journaled before it was sent");
+        }
+    }
+
+    /// Forgets the pending call under `key`: its answer came (and its task,
+    /// if any, is journaled).
+    pub(crate) async fn answered(&self, key: &IdempotencyKey) {
+        if let Err(error) = self.journal.remove_call(&self.server, key).await {
+            tracing::warn!(%error, "an answered call could not be taken out of the journal");
         }
     }
 

@@ -13,11 +13,11 @@ use std::time::Instant;
 use tokio::sync::broadcast;
 
 use super::metrics::StoreKeys;
+use crate::idempotency::IdempotencyKey;
 use crate::store::{
     BoxFuture, DynStore, HashKey, Keyed, PackedRecord, Principal, Replicas, SharedStore,
     StoreError, Swap, TaskRecord, Transition,
 };
-use crate::idempotency::IdempotencyKey;
 use crate::task::{TaskId, UnixMillis};
 
 /// A store whose operations are measured under the label `store` = its
@@ -90,7 +90,11 @@ impl DynStore for MeteredStore {
     }
     /// Measured as a create.
     fn create_keyed(&self, record: TaskRecord) -> BoxFuture<'_, Result<Keyed, StoreError>> {
-        Box::pin(measured(&self.keys, CREATE, self.store.create_keyed(record)))
+        Box::pin(measured(
+            &self.keys,
+            CREATE,
+            self.store.create_keyed(record),
+        ))
     }
     /// Measured as a read.
     fn find_keyed<'a>(

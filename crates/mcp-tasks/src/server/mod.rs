@@ -81,9 +81,9 @@ mod clock;
 mod context;
 mod custom;
 mod era;
-mod idempotent;
 #[cfg(feature = "http")]
 pub mod http;
+mod idempotent;
 mod lease;
 pub mod legacy;
 mod limits;

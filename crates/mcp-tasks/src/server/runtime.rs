@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use rmcp::model::ErrorCode;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
     Extensions, GetTaskParams, GetTaskResult, InputResponses, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
-use rmcp::model::ErrorCode;
 use rmcp::{ErrorData, RoleServer};
 use tokio::sync::SetOnce;
 use tokio_util::sync::CancellationToken;
@@ -176,7 +176,9 @@ impl TaskRuntime {
         request: &CallToolRequestParams,
     ) -> Result<Caller, ErrorData> {
         let idempotent = Idempotent::of(&context.meta, request)?;
-        Ok(self.caller_of(&context.extensions).with_idempotent(idempotent))
+        Ok(self
+            .caller_of(&context.extensions)
+            .with_idempotent(idempotent))
     }
 
     /// The answer to a call whose idempotency key a task of its caller
@@ -424,15 +426,15 @@ impl TaskRuntime {
                     // `Existing` returned above.
                     (Entry::Run(slot), Seated::Queued | Seated::Existing) => {
                         tokio::spawn(supervise_queued(
-                        inner.clone(),
-                        id,
-                        idle_ttl,
-                        token,
-                        tool,
-                        (seat, Waiting::Seats(slot)),
-                        seats,
-                        lease,
-                    ))
+                            inner.clone(),
+                            id,
+                            idle_ttl,
+                            token,
+                            tool,
+                            (seat, Waiting::Seats(slot)),
+                            seats,
+                            lease,
+                        ))
                     }
                     (Entry::Queued(ticket), _) => tokio::spawn(supervise_queued(
                         inner.clone(),

@@ -128,7 +128,10 @@ mod tests {
         );
         assert_ne!(
             call_fingerprint("t", Some(&one)),
-            call_fingerprint("t", Some(&object(json!({"a": 2, "b": {"x": [1, "two"], "y": null}}))))
+            call_fingerprint(
+                "t",
+                Some(&object(json!({"a": 2, "b": {"x": [1, "two"], "y": null}})))
+            )
         );
         assert_ne!(
             call_fingerprint("t", None),
@@ -146,8 +149,14 @@ mod tests {
         assert_ne!(slot, idempotency_slot(&Principal::new("bob"), &key));
         // The owner's length is hashed too: "ab" + "c" is not "a" + "bc".
         assert_ne!(
-            idempotency_slot(&Principal::new("ab"), &IdempotencyKey::new("c").expect("key")),
-            idempotency_slot(&Principal::new("a"), &IdempotencyKey::new("bc").expect("key"))
+            idempotency_slot(
+                &Principal::new("ab"),
+                &IdempotencyKey::new("c").expect("key")
+            ),
+            idempotency_slot(
+                &Principal::new("a"),
+                &IdempotencyKey::new("bc").expect("key")
+            )
         );
     }
 }

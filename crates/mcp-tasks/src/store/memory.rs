@@ -198,7 +198,10 @@ impl TaskStore for MemoryStore {
         let packed = PackedRecord::pack(record);
         {
             let mut inner = self.lock();
-            if let Some(existing) = packed.idempotency_slot().and_then(|slot| inner.holding(slot)) {
+            if let Some(existing) = packed
+                .idempotency_slot()
+                .and_then(|slot| inner.holding(slot))
+            {
                 drop(inner);
                 return Ok(Keyed::Existing(Box::new(existing.unpack())));
             }

@@ -340,7 +340,9 @@ impl PackedRecord {
 
     /// See [`TaskRecord::call_fingerprint`].
     pub fn call_fingerprint(&self) -> Option<&str> {
-        self.keyed.as_deref().map(|keyed| keyed.fingerprint.as_str())
+        self.keyed
+            .as_deref()
+            .map(|keyed| keyed.fingerprint.as_str())
     }
 
     /// Roughly how many bytes of heap the record holds, for bounding caches.

@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::keyed::{KeyedCall, idempotency_slot};
 #[cfg(doc)]
 use super::keyed::call_fingerprint;
+use super::keyed::{KeyedCall, idempotency_slot};
 use super::replicas::RunnerId;
 use crate::idempotency::IdempotencyKey;
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
@@ -310,7 +310,9 @@ impl TaskRecord {
     /// The fingerprint of the call that created the task under an
     /// idempotency key ([`call_fingerprint`]), if any.
     pub fn call_fingerprint(&self) -> Option<&str> {
-        self.keyed.as_deref().map(|keyed| keyed.fingerprint.as_str())
+        self.keyed
+            .as_deref()
+            .map(|keyed| keyed.fingerprint.as_str())
     }
 
     /// The record bounded to `max_lifetime` from creation (`None`: no

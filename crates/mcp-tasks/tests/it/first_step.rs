@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mcp_tasks::IdempotencyKey;
 use mcp_tasks::store::{
-    Keyed, MemoryStore, PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
+    Keyed, MemoryStore, PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore,
+    Transition,
 };
 use mcp_tasks::{CallOptions, TaskId, TaskOutcome, TaskStatus, UnixMillis};
 use serde_json::json;
@@ -106,7 +107,7 @@ fn counting_server() -> (RuntimeServer, Arc<Writes>) {
 async fn a_tool_that_returns_at_once_is_stored_finished_in_one_write() {
     let (server, writes) = counting_server();
     let client = in_process(server).await;
-    let state = task_of(&client, "required_job", json!({})).await;
+    let state = unkeyed(&client, "required_job", json!({})).await;
     // Still a task (the caller asked for one), already completed.
     assert_eq!(state.status, TaskStatus::Completed);
     assert_eq!(writes.read(), (1, 0), "one create, no swap");
@@ -116,7 +117,7 @@ async fn a_tool_that_returns_at_once_is_stored_finished_in_one_write() {
     assert_eq!(completed_text(&outcome), "required done");
 
     // A panic in that first step fails the task, stored so at once.
-    let state = task_of(&client, "panics", json!({})).await;
+    let state = unkeyed(&client, "panics", json!({})).await;
     assert_eq!(state.status, TaskStatus::Failed);
     assert_eq!(writes.read(), (2, 0));
     let TaskOutcome::Failed(failure) = client.await_task(&state, &options()).await.unwrap() else {
@@ -125,9 +126,38 @@ async fn a_tool_that_returns_at_once_is_stored_finished_in_one_write() {
     assert_eq!(failure.error.code, -32603);
 
     // An isError result is completed, like any other result.
-    let state = task_of(&client, "is_error", json!({})).await;
+    let state = unkeyed(&client, "is_error", json!({})).await;
     assert_eq!(state.status, TaskStatus::Completed);
     assert_eq!(writes.read(), (3, 0));
+
+    // With an idempotency key (as our client sends by default) the tool
+    // runs only once its record holds the key: two writes.
+    let state = task_of(&client, "required_job", json!({})).await;
+    assert_eq!(
+        state.status,
+        TaskStatus::Working,
+        "stored before its tool ran"
+    );
+    let outcome = client.await_task(&state, &options()).await.unwrap();
+    assert_eq!(completed_text(&outcome), "required done");
+    assert_eq!(writes.read(), (4, 1), "a create, then a swap");
+}
+
+/// A call without an idempotency key: the path of one write.
+async fn unkeyed(
+    client: &mcp_tasks::TasksClient<crate::support::Handler>,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> mcp_tasks::TaskState {
+    let options = CallOptions::default().with_idempotent(false);
+    match client
+        .call_tool(tool, crate::support::args(arguments), options)
+        .await
+        .expect("call")
+    {
+        mcp_tasks::CallResponse::Task(state) => state,
+        other => panic!("{tool} should be a task: {other:?}"),
+    }
 }
 
 #[tokio::test]

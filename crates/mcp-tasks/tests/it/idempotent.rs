@@ -84,7 +84,10 @@ async fn the_same_call_under_one_key_gets_its_task_back_and_runs_once() {
     let other = call(&url, ALICE, "gated", json!({"n": 2}), key.clone()).await;
     assert_eq!(other["error"]["code"], -32602, "{other}");
     let message = other["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("idempotency key") && message.contains("another call"), "{message}");
+    assert!(
+        message.contains("idempotency key") && message.contains("another call"),
+        "{message}"
+    );
     let other_tool = call(&url, ALICE, "forever", json!({"n": 1}), key.clone()).await;
     assert_eq!(other_tool["error"]["code"], -32602, "{other_tool}");
 
@@ -133,7 +136,10 @@ async fn a_tool_done_in_its_first_step_is_not_run_again() {
     let first = call(&url, ALICE, "is_error", json!({}), Some(json!("k"))).await;
     let again = call(&url, ALICE, "is_error", json!({}), Some(json!("k"))).await;
     assert_eq!(task_id(&again), task_id(&first));
-    assert_eq!(again["result"]["status"], "completed", "as it is now: {again}");
+    assert_eq!(
+        again["result"]["status"], "completed",
+        "as it is now: {again}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,4 +171,138 @@ async fn a_repeat_is_not_counted_by_the_rate() {
     }
     let new = call(&url, ALICE, "gated", json!({}), Some(json!("r2"))).await;
     assert!(new.get("error").is_some(), "a new call is counted: {new}");
+}
+
+/// A server with the `gated` tool behind a proxy that loses the first
+/// `tools/call`'s answer, and a client of it, journaled in `journal`.
+async fn behind_a_lossy_proxy(
+    journal: Option<std::sync::Arc<mcp_tasks::client::journal::MemoryJournal>>,
+) -> (
+    RuntimeServer,
+    std::sync::Arc<crate::support::lossy_proxy::LossyProxy>,
+    mcp_tasks::TasksClient<crate::support::Handler>,
+) {
+    use rmcp::service::serve_client_with_lifecycle;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let server = RuntimeServer::in_memory();
+    let url = serve_http(server.clone()).await;
+    let upstream = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let (proxy, address) = crate::support::lossy_proxy::LossyProxy::start(upstream).await;
+    let url = format!("http://{address}/mcp");
+    let config = StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(ALICE);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let running = serve_client_with_lifecycle(
+        crate::support::Handler::default(),
+        transport,
+        crate::support::lifecycle(),
+    )
+    .await
+    .expect("connect through the proxy");
+    let mut client = mcp_tasks::TasksClient::new(running);
+    if let Some(journal) = journal {
+        client = client.with_journal(journal, mcp_tasks::client::journal::ServerRef::Url(url));
+    }
+    (server, proxy, client)
+}
+
+/// A call that lost its answer stays in the journal as a pending call,
+/// with its key; sent again under that key (as `mcp-tasks call --resume`
+/// does, in another process) it finds the task the first send made, and
+/// leaves the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journaled_call_keeps_its_key_until_answered_and_finds_its_task_again() {
+    use mcp_tasks::client::journal::{Journal, MemoryJournal};
+    use mcp_tasks::{CallOptions, CallResponse};
+
+    let journal = std::sync::Arc::new(MemoryJournal::new());
+    let (server, proxy, client) = behind_a_lossy_proxy(Some(journal.clone())).await;
+    let lost = client
+        .call_tool(
+            "gated",
+            json!({"n": 3}),
+            CallOptions::default().with_resend_lost(false),
+        )
+        .await
+        .expect_err("the answer is lost, and not sent again");
+    assert!(lost.is_transport(), "{lost}");
+    assert!(proxy.lost_one());
+    let pending = journal.pending_calls().await.expect("pending calls");
+    assert_eq!(pending.len(), 1, "journaled before it was sent");
+    assert_eq!(pending[0].tool, "gated");
+    assert_eq!(
+        pending[0].arguments.as_ref().map(|a| a["n"].clone()),
+        Some(json!(3))
+    );
+    assert!(
+        journal.list().await.expect("list").is_empty(),
+        "no task known yet"
+    );
+
+    let again = CallOptions::default().with_idempotency_key(&pending[0].key);
+    let arguments = pending[0].arguments.clone();
+    let CallResponse::Task(state) = client
+        .call_tool("gated", arguments, again)
+        .await
+        .expect("sent again")
+    else {
+        panic!("a task")
+    };
+    let stored = server
+        .runtime
+        .store()
+        .list_all(None, 10)
+        .await
+        .expect("list_all");
+    assert_eq!(stored.len(), 1, "one task");
+    assert_eq!(stored[0].id(), &state.id, "the one the first send made");
+    assert!(
+        journal.pending_calls().await.expect("pending").is_empty(),
+        "answered"
+    );
+    let tasks = journal.list().await.expect("list");
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].task_id, state.id, "and its task journaled");
+    assert_eq!(starts(&server), 1, "one run");
+}
+
+/// Through a proxy that loses the answer of the first `tools/call` (it
+/// reaches the server, which makes the task; its answer never comes back),
+/// our client sends the call again under the same key and gets the task
+/// the first send made: one task, one run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creation_whose_answer_was_lost_is_sent_again_and_finds_its_task() {
+    use mcp_tasks::{AwaitOptions, CallOptions, CallResponse};
+
+    let (server, proxy, client) = behind_a_lossy_proxy(None).await;
+    let options = AwaitOptions::default().with_deadline(Some(std::time::Duration::from_secs(30)));
+    let started = client
+        .start_tool("gated", json!({"n": 7}), CallOptions::default(), &options)
+        .await
+        .expect("the call is sent again and answered");
+    let CallResponse::Task(state) = started else {
+        panic!("a task: {started:?}")
+    };
+    assert!(proxy.lost_one(), "the first answer was lost");
+    assert_eq!(proxy.calls(), 2, "the call went through twice");
+    let stored = server
+        .runtime
+        .store()
+        .list_all(None, 10)
+        .await
+        .expect("list_all");
+    assert_eq!(stored.len(), 1, "one task");
+    assert_eq!(stored[0].id(), &state.id, "the one the first send made");
+    server.open_gate();
+    server.open_gate();
+    let outcome = client.await_task(&state, &options).await.expect("await");
+    assert!(
+        matches!(outcome, mcp_tasks::TaskOutcome::Completed(_)),
+        "{outcome:?}"
+    );
+    assert_eq!(starts(&server), 1, "one run");
 }

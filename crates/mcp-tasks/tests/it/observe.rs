@@ -124,7 +124,8 @@ async fn an_observer_hears_each_task_from_creation_to_removal() {
         json!({"ms": 50, "ttl_ms": 1000, "from_creation": true}),
     )
     .await;
-    // #3 fails in its first step: stored finished.
+    // #3 fails in its first step: stored first (the client sends an
+    // idempotency key, so its tool runs only once its record holds it).
     task_of(&client, "rpc_error", json!({})).await;
 
     tokio::time::sleep_until(start + ms(400)).await;
@@ -169,7 +170,8 @@ async fn an_observer_hears_each_task_from_creation_to_removal() {
     assert_eq!(
         recorder.of(3),
         [
-            "created rpc_error failed",
+            "created rpc_error working",
+            "working -> failed",
             "ended rpc_error failed after 0 ms, 0 ms of input",
         ]
     );

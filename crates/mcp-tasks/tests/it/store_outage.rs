@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use mcp_tasks::IdempotencyKey;
 use mcp_tasks::store::{
-    Keyed, MemoryStore, PackedRecord, Principal, StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore,
-    Transition,
+    Keyed, MemoryStore, PackedRecord, Principal, StoreError, StoreErrorKind, Swap, TaskRecord,
+    TaskStore, Transition,
 };
 use mcp_tasks::{TaskId, TaskOutcome, TaskStatus, UnixMillis};
 use serde_json::json;

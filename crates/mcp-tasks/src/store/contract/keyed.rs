@@ -41,8 +41,14 @@ async fn holder(store: &SharedStore, owner: &str, key_name: &str) -> Option<Stri
 /// same key of another owner is another record; a record without a key is
 /// created as by `create`.
 pub async fn keyed_creation_finds_the_same_record(store: SharedStore) {
-    assert_eq!(create(&store, keyed("k1", "owner-a", "key-1", "t")).await, Keyed::Created);
-    assert_eq!(holder(&store, "owner-a", "key-1").await.as_deref(), Some("k1"));
+    assert_eq!(
+        create(&store, keyed("k1", "owner-a", "key-1", "t")).await,
+        Keyed::Created
+    );
+    assert_eq!(
+        holder(&store, "owner-a", "key-1").await.as_deref(),
+        Some("k1")
+    );
     modify(
         &*store,
         &id("k1"),
@@ -56,29 +62,55 @@ pub async fn keyed_creation_finds_the_same_record(store: SharedStore) {
         Keyed::Existing(found) => {
             assert_eq!(found.id(), &id("k1"), "the record holding the key");
             assert_eq!(found.status_message(), Some("step 1"), "as it is now");
-            assert_eq!(found.call_fingerprint(), Some(call_fingerprint("t", None).as_str()));
-            assert_eq!(found.idempotency_slot(), keyed("x", "owner-a", "key-1", "t").idempotency_slot());
+            assert_eq!(
+                found.call_fingerprint(),
+                Some(call_fingerprint("t", None).as_str())
+            );
+            assert_eq!(
+                found.idempotency_slot(),
+                keyed("x", "owner-a", "key-1", "t").idempotency_slot()
+            );
         }
         Keyed::Created => panic!("a second record was created under one key"),
     }
-    assert_eq!(store.get(&id("k2")).await.expect("get"), None, "nothing stored");
+    assert_eq!(
+        store.get(&id("k2")).await.expect("get"),
+        None,
+        "nothing stored"
+    );
     // The same key, other arguments: the store still answers the holder
     // (the runtime tells the calls apart by the fingerprint).
     assert!(matches!(
         create(&store, keyed("k3", "owner-a", "key-1", "other tool")).await,
         Keyed::Existing(found) if found.id() == &id("k1")
     ));
-    assert_eq!(create(&store, keyed("k4", "owner-b", "key-1", "t")).await, Keyed::Created);
-    assert_eq!(holder(&store, "owner-b", "key-1").await.as_deref(), Some("k4"));
-    assert_eq!(holder(&store, "owner-a", "key-1").await.as_deref(), Some("k1"));
+    assert_eq!(
+        create(&store, keyed("k4", "owner-b", "key-1", "t")).await,
+        Keyed::Created
+    );
+    assert_eq!(
+        holder(&store, "owner-b", "key-1").await.as_deref(),
+        Some("k4")
+    );
+    assert_eq!(
+        holder(&store, "owner-a", "key-1").await.as_deref(),
+        Some("k1")
+    );
     assert_eq!(holder(&store, "owner-a", "key-2").await, None);
     assert_eq!(create(&store, owned("k5", "owner-a")).await, Keyed::Created);
     assert!(store.get(&id("k5")).await.expect("get").is_some());
     assert!(
-        store.create_keyed(keyed("k5", "owner-a", "key-5", "t")).await.is_err(),
+        store
+            .create_keyed(keyed("k5", "owner-a", "key-5", "t"))
+            .await
+            .is_err(),
         "an existing id is an error"
     );
-    assert_eq!(holder(&store, "owner-a", "key-5").await, None, "and holds no key");
+    assert_eq!(
+        holder(&store, "owner-a", "key-5").await,
+        None,
+        "and holds no key"
+    );
 }
 
 /// Of many creations with one key at once, exactly one stores its record.
@@ -101,29 +133,48 @@ pub async fn keyed_creations_race(store: SharedStore) {
         }
     }
     assert_eq!(created.len(), 1, "exactly one creation stored its record");
-    assert!(existing.iter().all(|found| *found == created[0]), "the others got the winner's");
+    assert!(
+        existing.iter().all(|found| *found == created[0]),
+        "the others got the winner's"
+    );
     let listed = store
         .list_owned(&Principal::new("owner-r"), None, 100)
         .await
         .expect("list_owned");
     assert_eq!(listed.len(), 1, "one record stored");
-    assert_eq!(holder(&store, "owner-r", "one-key").await, Some(created[0].clone()));
+    assert_eq!(
+        holder(&store, "owner-r", "one-key").await,
+        Some(created[0].clone())
+    );
 }
 
 /// The index entry goes with its record: after a delete the key is free.
 pub async fn keyed_index_goes_with_the_record(store: SharedStore) {
-    assert_eq!(create(&store, keyed("d1", "owner-d", "key-d", "t")).await, Keyed::Created);
+    assert_eq!(
+        create(&store, keyed("d1", "owner-d", "key-d", "t")).await,
+        Keyed::Created
+    );
     store.delete(&id("d1")).await.expect("delete");
-    assert_eq!(holder(&store, "owner-d", "key-d").await, None, "gone with its record");
+    assert_eq!(
+        holder(&store, "owner-d", "key-d").await,
+        None,
+        "gone with its record"
+    );
     assert_eq!(
         create(&store, keyed("d2", "owner-d", "key-d", "t")).await,
         Keyed::Created,
         "the key makes a new record"
     );
-    assert_eq!(holder(&store, "owner-d", "key-d").await.as_deref(), Some("d2"));
+    assert_eq!(
+        holder(&store, "owner-d", "key-d").await.as_deref(),
+        Some("d2")
+    );
     // Deleting a record that no longer holds a key leaves the holder be.
     store.delete(&id("d1")).await.expect("delete");
-    assert_eq!(holder(&store, "owner-d", "key-d").await.as_deref(), Some("d2"));
+    assert_eq!(
+        holder(&store, "owner-d", "key-d").await.as_deref(),
+        Some("d2")
+    );
 }
 
 /// A creation with seats respects the key: when a record holds it, nothing
@@ -152,7 +203,18 @@ pub async fn seated_creations_respect_the_key(store: SharedStore) {
             .expect("create_seated"),
         Seating::Existing
     );
-    assert_eq!(store.get(&id("s2")).await.expect("get"), None, "nothing created");
-    assert_eq!(replicas.seats_taken(&pool).await.expect("seats_taken"), 1, "nor taken");
-    assert_eq!(holder(&store, "owner-s", "key-s").await.as_deref(), Some("s1"));
+    assert_eq!(
+        store.get(&id("s2")).await.expect("get"),
+        None,
+        "nothing created"
+    );
+    assert_eq!(
+        replicas.seats_taken(&pool).await.expect("seats_taken"),
+        1,
+        "nor taken"
+    );
+    assert_eq!(
+        holder(&store, "owner-s", "key-s").await.as_deref(),
+        Some("s1")
+    );
 }

@@ -9,6 +9,7 @@
 pub(crate) mod counting;
 pub(crate) mod legacy;
 pub(crate) mod listening;
+pub(crate) mod lossy_proxy;
 pub(crate) mod old_client;
 pub(crate) mod runtime_server;
 pub(crate) mod schema;
