@@ -62,6 +62,7 @@ pub struct PackedRecord {
     inputs: Option<Box<Inputs>>,
     result: Option<PackedJson>,
     error: Option<PackedJson>,
+    checkpoint: Option<PackedJson>,
 }
 
 /// The input state of a task, kept only when there is some.
@@ -164,6 +165,7 @@ impl PackedRecord {
             version,
             run,
             tool,
+            checkpoint,
             keyed,
         } = record;
         let inputs =
@@ -195,6 +197,7 @@ impl PackedRecord {
             inputs,
             result: result.map(PackedJson::pack),
             error: error.map(PackedJson::pack),
+            checkpoint: checkpoint.map(|state| PackedJson::pack(*state)),
         }
     }
 
@@ -222,6 +225,10 @@ impl PackedRecord {
             version: self.version,
             run: self.run.clone(),
             tool: self.tool.clone(),
+            checkpoint: self
+                .checkpoint
+                .as_ref()
+                .map(|state| Box::new(state.unpack())),
             keyed: self.keyed.clone(),
         }
     }
@@ -369,6 +376,7 @@ impl PackedRecord {
             + self.status_message.as_deref().map_or(0, str::len)
             + text(&self.result)
             + text(&self.error)
+            + text(&self.checkpoint)
             + inputs
             + tool
             + self.keyed.as_deref().map_or(0, |keyed| {
