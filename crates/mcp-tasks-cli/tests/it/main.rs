@@ -17,5 +17,7 @@ mod listen;
 mod operator;
 mod rate;
 mod replicas;
+mod restart;
+mod serving;
 mod traces;
 mod wait_many;
