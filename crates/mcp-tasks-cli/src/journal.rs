@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
-use mcp_tasks::client::journal::{Journal, ServerRef, TaskRef};
+use mcp_tasks::client::journal::{Journal, PendingCall, ServerRef, TaskRef};
 use mcp_tasks::{Endpoint, TaskId, UnixMillis};
 use mcp_tasks_sqlite::SqliteJournal;
 
@@ -129,6 +129,36 @@ pub(crate) async fn last(journal: &SqliteJournal) -> Result<TaskRef, ExitCode> {
             eprintln!("error: the journal has no unfinished task");
             ExitCode::from(code::USAGE)
         })
+}
+
+/// What `call --resume` sends again: the newest pending call of the
+/// journal (to the server of `--url` or `--stdio`, when given), its
+/// server, and the journal.
+pub(crate) async fn resume(
+    args: &JournalArgs,
+    url: Option<&str>,
+    stdio: Option<&str>,
+) -> Result<(PendingCall, Target, Arc<SqliteJournal>), ExitCode> {
+    let opened = match args.open().await {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return Err(crate::usage("--resume needs the journal")),
+        Err(error) => return Err(crate::usage(format!("--resume needs the journal: {error}"))),
+    };
+    let wanted = match (url, stdio) {
+        (Some(url), _) => Some(server_ref(&Target::Url(url.to_owned()))),
+        (_, Some(command)) => Some(server_ref(&Target::Stdio(command.to_owned()))),
+        _ => None,
+    };
+    let pending = opened
+        .pending_calls()
+        .await
+        .map_err(|error| crate::usage(format!("cannot read the journal: {error}")))?
+        .into_iter()
+        .find(|call| wanted.as_ref().is_none_or(|server| *server == call.server))
+        .ok_or_else(|| crate::usage("the journal has no call whose answer never came"))?;
+    let target = target_of(&pending.server)
+        .ok_or_else(|| crate::usage("the journal names a server this CLI cannot reach"))?;
+    Ok((pending, target, opened))
 }
 
 /// How long ago `at` was, for people.

@@ -149,12 +149,19 @@ struct CallArgs {
     #[command(flatten)]
     server: ServerArgs,
     /// The tool.
-    tool: String,
+    #[arg(required_unless_present = "resume")]
+    tool: Option<String>,
     /// The arguments as a JSON object.
     json_args: Option<String>,
     /// An argument, key=value; the value is read as JSON if it parses, else as a string.
     #[arg(long = "arg", value_name = "KEY=VALUE")]
     args: Vec<String>,
+    /// Send again the newest call of the journal whose answer never came (a
+    /// crash between send and answer), with its tool, arguments and
+    /// idempotency key: the server answers with the task it made, if it
+    /// made one, instead of making a second; then watch it as call does.
+    #[arg(long, conflicts_with_all = ["tool", "json_args", "args"])]
+    resume: bool,
     #[command(flatten)]
     input: InputArgs,
     /// Print the task id and exit without waiting.
@@ -467,33 +474,68 @@ fn await_options(
 }
 
 async fn call(args: CallArgs) -> ExitCode {
-    let arguments = match tool_arguments(args.json_args.as_deref(), &args.args) {
-        Ok(arguments) => arguments,
-        Err(error) => return usage(error),
-    };
     let (options, policy) = match await_options(&args.input) {
         Ok(options) => options,
         Err(exit) => return exit,
     };
-    let (target, http) = match target(&args.server) {
-        Ok(target) => target,
-        Err(exit) => return exit,
-    };
-    let journal = args
-        .journal
-        .open_or_warn()
+    let (tool, arguments, target, http, journal, call) = if args.resume {
+        match journal::resume(
+            &args.journal,
+            args.server.url.as_deref(),
+            args.server.stdio.as_deref(),
+        )
         .await
-        .map(|journal| journal as _);
+        {
+            Ok((pending, target, journal)) => {
+                let http = match http_options(&args.server) {
+                    Ok(http) => http,
+                    Err(exit) => return exit,
+                };
+                let call = mcp_tasks::CallOptions::default().with_idempotency_key(&pending.key);
+                (
+                    pending.tool,
+                    pending.arguments,
+                    target,
+                    http,
+                    Some(journal as _),
+                    call,
+                )
+            }
+            Err(exit) => return exit,
+        }
+    } else {
+        let arguments = match tool_arguments(args.json_args.as_deref(), &args.args) {
+            Ok(arguments) => arguments,
+            Err(error) => return usage(error),
+        };
+        let (target, http) = match target(&args.server) {
+            Ok(target) => target,
+            Err(exit) => return exit,
+        };
+        let journal = args
+            .journal
+            .open_or_warn()
+            .await
+            .map(|journal| journal as _);
+        let tool = args.tool.clone().unwrap_or_default();
+        (
+            tool,
+            arguments,
+            target,
+            http,
+            journal,
+            mcp_tasks::CallOptions::default(),
+        )
+    };
     let client = match connect_to(&target, &http, journal, args.server.json).await {
         Ok(client) => client,
         Err(exit) => return exit,
     };
     let watch = watch::Watch::new(args.server.json).detached(args.detach);
     let options = watch.options(options, &policy);
-    let call = mcp_tasks::CallOptions::default();
     let exit = if args.no_wait {
         // MRTR rounds are answered, the task is created, no poll is made.
-        let starting = client.start_tool(args.tool.clone(), arguments, call, &options);
+        let starting = client.start_tool(tool, arguments, call, &options);
         match watch.run(&client, starting).await {
             watch::Watched::Finished(Ok(mcp_tasks::CallResponse::Task(state))) => {
                 watch.clear();
@@ -508,7 +550,7 @@ async fn call(args: CallArgs) -> ExitCode {
             other => other.and_then(not_a_task).finish(&watch, args.server.json),
         }
     } else {
-        let waiting = client.call_and_await(args.tool.clone(), arguments, call, &options);
+        let waiting = client.call_and_await(tool, arguments, call, &options);
         watch
             .run(&client, waiting)
             .await

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use mcp_tasks::client::journal::{Journal, JournalError, ServerRef, TaskRef};
-use mcp_tasks::{TaskId, TaskStatus, Ttl, UnixMillis, private_files};
+use mcp_tasks::client::journal::{Journal, JournalError, PendingCall, ServerRef, TaskRef};
+use mcp_tasks::{IdempotencyKey, TaskId, TaskStatus, Ttl, UnixMillis, private_files};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 /// A [`Journal`] in a SQLite file (WAL, a 5 s busy timeout): every write is
@@ -72,6 +72,13 @@ impl SqliteJournal {
                     created_at INTEGER NOT NULL,
                     entry TEXT NOT NULL,
                     PRIMARY KEY (server, task_id)
+                );
+                CREATE TABLE IF NOT EXISTS calls (
+                    server TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    sent_at INTEGER NOT NULL,
+                    entry TEXT NOT NULL,
+                    PRIMARY KEY (server, key)
                 );
                 COMMIT;",
             )
@@ -243,10 +250,89 @@ impl Journal for SqliteJournal {
                     )
                     .map_err(failed("prune the journal"))?;
             }
+            let calls: Vec<(String, String, String)> = {
+                let mut statement = transaction
+                    .prepare("SELECT server, key, entry FROM calls")
+                    .map_err(failed("read the journal's calls"))?;
+                let rows = statement
+                    .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                    .map_err(failed("read the journal's calls"))?;
+                rows.collect::<Result<_, _>>()
+                    .map_err(failed("read the journal's calls"))?
+            };
+            for (server, key, entry) in calls {
+                let stale = serde_json::from_str::<PendingCall>(&entry)
+                    .map_or(true, |call| call.is_stale(now));
+                if stale {
+                    transaction
+                        .execute(
+                            "DELETE FROM calls WHERE server = ?1 AND key = ?2",
+                            params![server, key],
+                        )
+                        .map_err(failed("prune the journal's calls"))?;
+                }
+            }
             transaction
                 .commit()
                 .map_err(failed("commit pruning the journal"))?;
             Ok(stale.len())
+        })
+    }
+
+    fn record_call(&self, call: &PendingCall) -> BoxFuture<'_, Result<(), JournalError>> {
+        let call = call.clone();
+        self.run(move |connection| {
+            let entry = serde_json::to_string(&call)
+                .map_err(|error| JournalError::with_source("cannot write a pending call", error))?;
+            connection
+                .execute(
+                    "INSERT OR REPLACE INTO calls (server, key, sent_at, entry)
+                     VALUES (?1, ?2, ?3, ?4)",
+                    params![
+                        server_key(&call.server)?,
+                        call.key.as_str(),
+                        i64::try_from(call.sent_at.as_millis()).unwrap_or(i64::MAX),
+                        entry
+                    ],
+                )
+                .map_err(failed("record a call"))?;
+            Ok(())
+        })
+    }
+
+    fn remove_call(
+        &self,
+        server: &ServerRef,
+        key: &IdempotencyKey,
+    ) -> BoxFuture<'_, Result<(), JournalError>> {
+        let (server, key) = (server.clone(), key.clone());
+        self.run(move |connection| {
+            connection
+                .execute(
+                    "DELETE FROM calls WHERE server = ?1 AND key = ?2",
+                    params![server_key(&server)?, key.as_str()],
+                )
+                .map_err(failed("remove a pending call"))?;
+            Ok(())
+        })
+    }
+
+    fn pending_calls(&self) -> BoxFuture<'_, Result<Vec<PendingCall>, JournalError>> {
+        self.run(|connection| {
+            let mut statement = connection
+                .prepare("SELECT entry FROM calls ORDER BY sent_at DESC, rowid DESC")
+                .map_err(failed("list the pending calls"))?;
+            let rows = statement
+                .query_map([], |row| row.get::<_, String>(0))
+                .map_err(failed("list the pending calls"))?;
+            let mut calls = Vec::new();
+            for row in rows {
+                let entry = row.map_err(failed("list the pending calls"))?;
+                calls.push(serde_json::from_str(&entry).map_err(|error| {
+                    JournalError::with_source("a pending call is not readable", error)
+                })?);
+            }
+            Ok(calls)
         })
     }
 }

@@ -10,6 +10,7 @@ mod connect;
 mod deploy;
 mod docs;
 mod gateway;
+mod idempotent;
 mod interactive;
 mod journal;
 mod legacy;

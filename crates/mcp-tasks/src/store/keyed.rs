@@ -6,6 +6,8 @@
 //! another call under the same key. Neither the key nor the arguments are
 //! kept in plain sight: a store keys its index by the slot.
 //!
+//! (A floor below `record.rs`, which keeps a [`KeyedCall`].)
+//!
 //! [`TaskStore::create_keyed`](super::TaskStore::create_keyed) creates a
 //! record unless a record of the same owner holds its slot, atomically;
 //! [`TaskStore::find_keyed`](super::TaskStore::find_keyed) reads that
@@ -15,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::record::{Principal, TaskRecord};
 use crate::idempotency::IdempotencyKey;
 
 /// The idempotency of one record: its slot and its call's fingerprint.
@@ -25,24 +26,13 @@ pub(super) struct KeyedCall {
     pub(super) fingerprint: String,
 }
 
-/// What [`TaskStore::create_keyed`](super::TaskStore::create_keyed) did.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Keyed {
-    /// The record was stored.
-    Created,
-    /// A record of the same owner holds the key: nothing was stored; here
-    /// it is.
-    Existing(Box<TaskRecord>),
-}
-
-/// The slot of `key` for `owner`: the hex SHA-256 of both, the name of
-/// the key's entry in a store's index (so neither is in plain sight).
-pub fn idempotency_slot(owner: &Principal, key: &IdempotencyKey) -> String {
+/// The slot of `key` for the owner named `owner`: see
+/// [`idempotency_slot`](super::idempotency_slot).
+pub(super) fn slot(owner: &str, key: &IdempotencyKey) -> String {
     let mut hash = Sha256::new();
     hash.update(b"mcp-tasks idempotency slot\0");
-    hash.update(owner.as_str().len().to_be_bytes());
-    hash.update(owner.as_str().as_bytes());
+    hash.update(owner.len().to_be_bytes());
+    hash.update(owner.as_bytes());
     hash.update(key.as_str().as_bytes());
     hex(&hash.finalize())
 }
@@ -143,20 +133,14 @@ mod tests {
     #[test]
     fn slots_hide_and_separate_owner_and_key() {
         let key = IdempotencyKey::new("k-1").expect("key");
-        let slot = idempotency_slot(&Principal::new("alice"), &key);
-        assert_eq!(slot.len(), 64);
-        assert!(!slot.contains("alice") && !slot.contains("k-1"));
-        assert_ne!(slot, idempotency_slot(&Principal::new("bob"), &key));
+        let alice = slot("alice", &key);
+        assert_eq!(alice.len(), 64);
+        assert!(!alice.contains("alice") && !alice.contains("k-1"));
+        assert_ne!(alice, slot("bob", &key));
         // The owner's length is hashed too: "ab" + "c" is not "a" + "bc".
         assert_ne!(
-            idempotency_slot(
-                &Principal::new("ab"),
-                &IdempotencyKey::new("c").expect("key")
-            ),
-            idempotency_slot(
-                &Principal::new("a"),
-                &IdempotencyKey::new("bc").expect("key")
-            )
+            slot("ab", &IdempotencyKey::new("c").expect("key")),
+            slot("a", &IdempotencyKey::new("bc").expect("key"))
         );
     }
 }

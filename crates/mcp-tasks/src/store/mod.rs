@@ -41,7 +41,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 pub use hash_key::{HASH_KEY_LEN, HashKey};
-pub use keyed::{Keyed, call_fingerprint, idempotency_slot};
+pub use keyed::call_fingerprint;
 pub use memory::MemoryStore;
 pub use packed::PackedRecord;
 pub use record::{
@@ -112,6 +112,24 @@ impl StoreError {
     pub fn kind(&self) -> StoreErrorKind {
         self.kind
     }
+}
+
+/// What [`TaskStore::create_keyed`] did.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Keyed {
+    /// The record was stored.
+    Created,
+    /// A record of the same owner holds the key: nothing was stored; here
+    /// it is.
+    Existing(Box<TaskRecord>),
+}
+
+/// The slot of `key` for `owner`: the hex SHA-256 of both, the name of the
+/// key's entry in a store's index (so neither is in plain sight), and what
+/// [`TaskRecord::idempotency_slot`] holds.
+pub fn idempotency_slot(owner: &Principal, key: &IdempotencyKey) -> String {
+    keyed::slot(owner.as_str(), key)
 }
 
 /// The answer of a compare-and-set.

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 #[cfg(doc)]
 use super::keyed::call_fingerprint;
-use super::keyed::{KeyedCall, idempotency_slot};
+use super::keyed::{KeyedCall, slot};
 use super::replicas::RunnerId;
 use crate::idempotency::IdempotencyKey;
 use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
@@ -310,14 +310,14 @@ impl TaskRecord {
     #[must_use]
     pub fn with_idempotency(mut self, key: &IdempotencyKey, fingerprint: String) -> Self {
         self.keyed = Some(Box::new(KeyedCall {
-            slot: idempotency_slot(&self.owner, key),
+            slot: slot(self.owner.as_str(), key),
             fingerprint,
         }));
         self
     }
 
     /// The slot of the idempotency key the task was created with
-    /// ([`idempotency_slot`]), if any.
+    /// ([`idempotency_slot`](super::idempotency_slot)), if any.
     pub fn idempotency_slot(&self) -> Option<&str> {
         self.keyed.as_deref().map(|keyed| keyed.slot.as_str())
     }
