@@ -6,7 +6,7 @@
 //! not know the key ignores it, as MCP lets it ignore any `_meta` key.
 //!
 //! The key is chosen by the client (ours makes a fresh random one for each
-//! creation, see [`IdempotencyKey::random`]). It is not a secret: it finds
+//! creation, see `IdempotencyKey::random`, features `client` or `store`). It is not a secret: it finds
 //! a task only for the principal that made it, never anyone else's.
 
 use std::fmt;

@@ -14,7 +14,7 @@
 //!
 //! Idempotent creation ([`TaskStore::create_keyed`], [`TaskStore::find_keyed`])
 //! keeps an index from a hash of a record's owner and idempotency key to the
-//! record, atomically with the record (see [`keyed`]).
+//! record, atomically with the record.
 //!
 //! A store shared by several server processes also offers [`Replicas`]
 //! (leases, feed gaps and seats; see [`replicas`]) through [`TaskStore::replicas`];
