@@ -83,6 +83,16 @@ pub(crate) async fn replica(
     Tools { runtime, name }
 }
 
+/// [`replica`] whose runtime caps each caller's unfinished tasks, so its
+/// creations take seats in the store (`Replicas::create_seated`).
+pub(crate) async fn capped_replica(url: &str, prefix: &str, name: &'static str) -> Tools {
+    let runtime = TaskRuntime::builder(store(url, prefix).await)
+        .with_poll_interval(Duration::from_millis(20))
+        .with_max_tasks_per_caller(Some(50))
+        .build();
+    Tools { runtime, name }
+}
+
 pub(crate) fn form(message: &str) -> InputRequest {
     serde_json::from_value(
         json!({"method": "elicitation/create", "params": {"mode": "form",
