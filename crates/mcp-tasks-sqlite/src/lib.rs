@@ -357,4 +357,8 @@ impl TaskStore for SqliteStore {
     async fn hash_key(&self) -> Result<HashKey, StoreError> {
         Ok(self.hash_key.clone())
     }
+
+    fn outlives_process(&self) -> bool {
+        true
+    }
 }

@@ -149,4 +149,7 @@ impl DynStore for MeteredStore {
     fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>> {
         Box::pin(measured(&self.keys, HASH_KEY, self.store.hash_key()))
     }
+    fn outlives_process(&self) -> bool {
+        self.store.outlives_process()
+    }
 }

@@ -80,6 +80,8 @@ mod builder;
 mod clock;
 mod context;
 mod custom;
+mod drain;
+mod draining;
 mod era;
 #[cfg(feature = "http")]
 pub mod http;
@@ -113,6 +115,7 @@ pub use admission::rate::{CreationRate, InvalidCreationRate};
 pub use builder::TaskRuntimeBuilder;
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::TaskContext;
+pub use draining::DrainReport;
 pub use era::{declares_tasks, missing_client_capabilities};
 pub use listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
 pub use metered::MeteredStore;

@@ -1,8 +1,8 @@
-//! Background work of the runtime: supervising each tool to its outcome,
-//! the sweeper (expiry and retention, read from the injected clock), and
-//! the listener that turns the store's change feed into wake-ups. (The
-//! leases of a shared store are in `lease.rs`, their renewal and takeover
-//! in `takeover.rs`.)
+//! Background work of the runtime: supervising each tool to its outcome
+//! (or to the end a drain gives it: see `draining.rs`), the sweeper (expiry
+//! and retention, read from the injected clock), and the listener that
+//! turns the store's change feed into wake-ups. (The leases of a shared
+//! store are in `lease.rs`, their renewal and takeover in `takeover.rs`.)
 
 use std::future::Future;
 use std::sync::{Arc, Weak};
@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::admission::queue::{Place, RunSlot, Ticket, queued_message};
 use super::admission::shared::Shared;
+use super::draining::{Ended, SUSPENDED_MESSAGE, shut_down_message};
 use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
 use super::state::Inner;
@@ -136,6 +137,9 @@ enum Ending {
     Outcome(Change),
     /// Write nothing: the task is not ours any more (lease lost, taken over).
     Stop,
+    /// Leave the task unfinished, with this status message: a drain
+    /// stopped its resumable tool, which runs again from its checkpoint.
+    Suspend(String),
 }
 
 /// How a tool's future ended: its outcome, or the panic it raised.
@@ -180,36 +184,40 @@ pub(crate) async fn supervise(
     lease: Option<Arc<Lease>>,
 ) {
     let mut waiter = inner.waiters.register(&id);
-    // The tool runs inside this task (no second spawn).
-    tokio::pin!(tool);
     let keep_alive_every = idle_ttl.map(|idle| (idle / 3).max(MIN_KEEP_ALIVE));
     let mut next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
-    let ending = loop {
-        let keep_alive = async {
-            match next_keep_alive {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            finished = &mut tool => break Ending::Outcome(outcome_of(finished)),
-            // Every change of this task wakes us (the fallback only covers a
-            // store whose change feed is gone).
-            () = waiter.wait(Duration::from_secs(30)) => {
-                if let Some(ending) = changed(&inner, &id, lease.as_ref()).await {
-                    break ending;
+    // The tool runs inside this task (no second spawn), and is dropped at
+    // the end of this block, before anything is written.
+    let ending = {
+        tokio::pin!(tool);
+        loop {
+            let keep_alive = async {
+                match next_keep_alive {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
                 }
-            }
-            () = keep_alive => {
-                next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
-                // Refused while the task waits for input: then only its own
-                // changes keep it alive. A failed write is tried at the next.
-                let kept = inner.modify_as_runner(&id, &Change::KeepAlive, lease.as_ref()).await;
-                if let Err(error) = kept {
-                    tracing::warn!(%error, "keeping a running task alive failed");
+            };
+            tokio::select! {
+                finished = &mut tool => break Ending::Outcome(outcome_of(finished)),
+                // Every change of this task wakes us (the fallback only covers a
+                // store whose change feed is gone).
+                () = waiter.wait(Duration::from_secs(30)) => {
+                    if let Some(ending) = changed(&inner, &id, lease.as_ref()).await {
+                        break ending;
+                    }
                 }
+                () = keep_alive => {
+                    next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
+                    // Refused while the task waits for input: then only its own
+                    // changes keep it alive. A failed write is tried at the next.
+                    let kept = inner.modify_as_runner(&id, &Change::KeepAlive, lease.as_ref()).await;
+                    if let Err(error) = kept {
+                        tracing::warn!(%error, "keeping a running task alive failed");
+                    }
+                }
+                () = lease_lost(lease.as_ref()) => break Ending::Stop,
+                () = inner.draining.ending() => break drained(&inner, &id, lease.as_ref()).await,
             }
-            () = lease_lost(lease.as_ref()) => break Ending::Stop,
         }
     };
     token.cancel();
@@ -229,8 +237,13 @@ async fn finish(
     lease: Option<&Arc<Lease>>,
 ) {
     let outcome = async {
-        if let Ending::Outcome(change) = ending {
-            record_outcome(inner, id, &change, lease).await;
+        match ending {
+            Ending::Outcome(change) => record_outcome(inner, id, &change, lease).await,
+            Ending::Suspend(message) => {
+                let change = Change::StatusMessage(message);
+                record_outcome(inner, id, &change, lease).await;
+            }
+            Ending::Stop => {}
         }
     };
     let freed = async {
@@ -355,6 +368,7 @@ pub(crate) async fn supervise_queued(
                 }
             }
             () = lease_lost(lease.as_ref()) => break Ending::Stop,
+            () = inner.draining.ending() => break drained(&inner, &id, lease.as_ref()).await,
         }
     };
     drop((place, start, seated_wait));
@@ -378,6 +392,32 @@ async fn changed(inner: &Inner, id: &TaskId, lease: Option<&Arc<Lease>>) -> Opti
             None
         }
     }
+}
+
+/// How a drain ends a task it stopped waiting for: a resumable task whose
+/// store outlives this process is left unfinished, to continue from its
+/// checkpoint (here, when the server starts again; on a shared store,
+/// wherever this server's lease is taken over); any other fails, saying
+/// how long the drain waited.
+async fn drained(inner: &Inner, id: &TaskId, lease: Option<&Arc<Lease>>) -> Ending {
+    let resumable = match inner.store.get(id).await {
+        Ok(Some(record)) => record.resumable_call().is_some() && !record.cancel_requested(),
+        _ => false,
+    };
+    if resumable && inner.resumes {
+        if lease.is_some() {
+            // Its lease is left to run out; another replica takes the task over.
+            inner.draining.count(Ended::HandedOff);
+            return Ending::Stop;
+        }
+        if inner.store.outlives_process() {
+            inner.draining.count(Ended::Suspended);
+            return Ending::Suspend(SUSPENDED_MESSAGE.to_owned());
+        }
+    }
+    inner.draining.count(Ended::Failed);
+    let error = ErrorData::internal_error(shut_down_message(inner.draining.waited()), None);
+    Ending::Outcome(Change::Fail(error_json(&error)))
 }
 
 /// True when `record` names another runner than `lease`'s.

@@ -221,6 +221,14 @@ pub trait TaskStore: Send + Sync + 'static {
     fn hash_key(&self) -> impl Future<Output = Result<HashKey, StoreError>> + Send {
         std::future::ready(HashKey::per_process())
     }
+
+    /// True when the tasks outlive this process: the next process on the
+    /// store finds them (a file, a server). A drain then stops a resumable
+    /// task without failing it, to continue at the next start. `false`
+    /// (the default): the tasks go with the process, as in memory.
+    fn outlives_process(&self) -> bool {
+        false
+    }
 }
 
 /// A store behind an `Arc` is the same store.
@@ -280,6 +288,9 @@ impl<S: TaskStore> TaskStore for Arc<S> {
     fn hash_key(&self) -> impl Future<Output = Result<HashKey, StoreError>> + Send {
         S::hash_key(self)
     }
+    fn outlives_process(&self) -> bool {
+        S::outlives_process(self)
+    }
 }
 
 /// The object-safe form of [`TaskStore`], for a store chosen at run time.
@@ -330,6 +341,10 @@ pub trait DynStore: Send + Sync + 'static {
     fn replicas(&self) -> Option<&dyn Replicas>;
     /// See [`TaskStore::hash_key`].
     fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>>;
+    /// See [`TaskStore::outlives_process`].
+    fn outlives_process(&self) -> bool {
+        false
+    }
 }
 
 impl<S: TaskStore> DynStore for S {
@@ -381,6 +396,9 @@ impl<S: TaskStore> DynStore for S {
     }
     fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>> {
         Box::pin(TaskStore::hash_key(self))
+    }
+    fn outlives_process(&self) -> bool {
+        TaskStore::outlives_process(self)
     }
 }
 
