@@ -9,6 +9,7 @@ mod cli;
 mod connect;
 mod deploy;
 mod docs;
+mod drain;
 mod gateway;
 mod interactive;
 mod journal;
