@@ -127,6 +127,9 @@ pub struct SqliteStore {
     checkpointer: Option<Checkpointer>,
     path: PathBuf,
     abandoned_at_open: usize,
+    /// The resumable tasks opening found unfinished, until a runtime takes
+    /// them ([`TaskStore::left_unfinished`]).
+    resumable_at_open: Mutex<Option<Vec<TaskId>>>,
     /// Read (or made) at open: it never changes.
     hash_key: HashKey,
     /// Held until the committer's connection is closed (see `lock.rs`).
@@ -184,7 +187,7 @@ impl SqliteStore {
         keep_private(&path)?;
         let mut conn = schema::open(&path, options.max_size_bytes)?;
         let now = options.now.unwrap_or_else(UnixMillis::now);
-        let abandoned_at_open = schema::abandon_unfinished(&mut conn, now, options.retention)?;
+        let left = schema::abandon_unfinished(&mut conn, now, options.retention)?;
         let hash_key = schema::hash_key(&conn)?;
         let shared = Arc::new(Shared {
             cache: Mutex::new(Cache::new(options.cache_records, options.cache_bytes)),
@@ -205,13 +208,16 @@ impl SqliteStore {
             committer: Some(committer),
             checkpointer,
             path,
-            abandoned_at_open,
+            abandoned_at_open: left.abandoned,
+            resumable_at_open: Mutex::new(Some(left.resumable)),
             hash_key,
             lock: file_lock,
         })
     }
 
-    /// How many unfinished tasks opening found and failed.
+    /// How many unfinished tasks opening found and failed (the resumable
+    /// ones are left for a runtime to run again:
+    /// [`TaskStore::left_unfinished`]).
     pub fn abandoned_at_open(&self) -> usize {
         self.abandoned_at_open
     }
@@ -356,6 +362,14 @@ impl TaskStore for SqliteStore {
 
     async fn hash_key(&self) -> Result<HashKey, StoreError> {
         Ok(self.hash_key.clone())
+    }
+
+    async fn left_unfinished(&self) -> Result<Vec<TaskId>, StoreError> {
+        let mut left = self
+            .resumable_at_open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        Ok(left.take().unwrap_or_default())
     }
 
     fn outlives_process(&self) -> bool {

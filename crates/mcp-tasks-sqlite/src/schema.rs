@@ -197,13 +197,23 @@ pub(crate) fn hash_key(conn: &Connection) -> Result<HashKey, StoreError> {
     HashKey::from_hex(&hex)
 }
 
-/// Fails every unfinished record through [`Change::Abandon`], in one
-/// transaction, and says how many there were.
+/// What opening found of the tasks the last process left unfinished.
+#[derive(Debug, Default)]
+pub(crate) struct LeftUnfinished {
+    /// How many were failed ("server restarted before the task finished").
+    pub(crate) abandoned: usize,
+    /// The resumable ones, kept unfinished for a runtime to run again.
+    pub(crate) resumable: Vec<TaskId>,
+}
+
+/// Fails every unfinished record that cannot run again through
+/// [`Change::Abandon`], in one transaction; the resumable ones (they keep
+/// their call) are left for a runtime to resume, and listed.
 pub(crate) fn abandon_unfinished(
     conn: &mut Connection,
     now: UnixMillis,
     retention: Duration,
-) -> Result<usize, StoreError> {
+) -> Result<LeftUnfinished, StoreError> {
     let failed = |err| failure("SQLite could not fail the unfinished tasks", err);
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -229,20 +239,24 @@ pub(crate) fn abandon_unfinished(
             .and_then(Iterator::collect)
             .map_err(failed)?
     };
-    let mut abandoned = 0;
+    let mut left = LeftUnfinished::default();
     for (id, version, json) in unfinished {
         let record = decode(&id, version, &json)?;
+        if record.resumable_call().is_some() && !record.status().is_terminal() {
+            left.resumable.push(record.id().clone());
+            continue;
+        }
         // Refused only if the JSON says the task is finished after all:
         // then there is nothing to fail.
         let Ok(next) = record.apply(&Change::Abandon, now, retention) else {
             continue;
         };
         if update(&tx, version, &Row::encode(next.record())?)? {
-            abandoned += 1;
+            left.abandoned += 1;
         }
     }
     tx.commit().map_err(failed)?;
-    Ok(abandoned)
+    Ok(left)
 }
 
 /// A record as it is written: the queried columns and the JSON.

@@ -133,6 +133,10 @@ pub fn store_reads_record(data: &[u8]) {
     let retention = std::time::Duration::from_secs(60);
     for change in [
         Change::StatusMessage("m".into()),
+        Change::Checkpoint {
+            state: Value::Null,
+            message: Some("m".into()),
+        },
         Change::RequestInput {
             key: "k".into(),
             request: Value::Null,

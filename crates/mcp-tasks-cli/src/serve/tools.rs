@@ -9,11 +9,15 @@
 //! | `failing_tool` | required | | |
 //! | `sleep` | optional | | |
 //!
-//! Resumable: on a store shared by several replicas (Redis), when the
-//! replica running the task stops, another runs the tool again from its
-//! arguments ([`resume`]); `long_job` starts its steps over, and
-//! `confirm_action` asks nothing again (its question, or its answer, is
-//! kept). The other tasks fail with "the server running this task stopped".
+//! Resumable: when the server running the task stops, the tool runs again
+//! from its arguments ([`resume`]): on another replica of a shared store
+//! (Redis), or on the same server started again on its SQLite file.
+//! `long_job` keeps a checkpoint before each step (`{"done": k}`, with the
+//! step's status message in the same write) and continues after the last
+//! step it kept; `confirm_action` asks nothing again (its question, or its
+//! answer, is kept). The other tasks fail with "the server running this
+//! task stopped" (or, on SQLite, "server restarted before the task
+//! finished").
 //!
 //! `confirm_action` checks, on the `tools/call` that would create its
 //! task, that the client declared form elicitation (the MRTR rule that no
@@ -83,9 +87,15 @@ const TOOLS: [DemoTool; 4] = [
             }
             let step = Duration::from_millis(args.integer("step_ms", Some(600))?);
             Ok(boxed(move |task: TaskContext| async move {
-                for done in 1..=steps {
-                    task.set_status_message(format!("step {done} of {steps}"))
-                        .await?;
+                // A resumed run continues after the last step it kept.
+                let from = task.resumed::<Progress>()?.map_or(0, |kept| kept.done);
+                for done in from.min(steps)..steps {
+                    // The steps done so far and the message of the next, in one write.
+                    task.checkpoint_with_message(
+                        &Progress { done },
+                        format!("step {} of {steps}", done + 1),
+                    )
+                    .await?;
                     tokio::time::sleep(step).await;
                 }
                 Ok(text(format!("done: {steps} steps")))
@@ -196,6 +206,13 @@ pub(crate) fn advertise(runtime: &TaskRuntime) {
     for tool in &TOOLS {
         runtime.advertise_tool(tool.name, (tool.tasks)().policy);
     }
+}
+
+/// What `long_job` keeps as its checkpoint before each step: how many
+/// steps are done.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Progress {
+    done: u64,
 }
 
 /// Runs one `tools/call`.

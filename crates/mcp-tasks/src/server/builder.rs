@@ -16,7 +16,7 @@ use super::admission::rate::{self, CreationRate};
 use super::clock::{Clock, SystemClock};
 use super::context::TaskContext;
 use super::draining::Draining;
-use super::lease::{DEFAULT_LEASE_PERIOD, Leasing};
+use super::lease::{DEFAULT_LEASE_PERIOD, Leasing, fresh_runner};
 use super::limits::Listeners;
 use super::listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
 use super::observe::{Observers, TaskObserver};
@@ -25,7 +25,7 @@ use super::principal::{Principal, PrincipalExtractor, default_principal};
 use super::runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
 use super::state::{Inner, Settings};
 use super::supervise::{listen_for_changes, run_sweeper};
-use super::takeover::{ResumeTool, run_reaper, run_renewals};
+use super::takeover::{ResumeTool, resume_left_unfinished, run_reaper, run_renewals};
 use super::waiters::Waiters;
 use crate::store::{IntoSharedStore, SharedStore};
 use crate::task::Ttl;
@@ -317,6 +317,7 @@ impl TaskRuntimeBuilder {
             settings: self.settings,
             leasing,
             resumes: self.resume.is_some(),
+            runner: fresh_runner(),
             advertised: Advertised::default(),
             rate,
             #[cfg(feature = "otel")]
@@ -332,6 +333,12 @@ impl TaskRuntimeBuilder {
         tokio::spawn(run_sweeper(
             Arc::downgrade(&inner),
             inner.settings.sweep_interval,
+        ));
+        // A store of one process may hold tasks its last process left
+        // unfinished: resumed (or failed) here.
+        tokio::spawn(resume_left_unfinished(
+            Arc::downgrade(&inner),
+            self.resume.clone(),
         ));
         if inner.leasing.is_some() {
             tokio::spawn(run_renewals(Arc::downgrade(&inner), period));

@@ -11,6 +11,7 @@ use rmcp::model::{
 use rmcp::schemars::JsonSchema;
 use rmcp::service::{OriginatingRequestId, RequestContext, ServiceError};
 use rmcp::{Peer, RoleServer};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::SetOnce;
@@ -46,7 +47,17 @@ pub struct TaskContext {
     /// Set once the task is in the store: the tool's first step runs before
     /// (see `TaskRuntime::start_task`), and what touches the task waits.
     stored: Option<Arc<SetOnce<()>>>,
+    /// Whether the task keeps its call, to run again if its server stops.
+    resumable: bool,
+    /// This run is a resumed one: the task's last checkpoint, if any.
+    resumed: Option<Option<Arc<Value>>>,
 }
+
+/// The most bytes of JSON one checkpoint may take
+/// ([`TaskContext::checkpoint`]): a checkpoint is written with the task's
+/// record at every call, so it stays small (a position, a cursor, the ids
+/// of what is done), not the work itself.
+pub const MAX_CHECKPOINT_BYTES: usize = 64 * 1024;
 
 impl std::fmt::Debug for TaskContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -79,6 +90,8 @@ impl TaskContext {
             lease: None,
             token: CancellationToken::new(),
             stored: None,
+            resumable: false,
+            resumed: None,
         }
     }
 
@@ -96,6 +109,8 @@ impl TaskContext {
             lease,
             token,
             stored: None,
+            resumable: false,
+            resumed: None,
         }
     }
 
@@ -103,6 +118,19 @@ impl TaskContext {
     /// is set: until then, what touches the task waits.
     pub(crate) fn stored_when(mut self, stored: Arc<SetOnce<()>>) -> Self {
         self.stored = Some(stored);
+        self
+    }
+
+    /// This context, for the tool of a task that keeps its call (`yes`).
+    pub(crate) fn resumable(mut self, yes: bool) -> Self {
+        self.resumable = yes;
+        self
+    }
+
+    /// This context, for a resumed run of the tool, from `checkpoint`.
+    pub(crate) fn resuming(mut self, checkpoint: Option<Value>) -> Self {
+        self.resumable = true;
+        self.resumed = Some(checkpoint.map(Arc::new));
         self
     }
 
@@ -128,6 +156,87 @@ impl TaskContext {
     /// Completes when the task is cancelled, expires or has ended.
     pub async fn cancelled(&self) {
         self.token.cancelled().await;
+    }
+
+    /// True when the tool runs as a task that runs again if its server
+    /// stops: its tool was registered resumable
+    /// ([`ToolTasks::with_resumable`](super::ToolTasks::with_resumable)) on
+    /// a runtime with a resume hook
+    /// ([`TaskRuntimeBuilder::with_resume`](super::TaskRuntimeBuilder::with_resume)).
+    pub fn is_resumable(&self) -> bool {
+        self.resumable
+    }
+
+    /// True when this run of the tool is a resumed one: its task was
+    /// started by a server that stopped before it finished.
+    pub fn is_resumed(&self) -> bool {
+        self.resumed.is_some()
+    }
+
+    /// The last checkpoint ([`TaskContext::checkpoint`]) of a resumed run,
+    /// read as a `T`: where the tool continues from. `None` on a first
+    /// run, or when the stopped run made no checkpoint.
+    ///
+    /// # Errors
+    ///
+    /// -32603 when the checkpoint does not read as a `T` (a state of
+    /// another shape, written by another version of the tool).
+    pub fn resumed<T: DeserializeOwned>(&self) -> Result<Option<T>, ErrorData> {
+        let Some(state) = self.resumed.as_ref().and_then(Option::as_deref) else {
+            return Ok(None);
+        };
+        T::deserialize(state).map(Some).map_err(|error| {
+            ErrorData::internal_error(
+                format!(
+                    "the task's checkpoint does not read as {}: {error}",
+                    std::any::type_name::<T>()
+                ),
+                None,
+            )
+        })
+    }
+
+    /// Keeps `state` with the task: if the task's server stops before the
+    /// tool finishes, a resumed run gets the last one from
+    /// [`TaskContext::resumed`] (on a shared store, on another server; on
+    /// SQLite, on the same server started again). Write it after each unit
+    /// of work, so a resumed run does none twice. A no-op when the tool runs
+    /// synchronously.
+    ///
+    /// # Errors
+    ///
+    /// -32603 when `state` does not serialize or takes more than
+    /// [`MAX_CHECKPOINT_BYTES`] of JSON; when the task has ended or is gone;
+    /// a store failure.
+    pub async fn checkpoint<T: Serialize + ?Sized>(&self, state: &T) -> Result<(), ErrorData> {
+        self.save_checkpoint(state, None).await
+    }
+
+    /// [`TaskContext::checkpoint`] and the status message `tasks/get` shows,
+    /// in one write: a client never sees the message of a step whose state
+    /// was not kept.
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskContext::checkpoint`].
+    pub async fn checkpoint_with_message<T: Serialize + ?Sized>(
+        &self,
+        state: &T,
+        message: impl Into<String>,
+    ) -> Result<(), ErrorData> {
+        self.save_checkpoint(state, Some(message.into())).await
+    }
+
+    async fn save_checkpoint<T: Serialize + ?Sized>(
+        &self,
+        state: &T,
+        message: Option<String>,
+    ) -> Result<(), ErrorData> {
+        if self.task.is_none() {
+            return Ok(());
+        }
+        let state = checkpoint_state(state)?;
+        self.change(Change::Checkpoint { state, message }).await
     }
 
     /// Sets the status message `tasks/get` shows.
@@ -231,8 +340,7 @@ impl TaskContext {
         let mut waiter = inner.waiters.register(id);
         // A task run again after its server stopped asks only for what was
         // never asked: the answers (or the outstanding requests) are kept.
-        // (Only a task on a shared store, under a lease, can be run again.)
-        let asked = match &self.lease {
+        let asked = match &self.resumed {
             Some(_) => Some(inner.read(id).await?).filter(|record| record.resumed() > 0),
             None => None,
         };
@@ -338,6 +446,26 @@ impl Session {
         }
         Ok(answers)
     }
+}
+
+/// `state` as JSON, within [`MAX_CHECKPOINT_BYTES`].
+fn checkpoint_state<T: Serialize + ?Sized>(state: &T) -> Result<Value, ErrorData> {
+    let bytes = serde_json::to_vec(state).map_err(|error| {
+        ErrorData::internal_error(format!("the checkpoint does not serialize: {error}"), None)
+    })?;
+    if bytes.len() > MAX_CHECKPOINT_BYTES {
+        return Err(ErrorData::internal_error(
+            format!(
+                "a checkpoint of {} bytes is more than the {MAX_CHECKPOINT_BYTES} bytes a task \
+                 keeps: keep a position or the ids of what is done, not the work itself",
+                bytes.len()
+            ),
+            None,
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|error| {
+        ErrorData::internal_error(format!("the checkpoint does not serialize: {error}"), None)
+    })
 }
 
 /// How long a tool waiting for input rides out a store that cannot be

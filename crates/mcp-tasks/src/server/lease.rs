@@ -126,7 +126,7 @@ impl Lease {
 /// runtime's clock: it names a process, not a task), or (if the system has
 /// no randomness to give) this process's id, the time and a counter,
 /// unique all the same.
-fn fresh_runner() -> RunnerId {
+pub(crate) fn fresh_runner() -> RunnerId {
     static MADE: AtomicU64 = AtomicU64::new(0);
     match new_task_id(crate::task::UnixMillis::now()) {
         Ok(id) => RunnerId::new(id.into_inner()),

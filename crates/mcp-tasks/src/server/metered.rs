@@ -149,6 +149,10 @@ impl DynStore for MeteredStore {
     fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>> {
         Box::pin(measured(&self.keys, HASH_KEY, self.store.hash_key()))
     }
+    // Once, at start: not an operation worth a metric.
+    fn left_unfinished(&self) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>> {
+        self.store.left_unfinished()
+    }
     fn outlives_process(&self) -> bool {
         self.store.outlives_process()
     }

@@ -114,7 +114,7 @@ pub use admission::queue::{AdmissionLimits, DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUNN
 pub use admission::rate::{CreationRate, InvalidCreationRate};
 pub use builder::TaskRuntimeBuilder;
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
-pub use context::TaskContext;
+pub use context::{MAX_CHECKPOINT_BYTES, TaskContext};
 pub use draining::DrainReport;
 pub use era::{declares_tasks, missing_client_capabilities};
 pub use listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};

@@ -215,14 +215,23 @@ impl TaskRuntime {
                 record = record.with_runner(lease.runner().clone(), call);
                 Some(lease)
             }
-            _ => None,
+            // On a store of one process, a resumable task keeps its call for
+            // the next process on the store (SQLite) to run it again.
+            _ => {
+                if tasks.resumable && inner.resumes {
+                    record =
+                        record.with_runner(inner.runner.clone(), Some(resumable_call(request)));
+                }
+                None
+            }
         };
         let id = record.id().clone();
         let idle_ttl = record.idle_ttl();
         let token = CancellationToken::new();
         let stored = Arc::new(SetOnce::new());
         let context = TaskContext::task(id.clone(), inner.clone(), token.clone(), lease.clone())
-            .stored_when(stored.clone());
+            .stored_when(stored.clone())
+            .resumable(tasks.resumable && inner.resumes);
         // The task's span (when its request is sampled), in whose context
         // the tool works: what it sends on continues the request's trace.
         #[cfg(feature = "otel")]

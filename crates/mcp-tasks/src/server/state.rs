@@ -56,6 +56,10 @@ pub(crate) struct Inner {
     /// again here (the builder was given the code, which the takeover in
     /// `takeover.rs` holds: it names the `TaskContext`, a floor above).
     pub(crate) resumes: bool,
+    /// The runner this runtime names in the resumable tasks it runs on a
+    /// store of one process (on a shared store, its lease names them), so
+    /// that the next process on the store (SQLite) resumes them.
+    pub(crate) runner: RunnerId,
     /// Each tool's policy as 2025-11-25 clients read it in `tools/list`.
     pub(crate) advertised: Advertised,
     /// Each caller's creation rate, when limited.

@@ -154,18 +154,86 @@ async fn take_over(
         return Ok(false);
     };
     if let (Some((resume, call)), Some(lease)) = (resume, lease) {
-        run_again(inner, resume, &record, &call, lease);
+        run_again(inner, resume, &record, &call, Some(lease));
     }
     Ok(true)
 }
 
-/// Runs a resumed task's tool again here, with `resume`, under `lease`.
+/// Runs again (with `resume`) the resumable tasks the last process on a
+/// store of one process left unfinished ([`TaskStore::left_unfinished`]),
+/// from their last checkpoint; without `resume`, or for a task whose
+/// cancel was asked, ends them as the store would have at open.
+///
+/// [`TaskStore::left_unfinished`]: crate::store::TaskStore::left_unfinished
+pub(crate) async fn resume_left_unfinished(inner: Weak<Inner>, resume: Option<ResumeTool>) {
+    let Some(strong) = inner.upgrade() else {
+        return;
+    };
+    let left = match strong.store.left_unfinished().await {
+        Ok(left) => left,
+        Err(error) => {
+            tracing::error!(%error, "reading the tasks the last server left unfinished failed");
+            return;
+        }
+    };
+    drop(strong);
+    let mut resumed = 0usize;
+    let mut ended = 0usize;
+    for id in left {
+        let Some(inner) = inner.upgrade() else { return };
+        match resume_one(&inner, resume.as_ref(), &id).await {
+            Ok(true) => resumed += 1,
+            Ok(false) => ended += 1,
+            Err(error) => tracing::warn!(%error, "resuming a task left unfinished failed"),
+        }
+    }
+    if resumed + ended > 0 {
+        tracing::info!(
+            resumed,
+            ended,
+            "tasks the last server left unfinished: resumable ones run again from their checkpoint"
+        );
+    }
+}
+
+/// Resumes (true) or ends (false) one task left unfinished.
+async fn resume_one(
+    inner: &Arc<Inner>,
+    resume: Option<&ResumeTool>,
+    id: &crate::task::TaskId,
+) -> Result<bool, StoreError> {
+    let Some(record) = inner.store.get(id).await? else {
+        return Ok(false);
+    };
+    let call = match (resume, record.resumable_call()) {
+        (Some(resume), Some(call)) if !record.cancel_requested() => Some((resume, call.clone())),
+        _ => None,
+    };
+    let change = match (&call, record.cancel_requested()) {
+        (Some(_), _) => Change::Resume(inner.runner.clone()),
+        (None, true) => Change::Cancel,
+        (None, false) => Change::Abandon,
+    };
+    let modified = inner
+        .modify_at(id, &change, record.runner(), inner.clock.now())
+        .await?;
+    match (modified, call) {
+        (Modified::Applied(record), Some((resume, call))) => {
+            run_again(inner, resume, &record, &call, None);
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Runs a resumed task's tool again here, with `resume`, from its last
+/// checkpoint (under `lease` on a shared store).
 fn run_again(
     inner: &Arc<Inner>,
     resume: &ResumeTool,
     record: &crate::store::TaskRecord,
     call: &Value,
-    lease: Arc<Lease>,
+    lease: Option<Arc<Lease>>,
 ) {
     let id = record.id().clone();
     // Taken over, the task counts against its caller here, whatever the limit.
@@ -173,12 +241,8 @@ fn run_again(
         return;
     };
     let token = CancellationToken::new();
-    let context = TaskContext::task(
-        id.clone(),
-        inner.clone(),
-        token.clone(),
-        Some(lease.clone()),
-    );
+    let context = TaskContext::task(id.clone(), inner.clone(), token.clone(), lease.clone())
+        .resuming(record.checkpoint().cloned());
     let params = resumable_params(call);
     let tool = params
         .as_ref()
@@ -213,7 +277,7 @@ fn run_again(
                 catch_panics(future),
                 (seat, slot),
                 None,
-                Some(lease),
+                lease,
             ));
             return;
         }
@@ -228,7 +292,7 @@ fn run_again(
         catch_panics(future),
         (seat, waiting),
         seats,
-        Some(lease),
+        lease,
     ));
 }
 

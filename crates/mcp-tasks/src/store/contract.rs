@@ -391,7 +391,8 @@ pub async fn cancel_races_complete(store: SharedStore) {
     }
 }
 
-/// A record's runner and resumable call survive the store and its swaps.
+/// A record's runner, resumable call and checkpoint survive the store and
+/// its swaps.
 pub async fn runners_round_trip(store: SharedStore) {
     let runner = RunnerId::new("runner-a");
     let call = json!({"name": "build", "arguments": {"target": "x"}});
@@ -403,6 +404,21 @@ pub async fn runners_round_trip(store: SharedStore) {
         (read.runner(), read.resumable_call()),
         (Some(&runner), Some(&call))
     );
+    let state = json!({"done": 3, "cursor": "ü-🦀"});
+    let kept = modify_as(
+        &*store,
+        &id("a"),
+        &Change::Checkpoint {
+            state: state.clone(),
+            message: Some("step 4".into()),
+        },
+        &runner,
+        at(2),
+        RETENTION,
+    )
+    .await
+    .expect("modify");
+    assert!(matches!(kept, Modified::Applied(_)), "{kept:?}");
     let next = RunnerId::new("runner-b");
     let resumed = modify_as(
         &*store,
@@ -418,6 +434,7 @@ pub async fn runners_round_trip(store: SharedStore) {
         panic!("a resumable task is resumed by its runner's name: {resumed:?}")
     };
     assert_eq!((resumed.runner(), resumed.resumed()), (Some(&next), 1));
+    assert_eq!(resumed.checkpoint(), Some(&state), "the checkpoint is kept");
     assert_eq!(
         store.get(&id("a")).await.expect("get").as_ref(),
         Some(&resumed)

@@ -222,6 +222,18 @@ pub trait TaskStore: Send + Sync + 'static {
         std::future::ready(HashKey::per_process())
     }
 
+    /// The unfinished resumable tasks (those that keep their call:
+    /// [`TaskRecord::resumable_call`]) that the last process on a store
+    /// that outlives it left behind: a runtime built on the store runs them
+    /// again from their last checkpoint, or fails them. Listed once, to the
+    /// first caller; a store opened while no process runs (an operator's
+    /// `mcp-tasks admin`) leaves them to the next server. The default (a
+    /// store that does not outlive its process, or a shared one, whose
+    /// replicas take tasks over through leases) lists none.
+    fn left_unfinished(&self) -> impl Future<Output = Result<Vec<TaskId>, StoreError>> + Send {
+        std::future::ready(Ok(Vec::new()))
+    }
+
     /// True when the tasks outlive this process: the next process on the
     /// store finds them (a file, a server). A drain then stops a resumable
     /// task without failing it, to continue at the next start. `false`
@@ -288,6 +300,9 @@ impl<S: TaskStore> TaskStore for Arc<S> {
     fn hash_key(&self) -> impl Future<Output = Result<HashKey, StoreError>> + Send {
         S::hash_key(self)
     }
+    fn left_unfinished(&self) -> impl Future<Output = Result<Vec<TaskId>, StoreError>> + Send {
+        S::left_unfinished(self)
+    }
     fn outlives_process(&self) -> bool {
         S::outlives_process(self)
     }
@@ -341,6 +356,8 @@ pub trait DynStore: Send + Sync + 'static {
     fn replicas(&self) -> Option<&dyn Replicas>;
     /// See [`TaskStore::hash_key`].
     fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>>;
+    /// See [`TaskStore::left_unfinished`].
+    fn left_unfinished(&self) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>>;
     /// See [`TaskStore::outlives_process`].
     fn outlives_process(&self) -> bool {
         false
@@ -396,6 +413,9 @@ impl<S: TaskStore> DynStore for S {
     }
     fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>> {
         Box::pin(TaskStore::hash_key(self))
+    }
+    fn left_unfinished(&self) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>> {
+        Box::pin(TaskStore::left_unfinished(self))
     }
     fn outlives_process(&self) -> bool {
         TaskStore::outlives_process(self)

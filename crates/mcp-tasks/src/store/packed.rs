@@ -60,6 +60,7 @@ pub struct PackedRecord {
     inputs: Option<Box<Inputs>>,
     result: Option<PackedJson>,
     error: Option<PackedJson>,
+    checkpoint: Option<PackedJson>,
 }
 
 /// The input state of a task, kept only when there is some.
@@ -162,6 +163,7 @@ impl PackedRecord {
             version,
             run,
             tool,
+            checkpoint,
         } = record;
         let inputs =
             (!(input_requests.is_empty() && issued_keys.is_empty() && input_responses.is_empty()))
@@ -191,6 +193,7 @@ impl PackedRecord {
             inputs,
             result: result.map(PackedJson::pack),
             error: error.map(PackedJson::pack),
+            checkpoint: checkpoint.map(|state| PackedJson::pack(*state)),
         }
     }
 
@@ -218,6 +221,10 @@ impl PackedRecord {
             version: self.version,
             run: self.run.clone(),
             tool: self.tool.clone(),
+            checkpoint: self
+                .checkpoint
+                .as_ref()
+                .map(|state| Box::new(state.unpack())),
         }
     }
 
@@ -352,6 +359,7 @@ impl PackedRecord {
             + self.status_message.as_deref().map_or(0, str::len)
             + text(&self.result)
             + text(&self.error)
+            + text(&self.checkpoint)
             + inputs
             + tool
     }

@@ -23,10 +23,11 @@ pub const RESTARTED_MESSAGE: &str = "server restarted before the task finished";
 /// The status message of a task whose server stopped (its lease ran out)
 /// and that another server of a shared store failed.
 pub const STOPPED_MESSAGE: &str = "the server running this task stopped";
-/// The status message of a resumable task that another server of a shared
-/// store runs again after the server running it stopped.
-pub const RESUMED_MESSAGE: &str =
-    "the server running this task stopped; another server runs it again";
+/// The status message of a resumable task run again after the server
+/// running it stopped: by another server of a shared store, or by the same
+/// server started again on a store that outlives it (SQLite). The tool
+/// continues from its last checkpoint, if it made one.
+pub const RESUMED_MESSAGE: &str = "the server running this task stopped; the task runs again";
 
 /// Who a task belongs to: the authorization context of the request that
 /// created it. Every later `tasks/*` request about the task must come from
@@ -112,6 +113,10 @@ pub struct TaskRecord {
     /// none), for operators: the admin command lists tasks by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) tool: Option<Box<str>>,
+    /// The tool's last checkpoint ([`Change::Checkpoint`]), while the task
+    /// is unfinished: what a resumed run continues from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) checkpoint: Option<Box<Value>>,
 }
 
 /// The server process running a task in a store shared by several, and
@@ -144,6 +149,15 @@ impl fmt::Debug for TaskRecord {
 pub enum Change {
     /// Set the status message.
     StatusMessage(String),
+    /// Keep the tool's state (and set the status message, when given, in
+    /// the same write): a resumed run of the tool gets the last one. Kept
+    /// across [`Change::Resume`]; dropped when the task finishes.
+    Checkpoint {
+        /// The state, as JSON.
+        state: Value,
+        /// The status message to set with it.
+        message: Option<String>,
+    },
     /// Ask for input under a key never used before in this task.
     RequestInput {
         /// The key.
@@ -264,6 +278,7 @@ impl TaskRecord {
             version: 0,
             run: None,
             tool: None,
+            checkpoint: None,
         }
     }
 
@@ -422,6 +437,12 @@ impl TaskRecord {
         self.run.as_ref().and_then(|run| run.call.as_ref())
     }
 
+    /// The tool's last checkpoint ([`Change::Checkpoint`]), while the task
+    /// is unfinished.
+    pub fn checkpoint(&self) -> Option<&Value> {
+        self.checkpoint.as_deref()
+    }
+
     /// How many times the task was taken over and run again.
     pub fn resumed(&self) -> u32 {
         self.run.as_ref().map_or(0, |run| run.resumed)
@@ -462,6 +483,12 @@ impl TaskRecord {
         let mut next = self.clone();
         match change {
             Change::StatusMessage(message) => next.status_message = Some(message.clone()),
+            Change::Checkpoint { state, message } => {
+                next.checkpoint = Some(Box::new(state.clone()));
+                if let Some(message) = message {
+                    next.status_message = Some(message.clone());
+                }
+            }
             Change::RequestInput { key, request } => {
                 if !next.issued_keys.insert(key.clone()) {
                     return Err(TransitionError::DuplicateKey(key.clone()));
@@ -549,6 +576,7 @@ impl TaskRecord {
 
     fn finish(&mut self, status: TaskStatus, now: UnixMillis, retention: Duration) {
         self.status = status;
+        self.checkpoint = None;
         self.input_requests.clear();
         self.input_responses.clear();
         self.expires_at = Some(now.saturating_add(retention));

@@ -294,3 +294,49 @@ fn following_activity_keeps_unlimited_ttls_and_caps_long_ones() {
         Some(at(11_000))
     );
 }
+
+#[test]
+fn a_checkpoint_is_kept_with_its_message_across_a_resume_and_dropped_at_the_end() {
+    let (a, b) = (RunnerId::new("a"), RunnerId::new("b"));
+    let run = record().with_runner(a, Some(json!({"name": "job"})));
+    assert_eq!(run.checkpoint(), None);
+    let kept = after(
+        &run,
+        &Change::Checkpoint {
+            state: json!({"done": 2}),
+            message: Some("step 3 of 5".into()),
+        },
+        1_100,
+        0,
+    );
+    assert_eq!(kept.checkpoint(), Some(&json!({"done": 2})));
+    assert_eq!(kept.status_message(), Some("step 3 of 5"));
+    assert_eq!(kept.version(), run.version() + 1, "one write");
+    // Without a message, the message stays; the state is replaced.
+    let again = after(
+        &kept,
+        &Change::Checkpoint {
+            state: json!({"done": 3}),
+            message: None,
+        },
+        1_200,
+        0,
+    );
+    assert_eq!(
+        (again.checkpoint(), again.status_message()),
+        (Some(&json!({"done": 3})), Some("step 3 of 5"))
+    );
+    let resumed = after(&again, &Change::Resume(b), 1_300, 0);
+    assert_eq!(resumed.checkpoint(), Some(&json!({"done": 3})));
+    // It survives the stored form, and a packed record.
+    let stored: TaskRecord =
+        serde_json::from_str(&serde_json::to_string(&resumed).expect("serializes"))
+            .expect("reads back");
+    assert_eq!(stored, resumed);
+    assert_eq!(
+        super::super::PackedRecord::pack(resumed.clone()).unpack(),
+        resumed
+    );
+    let done = after(&resumed, &Change::Complete(json!({})), 1_400, 0);
+    assert_eq!(done.checkpoint(), None, "a finished task keeps no state");
+}
