@@ -3,7 +3,8 @@
 //! still answered), the tasks that end within `--drain-timeout` complete,
 //! the others fail honestly, the server exits 0 with one line on stderr
 //! for the start and one for the end; a second signal ends at once. On a
-//! SQLite file, what the drain did is read back after a restart.
+//! SQLite file, a resumable `long_job` is suspended rather than failed and
+//! continues from its checkpoint after a restart.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -183,6 +184,8 @@ fn sigterm_drains_answering_polls_refusing_creation_then_exits_0_and_fails_hones
     assert_eq!(status, 200);
     let stuck = start(&server.url, "sleep", &["ms=60000"]);
     let quick = start(&server.url, "sleep", &["ms=1000"]);
+    // Resumable: 10 steps of 600 ms, about 5 of them done when the drain ends.
+    let job = start(&server.url, "long_job", &["steps=10", "step_ms=600"]);
 
     let signalled = Instant::now();
     server.signal("TERM");
@@ -209,15 +212,56 @@ fn sigterm_drains_answering_polls_refusing_creation_then_exits_0_and_fails_hones
         "waited the timeout: {took:?}"
     );
     assert!(
-        ended.contains(": 1 tasks finished, 0 suspended")
+        ended.contains(": 1 tasks finished, 1 suspended")
             && ended.ends_with(", 0 handed off to other replicas, 1 failed"),
         "{ended}"
     );
     assert!(!ended.contains(&stuck) && !started.contains(&stuck));
 
+    // Suspended, not failed: working, with its last checkpoint.
+    let (code, kept) = json_of(&run(&["admin", "show", "--store", &store, &job, "--json"]));
+    assert_eq!(code, 0, "{kept}");
+    eprintln!("suspended: {kept}");
+    assert_eq!(kept["status"], "working", "{kept}");
+    let message = kept["statusMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("continues from its last checkpoint"),
+        "{kept}"
+    );
+    // long_job's message names the step under way: the one before is kept.
+    let at: u64 = message
+        .split("(it was at: step ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("where it was: {message}"));
+    let done_before = at - 1;
+    assert!((2..10).contains(&done_before), "{kept}");
+
     // Started again on the same file: the quick one completed, the other
-    // failed saying why.
+    // failed saying why, and the job continues after its checkpoint.
     let again = Served::start(&["--store", &store]);
+    let mut seen = Vec::new();
+    let finished = loop {
+        let got = get(&again.url, &job);
+        if got["status"] != "working" {
+            break got;
+        }
+        seen.extend(got["statusMessage"].as_str().map(str::to_owned));
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(finished["status"], "completed", "{finished}");
+    let steps: Vec<u64> = seen
+        .iter()
+        .filter_map(|m| m.strip_prefix("step ")?.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(
+        !steps.is_empty() && steps.iter().all(|&step| step > done_before),
+        "no step at or before the checkpoint ({done_before}) ran again: {seen:?}"
+    );
+    assert!(
+        finished.to_string().contains("done: 10 steps"),
+        "{finished}"
+    );
     let done = get(&again.url, &quick);
     assert_eq!(done["status"], "completed", "{done}");
     let failed = get(&again.url, &stuck);

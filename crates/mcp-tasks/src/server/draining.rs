@@ -130,9 +130,15 @@ pub(crate) fn shut_down_message(waited: Duration) -> String {
 }
 
 /// The status message of a resumable task the drain stopped without
-/// failing it.
-pub(crate) const SUSPENDED_MESSAGE: &str = "the server is restarting: the task continues from its \
-     last checkpoint when it starts again";
+/// failing it, whose status message was `last`.
+pub(crate) fn suspended_message(last: Option<&str>) -> String {
+    const SUSPENDED: &str = "the server is restarting: the task continues from its last \
+         checkpoint when it starts again";
+    match last {
+        Some(last) if !last.is_empty() => format!("{SUSPENDED} (it was at: {last})"),
+        _ => SUSPENDED.to_owned(),
+    }
+}
 
 /// `waited` for a person: whole seconds, or milliseconds below one.
 fn humane(waited: Duration) -> String {
@@ -172,5 +178,15 @@ mod tests {
             "the server shut down before the task finished (it waited 30 s for the task to end)"
         );
         assert!(shut_down_message(Duration::ZERO).contains("waited 0 ms"));
+    }
+
+    #[test]
+    fn a_suspended_task_says_where_it_was() {
+        assert_eq!(
+            suspended_message(Some("step 4 of 8")),
+            "the server is restarting: the task continues from its last checkpoint when it \
+             starts again (it was at: step 4 of 8)"
+        );
+        assert!(suspended_message(None).ends_with("when it starts again"));
     }
 }

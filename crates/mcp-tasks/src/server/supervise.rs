@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::admission::queue::{Place, RunSlot, Ticket, queued_message};
 use super::admission::shared::Shared;
-use super::draining::{Ended, SUSPENDED_MESSAGE, shut_down_message};
+use super::draining::{Ended, shut_down_message, suspended_message};
 use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
 use super::state::Inner;
@@ -400,9 +400,12 @@ async fn changed(inner: &Inner, id: &TaskId, lease: Option<&Arc<Lease>>) -> Opti
 /// wherever this server's lease is taken over); any other fails, saying
 /// how long the drain waited.
 async fn drained(inner: &Inner, id: &TaskId, lease: Option<&Arc<Lease>>) -> Ending {
-    let resumable = match inner.store.get(id).await {
-        Ok(Some(record)) => record.resumable_call().is_some() && !record.cancel_requested(),
-        _ => false,
+    let (resumable, last) = match inner.store.get(id).await {
+        Ok(Some(record)) => (
+            record.resumable_call().is_some() && !record.cancel_requested(),
+            record.status_message().map(str::to_owned),
+        ),
+        _ => (false, None),
     };
     if resumable && inner.resumes {
         if lease.is_some() {
@@ -412,7 +415,7 @@ async fn drained(inner: &Inner, id: &TaskId, lease: Option<&Arc<Lease>>) -> Endi
         }
         if inner.store.outlives_process() {
             inner.draining.count(Ended::Suspended);
-            return Ending::Suspend(SUSPENDED_MESSAGE.to_owned());
+            return Ending::Suspend(suspended_message(last.as_deref()));
         }
     }
     inner.draining.count(Ended::Failed);
