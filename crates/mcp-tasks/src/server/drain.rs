@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::draining::{DrainReport, ENDING_GRACE};
+use super::draining::{DrainReport, ENDING_GRACE, HAND_OFF_GRACE};
 use super::runtime::TaskRuntime;
 
 impl TaskRuntime {
@@ -30,11 +30,20 @@ impl TaskRuntime {
     ///   store that outlives the process
     ///   ([`TaskStore::outlives_process`], SQLite) is left unfinished, its
     ///   status message saying that it continues from its last checkpoint
-    ///   when the server starts again; on a store shared by several
-    ///   replicas, this server stops it without writing, and another
-    ///   replica takes it over once this server's lease has run out;
+    ///   when the server starts again;
     /// * any other task fails, its error saying that the server shut down
     ///   before it finished and how long the drain waited.
+    ///
+    /// On a store shared by several replicas (Redis), resumable tasks do
+    /// not wait for `timeout`: each is handed to the other replicas at
+    /// once, at its tool's next [`TaskContext::checkpoint`] within a short
+    /// grace (the checkpoint is written, the task handed off, and the call
+    /// returns an error that ends the tool: no step is lost or run twice),
+    /// or, for a tool that makes none in time, a task waiting for input or
+    /// a queued task, stopped (its tool dropped first) and handed off at
+    /// the end of the grace. The next scan of a live replica resumes it
+    /// from its last checkpoint, as after a crash. Its status message says
+    /// so meanwhile ([`HANDED_OFF_MESSAGE`]).
     ///
     /// Takeovers of other replicas' tasks stop too. The runtime stays
     /// usable for reading; creating tasks stays refused. Calling it again
@@ -43,10 +52,17 @@ impl TaskRuntime {
     /// [`ToolTasks::with_resumable`]: super::ToolTasks::with_resumable
     /// [`TaskRuntimeBuilder::with_resume`]: super::TaskRuntimeBuilder::with_resume
     /// [`TaskStore::outlives_process`]: crate::store::TaskStore::outlives_process
+    /// [`TaskContext::checkpoint`]: super::TaskContext::checkpoint
+    /// [`HANDED_OFF_MESSAGE`]: crate::store::HANDED_OFF_MESSAGE
     pub async fn drain(&self, timeout: Duration) -> DrainReport {
         let live = &self.inner.live;
         let began = tokio::time::Instant::now();
         let at_start = live.close();
+        // On a shared store, resumable tasks go to the other replicas at
+        // once (at their next checkpoint, or after a short grace).
+        if self.inner.store.replicas().is_some() && self.inner.resumes {
+            self.inner.draining.hand_off(HAND_OFF_GRACE.min(timeout));
+        }
         let settled = tokio::time::timeout(timeout, live.until_none())
             .await
             .is_ok();

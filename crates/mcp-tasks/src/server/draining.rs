@@ -51,9 +51,19 @@ impl DrainReport {
     }
 }
 
+/// How long, on a shared store, a resumable task's tool has to make its
+/// next checkpoint (where it is handed off) before it is stopped and
+/// handed off all the same.
+pub(crate) const HAND_OFF_GRACE: Duration = Duration::from_secs(3);
+
 /// A drain's state, in the runtime's.
 #[derive(Debug, Default)]
 pub(crate) struct Draining {
+    /// Fired when a drain on a shared store begins: resumable tasks are
+    /// handed to the other replicas.
+    handing_off: CancellationToken,
+    /// When the hand-off grace ends, set before `handing_off` fires.
+    hand_off_by: OnceLock<tokio::time::Instant>,
     /// Fired when the drain stops waiting: what still runs is ended.
     ending: CancellationToken,
     /// How long the drain waited, set before `ending` fires.
@@ -72,6 +82,27 @@ pub(crate) enum Ended {
 }
 
 impl Draining {
+    /// Starts handing resumable tasks off: at their next checkpoint, or
+    /// when `grace` has passed.
+    pub(crate) fn hand_off(&self, grace: Duration) {
+        let _ = self.hand_off_by.set(tokio::time::Instant::now() + grace);
+        self.handing_off.cancel();
+    }
+
+    /// True once [`Draining::hand_off`] was called.
+    pub(crate) fn is_handing_off(&self) -> bool {
+        self.handing_off.is_cancelled()
+    }
+
+    /// Completes when the hand-off grace has passed; never without a
+    /// hand-off.
+    pub(crate) async fn hand_off_due(&self) {
+        self.handing_off.cancelled().await;
+        if let Some(by) = self.hand_off_by.get() {
+            tokio::time::sleep_until(*by).await;
+        }
+    }
+
     /// Stops the wait: every task still supervised is ended. `waited` is
     /// how long the drain waited.
     pub(crate) fn end_all(&self, waited: Duration) {

@@ -83,6 +83,7 @@ mod custom;
 mod drain;
 mod draining;
 mod era;
+mod handoff;
 #[cfg(feature = "http")]
 pub mod http;
 mod lease;

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::admission::queue::{Place, RunSlot, Ticket, queued_message};
 use super::admission::shared::Shared;
 use super::draining::{Ended, shut_down_message, suspended_message};
+use super::handoff::hand_off;
 use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
 use super::state::Inner;
@@ -140,6 +141,9 @@ enum Ending {
     /// Leave the task unfinished, with this status message: a drain
     /// stopped its resumable tool, which runs again from its checkpoint.
     Suspend(String),
+    /// Hand the resumable task to another replica (a drain on a shared
+    /// store): see `handoff.rs`.
+    HandOff,
 }
 
 /// How a tool's future ended: its outcome, or the panic it raised.
@@ -184,6 +188,8 @@ pub(crate) async fn supervise(
     lease: Option<Arc<Lease>>,
 ) {
     let mut waiter = inner.waiters.register(&id);
+    // Whether a drain's hand-off grace found the task not resumable.
+    let mut handing_checked = false;
     let keep_alive_every = idle_ttl.map(|idle| (idle / 3).max(MIN_KEEP_ALIVE));
     let mut next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
     // The tool runs inside this task (no second spawn), and is dropped at
@@ -216,6 +222,12 @@ pub(crate) async fn supervise(
                     }
                 }
                 () = lease_lost(lease.as_ref()) => break Ending::Stop,
+                () = inner.draining.hand_off_due(), if lease.is_some() && !handing_checked => {
+                    handing_checked = true;
+                    if is_resumable(&inner, &id).await {
+                        break Ending::HandOff;
+                    }
+                }
                 () = inner.draining.ending() => break drained(&inner, &id, lease.as_ref()).await,
             }
         }
@@ -242,6 +254,15 @@ async fn finish(
             Ending::Suspend(message) => {
                 let change = Change::StatusMessage(message);
                 record_outcome(inner, id, &change, lease).await;
+            }
+            Ending::HandOff => {
+                if let Some(lease) = lease
+                    && !hand_off(inner, id, lease).await
+                    && let Ending::Outcome(change) = shut_down(inner)
+                {
+                    // Not handed off: failed honestly rather than left.
+                    record_outcome(inner, id, &change, Some(lease)).await;
+                }
             }
             Ending::Stop => {}
         }
@@ -295,6 +316,7 @@ pub(crate) async fn supervise_queued(
     // A slot here, waiting for its seats in the shared store.
     let mut seated_wait: Option<RunSlot> = None;
     let mut waiter = inner.waiters.register(&id);
+    let mut handing_checked = false;
     let mut shown = place.as_ref().and_then(Place::ahead);
     let mut reports = tokio::time::interval(QUEUE_REPORT_EVERY);
     reports.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -368,6 +390,12 @@ pub(crate) async fn supervise_queued(
                 }
             }
             () = lease_lost(lease.as_ref()) => break Ending::Stop,
+            () = inner.draining.hand_off_due(), if lease.is_some() && !handing_checked => {
+                handing_checked = true;
+                if is_resumable(&inner, &id).await {
+                    break Ending::HandOff;
+                }
+            }
             () = inner.draining.ending() => break drained(&inner, &id, lease.as_ref()).await,
         }
     };
@@ -409,18 +437,32 @@ async fn drained(inner: &Inner, id: &TaskId, lease: Option<&Arc<Lease>>) -> Endi
     };
     if resumable && inner.resumes {
         if lease.is_some() {
-            // Its lease is left to run out; another replica takes the task over.
-            inner.draining.count(Ended::HandedOff);
-            return Ending::Stop;
+            return Ending::HandOff;
         }
         if inner.store.outlives_process() {
             inner.draining.count(Ended::Suspended);
             return Ending::Suspend(suspended_message(last.as_deref()));
         }
     }
+    shut_down(inner)
+}
+
+/// The failure of a task the drain ends: the server shut down before it
+/// finished, and how long the drain waited.
+fn shut_down(inner: &Inner) -> Ending {
     inner.draining.count(Ended::Failed);
     let error = ErrorData::internal_error(shut_down_message(inner.draining.waited()), None);
     Ending::Outcome(Change::Fail(error_json(&error)))
+}
+
+/// Whether task `id` is one a drain hands to another replica: resumable,
+/// not being cancelled, on a runtime that resumes tasks.
+async fn is_resumable(inner: &Inner, id: &TaskId) -> bool {
+    inner.resumes
+        && matches!(
+            inner.store.get(id).await,
+            Ok(Some(record)) if record.resumable_call().is_some() && !record.cancel_requested()
+        )
 }
 
 /// True when `record` names another runner than `lease`'s.

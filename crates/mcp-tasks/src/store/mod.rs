@@ -39,8 +39,8 @@ pub use hash_key::{HASH_KEY_LEN, HashKey};
 pub use memory::MemoryStore;
 pub use packed::PackedRecord;
 pub use record::{
-    Change, EXPIRED_CODE, EXPIRED_MESSAGE, Principal, RESTARTED_MESSAGE, RESUMED_MESSAGE,
-    STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
+    Change, EXPIRED_CODE, EXPIRED_MESSAGE, HANDED_OFF_MESSAGE, Principal, RESTARTED_MESSAGE,
+    RESUMED_MESSAGE, STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
 };
 pub use replicas::{Orphan, Replicas, RunnerId, SeatId, SeatPool, Seating};
 
