@@ -18,5 +18,6 @@ mod listen;
 mod operator;
 mod rate;
 mod replicas;
+mod rolling;
 mod traces;
 mod wait_many;

@@ -158,6 +158,24 @@ impl TaskContext {
         self.token.cancelled().await;
     }
 
+    /// The hash that names this task in logs, metrics and traces (see
+    /// [`TaskHasher`](super::TaskHasher)): what a tool writes in its own log
+    /// lines instead of the task id, which is a bearer token. `None` when
+    /// the tool runs synchronously, or the store's key cannot be read.
+    pub async fn task_hash(&self) -> Option<String> {
+        let (id, inner) = self.task.as_ref()?;
+        let hasher = inner
+            .hasher
+            .get_or_try_init(|| async {
+                Ok::<_, crate::store::StoreError>(super::task_hash::TaskHasher::new(
+                    &inner.store.hash_key().await?,
+                ))
+            })
+            .await
+            .ok()?;
+        Some(hasher.hash(id))
+    }
+
     /// True when the tool runs as a task that runs again if its server
     /// stops: its tool was registered resumable
     /// ([`ToolTasks::with_resumable`](super::ToolTasks::with_resumable)) on
