@@ -26,7 +26,7 @@ use mcp_tasks::{
 };
 use mcp_tasks_redis::testing::RedisServer;
 use mcp_tasks_redis::{RedisOptions, RedisStore};
-use mcp_tasks_sqlite::SqliteStore;
+use mcp_tasks_sqlite::{SqliteOptions, SqliteStore, SqliteSync};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequest,
     ProtocolVersion, ServerCapabilities, ServerConfig,
@@ -119,6 +119,14 @@ async fn subjects(
         Subject {
             name: "SQLite (WAL, synchronous=NORMAL)",
             store: Arc::new(SqliteStore::open(dir.join("bench.sqlite3"))?),
+        },
+        // `serve --sqlite-sync full`: an fsync of the WAL per group commit.
+        Subject {
+            name: "SQLite (WAL, synchronous=FULL)",
+            store: Arc::new(SqliteStore::open_with(
+                dir.join("bench-full.sqlite3"),
+                &SqliteOptions::default().with_sync(SqliteSync::Full),
+            )?),
         },
         Subject {
             name: "Redis, appendfsync always",

@@ -71,6 +71,39 @@ pub struct SqliteOptions {
     /// How many bytes of records the read cache keeps at most (default
     /// 128 MiB), counted as [`PackedRecord::heap_size`].
     pub cache_bytes: usize,
+    /// When a commit reaches the disk (default [`SqliteSync::Normal`]).
+    pub sync: SqliteSync,
+}
+
+/// When a commit reaches the disk: SQLite's `synchronous` pragma, in WAL
+/// mode. Both survive the death of the process (`kill -9`, a panic, an
+/// out-of-memory kill): a commit is in the operating system's hands before
+/// it is acknowledged. They differ on a power loss or a crash of the
+/// operating system. RELIABILITY.md says what each keeps; BENCHMARKS.md what
+/// each costs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SqliteSync {
+    /// `synchronous=NORMAL` (the default): the WAL is synced at each
+    /// checkpoint, not at each commit, so a power loss may lose the last
+    /// commits (those since the last checkpoint, at most a fraction of a
+    /// second with the store's checkpointer), never corrupt the file.
+    #[default]
+    Normal,
+    /// `synchronous=FULL`: the WAL is synced at every commit, so an
+    /// acknowledged change survives a power loss too, at the cost of one
+    /// `fsync` per group of commits.
+    Full,
+}
+
+impl SqliteSync {
+    /// The pragma's value.
+    pub(crate) fn pragma(self) -> &'static str {
+        match self {
+            Self::Normal => "NORMAL",
+            Self::Full => "FULL",
+        }
+    }
 }
 
 impl Default for SqliteOptions {
@@ -81,6 +114,7 @@ impl Default for SqliteOptions {
             max_size_bytes: None,
             cache_records: 100_000,
             cache_bytes: 128 << 20,
+            sync: SqliteSync::Normal,
         }
     }
 }
@@ -101,6 +135,12 @@ impl SqliteOptions {
     /// The largest the file may grow, in bytes.
     pub fn with_max_size_bytes(mut self, bytes: u64) -> Self {
         self.max_size_bytes = Some(bytes);
+        self
+    }
+
+    /// When a commit reaches the disk.
+    pub fn with_sync(mut self, sync: SqliteSync) -> Self {
+        self.sync = sync;
         self
     }
 
@@ -185,7 +225,7 @@ impl SqliteStore {
         let path = path.as_ref().to_path_buf();
         let file_lock = lock::lock(&path)?;
         keep_private(&path)?;
-        let mut conn = schema::open(&path, options.max_size_bytes)?;
+        let mut conn = schema::open(&path, options.max_size_bytes, options.sync)?;
         let now = options.now.unwrap_or_else(UnixMillis::now);
         let left = schema::abandon_unfinished(&mut conn, now, options.retention)?;
         let hash_key = schema::hash_key(&conn)?;

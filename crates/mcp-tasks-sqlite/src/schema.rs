@@ -110,9 +110,13 @@ pub(crate) fn failure(message: &str, err: rusqlite::Error) -> StoreError {
     }
 }
 
-/// Opens the file, sets the pragmas (a size limit in bytes, if any) and
-/// brings the schema up to date.
-pub(crate) fn open(path: &Path, max_size_bytes: Option<u64>) -> Result<Connection, StoreError> {
+/// Opens the file, sets the pragmas (a size limit in bytes, if any; when
+/// commits reach the disk) and brings the schema up to date.
+pub(crate) fn open(
+    path: &Path,
+    max_size_bytes: Option<u64>,
+    sync: crate::SqliteSync,
+) -> Result<Connection, StoreError> {
     let mut conn = Connection::open(path)
         .map_err(|err| StoreError::new("SQLite could not open the store file", err))?;
     conn.busy_timeout(BUSY_TIMEOUT)
@@ -126,8 +130,9 @@ pub(crate) fn open(path: &Path, max_size_bytes: Option<u64>) -> Result<Connectio
     }
     // With WAL, NORMAL syncs at checkpoints only: a commit survives a crash
     // of the process, and at worst the last commits are lost with power.
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(|err| StoreError::new("SQLite could not set synchronous=NORMAL", err))?;
+    // FULL syncs the WAL at every commit.
+    conn.pragma_update(None, "synchronous", sync.pragma())
+        .map_err(|err| StoreError::new("SQLite could not set its synchronous pragma", err))?;
     // The checkpointer thread copies the WAL back beside the writes; this
     // connection's own checkpoint starts the WAL over (see `checkpoint`).
     conn.pragma_update(None, "wal_autocheckpoint", crate::checkpoint::WRITER_PAGES)
@@ -471,9 +476,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_sync_setting_reaches_the_connection() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for (sync, pragma) in [(crate::SqliteSync::Normal, 1), (crate::SqliteSync::Full, 2)] {
+            let conn = open(&dir.path().join("sync.sqlite3"), None, sync).expect("open");
+            let set: i64 = conn
+                .pragma_query_value(None, "synchronous", |row| row.get(0))
+                .expect("read the pragma");
+            assert_eq!(set, pragma, "{sync:?}");
+        }
+    }
+
+    #[test]
     fn the_expiry_query_reads_the_index_alone() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let conn = open(&dir.path().join("plan.sqlite3"), None).expect("open");
+        let conn = open(
+            &dir.path().join("plan.sqlite3"),
+            None,
+            crate::SqliteSync::Normal,
+        )
+        .expect("open");
         let mut plan = conn
             .prepare(&format!("EXPLAIN QUERY PLAN {EXPIRED_SQL}"))
             .expect("explain");
@@ -495,7 +517,12 @@ mod tests {
     #[test]
     fn listing_by_owner_reads_the_owner_index_in_order() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let conn = open(&dir.path().join("plan.sqlite3"), None).expect("open");
+        let conn = open(
+            &dir.path().join("plan.sqlite3"),
+            None,
+            crate::SqliteSync::Normal,
+        )
+        .expect("open");
         for (sql, params) in [
             (LIST_OWNED_SQL, params!["o", 10]),
             (LIST_OWNED_AFTER_SQL, params!["o", "id", 10]),
@@ -529,7 +556,7 @@ mod tests {
             raw.pragma_update(None, "user_version", 1)
                 .expect("user_version");
         }
-        let conn = open(&path, None).expect("open");
+        let conn = open(&path, None, crate::SqliteSync::Normal).expect("open");
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .expect("user_version");
@@ -548,8 +575,8 @@ mod tests {
     fn opening_twice_keeps_the_schema() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("twice.sqlite3");
-        drop(open(&path, None).expect("create"));
-        let conn = open(&path, None).expect("reopen");
+        drop(open(&path, None, crate::SqliteSync::Normal).expect("create"));
+        let conn = open(&path, None, crate::SqliteSync::Normal).expect("reopen");
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .expect("user_version");

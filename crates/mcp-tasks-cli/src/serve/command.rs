@@ -18,6 +18,8 @@ use mcp_tasks::server::{
     TaskRuntime,
 };
 
+use mcp_tasks_sqlite::SqliteSync;
+
 use super::drain::{StopSignals, drain_on_signal};
 use super::operator::Operator;
 use super::{DemoServer, HttpAccess, ServeOptions, StoreChoice};
@@ -28,6 +30,13 @@ struct StreamBounds {
     connections: usize,
     listen: usize,
     listen_per_caller: usize,
+}
+
+/// `--sqlite-sync`: SQLite's `synchronous` pragma.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum SqliteSyncArg {
+    Normal,
+    Full,
 }
 
 #[derive(Debug, Args)]
@@ -54,6 +63,10 @@ pub(crate) struct ServeArgs {
     /// again) within this many milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     lease_period: u64,
+    /// With SQLite: when a commit reaches the disk. `normal` (the default) survives the death
+    /// of the process; `full` also survives a power loss, at the cost of an fsync per commit.
+    #[arg(long, value_name = "normal|full")]
+    sqlite_sync: Option<SqliteSyncArg>,
     /// The poll interval suggested to clients, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 500)]
     poll_interval: u64,
@@ -337,7 +350,17 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(text) => StoreChoice::parse(text)?,
         None => StoreChoice::default_sqlite()?,
     };
-    let store = choice.open(&args.redis_key_prefix).await?;
+    let sync = match (args.sqlite_sync, &choice) {
+        (None, _) => SqliteSync::Normal,
+        (Some(sync), StoreChoice::Sqlite(_)) => match sync {
+            SqliteSyncArg::Normal => SqliteSync::Normal,
+            SqliteSyncArg::Full => SqliteSync::Full,
+        },
+        (Some(_), _) => {
+            anyhow::bail!("--sqlite-sync applies to a SQLite store (--store sqlite:PATH)")
+        }
+    };
+    let store = choice.open(&args.redis_key_prefix, sync).await?;
     let (store, observers) = match &operator {
         Some(operator) => operator.instrument(store, &choice)?,
         None => (store, Vec::new()),

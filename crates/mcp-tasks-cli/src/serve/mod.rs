@@ -39,7 +39,7 @@ use mcp_tasks::server::http::{
 use mcp_tasks::server::{AdmissionLimits, StdioTransport, TaskRuntime, TaskRuntimeBuilder};
 use mcp_tasks::store::{MemoryStore, SharedStore};
 use mcp_tasks_redis::{RedisOptions, RedisStore};
-use mcp_tasks_sqlite::SqliteStore;
+use mcp_tasks_sqlite::{SqliteOptions, SqliteStore, SqliteSync};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -98,14 +98,19 @@ impl StoreChoice {
     }
 
     /// Opens the store. A SQLite file is opened at once (blocking file
-    /// I/O: call this at start-up); its unfinished tasks from an earlier
-    /// run are failed. Redis is connected to (within 2 s) under
-    /// `key_prefix`.
-    pub(crate) async fn open(&self, key_prefix: &str) -> anyhow::Result<SharedStore> {
+    /// I/O: call this at start-up), syncing as `sync` says; its unfinished
+    /// tasks from an earlier run are failed, but for the resumable ones,
+    /// which the runtime runs again. Redis is connected to (within 2 s)
+    /// under `key_prefix`.
+    pub(crate) async fn open(
+        &self,
+        key_prefix: &str,
+        sync: SqliteSync,
+    ) -> anyhow::Result<SharedStore> {
         Ok(match self {
             Self::Memory => Arc::new(MemoryStore::new()),
             Self::Sqlite(path) => Arc::new(
-                SqliteStore::open(path)
+                SqliteStore::open_with(path, &SqliteOptions::default().with_sync(sync))
                     .with_context(|| format!("cannot open the task store {}", path.display()))?,
             ),
             Self::Redis(url) => {

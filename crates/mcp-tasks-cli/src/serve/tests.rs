@@ -355,7 +355,12 @@ async fn a_sqlite_store_in_the_data_folder_keeps_tasks() {
     };
     assert_eq!(path, &data.path().join("mcp-tasks").join("tasks.db"));
     assert!(data.path().join("mcp-tasks").is_dir());
-    let mut options = options(choice.open("").await.unwrap());
+    let mut options = options(
+        choice
+            .open("", mcp_tasks_sqlite::SqliteSync::Normal)
+            .await
+            .unwrap(),
+    );
     options.ttl = Some(Duration::from_secs(120));
     let client = in_process_with(DemoServer::new(&options), ()).await;
     let state = task_of(&client, "sleep", json!({"ms": 0})).await;
@@ -377,12 +382,17 @@ async fn a_sqlite_store_in_the_data_folder_keeps_tasks() {
             )
             .unwrap();
     assert_eq!(status, "completed");
-    let Err(held) = choice.open("").await else {
+    let Err(held) = choice.open("", mcp_tasks_sqlite::SqliteSync::Normal).await else {
         panic!("a second store on a file the server holds");
     };
     assert!(
         format!("{held:#}").contains("another process holds"),
         "{held:#}"
     );
-    assert!(StoreChoice::Memory.open("").await.is_ok());
+    assert!(
+        StoreChoice::Memory
+            .open("", mcp_tasks_sqlite::SqliteSync::Full)
+            .await
+            .is_ok()
+    );
 }

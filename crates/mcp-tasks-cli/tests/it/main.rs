@@ -18,6 +18,8 @@ mod listen;
 mod operator;
 mod rate;
 mod replicas;
+mod restart;
 mod rolling;
+mod serving;
 mod traces;
 mod wait_many;

@@ -7,137 +7,33 @@
 //! replicas on one Redis: the upstream call runs on A, its input is
 //! answered and its task cancelled on B.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mcp_tasks::client::ListenChannel;
 use mcp_tasks::store::STOPPED_MESSAGE;
-use mcp_tasks::{
-    AwaitOptions, CallOptions, CallResponse, InputMode, ListenMode, TaskId, TaskOutcome, TaskState,
-    TaskStatus, TasksClient,
-};
+use mcp_tasks::{CallOptions, ListenMode, TaskId, TaskState, TaskStatus, TasksClient};
 use mcp_tasks_redis::testing::RedisServer;
-use rmcp::ClientHandler;
-use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitationCapability, Implementation, JsonObject,
-    ProtocolVersion,
-};
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::serving::{Forms, Served as Replica, args, returned, start, text_of, until};
 use crate::support::BIN;
 
 /// The lease period of the replicas.
 const LEASE: Duration = Duration::from_secs(4);
 
-/// Declares form elicitation; answers nothing itself (the test updates).
-#[derive(Debug, Clone, Default)]
-struct Forms;
-
-impl ClientHandler for Forms {
-    fn get_info(&self) -> ClientConfig {
-        let mut capabilities = ClientCapabilities::default();
-        capabilities.elicitation = Some(ElicitationCapability::default());
-        ClientConfig::new(capabilities, Implementation::new("replica-tests", "0"))
-    }
+/// A replica: `mcp-tasks serve --http` on the Redis at `redis`.
+fn replica(redis: &str) -> Replica {
+    replica_with(redis, "replicas-test:", &[])
 }
 
-/// `mcp-tasks serve --http` on the Redis at `url`; killed when dropped.
-struct Replica {
-    child: Child,
-    url: String,
-}
-
-impl Replica {
-    fn start(redis: &str) -> Self {
-        Self::start_with(redis, "replicas-test:", &[])
-    }
-
-    /// A replica with the key prefix `prefix` and further flags.
-    fn start_with(redis: &str, prefix: &str, extra: &[&str]) -> Self {
-        let lease = LEASE.as_millis().to_string();
-        let mut child = Command::new(BIN)
-            .args(["serve", "--http", "127.0.0.1:0", "--store", redis])
-            .args(["--redis-key-prefix", prefix, "--lease-period", &lease])
-            .args(extra)
-            // Polling would take a minute: whatever is seen sooner was heard.
-            .args(["--poll-interval", "60000"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the server prints where it listens");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Self { child, url }
-    }
-
-    /// SIGKILL: no chance to end, hand over or write anything.
-    fn kill_9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// A client of this replica that listens over HTTP.
-    async fn client(&self) -> TasksClient<Forms> {
-        self.client_as(None).await
-    }
-
-    /// [`Replica::client`] sending `token` as its bearer token (without
-    /// `--auth-tokens` a caller's principal is a hash of what it sends).
-    async fn client_as(&self, token: Option<&str>) -> TasksClient<Forms> {
-        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url.clone());
-        if let Some(token) = token {
-            config = config.auth_header(token);
-        }
-        let http = reqwest::Client::new();
-        let channel = ListenChannel::http(http.clone(), &config);
-        let transport = StreamableHttpClientTransport::with_client(http, config);
-        let lifecycle = ClientLifecycleMode::Discover {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        };
-        TasksClient::new(
-            serve_client_with_lifecycle(Forms, transport, lifecycle)
-                .await
-                .expect("connect"),
-        )
-        .with_listen(channel)
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        self.kill_9();
-    }
-}
-
-fn args(value: Value) -> Option<JsonObject> {
-    match value {
-        Value::Object(object) => Some(object),
-        _ => None,
-    }
-}
-
-async fn start(client: &TasksClient<Forms>, tool: &str, arguments: Value) -> TaskState {
-    match client
-        .call_tool(tool, args(arguments), CallOptions::default())
-        .await
-        .expect("tools/call")
-    {
-        CallResponse::Task(state) => state,
-        other => panic!("{tool} should make a task, got {other:?}"),
-    }
+/// [`replica`] with the key prefix `prefix` and further flags.
+fn replica_with(redis: &str, prefix: &str, extra: &[&str]) -> Replica {
+    let lease = LEASE.as_millis().to_string();
+    let mut flags = vec!["--redis-key-prefix", prefix, "--lease-period", &lease];
+    flags.extend_from_slice(extra);
+    // Polling would take a minute: whatever is seen sooner was heard.
+    flags.extend_from_slice(&["--poll-interval", "60000"]);
+    Replica::start("127.0.0.1:0", redis, &flags)
 }
 
 /// SIGKILLs `replica` while it runs task `id`, and reads the task through
@@ -157,52 +53,12 @@ async fn killed_mid_task(
     (failed, took)
 }
 
-/// Reads `id` through `client` every 20 ms until `done` holds, for at most `within`.
-async fn until(
-    client: &TasksClient<Forms>,
-    id: &TaskId,
-    within: Duration,
-    done: impl Fn(&TaskState) -> bool,
-) -> TaskState {
-    let deadline = Instant::now() + within;
-    loop {
-        let state = client.get(id).await.expect("tasks/get");
-        if done(&state) {
-            return state;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not within {within:?}: {:?} {:?}",
-            state.status,
-            state.status_message
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn text_of(outcome: &TaskOutcome) -> String {
-    match outcome {
-        TaskOutcome::Completed(result) => serde_json::to_value(result).expect("json")["content"][0]
-            ["text"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned(),
-        other => panic!("expected a completed task, got {other:?}"),
-    }
-}
-
-fn returned() -> AwaitOptions {
-    AwaitOptions::default()
-        .with_deadline(Some(Duration::from_secs(30)))
-        .with_input(InputMode::Return)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_on_one_redis_share_tasks_and_survive_a_sigkill() {
     let redis = RedisServer::start();
-    let mut a = Replica::start(&redis.url());
-    let b = Replica::start(&redis.url());
-    let c = Replica::start(&redis.url());
+    let mut a = replica(&redis.url());
+    let b = replica(&redis.url());
+    let c = replica(&redis.url());
     let (on_a, on_b, on_c) = (a.client().await, b.client().await, c.client().await);
 
     // Made on A, read and answered on B: the tool parked on A goes on.
@@ -267,7 +123,7 @@ async fn three_replicas_on_one_redis_share_tasks_and_survive_a_sigkill() {
         took <= LEASE + Duration::from_millis(300),
         "the task of the killed replica ended after {took:?}"
     );
-    // The resumable job runs again on B or C, from the start, and completes.
+    // The resumable job runs again on B or C, from its checkpoint, and completes.
     let outcome = on_b
         .await_task(&resumable, &returned())
         .await
@@ -305,8 +161,8 @@ async fn two_gateway_replicas_on_one_redis_relay_each_others_callers() {
     let (a_db, b_db) = (upstream_db("upstream-a"), upstream_db("upstream-b"));
     let (a_upstream, b_upstream) = (upstream(&a_db), upstream(&b_db));
     let prefix = "gateway-replicas-test:";
-    let mut a = Replica::start_with(&redis.url(), prefix, &["--upstream", &a_upstream]);
-    let b = Replica::start_with(&redis.url(), prefix, &["--upstream", &b_upstream]);
+    let mut a = replica_with(&redis.url(), prefix, &["--upstream", &a_upstream]);
+    let b = replica_with(&redis.url(), prefix, &["--upstream", &b_upstream]);
     let (on_a, on_b) = (a.client().await, b.client().await);
     let stranger = b.client_as(Some("someone-else")).await;
 
@@ -393,8 +249,8 @@ async fn two_replicas_on_one_redis_hold_the_running_bound_and_the_cap_together()
         "4",
         "--quota-by-header",
     ];
-    let mut a = Replica::start_with(&redis.url(), "admission-test:", &flags);
-    let b = Replica::start_with(&redis.url(), "admission-test:", &flags);
+    let mut a = replica_with(&redis.url(), "admission-test:", &flags);
+    let b = replica_with(&redis.url(), "admission-test:", &flags);
     let (alice_a, alice_b) = (
         a.client_as(Some("Bearer alice")).await,
         b.client_as(Some("Bearer alice")).await,

@@ -540,3 +540,32 @@ async fn read_patiently(inner: &Inner, id: &TaskId) -> Result<TaskRecord, ErrorD
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_is_bounded_with_a_clear_error() {
+        // `"` + n bytes + `"`: exactly at the bound, then one past it.
+        let at_bound = "x".repeat(MAX_CHECKPOINT_BYTES - 2);
+        assert_eq!(
+            checkpoint_state(&at_bound).expect("at the bound"),
+            Value::String(at_bound.clone())
+        );
+        let error = checkpoint_state(&format!("{at_bound}x")).expect_err("past the bound");
+        assert_eq!(error.code, rmcp::model::ErrorCode::INTERNAL_ERROR);
+        assert!(
+            error.message.contains("65537 bytes") && error.message.contains("65536"),
+            "{}",
+            error.message
+        );
+        let map: BTreeMap<Vec<u8>, u8> = BTreeMap::from([(vec![1], 1)]);
+        let error = checkpoint_state(&map).expect_err("not JSON");
+        assert!(
+            error.message.contains("does not serialize"),
+            "{}",
+            error.message
+        );
+    }
+}

@@ -46,16 +46,20 @@ pub struct ToolTasks {
     /// heartbeats (default `false`: the TTL follows activity, see
     /// [`TaskRuntimeBuilder::with_default_ttl`](super::TaskRuntimeBuilder::with_default_ttl)).
     pub ttl_from_creation: bool,
-    /// Whether another server may run this tool's task again when the server
-    /// running it stops (default false: the task fails with "the server
-    /// running this task stopped"). Only on a store shared by several
-    /// servers, and only where the runtime was given the code to run it
-    /// again ([`TaskRuntimeBuilder::with_resume`](super::TaskRuntimeBuilder::with_resume)).
+    /// Whether the tool's task runs again when the server running it stops
+    /// (default false: the task fails with "the server running this task
+    /// stopped", or on SQLite "server restarted before the task finished"):
+    /// on another server of a shared store (Redis), or on the same server
+    /// started again on a store that outlives it (SQLite); only where the
+    /// runtime was given the code to run it again
+    /// ([`TaskRuntimeBuilder::with_resume`](super::TaskRuntimeBuilder::with_resume)).
     /// The task then keeps the call's name and arguments. The tool runs
-    /// again from the start: it must be safe to repeat (idempotent work, or
-    /// steps it can skip); input it asked for under a key is not asked
-    /// again, the tool asking under the same key gets the answer (or waits
-    /// for it).
+    /// again from its last [`TaskContext::checkpoint`](super::TaskContext::checkpoint)
+    /// (read with [`TaskContext::resumed`](super::TaskContext::resumed)), or
+    /// from the start if it made none: what it did since its last
+    /// checkpoint is done again, so checkpoint after each unit of work.
+    /// Input it asked for under a key is not asked again: the tool asking
+    /// under the same key gets the answer (or waits for it).
     pub resumable: bool,
 }
 

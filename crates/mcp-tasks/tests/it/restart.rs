@@ -65,3 +65,107 @@ fn a_restarted_server_keeps_finished_tasks_and_fails_unfinished_ones() {
         }
     });
 }
+
+/// Runs `first` in a process life of its own, which then dies with its
+/// tasks mid-flight.
+fn one_life<T>(first: impl std::future::Future<Output = T>) -> T {
+    let life = tokio::runtime::Runtime::new().expect("a runtime");
+    let out = life.block_on(first);
+    life.shutdown_timeout(Duration::from_secs(5));
+    out
+}
+
+/// Waits until task `id` shows `message`.
+async fn until_message<H: rmcp::ClientHandler>(
+    client: &mcp_tasks::client::TasksClient<H>,
+    id: &TaskId,
+    message: &str,
+) {
+    for _ in 0..2_000 {
+        let state = client.get(id).await.expect("get");
+        if state.status_message.as_deref() == Some(message) {
+            return;
+        }
+        assert!(!state.status.is_terminal(), "ended early: {state:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("task never showed {message:?}");
+}
+
+#[test]
+fn a_restarted_server_runs_resumable_tasks_again_from_their_checkpoint() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("tasks.db");
+
+    // First life: a resumable task three steps in (its checkpoint says two
+    // are done), and a task that cannot run again.
+    let (steps, forever, first_events) = one_life(async {
+        let store = SqliteStore::open(&path).expect("open the store");
+        let server = RuntimeServer::resuming(runtime_on(store));
+        let client = in_process(server.clone()).await;
+        let steps = task_of(&client, "steps", json!({"n": 5, "ms": 200})).await;
+        let forever = task_of(&client, "forever", json!({})).await;
+        until_message(&client, &steps.id, "step 3 of 5").await;
+        (steps.id, forever.id, server.events())
+    });
+    assert_eq!(first_events, ["step 1", "step 2"]);
+
+    // Second life on the same file, with the resume hook.
+    let life = tokio::runtime::Runtime::new().expect("a runtime");
+    life.block_on(async {
+        let store = SqliteStore::open(&path).expect("reopen the store");
+        assert_eq!(store.abandoned_at_open(), 1, "only `forever` is failed");
+        let server = RuntimeServer::resuming(runtime_on(store));
+        let client = in_process(server.clone()).await;
+        let outcome = client
+            .await_task(&client.get(&steps).await.expect("get"), &options())
+            .await
+            .expect("await");
+        let TaskOutcome::Completed(result) = outcome else {
+            panic!("the resumed task completes: {outcome:?}")
+        };
+        assert_eq!(
+            result.content[0].as_text().expect("text").text,
+            "did 5 steps"
+        );
+        assert_eq!(
+            server.events(),
+            ["step 3", "step 4", "step 5"],
+            "the resumed run continues after its checkpoint: no step runs twice"
+        );
+        let failed = client.get(&forever).await.expect("get");
+        assert_eq!(failed.status, TaskStatus::Failed);
+        assert_eq!(failed.status_message.as_deref(), Some(RESTARTED_MESSAGE));
+    });
+}
+
+#[test]
+fn without_a_resume_hook_a_restarted_server_fails_the_resumable_tasks() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("tasks.db");
+    let steps = one_life(async {
+        let store = SqliteStore::open(&path).expect("open the store");
+        let client = in_process(RuntimeServer::resuming(runtime_on(store))).await;
+        let steps = task_of(&client, "steps", json!({"n": 5, "ms": 200})).await;
+        until_message(&client, &steps.id, "step 2 of 5").await;
+        steps.id
+    });
+    let life = tokio::runtime::Runtime::new().expect("a runtime");
+    life.block_on(async {
+        // An operator's look at the file leaves the task to the next server.
+        let store = SqliteStore::open(&path).expect("reopen the store");
+        assert_eq!(store.abandoned_at_open(), 0);
+        drop(store);
+        let store = SqliteStore::open(&path).expect("reopen the store");
+        let client = in_process(RuntimeServer::new(runtime_on(store).build())).await;
+        let state = loop {
+            let state = client.get(&steps).await.expect("get");
+            if state.status.is_terminal() {
+                break state;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(state.status, TaskStatus::Failed);
+        assert_eq!(state.status_message.as_deref(), Some(RESTARTED_MESSAGE));
+    });
+}

@@ -32,7 +32,7 @@ pub(crate) fn runtime_on(store: impl IntoSharedStore) -> TaskRuntimeBuilder {
 }
 
 /// The policy of each tool, as 2025-11-25 clients read it in `tools/list`.
-pub(crate) const POLICIES: [(&str, TaskPolicy); 13] = [
+pub(crate) const POLICIES: [(&str, TaskPolicy); 14] = [
     ("slow", TaskPolicy::Optional),
     ("gated", TaskPolicy::Required),
     ("required_job", TaskPolicy::Required),
@@ -46,6 +46,7 @@ pub(crate) const POLICIES: [(&str, TaskPolicy); 13] = [
     ("forever", TaskPolicy::Required),
     ("spawns_work", TaskPolicy::Required),
     ("ask_everything", TaskPolicy::Required),
+    ("steps", TaskPolicy::Required),
 ];
 
 impl RuntimeServer {
@@ -63,6 +64,22 @@ impl RuntimeServer {
     /// Lets the `gated` tool take one more step.
     pub(crate) fn open_gate(&self) {
         self.gate.add_permits(1);
+    }
+
+    /// A server on `runtime` (a builder) whose `steps` tasks run again,
+    /// from their checkpoint, when a server stopped before they finished.
+    pub(crate) fn resuming(runtime: TaskRuntimeBuilder) -> Self {
+        let events: Arc<Mutex<Vec<String>>> = Arc::default();
+        let kept = events.clone();
+        let runtime = runtime
+            .with_resume(move |call: CallToolRequestParams, ctx| {
+                let (n, ms) = (u64_arg(&call, "n", 5), ms_arg(&call));
+                steps(kept.clone(), n, ms)(ctx)
+            })
+            .build();
+        let mut server = Self::new(runtime);
+        server.events = events;
+        server
     }
 
     pub(crate) fn in_memory() -> Self {
@@ -108,6 +125,42 @@ fn with_ttl_args(request: &CallToolRequestParams, mut tasks: ToolTasks) -> ToolT
         tasks = tasks.with_ttl_from_creation();
     }
     tasks
+}
+
+fn u64_arg(request: &CallToolRequestParams, key: &str, default: u64) -> u64 {
+    request
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_u64)
+        .unwrap_or(default)
+}
+
+/// The resumable `steps` tool: `n` steps of `ms` each; before each, a
+/// checkpoint of the steps done with the message "step K of N"; after
+/// each, the event "step K" (what the test counts: a step that ran twice
+/// shows twice). A resumed run continues after its last checkpoint.
+fn steps(
+    events: Arc<Mutex<Vec<String>>>,
+    n: u64,
+    ms: u64,
+) -> impl FnOnce(
+    TaskContext,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<CallToolResult, ErrorData>> + Send>,
+> {
+    move |ctx| {
+        Box::pin(async move {
+            let from = ctx.resumed::<u64>()?.unwrap_or(0);
+            for done in from..n {
+                ctx.checkpoint_with_message(&done, format!("step {} of {n}", done + 1))
+                    .await?;
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                events.lock().unwrap().push(format!("step {}", done + 1));
+            }
+            Ok(text(format!("did {n} steps")))
+        })
+    }
 }
 
 fn ms_arg(request: &CallToolRequestParams) -> u64 {
@@ -358,6 +411,17 @@ impl ServerHandler for RuntimeServer {
                         std::future::pending::<()>().await;
                         Ok(text("never"))
                     },
+                )
+                .await
+            }
+            "steps" => {
+                let tasks = ToolTasks::required().with_resumable(true);
+                let n = u64_arg(&request, "n", 5);
+                rt.call_tool(
+                    &request,
+                    &context,
+                    &tasks,
+                    steps(self.events.clone(), n, ms),
                 )
                 .await
             }
