@@ -562,6 +562,10 @@ impl TaskStore for RedisStore {
     fn replicas(&self) -> Option<&dyn Replicas> {
         Some(self)
     }
+
+    fn outlives_process(&self) -> bool {
+        true
+    }
 }
 
 impl Replicas for RedisStore {

@@ -429,4 +429,8 @@ impl TaskStore for SqliteStore {
             .unwrap_or_else(|p| p.into_inner());
         Ok(left.take().unwrap_or_default())
     }
+
+    fn outlives_process(&self) -> bool {
+        true
+    }
 }

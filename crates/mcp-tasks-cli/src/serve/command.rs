@@ -20,6 +20,7 @@ use mcp_tasks::server::{
 
 use mcp_tasks_sqlite::SqliteSync;
 
+use super::drain::{StopSignals, drain_on_signal};
 use super::operator::Operator;
 use super::{DemoServer, HttpAccess, ServeOptions, StoreChoice};
 
@@ -53,6 +54,11 @@ pub(crate) struct ServeArgs {
     /// Put before every Redis key, so several deployments can share one Redis.
     #[arg(long, value_name = "PREFIX", default_value = mcp_tasks_redis::DEFAULT_KEY_PREFIX)]
     redis_key_prefix: String,
+    /// On SIGTERM or Ctrl-C: how long to wait for running tasks before ending them (0: do not
+    /// wait). New tasks are refused meanwhile (HTTP 503 with Retry-After); resumable ones are
+    /// suspended on SQLite (they continue at the next start), handed over on Redis.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    drain_timeout: u64,
     /// With Redis: when a replica dies, another ends its tasks (or runs the resumable ones
     /// again) within this many milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
@@ -412,7 +418,18 @@ async fn serve<S>(
 where
     S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
 {
+    // SIGTERM or Ctrl-C drains while the server keeps answering, then
+    // ends the serving (over HTTP, the listen streams gracefully); from
+    // the signal on, /readyz says it is draining.
     let draining = operator.as_ref().map(|operator| operator.draining.clone());
+    let signals = StopSignals::listen().context("cannot listen for SIGTERM and Ctrl-C")?;
+    let stop = {
+        let runtime = runtime.clone();
+        let timeout = Duration::from_secs(args.drain_timeout);
+        async move {
+            drain_on_signal(signals, &runtime, draining, timeout).await;
+        }
+    };
     match &args.http {
         None => {
             // Stdout is the MCP connection: the operator's address goes to stderr.
@@ -421,7 +438,7 @@ where
                     .start(runtime.clone(), &mut std::io::stderr())
                     .await?;
             }
-            super::serve_stdio(server, &runtime).await
+            super::serve_stdio(server, &runtime, stop).await
         }
         Some(address) => {
             let listener = tokio::net::TcpListener::bind(address)
@@ -436,15 +453,7 @@ where
                 operator.start(runtime.clone(), &mut stdout).await?;
             }
             drop(stdout);
-            // Ctrl-C ends the listen streams, then the server; from then
-            // on /readyz says it is draining.
-            let interrupted = async move {
-                let _ = tokio::signal::ctrl_c().await;
-                if let Some(draining) = draining {
-                    draining.start();
-                }
-            };
-            super::serve_http(server, runtime, listener, access, interrupted).await
+            super::serve_http(server, runtime, listener, access, stop).await
         }
     }
 }

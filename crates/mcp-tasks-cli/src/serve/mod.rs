@@ -19,6 +19,7 @@
 //! is the caller's principal.
 
 mod command;
+mod drain;
 mod operator;
 mod tools;
 
@@ -282,7 +283,13 @@ impl ServerHandler for DemoServer {
 }
 
 /// Serves on stdin and stdout until stdin closes (also before any message).
-pub(crate) async fn serve_stdio<S>(server: S, runtime: &TaskRuntime) -> anyhow::Result<()>
+/// Serves `server` on stdin/stdout until the client closes it or `stop`
+/// completes (after a drain: see `drain.rs`).
+pub(crate) async fn serve_stdio<S>(
+    server: S,
+    runtime: &TaskRuntime,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()>
 where
     S: ServerHandler + Send + Sync + 'static,
 {
@@ -297,10 +304,14 @@ where
         Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
         Err(error) => return Err(error).context("cannot start the MCP server on stdio"),
     };
-    running
-        .waiting()
-        .await
-        .context("the MCP server on stdio stopped")?;
+    let token = running.cancellation_token();
+    let stopping = tokio::spawn(async move {
+        stop.await;
+        token.cancel();
+    });
+    let quit = running.waiting().await;
+    stopping.abort();
+    quit.context("the MCP server on stdio stopped")?;
     Ok(())
 }
 

@@ -96,6 +96,10 @@ const TOOLS: [DemoTool; 4] = [
                         format!("step {} of {steps}", done + 1),
                     )
                     .await?;
+                    // Each step run, by the task's hash: a test counts them.
+                    if let Some(hash) = task.task_hash().await {
+                        tracing::debug!(task = %hash, step = done + 1, steps, "long_job step");
+                    }
                     tokio::time::sleep(step).await;
                 }
                 Ok(text(format!("done: {steps} steps")))

@@ -72,11 +72,11 @@ fn replica_on(store: &str, extra: &[&str], tokens: &Path) -> Replica {
 
 /// nginx in the foreground with a configuration of its own in `dir`;
 /// stopped when dropped.
-struct Nginx {
+pub(crate) struct Nginx {
     child: Child,
     binary: PathBuf,
     dir: PathBuf,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for Nginx {
@@ -100,7 +100,7 @@ impl Drop for Nginx {
     }
 }
 
-fn nginx_binary() -> PathBuf {
+pub(crate) fn nginx_binary() -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/sbin")])
@@ -114,7 +114,7 @@ fn nginx_binary() -> PathBuf {
         })
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free port")
@@ -231,9 +231,15 @@ http {{
 }
 
 fn start_nginx(dir: &Path, replicas: &[&Replica]) -> Nginx {
-    let binary = nginx_binary();
     let port = free_port();
-    std::fs::write(dir.join("nginx.conf"), nginx_conf(dir, port, replicas)).unwrap();
+    run_nginx(dir, port, &nginx_conf(dir, port, replicas))
+}
+
+/// nginx with the configuration `conf` (listening on 127.0.0.1:`port`),
+/// its files in `dir`; ready when this returns.
+pub(crate) fn run_nginx(dir: &Path, port: u16, conf: &str) -> Nginx {
+    let binary = nginx_binary();
+    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
     let child = Command::new(&binary)
         .arg("-p")
         .arg(dir)
@@ -265,8 +271,7 @@ fn start_nginx(dir: &Path, replicas: &[&Replica]) -> Nginx {
             let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
             panic!(
                 "nginx did not start on 127.0.0.1:{port} ({exited:?}): {stderr}\n{log}\n\
-                 configuration:\n{}",
-                nginx_conf(dir, port, replicas)
+                 configuration:\n{conf}"
             );
         }
         std::thread::sleep(Duration::from_millis(50));

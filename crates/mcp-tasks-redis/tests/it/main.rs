@@ -2,6 +2,7 @@
 //! `redis-server` started on a free port (see `mcp_tasks_redis::testing`).
 
 mod contract;
+mod handoff;
 mod keyed;
 mod outage;
 mod owned;

@@ -68,6 +68,38 @@ pub(crate) async fn steps(
     )))
 }
 
+/// What the resumable `counted` tool does, here or run again elsewhere:
+/// `steps` steps of `ms`, a checkpoint of the steps done (and the next
+/// step's message) before each; a resumed run continues after the last
+/// one kept. Its result says where each run started.
+pub(crate) async fn counted(
+    replica: &'static str,
+    arguments: Option<JsonObject>,
+    task: TaskContext,
+) -> Result<CallToolResult, ErrorData> {
+    let number = |key: &str, default: u64| {
+        arguments
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_u64)
+            .unwrap_or(default)
+    };
+    let (count, ms) = (number("steps", 5), number("ms", 100));
+    let from = task
+        .resumed::<Value>()?
+        .and_then(|kept| kept["done"].as_u64())
+        .unwrap_or(0);
+    for done in from..count {
+        task.checkpoint_with_message(
+            &json!({"done": done}),
+            format!("{replica}: step {} of {count}", done + 1),
+        )
+        .await?;
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    Ok(text(format!("{replica} ran steps {} to {count}", from + 1)))
+}
+
 /// A replica: its runtime, on its own store, with a lease period of `period`.
 pub(crate) async fn replica(
     url: &str,
@@ -78,7 +110,14 @@ pub(crate) async fn replica(
     let runtime = TaskRuntime::builder(store(url, prefix).await)
         .with_poll_interval(Duration::from_millis(20))
         .with_lease_period(period)
-        .with_resume(move |call: CallToolRequestParams, task| steps(name, call.arguments, task))
+        .with_resume(move |call: CallToolRequestParams, task| {
+            Box::pin(async move {
+                match call.name.as_ref() {
+                    "counted" => counted(name, call.arguments, task).await,
+                    _ => steps(name, call.arguments, task).await,
+                }
+            })
+        })
         .build();
     Tools { runtime, name }
 }
@@ -166,6 +205,14 @@ impl ServerHandler for Tools {
                 let tasks = ToolTasks::required().with_resumable(true);
                 rt.call_tool(&request, &context, &tasks, move |task| {
                     steps(name, arguments, task)
+                })
+                .await
+            }
+            // Checkpointed steps; resumable.
+            "counted" => {
+                let tasks = ToolTasks::required().with_resumable(true);
+                rt.call_tool(&request, &context, &tasks, move |task| {
+                    counted(name, arguments, task)
                 })
                 .await
             }

@@ -15,6 +15,7 @@ use super::admission::queue::{Admission, AdmissionLimits};
 use super::admission::rate::{self, CreationRate};
 use super::clock::{Clock, SystemClock};
 use super::context::TaskContext;
+use super::draining::Draining;
 use super::lease::{DEFAULT_LEASE_PERIOD, Leasing, fresh_runner};
 use super::limits::Listeners;
 use super::listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
@@ -311,6 +312,7 @@ impl TaskRuntimeBuilder {
             waiters: Waiters::default(),
             live: Arc::default(),
             admission: Admission::new(self.admission),
+            draining: Draining::default(),
             listeners: Listeners::default(),
             settings: self.settings,
             leasing,

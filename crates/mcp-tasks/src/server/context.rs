@@ -158,6 +158,24 @@ impl TaskContext {
         self.token.cancelled().await;
     }
 
+    /// The hash that names this task in logs, metrics and traces (see
+    /// [`TaskHasher`](super::TaskHasher)): what a tool writes in its own log
+    /// lines instead of the task id, which is a bearer token. `None` when
+    /// the tool runs synchronously, or the store's key cannot be read.
+    pub async fn task_hash(&self) -> Option<String> {
+        let (id, inner) = self.task.as_ref()?;
+        let hasher = inner
+            .hasher
+            .get_or_try_init(|| async {
+                Ok::<_, crate::store::StoreError>(super::task_hash::TaskHasher::new(
+                    &inner.store.hash_key().await?,
+                ))
+            })
+            .await
+            .ok()?;
+        Some(hasher.hash(id))
+    }
+
     /// True when the tool runs as a task that runs again if its server
     /// stops: its tool was registered resumable
     /// ([`ToolTasks::with_resumable`](super::ToolTasks::with_resumable)) on
@@ -236,7 +254,34 @@ impl TaskContext {
             return Ok(());
         }
         let state = checkpoint_state(state)?;
-        self.change(Change::Checkpoint { state, message }).await
+        self.change(Change::Checkpoint { state, message }).await?;
+        self.hand_off_if_draining().await
+    }
+
+    /// While a drain hands resumable tasks to other replicas, hands this
+    /// one off right after the checkpoint it just wrote, and ends the tool
+    /// with an error (not recorded: the task is another runner's now).
+    async fn hand_off_if_draining(&self) -> Result<(), ErrorData> {
+        let (Some((id, inner)), Some(lease)) = (&self.task, &self.lease) else {
+            return Ok(());
+        };
+        if !self.resumable || !inner.draining.is_handing_off() {
+            return Ok(());
+        }
+        // In a task of its own: the write wakes this task's supervision,
+        // which stops the tool (this future) as it sees the task go.
+        let handing = {
+            let (inner, id, lease) = (inner.clone(), id.clone(), lease.clone());
+            tokio::spawn(async move { super::handoff::hand_off(&inner, &id, &lease).await })
+        };
+        if handing.await.unwrap_or(false) {
+            return Err(ErrorData::internal_error(
+                "this server is shutting down: the task was handed to another server at this \
+                 checkpoint",
+                None,
+            ));
+        }
+        Ok(())
     }
 
     /// Sets the status message `tasks/get` shows.

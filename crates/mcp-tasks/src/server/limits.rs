@@ -5,6 +5,11 @@
 //! The counts are this process's: each replica of a server counts the
 //! tasks its own tools run and the streams it serves. Both sit in the
 //! runtime's state (`state.rs`), a floor up.
+//!
+//! A drain ([`LiveTasks::close`]) closes the seats: the check and the
+//! count share one lock, so no task slips in after the drain counted what
+//! runs, and the drain waits for the count to reach zero
+//! ([`LiveTasks::until_none`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,13 +17,31 @@ use std::sync::{Arc, Mutex};
 use rmcp::ErrorData;
 use tokio_util::sync::CancellationToken;
 
-use super::admission::refusal::{RetryMark, caller_tasks};
+use super::admission::refusal::{RetryMark, caller_tasks, draining};
 use super::principal::Principal;
 
 /// The unfinished tasks of each principal in this process.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct LiveTasks {
-    by_principal: Mutex<HashMap<Principal, usize>>,
+    by_principal: Mutex<Counts>,
+    /// How many seats are taken, in all.
+    total: tokio::sync::watch::Sender<usize>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    per_principal: HashMap<Principal, usize>,
+    /// Closed by a drain: no seat is given any more.
+    closed: bool,
+}
+
+impl Default for LiveTasks {
+    fn default() -> Self {
+        Self {
+            by_principal: Mutex::default(),
+            total: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 /// One unfinished task's place in [`LiveTasks`]; freed when dropped (the
@@ -31,7 +54,8 @@ pub(crate) struct Seat {
 
 impl LiveTasks {
     /// A seat for one more task of `principal`, unless it has `limit`
-    /// already: then the refusal, which marks the HTTP request's `mark`.
+    /// already or the runtime drains: then the refusal, which marks the
+    /// HTTP request's `mark`.
     pub(crate) fn take(
         self: &Arc<Self>,
         principal: &Principal,
@@ -39,13 +63,17 @@ impl LiveTasks {
         mark: Option<&RetryMark>,
     ) -> Result<Seat, ErrorData> {
         let mut counts = self.by_principal.lock().unwrap_or_else(|p| p.into_inner());
-        let count = counts.entry(principal.clone()).or_default();
+        if counts.closed {
+            return Err(draining(mark));
+        }
+        let count = counts.per_principal.entry(principal.clone()).or_default();
         if let Some(limit) = limit
             && *count >= limit
         {
             return Err(caller_tasks(mark, u64::try_from(limit).unwrap_or(u64::MAX)));
         }
         *count += 1;
+        self.total.send_modify(|total| *total += 1);
         Ok(Seat {
             live: self.clone(),
             principal: principal.clone(),
@@ -55,7 +83,34 @@ impl LiveTasks {
     /// How many unfinished tasks `principal` has.
     pub(crate) fn count(&self, principal: &Principal) -> usize {
         let counts = self.by_principal.lock().unwrap_or_else(|p| p.into_inner());
-        counts.get(principal).copied().unwrap_or(0)
+        counts.per_principal.get(principal).copied().unwrap_or(0)
+    }
+
+    /// Gives no seat any more (a drain began); returns how many are taken.
+    pub(crate) fn close(&self) -> usize {
+        let mut counts = self.by_principal.lock().unwrap_or_else(|p| p.into_inner());
+        counts.closed = true;
+        *self.total.borrow()
+    }
+
+    /// True once [`LiveTasks::close`] was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.by_principal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .closed
+    }
+
+    /// How many seats are taken, in all.
+    pub(crate) fn total(&self) -> usize {
+        *self.total.borrow()
+    }
+
+    /// Completes when no seat is taken.
+    pub(crate) async fn until_none(&self) {
+        let mut total = self.total.subscribe();
+        // The sender lives as long as `self`.
+        let _ = total.wait_for(|total| *total == 0).await;
     }
 }
 
@@ -66,11 +121,14 @@ impl Drop for Seat {
             .by_principal
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = counts.get_mut(&self.principal) {
+        if let Some(count) = counts.per_principal.get_mut(&self.principal) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                counts.remove(&self.principal);
+                counts.per_principal.remove(&self.principal);
             }
+            self.live
+                .total
+                .send_modify(|total| *total = total.saturating_sub(1));
         }
     }
 }

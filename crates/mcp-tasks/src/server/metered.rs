@@ -170,4 +170,7 @@ impl DynStore for MeteredStore {
     fn left_unfinished(&self) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>> {
         self.store.left_unfinished()
     }
+    fn outlives_process(&self) -> bool {
+        self.store.outlives_process()
+    }
 }

@@ -80,7 +80,10 @@ mod builder;
 mod clock;
 mod context;
 mod custom;
+mod drain;
+mod draining;
 mod era;
+mod handoff;
 #[cfg(feature = "http")]
 pub mod http;
 mod idempotent;
@@ -114,6 +117,7 @@ pub use admission::rate::{CreationRate, InvalidCreationRate};
 pub use builder::TaskRuntimeBuilder;
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::{MAX_CHECKPOINT_BYTES, TaskContext};
+pub use draining::DrainReport;
 pub use era::{declares_tasks, missing_client_capabilities};
 pub use listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
 pub use metered::MeteredStore;

@@ -382,9 +382,10 @@ fn scrape(runtime: &TaskRuntime, handle: &PrometheusHandle) -> Response {
 const PROBE_ID: &str = "readyz-probe";
 
 /// `/readyz`: 200 when the store answers within `timeout` and the server
-/// is not draining, 503 with the reason otherwise.
+/// is not draining (flagged, or its runtime drains), 503 with the reason
+/// otherwise.
 async fn ready(runtime: TaskRuntime, draining: Draining, timeout: Duration) -> Response {
-    if draining.is_draining() {
+    if draining.is_draining() || runtime.is_draining() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response();
     }
     let probe = TaskId::new(PROBE_ID);

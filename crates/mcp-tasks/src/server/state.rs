@@ -21,6 +21,7 @@ use rmcp::ErrorData;
 use super::admission::queue::Admission;
 use super::admission::rate::{CreationRate, RateLimits};
 use super::clock::Clock;
+use super::draining::Draining;
 use super::lease::{Lease, LeaseError, Leasing};
 use super::limits::{Listeners, LiveTasks};
 use super::observe::Observers;
@@ -42,6 +43,8 @@ pub(crate) struct Inner {
     pub(crate) live: Arc<LiveTasks>,
     /// The bounds on running and queued tasks, and the queue.
     pub(crate) admission: Arc<Admission>,
+    /// What a drain tells the supervision of each task.
+    pub(crate) draining: Draining,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) principal: PrincipalExtractor,
     pub(crate) waiters: Waiters,

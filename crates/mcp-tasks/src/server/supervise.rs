@@ -1,8 +1,8 @@
-//! Background work of the runtime: supervising each tool to its outcome,
-//! the sweeper (expiry and retention, read from the injected clock), and
-//! the listener that turns the store's change feed into wake-ups. (The
-//! leases of a shared store are in `lease.rs`, their renewal and takeover
-//! in `takeover.rs`.)
+//! Background work of the runtime: supervising each tool to its outcome
+//! (or to the end a drain gives it: see `draining.rs`), the sweeper (expiry
+//! and retention, read from the injected clock), and the listener that
+//! turns the store's change feed into wake-ups. (The leases of a shared
+//! store are in `lease.rs`, their renewal and takeover in `takeover.rs`.)
 
 use std::future::Future;
 use std::sync::{Arc, Weak};
@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::admission::queue::{Place, RunSlot, Ticket, queued_message};
 use super::admission::shared::Shared;
+use super::draining::{Ended, shut_down_message, suspended_message};
+use super::handoff::hand_off;
 use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
 use super::state::Inner;
@@ -136,6 +138,12 @@ enum Ending {
     Outcome(Change),
     /// Write nothing: the task is not ours any more (lease lost, taken over).
     Stop,
+    /// Leave the task unfinished, with this status message: a drain
+    /// stopped its resumable tool, which runs again from its checkpoint.
+    Suspend(String),
+    /// Hand the resumable task to another replica (a drain on a shared
+    /// store): see `handoff.rs`.
+    HandOff,
 }
 
 /// How a tool's future ended: its outcome, or the panic it raised.
@@ -180,36 +188,48 @@ pub(crate) async fn supervise(
     lease: Option<Arc<Lease>>,
 ) {
     let mut waiter = inner.waiters.register(&id);
-    // The tool runs inside this task (no second spawn).
-    tokio::pin!(tool);
+    // Whether a drain's hand-off grace found the task not resumable.
+    let mut handing_checked = false;
     let keep_alive_every = idle_ttl.map(|idle| (idle / 3).max(MIN_KEEP_ALIVE));
     let mut next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
-    let ending = loop {
-        let keep_alive = async {
-            match next_keep_alive {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            finished = &mut tool => break Ending::Outcome(outcome_of(finished)),
-            // Every change of this task wakes us (the fallback only covers a
-            // store whose change feed is gone).
-            () = waiter.wait(Duration::from_secs(30)) => {
-                if let Some(ending) = changed(&inner, &id, lease.as_ref()).await {
-                    break ending;
+    // The tool runs inside this task (no second spawn), and is dropped at
+    // the end of this block, before anything is written.
+    let ending = {
+        tokio::pin!(tool);
+        loop {
+            let keep_alive = async {
+                match next_keep_alive {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
                 }
-            }
-            () = keep_alive => {
-                next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
-                // Refused while the task waits for input: then only its own
-                // changes keep it alive. A failed write is tried at the next.
-                let kept = inner.modify_as_runner(&id, &Change::KeepAlive, lease.as_ref()).await;
-                if let Err(error) = kept {
-                    tracing::warn!(%error, "keeping a running task alive failed");
+            };
+            tokio::select! {
+                finished = &mut tool => break Ending::Outcome(outcome_of(finished)),
+                // Every change of this task wakes us (the fallback only covers a
+                // store whose change feed is gone).
+                () = waiter.wait(Duration::from_secs(30)) => {
+                    if let Some(ending) = changed(&inner, &id, lease.as_ref()).await {
+                        break ending;
+                    }
                 }
+                () = keep_alive => {
+                    next_keep_alive = keep_alive_every.map(|every| tokio::time::Instant::now() + every);
+                    // Refused while the task waits for input: then only its own
+                    // changes keep it alive. A failed write is tried at the next.
+                    let kept = inner.modify_as_runner(&id, &Change::KeepAlive, lease.as_ref()).await;
+                    if let Err(error) = kept {
+                        tracing::warn!(%error, "keeping a running task alive failed");
+                    }
+                }
+                () = lease_lost(lease.as_ref()) => break Ending::Stop,
+                () = inner.draining.hand_off_due(), if lease.is_some() && !handing_checked => {
+                    handing_checked = true;
+                    if is_resumable(&inner, &id).await {
+                        break Ending::HandOff;
+                    }
+                }
+                () = inner.draining.ending() => break drained(&inner, &id, lease.as_ref()).await,
             }
-            () = lease_lost(lease.as_ref()) => break Ending::Stop,
         }
     };
     token.cancel();
@@ -229,8 +249,22 @@ async fn finish(
     lease: Option<&Arc<Lease>>,
 ) {
     let outcome = async {
-        if let Ending::Outcome(change) = ending {
-            record_outcome(inner, id, &change, lease).await;
+        match ending {
+            Ending::Outcome(change) => record_outcome(inner, id, &change, lease).await,
+            Ending::Suspend(message) => {
+                let change = Change::StatusMessage(message);
+                record_outcome(inner, id, &change, lease).await;
+            }
+            Ending::HandOff => {
+                if let Some(lease) = lease
+                    && !hand_off(inner, id, lease).await
+                    && let Ending::Outcome(change) = shut_down(inner)
+                {
+                    // Not handed off: failed honestly rather than left.
+                    record_outcome(inner, id, &change, Some(lease)).await;
+                }
+            }
+            Ending::Stop => {}
         }
     };
     let freed = async {
@@ -282,6 +316,7 @@ pub(crate) async fn supervise_queued(
     // A slot here, waiting for its seats in the shared store.
     let mut seated_wait: Option<RunSlot> = None;
     let mut waiter = inner.waiters.register(&id);
+    let mut handing_checked = false;
     let mut shown = place.as_ref().and_then(Place::ahead);
     let mut reports = tokio::time::interval(QUEUE_REPORT_EVERY);
     reports.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -355,6 +390,13 @@ pub(crate) async fn supervise_queued(
                 }
             }
             () = lease_lost(lease.as_ref()) => break Ending::Stop,
+            () = inner.draining.hand_off_due(), if lease.is_some() && !handing_checked => {
+                handing_checked = true;
+                if is_resumable(&inner, &id).await {
+                    break Ending::HandOff;
+                }
+            }
+            () = inner.draining.ending() => break drained(&inner, &id, lease.as_ref()).await,
         }
     };
     drop((place, start, seated_wait));
@@ -378,6 +420,49 @@ async fn changed(inner: &Inner, id: &TaskId, lease: Option<&Arc<Lease>>) -> Opti
             None
         }
     }
+}
+
+/// How a drain ends a task it stopped waiting for: a resumable task whose
+/// store outlives this process is left unfinished, to continue from its
+/// checkpoint (here, when the server starts again; on a shared store,
+/// wherever this server's lease is taken over); any other fails, saying
+/// how long the drain waited.
+async fn drained(inner: &Inner, id: &TaskId, lease: Option<&Arc<Lease>>) -> Ending {
+    let (resumable, last) = match inner.store.get(id).await {
+        Ok(Some(record)) => (
+            record.resumable_call().is_some() && !record.cancel_requested(),
+            record.status_message().map(str::to_owned),
+        ),
+        _ => (false, None),
+    };
+    if resumable && inner.resumes {
+        if lease.is_some() {
+            return Ending::HandOff;
+        }
+        if inner.store.outlives_process() {
+            inner.draining.count(Ended::Suspended);
+            return Ending::Suspend(suspended_message(last.as_deref()));
+        }
+    }
+    shut_down(inner)
+}
+
+/// The failure of a task the drain ends: the server shut down before it
+/// finished, and how long the drain waited.
+fn shut_down(inner: &Inner) -> Ending {
+    inner.draining.count(Ended::Failed);
+    let error = ErrorData::internal_error(shut_down_message(inner.draining.waited()), None);
+    Ending::Outcome(Change::Fail(error_json(&error)))
+}
+
+/// Whether task `id` is one a drain hands to another replica: resumable,
+/// not being cancelled, on a runtime that resumes tasks.
+async fn is_resumable(inner: &Inner, id: &TaskId) -> bool {
+    inner.resumes
+        && matches!(
+            inner.store.get(id).await,
+            Ok(Some(record)) if record.resumable_call().is_some() && !record.cancel_requested()
+        )
 }
 
 /// True when `record` names another runner than `lease`'s.

@@ -93,7 +93,8 @@ pub(crate) async fn reap(
     let (Some(leasing), Some(replicas)) = (&inner.leasing, inner.store.replicas()) else {
         return Ok(0);
     };
-    if !leasing.may_claim() {
+    // A draining process takes nothing over: it is about to stop.
+    if !leasing.may_claim() || inner.live.is_closed() {
         return Ok(0);
     }
     // Our own lease first: after a stall, renewing it (if it was not

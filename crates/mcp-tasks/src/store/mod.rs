@@ -45,8 +45,8 @@ pub use keyed::call_fingerprint;
 pub use memory::MemoryStore;
 pub use packed::PackedRecord;
 pub use record::{
-    Change, EXPIRED_CODE, EXPIRED_MESSAGE, Principal, RESTARTED_MESSAGE, RESUMED_MESSAGE,
-    STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
+    Change, EXPIRED_CODE, EXPIRED_MESSAGE, HANDED_OFF_MESSAGE, Principal, RESTARTED_MESSAGE,
+    RESUMED_MESSAGE, STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
 };
 pub use replicas::{Orphan, Replicas, RunnerId, SeatId, SeatPool, Seating};
 
@@ -290,6 +290,14 @@ pub trait TaskStore: Send + Sync + 'static {
     fn left_unfinished(&self) -> impl Future<Output = Result<Vec<TaskId>, StoreError>> + Send {
         std::future::ready(Ok(Vec::new()))
     }
+
+    /// True when the tasks outlive this process: the next process on the
+    /// store finds them (a file, a server). A drain then stops a resumable
+    /// task without failing it, to continue at the next start. `false`
+    /// (the default): the tasks go with the process, as in memory.
+    fn outlives_process(&self) -> bool {
+        false
+    }
 }
 
 /// A store behind an `Arc` is the same store.
@@ -365,6 +373,9 @@ impl<S: TaskStore> TaskStore for Arc<S> {
     fn left_unfinished(&self) -> impl Future<Output = Result<Vec<TaskId>, StoreError>> + Send {
         S::left_unfinished(self)
     }
+    fn outlives_process(&self) -> bool {
+        S::outlives_process(self)
+    }
 }
 
 /// The object-safe form of [`TaskStore`], for a store chosen at run time.
@@ -425,6 +436,10 @@ pub trait DynStore: Send + Sync + 'static {
     fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>>;
     /// See [`TaskStore::left_unfinished`].
     fn left_unfinished(&self) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>>;
+    /// See [`TaskStore::outlives_process`].
+    fn outlives_process(&self) -> bool {
+        false
+    }
 }
 
 impl<S: TaskStore> DynStore for S {
@@ -489,6 +504,9 @@ impl<S: TaskStore> DynStore for S {
     }
     fn left_unfinished(&self) -> BoxFuture<'_, Result<Vec<TaskId>, StoreError>> {
         Box::pin(TaskStore::left_unfinished(self))
+    }
+    fn outlives_process(&self) -> bool {
+        TaskStore::outlives_process(self)
     }
 }
 

@@ -32,6 +32,10 @@ pub const STOPPED_MESSAGE: &str = "the server running this task stopped";
 /// server started again on a store that outlives it (SQLite). The tool
 /// continues from its last checkpoint, if it made one.
 pub const RESUMED_MESSAGE: &str = "the server running this task stopped; the task runs again";
+/// The status message of a resumable task that a draining server handed
+/// to another server of a shared store ([`Change::HandOff`]).
+pub const HANDED_OFF_MESSAGE: &str = "the server running this task is shutting down: another server continues the task from its \
+     last checkpoint";
 
 /// Who a task belongs to: the authorization context of the request that
 /// created it. Every later `tasks/*` request about the task must come from
@@ -201,6 +205,12 @@ pub enum Change {
     /// from its call. Outstanding input requests and received answers are
     /// kept, so the tool asking again under the same keys gets them.
     Resume(RunnerId),
+    /// The server running a resumable task drains before it stops: the
+    /// task goes to `runner`, a runner whose lease is left to run out, so
+    /// that another server takes it over and resumes it from its last
+    /// checkpoint (with [`Change::Resume`]) as after a crash. Made by the
+    /// current runner ([`TaskRecord::apply_as`]); only for a resumable task.
+    HandOff(RunnerId),
 }
 
 /// Why a change was refused.
@@ -566,6 +576,13 @@ impl TaskRecord {
                 run.runner = runner.clone();
                 run.resumed = run.resumed.saturating_add(1);
                 next.status_message = Some(RESUMED_MESSAGE.to_owned());
+            }
+            Change::HandOff(runner) => {
+                let Some(run) = next.run.as_deref_mut().filter(|run| run.call.is_some()) else {
+                    return Err(TransitionError::NotResumable);
+                };
+                run.runner = runner.clone();
+                next.status_message = Some(HANDED_OFF_MESSAGE.to_owned());
             }
             Change::Expire | Change::Abandon | Change::RunnerStopped => {
                 let message = match change {

@@ -11,6 +11,7 @@ mod admission;
 mod client;
 mod connect;
 mod deadline;
+mod drain;
 mod expiry;
 mod first_step;
 mod http;

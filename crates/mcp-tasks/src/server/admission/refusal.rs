@@ -1,5 +1,6 @@
 //! The one shape of a refusal for load: the queue is full, the caller
-//! creates too fast, the server has no stream or connection left.
+//! creates too fast, the server has no stream or connection left, or it
+//! drains before it stops (a load balancer sends the retry elsewhere).
 //!
 //! JSON-RPC has no code for "busy, come back later", and MCP reserves
 //! -32000 to -32099, so the error is -32603 (internal error) with `data`:
@@ -32,6 +33,8 @@ pub(crate) enum Reason {
     ListenStreams,
     /// No connection is left.
     Connections,
+    /// The server drains before it stops: it takes no new task.
+    Draining,
 }
 
 impl Reason {
@@ -43,6 +46,7 @@ impl Reason {
             Reason::RateLimited => "rate",
             Reason::ListenStreams => "listen_streams",
             Reason::Connections => "connections",
+            Reason::Draining => "draining",
         }
     }
 
@@ -54,6 +58,7 @@ impl Reason {
             Reason::RateLimited => "rateLimited",
             Reason::ListenStreams => "listenStreams",
             Reason::Connections => "connections",
+            Reason::Draining => "draining",
         }
     }
 }
@@ -109,6 +114,23 @@ pub(crate) fn queue_full(mark: Option<&RetryMark>, max: u64) -> ErrorData {
         format!("the server is busy: {max} tasks wait to run already; try again in a moment"),
         BUSY_RETRY,
         extra,
+    )
+}
+
+/// How long a creation refused by a draining server is told to wait: long
+/// enough for a load balancer to mark this replica down, short enough for
+/// a client without one to find the restarted server soon.
+pub(crate) const DRAINING_RETRY: Duration = Duration::from_secs(3);
+
+/// The refusal of a creation while the runtime drains.
+pub(crate) fn draining(mark: Option<&RetryMark>) -> ErrorData {
+    refuse(
+        mark,
+        Reason::Draining,
+        "the server is shutting down and takes no new task; call again (another replica or the \
+         restarted server takes it)",
+        DRAINING_RETRY,
+        Map::new(),
     )
 }
 

@@ -340,3 +340,48 @@ fn a_checkpoint_is_kept_with_its_message_across_a_resume_and_dropped_at_the_end(
     let done = after(&resumed, &Change::Complete(json!({})), 1_400, 0);
     assert_eq!(done.checkpoint(), None, "a finished task keeps no state");
 }
+
+#[test]
+fn a_hand_off_moves_a_resumable_task_to_another_runner_keeping_its_checkpoint() {
+    let (a, b, c) = (RunnerId::new("a"), RunnerId::new("b"), RunnerId::new("c"));
+    let run = record().with_runner(a.clone(), Some(json!({"name": "job"})));
+    let kept = after(
+        &run,
+        &Change::Checkpoint {
+            state: json!({"done": 4}),
+            message: Some("step 5 of 8".into()),
+        },
+        1_100,
+        0,
+    );
+    let handed = kept
+        .apply_as(&a, &Change::HandOff(b.clone()), at(1_200), ms(0))
+        .expect("its runner hands it off")
+        .into_record();
+    assert_eq!(handed.runner(), Some(&b));
+    assert_eq!(handed.status(), &TaskStatus::Working);
+    assert_eq!(handed.status_message(), Some(HANDED_OFF_MESSAGE));
+    assert_eq!(handed.checkpoint(), Some(&json!({"done": 4})));
+    assert_eq!(
+        handed.resumed(),
+        0,
+        "counted when another server resumes it"
+    );
+    assert_eq!(
+        handed.apply_as(&a, &Change::Fail(json!({})), at(1_300), ms(0)),
+        Err(TransitionError::NotRunner),
+        "the draining server cannot end it any more"
+    );
+    let resumed = handed
+        .apply_as(&b, &Change::Resume(c.clone()), at(1_400), ms(0))
+        .expect("the takeover names the runner it claimed")
+        .into_record();
+    assert_eq!((resumed.runner(), resumed.resumed()), (Some(&c), 1));
+    assert_eq!(resumed.checkpoint(), Some(&json!({"done": 4})));
+    assert_eq!(
+        record()
+            .with_runner(a.clone(), None)
+            .apply_as(&a, &Change::HandOff(b), at(1_100), ms(0)),
+        Err(TransitionError::NotResumable)
+    );
+}

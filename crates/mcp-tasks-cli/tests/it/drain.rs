@@ -1,0 +1,290 @@
+//! `serve`'s graceful stop through the binary: SIGTERM drains (creation
+//! answered 503 with `Retry-After`, `/readyz` 503 at once, `tasks/get`
+//! still answered), the tasks that end within `--drain-timeout` complete,
+//! the others fail honestly, the server exits 0 with one line on stderr
+//! for the start and one for the end; a second signal ends at once. On a
+//! SQLite file, a resumable `long_job` is suspended rather than failed and
+//! continues from its checkpoint after a restart.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{bin, json_of, run};
+
+/// A `serve --http` with an operator listener and its stderr read line by
+/// line; killed when dropped.
+struct Served {
+    child: Child,
+    url: String,
+    admin: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Served {
+    /// Starts `serve --http 127.0.0.1:0 --admin 127.0.0.1:0` with `extra`.
+    fn start(extra: &[&str]) -> Self {
+        let mut child = bin()
+            .args(["serve", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+            .args(["--poll-interval", "50"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the server starts");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut next = |prefix: &str| {
+            let line = lines.next().expect("a line").expect("readable");
+            line.strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
+                .to_owned()
+        };
+        let url = next("listening on ");
+        let admin = next("operator listener on http://");
+        let (send, stderr) = mpsc::channel();
+        let err = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                eprintln!("server: {line}");
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            child,
+            url,
+            admin,
+            stderr,
+        }
+    }
+
+    /// Sends `signal` (`TERM`, `INT`) to the server.
+    fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+
+    /// The first stderr line containing `text`, waiting up to `within`.
+    fn stderr_line(&self, text: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("no line with {text:?} on stderr within {within:?}"),
+            }
+        }
+    }
+
+    /// The exit code, waiting up to `within`.
+    fn exit_code(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "the server did not exit in time");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// One plain HTTP/1.1 request: status, `Retry-After` if any, and the body.
+fn http(url: &str, method: &str, headers: &[String], body: &str) -> (u16, Option<String>, String) {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let (address, path) = match rest.find('/') {
+        Some(at) => rest.split_at(at),
+        None => (rest, "/"),
+    };
+    let mut stream = TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
+    for header in headers {
+        request.push_str(header);
+        request.push_str("\r\n");
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head[9..12].parse().expect("a status");
+    let retry_after = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("retry-after")
+            .then(|| value.trim().to_owned())
+    });
+    (status, retry_after, body.to_owned())
+}
+
+/// A 2026-07-28 `tools/call` of `sleep` (a minute), posted as is.
+fn post_call(url: &str) -> (u16, Option<String>, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "sleep", "arguments": {"ms": 60000},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities":
+                {"extensions": {"io.modelcontextprotocol/tasks": {}}}}}})
+    .to_string();
+    let headers = [
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        "Mcp-Protocol-Version: 2026-07-28",
+        "Mcp-Method: tools/call",
+        "Mcp-Name: sleep",
+    ]
+    .map(String::from);
+    http(url, "POST", &headers, &body)
+}
+
+/// Starts `tool` with `args` on `url` without waiting; its task id.
+fn start(url: &str, tool: &str, args: &[&str]) -> String {
+    let mut command = vec!["call", "--url", url, tool];
+    for arg in args {
+        command.extend(["--arg", arg]);
+    }
+    command.extend(["--no-wait", "--json"]);
+    let (code, created) = json_of(&run(&command));
+    assert_eq!(code, 0, "{created}");
+    created["taskId"].as_str().expect("a task id").to_owned()
+}
+
+/// `mcp-tasks get` of `id` on `url`, as JSON.
+fn get(url: &str, id: &str) -> Value {
+    let (code, got) = json_of(&run(&["get", "--url", url, id, "--json"]));
+    assert!(code == 0 || got["status"].is_string(), "{got}");
+    got
+}
+
+#[test]
+fn sigterm_drains_answering_polls_refusing_creation_then_exits_0_and_fails_honestly() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("tasks.sqlite3").display());
+    let mut server = Served::start(&["--store", &store, "--drain-timeout", "3"]);
+    let (status, _, _) = http(&format!("http://{}/readyz", server.admin), "GET", &[], "");
+    assert_eq!(status, 200);
+    let stuck = start(&server.url, "sleep", &["ms=60000"]);
+    let quick = start(&server.url, "sleep", &["ms=1000"]);
+    // Resumable: 10 steps of 600 ms, about 5 of them done when the drain ends.
+    let job = start(&server.url, "long_job", &["steps=10", "step_ms=600"]);
+
+    let signalled = Instant::now();
+    server.signal("TERM");
+    let started = server.stderr_line("draining", Duration::from_secs(10));
+    assert!(started.starts_with("SIGTERM: draining"), "{started}");
+    assert!(started.contains("up to 3 s"), "{started}");
+    let (status, _, body) = http(&format!("http://{}/readyz", server.admin), "GET", &[], "");
+    assert_eq!((status, body.as_str()), (503, "draining\n"));
+
+    // A creation goes elsewhere: 503 with Retry-After and the reason.
+    let (status, retry_after, body) = post_call(&server.url);
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(retry_after.as_deref(), Some("3"));
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["data"]["reason"], "draining", "{body}");
+    // What exists is still answered.
+    assert_eq!(get(&server.url, &stuck)["status"], "working");
+
+    let ended = server.stderr_line("drained", Duration::from_secs(20));
+    assert_eq!(server.exit_code(Duration::from_secs(20)), Some(0));
+    let took = signalled.elapsed();
+    assert!(
+        took >= Duration::from_secs(3),
+        "waited the timeout: {took:?}"
+    );
+    assert!(
+        ended.contains(": 1 tasks finished, 1 suspended")
+            && ended.ends_with(", 0 handed off to other replicas, 1 failed"),
+        "{ended}"
+    );
+    assert!(!ended.contains(&stuck) && !started.contains(&stuck));
+
+    // Suspended, not failed: working, with its last checkpoint.
+    let (code, kept) = json_of(&run(&["admin", "show", "--store", &store, &job, "--json"]));
+    assert_eq!(code, 0, "{kept}");
+    eprintln!("suspended: {kept}");
+    assert_eq!(kept["status"], "working", "{kept}");
+    let message = kept["statusMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("continues from its last checkpoint"),
+        "{kept}"
+    );
+    // long_job's message names the step under way: the one before is kept.
+    let at: u64 = message
+        .split("(it was at: step ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("where it was: {message}"));
+    let done_before = at - 1;
+    assert!((2..10).contains(&done_before), "{kept}");
+
+    // Started again on the same file: the quick one completed, the other
+    // failed saying why, and the job continues after its checkpoint.
+    let again = Served::start(&["--store", &store]);
+    let mut seen = Vec::new();
+    let finished = loop {
+        let got = get(&again.url, &job);
+        if got["status"] != "working" {
+            break got;
+        }
+        seen.extend(got["statusMessage"].as_str().map(str::to_owned));
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(finished["status"], "completed", "{finished}");
+    let steps: Vec<u64> = seen
+        .iter()
+        .filter_map(|m| m.strip_prefix("step ")?.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(
+        !steps.is_empty() && steps.iter().all(|&step| step > done_before),
+        "no step at or before the checkpoint ({done_before}) ran again: {seen:?}"
+    );
+    assert!(
+        finished.to_string().contains("done: 10 steps"),
+        "{finished}"
+    );
+    let done = get(&again.url, &quick);
+    assert_eq!(done["status"], "completed", "{done}");
+    let failed = get(&again.url, &stuck);
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(
+        message,
+        "the server shut down before the task finished (it waited 3 s for the task to end)",
+        "{failed}"
+    );
+}
+
+#[test]
+fn a_second_signal_during_the_drain_ends_at_once() {
+    let mut server = Served::start(&["--store", "memory", "--drain-timeout", "600"]);
+    start(&server.url, "sleep", &["ms=60000"]);
+    server.signal("INT");
+    let started = server.stderr_line("draining", Duration::from_secs(10));
+    assert!(started.starts_with("Ctrl-C: draining"), "{started}");
+    let again = Instant::now();
+    server.signal("TERM");
+    let line = server.stderr_line("again", Duration::from_secs(10));
+    assert!(line.contains("stopping at once"), "{line}");
+    assert_ne!(server.exit_code(Duration::from_secs(10)), Some(0));
+    assert!(again.elapsed() < Duration::from_secs(10));
+}

@@ -1,0 +1,330 @@
+//! A rolling restart under load, as the issue asks: a redis-server and two
+//! `mcp-tasks serve --http --store redis://...` replicas behind Debian's
+//! nginx (round robin, `proxy_next_upstream error timeout http_503`), 100
+//! resumable `long_job` tasks running, created through nginx; each replica
+//! in turn gets SIGTERM, exits 0 and is started again on the same port
+//! while the other runs. Then every task completes with its right result:
+//! 0 failed, 0 lost, and no step of any task ran twice (each replica logs
+//! each step it runs, by the task's hash, and the test counts them).
+//!
+//! nginx must be installed (`.ci/run` installs it): without it the test
+//! fails with a message saying so.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcp_tasks_redis::testing::RedisServer;
+use serde_json::{Value, json};
+
+use crate::deploy::{free_port, run_nginx};
+use crate::support::BIN;
+
+const TASKS: usize = 100;
+const STEPS: u64 = 40;
+const STEP_MS: u64 = 250;
+
+/// Every stderr line of every replica run, in the order read.
+type Logs = Arc<Mutex<Vec<String>>>;
+
+/// One replica process; killed when dropped.
+struct Replica {
+    child: Child,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts a replica on 127.0.0.1:`port`, logging each `long_job` step.
+fn replica(port: u16, redis: &str, logs: &Logs) -> Replica {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+        .args(["--store", redis, "--redis-key-prefix", "rolling:"])
+        .args(["--lease-period", "2000", "--drain-timeout", "30"])
+        .args(["--poll-interval", "500"])
+        .env("RUST_LOG", "warn,mcp_tasks::serve::tools=debug")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the replica starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the replica prints where it listens");
+    assert!(line.starts_with("listening on "), "{line:?}");
+    let stderr = child.stderr.take().expect("stderr");
+    let logs = logs.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            logs.lock().unwrap().push(line);
+        }
+    });
+    Replica { child }
+}
+
+/// SIGTERM, then the exit code (within 30 s).
+fn terminate(replica: &mut Replica) -> Option<i32> {
+    let status = Command::new("kill")
+        .args(["-TERM", &replica.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = replica.child.try_wait().expect("wait") {
+            return status.code();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica did not drain in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// nginx's configuration: round robin over `replicas`, a creation refused
+/// with 503 (a draining replica) or not answered (a stopped one) sent to
+/// the next.
+fn nginx_conf(dir: &std::path::Path, port: u16, replicas: &[u16]) -> String {
+    let user = match std::fs::metadata("/proc/self") {
+        Ok(metadata) if std::os::unix::fs::MetadataExt::uid(&metadata) == 0 => "user root;",
+        _ => "",
+    };
+    let servers: String = replicas
+        .iter()
+        .map(|port| format!("        server 127.0.0.1:{port} max_fails=1 fail_timeout=1s;\n"))
+        .collect();
+    let dir = dir.display();
+    format!(
+        r#"{user}
+worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log notice;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {dir}/access.log;
+    client_body_temp_path {dir}/client_body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    upstream replicas {{
+{servers}    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location /mcp {{
+            proxy_pass http://replicas/mcp;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_buffering off;
+            proxy_next_upstream error timeout http_503 non_idempotent;
+        }}
+    }}
+}}
+"#
+    )
+}
+
+/// One 2026-07-28 request through nginx: the status and the JSON body.
+fn post(port: u16, method: &str, name: Option<&str>, params: Value) -> (u16, Value) {
+    let mut params = params;
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities":
+            {"extensions": {"io.modelcontextprotocol/tasks": {}}}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to nginx");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let name = name.map_or(String::new(), |name| format!("Mcp-Name: {name}\r\n"));
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n{name}\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("an answer");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    let status = head[9..12].parse().expect("a status");
+    let body = serde_json::from_str(body).unwrap_or(Value::String(body.to_owned()));
+    (status, body)
+}
+
+/// Creates a `long_job` task through nginx; its id.
+fn create(port: u16) -> String {
+    let arguments = json!({"steps": STEPS, "step_ms": STEP_MS});
+    let (status, body) = post(
+        port,
+        "tools/call",
+        Some("long_job"),
+        json!({"name": "long_job", "arguments": arguments}),
+    );
+    assert_eq!(status, 200, "{body}");
+    body["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {body}"))
+        .to_owned()
+}
+
+/// Every task as `tasks/get` through nginx answers it now.
+fn read_all(port: u16, ids: &[String]) -> Vec<Value> {
+    ids.iter()
+        .map(|id| {
+            let (status, body) = post(port, "tasks/get", None, json!({"taskId": id}));
+            assert_eq!(status, 200, "tasks/get: {body}");
+            body["result"].clone()
+        })
+        .collect()
+}
+
+/// Waits (up to `within`) until no task waits to be taken over: each one
+/// is finished or runs a step somewhere.
+fn until_taken_over(port: u16, ids: &[String], within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let tasks = read_all(port, ids);
+        let waiting = tasks
+            .iter()
+            .filter(|task| task["status"] == "working")
+            .filter(|task| {
+                !task["statusMessage"]
+                    .as_str()
+                    .is_some_and(|message| message.starts_with("step "))
+            })
+            .count();
+        if waiting == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{waiting} tasks not taken over in {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The `(task hash, step)` of a replica's log line for a `long_job` step.
+fn step_of(line: &str) -> Option<(String, u64)> {
+    if !line.contains("long_job step") {
+        return None;
+    }
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|word| word.strip_prefix(name))
+            .map(str::to_owned)
+    };
+    Some((field("task=")?, field("step=")?.parse().ok()?))
+}
+
+#[test]
+fn a_rolling_restart_behind_nginx_fails_loses_and_repeats_nothing() {
+    let redis_server = RedisServer::start();
+    let redis = redis_server.url();
+    let logs = Logs::default();
+    let ports = [free_port(), free_port()];
+    let mut replicas: Vec<Replica> = ports
+        .iter()
+        .map(|&port| replica(port, &redis, &logs))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let nginx_port = free_port();
+    let _nginx = run_nginx(
+        dir.path(),
+        nginx_port,
+        &nginx_conf(dir.path(), nginx_port, &ports),
+    );
+
+    // 100 tasks through nginx, ten callers at once.
+    let ids: Vec<String> = std::thread::scope(|scope| {
+        let makers: Vec<_> = (0..10)
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..TASKS / 10)
+                        .map(|_| create(nginx_port))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        makers
+            .into_iter()
+            .flat_map(|maker| maker.join().expect("creations"))
+            .collect()
+    });
+    assert_eq!(ids.len(), TASKS);
+    until_taken_over(nginx_port, &ids, Duration::from_secs(10));
+
+    // Each replica in turn: SIGTERM, exit 0, started again on its port.
+    for (n, port) in ports.iter().enumerate() {
+        let code = terminate(&mut replicas[n]);
+        assert_eq!(code, Some(0), "replica {n} exits 0 after its drain");
+        replicas[n] = replica(*port, &redis, &logs);
+        let running = read_all(nginx_port, &ids)
+            .iter()
+            .filter(|task| task["status"] == "working")
+            .count();
+        assert!(running > 0, "tasks still ran after replica {n}'s restart");
+        until_taken_over(nginx_port, &ids, Duration::from_secs(20));
+    }
+
+    // Every task completes, with the right result.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let tasks = loop {
+        let tasks = read_all(nginx_port, &ids);
+        if tasks.iter().all(|task| task["status"] != "working") {
+            break tasks;
+        }
+        assert!(Instant::now() < deadline, "tasks still run after 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut outcomes = BTreeMap::<String, usize>::new();
+    for task in &tasks {
+        let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
+        *outcomes
+            .entry(format!("{} {text}", task["status"]))
+            .or_default() += 1;
+    }
+    assert_eq!(
+        outcomes,
+        BTreeMap::from([(format!("\"completed\" done: {STEPS} steps"), TASKS)]),
+        "0 failed, 0 lost"
+    );
+
+    // Both drains handed tasks off, failed none, and said so.
+    let logs = logs.lock().unwrap().clone();
+    let drained: Vec<&String> = logs
+        .iter()
+        .filter(|line| line.contains("drained"))
+        .collect();
+    assert_eq!(drained.len(), 2, "{drained:?}");
+    for line in &drained {
+        eprintln!("replica: {line}");
+        assert!(line.ends_with(", 0 failed"), "{line}");
+        assert!(!line.contains(" 0 handed off"), "{line}");
+    }
+    // Each step of each task ran once, wherever it ran.
+    let mut runs = BTreeMap::<String, Vec<u64>>::new();
+    for (hash, step) in logs.iter().filter_map(|line| step_of(line)) {
+        runs.entry(hash).or_default().push(step);
+    }
+    assert_eq!(runs.len(), TASKS, "every task's steps are logged");
+    let every_step: Vec<u64> = (1..=STEPS).collect();
+    for (hash, mut steps) in runs {
+        steps.sort_unstable();
+        assert_eq!(steps, every_step, "task {hash}: each step once");
+    }
+}
