@@ -199,6 +199,16 @@ fn nginx_conf(dir: &Path, port: u16, replicas: &[&Replica]) -> String {
         &recipe[..end].trim_end(),
         &recipe[end + 1..]
     );
+    nginx_main(
+        dir,
+        &format!("    upstream mcp_tasks_round_robin {{\n{servers}    }}\n\n{recipe}"),
+    )
+}
+
+/// A whole nginx configuration whose `http` block holds `http` (upstreams
+/// and servers): one worker, in the foreground, its pid, logs and temp
+/// files in `dir`.
+pub(crate) fn nginx_main(dir: &Path, http: &str) -> String {
     // Workers as root when the test runs as root: they keep the temp dirs,
     // which live in the test's 0700 folder.
     let user = match std::fs::metadata("/proc/self") {
@@ -212,7 +222,7 @@ worker_processes 1;
 daemon off;
 pid {dir}/nginx.pid;
 error_log {dir}/error.log notice;
-events {{ worker_connections 256; }}
+events {{ worker_connections 1024; }}
 http {{
     access_log {dir}/access.log;
     client_body_temp_path {dir}/client_body;
@@ -221,10 +231,7 @@ http {{
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
 
-    upstream mcp_tasks_round_robin {{
-{servers}    }}
-
-{recipe}
+{http}
 }}
 "#
     )

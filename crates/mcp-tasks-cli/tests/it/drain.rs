@@ -6,104 +6,22 @@
 //! SQLite file, a resumable `long_job` is suspended rather than failed and
 //! continues from its checkpoint after a restart.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{bin, json_of, run};
+use crate::serving::{Logs, Served};
+use crate::support::{json_of, run};
 
-/// A `serve --http` with an operator listener and its stderr read line by
-/// line; killed when dropped.
-struct Served {
-    child: Child,
-    url: String,
-    admin: String,
-    stderr: mpsc::Receiver<String>,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Served {
-    /// Starts `serve --http 127.0.0.1:0 --admin 127.0.0.1:0` with `extra`.
-    fn start(extra: &[&str]) -> Self {
-        let mut child = bin()
-            .args(["serve", "--http", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-            .args(["--poll-interval", "50"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the server starts");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut next = |prefix: &str| {
-            let line = lines.next().expect("a line").expect("readable");
-            line.strip_prefix(prefix)
-                .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
-                .to_owned()
-        };
-        let url = next("listening on ");
-        let admin = next("operator listener on http://");
-        let (send, stderr) = mpsc::channel();
-        let err = child.stderr.take().expect("stderr");
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                eprintln!("server: {line}");
-                if send.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Self {
-            child,
-            url,
-            admin,
-            stderr,
-        }
-    }
-
-    /// Sends `signal` (`TERM`, `INT`) to the server.
-    fn signal(&self, signal: &str) {
-        let status = std::process::Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
-    }
-
-    /// The first stderr line containing `text`, waiting up to `within`.
-    fn stderr_line(&self, text: &str, within: Duration) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.stderr.recv_timeout(left) {
-                Ok(line) if line.contains(text) => return line,
-                Ok(_) => {}
-                Err(_) => panic!("no line with {text:?} on stderr within {within:?}"),
-            }
-        }
-    }
-
-    /// The exit code, waiting up to `within`.
-    fn exit_code(&mut self, within: Duration) -> Option<i32> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "the server did not exit in time");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+/// `serve --http 127.0.0.1:0 --admin 127.0.0.1:0` with `extra`, its
+/// stderr kept.
+fn served(extra: &[&str]) -> Served {
+    let mut args = vec!["--http", "127.0.0.1:0", "--admin", "127.0.0.1:0"];
+    args.extend_from_slice(&["--poll-interval", "50"]);
+    args.extend_from_slice(extra);
+    Served::spawn(&args, &[], Some(&Logs::default()))
 }
 
 /// One plain HTTP/1.1 request: status, `Retry-After` if any, and the body.
@@ -179,7 +97,7 @@ fn get(url: &str, id: &str) -> Value {
 fn sigterm_drains_answering_polls_refusing_creation_then_exits_0_and_fails_honestly() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", dir.path().join("tasks.sqlite3").display());
-    let mut server = Served::start(&["--store", &store, "--drain-timeout", "3"]);
+    let mut server = served(&["--store", &store, "--drain-timeout", "3"]);
     let (status, _, _) = http(&format!("http://{}/readyz", server.admin), "GET", &[], "");
     assert_eq!(status, 200);
     let stuck = start(&server.url, "sleep", &["ms=60000"]);
@@ -239,7 +157,7 @@ fn sigterm_drains_answering_polls_refusing_creation_then_exits_0_and_fails_hones
 
     // Started again on the same file: the quick one completed, the other
     // failed saying why, and the job continues after its checkpoint.
-    let again = Served::start(&["--store", &store]);
+    let again = served(&["--store", &store]);
     let mut seen = Vec::new();
     let finished = loop {
         let got = get(&again.url, &job);
@@ -276,7 +194,7 @@ fn sigterm_drains_answering_polls_refusing_creation_then_exits_0_and_fails_hones
 
 #[test]
 fn a_second_signal_during_the_drain_ends_at_once() {
-    let mut server = Served::start(&["--store", "memory", "--drain-timeout", "600"]);
+    let mut server = served(&["--store", "memory", "--drain-timeout", "600"]);
     start(&server.url, "sleep", &["ms=60000"]);
     server.signal("INT");
     let started = server.stderr_line("draining", Duration::from_secs(10));

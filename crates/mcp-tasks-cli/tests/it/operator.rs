@@ -5,53 +5,24 @@
 //! no task id, token or principal anywhere in it; `/healthz` and `/readyz`
 //! (503 once Redis is gone), the token rule, and refused `--admin` flags.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use mcp_tasks_redis::testing::RedisServer;
 
-use crate::support::{bin, json_of, run};
+use crate::serving::Served;
+use crate::support::{json_of, run};
 
 const ALICE: &str = "alice-token-0123456789abcdef";
 const OPERATOR: &str = "operator-token-0123456789abcdef";
 
-/// A `serve` with an operator listener; killed when dropped.
-struct Served {
-    child: Child,
-    mcp: String,
-    admin: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts `serve --http 127.0.0.1:0` with `extra` flags, reading the two
 /// addresses it prints.
 fn serve(extra: &[&str]) -> Served {
-    let mut child = bin()
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the server starts");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut next = |prefix: &str| {
-        let line = lines.next().expect("a line").expect("readable");
-        line.strip_prefix(prefix)
-            .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
-            .to_owned()
-    };
-    let mcp = next("listening on ");
-    let admin = next("operator listener on http://");
-    Served { child, mcp, admin }
+    let mut args = vec!["--http", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    Served::spawn(&args, &[], None)
 }
 
 /// One plain HTTP/1.1 request to `address`: the status and the body.
@@ -153,7 +124,7 @@ fn metrics_count_a_scripted_workload_by_value_and_name_no_task() {
     ]);
     let auth = format!("Authorization: Bearer {ALICE}");
     let call = |rest: &[&str]| {
-        let mut args = vec!["call", "--url", &server.mcp, "--header", &auth, "--json"];
+        let mut args = vec!["call", "--url", &server.url, "--header", &auth, "--json"];
         args.extend_from_slice(rest);
         json_of(&run(&args))
     };
@@ -191,7 +162,7 @@ fn metrics_count_a_scripted_workload_by_value_and_name_no_task() {
     let cancelled = run(&[
         "cancel",
         "--url",
-        &server.mcp,
+        &server.url,
         "--header",
         &auth,
         &id,
@@ -202,7 +173,7 @@ fn metrics_count_a_scripted_workload_by_value_and_name_no_task() {
     ids.push(id);
     // Refused: no token.
     let mcp_address = server
-        .mcp
+        .url
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_owned();

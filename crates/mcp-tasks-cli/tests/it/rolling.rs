@@ -11,114 +11,63 @@
 //! fails with a message saying so.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcp_tasks_redis::testing::RedisServer;
 use serde_json::{Value, json};
 
-use crate::deploy::{free_port, run_nginx};
-use crate::support::BIN;
+use crate::deploy::{free_port, nginx_main, run_nginx};
+use crate::serving::{Logs, Served};
 
 const TASKS: usize = 100;
 const STEPS: u64 = 40;
 const STEP_MS: u64 = 250;
 
-/// Every stderr line of every replica run, in the order read.
-type Logs = Arc<Mutex<Vec<String>>>;
-
-/// One replica process; killed when dropped.
-struct Replica {
-    child: Child,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts a replica on 127.0.0.1:`port`, logging each `long_job` step.
-fn replica(port: u16, redis: &str, logs: &Logs) -> Replica {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
-        .args(["--store", redis, "--redis-key-prefix", "rolling:"])
-        .args(["--lease-period", "2000", "--drain-timeout", "30"])
-        .args(["--poll-interval", "500"])
-        .env("RUST_LOG", "warn,mcp_tasks::serve::tools=debug")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the replica starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the replica prints where it listens");
-    assert!(line.starts_with("listening on "), "{line:?}");
-    let stderr = child.stderr.take().expect("stderr");
-    let logs = logs.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            logs.lock().unwrap().push(line);
-        }
-    });
-    Replica { child }
+/// Starts a replica on 127.0.0.1:`port`, logging each `long_job` step
+/// into `logs`.
+fn replica(port: u16, redis: &str, logs: &Logs) -> Served {
+    let address = format!("127.0.0.1:{port}");
+    let args = [
+        "--http",
+        &address,
+        "--store",
+        redis,
+        "--redis-key-prefix",
+        "rolling:",
+        "--lease-period",
+        "2000",
+        "--drain-timeout",
+        "30",
+        "--poll-interval",
+        "500",
+    ];
+    let env = [
+        ("RUST_LOG", "warn,mcp_tasks::serve::tools=debug"),
+        ("NO_COLOR", "1"),
+    ];
+    Served::spawn(&args, &env, Some(logs))
 }
 
 /// SIGTERM, then the exit code (within 30 s).
-fn terminate(replica: &mut Replica) -> Option<i32> {
-    let status = Command::new("kill")
-        .args(["-TERM", &replica.child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = replica.child.try_wait().expect("wait") {
-            return status.code();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the replica did not drain in 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn terminate(replica: &mut Served) -> Option<i32> {
+    replica.signal("TERM");
+    replica.exit_code(Duration::from_secs(30))
 }
 
 /// nginx's configuration: round robin over `replicas`, a creation refused
 /// with 503 (a draining replica) or not answered (a stopped one) sent to
 /// the next.
 fn nginx_conf(dir: &std::path::Path, port: u16, replicas: &[u16]) -> String {
-    let user = match std::fs::metadata("/proc/self") {
-        Ok(metadata) if std::os::unix::fs::MetadataExt::uid(&metadata) == 0 => "user root;",
-        _ => "",
-    };
     let servers: String = replicas
         .iter()
         .map(|port| format!("        server 127.0.0.1:{port} max_fails=1 fail_timeout=1s;\n"))
         .collect();
-    let dir = dir.display();
-    format!(
-        r#"{user}
-worker_processes 1;
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log notice;
-events {{ worker_connections 1024; }}
-http {{
-    access_log {dir}/access.log;
-    client_body_temp_path {dir}/client_body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    upstream replicas {{
+    nginx_main(
+        dir,
+        &format!(
+            r#"    upstream replicas {{
 {servers}    }}
     server {{
         listen 127.0.0.1:{port};
@@ -130,9 +79,8 @@ http {{
             proxy_buffering off;
             proxy_next_upstream error timeout http_503 non_idempotent;
         }}
-    }}
-}}
-"#
+    }}"#
+        ),
     )
 }
 
@@ -237,7 +185,7 @@ fn a_rolling_restart_behind_nginx_fails_loses_and_repeats_nothing() {
     let redis = redis_server.url();
     let logs = Logs::default();
     let ports = [free_port(), free_port()];
-    let mut replicas: Vec<Replica> = ports
+    let mut replicas: Vec<Served> = ports
         .iter()
         .map(|&port| replica(port, &redis, &logs))
         .collect();

@@ -3,7 +3,8 @@
 //! start it again, or run several replicas of it.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcp_tasks::client::ListenChannel;
@@ -34,34 +35,80 @@ impl ClientHandler for Forms {
     }
 }
 
-/// `mcp-tasks serve --http` on a store; killed when dropped.
+/// Every stderr line of one or several servers, in the order read.
+pub(crate) type Logs = Arc<Mutex<Vec<String>>>;
+
+/// `mcp-tasks serve --http` as a child process; killed when dropped.
 pub(crate) struct Served {
     child: Child,
+    /// The MCP endpoint, `http://ADDR/mcp`.
     pub(crate) url: String,
+    /// The operator listener's `host:port`, when started with `--admin`.
+    pub(crate) admin: String,
+    /// Its stderr lines, when kept ([`Served::spawn`]).
+    logs: Option<Logs>,
+    /// How many of `logs` [`Served::stderr_line`] has read past.
+    read: std::cell::Cell<usize>,
 }
 
 impl Served {
     /// Serves on 127.0.0.1 (`address`, e.g. `127.0.0.1:0`) with `--store
     /// store` and the further flags `extra`; returns once it listens.
     pub(crate) fn start(address: &str, store: &str, extra: &[&str]) -> Self {
+        let mut args = vec!["--http", address, "--store", store];
+        args.extend_from_slice(extra);
+        Self::spawn(&args, &[], None)
+    }
+
+    /// `mcp-tasks serve ARGS` (which serve HTTP) with the environment
+    /// variables `env`; returns once it prints where it listens (and,
+    /// with `--admin`, where its operator listener is). With `logs`, its
+    /// stderr lines go there (and are echoed), else to the test's stderr.
+    pub(crate) fn spawn(args: &[&str], env: &[(&str, &str)], logs: Option<&Logs>) -> Self {
         let mut child = Command::new(BIN)
-            .args(["serve", "--http", address, "--store", store])
-            .args(extra)
+            .arg("serve")
+            .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(match logs {
+                Some(_) => Stdio::piped(),
+                None => Stdio::inherit(),
+            })
             .spawn()
             .expect("the server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the server prints where it listens");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Self { child, url }
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut next = |prefix: &str| {
+            let line = lines
+                .next()
+                .expect("the server prints where it listens")
+                .expect("readable");
+            line.strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
+                .to_owned()
+        };
+        let url = next("listening on ");
+        let admin = match args.contains(&"--admin") {
+            true => next("operator listener on http://"),
+            false => String::new(),
+        };
+        if let Some(logs) = logs {
+            let stderr = child.stderr.take().expect("stderr");
+            let logs = logs.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    eprintln!("server: {line}");
+                    logs.lock().unwrap().push(line);
+                }
+            });
+        }
+        Self {
+            child,
+            url,
+            admin,
+            logs: logs.cloned(),
+            read: std::cell::Cell::new(0),
+        }
     }
 
     /// The `host:port` it listens on.
@@ -77,23 +124,62 @@ impl Served {
         let _ = self.child.wait();
     }
 
-    /// Sends `signal` (`TERM`, `INT`) and waits, up to `within`, for the
-    /// server to exit; its exit status.
-    #[allow(dead_code, reason = "for the drain tests")]
-    pub(crate) fn signal_and_wait(&mut self, signal: &str, within: Duration) -> ExitStatus {
+    /// Sends `signal` (`TERM`, `INT`) to the server.
+    pub(crate) fn signal(&self, signal: &str) {
         let sent = Command::new("kill")
             .args([&format!("-{signal}"), &self.child.id().to_string()])
             .status()
             .expect("kill runs");
         assert!(sent.success(), "kill -{signal} failed");
+    }
+
+    /// The exit code, waiting up to `within` for the server to exit.
+    pub(crate) fn exit_code(&mut self, within: Duration) -> Option<i32> {
         let deadline = Instant::now() + within;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
+                return status.code();
             }
             assert!(
                 Instant::now() < deadline,
-                "the server did not exit within {within:?} of SIG{signal}"
+                "the server did not exit within {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Ctrl-C (SIGINT), then waits up to 40 s for a clean exit.
+    pub(crate) fn interrupt(&mut self) {
+        self.signal("INT");
+        assert_eq!(
+            self.exit_code(Duration::from_secs(40)),
+            Some(0),
+            "the server did not stop cleanly on SIGINT"
+        );
+    }
+
+    /// The next line of its stderr (kept with [`Served::spawn`]'s `logs`)
+    /// that contains `text`, after the last one this returned, waiting up
+    /// to `within`.
+    pub(crate) fn stderr_line(&self, text: &str, within: Duration) -> String {
+        let logs = self.logs.as_ref().expect("started with its stderr kept");
+        let deadline = Instant::now() + within;
+        loop {
+            let found = logs
+                .lock()
+                .unwrap()
+                .iter()
+                .enumerate()
+                .skip(self.read.get())
+                .find(|(_, line)| line.contains(text))
+                .map(|(at, line)| (at, line.clone()));
+            if let Some((at, line)) = found {
+                self.read.set(at + 1);
+                return line;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no line with {text:?} on stderr within {within:?}"
             );
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -1,8 +1,7 @@
 //! What the tests of the binary share: running it, reading its one JSON
 //! object, and the servers it is pointed at.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use mcp_tasks_conformance::hostile::{self, Hostile, Scenario};
@@ -71,36 +70,7 @@ pub(crate) fn json_of(output: &Output) -> (i32, Value) {
 }
 
 /// A server on HTTP; killed when dropped.
-pub(crate) struct HttpServer {
-    child: Child,
-    pub(crate) url: String,
-}
-
-impl HttpServer {
-    /// Ctrl-C (SIGINT): waits, up to 20 s, for the server to end gracefully.
-    pub(crate) fn interrupt(&mut self) {
-        let status = std::process::Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success());
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while self.child.try_wait().expect("wait").is_none() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the server did not stop on SIGINT"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub(crate) type HttpServer = crate::serving::Served;
 
 pub(crate) fn http_server() -> HttpServer {
     http_server_polling(50)
@@ -118,25 +88,9 @@ pub(crate) fn http_server_with(extra: &[&str]) -> HttpServer {
 
 /// [`http_server_with`], with the environment variables `env` set.
 pub(crate) fn http_server_with_env(extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
-    let mut child = bin()
-        .args(["serve", "--http", "127.0.0.1:0", "--store", "memory"])
-        .args(extra)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the server starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the server prints where it listens");
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    HttpServer { child, url }
+    let mut args = vec!["--http", "127.0.0.1:0", "--store", "memory"];
+    args.extend_from_slice(extra);
+    HttpServer::spawn(&args, env, None)
 }
 
 pub(crate) fn on_stdio<'a>(server: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
