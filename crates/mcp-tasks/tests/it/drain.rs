@@ -230,3 +230,30 @@ async fn over_http_a_draining_server_answers_creation_503_with_retry_after_and_p
     assert!(!drain.is_finished(), "the drain waits for the task");
     drain.abort();
 }
+
+#[tokio::test(start_paused = true)]
+async fn on_the_memory_store_a_resumable_task_the_drain_outwaits_fails_rather_than_waits() {
+    // Nothing outlives the process: a resumable task cannot continue later.
+    let server = RuntimeServer::resuming(
+        runtime_on(MemoryStore::new())
+            .with_clock(TokioClock::starting_at(UnixMillis::new(1_767_225_600_000))),
+    );
+    let runtime = server.runtime.clone();
+    let client = in_process(server.clone()).await;
+    let steps = task_of(&client, "steps", json!({"n": 100, "ms": 1000})).await;
+    let report = runtime.drain(Duration::from_secs(2)).await;
+    assert_eq!(
+        (report.suspended, report.handed_off, report.failed),
+        (0, 0, 1),
+        "{report:?}"
+    );
+    let state = client.get(&steps.id).await.unwrap();
+    assert_eq!(state.status, TaskStatus::Failed);
+    assert!(
+        state
+            .error
+            .as_ref()
+            .is_some_and(|error| error.message.contains("shut down before the task finished")),
+        "{state:?}"
+    );
+}
