@@ -4,7 +4,8 @@
 //! the others fail honestly, the server exits 0 with one line on stderr
 //! for the start and one for the end; a second signal ends at once. On a
 //! SQLite file, a resumable `long_job` is suspended rather than failed and
-//! continues from its checkpoint after a restart.
+//! continues from its checkpoint after a restart, over HTTP and over stdio
+//! (where the session is answered until the drain ends).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -205,4 +206,95 @@ fn a_second_signal_during_the_drain_ends_at_once() {
     assert!(line.contains("stopping at once"), "{line}");
     assert_ne!(server.exit_code(Duration::from_secs(10)), Some(0));
     assert!(again.elapsed() < Duration::from_secs(10));
+}
+
+/// `serve --stdio` on `store` as a child of the test; its process id.
+async fn stdio_server(store: &str) -> (mcp_tasks::TasksClient<crate::serving::Forms>, u32) {
+    let mut command = tokio::process::Command::new(crate::support::BIN);
+    command.args(["serve", "--stdio", "--store", store, "--drain-timeout", "2"]);
+    command.args(["--poll-interval", "50"]);
+    let transport = rmcp::transport::TokioChildProcess::new(command).expect("the server starts");
+    let pid = transport.id().expect("a process id");
+    let lifecycle = rmcp::service::ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let running =
+        rmcp::service::serve_client_with_lifecycle(crate::serving::Forms, transport, lifecycle)
+            .await
+            .expect("connect over stdio");
+    (mcp_tasks::TasksClient::new(running), pid)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_sigterm_drains_answering_the_session_then_the_restart_continues() {
+    use crate::serving::{start, until};
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("tasks.db").display());
+    let (client, pid) = stdio_server(&store).await;
+    let job = start(&client, "long_job", json!({"steps": 30, "step_ms": 200})).await;
+    let stuck = start(&client, "sleep", json!({"ms": 60_000})).await;
+    until(&client, &job.id, Duration::from_secs(10), |state| {
+        state.status_message.as_deref() == Some("step 3 of 30")
+    })
+    .await;
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    // The session is still answered while it drains; a creation is refused.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        client
+            .get(&stuck.id)
+            .await
+            .expect("tasks/get while draining")
+            .status,
+        mcp_tasks::TaskStatus::Working
+    );
+    let refused = client
+        .call_tool(
+            "sleep",
+            crate::serving::args(json!({"ms": 10})),
+            mcp_tasks::CallOptions::default(),
+        )
+        .await
+        .expect_err("no new task while draining");
+    let rpc = refused.rpc_error().expect("a JSON-RPC error");
+    assert_eq!(rpc.data.as_ref().expect("data")["reason"], "draining");
+    // After the drain (2 s) the server ends: its session closes.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while client.get(&stuck.id).await.is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the server still serves after its drain"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(client);
+
+    // Started again on the same file: the job continues, the sleep failed.
+    let (client, _pid) = stdio_server(&store).await;
+    let mut seen = Vec::new();
+    let ended = until(&client, &job.id, Duration::from_secs(20), |state| {
+        seen.extend(state.status_message.clone());
+        state.status.is_terminal()
+    })
+    .await;
+    assert_eq!(ended.status, mcp_tasks::TaskStatus::Completed, "{ended:?}");
+    assert!(
+        !seen
+            .iter()
+            .any(|message| message == "step 1 of 30" || message == "step 2 of 30"),
+        "the job started over: {seen:?}"
+    );
+    let failed = client.get(&stuck.id).await.expect("tasks/get");
+    assert_eq!(failed.status, mcp_tasks::TaskStatus::Failed);
+    assert!(
+        failed
+            .error
+            .as_ref()
+            .is_some_and(|error| error.message.contains("shut down before the task finished")),
+        "{failed:?}"
+    );
 }
