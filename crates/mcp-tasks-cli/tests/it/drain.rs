@@ -298,3 +298,37 @@ async fn over_stdio_sigterm_drains_answering_the_session_then_the_restart_contin
         "{failed:?}"
     );
 }
+
+#[test]
+fn a_task_gateway_drains_too_refusing_creation_and_failing_what_outlives_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("gateway.sqlite3").display());
+    let upstream = crate::support::stdio_server();
+    let flags = [
+        "--store",
+        &store,
+        "--drain-timeout",
+        "1",
+        "--upstream",
+        &upstream,
+    ];
+    let mut gateway = served(&flags);
+    let stuck = start(&gateway.url, "sleep", &["ms=60000"]);
+    gateway.signal("TERM");
+    gateway.stderr_line("draining", Duration::from_secs(10));
+    let (status, retry_after, _) = post_call(&gateway.url);
+    assert_eq!((status, retry_after.as_deref()), (503, Some("3")));
+    let ended = gateway.stderr_line("drained", Duration::from_secs(20));
+    assert!(ended.ends_with("1 failed"), "{ended}");
+    assert_eq!(gateway.exit_code(Duration::from_secs(20)), Some(0));
+
+    // Read through a gateway started again on the same file.
+    let again = served(&["--store", &store, "--upstream", &upstream]);
+    let failed = get(&again.url, &stuck);
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(
+        failed["error"]["message"],
+        "the server shut down before the task finished (it waited 1 s for the task to end)",
+        "{failed}"
+    );
+}

@@ -6,7 +6,7 @@
 //! the first send made instead of making a second. The server's admin
 //! listing counts the tasks.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{BIN, bin, json_of, run};
+use crate::serving::Served;
+use crate::support::{BIN, json_of, run};
 
 /// What the proxy does with the answer of the first `tools/call`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,53 +151,24 @@ fn pipe(
     let _ = upward.join();
 }
 
-/// `mcp-tasks serve --http` in memory with a loopback operator listener;
-/// killed when dropped.
-struct Served {
-    child: Child,
-    url: String,
-    admin: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve() -> Served {
-    let mut child = bin()
-        .args(["serve", "--http", "127.0.0.1:0", "--store", "memory"])
-        .args(["--poll-interval", "50", "--admin", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the server starts");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let (mut url, mut admin) = (None, None);
-    while url.is_none() || admin.is_none() {
-        let line = lines
-            .next()
-            .expect("the server prints where it listens")
-            .expect("a line");
-        if let Some(rest) = line.strip_prefix("listening on ") {
-            url = Some(rest.trim().to_owned());
-        } else if let Some(rest) = line.strip_prefix("operator listener on ") {
-            admin = Some(rest.trim().to_owned());
-        }
-    }
-    Served {
-        child,
-        url: url.expect("url"),
-        admin: admin.expect("admin"),
-    }
+    let args = [
+        "--http",
+        "127.0.0.1:0",
+        "--store",
+        "memory",
+        "--poll-interval",
+        "50",
+    ];
+    let mut args = args.to_vec();
+    args.extend_from_slice(&["--admin", "127.0.0.1:0"]);
+    Served::spawn(&args, &[], None)
 }
 
 /// How many tasks the server holds, by its admin listing.
 fn tasks_on(served: &Served) -> usize {
-    let (exit, listed) = json_of(&run(&["admin", "ls", "--server", &served.admin, "--json"]));
+    let admin = format!("http://{}", served.admin);
+    let (exit, listed) = json_of(&run(&["admin", "ls", "--server", &admin, "--json"]));
     assert_eq!(exit, 0, "{listed}");
     listed.as_array().expect("an array").len()
 }

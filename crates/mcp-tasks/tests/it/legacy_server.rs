@@ -469,3 +469,31 @@ async fn a_2026_client_of_the_same_caller_reads_and_cancels_an_old_task() {
         .unwrap();
     assert_eq!(got["status"], "cancelled");
 }
+
+#[tokio::test]
+async fn an_idempotency_key_gives_an_old_client_its_task_again_over_both_transports() {
+    for (transport, mut client) in clients().await {
+        let call = |ms: u64| {
+            json!({"name": "slow", "arguments": {"ms": ms}, "task": {},
+                "_meta": {(mcp_tasks::IDEMPOTENCY_KEY_META): format!("key-{transport}")}})
+        };
+        let first = client
+            .request("tools/call", call(60_000))
+            .await
+            .expect("created");
+        schema("CreateTaskResult", &first);
+        let again = client
+            .request("tools/call", call(60_000))
+            .await
+            .expect("again");
+        assert_eq!(
+            again["task"]["taskId"], first["task"]["taskId"],
+            "{transport}: the same call under the key is the same task"
+        );
+        let other = client
+            .request("tools/call", call(5))
+            .await
+            .expect_err("other arguments under the key");
+        assert_eq!(other["code"], -32602, "{transport}: {other}");
+    }
+}
