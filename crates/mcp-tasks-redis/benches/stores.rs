@@ -442,10 +442,28 @@ async fn through_the_runtime(scale: &Scale, subjects: &[Subject]) -> anyhow::Res
         })
     })
     .await;
+    // The same calls without an idempotency key (our client sends one by
+    // default: a lookup first, and no one-write shortcut for a tool that
+    // ends in its first step).
+    let unkeyed = rates(scale, clients.len(), |subject| {
+        let client = clients[subject].clone();
+        Arc::new(move |_| {
+            let client = client.clone();
+            async move {
+                let options = CallOptions::default().with_idempotent(false);
+                let _ = client.call_tool("instant", (), options).await;
+            }
+        })
+    })
+    .await;
     table(
         &format!("2. through the runtime (in-process rmcp client, {IN_FLIGHT} requests in flight)"),
         &names,
-        &[("tasks/get/s", gets), ("tools/call/s", calls)],
+        &[
+            ("tasks/get/s", gets),
+            ("tools/call/s", calls),
+            ("no key/s", unkeyed),
+        ],
     );
     Ok(())
 }
