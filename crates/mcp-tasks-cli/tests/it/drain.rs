@@ -7,14 +7,12 @@
 //! continues from its checkpoint after a restart, over HTTP and over stdio
 //! (where the session is answered until the drain ends).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::serving::{Logs, Served};
-use crate::support::{json_of, run};
+use crate::support::{json_of, raw_http, run};
 
 /// `serve --http 127.0.0.1:0 --admin 127.0.0.1:0` with `extra`, its
 /// stderr kept.
@@ -32,28 +30,10 @@ fn http(url: &str, method: &str, headers: &[String], body: &str) -> (u16, Option
         Some(at) => rest.split_at(at),
         None => (rest, "/"),
     };
-    let mut stream = TcpStream::connect(address).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut request =
-        format!("{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
-    for header in headers {
-        request.push_str(header);
-        request.push_str("\r\n");
-    }
-    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let status = head[9..12].parse().expect("a status");
-    let retry_after = head.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("retry-after")
-            .then(|| value.trim().to_owned())
-    });
-    (status, retry_after, body.to_owned())
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+    let answer = raw_http(address, method, path, &headers, body);
+    let retry_after = answer.header("retry-after").map(str::to_owned);
+    (answer.status, retry_after, answer.body)
 }
 
 /// A 2026-07-28 `tools/call` of `sleep` (a minute), posted as is.

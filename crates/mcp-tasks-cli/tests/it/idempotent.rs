@@ -8,16 +8,15 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::journal::{wait_output, with_journal};
 use crate::serving::Served;
-use crate::support::{BIN, json_of, run};
+use crate::support::{json_of, run};
 
 /// What the proxy does with the answer of the first `tools/call`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,31 +176,6 @@ fn host_port(url: &str) -> &str {
     url.trim_start_matches("http://").trim_end_matches("/mcp")
 }
 
-/// The binary with `journal` as its journal.
-fn with_journal(journal: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .args(args)
-        .arg("--journal")
-        .arg(journal)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command
-}
-
-fn finish(mut child: Child) -> std::process::Output {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("ran past 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
-}
-
 fn result_text(value: &Value) -> &str {
     value["result"]["content"][0]["text"]
         .as_str()
@@ -215,7 +189,7 @@ fn a_call_whose_first_answer_is_lost_ends_with_one_task() {
     let dir = tempfile::tempdir().expect("temp dir");
     let journal = dir.path().join("journal.sqlite3");
     let url = proxy.url();
-    let output = finish(
+    let output = wait_output(
         with_journal(
             &journal,
             &[
@@ -271,7 +245,7 @@ fn call_resume_after_a_crash_between_send_and_answer_finds_the_task() {
     let _ = crashed.wait();
     assert_eq!(tasks_on(&served), 1);
 
-    let output = finish(
+    let output = wait_output(
         with_journal(&journal, &["call", "--resume", "--json"])
             .spawn()
             .expect("resume starts"),
@@ -296,7 +270,7 @@ fn call_resume_after_a_crash_between_send_and_answer_finds_the_task() {
     );
 
     // Answered: nothing is left to resume.
-    let output = finish(
+    let output = wait_output(
         with_journal(&journal, &["call", "--resume"])
             .spawn()
             .expect("starts"),

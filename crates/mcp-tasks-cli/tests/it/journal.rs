@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::support::{BIN, http_server, json_of};
 
 /// The binary with `journal` as its journal.
-fn with_journal(journal: &Path, args: &[&str]) -> Command {
+pub(crate) fn with_journal(journal: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(BIN);
     command
         .args(args)
@@ -37,7 +37,8 @@ fn run_with(mut command: Command, stdin: &str) -> std::process::Output {
     wait_output(child)
 }
 
-fn wait_output(mut child: Child) -> std::process::Output {
+/// Its output once it ends (60 s at most).
+pub(crate) fn wait_output(mut child: Child) -> std::process::Output {
     let deadline = Instant::now() + Duration::from_secs(60);
     while child.try_wait().expect("wait").is_none() {
         if Instant::now() > deadline {

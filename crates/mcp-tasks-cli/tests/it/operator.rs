@@ -5,14 +5,10 @@
 //! no task id, token or principal anywhere in it; `/healthz` and `/readyz`
 //! (503 once Redis is gone), the token rule, and refused `--admin` flags.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
-
 use mcp_tasks_redis::testing::RedisServer;
 
 use crate::serving::Served;
-use crate::support::{json_of, run};
+use crate::support::{json_of, raw_http, run};
 
 const ALICE: &str = "alice-token-0123456789abcdef";
 const OPERATOR: &str = "operator-token-0123456789abcdef";
@@ -27,26 +23,8 @@ fn serve(extra: &[&str]) -> Served {
 
 /// One plain HTTP/1.1 request to `address`: the status and the body.
 fn http(address: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(address).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut request =
-        format!("{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
-    for header in headers {
-        request.push_str(header);
-        request.push_str("\r\n");
-    }
-    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let status = answer[9..12].parse().expect("a status");
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, body)| body)
-        .to_owned();
-    (status, body)
+    let answer = raw_http(address, method, path, headers, body);
+    (answer.status, answer.body)
 }
 
 /// The scrape, parsed by `prometheus-parse`.

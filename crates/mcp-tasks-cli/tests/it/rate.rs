@@ -2,15 +2,13 @@
 //! tokens file, asked over raw HTTP (to see the status and `Retry-After`)
 //! and by `mcp-tasks call` (to see what a user is told).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::cli::serve_logged;
-use crate::support::{json_of, run};
+use crate::support::{json_of, raw_http, run};
 
 const ALICE: &str = "alice-0123456789abcdef0123456789";
 const BOB: &str = "bob-0123456789abcdef0123456789ab";
@@ -33,33 +31,22 @@ fn post_call(url: &str, token: &str) -> Answer {
             "io.modelcontextprotocol/clientCapabilities":
                 {"extensions": {"io.modelcontextprotocol/tasks": {}}}}}})
     .to_string();
-    let mut stream = TcpStream::connect(address).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: sleep\r\n\
-         Authorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("an answer");
-    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("a status line: {head}"));
-    let retry_after = head.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("retry-after")
-            .then(|| value.trim().parse().expect("whole seconds"))
-    });
-    let body = serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {answer}"));
+    let auth = format!("Authorization: Bearer {token}");
+    let headers = [
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        "Mcp-Protocol-Version: 2026-07-28",
+        "Mcp-Method: tools/call",
+        "Mcp-Name: sleep",
+        &auth,
+    ];
+    let answer = raw_http(address, "POST", path, &headers, &body);
+    let (status, body) = (answer.status, answer.body.as_str());
+    let retry_after = answer
+        .header("retry-after")
+        .map(|value| value.parse().expect("whole seconds"));
+    let body =
+        serde_json::from_str(body).unwrap_or_else(|error| panic!("{error}: {}", answer.body));
     Answer {
         status,
         retry_after,

@@ -11,8 +11,6 @@
 //! fails with a message saying so.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use mcp_tasks_redis::testing::RedisServer;
@@ -20,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::deploy::{free_port, nginx_main, run_nginx};
 use crate::serving::{Logs, Served};
+use crate::support::raw_http;
 
 const TASKS: usize = 100;
 const STEPS: u64 = 40;
@@ -91,24 +90,23 @@ fn post(port: u16, method: &str, name: Option<&str>, params: Value) -> (u16, Val
         "io.modelcontextprotocol/clientCapabilities":
             {"extensions": {"io.modelcontextprotocol/tasks": {}}}});
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to nginx");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let name = name.map_or(String::new(), |name| format!("Mcp-Name: {name}\r\n"));
-    write!(
-        stream,
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n{name}\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("an answer");
-    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
-    let status = head[9..12].parse().expect("a status");
+    let name = name.map(|name| format!("Mcp-Name: {name}"));
+    let method_header = format!("Mcp-Method: {method}");
+    let mut headers = vec![
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        "Mcp-Protocol-Version: 2026-07-28",
+        &method_header,
+    ];
+    headers.extend(name.as_deref());
+    let answer = raw_http(
+        &format!("127.0.0.1:{port}"),
+        "POST",
+        "/mcp",
+        &headers,
+        &body,
+    );
+    let (status, body) = (answer.status, answer.body.as_str());
     let body = serde_json::from_str(body).unwrap_or(Value::String(body.to_owned()));
     (status, body)
 }

@@ -142,3 +142,62 @@ pub(crate) fn hostile_server(scenario: Scenario) -> (String, Hostile) {
     let url = serve_in_background(move |listener| hostile::serve_http(serving, listener));
     (url, hostile)
 }
+
+/// What one plain HTTP/1.1 request got back ([`raw_http`]).
+pub(crate) struct RawAnswer {
+    pub(crate) status: u16,
+    /// The status line and the headers.
+    pub(crate) head: String,
+    pub(crate) body: String,
+}
+
+impl RawAnswer {
+    /// The value of header `name` (any case), if the answer has it.
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.eq_ignore_ascii_case(name).then(|| value.trim())
+        })
+    }
+}
+
+/// One plain HTTP/1.1 request to `address` (`host:port`) on a connection
+/// of its own (`Connection: close`, so the answer ends with it): for the
+/// tests that check statuses and headers exactly as a proxy would see them.
+/// `headers` are whole lines (`Name: value`).
+pub(crate) fn raw_http(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> RawAnswer {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
+    for header in headers {
+        request.push_str(header);
+        request.push_str("\r\n");
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream
+        .write_all(request.as_bytes())
+        .expect("send the request");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("an answer");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {head}"));
+    RawAnswer {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
