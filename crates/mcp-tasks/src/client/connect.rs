@@ -54,6 +54,8 @@ use rmcp::{ClientHandler, RoleClient};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "http-client")]
+use super::bearer::{BearerClient, BearerSource};
 use super::journal::{Journal, ServerRef};
 use super::legacy::{self, Handler};
 use super::line_check::{CheckedReader, LineCheck};
@@ -191,6 +193,11 @@ pub struct ConnectOptions {
     /// go anywhere but the endpoint).
     #[cfg(feature = "http-client")]
     pub http_client: Option<reqwest::Client>,
+    /// Where the bearer token of every HTTP request comes from, when it can
+    /// change while the connection is open (an OAuth access token that is
+    /// refreshed); see [`bearer`](super::bearer).
+    #[cfg(feature = "http-client")]
+    pub bearer: Option<Arc<dyn BearerSource>>,
 }
 
 impl Default for ConnectOptions {
@@ -204,6 +211,8 @@ impl Default for ConnectOptions {
             journal: None,
             #[cfg(feature = "http-client")]
             http_client: None,
+            #[cfg(feature = "http-client")]
+            bearer: None,
         }
     }
 }
@@ -217,6 +226,8 @@ impl std::fmt::Debug for ConnectOptions {
             .field("journal", &self.journal.as_ref().map(|_| ".."));
         #[cfg(feature = "http-client")]
         debug.field("http_client", &self.http_client.as_ref().map(|_| ".."));
+        #[cfg(feature = "http-client")]
+        debug.field("bearer", &self.bearer);
         debug.finish()
     }
 }
@@ -245,6 +256,16 @@ impl ConnectOptions {
     #[cfg(feature = "http-client")]
     pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
         self.http_client = Some(client);
+        self
+    }
+
+    /// Asks `source` for the bearer token of every HTTP request (the
+    /// transport's, the listen streams', the legacy tap's), and again after
+    /// a 401; its token replaces an `Authorization: Bearer` header of the
+    /// [`Endpoint`]. See [`bearer`](super::bearer).
+    #[cfg(feature = "http-client")]
+    pub fn with_bearer_source(mut self, source: Arc<dyn BearerSource>) -> Self {
+        self.bearer = Some(source);
         self
     }
 }
@@ -349,16 +370,35 @@ pub(crate) async fn open<H: ClientHandler>(
                         })?,
                 };
                 // Listen streams are POSTs of their own, to the same endpoint.
-                let listen = ListenChannel::http(http.clone(), &config);
-                let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-                    tap.http(http),
-                    config,
-                );
-                let running = serve_client_with_lifecycle(handler, transport, lifecycle)
-                    .await
-                    .map_err(|source| Error::Lifecycle {
-                        source: Box::new(source),
-                    })?;
+                let running = match &options.bearer {
+                    None => {
+                        let listen = ListenChannel::http(http.clone(), &config);
+                        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                            tap.http(http),
+                            config,
+                        );
+                        (
+                            serve_client_with_lifecycle(handler, transport, lifecycle).await,
+                            listen,
+                        )
+                    }
+                    Some(source) => {
+                        let bearer = |client| BearerClient::new(client, source.clone());
+                        let listen = ListenChannel::http(bearer(http.clone()), &config);
+                        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                            BearerClient::new(tap.http(http), source.clone()),
+                            config,
+                        );
+                        (
+                            serve_client_with_lifecycle(handler, transport, lifecycle).await,
+                            listen,
+                        )
+                    }
+                };
+                let (running, listen) = running;
+                let running = running.map_err(|source| Error::Lifecycle {
+                    source: Box::new(source),
+                })?;
                 Ok((running, listen, None))
             }
             Endpoint::Command { program, args } => {

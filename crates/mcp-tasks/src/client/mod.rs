@@ -13,6 +13,8 @@
 //! order that works ([`connect`] says what and why);
 //! [`TasksClient::new`] wraps a connection built by hand.
 
+#[cfg(feature = "http-client")]
+pub mod bearer;
 mod call;
 pub mod connect;
 mod deadline;
