@@ -11,6 +11,8 @@ use mcp_tasks::client::journal::Journal;
 use mcp_tasks::client::legacy;
 use mcp_tasks::{ConnectOptions, Endpoint, TasksClient};
 use rmcp::ClientHandler;
+
+use crate::signin::OAuthSource;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitationCapability, FormElicitationCapability,
     Implementation, UrlElicitationCapability,
@@ -70,6 +72,9 @@ pub(crate) struct HttpOptions {
     pub(crate) headers: Vec<(String, String)>,
     /// Addresses to connect to for host names of the URL (`--resolve`).
     pub(crate) resolve: Vec<(String, IpAddr)>,
+    /// How to sign in to a server that asks for an OAuth token (`None`:
+    /// never; see [`crate::signin`]).
+    pub(crate) oauth: Option<crate::signin::OAuthOptions>,
 }
 
 /// Parses `--resolve NAME=ADDR`.
@@ -93,13 +98,65 @@ pub(crate) fn parse_resolve(text: &str) -> anyhow::Result<(String, IpAddr)> {
 /// Connects and returns a client (recording its tasks in `journal`, if
 /// given), or an error meaning the server is unreachable or does not speak
 /// MCP. The library wires the listen channel, the legacy handler and tap,
-/// and the journal; the CLI adds its handler and, for a URL, its HTTP client.
+/// and the journal; the CLI adds its handler and, for a URL, its HTTP client
+/// and the OAuth tokens of the token file. A URL that answers 401 with an
+/// OAuth challenge no kept token satisfies is signed in to, then connected
+/// to again.
 pub(crate) async fn connect(
     target: &Target,
     options: &HttpOptions,
     journal: Option<Arc<dyn Journal>>,
 ) -> anyhow::Result<Client> {
+    let (endpoint, connect, source) = prepare(target, options, journal)?;
+    let first = TasksClient::connect(endpoint.clone(), CliHandler, connect.clone()).await;
+    let connected = match (first, &source) {
+        (Err(error), Some(source)) => match source.needs_sign_in() {
+            Some(challenge) => {
+                source.sign_in(&challenge).await?;
+                TasksClient::connect(endpoint, CliHandler, connect).await
+            }
+            None => Err(error),
+        },
+        (connected, _) => connected,
+    };
+    connected.map_err(|error| {
+        let scope = missing_scope(&error);
+        let error = anyhow::Error::new(error).context(match target {
+            Target::Stdio(command) => format!("cannot connect to {command:?} on stdio"),
+            Target::Url(url) => format!("cannot reach an MCP server at {url}"),
+        });
+        match scope {
+            Some(scope) => error.context(format!(
+                "the server needs the scope {scope:?}, which the token was not granted \
+                 (sign in again with --oauth-scopes naming it, after mcp-tasks logout URL)"
+            )),
+            None => error,
+        }
+    })
+}
+
+/// The scope a 403 `insufficient_scope` named, anywhere in `error`'s chain.
+fn missing_scope(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use rmcp::transport::streamable_http_client::InsufficientScopeError;
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(refusal) = error.downcast_ref::<InsufficientScopeError>() {
+            return Some(refusal.required_scope.clone().unwrap_or_default());
+        }
+        next = error.source();
+    }
+    None
+}
+
+/// The endpoint, connect options and token source of `target`.
+#[allow(clippy::type_complexity)]
+fn prepare(
+    target: &Target,
+    options: &HttpOptions,
+    journal: Option<Arc<dyn Journal>>,
+) -> anyhow::Result<(Endpoint, ConnectOptions, Option<Arc<OAuthSource>>)> {
     let mut connect = ConnectOptions::default();
+    let mut source = None;
     if let Some(journal) = journal {
         connect = connect.with_journal(journal);
     }
@@ -125,6 +182,16 @@ pub(crate) async fn connect(
             }
             connect =
                 connect.with_http_client(http.build().context("cannot build an HTTP client")?);
+            // A token given with --header is the caller's: no sign-in then.
+            let own_token = options
+                .headers
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case("authorization"));
+            if let (Some(oauth), false) = (&options.oauth, own_token) {
+                let oauth = Arc::new(OAuthSource::new(url, oauth.clone())?);
+                connect = connect.with_bearer_source(oauth.clone());
+                source = Some(oauth);
+            }
             options
                 .headers
                 .iter()
@@ -133,10 +200,5 @@ pub(crate) async fn connect(
                 })
         }
     };
-    TasksClient::connect(endpoint, CliHandler, connect)
-        .await
-        .with_context(|| match target {
-            Target::Stdio(command) => format!("cannot connect to {command:?} on stdio"),
-            Target::Url(url) => format!("cannot reach an MCP server at {url}"),
-        })
+    Ok((endpoint, connect, source))
 }

@@ -10,6 +10,7 @@ mod journal;
 mod output;
 mod prompt;
 mod serve;
+mod signin;
 mod telemetry;
 mod wait_many;
 mod watch;
@@ -65,6 +66,8 @@ enum Command {
     Demo,
     /// Every caller's tasks, for an operator: ls, show, cancel, purge, hash.
     Admin(admin::AdminArgs),
+    /// Forget the OAuth tokens kept for a server (the next command signs in again).
+    Logout(signin::LogoutArgs),
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +85,8 @@ struct ServerArgs {
     /// --resolve does (e.g. tasks.example.test=127.0.0.1; repeatable).
     #[arg(long = "resolve", value_name = "NAME=ADDR")]
     resolve: Vec<String>,
+    #[command(flatten)]
+    oauth: signin::OAuthArgs,
     /// Print one JSON object on stdout.
     #[arg(long)]
     json: bool,
@@ -330,6 +335,7 @@ async fn run(cli: Cli) -> ExitCode {
         },
         Command::Demo => demo::run().await,
         Command::Admin(args) => admin::run(args).await,
+        Command::Logout(args) => signin::logout(&args),
     }
 }
 
@@ -351,9 +357,20 @@ fn http_options(server: &ServerArgs) -> Result<connect::HttpOptions, ExitCode> {
         .map(|text| connect::parse_resolve(text))
         .collect::<anyhow::Result<Vec<_>>>()
         .map_err(usage)?;
+    // Sign-in applies to URLs (given, or found in the journal).
+    let oauth = match &server.stdio {
+        None => Some(
+            server
+                .oauth
+                .options()
+                .map_err(|error| usage(format_args!("{error:#}")))?,
+        ),
+        Some(_) => None,
+    };
     Ok(connect::HttpOptions {
         headers: headers_of(&server.headers)?,
         resolve,
+        oauth,
     })
 }
 
@@ -661,6 +678,7 @@ async fn ls(args: LsArgs) -> ExitCode {
         Ok(headers) => connect::HttpOptions {
             headers,
             resolve: Vec::new(),
+            oauth: None,
         },
         Err(exit) => return exit,
     };
