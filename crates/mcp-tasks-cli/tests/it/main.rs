@@ -16,6 +16,7 @@ mod interactive;
 mod journal;
 mod legacy;
 mod listen;
+mod oidc;
 mod operator;
 mod rate;
 mod replicas;
