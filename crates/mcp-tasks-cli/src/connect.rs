@@ -120,32 +120,18 @@ pub(crate) async fn connect(
         (connected, _) => connected,
     };
     connected.map_err(|error| {
-        let scope = missing_scope(&error);
         let error = anyhow::Error::new(error).context(match target {
             Target::Stdio(command) => format!("cannot connect to {command:?} on stdio"),
             Target::Url(url) => format!("cannot reach an MCP server at {url}"),
         });
-        match scope {
-            Some(scope) => error.context(format!(
-                "the server needs the scope {scope:?}, which the token was not granted \
+        match source.as_ref().and_then(|source| source.missing_scopes()) {
+            Some(scopes) => error.context(format!(
+                "the server needs the scope {scopes:?}, which the token was not granted \
                  (sign in again with --oauth-scopes naming it, after mcp-tasks logout URL)"
             )),
             None => error,
         }
     })
-}
-
-/// The scope a 403 `insufficient_scope` named, anywhere in `error`'s chain.
-fn missing_scope(error: &(dyn std::error::Error + 'static)) -> Option<String> {
-    use rmcp::transport::streamable_http_client::InsufficientScopeError;
-    let mut next = Some(error);
-    while let Some(error) = next {
-        if let Some(refusal) = error.downcast_ref::<InsufficientScopeError>() {
-            return Some(refusal.required_scope.clone().unwrap_or_default());
-        }
-        next = error.source();
-    }
-    None
 }
 
 /// The endpoint, connect options and token source of `target`.

@@ -200,6 +200,8 @@ pub(crate) struct OAuthSource {
     /// The challenge of a 401 this source had no token for: a sign-in is
     /// needed.
     challenge: Mutex<Option<String>>,
+    /// The scopes a 403 `insufficient_scope` named that the token lacks.
+    missing: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for OAuthSource {
@@ -244,6 +246,7 @@ impl OAuthSource {
             options,
             manager: tokio::sync::Mutex::new(None),
             challenge: Mutex::new(None),
+            missing: Mutex::new(None),
         })
     }
 
@@ -251,6 +254,12 @@ impl OAuthSource {
     /// server needs a sign-in.
     pub(crate) fn needs_sign_in(&self) -> Option<String> {
         self.challenge.lock().ok()?.clone()
+    }
+
+    /// The scopes a 403 `insufficient_scope` asked for that the token was
+    /// not granted (all it named, when the grant is not known).
+    pub(crate) fn missing_scopes(&self) -> Option<String> {
+        self.missing.lock().ok()?.clone()
     }
 
     fn entry(&self) -> tokens::Entry {
@@ -500,6 +509,32 @@ impl BearerSource for OAuthSource {
             }
             Ok(renewed)
         })
+    }
+
+    fn insufficient_scope(&self, challenge: &str) {
+        let Ok(base) = reqwest::Url::parse(&self.url) else {
+            return;
+        };
+        let wanted = WWWAuthenticateParams::parse(challenge, &base)
+            .scope
+            .unwrap_or_default();
+        let granted = self
+            .entry_credentials()
+            .ok()
+            .flatten()
+            .map(|credentials| credentials.granted_scopes)
+            .unwrap_or_default();
+        let missing: Vec<&str> = wanted
+            .split_whitespace()
+            .filter(|scope| !granted.iter().any(|granted| granted == scope))
+            .collect();
+        let missing = match missing.is_empty() {
+            true => wanted.clone(),
+            false => missing.join(" "),
+        };
+        if let Ok(mut slot) = self.missing.lock() {
+            *slot = Some(missing);
+        }
     }
 }
 

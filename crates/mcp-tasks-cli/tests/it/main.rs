@@ -23,5 +23,6 @@ mod replicas;
 mod restart;
 mod rolling;
 mod serving;
+mod signin;
 mod traces;
 mod wait_many;

@@ -8,7 +8,8 @@
 //! streams (each a POST of its own), and the POSTs the legacy tap makes for
 //! a 2025-11-25 server. When the server answers 401 anyway, the source is
 //! told (with the server's `WWW-Authenticate` challenge) and may give a new
-//! token, with which the request is sent once more.
+//! token, with which the request is sent once more; a 403
+//! `insufficient_scope` is told too (the request fails as it is).
 //!
 //! This crate does no OAuth itself: a source wraps whatever keeps the
 //! token, for example rmcp's `AuthorizationManager` (rmcp's `auth`
@@ -54,6 +55,15 @@ pub trait BearerSource: Send + Sync + std::fmt::Debug {
         sent: Option<&'a str>,
         challenge: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, BearerError>>;
+
+    /// The server answered 403 `insufficient_scope` with the
+    /// `WWW-Authenticate` header `challenge` (which names the scopes it
+    /// wants): the token is valid but not enough. The request fails as it
+    /// is; the source may remember it (to say so, or to ask for more
+    /// scopes next time). Does nothing by default.
+    fn insufficient_scope(&self, challenge: &str) {
+        let _ = challenge;
+    }
 }
 
 /// A Streamable HTTP client whose every request carries the token of a
@@ -102,6 +112,11 @@ impl<C: StreamableHttpClient + Sync> BearerClient<C> {
                     Some(fresh) if Some(&fresh) != token.as_ref() => call(Some(fresh)).await,
                     _ => Err(StreamableHttpError::AuthRequired(refusal)),
                 }
+            }
+            Err(StreamableHttpError::InsufficientScope(refusal)) => {
+                self.source
+                    .insufficient_scope(&refusal.www_authenticate_header);
+                Err(StreamableHttpError::InsufficientScope(refusal))
             }
             other => other,
         }

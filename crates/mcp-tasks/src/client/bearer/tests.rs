@@ -17,6 +17,8 @@ struct Gate {
 
 const CHALLENGE: &str = r#"Bearer error="invalid_token", resource_metadata="http://x/.well-known/oauth-protected-resource/mcp""#;
 
+const NARROW: &str = r#"Bearer error="insufficient_scope", scope="tasks:write""#;
+
 async fn gate(State(gate): State<Gate>, headers: HeaderMap) -> Response {
     let header = headers
         .get("authorization")
@@ -24,7 +26,9 @@ async fn gate(State(gate): State<Gate>, headers: HeaderMap) -> Response {
         .map(str::to_owned);
     gate.seen.lock().unwrap().push(header.clone());
     let wanted = format!("Bearer {}", gate.accepted.lock().unwrap());
-    if header.as_deref() == Some(wanted.as_str()) {
+    if header.as_deref() == Some("Bearer narrow") {
+        (StatusCode::FORBIDDEN, [("www-authenticate", NARROW)]).into_response()
+    } else if header.as_deref() == Some(wanted.as_str()) {
         StatusCode::ACCEPTED.into_response()
     } else {
         (StatusCode::UNAUTHORIZED, [("www-authenticate", CHALLENGE)]).into_response()
@@ -47,6 +51,7 @@ struct Script {
     current: Mutex<Option<String>>,
     next: Mutex<Option<String>>,
     rejections: Mutex<Vec<(Option<String>, String)>>,
+    scopes: Mutex<Vec<String>>,
 }
 
 impl BearerSource for Script {
@@ -70,6 +75,10 @@ impl BearerSource for Script {
             }
             Ok(next)
         })
+    }
+
+    fn insufficient_scope(&self, challenge: &str) {
+        self.scopes.lock().unwrap().push(challenge.to_owned());
     }
 }
 
@@ -199,4 +208,22 @@ async fn a_source_that_fails_fails_the_request_with_its_reason_before_sending() 
         "{error}"
     );
     assert!(gate.seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_403_for_a_scope_is_told_to_the_source_and_not_sent_again() {
+    let gate = Gate::default();
+    let uri = serve(gate.clone()).await;
+    let script = Arc::new(Script::default());
+    *script.current.lock().unwrap() = Some("narrow".into());
+    *script.next.lock().unwrap() = Some("other".into());
+    let client = BearerClient::new(reqwest::Client::new(), script.clone());
+    let error = post(&client, &uri, None).await.unwrap_err();
+    assert!(
+        matches!(error, StreamableHttpError::InsufficientScope(_)),
+        "{error}"
+    );
+    assert_eq!(*script.scopes.lock().unwrap(), [NARROW]);
+    assert!(script.rejections.lock().unwrap().is_empty(), "not a 401");
+    assert_eq!(gate.seen.lock().unwrap().len(), 1, "sent once");
 }
