@@ -588,9 +588,10 @@ fn the_provider_issues_tokens_for_a_resource_and_follows_its_knobs() {
 
     // The authorization code flow without a browser, as bob, then a refresh.
     let body = provider.sign_in("bob", resource, SCOPES);
+    let claims = claims_of(body["access_token"].as_str().unwrap());
     assert_eq!(
-        claims_of(body["access_token"].as_str().unwrap())["sub"],
-        "bob"
+        (&claims["sub"], &claims["scope"], &claims["aud"]),
+        (&json!("bob"), &json!(SCOPES), &json!(resource))
     );
     let refreshed = provider.refresh(body["refresh_token"].as_str().unwrap());
     let claims = claims_of(refreshed["access_token"].as_str().unwrap());
