@@ -21,6 +21,7 @@ use mcp_tasks::server::{
 use mcp_tasks_sqlite::SqliteSync;
 
 use super::drain::{StopSignals, drain_on_signal};
+use super::oauth::OAuthArgs;
 use super::operator::Operator;
 use super::{DemoServer, HttpAccess, ServeOptions, StoreChoice};
 
@@ -133,6 +134,8 @@ pub(crate) struct ServeArgs {
     /// being the caller's principal (see docs/deployment.md); others get HTTP 401.
     #[arg(long, value_name = "FILE")]
     auth_tokens: Option<PathBuf>,
+    #[command(flatten)]
+    oauth: OAuthArgs,
     /// Serve the tools of this MCP server (a command line, run with `sh -c`, speaking MCP on
     /// stdio) as tasks, instead of the demo tools: a task gateway.
     #[arg(long, value_name = "COMMAND", conflicts_with = "upstream_url")]
@@ -342,6 +345,7 @@ fn stream_bounds(args: &ServeArgs) -> anyhow::Result<StreamBounds> {
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut access = http_access(&args)?;
+    args.oauth.check(args.http.is_some())?;
     let bounds = stream_bounds(&args)?;
     access.max_connections = bounds.connections;
     let gateway = gateway_flags(&args)?;
@@ -445,6 +449,8 @@ where
                 .await
                 .with_context(|| format!("cannot listen on {address}"))?;
             let local = listener.local_addr().context("no local address")?;
+            let mut access = access;
+            access.oauth = args.oauth.resource_server(address, local).await?;
             tracing::info!(%local, "serving Streamable HTTP at /mcp");
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "listening on http://{local}/mcp")?;

@@ -20,6 +20,7 @@
 
 mod command;
 mod drain;
+mod oauth;
 mod operator;
 mod tools;
 
@@ -134,6 +135,8 @@ pub(crate) struct HttpAccess {
     pub(crate) origins: Vec<String>,
     /// The bearer tokens required, if any.
     pub(crate) tokens: Option<BearerTokens>,
+    /// The OAuth resource server, if tokens of an authorization server are required.
+    pub(crate) oauth: Option<Arc<mcp_tasks::server::oauth::OAuthResourceServer>>,
     /// How many connections are open at once.
     pub(crate) max_connections: usize,
 }
@@ -148,6 +151,7 @@ impl Default for HttpAccess {
                 .map(|&origin| origin.to_owned())
                 .collect(),
             tokens: None,
+            oauth: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
@@ -335,6 +339,9 @@ where
         .with_allowed_origins(access.origins);
     if let Some(tokens) = access.tokens {
         recipe = recipe.with_bearer_tokens(tokens);
+    }
+    if let Some(oauth) = access.oauth {
+        recipe = recipe.with_oauth(oauth);
     }
     recipe
         .serve_with_shutdown(listener, shutdown)

@@ -93,6 +93,8 @@ mod limits;
 pub mod listen;
 mod metered;
 pub mod metrics;
+#[cfg(feature = "oauth")]
+pub mod oauth;
 mod observe;
 #[cfg(feature = "http")]
 pub mod operator;

@@ -28,13 +28,13 @@ const BOB: &str = "bob-token-0123456789abcdef01";
 
 /// An endpoint, and a client that reaches 127.0.0.1 for [`NAME`] and
 /// [`OTHER`] (so `Host` carries those names).
-struct Endpoint {
+pub(crate) struct Endpoint {
     client: reqwest::Client,
     port: u16,
 }
 
 impl Endpoint {
-    async fn new(
+    pub(crate) async fn new(
         configure: impl FnOnce(
             StreamableHttpServer<RuntimeServer>,
         ) -> StreamableHttpServer<RuntimeServer>,
@@ -58,13 +58,13 @@ impl Endpoint {
         }
     }
 
-    fn url(&self, host: &str) -> String {
+    pub(crate) fn url(&self, host: &str) -> String {
         format!("http://{host}:{}/mcp", self.port)
     }
 
     /// POSTs `message` for `host` with `extra` headers: status, headers and
     /// the body (a JSON-RPC message, or for a listen its first event).
-    async fn post(
+    pub(crate) async fn post(
         &self,
         host: &str,
         message: &Value,
@@ -122,7 +122,7 @@ fn call() -> Value {
 
 /// A `tasks/get` (sent without `Mcp-Name`, which rmcp refuses and the fast
 /// path tolerates: an answer with the task came from the fast path).
-fn get(id: &str) -> Value {
+pub(crate) fn get(id: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get",
         "params": {"taskId": id, "_meta": meta()}})
 }
@@ -131,12 +131,12 @@ fn list() -> Value {
     json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": meta()}})
 }
 
-fn listen(id: &str) -> Value {
+pub(crate) fn listen(id: &str) -> Value {
     listen_request(json!("l-1"), &[id], true)
 }
 
 /// Makes a task for `host` (with `extra` headers) and returns its id.
-async fn task(endpoint: &Endpoint, host: &str, extra: &[(&str, &str)]) -> String {
+pub(crate) async fn task(endpoint: &Endpoint, host: &str, extra: &[(&str, &str)]) -> String {
     let (status, _, body) = endpoint.post(host, &call(), extra).await;
     assert_eq!(status, 200, "{body}");
     body["result"]["taskId"]
@@ -147,7 +147,12 @@ async fn task(endpoint: &Endpoint, host: &str, extra: &[(&str, &str)]) -> String
 
 /// Asserts that `id` is served on every route for `host` with `extra`:
 /// rmcp's (`tools/list`), the fast path and the listen path.
-async fn served_everywhere(endpoint: &Endpoint, host: &str, id: &str, extra: &[(&str, &str)]) {
+pub(crate) async fn served_everywhere(
+    endpoint: &Endpoint,
+    host: &str,
+    id: &str,
+    extra: &[(&str, &str)],
+) {
     let (status, _, body) = endpoint.post(host, &list(), extra).await;
     assert_eq!(status, 200, "tools/list for {host}: {body}");
     assert!(body["result"]["tools"].is_array(), "{body}");
@@ -165,7 +170,7 @@ async fn served_everywhere(endpoint: &Endpoint, host: &str, id: &str, extra: &[(
 }
 
 /// Asserts that every route answers `status` with a JSON-RPC error.
-async fn refused_everywhere(
+pub(crate) async fn refused_everywhere(
     endpoint: &Endpoint,
     host: &str,
     id: &str,

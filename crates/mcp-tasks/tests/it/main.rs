@@ -23,6 +23,8 @@ mod legacy_http;
 mod legacy_server;
 mod listen;
 mod many;
+#[cfg(feature = "oauth")]
+mod oauth;
 mod observe;
 mod rate;
 mod restart;

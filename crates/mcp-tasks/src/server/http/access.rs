@@ -1,6 +1,8 @@
 //! Who may reach the endpoint, checked once for every route before anything
 //! else: the `Host` (against DNS rebinding), the browser `Origin`, and, when
-//! the endpoint has [`BearerTokens`], the caller's token.
+//! the endpoint has [`BearerTokens`], the caller's token; then, when it is an
+//! OAuth resource server (feature `oauth`), the caller's access token
+//! ([`Access::authorize`]), unless a token of the file already admitted it.
 //!
 //! The guard runs [`Access::admit`] first; the serving recipe's fast paths
 //! serve a request it admits whatever its host name, exactly as rmcp's
@@ -135,6 +137,8 @@ pub(super) struct Access {
     /// Empty: no `Origin` at all.
     origins: Vec<OriginPattern>,
     tokens: Option<Arc<BearerTokens>>,
+    #[cfg(feature = "oauth")]
+    oauth: Option<Arc<crate::server::oauth::OAuthResourceServer>>,
 }
 
 impl Access {
@@ -171,12 +175,113 @@ impl Access {
             hosts,
             origins,
             tokens,
+            #[cfg(feature = "oauth")]
+            oauth: None,
+        }
+    }
+
+    /// Also checks OAuth access tokens with `oauth`.
+    #[cfg(feature = "oauth")]
+    pub(super) fn with_oauth(
+        mut self,
+        oauth: Option<Arc<crate::server::oauth::OAuthResourceServer>>,
+    ) -> Self {
+        self.oauth = oauth;
+        self
+    }
+
+    /// The protected resource metadata, for a `GET` of its path on an
+    /// OAuth resource server (after the host and origin checks, without a
+    /// token); `None` for every other request.
+    #[cfg(feature = "oauth")]
+    pub(super) fn metadata(&self, request: &Request) -> Option<Response> {
+        let oauth = self.oauth.as_ref()?;
+        if request.method() != http::Method::GET || !oauth.is_metadata_path(request.uri().path()) {
+            return None;
+        }
+        if let Err(refusal) = self.check_host_and_origin(request) {
+            return Some(refusal.response());
+        }
+        Some(super::reply::plain(StatusCode::OK, oauth.metadata()))
+    }
+
+    /// On an OAuth resource server, checks the access token of a request
+    /// that no token of the file admitted, and marks it [`Authenticated`];
+    /// or answers 401, 403 or 503 with the challenge.
+    #[cfg(feature = "oauth")]
+    pub(super) async fn authorize(&self, request: &mut Request) -> Result<(), Response> {
+        let Some(oauth) = &self.oauth else {
+            return Ok(());
+        };
+        if request.extensions().get::<Authenticated>().is_some() {
+            return Ok(());
+        }
+        match oauth.authenticate(request.headers()).await {
+            Ok(principal) => {
+                request
+                    .extensions_mut()
+                    .insert(Authenticated::new(principal));
+                Ok(())
+            }
+            Err(refusal) => {
+                crate::server::metrics::refused("auth");
+                let mut response = refuse(
+                    refusal.status(),
+                    if refusal.status() == StatusCode::SERVICE_UNAVAILABLE {
+                        -32603
+                    } else {
+                        -32600
+                    },
+                    refusal.description(),
+                    &Value::Null,
+                );
+                if let Ok(value) = HeaderValue::try_from(oauth.challenge(refusal)) {
+                    response
+                        .headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, value);
+                }
+                if refusal.status() == StatusCode::SERVICE_UNAVAILABLE {
+                    response
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                }
+                Err(response)
+            }
+        }
+    }
+
+    /// Whether OAuth decides on requests no token of the file admitted.
+    fn oauth_decides(&self) -> bool {
+        #[cfg(feature = "oauth")]
+        {
+            self.oauth.is_some()
+        }
+        #[cfg(not(feature = "oauth"))]
+        {
+            false
         }
     }
 
     /// Admits `request` (marking it [`Authenticated`] when there are
     /// tokens) or says why not.
     pub(super) fn admit(&self, request: &mut Request) -> Result<(), Refusal> {
+        self.check_host_and_origin(request)?;
+        if let Some(tokens) = &self.tokens {
+            match tokens.authenticate(request.headers()) {
+                Ok(principal) => {
+                    request
+                        .extensions_mut()
+                        .insert(Authenticated::new(principal));
+                }
+                // Not a token of the file: OAuth's to decide, if there.
+                Err(_) if self.oauth_decides() => {}
+                Err(why) => return Err(Refusal::Unauthorized(why)),
+            }
+        }
+        Ok(())
+    }
+
+    fn check_host_and_origin(&self, request: &Request) -> Result<(), Refusal> {
         let host =
             Authority::of_request(request.uri(), request.headers()).map_err(Refusal::BadHost)?;
         if !self.hosts.is_empty() && !self.hosts.iter().any(|allowed| allowed.admits(&host)) {
@@ -199,14 +304,6 @@ impl Access {
                     "Forbidden: the Origin header is not allowed",
                 ));
             }
-        }
-        if let Some(tokens) = &self.tokens {
-            let principal = tokens
-                .authenticate(request.headers())
-                .map_err(Refusal::Unauthorized)?;
-            request
-                .extensions_mut()
-                .insert(Authenticated::new(principal));
         }
         Ok(())
     }

@@ -55,9 +55,15 @@ pub(super) const SESSION_ID: &str = "mcp-session-id";
 /// Admits `request` or refuses it (see the [module docs](self)), and reads
 /// its body.
 pub(super) async fn read(guard: &Guard, mut request: Request) -> Result<Admitted, Response> {
+    #[cfg(feature = "oauth")]
+    if let Some(metadata) = guard.access.metadata(&request) {
+        return Err(metadata);
+    }
     if let Err(refusal) = guard.access.admit(&mut request) {
         return Err(refusal.response());
     }
+    #[cfg(feature = "oauth")]
+    guard.access.authorize(&mut request).await?;
     if matches!(*request.method(), Method::GET | Method::DELETE)
         && request.headers().contains_key(SESSION_ID)
     {

@@ -171,6 +171,8 @@ pub struct StreamableHttpServer<S> {
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
     tokens: Option<Arc<BearerTokens>>,
+    #[cfg(feature = "oauth")]
+    oauth: Option<Arc<crate::server::oauth::OAuthResourceServer>>,
     limits: HttpLimits,
 }
 
@@ -203,6 +205,8 @@ where
                 .map(|&origin| origin.to_owned())
                 .collect(),
             tokens: None,
+            #[cfg(feature = "oauth")]
+            oauth: None,
             limits: HttpLimits::default(),
         }
     }
@@ -283,6 +287,25 @@ where
         self
     }
 
+    /// Makes the endpoint an OAuth 2.1 resource server (MCP authorization;
+    /// see [`oauth`](crate::server::oauth)): it publishes its protected
+    /// resource metadata at `/.well-known/oauth-protected-resource` (and
+    /// the form suffixed with the audience's path), and requires an access
+    /// token from one of `oauth`'s issuers, for its audience, with its
+    /// scopes, on every other request and route (401 `invalid_token` or 403
+    /// `insufficient_scope` with a `WWW-Authenticate` challenge otherwise).
+    /// The principal of an accepted request is `oauth:` + issuer + `#` +
+    /// subject. With [`with_bearer_tokens`](Self::with_bearer_tokens) too, a
+    /// token of the file is accepted as well (its label the principal).
+    #[cfg(feature = "oauth")]
+    pub fn with_oauth(
+        mut self,
+        oauth: impl Into<Arc<crate::server::oauth::OAuthResourceServer>>,
+    ) -> Self {
+        self.oauth = Some(oauth.into());
+        self
+    }
+
     /// The axum router: the guard (host, origin, token, then the request's
     /// shape), then the fast paths for `tasks/*`, task listens and
     /// `tools/call` (in the same layer), then rmcp's service at the path.
@@ -310,11 +333,13 @@ where
         let service: StreamableHttpService<S, sessions::Sessions> =
             StreamableHttpService::new(move || Ok(server.clone()), sessions, config);
         let guard = guard::Guard {
-            access: Arc::new(access::Access::new(
-                &self.allowed_hosts,
-                &self.allowed_origins,
-                self.tokens,
-            )),
+            access: Arc::new({
+                let access =
+                    access::Access::new(&self.allowed_hosts, &self.allowed_origins, self.tokens);
+                #[cfg(feature = "oauth")]
+                let access = access.with_oauth(self.oauth);
+                access
+            }),
             max_body_bytes: self.limits.max_body_bytes,
             body_timeout: self.limits.request_read_timeout,
         };
