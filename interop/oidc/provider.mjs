@@ -144,7 +144,9 @@ function makeProvider(issuer, keys) {
       return { accountId: sub, async claims() { return { sub, name: sub, email: `${sub}@example.test` }; } };
     },
     claims: { openid: ['sub'], profile: ['name'], email: ['email'] },
-    scopes: ['openid', 'offline_access', 'profile', 'email'],
+    // The resource scopes too: dynamic registration (rmcp's) may only name scopes listed here,
+    // and the metadata's scopes_supported then shows them.
+    scopes: ['openid', 'offline_access', 'profile', 'email', ...RESOURCE_SCOPES],
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },

@@ -16,6 +16,8 @@ mod interactive;
 mod journal;
 mod legacy;
 mod listen;
+mod oauth;
+mod oauth_keys;
 mod oidc;
 mod operator;
 mod rate;

@@ -23,14 +23,13 @@ use serde_json::{Value, json};
 
 use crate::support::{RawAnswer, raw_http};
 
-/// The people the provider signs in (interactions pick `login_hint`, else alice).
-pub(crate) const USERS: [&str; 2] = ["alice", "bob"];
+// The people the provider signs in: alice and bob (interactions pick
+// `login_hint`, else the default user, alice unless set_default_user).
 /// Machine clients (client credentials, `client_secret_post` as rmcp sends it).
 /// The token's `sub` is the client id. The secret is `{id}-secret`.
 pub(crate) const MACHINE_ALICE: &str = "machine-alice";
 pub(crate) const MACHINE_BOB: &str = "machine-bob";
-/// A machine client authenticating with `client_secret_basic`.
-pub(crate) const MACHINE_CAROL: &str = "machine-carol";
+// machine-carol authenticates with `client_secret_basic` (for hosts that do).
 /// The public native client of the authorization code flow (PKCE, no
 /// secret; loopback redirect URIs `http://127.0.0.1:ANY/callback`, also
 /// `/oauth/callback`, `/`, and `localhost` / `[::1]` with `/callback`).
@@ -122,8 +121,8 @@ pub(crate) struct Provider {
     pub(crate) port: u16,
     /// Where its keys are (`jwks.json`, `keys.json`).
     pub(crate) state: PathBuf,
-    /// Its stderr lines.
-    logs: Arc<Mutex<Vec<String>>>,
+    /// Its stderr lines (echoed to the test's stderr as they come).
+    _logs: Arc<Mutex<Vec<String>>>,
     /// Held open: the provider exits when it closes (this test process died).
     _stdin: ChildStdin,
 }
@@ -188,7 +187,7 @@ impl Provider {
             issuer,
             port,
             state: state.to_owned(),
-            logs,
+            _logs: logs,
             _stdin: stdin,
         }
     }
@@ -205,11 +204,6 @@ impl Provider {
     /// `host:port`.
     pub(crate) fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
-    }
-
-    /// Its stderr so far.
-    pub(crate) fn logs(&self) -> Vec<String> {
-        self.logs.lock().unwrap().clone()
     }
 
     fn request(&self, method: &str, path: &str, headers: &[&str], body: &str) -> RawAnswer {
@@ -302,6 +296,11 @@ impl Provider {
     /// A JWT access token with `claims`, signed as `key` says (its `kid` the
     /// key's, `typ: at+jwt` as the provider's own).
     pub(crate) fn mint(&self, claims: &Value, key: Key) -> String {
+        self.mint_with_kid(claims, key, None)
+    }
+
+    /// [`Provider::mint`] with the header's `kid` set to `kid` when given.
+    pub(crate) fn mint_with_kid(&self, claims: &Value, key: Key, kid: Option<&str>) -> String {
         use base64::Engine;
         use jsonwebtoken::{Algorithm, EncodingKey, Header};
         let keys: Value = serde_json::from_str(
@@ -315,7 +314,10 @@ impl Provider {
                 .as_bytes()
                 .to_vec()
         };
-        let kid = |name: &str| keys[name]["kid"].as_str().expect("a kid").to_owned();
+        let kid = |name: &str| match kid {
+            Some(kid) => kid.to_owned(),
+            None => keys[name]["kid"].as_str().expect("a kid").to_owned(),
+        };
         let (algorithm, encoding, kid) = match key {
             Key::Provider => (
                 Algorithm::RS256,
@@ -421,6 +423,54 @@ impl Provider {
     /// Who an interaction signs in when the request has no `login_hint`.
     pub(crate) fn set_default_user(&self, user: &str) {
         self.json("POST", &format!("/_test/user?name={user}"), "");
+    }
+
+    /// `user` signs in with the public native client through the authorization
+    /// code flow with PKCE (no browser: [`Provider::authorize`]) for `resource`
+    /// and `scope`: the token endpoint's answer (`access_token`, `refresh_token`...).
+    pub(crate) fn sign_in(&self, user: &str, resource: &str, scope: &str) -> Value {
+        let (challenge, verifier) = oauth2::PkceCodeChallenge::new_random_sha256();
+        let redirect = "http://127.0.0.1:5555/callback";
+        let mut url = reqwest::Url::parse(&format!("{}/auth", self.issuer)).expect("a URL");
+        url.query_pairs_mut().extend_pairs([
+            ("client_id", NATIVE_CLIENT),
+            ("response_type", "code"),
+            ("redirect_uri", redirect),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+            ("scope", scope),
+            ("resource", resource),
+            ("state", "a-state"),
+            ("login_hint", user),
+        ]);
+        let callback = reqwest::Url::parse(&self.authorize(url.as_str())).expect("a URL");
+        assert!(callback.as_str().starts_with(redirect), "{callback}");
+        let code = callback
+            .query_pairs()
+            .find(|(key, _)| key == "code")
+            .unwrap_or_else(|| panic!("no code in {callback}"))
+            .1
+            .into_owned();
+        let (status, body) = self.token_request(&[
+            ("grant_type", "authorization_code"),
+            ("client_id", NATIVE_CLIENT),
+            ("code", &code),
+            ("code_verifier", verifier.secret()),
+            ("redirect_uri", redirect),
+        ]);
+        assert_eq!(status, 200, "the code exchange failed: {body}");
+        body
+    }
+
+    /// A new token response for `refresh_token` of the native client.
+    pub(crate) fn refresh(&self, refresh_token: &str) -> Value {
+        let (status, body) = self.token_request(&[
+            ("grant_type", "refresh_token"),
+            ("client_id", NATIVE_CLIENT),
+            ("refresh_token", refresh_token),
+        ]);
+        assert_eq!(status, 200, "the refresh failed: {body}");
+        body
     }
 
     /// Follows an authorization URL of this provider as a browser would, the
@@ -537,46 +587,13 @@ fn the_provider_issues_tokens_for_a_resource_and_follows_its_knobs() {
     );
 
     // The authorization code flow without a browser, as bob, then a refresh.
-    let (challenge, verifier) = oauth2::PkceCodeChallenge::new_random_sha256();
-    let redirect = "http://127.0.0.1:5555/callback";
-    let mut url = reqwest::Url::parse(&format!("{}/auth", provider.issuer)).unwrap();
-    url.query_pairs_mut().extend_pairs([
-        ("client_id", NATIVE_CLIENT),
-        ("response_type", "code"),
-        ("redirect_uri", redirect),
-        ("code_challenge", challenge.as_str()),
-        ("code_challenge_method", "S256"),
-        ("scope", "tasks:read tasks:write"),
-        ("resource", resource),
-        ("state", "s1"),
-        ("login_hint", "bob"),
-    ]);
-    let callback = reqwest::Url::parse(&provider.authorize(url.as_str())).unwrap();
-    assert!(callback.as_str().starts_with(redirect), "{callback}");
-    let code = callback
-        .query_pairs()
-        .find(|(key, _)| key == "code")
-        .unwrap_or_else(|| panic!("no code in {callback}"))
-        .1
-        .into_owned();
-    let (status, body) = provider.token_request(&[
-        ("grant_type", "authorization_code"),
-        ("client_id", NATIVE_CLIENT),
-        ("code", &code),
-        ("code_verifier", verifier.secret()),
-        ("redirect_uri", redirect),
-    ]);
-    assert_eq!(status, 200, "{body}");
+    let body = provider.sign_in("bob", resource, SCOPES);
+    let claims = claims_of(body["access_token"].as_str().unwrap());
     assert_eq!(
-        claims_of(body["access_token"].as_str().unwrap())["sub"],
-        "bob"
+        (&claims["sub"], &claims["scope"], &claims["aud"]),
+        (&json!("bob"), &json!(SCOPES), &json!(resource))
     );
-    let (status, refreshed) = provider.token_request(&[
-        ("grant_type", "refresh_token"),
-        ("client_id", NATIVE_CLIENT),
-        ("refresh_token", body["refresh_token"].as_str().unwrap()),
-    ]);
-    assert_eq!(status, 200, "{refreshed}");
+    let refreshed = provider.refresh(body["refresh_token"].as_str().unwrap());
     let claims = claims_of(refreshed["access_token"].as_str().unwrap());
     assert_eq!(
         (claims["sub"].as_str(), claims["aud"].as_str()),
@@ -584,7 +601,6 @@ fn the_provider_issues_tokens_for_a_resource_and_follows_its_knobs() {
     );
 
     // Rotation in place: new tokens carry the new kid, the old key stays published.
-    let fetches = provider.jwks_fetches();
     let new_kid = provider.rotate();
     assert_ne!(new_kid, kid);
     let token = provider.client_credentials_token(MACHINE_BOB, resource, "tasks:read");
@@ -593,6 +609,22 @@ fn the_provider_issues_tokens_for_a_resource_and_follows_its_knobs() {
         new_kid
     );
     assert!(provider.published_kids().contains(&kid));
+
+    // A restart on the same port keeps the keys (the same state directory).
+    let provider = provider.restart(&[]);
+    assert!(provider.published_kids().contains(&new_kid));
+    let token = provider.client_credentials_token(MACHINE_ALICE, resource, "tasks:read");
+    assert_eq!(
+        jsonwebtoken::decode_header(&token).unwrap().kid.unwrap(),
+        new_kid
+    );
+    // Who signs in without a known login_hint.
+    provider.set_default_user("bob");
+    let body = provider.sign_in("nobody", resource, SCOPES);
+    assert_eq!(
+        claims_of(body["access_token"].as_str().unwrap())["sub"],
+        "bob"
+    );
 
     // Opaque tokens for a resource that asks for them, introspected.
     provider.set_resource("urn:mcp-tasks:opaque", json!({"format": "opaque"}));
@@ -603,7 +635,8 @@ fn the_provider_issues_tokens_for_a_resource_and_follows_its_knobs() {
     assert_eq!(introspected["aud"], "urn:mcp-tasks:opaque");
     assert_eq!(provider.introspect("not-a-token")["active"], false);
 
-    // The JWKS switch and its counter.
+    // The JWKS switch and its counter (restarted: from zero).
+    let fetches = provider.jwks_fetches();
     provider.set_jwks_mode(JwksMode::Down);
     let answer = raw_http(&provider.address(), "GET", "/jwks", &[], "");
     assert_eq!(answer.status, 503);

@@ -65,6 +65,10 @@ pub const UPSTREAM_CALLS: &str = "mcp_tasks_gateway_upstream_calls_total";
 pub const UPSTREAM_RESTARTS: &str = "mcp_tasks_gateway_upstream_restarts_total";
 /// Upstream connections carrying a call now (gauge).
 pub const UPSTREAM_IN_USE: &str = "mcp_tasks_gateway_upstream_connections_in_use";
+/// Fetches of an OAuth issuer's keys after the first, by `outcome` (`ok`, `error`) (counter).
+pub const OAUTH_KEY_FETCHES: &str = "mcp_tasks_oauth_key_fetches_total";
+/// Token introspections asked of an OAuth issuer, by `outcome` (`ok`, `error`) (counter).
+pub const OAUTH_INTROSPECTIONS: &str = "mcp_tasks_oauth_introspections_total";
 
 /// The methods a `method` label names; any other is `other`.
 pub const KNOWN_METHODS: &[&str] = &[
@@ -483,6 +487,27 @@ pub fn describe() {
         UPSTREAM_IN_USE,
         "Gateway upstream connections carrying a call now."
     );
+    describe_counter!(
+        OAUTH_KEY_FETCHES,
+        "Fetches of an OAuth issuer's keys after the first, by outcome."
+    );
+    describe_counter!(
+        OAUTH_INTROSPECTIONS,
+        "Token introspections asked of an OAuth issuer, by outcome."
+    );
+}
+
+/// Counts one fetch of an OAuth issuer's keys.
+#[cfg(feature = "oauth")]
+pub(crate) fn oauth_key_fetch(ok: bool) {
+    metrics::counter!(OAUTH_KEY_FETCHES, "outcome" => if ok { "ok" } else { "error" }).increment(1);
+}
+
+/// Counts one introspection asked of an OAuth issuer.
+#[cfg(feature = "oauth")]
+pub(crate) fn oauth_introspection(ok: bool) {
+    metrics::counter!(OAUTH_INTROSPECTIONS, "outcome" => if ok { "ok" } else { "error" })
+        .increment(1);
 }
 
 #[cfg(test)]

@@ -178,6 +178,7 @@ impl Introspector {
             .send()
             .await
             .map_err(|error| {
+                crate::server::metrics::oauth_introspection(false);
                 tracing::warn!(
                     endpoint,
                     reason = describe(&error).as_str(),
@@ -197,6 +198,7 @@ impl Introspector {
             );
             unavailable
         })?;
+        crate::server::metrics::oauth_introspection(true);
         judge(answer, issuer, audiences, leeway)
     }
 }

@@ -132,7 +132,9 @@ impl IssuerKeys {
     }
 
     async fn fetch_and_store(&self) {
-        match fetch(&self.client, &self.jwks_uri).await {
+        let fetched = fetch(&self.client, &self.jwks_uri).await;
+        crate::server::metrics::oauth_key_fetch(fetched.is_ok());
+        match fetched {
             Ok(keys) => {
                 tracing::debug!(keys = keys.len(), "fetched an OAuth issuer's keys");
                 *self
