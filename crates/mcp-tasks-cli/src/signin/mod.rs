@@ -234,7 +234,7 @@ fn fresh(credentials: &StoredCredentials) -> Option<String> {
     (left >= REFRESH_BEFORE.min(life.as_secs() / 2).max(1)).then_some(token)
 }
 
-fn bearer_error(error: anyhow::Error) -> BearerError {
+fn bearer_error(error: &anyhow::Error) -> BearerError {
     format!("{error:#}").into()
 }
 
@@ -479,12 +479,17 @@ impl OAuthSource {
 impl BearerSource for OAuthSource {
     fn token(&self) -> BoxFuture<'_, Result<Option<String>, BearerError>> {
         Box::pin(async move {
-            let stored = self.entry_credentials().map_err(bearer_error)?;
+            let stored = self
+                .entry_credentials()
+                .map_err(|error| bearer_error(&error))?;
             match stored {
                 None => Ok(None),
                 Some(credentials) => match fresh(&credentials) {
                     Some(token) => Ok(Some(token)),
-                    None => self.renewed(None).await.map_err(bearer_error),
+                    None => self
+                        .renewed(None)
+                        .await
+                        .map_err(|error| bearer_error(&error)),
                 },
             }
         })
@@ -499,7 +504,10 @@ impl BearerSource for OAuthSource {
             // A token the server refused (revoked, or signed with a key it
             // no longer knows): one renewal; none: a sign-in is needed.
             let renewed = match sent {
-                Some(sent) => self.renewed(Some(sent)).await.map_err(bearer_error)?,
+                Some(sent) => self
+                    .renewed(Some(sent))
+                    .await
+                    .map_err(|error| bearer_error(&error))?,
                 None => None,
             };
             if renewed.is_none()

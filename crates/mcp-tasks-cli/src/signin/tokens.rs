@@ -138,27 +138,29 @@ pub(crate) struct Entry {
     server: String,
 }
 
-fn store_error(error: anyhow::Error) -> AuthError {
+fn store_error(error: &anyhow::Error) -> AuthError {
     AuthError::CredentialStoreError(format!("{error:#}"))
 }
 
 #[async_trait::async_trait]
 impl CredentialStore for Entry {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        self.file.load(&self.server).map_err(store_error)
+        self.file
+            .load(&self.server)
+            .map_err(|error| store_error(&error))
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
         self.file
             .save(&self.server, credentials)
-            .map_err(store_error)
+            .map_err(|error| store_error(&error))
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
         self.file
             .remove(&self.server)
             .map(drop)
-            .map_err(store_error)
+            .map_err(|error| store_error(&error))
     }
 }
 
