@@ -340,6 +340,33 @@ fn tokens_are_refreshed_past_their_life_during_a_wait_and_after() {
 }
 
 #[test]
+fn a_machine_asks_for_client_credentials_again_when_its_token_runs_out() {
+    let setup = Setup::start(4);
+    let secret = setup.secret_file();
+    let args = setup.as_machine(
+        &[
+            "call",
+            "--url",
+            &setup.server.url,
+            "long_job",
+            "--arg",
+            "steps=7",
+            "--arg",
+            "step_ms=1000",
+            "--poll",
+            "--json",
+        ],
+        &secret,
+    );
+    let output = setup.run(&args);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let issued = setup.idp.stats()["token"].as_u64().unwrap();
+    assert!(issued >= 3, "{issued} tokens over 7 s of 4 s tokens");
+    assert!(setup.entry().unwrap()["token_response"]["refresh_token"].is_null());
+}
+
+#[test]
 fn a_journaled_wait_resumes_after_the_cli_is_killed_with_the_kept_token() {
     let setup = Setup::start(300);
     let secret = setup.secret_file();
