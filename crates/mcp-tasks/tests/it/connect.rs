@@ -9,6 +9,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use mcp_tasks::client::bearer::{BearerError, BearerSource};
 use mcp_tasks::client::journal::{Journal, MemoryJournal, ServerRef};
 use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::store::MemoryStore;
@@ -118,6 +120,79 @@ async fn without_the_token_the_lifecycle_fails() {
         .unwrap_err();
     assert!(matches!(error, Error::Lifecycle { .. }), "{error}");
     assert_eq!(error.kind(), ErrorKind::Connect);
+}
+
+/// A bearer source that hands out `stale` until the server refuses it,
+/// then the good token; counts how often it is asked.
+#[derive(Debug, Default)]
+struct Renewing {
+    renewed: std::sync::atomic::AtomicBool,
+    asked: std::sync::atomic::AtomicUsize,
+    refused: Mutex<Vec<Option<String>>>,
+}
+
+impl BearerSource for Renewing {
+    fn token(&self) -> BoxFuture<'_, Result<Option<String>, BearerError>> {
+        use std::sync::atomic::Ordering;
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let token = match self.renewed.load(Ordering::SeqCst) {
+            true => TOKEN,
+            false => "stale-token-0123456789",
+        };
+        Box::pin(async move { Ok(Some(token.to_owned())) })
+    }
+
+    fn rejected<'a>(
+        &'a self,
+        sent: Option<&'a str>,
+        _challenge: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, BearerError>> {
+        self.refused.lock().unwrap().push(sent.map(str::to_owned));
+        self.renewed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async { Ok(Some(TOKEN.to_owned())) })
+    }
+}
+
+#[tokio::test]
+async fn over_http_a_bearer_source_gives_every_request_its_token_listen_streams_too() {
+    let tokens = BearerTokens::new()
+        .with_token(TOKEN, Some("tester"))
+        .unwrap();
+    let url = serve_http_with(patient_server(), |recipe| recipe.with_bearer_tokens(tokens)).await;
+    let source = Arc::new(Renewing::default());
+    // No header: every token comes from the source.
+    let client = TasksClient::connect(
+        Endpoint::url(&url),
+        Handler::default(),
+        ConnectOptions::default().with_bearer_source(source.clone()),
+    )
+    .await
+    .expect("connected once the source renewed its token");
+    assert_eq!(
+        *source.refused.lock().unwrap(),
+        [Some("stale-token-0123456789".to_owned())],
+        "refused once, then sent again with the renewed token"
+    );
+    // Listening is required: a listen stream without the token would be
+    // refused, and a poll comes 10 minutes late.
+    let asked = source.asked.load(std::sync::atomic::Ordering::SeqCst);
+    let outcome = client
+        .call_and_await(
+            "slow",
+            Slow { ms: 300 },
+            CallOptions::default(),
+            &patient_wait().with_listen(ListenMode::Required),
+        )
+        .await
+        .expect("heard the task finish on a listen stream");
+    assert_eq!(completed_text(&outcome), "slept 300 ms");
+    let asked = source.asked.load(std::sync::atomic::Ordering::SeqCst) - asked;
+    assert!(
+        asked >= 2,
+        "asked for each request (the call, the stream): {asked}"
+    );
+    client.close().await;
 }
 
 #[tokio::test]
