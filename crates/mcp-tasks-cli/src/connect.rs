@@ -110,7 +110,8 @@ pub(crate) async fn connect(
     let (endpoint, connect, source) = prepare(target, options, journal)?;
     let first = TasksClient::connect(endpoint.clone(), CliHandler, connect.clone()).await;
     let connected = match (first, &source) {
-        (Err(error), Some(source)) => match source.needs_sign_in() {
+        (Err(error), Some(source)) => match source.needs_sign_in().filter(|_| source.may_sign_in())
+        {
             Some(challenge) => {
                 source.sign_in(&challenge).await?;
                 TasksClient::connect(endpoint, CliHandler, connect).await

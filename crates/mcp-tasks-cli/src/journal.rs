@@ -54,6 +54,18 @@ impl JournalArgs {
         Ok(Some(Arc::new(journal)))
     }
 
+    /// `http` with its token file beside this journal, unless
+    /// `--oauth-tokens` placed it (or no journal place can be found).
+    pub(crate) fn beside(
+        &self,
+        mut http: crate::connect::HttpOptions,
+    ) -> crate::connect::HttpOptions {
+        if let (Some(oauth), Ok(path)) = (http.oauth.take(), self.path()) {
+            http.oauth = Some(oauth.beside_journal(&path));
+        }
+        http
+    }
+
     /// [`JournalArgs::open`] for a command that works without one: a
     /// journal that cannot be opened is a warning.
     pub(crate) async fn open_or_warn(&self) -> Option<Arc<SqliteJournal>> {

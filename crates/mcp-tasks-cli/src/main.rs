@@ -426,6 +426,7 @@ async fn task_client(
         _ => target(server)?,
     };
     let opened = opened.map(|opened| opened as _);
+    let options = journal.beside(options);
     connect_to(&target, &options, opened, server.json).await
 }
 
@@ -545,6 +546,7 @@ async fn call(args: CallArgs) -> ExitCode {
             mcp_tasks::CallOptions::default(),
         )
     };
+    let http = args.journal.beside(http);
     let client = match connect_to(&target, &http, journal, args.server.json).await {
         Ok(client) => client,
         Err(exit) => return exit,
@@ -675,11 +677,12 @@ async fn ls(args: LsArgs) -> ExitCode {
         Err(error) => return usage(error),
     };
     let options = match headers_of(&args.headers) {
-        Ok(headers) => connect::HttpOptions {
+        Ok(headers) => args.journal.beside(connect::HttpOptions {
             headers,
             resolve: Vec::new(),
-            oauth: None,
-        },
+            // The kept OAuth tokens: no sign-in while listing.
+            oauth: signin::OAuthOptions::kept_only().ok(),
+        }),
         Err(exit) => return exit,
     };
     let entries = match mcp_tasks::client::journal::Journal::list(&*opened).await {

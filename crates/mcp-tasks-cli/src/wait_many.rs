@@ -57,6 +57,7 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
             return code;
         }
     };
+    let http = args.journal.beside(http);
     let journal = args.journal.open_or_warn().await;
     let client = match connect_to(
         &target,

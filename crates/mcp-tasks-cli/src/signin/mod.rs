@@ -74,6 +74,11 @@ pub(crate) struct OAuthArgs {
 #[derive(Clone)]
 pub(crate) struct OAuthOptions {
     tokens: TokenFile,
+    /// Whether `--oauth-tokens` (or its variable) placed the token file.
+    placed: bool,
+    /// Whether a server that needs a sign-in gets one (else only kept
+    /// tokens are used).
+    pub(crate) sign_in: bool,
     grant: Grant,
     scopes: Option<Vec<String>>,
     timeout: Duration,
@@ -150,10 +155,33 @@ impl OAuthArgs {
         });
         Ok(OAuthOptions {
             tokens: TokenFile::new(tokens_path(self.oauth_tokens.as_ref())?),
+            placed: self.oauth_tokens.is_some(),
+            sign_in: true,
             grant,
             scopes,
             timeout: Duration::from_secs(self.oauth_timeout.max(1)),
         })
+    }
+}
+
+impl OAuthOptions {
+    /// The kept tokens only, refreshed as needed, never a new sign-in (for
+    /// `ls --refresh`, which asks many servers in passing).
+    pub(crate) fn kept_only() -> anyhow::Result<Self> {
+        let mut options = OAuthArgs::default().options()?;
+        options.sign_in = false;
+        Ok(options)
+    }
+
+    /// These options with the token file beside `journal` (the journal of
+    /// the command: `--journal`), unless `--oauth-tokens` placed it.
+    pub(crate) fn beside_journal(mut self, journal: &std::path::Path) -> Self {
+        if !self.placed
+            && let Ok(path) = tokens_path_from(None, Some(journal.to_owned()), None)
+        {
+            self.tokens = TokenFile::new(path);
+        }
+        self
     }
 }
 
@@ -260,6 +288,11 @@ impl OAuthSource {
     /// not granted (all it named, when the grant is not known).
     pub(crate) fn missing_scopes(&self) -> Option<String> {
         self.missing.lock().ok()?.clone()
+    }
+
+    /// Whether this source may start a sign-in.
+    pub(crate) fn may_sign_in(&self) -> bool {
+        self.options.sign_in
     }
 
     fn entry(&self) -> tokens::Entry {
@@ -586,6 +619,8 @@ pub(crate) fn logout(args: &LogoutArgs) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use oauth2::basic::BasicTokenType;
     use oauth2::{AccessToken, RefreshToken};
     use rmcp::transport::auth::{OAuthTokenResponse, VendorExtraTokenFields};
@@ -683,5 +718,22 @@ mod tests {
             "beside the default journal"
         );
         assert!(tokens_path_from(None, None, None).is_err());
+        // A command's --journal moves it, unless --oauth-tokens placed it.
+        let journal = Path::new("/elsewhere/j.sqlite3");
+        let unplaced = OAuthArgs {
+            oauth_tokens: None,
+            ..OAuthArgs::default()
+        };
+        let moved = unplaced.options().unwrap().beside_journal(journal);
+        assert_eq!(
+            moved.tokens.path(),
+            Path::new("/elsewhere/oauth-tokens.json")
+        );
+        let placed = OAuthArgs {
+            oauth_tokens: Some(given.clone()),
+            ..OAuthArgs::default()
+        };
+        let kept = placed.options().unwrap().beside_journal(journal);
+        assert_eq!(kept.tokens.path(), given);
     }
 }

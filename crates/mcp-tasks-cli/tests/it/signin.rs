@@ -225,6 +225,32 @@ fn a_machine_signs_in_with_client_credentials_and_keeps_its_token_private() {
     let output = setup.run(&["tools", "--url", &setup.server.url, "--oauth-timeout", "3"]);
     assert_eq!(output.status.code(), Some(0), "{:?}", text(&output));
     assert_eq!(setup.idp.stats()["token"].as_u64().unwrap(), issued);
+
+    // `ls --refresh` asks the server with the kept token too: a task the
+    // journal last saw working is seen completed (without the token the
+    // server would not answer, and the journal's status would stay).
+    let output = setup.run(&[
+        "call",
+        "--url",
+        &setup.server.url,
+        "long_job",
+        "--arg",
+        "steps=1",
+        "--arg",
+        "step_ms=50",
+        "--no-wait",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{:?}", text(&output));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = setup.run(&["ls", "--refresh", "--all", "--json"]);
+        let rows: Value = serde_json::from_slice(&listed.stdout).expect("a JSON array");
+        if rows[0]["status"] == "completed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never seen completed: {rows}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]
