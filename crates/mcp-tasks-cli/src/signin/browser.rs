@@ -113,7 +113,13 @@ pub(crate) fn open(url: &str) {
         Err(_) if cfg!(target_os = "macos") => "open".to_owned(),
         Err(_) => "xdg-open".to_owned(),
     };
-    let started = std::process::Command::new(program.trim())
+    // `$BROWSER` may carry arguments ("firefox --new-window").
+    let mut words = program.split_whitespace();
+    let Some(program) = words.next() else {
+        return;
+    };
+    let started = std::process::Command::new(program)
+        .args(words)
         .arg(url)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
