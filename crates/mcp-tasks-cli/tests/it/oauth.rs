@@ -330,7 +330,7 @@ fn every_bad_token_is_refused_with_its_status_and_challenge() {
         ("alg none", provider.mint(&claims(&|_| {}), Key::None)),
         (
             "HS256 keyed with the public key",
-            provider.mint(&claims(&|_| {}), Key::Hs256WithPublicKey),
+            provider.mint(&claims(&|_| {}), Key::Hs256KeyedWithPublicPem),
         ),
         ("not a JWT", "not-a-token-0123456789".to_owned()),
     ];

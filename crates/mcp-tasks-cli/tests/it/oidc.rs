@@ -100,7 +100,7 @@ pub(crate) enum Key {
     /// No signature: `alg: none`.
     None,
     /// HS256 keyed with the provider's RS256 public key PEM (algorithm confusion).
-    Hs256WithPublicKey,
+    Hs256KeyedWithPublicPem,
 }
 
 /// The provider's JWKS endpoint's behaviour ([`Provider::set_jwks_mode`]).
@@ -339,7 +339,7 @@ impl Provider {
                 EncodingKey::from_rsa_pem(&pem("unknown", "pem")).expect("RSA key"),
                 kid("rs256"),
             ),
-            Key::Hs256WithPublicKey => (
+            Key::Hs256KeyedWithPublicPem => (
                 Algorithm::HS256,
                 EncodingKey::from_secret(&pem("rs256", "public_pem")).expect("a secret"),
                 kid("rs256"),
