@@ -15,7 +15,8 @@
 //   discovery   the SDK signs in by itself (client credentials, client_secret_basic) and its
 //               token names our server as audience and the client as subject
 //   task        callToolStream makes a task that completes, with that token
-//   foreign     another machine client's token does not see that task (-32602)
+//   foreign     another machine client's token does not see that task (tasks/get -32602, not in its
+//               tasks/list; it is in the owner's)
 //   refused     a wrong client secret: the SDK's connect fails, no token
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -145,6 +146,10 @@ try {
       code = error.code;
     }
     assert(code === -32602, `bob's tasks/get of alice's task: ${code}`);
+    const { tasks } = await bob.experimental.tasks.listTasks();
+    assert(!tasks.some((task) => task.taskId === taskId), 'alice\'s task is in bob\'s tasks/list');
+    const mine = await alice.client.experimental.tasks.listTasks();
+    assert(mine.tasks.some((task) => task.taskId === taskId), 'alice\'s task is not in her tasks/list');
   });
 
   await check('refused', async () => {
