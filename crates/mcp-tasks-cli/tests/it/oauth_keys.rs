@@ -1,7 +1,9 @@
 //! The key cache of `serve --oauth-issuer` under a provider in trouble: with
 //! its JWKS endpoint down or slow, or the provider gone, requests whose key is
-//! cached are answered promptly; a flood of tokens with unknown `kid`s makes at most a few JWKS
-//! fetches (read from the provider's own counter).
+//! cached are answered promptly; a flood of tokens with unknown `kid`s makes
+//! at most a few JWKS fetches (read from the provider's own counter); without
+//! its metadata or keys at start, `serve` does not start, saying which address
+//! failed.
 
 use std::time::{Duration, Instant};
 
@@ -123,4 +125,44 @@ fn a_flood_of_unknown_kids_makes_few_jwks_fetches() {
     );
     // And the good token still works.
     assert_eq!(list_tools(served.address(), Some(&token)).status, 200);
+}
+
+#[test]
+fn serve_does_not_start_without_an_issuers_metadata_and_keys() {
+    let serve = |issuer: &str| {
+        let output = crate::support::run(&[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--oauth-issuer",
+            issuer,
+            "--oauth-scopes",
+            SCOPES,
+        ]);
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    // Nothing listens there: the metadata address it tried, and why.
+    let closed = format!("http://127.0.0.1:{}", crate::deploy::free_port());
+    let (code, stderr) = serve(&closed);
+    assert_eq!(code, Some(69), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{closed}/.well-known/")) && stderr.contains("--oauth-issuer"),
+        "{stderr}"
+    );
+
+    // The provider answers its metadata but its JWKS is down: the keys' address.
+    let dir = tempfile::tempdir().unwrap();
+    let provider = crate::oidc::Provider::start(dir.path());
+    provider.set_jwks_mode(JwksMode::Down);
+    let (code, stderr) = serve(&provider.issuer);
+    assert_eq!(code, Some(69), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}/jwks", provider.issuer)) && stderr.contains("503"),
+        "{stderr}"
+    );
 }
