@@ -450,11 +450,18 @@ async fn two_users_tasks_stay_apart_and_a_refreshed_token_keeps_them() {
     }
 
     // Alice's refreshed token (another access token, same sub) still sees it,
-    // and so does a second sign-in of hers (another session, another device).
+    // and so does a second sign-in of hers (another session, another device),
+    // and one through another client (another app of hers, registered itself).
     let refreshed = provider.refresh(alice_signed_in["refresh_token"].as_str().unwrap());
     assert_ne!(token(&refreshed), token(&alice_signed_in));
     let again = provider.sign_in("alice", audience, SCOPES);
-    for answer in [&refreshed, &again] {
+    let other_app = provider.register_public_client();
+    let through_other_app = provider.sign_in_with(&other_app, "alice", audience, SCOPES);
+    assert_eq!(
+        claims_of(&token(&through_other_app))["client_id"],
+        other_app
+    );
+    for answer in [&refreshed, &again, &through_other_app] {
         let alice = client_of(url, Some(&token(answer))).await;
         let state = alice.get(&task.id).await.expect("hers");
         assert_eq!(state.id, task.id);

@@ -430,11 +430,23 @@ impl Provider {
     /// code flow with PKCE (no browser: [`Provider::authorize`]) for `resource`
     /// and `scope`: the token endpoint's answer (`access_token`, `refresh_token`...).
     pub(crate) fn sign_in(&self, user: &str, resource: &str, scope: &str) -> Value {
+        self.sign_in_with(NATIVE_CLIENT, user, resource, scope)
+    }
+
+    /// [`Provider::sign_in`] with the public client `client` (e.g. one of
+    /// [`Provider::register_public_client`]).
+    pub(crate) fn sign_in_with(
+        &self,
+        client: &str,
+        user: &str,
+        resource: &str,
+        scope: &str,
+    ) -> Value {
         let (challenge, verifier) = oauth2::PkceCodeChallenge::new_random_sha256();
         let redirect = "http://127.0.0.1:5555/callback";
         let mut url = reqwest::Url::parse(&format!("{}/auth", self.issuer)).expect("a URL");
         url.query_pairs_mut().extend_pairs([
-            ("client_id", NATIVE_CLIENT),
+            ("client_id", client),
             ("response_type", "code"),
             ("redirect_uri", redirect),
             ("code_challenge", challenge.as_str()),
@@ -454,13 +466,37 @@ impl Provider {
             .into_owned();
         let (status, body) = self.token_request(&[
             ("grant_type", "authorization_code"),
-            ("client_id", NATIVE_CLIENT),
+            ("client_id", client),
             ("code", &code),
             ("code_verifier", verifier.secret()),
             ("redirect_uri", redirect),
         ]);
         assert_eq!(status, 200, "the code exchange failed: {body}");
         body
+    }
+
+    /// Registers a public native client (RFC 7591 dynamic registration, as
+    /// rmcp's client does) whose redirect URI is the one [`Provider::sign_in_with`]
+    /// uses: its `client_id`.
+    pub(crate) fn register_public_client(&self) -> String {
+        let body = json!({
+            "client_name": "a test's client",
+            "application_type": "native",
+            "redirect_uris": ["http://127.0.0.1:5555/callback"],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+            "scope": SCOPES,
+        });
+        let answer = self.request(
+            "POST",
+            "/reg",
+            &["Content-Type: application/json"],
+            &body.to_string(),
+        );
+        assert_eq!(answer.status, 201, "registration: {}", answer.body);
+        let client: Value = serde_json::from_str(&answer.body).expect("JSON");
+        client["client_id"].as_str().expect("client_id").to_owned()
     }
 
     /// A new token response for `refresh_token` of the native client.
