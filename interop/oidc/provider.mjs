@@ -10,11 +10,19 @@
 //   {"issuer":"http://127.0.0.1:PORT","pid":N,"port":PORT,"jwks_uri":"...","state":"DIR"}
 // DIR receives its keys (see writeKeys): jwks.json (the private JWKS it signs with and
 // publishes), keys.json (the current RS256 and ES256 signing keys and a key it never
-// publishes: {"rs256"|"es256"|"unknown": {kid, alg, pem, public_pem}}) so a test can mint tokens with the provider's own
+// publishes: {"rs256"|"es256"|"unknown": {kid, alg, pem, public_pem}}, and each private key
+// again as rs256.pem, es256.pem, unknown.pem) so a test can mint tokens with the provider's own
 // keys. Started again with the same DIR it reuses the keys there.
 //
-// See docs in the repository: INTEROP.md (oidc-provider row) and the test helper
-// crates/mcp-tasks-cli/tests/it/oidc.rs.
+// The test endpoints (ours, beside oidc-provider's own):
+//   GET  /_test/stats                      {"jwks","token","introspection","registration","discovery": counts}
+//   POST /_test/jwks?mode=ok|slow|down[&ms=N]   the JWKS answers, answers after N ms (10000), or 503
+//   POST /_test/rotate[?retire=1]          a new RS256 signing key (old RS256 keys unpublished with retire=1)
+//   POST /_test/resource {"resource","format":"jwt"|"opaque","scope","ttl","alg"}   per resource indicator
+//   POST /_test/user?name=alice|bob        who an interaction signs in without a login_hint
+//   GET  /interaction/:uid                 the interaction, approved at once (303 on)
+// Static clients, users and their secrets: CLIENTS and USERS below. See INTEROP.md (its
+// oidc-provider row and quirks) and the test helper crates/mcp-tasks-cli/tests/it/oidc.rs.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -120,6 +128,8 @@ function writeKeys(keys) {
   const { published, ...pems } = keys;
   atomicWrite(path.join(stateDir, 'jwks.json'), JSON.stringify({ keys: published }, null, 2));
   atomicWrite(path.join(stateDir, 'keys.json'), JSON.stringify(pems, null, 2));
+  // The same private keys as PEM files of their own, for tools other than the tests.
+  for (const [name, key] of Object.entries(pems)) atomicWrite(path.join(stateDir, `${name}.pem`), key.pem);
 }
 
 function atomicWrite(file, text) {

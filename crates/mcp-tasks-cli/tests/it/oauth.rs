@@ -330,7 +330,7 @@ fn every_bad_token_is_refused_with_its_status_and_challenge() {
         ("alg none", provider.mint(&claims(&|_| {}), Key::None)),
         (
             "HS256 keyed with the public key",
-            provider.mint(&claims(&|_| {}), Key::Hs256WithPublicKey),
+            provider.mint(&claims(&|_| {}), Key::Hs256KeyedWithPublicPem),
         ),
         ("not a JWT", "not-a-token-0123456789".to_owned()),
     ];
@@ -450,11 +450,18 @@ async fn two_users_tasks_stay_apart_and_a_refreshed_token_keeps_them() {
     }
 
     // Alice's refreshed token (another access token, same sub) still sees it,
-    // and so does a second sign-in of hers (another session, another device).
+    // and so does a second sign-in of hers (another session, another device),
+    // and one through another client (another app of hers, registered itself).
     let refreshed = provider.refresh(alice_signed_in["refresh_token"].as_str().unwrap());
     assert_ne!(token(&refreshed), token(&alice_signed_in));
     let again = provider.sign_in("alice", audience, SCOPES);
-    for answer in [&refreshed, &again] {
+    let other_app = provider.register_public_client();
+    let through_other_app = provider.sign_in_with(&other_app, "alice", audience, SCOPES);
+    assert_eq!(
+        claims_of(&token(&through_other_app))["client_id"],
+        other_app
+    );
+    for answer in [&refreshed, &again, &through_other_app] {
         let alice = client_of(url, Some(&token(answer))).await;
         let state = alice.get(&task.id).await.expect("hers");
         assert_eq!(state.id, task.id);
@@ -580,4 +587,82 @@ async fn a_gateway_binds_its_tasks_to_oauth_principals() {
     assert_eq!(alice.get(&task.id).await.expect("hers").id, task.id);
     // Without a token the gateway refuses like any server.
     assert_eq!(list_tools(gateway.address(), None).status, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_issuers_are_trusted_and_the_same_subject_at_each_is_another_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Provider::start(&dir.path().join("first"));
+    let second = Provider::start(&dir.path().join("second"));
+    let served = serve(&first, &["--oauth-issuer", &second.issuer]);
+    let audience = served.url.clone();
+
+    let (status, document) = get_json(&metadata_url(served.address()));
+    assert_eq!(status, 200);
+    assert_eq!(
+        document["authorization_servers"],
+        json!([first.issuer, second.issuer])
+    );
+
+    // alice signs in at each: both tokens are good, but they are two callers.
+    let token = |provider: &Provider| {
+        provider.sign_in("alice", &audience, SCOPES)["access_token"]
+            .as_str()
+            .expect("a token")
+            .to_owned()
+    };
+    let at_first = client_of(&served.url, Some(&token(&first))).await;
+    let at_second = client_of(&served.url, Some(&token(&second))).await;
+    let task = start(&at_first, "sleep", json!({"ms": 60_000})).await;
+    assert_eq!(
+        at_second
+            .get(&task.id)
+            .await
+            .expect_err("another issuer's alice")
+            .code(),
+        Some(-32602)
+    );
+    assert_eq!(at_first.get(&task.id).await.expect("hers").id, task.id);
+
+    // A token of the second issuer signed with the first one's key is not good.
+    let forged = first.mint(
+        &second.claims("alice", &audience, SCOPES, 300),
+        Key::Provider,
+    );
+    assert_invalid_token(
+        served.address(),
+        &list_tools(served.address(), Some(&forged)),
+        "the second issuer's claims, the first one's key",
+    );
+}
+
+#[test]
+fn an_explicit_audience_is_the_resource_and_names_the_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let provider = Provider::start(&dir.path().join("idp"));
+    // The public URL a reverse proxy serves it at, not the address it listens on.
+    let public = "https://tasks.example.test/mcp";
+    let served = serve(&provider, &["--oauth-audience", public]);
+
+    let answer = list_tools(served.address(), None);
+    assert_eq!(answer.status, 401);
+    let challenge = answer.challenge.expect("a challenge");
+    assert_eq!(
+        param(&challenge, "resource_metadata").as_deref(),
+        Some("https://tasks.example.test/.well-known/oauth-protected-resource/mcp"),
+        "{challenge}"
+    );
+    let (status, document) = get_json(&metadata_url(served.address()));
+    assert_eq!((status, &document["resource"]), (200, &json!(public)));
+
+    let good = provider.client_credentials_token(MACHINE_ALICE, public, SCOPES);
+    assert_eq!(list_tools(served.address(), Some(&good)).status, 200);
+    // A token for the address it listens on is for another resource.
+    let local = provider.client_credentials_token(MACHINE_ALICE, &served.url, SCOPES);
+    let answer = list_tools(served.address(), Some(&local));
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert_eq!(
+        param(answer.challenge.as_deref().unwrap_or_default(), "error").as_deref(),
+        Some("invalid_token")
+    );
 }

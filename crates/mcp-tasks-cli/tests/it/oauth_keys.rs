@@ -1,11 +1,13 @@
 //! The key cache of `serve --oauth-issuer` under a provider in trouble: with
-//! its JWKS endpoint down or slow, requests whose key is cached are answered
-//! promptly; a flood of tokens with unknown `kid`s makes at most a few JWKS
-//! fetches (read from the provider's own counter).
+//! its JWKS endpoint down or slow, or the provider gone, requests whose key is
+//! cached are answered promptly; a flood of tokens with unknown `kid`s makes
+//! at most a few JWKS fetches (read from the provider's own counter); without
+//! its metadata or keys at start, `serve` does not start, saying which address
+//! failed.
 
 use std::time::{Duration, Instant};
 
-use crate::oauth::{assert_invalid_token, list_tools, rig};
+use crate::oauth::{Rig, assert_invalid_token, list_tools, rig};
 use crate::oidc::{JwksMode, Key, MACHINE_ALICE, SCOPES};
 
 /// How long a request with a cached key may take while the provider is in
@@ -13,7 +15,7 @@ use crate::oidc::{JwksMode, Key, MACHINE_ALICE, SCOPES};
 const PROMPT: Duration = Duration::from_secs(2);
 
 #[test]
-fn cached_keys_keep_answering_while_the_jwks_is_down_or_slow() {
+fn cached_keys_keep_answering_while_the_jwks_is_slow_down_or_gone() {
     let rig = rig(&[]);
     let (provider, served, audience) = (&rig.provider, &rig.served, rig.audience.as_str());
     let token = provider.client_credentials_token(MACHINE_ALICE, audience, SCOPES);
@@ -60,6 +62,34 @@ fn cached_keys_keep_answering_while_the_jwks_is_down_or_slow() {
         assert_eq!(status, 401, "{mode:?}: the unknown kid is refused");
         provider.set_jwks_mode(JwksMode::Ok);
     }
+
+    // The provider gone altogether (its process killed): the same.
+    let unknown = provider.mint(
+        &provider.claims("alice", audience, SCOPES, 300),
+        Key::Unknown,
+    );
+    let Rig {
+        provider, served, ..
+    } = rig;
+    drop(provider);
+    for round in 0..20 {
+        let started = Instant::now();
+        let answer = list_tools(served.address(), Some(&token));
+        let took = started.elapsed();
+        assert_eq!(
+            answer.status, 200,
+            "provider gone, round {round}: {answer:?}"
+        );
+        assert!(took < PROMPT, "provider gone, round {round}: {took:?}");
+    }
+    let started = Instant::now();
+    let answer = list_tools(served.address(), Some(&unknown));
+    assert_invalid_token(
+        served.address(),
+        &answer,
+        "an unknown kid, the provider gone",
+    );
+    assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
 }
 
 #[test]
@@ -95,4 +125,44 @@ fn a_flood_of_unknown_kids_makes_few_jwks_fetches() {
     );
     // And the good token still works.
     assert_eq!(list_tools(served.address(), Some(&token)).status, 200);
+}
+
+#[test]
+fn serve_does_not_start_without_an_issuers_metadata_and_keys() {
+    let serve = |issuer: &str| {
+        let output = crate::support::run(&[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--oauth-issuer",
+            issuer,
+            "--oauth-scopes",
+            SCOPES,
+        ]);
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    // Nothing listens there: the metadata address it tried, and why.
+    let closed = format!("http://127.0.0.1:{}", crate::deploy::free_port());
+    let (code, stderr) = serve(&closed);
+    assert_eq!(code, Some(69), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{closed}/.well-known/")) && stderr.contains("--oauth-issuer"),
+        "{stderr}"
+    );
+
+    // The provider answers its metadata but its JWKS is down: the keys' address.
+    let dir = tempfile::tempdir().unwrap();
+    let provider = crate::oidc::Provider::start(dir.path());
+    provider.set_jwks_mode(JwksMode::Down);
+    let (code, stderr) = serve(&provider.issuer);
+    assert_eq!(code, Some(69), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}/jwks", provider.issuer)) && stderr.contains("503"),
+        "{stderr}"
+    );
 }

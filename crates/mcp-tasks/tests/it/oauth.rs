@@ -529,3 +529,54 @@ async fn setup_fails_clearly() {
         .unwrap_err();
     assert!(error.to_string().contains("scope"), "{error}");
 }
+
+#[tokio::test]
+async fn a_router_of_your_own_is_protected_by_the_layer() {
+    use mcp_tasks::server::Authenticated;
+    let issuer = Issuer::start().await;
+    let oauth = resource_server(config(&issuer)).await;
+    let router = axum::Router::new().route(
+        "/whoami",
+        axum::routing::get(|request: axum::extract::Request| async move {
+            request
+                .extensions()
+                .get::<Authenticated>()
+                .map_or("nobody".to_owned(), |mark| {
+                    mark.principal().as_str().to_owned()
+                })
+        }),
+    );
+    let router = mcp_tasks::server::http::require_oauth(router, oauth);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let client = reqwest::Client::new();
+    let response = client.get(format!("{base}/whoami")).send().await.unwrap();
+    assert_eq!(response.status(), 401);
+    assert!(
+        response.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains(METADATA_URL)
+    );
+    let response = client
+        .get(format!("{base}/whoami"))
+        .header("authorization", bearer(&issuer.of("alice")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.text().await.unwrap(),
+        format!("oauth:{}#alice", issuer.url())
+    );
+    let metadata: Value = client
+        .get(format!("{base}/.well-known/oauth-protected-resource/mcp"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(metadata["resource"], AUDIENCE);
+}

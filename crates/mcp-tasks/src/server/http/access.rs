@@ -114,6 +114,75 @@ async fn authenticate(
     }
 }
 
+/// Wraps `router` so that it is an OAuth 2.1 resource server (see
+/// [`oauth`](crate::server::oauth)): a `GET` of the protected resource
+/// metadata's path is answered with it, and every other request needs an
+/// access token `oauth` accepts (401 or 403 with the challenge otherwise);
+/// an accepted one carries its [`Authenticated`] principal. For a router of
+/// your own; [`with_oauth`](super::StreamableHttpServer::with_oauth) does
+/// this in the serving recipe.
+///
+/// ```ignore
+/// let oauth = OAuthResourceServer::discover(OAuthConfig::new(audience).with_issuer(issuer)).await?;
+/// let router = mcp_tasks::server::http::require_oauth(router, Arc::new(oauth));
+/// ```
+#[cfg(feature = "oauth")]
+pub fn require_oauth(
+    router: axum::Router,
+    oauth: Arc<crate::server::oauth::OAuthResourceServer>,
+) -> axum::Router {
+    router.layer(axum::middleware::from_fn_with_state(oauth, authorize_oauth))
+}
+
+#[cfg(feature = "oauth")]
+async fn authorize_oauth(
+    State(oauth): State<Arc<crate::server::oauth::OAuthResourceServer>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if request.method() == http::Method::GET && oauth.is_metadata_path(request.uri().path()) {
+        return super::reply::plain(StatusCode::OK, oauth.metadata());
+    }
+    match oauth.authenticate(request.headers()).await {
+        Ok(principal) => {
+            request
+                .extensions_mut()
+                .insert(Authenticated::new(principal));
+            next.run(request).await
+        }
+        Err(refusal) => oauth_refused(&oauth, refusal),
+    }
+}
+
+/// The answer to a request OAuth refused: its status, a JSON-RPC error
+/// (-32600, or -32603 when the token could not be checked now) and the
+/// challenge.
+#[cfg(feature = "oauth")]
+fn oauth_refused(
+    oauth: &crate::server::oauth::OAuthResourceServer,
+    refusal: crate::server::oauth::OAuthRefusal,
+) -> Response {
+    crate::server::metrics::refused("auth");
+    let unavailable = refusal.status() == StatusCode::SERVICE_UNAVAILABLE;
+    let mut response = refuse(
+        refusal.status(),
+        if unavailable { -32603 } else { -32600 },
+        refusal.description(),
+        &Value::Null,
+    );
+    if let Ok(value) = HeaderValue::try_from(oauth.challenge(refusal)) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    if unavailable {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
+}
+
 /// The answer to a request that is not authenticated.
 pub(super) fn unauthorized(why: Unauthorized) -> Response {
     let mut response = refuse(
@@ -223,30 +292,7 @@ impl Access {
                     .insert(Authenticated::new(principal));
                 Ok(())
             }
-            Err(refusal) => {
-                crate::server::metrics::refused("auth");
-                let mut response = refuse(
-                    refusal.status(),
-                    if refusal.status() == StatusCode::SERVICE_UNAVAILABLE {
-                        -32603
-                    } else {
-                        -32600
-                    },
-                    refusal.description(),
-                    &Value::Null,
-                );
-                if let Ok(value) = HeaderValue::try_from(oauth.challenge(refusal)) {
-                    response
-                        .headers_mut()
-                        .insert(header::WWW_AUTHENTICATE, value);
-                }
-                if refusal.status() == StatusCode::SERVICE_UNAVAILABLE {
-                    response
-                        .headers_mut()
-                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                }
-                Err(response)
-            }
+            Err(refusal) => Err(oauth_refused(oauth, refusal)),
         }
     }
 

@@ -69,6 +69,8 @@ use axum::body::Bytes;
 use rmcp::ServerHandler;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+#[cfg(feature = "oauth")]
+pub use access::require_oauth;
 pub use access::{
     InvalidAllowEntry, LOOPBACK_HOSTS, require_bearer_tokens, validate_allowed_host,
     validate_allowed_origin,

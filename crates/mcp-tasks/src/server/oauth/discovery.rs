@@ -2,6 +2,10 @@
 //! RFC 8414 first, then OpenID Connect Discovery, in the order MCP's
 //! authorization spec gives clients (path insertion for an issuer with a
 //! path, then OpenID's appended form).
+//!
+//! Three fields of one JSON document: the `openidconnect` crate's discovery
+//! reads OpenID's document only (not RFC 8414's) into its own typed client,
+//! which this server has no use for, so the fetch is done here.
 
 use serde::Deserialize;
 
