@@ -451,3 +451,34 @@ fn a_token_without_a_scope_the_server_needs_is_reported_by_that_scope() {
         "asked for what --oauth-scopes said"
     );
 }
+
+#[test]
+fn a_server_that_wants_a_token_but_names_no_authorization_server_says_so() {
+    let home = tempfile::tempdir().unwrap();
+    let tokens = home.path().join("tokens");
+    std::fs::write(&tokens, "static-token-0123456789abcdef tester\n").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let server = Served::start(
+        "127.0.0.1:0",
+        "memory",
+        &["--auth-tokens", &tokens.display().to_string()],
+    );
+    let child = Command::new(BIN)
+        .args(["tools", "--url", &server.url, "--oauth-timeout", "1"])
+        .env("MCP_TASKS_JOURNAL", home.path().join("journal.sqlite3"))
+        .env("BROWSER", "none")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let output = finish(child, Duration::from_secs(60));
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(69), "{stderr}");
+    assert!(stderr.contains("publishes no OAuth metadata"), "{stderr}");
+    assert!(!stderr.contains("Sign in to"), "no browser flow: {stderr}");
+}
