@@ -390,6 +390,15 @@ fn a_machine_asks_for_client_credentials_again_when_its_token_runs_out() {
     let issued = setup.idp.stats()["token"].as_u64().unwrap();
     assert!(issued >= 3, "{issued} tokens over 7 s of 4 s tokens");
     assert!(setup.entry().unwrap()["token_response"]["refresh_token"].is_null());
+
+    // A new process, the kept token expired: client credentials again.
+    std::thread::sleep(Duration::from_secs(5));
+    let kept = setup.access_token();
+    let args = setup.as_machine(&["tools", "--url", &setup.server.url], &secret);
+    let output = setup.run(&args);
+    assert_eq!(output.status.code(), Some(0), "{:?}", text(&output));
+    assert_ne!(setup.access_token(), kept);
+    assert_eq!(setup.idp.stats()["token"].as_u64().unwrap(), issued + 1);
 }
 
 #[test]
