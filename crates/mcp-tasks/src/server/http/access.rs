@@ -140,18 +140,40 @@ async fn authorize_oauth(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if request.method() == http::Method::GET && oauth.is_metadata_path(request.uri().path()) {
-        return super::reply::plain(StatusCode::OK, oauth.metadata());
+    if let Some(metadata) = oauth_metadata(&oauth, &request) {
+        return metadata;
     }
-    match oauth.authenticate(request.headers()).await {
-        Ok(principal) => {
-            request
-                .extensions_mut()
-                .insert(Authenticated::new(principal));
-            next.run(request).await
-        }
-        Err(refusal) => oauth_refused(&oauth, refusal),
+    match oauth_admit(&oauth, &mut request).await {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => refusal,
     }
+}
+
+/// The protected resource metadata, for a `GET` of its path.
+#[cfg(feature = "oauth")]
+fn oauth_metadata(
+    oauth: &crate::server::oauth::OAuthResourceServer,
+    request: &Request,
+) -> Option<Response> {
+    (request.method() == http::Method::GET && oauth.is_metadata_path(request.uri().path()))
+        .then(|| super::reply::plain(StatusCode::OK, oauth.metadata()))
+}
+
+/// Checks the request's access token with `oauth` and marks it
+/// [`Authenticated`], or answers the refusal.
+#[cfg(feature = "oauth")]
+async fn oauth_admit(
+    oauth: &crate::server::oauth::OAuthResourceServer,
+    request: &mut Request,
+) -> Result<(), Response> {
+    let principal = oauth
+        .authenticate(request.headers())
+        .await
+        .map_err(|refusal| oauth_refused(oauth, refusal))?;
+    request
+        .extensions_mut()
+        .insert(Authenticated::new(principal));
+    Ok(())
 }
 
 /// The answer to a request OAuth refused: its status, a JSON-RPC error
@@ -264,14 +286,11 @@ impl Access {
     /// token); `None` for every other request.
     #[cfg(feature = "oauth")]
     pub(super) fn metadata(&self, request: &Request) -> Option<Response> {
-        let oauth = self.oauth.as_ref()?;
-        if request.method() != http::Method::GET || !oauth.is_metadata_path(request.uri().path()) {
-            return None;
-        }
-        if let Err(refusal) = self.check_host_and_origin(request) {
-            return Some(refusal.response());
-        }
-        Some(super::reply::plain(StatusCode::OK, oauth.metadata()))
+        let metadata = oauth_metadata(self.oauth.as_ref()?, request)?;
+        Some(match self.check_host_and_origin(request) {
+            Ok(()) => metadata,
+            Err(refusal) => refusal.response(),
+        })
     }
 
     /// On an OAuth resource server, checks the access token of a request
@@ -285,15 +304,7 @@ impl Access {
         if request.extensions().get::<Authenticated>().is_some() {
             return Ok(());
         }
-        match oauth.authenticate(request.headers()).await {
-            Ok(principal) => {
-                request
-                    .extensions_mut()
-                    .insert(Authenticated::new(principal));
-                Ok(())
-            }
-            Err(refusal) => Err(oauth_refused(oauth, refusal)),
-        }
+        oauth_admit(oauth, request).await
     }
 
     /// Whether OAuth decides on requests no token of the file admitted.

@@ -9,15 +9,13 @@
 //! through its typed client and an HTTP adapter it does not ship for the
 //! reqwest this crate uses, which would be more code than the request.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::Deserialize;
-use sha2::Digest;
 use tokio::time::Instant;
 
-use super::fetch::{FetchError, describe, read_json};
+use super::fetch::{describe, read_json};
+use super::memo::Memo;
 use super::refusal::OAuthRefusal;
 use super::verified::{Verified, now_secs, principal_of, scopes_of};
 
@@ -25,11 +23,6 @@ use super::verified::{Verified, now_secs, principal_of, scopes_of};
 const GOOD_FOR: Duration = Duration::from_secs(60);
 /// How long a refusal is kept.
 const REFUSED_FOR: Duration = Duration::from_secs(10);
-/// The most answers kept; past it the cache starts again empty.
-const MAX_CACHED: usize = 10_000;
-
-/// An answer kept, until when.
-type Kept = (Result<Verified, OAuthRefusal>, Instant);
 
 /// The introspection endpoints and the client that may call them.
 pub(super) struct Introspector {
@@ -38,7 +31,7 @@ pub(super) struct Introspector {
     client_id: String,
     client_secret: String,
     http: reqwest::Client,
-    cache: Mutex<HashMap<[u8; 32], Kept>>,
+    memo: Memo,
 }
 
 /// RFC 7662 §2.2: what an introspection answers (the fields used here).
@@ -89,7 +82,7 @@ impl Introspector {
             client_id,
             client_secret,
             http,
-            cache: Mutex::new(HashMap::new()),
+            memo: Memo::default(),
         }
     }
 
@@ -101,8 +94,8 @@ impl Introspector {
         audiences: &[String],
         leeway: Duration,
     ) -> Result<Verified, OAuthRefusal> {
-        let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
-        if let Some(answer) = self.cached(&digest) {
+        let key = Memo::key(token);
+        if let Some(answer) = self.memo.get(&key) {
             return answer;
         }
         let mut answer = Err(OAuthRefusal::InvalidToken(
@@ -115,36 +108,16 @@ impl Introspector {
             }
         }
         if !matches!(answer, Err(OAuthRefusal::Unavailable(_))) {
-            self.keep(digest, answer.clone());
+            let until = match &answer {
+                Ok(verified) => {
+                    let left = verified.expires_at.saturating_sub(now_secs());
+                    Instant::now() + GOOD_FOR.min(Duration::from_secs(left))
+                }
+                Err(_) => Instant::now() + REFUSED_FOR,
+            };
+            self.memo.keep(key, answer.clone(), until);
         }
         answer
-    }
-
-    fn cached(&self, digest: &[u8; 32]) -> Option<Result<Verified, OAuthRefusal>> {
-        let cache = self
-            .cache
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        let (answer, until) = cache.get(digest)?;
-        (Instant::now() < *until).then(|| answer.clone())
-    }
-
-    fn keep(&self, digest: [u8; 32], answer: Result<Verified, OAuthRefusal>) {
-        let until = match &answer {
-            Ok(verified) => {
-                let left = verified.expires_at.saturating_sub(now_secs());
-                Instant::now() + GOOD_FOR.min(Duration::from_secs(left))
-            }
-            Err(_) => Instant::now() + REFUSED_FOR,
-        };
-        let mut cache = self
-            .cache
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        if cache.len() >= MAX_CACHED {
-            cache.clear();
-        }
-        cache.insert(digest, (answer, until));
     }
 
     async fn ask(
@@ -187,10 +160,7 @@ impl Introspector {
                 unavailable
             })?;
         let answer: Answer = read_json(response).await.map_err(|error| {
-            let reason = match error {
-                FetchError::NotFound => "HTTP 404".to_owned(),
-                FetchError::Other(reason) => reason,
-            };
+            let reason = error.reason();
             tracing::warn!(
                 endpoint,
                 reason = reason.as_str(),

@@ -17,7 +17,7 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use super::fetch::{FetchError, get_json};
+use super::fetch::get_json;
 
 /// One signing key and the algorithms it may verify.
 pub(super) struct Key {
@@ -170,10 +170,9 @@ fn matching(keys: &[Arc<Key>], kid: Option<&str>, alg: Algorithm) -> Vec<Arc<Key
 
 /// Fetches and reads the key set at `url`.
 async fn fetch(client: &reqwest::Client, url: &str) -> Result<Vec<Arc<Key>>, String> {
-    let raw: RawSet = get_json(client, url).await.map_err(|error| match error {
-        FetchError::NotFound => "HTTP 404".to_owned(),
-        FetchError::Other(reason) => reason,
-    })?;
+    let raw: RawSet = get_json(client, url)
+        .await
+        .map_err(|error| error.reason())?;
     Ok(raw.keys.iter().filter_map(read_key).map(Arc::new).collect())
 }
 

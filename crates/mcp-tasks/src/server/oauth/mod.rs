@@ -44,15 +44,14 @@ mod fetch;
 mod introspect;
 mod jwt;
 mod keys;
+mod memo;
 mod refusal;
 mod verified;
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use http::HeaderMap;
-use sha2::Digest;
 
 pub use config::{
     DEFAULT_FETCH_TIMEOUT, DEFAULT_KEY_REFETCH_INTERVAL, DEFAULT_KEYS_MAX_AGE, DEFAULT_LEEWAY,
@@ -64,13 +63,11 @@ use crate::server::principal::Principal;
 use config::{check_issuer_url, is_scope_token};
 use introspect::Introspector;
 use keys::IssuerKeys;
+use memo::Memo;
 use verified::{Verified, now_secs};
 
 /// The path of the protected resource metadata (RFC 9728 §3).
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
-
-/// The most good JWTs remembered; past it the memory starts again empty.
-const MAX_REMEMBERED: usize = 10_000;
 
 /// An OAuth 2.1 resource server: checks access tokens and publishes the
 /// protected resource metadata. See the [module docs](self).
@@ -84,7 +81,8 @@ pub struct OAuthResourceServer {
     metadata_url: String,
     metadata_paths: Vec<String>,
     metadata: serde_json::Value,
-    remembered: Mutex<HashMap<[u8; 32], Verified>>,
+    /// Good JWTs, until they expire.
+    remembered: Memo,
 }
 
 impl fmt::Debug for OAuthResourceServer {
@@ -199,7 +197,7 @@ impl OAuthResourceServer {
             metadata_url,
             metadata_paths,
             metadata,
-            remembered: Mutex::new(HashMap::new()),
+            remembered: Memo::default(),
         })
     }
 
@@ -257,12 +255,17 @@ impl OAuthResourceServer {
 
     async fn verify(&self, token: &str) -> Result<Verified, OAuthRefusal> {
         if jwt::looks_like_jwt(token) {
-            let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
-            if let Some(verified) = self.remembered(&digest) {
-                return Ok(verified);
+            let key = Memo::key(token);
+            if let Some(answer) = self.remembered.get(&key) {
+                return answer;
             }
             let verified = jwt::verify(token, &self.issuers, &self.audiences, self.leeway).await?;
-            self.remember(digest, &verified);
+            let left = (verified.expires_at + self.leeway.as_secs()).saturating_sub(now_secs());
+            self.remembered.keep(
+                key,
+                Ok(verified.clone()),
+                tokio::time::Instant::now() + std::time::Duration::from_secs(left),
+            );
             return Ok(verified);
         }
         match &self.introspection {
@@ -275,26 +278,6 @@ impl OAuthResourceServer {
                 "the access token is not a JWT (and this server does not introspect tokens)",
             )),
         }
-    }
-
-    fn remembered(&self, digest: &[u8; 32]) -> Option<Verified> {
-        let remembered = self
-            .remembered
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        let verified = remembered.get(digest)?;
-        (verified.expires_at + self.leeway.as_secs() > now_secs()).then(|| verified.clone())
-    }
-
-    fn remember(&self, digest: [u8; 32], verified: &Verified) {
-        let mut remembered = self
-            .remembered
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        if remembered.len() >= MAX_REMEMBERED {
-            remembered.clear();
-        }
-        remembered.insert(digest, verified.clone());
     }
 }
 
