@@ -406,7 +406,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
 /// How an upstream is named in messages (a URL without its password).
 fn describe(upstream: &Upstream) -> String {
     match upstream {
-        Upstream::Command(command) => format!("command {command:?}"),
+        Upstream::Command { command, .. } => format!("command {command:?}"),
         Upstream::Url { url, .. } => super::redacted(url),
         _ => "server".to_owned(),
     }

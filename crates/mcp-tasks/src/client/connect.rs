@@ -198,6 +198,9 @@ pub struct ConnectOptions {
     /// refreshed); see [`bearer`](super::bearer).
     #[cfg(feature = "http-client")]
     pub bearer: Option<Arc<dyn BearerSource>>,
+    /// Variables added to the environment of a child process (a command
+    /// or a shell line; ignored for a URL), over the program's own.
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for ConnectOptions {
@@ -213,6 +216,7 @@ impl Default for ConnectOptions {
             http_client: None,
             #[cfg(feature = "http-client")]
             bearer: None,
+            env: Vec::new(),
         }
     }
 }
@@ -228,6 +232,9 @@ impl std::fmt::Debug for ConnectOptions {
         debug.field("http_client", &self.http_client.as_ref().map(|_| ".."));
         #[cfg(feature = "http-client")]
         debug.field("bearer", &self.bearer);
+        // Names only: values may be secrets.
+        let env: Vec<&str> = self.env.iter().map(|(name, _)| name.as_str()).collect();
+        debug.field("env", &env);
         debug.finish()
     }
 }
@@ -236,6 +243,19 @@ impl ConnectOptions {
     /// How the connection is opened (see [`ConnectOptions::lifecycle`]).
     pub fn with_lifecycle(mut self, lifecycle: ClientLifecycleMode) -> Self {
         self.lifecycle = lifecycle;
+        self
+    }
+
+    /// Adds `variables` to a child process's environment (see
+    /// [`ConnectOptions::env`]).
+    pub fn with_env<I, K, V>(mut self, variables: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.env
+            .extend(variables.into_iter().map(|(k, v)| (k.into(), v.into())));
         self
     }
 
@@ -403,7 +423,7 @@ pub(crate) async fn open<H: ClientHandler>(
             }
             Endpoint::Command { program, args } => {
                 let mut command = tokio::process::Command::new(program);
-                command.args(args);
+                command.args(args).envs(options.env.iter().cloned());
                 let (listen, check, transport) =
                     ChildTransport::spawn(command, program, &tap, &closed)?;
                 let running = serve_client_with_lifecycle(handler, transport, lifecycle)
@@ -415,7 +435,10 @@ pub(crate) async fn open<H: ClientHandler>(
             }
             Endpoint::Shell(line) => {
                 let mut command = tokio::process::Command::new("sh");
-                command.arg("-c").arg(format!("exec {line}"));
+                command
+                    .arg("-c")
+                    .arg(format!("exec {line}"))
+                    .envs(options.env.iter().cloned());
                 let (listen, check, transport) =
                     ChildTransport::spawn(command, "sh", &tap, &closed)?;
                 let running = serve_client_with_lifecycle(handler, transport, lifecycle)

@@ -93,7 +93,7 @@ pub(crate) async fn plain(
         () = connection.closed() => Err(rmcp::service::ServiceError::TransportClosed),
     };
     lease.answered();
-    counted(answer.is_ok());
+    counted(&connection.upstream, answer.is_ok());
     let answer = answer.map_err(|error| upstream_failure("tools/call", &error))?;
     match read_call_result(answer).map_err(|error| client_failure("tools/call", &error))? {
         CallResponse::Complete(result) => Ok(CallToolResponse::Complete(result)),
@@ -122,21 +122,26 @@ pub(crate) async fn start_upstream(
         .client
         .call_tool(request.name.to_string(), request.arguments.clone(), call)
         .await;
-    counted(answer.is_ok());
+    counted(&connection.upstream, answer.is_ok());
     answer.map_err(|error| client_failure("tools/call", &error))
 }
 
 /// Counts one call answered by the upstream (`ok`) or failed on the way (`error`).
-fn counted(answered: bool) {
+fn counted(upstream: &str, answered: bool) {
     let outcome = if answered { "ok" } else { "error" };
-    metrics::counter!(crate::server::metrics::UPSTREAM_CALLS, "outcome" => outcome).increment(1);
+    metrics::counter!(
+        crate::server::metrics::UPSTREAM_CALLS,
+        "upstream" => upstream.to_owned(),
+        "outcome" => outcome
+    )
+    .increment(1);
 }
 
 /// Cancels an upstream task the gateway will not await (its own task could
 /// not be created).
-pub(crate) fn abandon(connection: &Connection, id: TaskId) {
+pub(crate) fn abandon(client: UpstreamClient, id: TaskId) {
     drop(CancelTask {
-        client: connection.client.clone(),
+        client,
         id: Some(id),
     });
 }

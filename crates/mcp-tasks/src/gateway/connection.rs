@@ -12,6 +12,7 @@ use rmcp::service::ClientLifecycleMode;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::breaker::Health;
 use super::relay::{Calls, RelayHandler};
 use super::roots::{SessionRoots, SessionWindow};
 use super::{Error, GatewayOptions};
@@ -19,11 +20,17 @@ use crate::client::connect::{self, Opened};
 use crate::client::{ConnectOptions, Endpoint, Error as ClientError, TasksClient, legacy};
 
 /// Where the upstream MCP server is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Upstream {
-    /// A command line, run with `sh -c`, that speaks MCP on stdin and stdout.
-    Command(String),
+    /// A command line, run with `sh -c`, that speaks MCP on stdin and
+    /// stdout, with variables added to its environment.
+    Command {
+        /// The command line.
+        command: String,
+        /// `(name, value)` pairs added to the gateway's own environment.
+        env: Vec<(String, String)>,
+    },
     /// A Streamable HTTP endpoint, with headers for every request (an
     /// `Authorization` header is sent as the transport's bearer token).
     Url {
@@ -34,11 +41,32 @@ pub enum Upstream {
     },
 }
 
+impl std::fmt::Debug for Upstream {
+    /// Names only, never a header's or a variable's value (they may be secrets).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |pairs: &[(String, String)]| -> Vec<String> {
+            pairs.iter().map(|(name, _)| name.clone()).collect()
+        };
+        match self {
+            Self::Command { command, env } => f
+                .debug_struct("Command")
+                .field("command", command)
+                .field("env", &names(env))
+                .finish(),
+            Self::Url { url, headers } => f
+                .debug_struct("Url")
+                .field("url", url)
+                .field("headers", &names(headers))
+                .finish(),
+        }
+    }
+}
+
 impl Upstream {
     /// Where the client half connects to.
     fn endpoint(&self) -> Endpoint {
         match self {
-            Self::Command(command) => Endpoint::shell(command.clone()),
+            Self::Command { command, .. } => Endpoint::shell(command.clone()),
             Self::Url { url, headers } => headers
                 .iter()
                 .fold(Endpoint::url(url.clone()), |endpoint, (name, value)| {
@@ -47,9 +75,20 @@ impl Upstream {
         }
     }
 
+    /// The variables added to a child's environment.
+    fn env(&self) -> &[(String, String)] {
+        match self {
+            Self::Command { env, .. } => env,
+            Self::Url { .. } => &[],
+        }
+    }
+
     /// A child process: `command` run with `sh -c`.
     pub fn command(command: impl Into<String>) -> Self {
-        Self::Command(command.into())
+        Self::Command {
+            command: command.into(),
+            env: Vec::new(),
+        }
     }
 
     /// A Streamable HTTP endpoint.
@@ -67,6 +106,25 @@ impl Upstream {
         }
         self
     }
+
+    /// Adds a variable to a child's environment (ignored for a URL).
+    pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        if let Self::Command { env, .. } = &mut self {
+            env.push((name.into(), value.into()));
+        }
+        self
+    }
+
+    /// This upstream with the header `name` set to `value` alone (any
+    /// header of that name, in any case, replaced): how a caller's identity
+    /// is sent. A command is left as it is.
+    pub(crate) fn with_only_header(mut self, name: &str, value: &str) -> Self {
+        if let Self::Url { headers, .. } = &mut self {
+            headers.retain(|(given, _)| !given.eq_ignore_ascii_case(name));
+            headers.push((name.to_owned(), value.to_owned()));
+        }
+        self
+    }
 }
 
 /// The client of one upstream connection.
@@ -77,6 +135,8 @@ pub(crate) struct Connection {
     /// Names the connection to the relay: the upstream's requests on it go
     /// to the call in flight on it.
     pub(crate) id: u64,
+    /// The upstream's name (the `upstream` label of its metrics).
+    pub(crate) upstream: Arc<str>,
     pub(crate) client: UpstreamClient,
     /// Fired when the transport closed (a stdio child's stdout ended).
     pub(super) closed: CancellationToken,
@@ -197,6 +257,8 @@ impl Lifecycle {
 pub(crate) struct Shared {
     pub(crate) calls: Arc<Calls>,
     pub(crate) roots: Arc<SessionRoots>,
+    /// The upstream's name and breaker, told of every attempt to connect.
+    pub(crate) health: Arc<Health>,
 }
 
 /// Opens a connection to `upstream` (within `timeout`), in the era
@@ -241,16 +303,24 @@ pub(super) async fn connect(
     );
     let connect = ConnectOptions::default()
         .with_lifecycle(lifecycle)
-        .with_timeout(Some(timeout));
+        .with_timeout(Some(timeout))
+        .with_env(upstream.env().iter().cloned());
     // Redirects are not followed (the default): the upstream is where it was told.
     let Opened {
         running,
         listen,
         closed,
         lines,
-    } = connect::open(&upstream.endpoint(), relay, &connect)
-        .await
-        .map_err(upstream_error)?;
+    } = match connect::open(&upstream.endpoint(), relay, &connect).await {
+        Ok(opened) => {
+            shared.health.connected();
+            opened
+        }
+        Err(error) => {
+            shared.health.failed();
+            return Err(upstream_error(error));
+        }
+    };
     window.open();
     if running
         .peer()
@@ -262,6 +332,7 @@ pub(super) async fn connect(
     }
     Ok(Connection {
         id,
+        upstream: shared.health.name.clone(),
         // An upstream task is awaited on a listen stream where the upstream
         // serves one (2026-07-28), by polling otherwise.
         client: match lines {
@@ -292,7 +363,12 @@ pub(super) async fn handshake_too(
     let options = options
         .clone()
         .with_connect_timeout(options.connect_timeout.min(HANDSHAKE_PROBE));
-    match connect(upstream, shared, &options, Lifecycle::Handshake).await {
+    // A refusal is an answer here, not a failure of the upstream.
+    let shared = Shared {
+        health: shared.health.unheeded(),
+        ..shared.clone()
+    };
+    match connect(upstream, &shared, &options, Lifecycle::Handshake).await {
         Ok(connection) if connection.era() == CallEra::Handshake => Some(connection),
         // It settled on a version without a handshake: 2026-07-28 only.
         Ok(_) => None,

@@ -130,13 +130,16 @@
 // Roots are deprecated (SEP-2577) but upstreams of the 2025 era still ask.
 #![allow(deprecated)]
 
+mod breaker;
 mod call;
 mod connection;
 mod pool;
 mod relay;
 mod roots;
 mod rounds;
+mod routes;
 mod sync;
+mod team;
 mod upstream;
 
 use std::collections::HashMap;
@@ -153,10 +156,14 @@ use rmcp::{ErrorData, Peer, ServerHandler};
 
 pub use connection::Upstream;
 pub use roots::root_for_path;
+pub use team::{
+    CircuitBreaker, DEFAULT_SEPARATOR, GatewayConfig, Identity, ReloadReport, ToolLabels,
+    UpstreamConfig,
+};
 
 use crate::client::CallResponse;
 use crate::server::{TaskPolicy, TaskRuntime, ToolTasks};
-use upstream::Link;
+use routes::{Route, Routes};
 
 /// Why a gateway could not start (or a path could not be a root).
 #[derive(Debug, thiserror::Error)]
@@ -199,6 +206,22 @@ pub enum Error {
         /// The upstream's error message.
         message: String,
     },
+    /// A configuration that cannot be served ([`GatewayConfig::check`]), or
+    /// two upstreams that list one tool name.
+    #[error("{message}")]
+    Config {
+        /// What is wrong, naming it.
+        message: String,
+    },
+    /// One of several upstreams could not start.
+    #[error("the upstream {name:?}: {source}")]
+    Upstream {
+        /// Its name.
+        name: String,
+        /// Why.
+        #[source]
+        source: Box<Error>,
+    },
     /// A path cannot be a root ([`root_for_path`]): nothing is there.
     #[error("{} cannot be a root", path.display())]
     Root {
@@ -210,8 +233,20 @@ pub enum Error {
     },
 }
 
+impl Error {
+    fn upstream(name: &str, source: Self) -> Self {
+        match source {
+            config @ Self::Config { .. } => config,
+            source => Self::Upstream {
+                name: name.to_owned(),
+                source: Box::new(source),
+            },
+        }
+    }
+}
+
 /// How a [`Gateway`] serves the upstream's tools.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct GatewayOptions {
     /// The policy of tools neither named in `policies` nor marked by the
@@ -352,51 +387,86 @@ impl GatewayOptions {
     }
 }
 
-/// The gateway: an rmcp `ServerHandler` serving an upstream's tools as
+/// The gateway: an rmcp `ServerHandler` serving upstreams' tools as
 /// tasks (see the [module](self) docs). Cheap to clone; clones share the
-/// upstream connection and the runtime, so one value serves every HTTP
+/// upstream connections and the runtime, so one value serves every HTTP
 /// request.
 #[derive(Clone)]
 pub struct Gateway {
     runtime: TaskRuntime,
-    link: Arc<Link>,
-    options: Arc<GatewayOptions>,
-    parked: Arc<sync::Parked>,
+    routes: Arc<Routes>,
     /// The initialize-era clients, told of tool list changes directly.
     legacy_peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
 }
 
 impl fmt::Debug for Gateway {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let table = self.routes.current();
+        let upstreams: Vec<&Upstream> = table
+            .routes
+            .iter()
+            .map(|route| &route.config.upstream)
+            .collect();
         f.debug_struct("Gateway")
-            .field("upstream", &self.link.upstream)
-            .field("options", &self.options)
+            .field("upstreams", &upstreams)
             .finish_non_exhaustive()
     }
 }
 
+/// The name [`Gateway::start`]'s one upstream goes by (in metrics).
+const SINGLE: &str = "upstream";
+
 impl Gateway {
     /// Connects to `upstream` and lists its tools (both must succeed), then
-    /// serves them on `runtime`. Keeps the upstream connected until the
-    /// last clone is dropped. Must be called inside a tokio runtime.
+    /// serves them on `runtime` under their own names. Keeps the upstream
+    /// connected until the last clone is dropped. Must be called inside a
+    /// tokio runtime.
     pub async fn start(
         upstream: Upstream,
         runtime: TaskRuntime,
         options: GatewayOptions,
     ) -> Result<Self, Error> {
-        let link = Link::start(upstream, options.clone()).await?;
+        let config = GatewayConfig::default().with_upstream(
+            UpstreamConfig::new(SINGLE, upstream)
+                .with_options(options)
+                .unprefixed(),
+        );
+        Self::start_many(runtime, config)
+            .await
+            .map_err(|error| match error {
+                Error::Upstream { source, .. } => *source,
+                other => other,
+            })
+    }
+
+    /// Connects to every upstream of `config` and lists its tools (each
+    /// must succeed, and no two may serve one tool name), then serves them
+    /// all on `runtime` (see the [module](self) docs). Must be called
+    /// inside a tokio runtime.
+    pub async fn start_many(runtime: TaskRuntime, config: GatewayConfig) -> Result<Self, Error> {
+        let routes = Arc::new(Routes::start(config).await?);
         let legacy_peers = Arc::default();
         tokio::spawn(tell_legacy_peers(
-            link.watch_tools(),
+            routes.version.subscribe(),
             Arc::downgrade(&legacy_peers),
         ));
         Ok(Self {
             runtime,
-            link,
-            options: Arc::new(options),
-            parked: Arc::default(),
+            routes,
             legacy_peers,
         })
+    }
+
+    /// Serves `config` from now on, or, when it cannot be served, goes on
+    /// as it was (see [`ReloadReport`]): upstreams whose configuration is
+    /// unchanged are kept as they are; new and changed ones are started
+    /// first (one that cannot start refuses the reload, naming it); removed
+    /// and replaced ones take no new call, and close when their running
+    /// calls end, so that a reload fails no task. Clients are told the
+    /// tool list changed (on their listen streams, and 2025-era sessions
+    /// directly). One reload runs at a time.
+    pub async fn reload(&self, config: GatewayConfig) -> Result<ReloadReport, Error> {
+        self.routes.reload(config).await
     }
 
     /// The runtime the tasks run on.
@@ -404,37 +474,61 @@ impl Gateway {
         &self.runtime
     }
 
-    /// The roots the gateway answers the upstream's session-level
+    /// The roots the gateway answers the (first) upstream's session-level
     /// `roots/list` with (see [`GatewayOptions::roots`]).
     pub fn roots(&self) -> Vec<Root> {
-        self.link.roots.current()
+        self.routes
+            .current()
+            .routes
+            .first()
+            .map(|route| route.link.roots.current())
+            .unwrap_or_default()
     }
 
-    /// Replaces the gateway's roots (as a reload of its configuration
-    /// would). When they differ, every open 2025-era connection to the
-    /// upstream is sent `notifications/roots/list_changed` (a 2026-07-28
-    /// connection has no session to tell), and the `roots/list` it asks in
-    /// return within [`GatewayOptions::startup_window`] is answered with
-    /// the new roots, even during a call; connections opened later are
-    /// answered with them too. Returns whether they differed.
+    /// Replaces the roots of every upstream (as a reload of its
+    /// configuration would). When they differ, every open 2025-era
+    /// connection to the upstream is sent `notifications/roots/list_changed`
+    /// (a 2026-07-28 connection has no session to tell), and the
+    /// `roots/list` it asks in return within
+    /// [`GatewayOptions::startup_window`] is answered with the new roots,
+    /// even during a call; connections opened later are answered with them
+    /// too. Returns whether they differed for some upstream.
     pub async fn set_roots(&self, roots: impl IntoIterator<Item = Root>) -> bool {
-        self.link.roots.replace(roots.into_iter().collect()).await
+        let roots: Vec<Root> = roots.into_iter().collect();
+        let mut differed = false;
+        for route in &self.routes.current().routes {
+            differed |= route.link.roots.replace(roots.clone()).await;
+        }
+        differed
     }
 
-    /// The upstream's tools as last read.
+    /// The tools served, under the names they are called by, as last read
+    /// (for every caller: access rules are not applied).
     pub fn tools(&self) -> Vec<Tool> {
-        self.link.cached_tools().list.as_ref().clone()
+        self.routes
+            .current()
+            .tools(None)
+            .into_iter()
+            .map(|(tool, _, _)| tool)
+            .collect()
     }
 
-    /// The policy the gateway applies to the tool `name`: the one given for
-    /// it, else the upstream's mark, else the default.
+    /// The policy the gateway applies to the tool `name` (as it is called):
+    /// the one given for it, else the upstream's mark, else the default.
     pub fn policy(&self, name: &str) -> TaskPolicy {
-        self.options
-            .policies
-            .get(name)
-            .copied()
-            .or_else(|| self.link.cached_tools().marked.get(name).copied())
-            .unwrap_or(self.options.default_policy)
+        let table = self.routes.current();
+        table
+            .tools(None)
+            .into_iter()
+            .find(|(tool, _, _)| tool.name == name)
+            .map(|(_, route, tool)| route.policy(&tool))
+            .or_else(|| {
+                table
+                    .routes
+                    .first()
+                    .map(|route| route.options.default_policy)
+            })
+            .unwrap_or_default()
     }
 
     async fn call(
@@ -455,71 +549,90 @@ impl Gateway {
         self.route_call(request, context).await
     }
 
+    /// The route and upstream tool `name` calls for `caller`, the tool
+    /// lists read again first where an upstream said they changed; an
+    /// unknown tool and one not open to the caller get the same -32602.
+    async fn find(
+        &self,
+        name: &str,
+        caller: &crate::server::Principal,
+    ) -> Result<(Arc<Route>, String), ErrorData> {
+        let table = self.routes.current();
+        for route in &table.routes {
+            // Only reads where the upstream said its list changed.
+            route.link.tools().await;
+        }
+        table
+            .find(name, caller)
+            .ok_or_else(|| ErrorData::invalid_params(format!("unknown tool: {name}"), None))
+    }
+
     async fn route_call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let tools = self.link.tools().await;
-        let policy = self.policy(&request.name);
+        let caller = self.runtime.caller_of_call(&context, &request)?;
+        let (route, tool) = self.find(&request.name, &caller.principal).await?;
+        let policy = route.policy(&tool);
         let tasks = match policy {
             TaskPolicy::Forbidden => ToolTasks::forbidden(),
             TaskPolicy::Required => ToolTasks::required(),
             _ => ToolTasks::optional(),
         };
-        let marked = tools.marked.get(request.name.as_ref()).copied();
+        let marked = route.link.cached_tools().marked.get(&tool).copied();
         let as_task = self.runtime.runs_as_task(&request, &context, &tasks)?;
         let tasks = self.runtime.tasks_for_call(&tasks, &context);
-        tracing::debug!(tool = %request.name, ?policy, as_task, "tools/call");
-        let caller = self.runtime.caller_of_call(&context, &request)?;
+        tracing::debug!(upstream = route.name(), tool = %request.name, ?policy, as_task, "tools/call");
+        // The task is named as the caller called it; the upstream is
+        // called by its own name.
+        let described = CallToolRequestParams::new(request.name.clone());
+        let mut upstream_request = request;
+        upstream_request.name = tool.into();
+        let request = upstream_request;
+        let unavailable = route.link.health.check().err();
+        if let Some(refusal) = unavailable {
+            if !as_task || sync::resumes(&request) {
+                return Err(refusal);
+            }
+            // The task says why, at once.
+            return self
+                .runtime
+                .start_task(caller, &described, &tasks, move |_task| async move {
+                    Err(refusal)
+                })
+                .await;
+        }
+        let pool = route.pool_for(&context, &caller.principal)?;
         if !as_task || sync::resumes(&request) {
             // Straight through, as the caller would have called the upstream,
             // on a connection of its own; the upstream's requests go to the
             // caller.
             let sync = sync::SyncCall {
-                pool: &self.link.pool,
-                calls: &self.link.calls,
-                parked: &self.parked,
-                options: &self.options,
+                pool: &pool,
+                calls: &route.link.calls,
+                parked: &route.parked,
+                options: &route.options,
                 principal: caller.principal,
             };
-            return sync::call(sync, request, context).await;
+            return bounded(&route, sync::call(sync, request, context)).await;
         }
-        let described = CallToolRequestParams::new(request.name.clone());
-        let connection = self.link.connection().await?;
+        let connection = route.link.connection().await?;
         if call::upstream_makes_tasks(&connection, marked) {
-            // The upstream decides first: its result or MRTR round goes back
-            // as it is, and only its task becomes one of ours.
-            let upstream = match call::start_upstream(&connection, &request).await? {
-                CallResponse::Complete(result) => return Ok(CallToolResponse::Complete(result)),
-                CallResponse::InputRequired(input) => {
-                    return Ok(CallToolResponse::InputRequired(input));
-                }
-                CallResponse::Task(upstream) => upstream,
-            };
-            let id = upstream.id.clone();
-            let awaited = connection.clone();
-            let started = self
-                .runtime
-                .start_task(caller, &described, &tasks, move |task| async move {
-                    call::await_upstream(&awaited, upstream, task).await
-                })
+            return self
+                .upstream_task(route, pool, connection, caller, &described, &tasks, request)
                 .await;
-            if started.is_err() {
-                call::abandon(&connection, id);
-            }
-            return started;
         }
+        drop(connection);
         // A connection of the call's own, of the era it starts in: at once
         // if one is free (a new one must open before the task is made),
         // else waited for in the task.
-        let pool = self.link.pool.clone();
         let era = pool.era_for(&request);
         let lease = match pool.try_permit() {
             Some(permit) => Some(pool.lease_with(permit, era).await?),
             None => None,
         };
-        let calls = self.link.calls.clone();
+        let calls = route.link.calls.clone();
         self.runtime
             .start_task(caller, &described, &tasks, move |task| async move {
                 let lease = match lease {
@@ -534,9 +647,95 @@ impl Gateway {
                         pool.lease(era).await?
                     }
                 };
-                rounds::run(&pool, &calls, lease, &request, relay::Target::Task(task)).await
+                // The route lives until the call ends, whatever a reload does.
+                let run = rounds::run(&pool, &calls, lease, &request, relay::Target::Task(task));
+                bounded(&route, run).await
             })
             .await
+    }
+
+    /// A call of an upstream that makes tasks itself: the upstream decides
+    /// first, its result or MRTR round goes back as it is, and only its
+    /// task becomes one of ours, awaited on the gateway's own connection
+    /// (or, for a caller's identity, on a connection of that identity,
+    /// held until the task ends).
+    #[allow(clippy::too_many_arguments)]
+    async fn upstream_task(
+        &self,
+        route: Arc<Route>,
+        pool: Arc<pool::Pool>,
+        own: Arc<connection::Connection>,
+        caller: crate::server::admission::caller::Caller,
+        described: &CallToolRequestParams,
+        tasks: &ToolTasks,
+        request: CallToolRequestParams,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let held = if route.own_identity() {
+            Held::Own(own)
+        } else {
+            drop(own);
+            Held::Leased(pool.lease(pool.era_for(&request)).await?)
+        };
+        let upstream = match call::start_upstream(&held, &request).await? {
+            CallResponse::Complete(result) => return Ok(CallToolResponse::Complete(result)),
+            CallResponse::InputRequired(input) => {
+                return Ok(CallToolResponse::InputRequired(input));
+            }
+            CallResponse::Task(upstream) => upstream,
+        };
+        let id = upstream.id.clone();
+        let abandon = held.client.clone();
+        let started = self
+            .runtime
+            .start_task(caller, described, tasks, move |task| async move {
+                bounded(&route, call::await_upstream(&held, upstream, task)).await
+            })
+            .await;
+        if started.is_err() {
+            call::abandon(abandon, id);
+        }
+        started
+    }
+}
+
+/// The connection an upstream task is awaited on.
+enum Held {
+    /// The gateway's own.
+    Own(Arc<connection::Connection>),
+    /// One of the caller's identity, leased for the task.
+    Leased(pool::Lease),
+}
+
+impl std::ops::Deref for Held {
+    type Target = connection::Connection;
+
+    fn deref(&self) -> &connection::Connection {
+        match self {
+            Self::Own(connection) => connection,
+            Self::Leased(lease) => lease,
+        }
+    }
+}
+
+/// `call`, failed when it takes longer than the route's call timeout
+/// (dropped then: its upstream request is cancelled).
+async fn bounded<T>(
+    route: &Route,
+    call: impl std::future::Future<Output = Result<T, ErrorData>>,
+) -> Result<T, ErrorData> {
+    let Some(limit) = route.config.call_timeout else {
+        return call.await;
+    };
+    match tokio::time::timeout(limit, call).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(ErrorData::internal_error(
+            format!(
+                "the upstream {} did not answer within {} (its call timeout)",
+                route.name(),
+                breaker::seconds(limit)
+            ),
+            None,
+        )),
     }
 }
 
@@ -562,15 +761,22 @@ impl ServerHandler for Gateway {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.link.tools().await;
-        // What 2025-11-25 clients read in the list (execution.taskSupport).
-        for tool in tools.list.iter() {
-            self.runtime
-                .advertise_tool(tool.name.as_ref(), self.policy(&tool.name));
+        let caller = self.runtime.principal_of(&context.extensions);
+        let table = self.routes.current();
+        for route in &table.routes {
+            // Only reads where the upstream said its list changed.
+            route.link.tools().await;
         }
-        Ok(ListToolsResult::with_all_items(tools.list.as_ref().clone()))
+        let mut listed = Vec::new();
+        for (tool, route, name) in table.tools(Some(&caller)) {
+            // What 2025-11-25 clients read in the list (execution.taskSupport).
+            self.runtime
+                .advertise_tool(tool.name.as_ref(), route.policy(&name));
+            listed.push(tool);
+        }
+        Ok(ListToolsResult::with_all_items(listed))
     }
 
     async fn call_tool(
@@ -592,7 +798,7 @@ impl ServerHandler for Gateway {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = self.link.watch_tools();
+        let mut changes = self.routes.version.subscribe();
         changes.mark_unchanged();
         // Ended with the runtime's own streams, before a graceful shutdown.
         let ending = self.runtime.subscriptions_ending();

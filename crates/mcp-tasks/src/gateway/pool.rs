@@ -96,6 +96,11 @@ impl Pool {
         self.options.max_upstream_connections.max(1)
     }
 
+    /// Whether no connection is leased or idle.
+    pub(crate) fn is_unused(&self) -> bool {
+        self.permits.available_permits() == self.bound() && self.lock().idle.is_empty()
+    }
+
     /// The eras the upstream speaks.
     pub(crate) fn eras(&self) -> Eras {
         self.eras
@@ -242,7 +247,11 @@ impl Pool {
     }
 
     fn leased(self: &Arc<Self>, connection: Arc<Connection>, permit: Permit) -> Lease {
-        metrics::gauge!(crate::server::metrics::UPSTREAM_IN_USE).increment(1.0);
+        metrics::gauge!(
+            crate::server::metrics::UPSTREAM_IN_USE,
+            "upstream" => self.shared.health.name.to_string()
+        )
+        .increment(1.0);
         Lease {
             connection: Some(connection),
             pool: self.clone(),
@@ -384,7 +393,11 @@ impl Deref for Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        metrics::gauge!(crate::server::metrics::UPSTREAM_IN_USE).decrement(1.0);
+        metrics::gauge!(
+            crate::server::metrics::UPSTREAM_IN_USE,
+            "upstream" => self.pool.shared.health.name.to_string()
+        )
+        .decrement(1.0);
         let Some(connection) = self.connection.take() else {
             return;
         };

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::breaker::Health;
 use super::connection::{
     CallEra, Connection, Eras, Lifecycle, Shared, Upstream, UpstreamClient, backoff, connect,
     handshake_too,
@@ -168,8 +169,9 @@ pub(crate) struct Link {
     pub(crate) upstream: Upstream,
     pub(crate) calls: Arc<Calls>,
     pub(crate) roots: Arc<SessionRoots>,
+    pub(crate) health: Arc<Health>,
     pub(crate) pool: Arc<Pool>,
-    options: GatewayOptions,
+    pub(crate) options: GatewayOptions,
     state: tokio::sync::Mutex<State>,
     tools: RwLock<Tools>,
     /// Counts the changes of the tool list read (not its first reading).
@@ -199,10 +201,12 @@ impl Link {
     pub(crate) async fn start(
         upstream: Upstream,
         options: GatewayOptions,
+        health: Arc<Health>,
     ) -> Result<Arc<Self>, Error> {
         let shared = Shared {
             calls: Arc::new(Calls::default()),
             roots: Arc::new(SessionRoots::new(options.roots.clone())),
+            health,
         };
         let probe = connect(&upstream, &shared, &options, Lifecycle::Probe).await?;
         let (connection, eras, spare) = match probe.era() {
@@ -236,6 +240,7 @@ impl Link {
             upstream,
             calls: shared.calls,
             roots: shared.roots,
+            health: shared.health,
             pool,
             options,
             state: tokio::sync::Mutex::new(State {
@@ -254,10 +259,11 @@ impl Link {
         Ok(link)
     }
 
-    fn shared(&self) -> Shared {
+    pub(crate) fn shared(&self) -> Shared {
         Shared {
             calls: self.calls.clone(),
             roots: self.roots.clone(),
+            health: self.health.clone(),
         }
     }
 
@@ -297,7 +303,11 @@ impl Link {
                 drop(state);
                 self.pool.adopt(&connection);
                 tracing::info!("connected to the upstream server again");
-                metrics::counter!(crate::server::metrics::UPSTREAM_RESTARTS).increment(1);
+                metrics::counter!(
+                    crate::server::metrics::UPSTREAM_RESTARTS,
+                    "upstream" => self.health.name.to_string()
+                )
+                .increment(1);
                 self.refresh_tools(&connection).await;
                 Ok(connection)
             }

@@ -59,12 +59,17 @@ pub const REFUSALS: &str = "mcp_tasks_refusals_total";
 pub const STORE_DURATION: &str = "mcp_tasks_store_operation_duration_seconds";
 /// Store operations that failed, by `store` and `operation` (counter).
 pub const STORE_ERRORS: &str = "mcp_tasks_store_errors_total";
-/// Calls the gateway made upstream, by `outcome` (`ok`, `error`) (counter).
+/// Calls the gateway made upstream, by `upstream` (its name) and `outcome`
+/// (`ok`, `error`) (counter).
 pub const UPSTREAM_CALLS: &str = "mcp_tasks_gateway_upstream_calls_total";
-/// Upstream connections the gateway started again after one failed (counter).
+/// Upstream connections the gateway started again after one failed, by
+/// `upstream` (counter).
 pub const UPSTREAM_RESTARTS: &str = "mcp_tasks_gateway_upstream_restarts_total";
-/// Upstream connections carrying a call now (gauge).
+/// Upstream connections carrying a call now, by `upstream` (gauge).
 pub const UPSTREAM_IN_USE: &str = "mcp_tasks_gateway_upstream_connections_in_use";
+/// Whether an upstream's calls fail fast now (1) or go through (0), by
+/// `upstream` (gauge; see `gateway::CircuitBreaker`).
+pub const UPSTREAM_BREAKER_OPEN: &str = "mcp_tasks_gateway_upstream_breaker_open";
 /// Fetches of an OAuth issuer's keys after the first, by `outcome` (`ok`, `error`) (counter).
 pub const OAUTH_KEY_FETCHES: &str = "mcp_tasks_oauth_key_fetches_total";
 /// Token introspections asked of an OAuth issuer, by `outcome` (`ok`, `error`) (counter).
@@ -478,14 +483,21 @@ pub fn describe() {
         STORE_ERRORS,
         "Task store operations that failed, by store and operation."
     );
-    describe_counter!(UPSTREAM_CALLS, "Gateway calls to the upstream, by outcome.");
+    describe_counter!(
+        UPSTREAM_CALLS,
+        "Gateway calls to an upstream, by upstream and outcome."
+    );
     describe_counter!(
         UPSTREAM_RESTARTS,
-        "Gateway upstream connections started again after a failure."
+        "Gateway upstream connections started again after a failure, by upstream."
     );
     describe_gauge!(
         UPSTREAM_IN_USE,
-        "Gateway upstream connections carrying a call now."
+        "Gateway upstream connections carrying a call now, by upstream."
+    );
+    describe_gauge!(
+        UPSTREAM_BREAKER_OPEN,
+        "Whether an upstream's calls fail fast now (1) or go through (0), by upstream."
     );
     describe_counter!(
         OAUTH_KEY_FETCHES,

@@ -74,7 +74,7 @@
 //! [http-server]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/struct.StreamableHttpServer.html
 
 pub mod admin;
-mod admission;
+pub(crate) mod admission;
 pub mod auth;
 mod builder;
 mod clock;

@@ -1,0 +1,379 @@
+//! The upstreams a gateway serves now: a [`Table`] of [`Route`]s, one per
+//! configured upstream, swapped whole by a reload ([`Routes::reload`]).
+//!
+//! A route owns its upstream's [`Link`] (the gateway's own connection,
+//! the tool list, the pool of connections for calls), its compiled
+//! [`Rules`], its parked synchronous calls, and a [`Pool`] per caller
+//! identity when its calls carry the caller's ([`Identity`]). A call holds
+//! its route (an `Arc`) until it ends, so a route a reload removed or
+//! replaced keeps its connections for the calls it runs, and closes them
+//! when the last one ends: a reload fails no task.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+
+use rmcp::ErrorData;
+use rmcp::model::Tool;
+use rmcp::service::{RequestContext, RoleServer};
+use sha2::Digest;
+
+use super::breaker::Health;
+use super::pool::Pool;
+use super::team::{GatewayConfig, Identity, ReloadReport, Rules, UpstreamConfig};
+use super::upstream::Link;
+use super::{Error, GatewayOptions, sync};
+use crate::server::{Principal, TaskPolicy};
+
+/// One upstream as the gateway serves it.
+pub(crate) struct Route {
+    pub(crate) config: UpstreamConfig,
+    pub(crate) rules: Rules,
+    pub(crate) link: Arc<Link>,
+    pub(crate) options: Arc<GatewayOptions>,
+    /// Its synchronous calls parked for their caller's input (MRTR).
+    pub(crate) parked: Arc<sync::Parked>,
+    /// A pool per identity, for an upstream whose calls carry the caller's
+    /// (by the identity's digest: the key holds no token).
+    identities: Mutex<HashMap<[u8; 32], Arc<Pool>>>,
+}
+
+impl Route {
+    /// Connects to the upstream and reads its tools; its tool list changes
+    /// are told on `version`.
+    pub(crate) async fn start(
+        config: UpstreamConfig,
+        version: &tokio::sync::watch::Sender<u64>,
+    ) -> Result<Arc<Self>, Error> {
+        let rules = config.compile()?;
+        let health = Health::new(config.name.as_str(), config.breaker);
+        let link = Link::start(config.upstream.clone(), config.options.clone(), health).await?;
+        // Ends when the link is dropped (its sender goes with it).
+        let mut changes = link.watch_tools();
+        let told = version.clone();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                told.send_modify(|version| *version += 1);
+            }
+        });
+        Ok(Arc::new(Self {
+            options: Arc::new(config.options.clone()),
+            config,
+            rules,
+            link,
+            parked: Arc::default(),
+            identities: Mutex::default(),
+        }))
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The name a caller sees for the upstream's tool `tool`.
+    pub(crate) fn exposed(&self, separator: &str, tool: &str) -> String {
+        if self.config.prefixed {
+            format!("{}{separator}{tool}", self.config.name)
+        } else {
+            tool.to_owned()
+        }
+    }
+
+    /// The upstream's tool a caller's `exposed` name would be, by the name alone.
+    fn tool_of<'a>(&self, separator: &str, exposed: &'a str) -> Option<&'a str> {
+        if self.config.prefixed {
+            exposed
+                .strip_prefix(self.config.name.as_str())?
+                .strip_prefix(separator)
+        } else {
+            Some(exposed)
+        }
+    }
+
+    /// The policy of the upstream's tool `tool`: the one given for it, else
+    /// the upstream's mark, else the default.
+    pub(crate) fn policy(&self, tool: &str) -> TaskPolicy {
+        self.options
+            .policies
+            .get(tool)
+            .copied()
+            .or_else(|| self.link.cached_tools().marked.get(tool).copied())
+            .unwrap_or(self.options.default_policy)
+    }
+
+    /// Whether `caller` may list and call the upstream's tool `tool`: the
+    /// rules, and an identity the upstream can be sent.
+    pub(crate) fn open_to(&self, tool: &str, caller: &Principal) -> bool {
+        self.rules.tool_open_to(tool, caller)
+            && match &self.config.identity {
+                Identity::Label {
+                    values: Some(values),
+                    ..
+                } => values.contains_key(caller.as_str()),
+                _ => true,
+            }
+    }
+
+    /// The pool the call of `caller` goes on: the link's own for the
+    /// gateway's identity, else the one of the caller's identity (made on
+    /// first use).
+    pub(crate) fn pool_for(
+        &self,
+        context: &RequestContext<RoleServer>,
+        caller: &Principal,
+    ) -> Result<Arc<Pool>, ErrorData> {
+        let (header, value) = match &self.config.identity {
+            Identity::Gateway => return Ok(self.link.pool.clone()),
+            Identity::Passthrough => {
+                let value = context
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|parts| parts.headers.get(http::header::AUTHORIZATION))
+                    .and_then(|value| value.to_str().ok())
+                    .ok_or_else(|| {
+                        ErrorData::invalid_params(
+                            format!(
+                                "the upstream {} is called with the caller's own Authorization \
+                                 header, and this request carries none",
+                                self.config.name
+                            ),
+                            None,
+                        )
+                    })?;
+                ("Authorization", value.to_owned())
+            }
+            Identity::Label { header, values } => {
+                let value = match values {
+                    None => caller.as_str().to_owned(),
+                    Some(values) => values.get(caller.as_str()).cloned().ok_or_else(|| {
+                        ErrorData::internal_error(
+                            "the caller has no identity for this upstream",
+                            None,
+                        )
+                    })?,
+                };
+                (header.as_str(), value)
+            }
+        };
+        let mut digest = sha2::Sha256::new();
+        digest.update(header.as_bytes());
+        digest.update([0]);
+        digest.update(value.as_bytes());
+        let key: [u8; 32] = digest.finalize().into();
+        let mut pools = self
+            .identities
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Pools no call holds and with no connection left are let go.
+        pools.retain(|_, pool| Arc::strong_count(pool) > 1 || !pool.is_unused());
+        let pool = pools.entry(key).or_insert_with(|| {
+            Arc::new(Pool::new(
+                self.config
+                    .upstream
+                    .clone()
+                    .with_only_header(header, &value),
+                self.link.shared(),
+                self.config.options.clone(),
+                self.link.pool.eras(),
+            ))
+        });
+        Ok(pool.clone())
+    }
+
+    /// Whether the calls carry the gateway's identity (the link's pool).
+    pub(crate) fn own_identity(&self) -> bool {
+        matches!(self.config.identity, Identity::Gateway)
+    }
+}
+
+/// The routes served now, in configured order.
+pub(crate) struct Table {
+    pub(crate) separator: String,
+    pub(crate) routes: Vec<Arc<Route>>,
+}
+
+impl Table {
+    /// The route and upstream tool the name `exposed` calls, for `caller`,
+    /// by the tools as last read: `None` for a name no upstream lists, a
+    /// tool not served, or one not open to the caller (alike: no oracle).
+    pub(crate) fn find(&self, exposed: &str, caller: &Principal) -> Option<(Arc<Route>, String)> {
+        self.routes.iter().find_map(|route| {
+            let tool = route.tool_of(&self.separator, exposed)?;
+            let listed = route
+                .link
+                .cached_tools()
+                .list
+                .iter()
+                .any(|listed| listed.name == tool);
+            (listed && route.open_to(tool, caller)).then(|| (route.clone(), tool.to_owned()))
+        })
+    }
+
+    /// Every tool open to `caller` (all of them with `None`), under the
+    /// name it is called by, with its route and upstream name. Where two
+    /// unprefixed upstreams list one name (after a start that found none),
+    /// the first keeps it.
+    pub(crate) fn tools(&self, caller: Option<&Principal>) -> Vec<(Tool, Arc<Route>, String)> {
+        let mut seen = HashSet::new();
+        let mut tools = Vec::new();
+        for route in &self.routes {
+            for tool in route.link.cached_tools().list.iter() {
+                let open = match caller {
+                    Some(caller) => route.open_to(&tool.name, caller),
+                    None => route.rules.serves(&tool.name),
+                };
+                if !open {
+                    continue;
+                }
+                let name = route.exposed(&self.separator, &tool.name);
+                if !seen.insert(name.clone()) {
+                    tracing::warn!(
+                        upstream = route.name(),
+                        tool = %name,
+                        "another upstream lists this tool name first; left out"
+                    );
+                    continue;
+                }
+                let mut exposed = tool.clone();
+                exposed.name = name.into();
+                tools.push((exposed, route.clone(), tool.name.to_string()));
+            }
+        }
+        tools
+    }
+
+    /// Refuses two upstreams that list one name (the tools they serve).
+    fn check_clashes(&self) -> Result<(), Error> {
+        let mut names: HashMap<String, (&str, String)> = HashMap::new();
+        for route in &self.routes {
+            for tool in route.link.cached_tools().list.iter() {
+                if !route.rules.serves(&tool.name) {
+                    continue;
+                }
+                let name = route.exposed(&self.separator, &tool.name);
+                if let Some((first, first_tool)) = names.get(&name) {
+                    return Err(Error::Config {
+                        message: format!(
+                            "the tool name {name:?} would be served by two upstreams: {first:?} \
+                             (its tool {first_tool:?}) and {:?} (its tool {:?}); prefix one of \
+                             them, or deny one of the tools",
+                            route.name(),
+                            tool.name
+                        ),
+                    });
+                }
+                names.insert(name, (route.name(), tool.name.to_string()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The table served now, swapped whole by a reload, and the version that
+/// tells of every change of the tools served.
+pub(crate) struct Routes {
+    table: RwLock<Arc<Table>>,
+    pub(crate) version: tokio::sync::watch::Sender<u64>,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
+}
+
+impl Routes {
+    /// Starts every upstream of `config` (each must connect and list its
+    /// tools) and checks that no two serve one name.
+    pub(crate) async fn start(config: GatewayConfig) -> Result<Self, Error> {
+        config.check()?;
+        let version = tokio::sync::watch::Sender::new(0);
+        let mut routes = Vec::new();
+        for upstream in config.upstreams {
+            let name = upstream.name.clone();
+            let route = Route::start(upstream, &version)
+                .await
+                .map_err(|source| Error::upstream(&name, source))?;
+            routes.push(route);
+        }
+        let table = Table {
+            separator: config.separator,
+            routes,
+        };
+        table.check_clashes()?;
+        Ok(Self {
+            table: RwLock::new(Arc::new(table)),
+            version,
+            reloading: tokio::sync::Mutex::default(),
+        })
+    }
+
+    /// The table served now.
+    pub(crate) fn current(&self) -> Arc<Table> {
+        self.table
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Serves `config` from now on, or nothing changes: an upstream whose
+    /// configuration is unchanged keeps its route, a new or changed one is
+    /// started (one that cannot start refuses the reload, naming it), a
+    /// removed or replaced one takes no new call and closes when its
+    /// running calls end. Clients are told the tool list changed.
+    pub(crate) async fn reload(&self, config: GatewayConfig) -> Result<ReloadReport, Error> {
+        config.check()?;
+        let _one = self.reloading.lock().await;
+        let old = self.current();
+        let mut report = ReloadReport::default();
+        let mut routes = Vec::new();
+        for upstream in config.upstreams {
+            let kept = old
+                .routes
+                .iter()
+                .find(|route| route.config.name == upstream.name);
+            match kept {
+                Some(route) if route.config == upstream => {
+                    report.unchanged.push(upstream.name.clone());
+                    routes.push(route.clone());
+                }
+                _ => {
+                    let name = upstream.name.clone();
+                    let route = Route::start(upstream, &self.version)
+                        .await
+                        .map_err(|source| Error::upstream(&name, source))?;
+                    if kept.is_some() {
+                        report.replaced.push(name);
+                    } else {
+                        report.added.push(name);
+                    }
+                    routes.push(route);
+                }
+            }
+        }
+        report.removed = old
+            .routes
+            .iter()
+            .filter(|route| !routes.iter().any(|kept| kept.name() == route.name()))
+            .map(|route| route.name().to_owned())
+            .collect();
+        let table = Table {
+            separator: config.separator,
+            routes,
+        };
+        table.check_clashes()?;
+        let changed = table.separator != old.separator
+            || !(report.added.is_empty()
+                && report.removed.is_empty()
+                && report.replaced.is_empty());
+        *self
+            .table
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(table);
+        if changed {
+            self.version.send_modify(|version| *version += 1);
+        }
+        tracing::info!(
+            added = ?report.added,
+            removed = ?report.removed,
+            replaced = ?report.replaced,
+            "the gateway's upstreams were reloaded"
+        );
+        Ok(report)
+    }
+}
