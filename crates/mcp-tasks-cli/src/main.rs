@@ -245,7 +245,14 @@ struct LsArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // `serve --config FILE`: the file's flags go in where it is named.
+    let argv = match serve::config::expand(std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(serve::config::Expanded::Config(error)) => return usage(error),
+        // Parsed again below, to be reported as any bad command line.
+        Err(serve::config::Expanded::Clap) => std::env::args_os().collect(),
+    };
+    let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         Err(error) => {
             let _ = error.print();

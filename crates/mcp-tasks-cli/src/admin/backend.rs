@@ -191,9 +191,17 @@ impl Backend {
             404 if path == "/admin/tasks/list" => Failure::Unreachable(anyhow::anyhow!(
                 "{base} has no admin API (is it a server's --admin listener?)"
             )),
+            404 if path == "/admin/reload" => Failure::Unreachable(anyhow::anyhow!(
+                "{base} cannot reload (is it a server's --admin listener, of this version?)"
+            )),
             500.. => Failure::Unreachable(anyhow::anyhow!("{message}")),
             _ => Failure::Failed(message),
         })
+    }
+
+    /// Makes the server at `base` reread its files (`POST /admin/reload`).
+    pub(crate) async fn reload(&self) -> Result<Value, Failure> {
+        self.post("/admin/reload", &json!({})).await
     }
 
     /// Writes the audit line of a local action: stderr, and the audit log.

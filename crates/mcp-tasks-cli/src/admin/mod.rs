@@ -40,6 +40,9 @@ enum Action {
     Purge(PurgeArgs),
     /// Print the hash that names a task in logs, metrics and traces.
     Hash(HashArgs),
+    /// Make a running server reread its --config file (its upstreams) and its --auth-tokens
+    /// file, as SIGHUP does; a file it refuses changes nothing.
+    Reload(ReloadArgs),
 }
 
 /// Where to act.
@@ -151,6 +154,19 @@ struct HashArgs {
     id: String,
 }
 
+#[derive(Debug, Args)]
+struct ReloadArgs {
+    /// The server's operator listener (its `serve --admin ADDR`), e.g. http://127.0.0.1:9090.
+    #[arg(long, value_name = "URL")]
+    server: String,
+    /// A file holding the admin token (else the env MCP_TASKS_ADMIN_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
+    /// Print JSON instead of a line.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Reads `30s`, `5m`, `2h`, `7d`, `500ms` or a number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -180,6 +196,7 @@ pub(crate) async fn run(args: AdminArgs) -> ExitCode {
         Action::Cancel(args) => cancel(args).await,
         Action::Purge(args) => purge(args).await,
         Action::Hash(args) => hash(args).await,
+        Action::Reload(args) => reload(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -198,29 +215,76 @@ pub(crate) async fn run(args: AdminArgs) -> ExitCode {
 async fn backend(target: &Target) -> Result<Backend, Failure> {
     match (&target.server, &target.store) {
         (Some(server), None) => {
-            let token = match &target.admin_token_file {
-                Some(path) => Some(
-                    std::fs::read_to_string(path)
-                        .map_err(|error| {
-                            Failure::Usage(format!(
-                                "cannot read the admin token file {}: {error}",
-                                path.display()
-                            ))
-                        })?
-                        .trim()
-                        .to_owned(),
-                ),
-                None => std::env::var("MCP_TASKS_ADMIN_TOKEN")
-                    .ok()
-                    .filter(|token| !token.is_empty()),
-            };
-            Backend::remote(server, token)
+            Backend::remote(server, admin_token(target.admin_token_file.as_ref())?)
         }
         (None, Some(store)) => {
             Backend::local(store, &target.redis_key_prefix, target.audit_log.clone()).await
         }
         _ => Err(Failure::Usage("give one of --server or --store".into())),
     }
+}
+
+/// The admin token: from `file`, else MCP_TASKS_ADMIN_TOKEN.
+fn admin_token(file: Option<&PathBuf>) -> Result<Option<String>, Failure> {
+    Ok(match file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|error| {
+                    Failure::Usage(format!(
+                        "cannot read the admin token file {}: {error}",
+                        path.display()
+                    ))
+                })?
+                .trim()
+                .to_owned(),
+        ),
+        None => std::env::var("MCP_TASKS_ADMIN_TOKEN")
+            .ok()
+            .filter(|token| !token.is_empty()),
+    })
+}
+
+async fn reload(args: ReloadArgs) -> Result<(), Failure> {
+    let backend = Backend::remote(&args.server, admin_token(args.admin_token_file.as_ref())?)?;
+    let reloaded = backend.reload().await?;
+    if args.json {
+        print_json(&reloaded);
+    } else {
+        println!("{}", reload_line(&reloaded));
+    }
+    Ok(())
+}
+
+/// The line `admin reload` prints: what the server's report says.
+fn reload_line(reloaded: &serde_json::Value) -> String {
+    let names = |key: &str| {
+        let names: Vec<&str> = reloaded[key]
+            .as_array()
+            .map(|names| names.iter().filter_map(serde_json::Value::as_str).collect())
+            .unwrap_or_default();
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    };
+    let mut line = format!(
+        "reloaded: upstreams added: {}; removed: {}; replaced: {}; unchanged: {}",
+        names("added"),
+        names("removed"),
+        names("replaced"),
+        names("unchanged")
+    );
+    if let Some(tokens) = reloaded["tokens"].as_u64() {
+        line.push_str(&format!("; {tokens} tokens"));
+    }
+    let unapplied = names("unapplied");
+    if unapplied != "none" {
+        line.push_str(&format!(
+            "; changed, applied at the next start: {unapplied}"
+        ));
+    }
+    line
 }
 
 fn print_json(value: &impl serde::Serialize) {

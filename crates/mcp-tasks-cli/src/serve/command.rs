@@ -3,12 +3,13 @@
 use std::io::Write;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 
-use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
+use mcp_tasks::gateway::{Gateway, GatewayConfig, GatewayOptions, Upstream};
 use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::{
     DEFAULT_MAX_CONNECTIONS, check_reserve, validate_allowed_host, validate_allowed_origin,
@@ -20,9 +21,12 @@ use mcp_tasks::server::{
 
 use mcp_tasks_sqlite::SqliteSync;
 
+use super::config::{ConfigFile, read_gateway};
 use super::drain::{StopSignals, drain_on_signal};
 use super::oauth::OAuthArgs;
+use super::operator::BadFlag;
 use super::operator::Operator;
+use super::reload::{Reloader, on_sighup};
 use super::{DemoServer, HttpAccess, ServeOptions, StoreChoice};
 
 /// The connection bound (HTTP) and the listen budgets, from the flags.
@@ -42,6 +46,11 @@ pub(crate) enum SqliteSyncArg {
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
+    /// Read flags and upstreams from this TOML file: each flag by its long name, `separator`,
+    /// and `[[upstream]]` entries for many upstreams (docs/cli.md); flags given here win. SIGHUP
+    /// or `mcp-tasks admin reload` rereads it, and the --auth-tokens file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
     /// Serve Streamable HTTP at this address, e.g. 127.0.0.1:8080 (port 0: any free port).
     #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
     http: Option<String>,
@@ -212,6 +221,49 @@ pub(crate) fn parse_policy(text: &str) -> anyhow::Result<TaskPolicy> {
     }
 }
 
+/// What the gateway serves: the config file's upstreams, or the one of
+/// --upstream or --upstream-url.
+enum Upstreams {
+    One(Upstream, Box<GatewayOptions>),
+    Many(GatewayConfig),
+}
+
+/// The gateway's upstreams: the file's `[[upstream]]` entries, else the
+/// flags' one (refused together).
+fn gateway_upstreams(
+    args: &ServeArgs,
+    file: Option<&ConfigFile>,
+) -> anyhow::Result<Option<Upstreams>> {
+    let many = match file {
+        Some(file) => read_gateway(file).map_err(|error| BadFlag(error.to_string()))?,
+        None => None,
+    };
+    let Some(many) = many else {
+        return Ok(gateway_flags(args)?
+            .map(|(upstream, options)| Upstreams::One(upstream, Box::new(options))));
+    };
+    let single = [
+        (args.upstream.is_some(), "--upstream"),
+        (args.upstream_url.is_some(), "--upstream-url"),
+        (!args.upstream_headers.is_empty(), "--upstream-header"),
+        (!args.tool_policies.is_empty(), "--tasks"),
+        (args.tasks_default != "optional", "--tasks-default"),
+        (
+            args.upstream_connections.is_some(),
+            "--upstream-connections",
+        ),
+        (!args.upstream_roots.is_empty(), "--upstream-root"),
+    ];
+    if let Some((_, flag)) = single.iter().find(|(given, _)| *given) {
+        return Err(BadFlag(format!(
+            "{flag} cannot be used with the [[upstream]] entries of the config file: give each \
+             upstream its keys there"
+        ))
+        .into());
+    }
+    Ok(Some(Upstreams::Many(many)))
+}
+
 /// The gateway's upstream and options, when --upstream or --upstream-url is given.
 fn gateway_flags(args: &ServeArgs) -> anyhow::Result<Option<(Upstream, GatewayOptions)>> {
     let upstream = match (&args.upstream, &args.upstream_url) {
@@ -348,7 +400,11 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     args.oauth.check(args.http.is_some())?;
     let bounds = stream_bounds(&args)?;
     access.max_connections = bounds.connections;
-    let gateway = gateway_flags(&args)?;
+    let file = match &args.config {
+        Some(path) => Some(ConfigFile::read(path).map_err(|error| BadFlag(error.to_string()))?),
+        None => None,
+    };
+    let gateway = gateway_upstreams(&args, file.as_ref())?;
     let operator = Operator::from_flags(args.admin.as_deref(), args.admin_tokens.as_ref())?;
     let choice = match &args.store {
         Some(text) => StoreChoice::parse(text)?,
@@ -386,19 +442,35 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_listen_streams: bounds.listen,
         max_listen_streams_per_caller: bounds.listen_per_caller,
     };
+    let tokens = args.auth_tokens.clone().zip(access.tokens.clone());
     match gateway {
         None => {
             let server = DemoServer::new(&options);
             let runtime = server.runtime().clone();
-            serve(&args, server, runtime, access, operator).await
+            let reloader = Reloader::new(file.as_ref(), tokens, None);
+            serve(&args, server, runtime, access, operator, reloader).await
         }
-        Some((upstream, gateway)) => {
+        Some(Upstreams::One(upstream, gateway)) => {
             let described = upstream.clone();
-            let server = Gateway::start(upstream, options.runtime().build(), gateway)
+            let server = Gateway::start(upstream, options.runtime().build(), *gateway)
                 .await
                 .with_context(|| format!("cannot serve the upstream {}", describe(&described)))?;
             let runtime = server.runtime().clone();
-            serve(&args, server, runtime, access, operator).await
+            let reloader = Reloader::new(file.as_ref(), tokens, None);
+            serve(&args, server, runtime, access, operator, reloader).await
+        }
+        Some(Upstreams::Many(config)) => {
+            let server = match Gateway::start_many(options.runtime().build(), config).await {
+                Ok(server) => server,
+                Err(error @ mcp_tasks::gateway::Error::Config { .. }) => {
+                    let path = file.as_ref().map(|file| file.path().display().to_string());
+                    return Err(BadFlag(format!("{}: {error}", path.unwrap_or_default())).into());
+                }
+                Err(error) => return Err(error).context("cannot serve the gateway's upstreams"),
+            };
+            let runtime = server.runtime().clone();
+            let reloader = Reloader::new(file.as_ref(), tokens, Some(server.clone()));
+            serve(&args, server, runtime, access, operator, reloader).await
         }
     }
 }
@@ -418,10 +490,14 @@ async fn serve<S>(
     runtime: TaskRuntime,
     access: HttpAccess,
     operator: Option<Operator>,
+    reloader: Option<Arc<Reloader>>,
 ) -> anyhow::Result<()>
 where
     S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
 {
+    if let Some(reloader) = &reloader {
+        on_sighup(reloader.clone()).context("cannot listen for SIGHUP")?;
+    }
     // SIGTERM or Ctrl-C drains while the server keeps answering, then
     // ends the serving (over HTTP, the listen streams gracefully); from
     // the signal on, /readyz says it is draining.
@@ -439,7 +515,7 @@ where
             // Stdout is the MCP connection: the operator's address goes to stderr.
             if let Some(operator) = operator {
                 operator
-                    .start(runtime.clone(), &mut std::io::stderr())
+                    .start(runtime.clone(), reloader, &mut std::io::stderr())
                     .await?;
             }
             super::serve_stdio(server, &runtime, stop).await
@@ -456,7 +532,9 @@ where
             writeln!(stdout, "listening on http://{local}/mcp")?;
             stdout.flush()?;
             if let Some(operator) = operator {
-                operator.start(runtime.clone(), &mut stdout).await?;
+                operator
+                    .start(runtime.clone(), reloader, &mut stdout)
+                    .await?;
             }
             drop(stdout);
             super::serve_http(server, runtime, listener, access, stop).await

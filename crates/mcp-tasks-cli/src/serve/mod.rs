@@ -19,9 +19,11 @@
 //! is the caller's principal.
 
 mod command;
+pub(crate) mod config;
 mod drain;
 mod oauth;
 mod operator;
+mod reload;
 mod tools;
 
 pub(crate) use command::{ServeArgs, run};

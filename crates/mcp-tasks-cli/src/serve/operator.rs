@@ -93,13 +93,15 @@ impl Operator {
     pub(crate) async fn start(
         self,
         runtime: TaskRuntime,
+        reloader: Option<Arc<super::reload::Reloader>>,
         out: &mut dyn std::io::Write,
     ) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(self.address)
             .await
             .with_context(|| format!("cannot listen on {} (--admin)", self.address))?;
         let local = listener.local_addr().context("no local address")?;
-        let admin = mcp_tasks::server::admin::routes(runtime.clone());
+        let admin =
+            mcp_tasks::server::admin::routes(runtime.clone()).merge(super::reload::route(reloader));
         let mut operator = OperatorListener::new(runtime)
             .with_routes(admin)
             .with_metrics(install_prometheus().context("cannot record metrics")?)

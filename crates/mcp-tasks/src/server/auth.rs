@@ -51,7 +51,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use http::HeaderMap;
 use rmcp::model::Extensions;
@@ -69,9 +69,14 @@ pub const MAX_LABEL_CHARS: usize = 64;
 
 /// A set of bearer tokens, each with the principal of its caller. See the
 /// [module docs](self) for the file format and the comparison.
+///
+/// Clones share the set: [`BearerTokens::replace`] on one (a server
+/// rereading its tokens file) changes what every clone accepts, from the
+/// next request on. The builder [`BearerTokens::with_token`] makes a set of
+/// its own.
 #[derive(Clone, Default)]
 pub struct BearerTokens {
-    entries: Vec<Entry>,
+    entries: Arc<RwLock<Arc<[Entry]>>>,
 }
 
 #[derive(Clone)]
@@ -84,7 +89,7 @@ struct Entry {
 impl fmt::Debug for BearerTokens {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BearerTokens")
-            .field("tokens", &self.entries.len())
+            .field("tokens", &self.len())
             .finish_non_exhaustive()
     }
 }
@@ -204,7 +209,7 @@ impl BearerTokens {
     ///
     /// As [`BearerTokens::read`], less reading.
     pub fn parse(text: &[u8]) -> Result<Self, TokensError> {
-        let mut tokens = Self::new();
+        let mut entries = Vec::new();
         let mut seen: HashMap<[u64; 4], usize> = HashMap::new();
         for (index, line) in text.split(|&byte| byte == b'\n').enumerate() {
             let number = index + 1;
@@ -232,12 +237,12 @@ impl BearerTokens {
                 });
             }
             seen.insert(entry.digest, number);
-            tokens.entries.push(entry);
+            entries.push(entry);
         }
-        if tokens.entries.is_empty() {
+        if entries.is_empty() {
             return Err(TokensError::Empty);
         }
-        Ok(tokens)
+        Ok(Self::of(entries))
     }
 
     /// Adds `token` with `label` (`None`: the principal is the token's
@@ -247,37 +252,61 @@ impl BearerTokens {
     ///
     /// A token or label outside the rules of a tokens file (reported as
     /// line 0), or a token already in the set.
-    pub fn with_token(mut self, token: &str, label: Option<&str>) -> Result<Self, TokensError> {
+    pub fn with_token(self, token: &str, label: Option<&str>) -> Result<Self, TokensError> {
         let entry = Entry::new(token, label)
             .map_err(|problem| TokensError::Malformed { line: 0, problem })?;
-        if self
-            .entries
-            .iter()
-            .any(|known| known.digest == entry.digest)
-        {
+        let mut entries = self.current().to_vec();
+        if entries.iter().any(|known| known.digest == entry.digest) {
             return Err(TokensError::Duplicate { line: 0, first: 0 });
         }
-        self.entries.push(entry);
-        Ok(self)
+        entries.push(entry);
+        Ok(Self::of(entries))
+    }
+
+    /// Accepts the tokens of `other` instead of these, in this set and
+    /// every clone of it (see [`BearerTokens`]); requests already
+    /// authenticated keep their principal.
+    pub fn replace(&self, other: &BearerTokens) {
+        let entries = other.current();
+        *self
+            .entries
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = entries;
     }
 
     /// How many tokens the set holds.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.current().len()
     }
 
     /// Whether the set holds no token (and so refuses everyone).
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.current().is_empty()
+    }
+
+    fn of(entries: Vec<Entry>) -> Self {
+        Self {
+            entries: Arc::new(RwLock::new(entries.into())),
+        }
+    }
+
+    /// The entries now (a reader never waits on a replace for longer than
+    /// the swap of one pointer).
+    fn current(&self) -> Arc<[Entry]> {
+        self.entries
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The principal of `token`, if it is in the set; compared in constant
     /// time against every entry (so the time grows with the set: about a
     /// nanosecond per token, plus one SHA-256 of the presented token).
-    pub fn verify(&self, token: &str) -> Option<&Principal> {
+    pub fn verify(&self, token: &str) -> Option<Principal> {
         let presented = digest(token);
+        let entries = self.current();
         let mut found = u32::MAX;
-        for (index, entry) in self.entries.iter().enumerate() {
+        for (index, entry) in entries.iter().enumerate() {
             // Branch-free: every word of every entry is looked at.
             let differs = entry
                 .digest
@@ -287,9 +316,9 @@ impl BearerTokens {
             let index = u32::try_from(index).unwrap_or(u32::MAX);
             found.conditional_assign(&index, differs.ct_eq(&0));
         }
-        self.entries
+        entries
             .get(usize::try_from(found).unwrap_or(usize::MAX))
-            .map(|entry| &entry.principal)
+            .map(|entry| entry.principal.clone())
     }
 
     /// The principal of a request with these headers, or why it has none.
@@ -304,7 +333,7 @@ impl BearerTokens {
             return Err(Unauthorized::Missing);
         };
         let token = bearer_token(value.as_bytes()).ok_or(Unauthorized::Missing)?;
-        self.verify(token).cloned().ok_or(Unauthorized::Unknown)
+        self.verify(token).ok_or(Unauthorized::Unknown)
     }
 
     /// A [`PrincipalExtractor`] for a server that does not refuse callers
@@ -442,6 +471,34 @@ mod tests {
         assert_eq!(tokens.verify(""), None);
         let debug = format!("{tokens:?}");
         assert!(!debug.contains(ALICE) && debug.contains('3'), "{debug}");
+    }
+
+    #[test]
+    fn a_replace_changes_every_clone_and_a_built_set_is_its_own() {
+        let served = BearerTokens::parse(file().as_bytes()).unwrap();
+        let clone = served.clone();
+        let built = served
+            .clone()
+            .with_token(&"b".repeat(20), Some("bob"))
+            .unwrap();
+        assert_eq!((served.len(), built.len()), (3, 4));
+        assert!(clone.verify(ALICE).is_some());
+        served.replace(
+            &BearerTokens::new()
+                .with_token(ALICE_NEXT, Some("alice"))
+                .unwrap(),
+        );
+        assert_eq!(
+            clone.verify(ALICE),
+            None,
+            "the old token is refused by every clone"
+        );
+        assert_eq!(clone.verify(ALICE_NEXT).unwrap().as_str(), "alice");
+        assert_eq!(
+            built.len(),
+            4,
+            "a set built with with_token is not replaced"
+        );
     }
 
     #[test]
