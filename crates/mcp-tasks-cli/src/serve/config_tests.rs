@@ -262,3 +262,15 @@ fn an_entry_that_cannot_be_served_is_refused_at_its_line() {
         );
     }
 }
+
+#[test]
+fn the_example_file_is_served_as_written() {
+    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/gateway.toml"));
+    let config = read_gateway(&ConfigFile::read(path).unwrap())
+        .unwrap()
+        .unwrap();
+    let names: Vec<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(names, ["everything", "jobs"]);
+    let argv = expanded(path, &[]).unwrap();
+    assert!(argv.contains(&"--max-running".to_owned()), "{argv:?}");
+}

@@ -9,6 +9,16 @@
 //! HTTP or host timeout, or lose its work when the caller's connection
 //! drops, becomes a task the caller polls, listens to, answers and cancels.
 //!
+//! Many upstreams go behind one gateway with [`Gateway::start_many`] and a
+//! [`GatewayConfig`]: each upstream's tools are listed under its name and
+//! a separator (`everything__echo`), callers see and call only what their
+//! label may ([`UpstreamConfig::with_labels`]; others get -32602 as for an
+//! unknown tool), calls carry the gateway's identity or the caller's
+//! ([`Identity`], connections pooled per identity), and each upstream has
+//! its own connections, call timeout and [`CircuitBreaker`], so one
+//! failing does not touch the others. [`Gateway::reload`] changes the
+//! upstreams of a running gateway without failing a running task.
+//!
 //! * **Eras**: an upstream that answers `server/discover` without the
 //!   Tasks extension is asked `initialize` too. One that speaks both (as
 //!   fastmcp 4.1.4 does, which refuses on each era the other's way of
