@@ -250,41 +250,10 @@ async fn reload(args: ReloadArgs) -> Result<(), Failure> {
     if args.json {
         print_json(&reloaded);
     } else {
-        println!("{}", reload_line(&reloaded));
+        // The server's own line.
+        println!("{}", reloaded["summary"].as_str().unwrap_or("reloaded"));
     }
     Ok(())
-}
-
-/// The line `admin reload` prints: what the server's report says.
-fn reload_line(reloaded: &serde_json::Value) -> String {
-    let names = |key: &str| {
-        let names: Vec<&str> = reloaded[key]
-            .as_array()
-            .map(|names| names.iter().filter_map(serde_json::Value::as_str).collect())
-            .unwrap_or_default();
-        if names.is_empty() {
-            "none".to_owned()
-        } else {
-            names.join(", ")
-        }
-    };
-    let mut line = format!(
-        "reloaded: upstreams added: {}; removed: {}; replaced: {}; unchanged: {}",
-        names("added"),
-        names("removed"),
-        names("replaced"),
-        names("unchanged")
-    );
-    if let Some(tokens) = reloaded["tokens"].as_u64() {
-        line.push_str(&format!("; {tokens} tokens"));
-    }
-    let unapplied = names("unapplied");
-    if unapplied != "none" {
-        line.push_str(&format!(
-            "; changed, applied at the next start: {unapplied}"
-        ));
-    }
-    line
 }
 
 fn print_json(value: &impl serde::Serialize) {

@@ -265,7 +265,10 @@ fn an_entry_that_cannot_be_served_is_refused_at_its_line() {
 
 #[test]
 fn the_example_file_is_served_as_written() {
-    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/gateway.toml"));
+    let path = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/gateway.toml"
+    ));
     let config = read_gateway(&ConfigFile::read(path).unwrap())
         .unwrap()
         .unwrap();

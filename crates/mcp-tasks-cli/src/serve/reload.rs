@@ -179,6 +179,7 @@ impl Reloaded {
             "unchanged": report.unchanged,
             "tokens": self.tokens,
             "unapplied": self.unapplied,
+            "summary": self.line(),
         })
     }
 }
