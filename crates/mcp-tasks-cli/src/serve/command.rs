@@ -255,9 +255,11 @@ fn gateway_upstreams(
         (!args.upstream_roots.is_empty(), "--upstream-root"),
     ];
     if let Some((_, flag)) = single.iter().find(|(given, _)| *given) {
+        let path = file.map(|file| file.path().display().to_string());
         return Err(BadFlag(format!(
-            "{flag} cannot be used with the [[upstream]] entries of the config file: give each \
-             upstream its keys there"
+            "{flag} cannot be used with the [[upstream]] entries of {}: give each upstream its \
+             keys there",
+            path.unwrap_or_default()
         ))
         .into());
     }

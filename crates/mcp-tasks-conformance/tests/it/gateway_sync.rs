@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
+use mcp_tasks::gateway::{Gateway, GatewayConfig, GatewayOptions, Upstream, UpstreamConfig};
 use mcp_tasks::server::TaskRuntime;
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{CallOptions, CallResponse, TasksClient};
@@ -303,4 +303,55 @@ async fn a_parked_call_is_resumed_only_by_its_own_caller() {
         .await
         .unwrap();
     assert_eq!(completed_text(response), "hello Alice");
+}
+
+/// A gateway for a team in front of plain-upstream as `name`, called
+/// with the call timeout `timeout` (so a change of it replaces the route).
+fn team(names: &[(&str, u64)]) -> GatewayConfig {
+    names
+        .iter()
+        .fold(GatewayConfig::default(), |config, (name, timeout)| {
+            config.with_upstream(
+                UpstreamConfig::new(*name, Upstream::command(UPSTREAM))
+                    .with_call_timeout(Some(Duration::from_secs(*timeout))),
+            )
+        })
+}
+
+#[tokio::test]
+async fn a_call_parked_for_input_outlives_the_reload_that_removes_or_replaces_its_upstream() {
+    let runtime = TaskRuntime::builder(MemoryStore::new()).build();
+    let gateway = Gateway::start_many(runtime.clone(), team(&[("p", 60), ("q", 60)]))
+        .await
+        .expect("the gateway starts in front of two plain-upstreams");
+    let client = over_http(gateway.clone(), runtime, true).await;
+    let on_p = round(&client, "p__ask", plain()).await;
+    let on_q = round(&client, "q__ask", plain()).await;
+    // p is removed, q replaced (another call timeout), r added.
+    let report = gateway
+        .reload(team(&[("q", 61), ("r", 60)]))
+        .await
+        .expect("the reload");
+    assert_eq!(
+        (report.added, report.removed, report.replaced),
+        (
+            vec!["r".to_owned()],
+            vec!["p".to_owned()],
+            vec!["q".to_owned()]
+        )
+    );
+    // New calls of p are refused as an unknown tool's.
+    let error = client.call_tool("p__ask", (), plain()).await.unwrap_err();
+    assert_eq!(error.code(), Some(-32602), "{error}");
+    // The parked calls end as they would have: answered, on their upstream.
+    for (parked, tool, name) in [(&on_p, "p__ask", "Ada"), (&on_q, "q__ask", "Edsger")] {
+        let response = client.call_tool(tool, (), answer(parked, name)).await;
+        assert_eq!(completed_text(response.unwrap()), format!("hello {name}"));
+    }
+    // And the new q takes new calls.
+    let fresh = round(&client, "q__ask", plain()).await;
+    let response = client
+        .call_tool("q__ask", (), answer(&fresh, "Grace"))
+        .await;
+    assert_eq!(completed_text(response.unwrap()), "hello Grace");
 }

@@ -1,6 +1,9 @@
 //! An upstream's health as its connections find it: the [`CircuitBreaker`]
-//! of its configuration, fed by every attempt to connect (for a call, a
-//! further connection, an identity's pool, or the background reconnect).
+//! of its configuration, fed by every attempt to connect with the
+//! gateway's own identity (for a call, a further connection, or the
+//! background reconnect). A pool of a caller's identity is not counted: its
+//! handshake may fail for that caller's token alone, and one caller must
+//! not shut the others out.
 //! A hand-written counter rather than a crate's: the breaker needs only a
 //! count and a time, and it must count the attempts the gateway makes
 //! itself, not the calls wrapped in it, which is what the breaker crates

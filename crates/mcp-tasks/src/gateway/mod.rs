@@ -583,7 +583,13 @@ impl Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = self.runtime.caller_of_call(&context, &request)?;
-        let (route, tool) = self.find(&request.name, &caller.principal).await?;
+        // The retry of a call parked on a route a reload let go goes there.
+        let retired = sync::parked_call_of(&request)
+            .and_then(|id| self.routes.retired_holding(&request.name, id));
+        let (route, tool) = match retired {
+            Some(found) => found,
+            None => self.find(&request.name, &caller.principal).await?,
+        };
         let policy = route.policy(&tool);
         let tasks = match policy {
             TaskPolicy::Forbidden => ToolTasks::forbidden(),

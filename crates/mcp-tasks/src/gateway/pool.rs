@@ -238,8 +238,19 @@ impl Pool {
                 let pause = self.backoff(state.failures);
                 state.retry_at = Some(Instant::now() + pause);
                 tracing::warn!(%error, retry_in = ?pause, "cannot open a further connection to the upstream server");
+                // Each cause, so that a refused identity (an HTTP 401)
+                // says so.
+                let mut why = error.to_string();
+                let mut source = std::error::Error::source(&error);
+                while let Some(cause) = source {
+                    why.push_str(&format!(": {cause}"));
+                    source = cause.source();
+                }
                 Err(ErrorData::internal_error(
-                    format!("the upstream server is not reachable: {error}"),
+                    format!(
+                        "cannot open a connection to the upstream {}: {why}",
+                        self.shared.health.name
+                    ),
                     None,
                 ))
             }

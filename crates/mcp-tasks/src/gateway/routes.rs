@@ -10,7 +10,7 @@
 //! when the last one ends: a reload fails no task.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use rmcp::ErrorData;
 use rmcp::model::Tool;
@@ -18,6 +18,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use sha2::Digest;
 
 use super::breaker::Health;
+use super::connection::Shared;
 use super::pool::Pool;
 use super::team::{GatewayConfig, Identity, ReloadReport, Rules, UpstreamConfig};
 use super::upstream::Link;
@@ -171,7 +172,12 @@ impl Route {
                     .upstream
                     .clone()
                     .with_only_header(header, &value),
-                self.link.shared(),
+                // A caller's refused identity is no outage: its failures
+                // do not count on the upstream's breaker.
+                Shared {
+                    health: self.link.health.unheeded(),
+                    ..self.link.shared()
+                },
                 self.config.options.clone(),
                 self.link.pool.eras(),
             ))
@@ -272,6 +278,11 @@ impl Table {
 /// tells of every change of the tools served.
 pub(crate) struct Routes {
     table: RwLock<Arc<Table>>,
+    /// Routes a reload removed or replaced while synchronous calls of
+    /// theirs were parked for input (with the separator they were served
+    /// under): a retry still reaches its call. Each is kept by a task of its
+    /// own until none of its calls is parked.
+    retired: Mutex<Vec<(String, Weak<Route>)>>,
     pub(crate) version: tokio::sync::watch::Sender<u64>,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
@@ -298,9 +309,27 @@ impl Routes {
         table.check_clashes()?;
         Ok(Self {
             table: RwLock::new(Arc::new(table)),
+            retired: Mutex::default(),
             version,
             reloading: tokio::sync::Mutex::default(),
         })
+    }
+
+    /// The retired route the retry of the parked call `id`, named `exposed`,
+    /// goes to (its caller and tool are checked when it resumes).
+    pub(crate) fn retired_holding(&self, exposed: &str, id: &str) -> Option<(Arc<Route>, String)> {
+        let retired = self.retired();
+        retired.iter().rev().find_map(|(separator, route)| {
+            let route = route.upgrade()?;
+            let tool = route.tool_of(separator, exposed)?.to_owned();
+            route.parked.holds(id).then_some((route, tool))
+        })
+    }
+
+    fn retired(&self) -> std::sync::MutexGuard<'_, Vec<(String, Weak<Route>)>> {
+        self.retired
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The table served now.
@@ -361,10 +390,30 @@ impl Routes {
             || !(report.added.is_empty()
                 && report.removed.is_empty()
                 && report.replaced.is_empty());
+        let retiring: Vec<Arc<Route>> = old
+            .routes
+            .iter()
+            .filter(|route| !table.routes.iter().any(|kept| Arc::ptr_eq(kept, route)))
+            .filter(|route| !route.parked.is_empty())
+            .cloned()
+            .collect();
         *self
             .table
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(table);
+        if !retiring.is_empty() {
+            let mut retired = self.retired();
+            retired.retain(|(_, route)| route.strong_count() > 0);
+            for route in &retiring {
+                retired.push((old.separator.clone(), Arc::downgrade(route)));
+            }
+            // A parked call waits at most its input timeout.
+            tokio::spawn(async move {
+                while retiring.iter().any(|route| !route.parked.is_empty()) {
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+            });
+        }
         if changed {
             self.version.send_modify(|version| *version += 1);
         }

@@ -63,6 +63,11 @@ pub(crate) fn resumes(request: &CallToolRequestParams) -> bool {
         .is_some_and(|state| state.starts_with(PARKED))
 }
 
+/// The id of the parked call `request` retries, if it retries one.
+pub(crate) fn parked_call_of(request: &CallToolRequestParams) -> Option<&str> {
+    request.request_state.as_deref()?.strip_prefix(PARKED)
+}
+
 /// The synchronous calls parked for their caller's input, by id.
 #[derive(Default)]
 pub(crate) struct Parked {
@@ -93,6 +98,16 @@ impl Drop for Run {
 }
 
 impl Parked {
+    /// Whether the call `id` is parked here.
+    pub(crate) fn holds(&self, id: &str) -> bool {
+        self.lock().contains_key(id)
+    }
+
+    /// Whether no call is parked here.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, ParkedCall>> {
         self.calls
             .lock()
