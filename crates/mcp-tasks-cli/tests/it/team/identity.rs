@@ -15,9 +15,19 @@ const CAROL: &str = "carol-token-0123456789abcdef";
 const DAVE: &str = "dave-token-0123456789abcdef";
 /// Known to the gateway, not to the upstream.
 const EVE: &str = "eve-token-0123456789abcdef";
+/// The gateway's own, for its own connection (it lists the tools).
+const GATEWAY: &str = "gateway-token-0123456789abcdef";
 
-/// Our server on HTTP, in memory, checking the tokens of alice, bob, carol
-/// and dave, with an operator listener.
+/// The `headers` key of the gateway's own connection.
+fn own_headers() -> String {
+    format!(
+        "headers = {{ Authorization = {} }}\n",
+        quoted(&format!("Bearer {GATEWAY}"))
+    )
+}
+
+/// Our server on HTTP, in memory, checking the tokens of alice, bob, carol,
+/// dave and the gateway, with an operator listener.
 fn upstream(folder: &Folder) -> Served {
     let tokens = folder.tokens(
         "upstream-tokens.txt",
@@ -26,6 +36,7 @@ fn upstream(folder: &Folder) -> Served {
             (BOB, "bob"),
             (CAROL, "carol"),
             (DAVE, "dave"),
+            (GATEWAY, "gateway"),
         ],
     );
     Served::spawn(
@@ -128,8 +139,9 @@ fn each_caller_reaches_the_upstream_as_itself_or_as_its_mapped_header() {
         "passthrough.toml",
         &format!(
             "store = \"memory\"\npoll-interval = 50\nauth-tokens = \"gateway-tokens.txt\"\n\n\
-             [[upstream]]\nname = \"up\"\nurl = {url}\nidentity = \"passthrough\"\n",
-            url = quoted(&upstream.url)
+             [[upstream]]\nname = \"up\"\nurl = {url}\nidentity = \"passthrough\"\n{headers}",
+            url = quoted(&upstream.url),
+            headers = own_headers(),
         ),
     );
     let served = gateway(&passthrough, &[]);
@@ -143,8 +155,9 @@ fn each_caller_reaches_the_upstream_as_itself_or_as_its_mapped_header() {
             "store = \"memory\"\npoll-interval = 50\nauth-tokens = \"gateway-tokens.txt\"\n\n\
              [[upstream]]\nname = \"up\"\nurl = {url}\nidentity = \"label\"\n\
              identity-header = \"Authorization\"\n\
-             identity-values = {{ alice = {carol}, bob = {dave} }}\n",
+             identity-values = {{ alice = {carol}, bob = {dave} }}\n{headers}",
             url = quoted(&upstream.url),
+            headers = own_headers(),
             carol = quoted(&format!("Bearer {CAROL}")),
             dave = quoted(&format!("Bearer {DAVE}")),
         ),
@@ -171,8 +184,9 @@ fn passthrough(folder: &Folder, upstream: &Served) -> Served {
         &format!(
             "store = \"memory\"\npoll-interval = 50\nauth-tokens = \"gateway-tokens.txt\"\n\n\
              [[upstream]]\nname = \"up\"\nurl = {url}\nidentity = \"passthrough\"\n\
-             breaker-failures = 2\nbreaker-cool-down = 60\n",
-            url = quoted(&upstream.url)
+             breaker-failures = 2\nbreaker-cool-down = 60\n{headers}",
+            url = quoted(&upstream.url),
+            headers = own_headers(),
         ),
     );
     gateway(&file, &[])
@@ -185,14 +199,30 @@ fn a_token_the_upstream_refuses_fails_the_call_and_makes_nothing_there() {
     let served = passthrough(&folder, &upstream);
     let (code, value) = call(&served.url, Some(EVE), "up__sleep", &["ms=10"]);
     assert_ne!(code, 0, "{value}");
-    let message = value["error"]["message"].as_str().unwrap_or_default();
+    let message = value["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert!(!message.is_empty(), "an error saying why: {value}");
-    eprintln!("a refused passthrough token: {value}");
     assert_eq!(owners(&upstream), Vec::<(String, String)>::new());
     // Alice is not refused.
     assert_eq!(
         completed(&served.url, Some(ALICE), "up__sleep", &["ms=10"]),
         "slept 10 ms"
+    );
+    // Known to fail on 39f05dd: the message is "the upstream server is not
+    // reachable: the upstream server did not complete the MCP handshake"
+    // (gateway/pool.rs, Pool::lease_with, and gateway::Error::Initialize,
+    // whose source, rmcp's "Auth required", is left out): it names
+    // neither the upstream nor the refused token, and the upstream was
+    // reachable. A clear one names both, as the timeout and breaker do.
+    let lower = message.to_lowercase();
+    assert!(
+        message.contains("the upstream up")
+            && ["401", "authoriz", "auth required", "token"]
+                .iter()
+                .any(|word| lower.contains(word)),
+        "not clear which upstream refused what: {message:?}"
     );
 }
 
