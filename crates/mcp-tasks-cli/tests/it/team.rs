@@ -157,8 +157,8 @@ fn sorted(mut names: Vec<String>) -> Vec<String> {
     names
 }
 
-/// The tools of the tasks in the SQLite file `store` (`admin ls --store`),
-/// sorted, once no process holds it any more (within 20 s).
+/// The tools and statuses of the tasks in the SQLite file `store` (`admin
+/// ls --store`), sorted, once no process holds it any more (within 20 s).
 fn tools_run_on(store: &str) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -169,7 +169,13 @@ fn tools_run_on(store: &str) -> Vec<String> {
                 .as_array()
                 .unwrap_or_else(|| panic!("an array: {listed}"))
                 .iter()
-                .map(|task| task["tool"].as_str().expect("a tool").to_owned())
+                .map(|task| {
+                    format!(
+                        "{} {}",
+                        task["tool"].as_str().expect("a tool"),
+                        task["status"].as_str().expect("a status")
+                    )
+                })
                 .collect();
             return sorted(tools);
         }
@@ -247,10 +253,49 @@ deny-tools = ["confirm_*", "failing_tool"]
     // The upstream's own name is not a name the gateway serves.
     refused(&url, None, "a__no_such_tool");
 
+    // Input goes to the upstream that asked, and back.
+    let (code, value) = json_of(&run(&[
+        "call",
+        "--url",
+        &url,
+        "--json",
+        "a__confirm_action",
+        "--answer",
+        "confirm=true",
+    ]));
+    assert_eq!(
+        (code, &value["result"]["content"][0]["text"]),
+        (0, &json!("confirmed: run the demo")),
+        "{value}"
+    );
+    // A cancel goes to the upstream that runs the task.
+    let output = run(&[
+        "call",
+        "--url",
+        &url,
+        "b__sleep",
+        "--arg",
+        "ms=60000",
+        "--no-wait",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let (code, value) = json_of(&run(&["cancel", "--url", &url, "--json", &id]));
+    assert_eq!(value["status"], "cancelled", "{code}: {value}");
+
     drop(served);
-    assert_eq!(tools_run_on(&store("a")), ["sleep"]);
-    assert_eq!(tools_run_on(&store("b")), ["long_job"]);
-    assert_eq!(tools_run_on(&store("plain")), ["long_job", "sleep"]);
+    assert_eq!(
+        tools_run_on(&store("a")),
+        ["confirm_action completed", "sleep completed"]
+    );
+    assert_eq!(
+        tools_run_on(&store("b")),
+        ["long_job completed", "sleep cancelled"]
+    );
+    assert_eq!(
+        tools_run_on(&store("plain")),
+        ["long_job completed", "sleep completed"]
+    );
 }
 
 #[test]

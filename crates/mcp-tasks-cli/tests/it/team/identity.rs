@@ -226,6 +226,12 @@ fn a_token_the_upstream_refuses_fails_the_call_and_makes_nothing_there() {
     );
 }
 
+/// Known to fail on 39f05dd: a connection of a caller's identity pool
+/// shares the upstream's breaker (gateway/routes.rs, `Route::pool_for`:
+/// `self.link.shared()`), and every failed handshake counts on it
+/// (gateway/connection.rs, `shared.health.failed()`), a 401 for one
+/// caller's token too: any caller the gateway admits can make the upstream
+/// unavailable to every other for the cool-down.
 #[test]
 fn one_callers_refused_token_does_not_shut_the_others_out() {
     let folder = Folder::new();
