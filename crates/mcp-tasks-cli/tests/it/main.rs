@@ -26,5 +26,6 @@ mod restart;
 mod rolling;
 mod serving;
 mod signin;
+mod team;
 mod traces;
 mod wait_many;

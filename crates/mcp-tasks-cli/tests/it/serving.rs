@@ -77,12 +77,31 @@ impl Served {
             })
             .spawn()
             .expect("the server starts");
+        // Read from the start, so that a server that ends early says why.
+        let mut reader = logs.map(|logs| {
+            let stderr = child.stderr.take().expect("stderr");
+            let logs = logs.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    eprintln!("server: {line}");
+                    logs.lock().unwrap().push(line);
+                }
+            })
+        });
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         let mut next = |prefix: &str| {
-            let line = lines
-                .next()
-                .expect("the server prints where it listens")
-                .expect("readable");
+            let Some(line) = lines.next() else {
+                // Its stderr, read to its end (it ended).
+                let said = match (reader.take(), logs) {
+                    (Some(reader), Some(logs)) => {
+                        let _ = reader.join();
+                        logs.lock().unwrap().join("\n")
+                    }
+                    _ => "(on the test's stderr)".to_owned(),
+                };
+                panic!("the server ended before it printed where it listens: {said}");
+            };
+            let line = line.expect("readable");
             line.strip_prefix(prefix)
                 .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
                 .to_owned()
@@ -92,16 +111,6 @@ impl Served {
             true => next("operator listener on http://"),
             false => String::new(),
         };
-        if let Some(logs) = logs {
-            let stderr = child.stderr.take().expect("stderr");
-            let logs = logs.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    eprintln!("server: {line}");
-                    logs.lock().unwrap().push(line);
-                }
-            });
-        }
         Self {
             child,
             url,
