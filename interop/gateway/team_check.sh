@@ -369,6 +369,11 @@ expect "everything still serves after plain died" "$OUT" $RC 0 't == "Echo: stil
 "$BIN" call "${BOB[@]}" --json --timeout 60 who__whoami >"$WORK/after-who.json" 2>"$WORK/after-who.json.err"; rc=$?
 expect "who (another fastmcp process) still serves after plain died" "$WORK/after-who.json" $rc 0 \
   't == "Bearer " + env["TOKEN_BOB"]'
+if [ "$(LOG=$WORK/gateway.err "$PY" -c 'import os; t = open(os.environ["LOG"], errors="replace").read(); print(os.environ["TOKEN_ALICE"] in t or os.environ["TOKEN_BOB"] in t)')" = False ]; then
+  pass "the gateway's log holds neither caller's token"
+else
+  fail "the gateway's log holds neither caller's token" "a token is in its stderr"
+fi
 if kill -0 "$GATEWAY_PID" 2>/dev/null; then
   pass "the gateway is still running"
 else
