@@ -25,6 +25,13 @@ Tools, asking for input in each of the ways a fastmcp tool can:
                    at each `notifications/roots/list_changed`: "roots: URI, ..." (or "no
                    roots", "not asked" after 2 s), then " (read N times)"
     greet {name}   "Hello, NAME!"
+    whoami {delay} the Authorization header of the HTTP request that carried this call
+                   ("none" without one, and on stdio), read after sleeping DELAY seconds
+                   (default 0): what an upstream that checks its callers sees
+    nap {seconds}  sleeps SECONDS (default 30), then "slept S s"; a call cancelled while it
+                   sleeps is counted
+    naps_cancelled how many nap calls were cancelled while they slept (notifications/cancelled
+                   reached the tool), e.g. "1"
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from typing import Any
 
 import mcp_types
 from fastmcp import Context, FastMCP
+from fastmcp.server.dependencies import get_http_headers
 
 # Roots are deprecated as of 2026-07-28 (SEP-2577); the 2025 era still has them.
 warnings.filterwarnings("ignore", message="The roots capability is deprecated")
@@ -172,6 +180,35 @@ async def startup_roots() -> str:
 async def greet(name: str = "world") -> str:
     """Answers "Hello, NAME!"."""
     return f"Hello, {name}!"
+
+
+@mcp.tool
+async def whoami(delay: float = 0) -> str:
+    """The Authorization header of the HTTP request that carried this call, or "none"."""
+    if delay > 0:
+        await asyncio.sleep(delay)
+    # fastmcp strips credential headers unless asked for them by name.
+    return get_http_headers(include={"authorization"}).get("authorization", "none")
+
+
+NAPS = {"cancelled": 0}
+
+
+@mcp.tool
+async def nap(seconds: float = 30) -> str:
+    """Sleeps SECONDS, then "slept S s"; a cancelled nap is counted (naps_cancelled)."""
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        NAPS["cancelled"] += 1
+        raise
+    return f"slept {seconds:g} s"
+
+
+@mcp.tool
+async def naps_cancelled() -> str:
+    """How many nap calls were cancelled while they slept."""
+    return str(NAPS["cancelled"])
 
 
 async def serve_http(host: str, port: int) -> None:
