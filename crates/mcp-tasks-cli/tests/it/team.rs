@@ -482,9 +482,7 @@ fn upstream_flags_beside_the_files_upstreams_are_refused_naming_the_file() {
         };
         let (file, stderr) = refused_config(&folder, &file_upstream, &[flag, &value]);
         assert!(stderr.contains(flag), "{flag}: {stderr}");
-        // Known to fail on 39f05dd (serve/command.rs, gateway_upstreams):
-        // the message says "the config file" without naming it, where every
-        // other config error names FILE (the brief: "message names file").
+        // It names the file, as every other config error does.
         assert!(
             stderr.contains(path_str(&file)),
             "the refusal of {flag} does not name the config file: {stderr}"

@@ -17,6 +17,20 @@ use tokio::time::Instant;
 use super::team::CircuitBreaker;
 use crate::server::metrics::UPSTREAM_BREAKER_OPEN;
 
+/// The name of the gateway's one upstream (of [`Gateway::start`](super::Gateway::start)),
+/// its metrics' `upstream` label.
+pub(crate) const SINGLE: &str = "upstream";
+
+/// How messages name the upstream `name`: "the upstream NAME", or "the
+/// upstream server" for a gateway's one upstream.
+pub(crate) fn the_upstream(name: &str) -> String {
+    if name == SINGLE {
+        "the upstream server".to_owned()
+    } else {
+        format!("the upstream {name}")
+    }
+}
+
 /// One upstream's name and breaker.
 #[derive(Debug)]
 pub(crate) struct Health {
@@ -109,9 +123,8 @@ impl Health {
         match state.opened {
             Some(at) if at.elapsed() < self.breaker.cool_down => Err(ErrorData::internal_error(
                 format!(
-                    "the upstream {} is unavailable: {} connection failures in a row; calls \
-                         fail fast for {}",
-                    self.name,
+                    "{} is unavailable: {} connection failures in a row; calls fail fast for {}",
+                    the_upstream(&self.name),
                     state.failures,
                     seconds(self.breaker.cool_down)
                 ),

@@ -84,7 +84,12 @@ pub(crate) async fn plain(
             options,
         )
         .await
-        .map_err(|error| upstream_failure("tools/call", &error))?;
+        .map_err(|error| {
+            // Not sent: the connection is dead, and counts as a failure of
+            // the upstream's.
+            lease.connection_failed();
+            upstream_failure(&connection.upstream, "tools/call", &error)
+        })?;
     guard.set_progress_token(handle.progress_token.clone());
     lease.sent(handle.id.clone());
     let answer = tokio::select! {
@@ -94,7 +99,8 @@ pub(crate) async fn plain(
     };
     lease.answered();
     counted(&connection.upstream, answer.is_ok());
-    let answer = answer.map_err(|error| upstream_failure("tools/call", &error))?;
+    let answer =
+        answer.map_err(|error| upstream_failure(&connection.upstream, "tools/call", &error))?;
     match read_call_result(answer).map_err(|error| client_failure("tools/call", &error))? {
         CallResponse::Complete(result) => Ok(CallToolResponse::Complete(result)),
         CallResponse::InputRequired(input) => Ok(CallToolResponse::InputRequired(input)),

@@ -12,12 +12,13 @@ use rmcp::service::ClientLifecycleMode;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::breaker::Health;
+use super::breaker::{Health, the_upstream};
 use super::relay::{Calls, RelayHandler};
 use super::roots::{SessionRoots, SessionWindow};
 use super::{Error, GatewayOptions};
 use crate::client::connect::{self, Opened};
 use crate::client::{ConnectOptions, Endpoint, Error as ClientError, TasksClient, legacy};
+use rmcp::ErrorData;
 
 /// Where the upstream MCP server is.
 #[derive(Clone, PartialEq, Eq)]
@@ -397,4 +398,23 @@ fn upstream_error(error: ClientError) -> Error {
 pub(crate) fn backoff(min: Duration, max: Duration, failures: u32) -> Duration {
     min.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(16)))
         .min(max.max(min))
+}
+
+/// A connection to the upstream `upstream` (its name) that could not open,
+/// as the error of the call that needed it: the name and every cause (a
+/// refused identity says HTTP 401 so).
+pub(crate) fn cannot_connect(upstream: &str, error: &Error) -> ErrorData {
+    let mut why = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        why.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    ErrorData::internal_error(
+        format!(
+            "cannot open a connection to {}: {why}",
+            the_upstream(upstream)
+        ),
+        None,
+    )
 }

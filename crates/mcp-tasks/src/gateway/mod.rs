@@ -152,6 +152,7 @@ mod sync;
 mod team;
 mod upstream;
 
+use breaker::SINGLE;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
@@ -422,9 +423,6 @@ impl fmt::Debug for Gateway {
             .finish_non_exhaustive()
     }
 }
-
-/// The name [`Gateway::start`]'s one upstream goes by (in metrics).
-const SINGLE: &str = "upstream";
 
 impl Gateway {
     /// Connects to `upstream` and lists its tools (both must succeed), then
@@ -746,8 +744,8 @@ async fn bounded<T>(
         Ok(outcome) => outcome,
         Err(_) => Err(ErrorData::internal_error(
             format!(
-                "the upstream {} did not answer within {} (its call timeout)",
-                route.name(),
+                "{} did not answer within {} (its call timeout)",
+                breaker::the_upstream(route.name()),
                 breaker::seconds(limit)
             ),
             None,

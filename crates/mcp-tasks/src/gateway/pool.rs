@@ -39,7 +39,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::GatewayOptions;
-use super::connection::{CallEra, Connection, Eras, Lifecycle, Shared, Upstream, backoff, connect};
+use super::connection::{
+    CallEra, Connection, Eras, Lifecycle, Shared, Upstream, backoff, cannot_connect, connect,
+};
 
 /// The connections for calls, idle and leased (see the [module](self) docs).
 pub(crate) struct Pool {
@@ -238,21 +240,7 @@ impl Pool {
                 let pause = self.backoff(state.failures);
                 state.retry_at = Some(Instant::now() + pause);
                 tracing::warn!(%error, retry_in = ?pause, "cannot open a further connection to the upstream server");
-                // Each cause, so that a refused identity (an HTTP 401)
-                // says so.
-                let mut why = error.to_string();
-                let mut source = std::error::Error::source(&error);
-                while let Some(cause) = source {
-                    why.push_str(&format!(": {cause}"));
-                    source = cause.source();
-                }
-                Err(ErrorData::internal_error(
-                    format!(
-                        "cannot open a connection to the upstream {}: {why}",
-                        self.shared.health.name
-                    ),
-                    None,
-                ))
+                Err(cannot_connect(&self.shared.health.name, &error))
             }
         }
     }
@@ -372,6 +360,16 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
+    /// The connection failed under the call (a request could not be
+    /// sent): it is given up, so the next call opens another, and the
+    /// upstream's breaker counts it.
+    pub(crate) fn connection_failed(&self) {
+        if let Some(connection) = &self.connection {
+            connection.closed.cancel();
+        }
+        self.pool.shared.health.failed();
+    }
+
     /// The call sent request `id`, not answered yet: if the lease is
     /// dropped before [`Lease::answered`], the request is cancelled and the
     /// connection closed.

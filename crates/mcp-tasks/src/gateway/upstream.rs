@@ -28,10 +28,10 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::breaker::Health;
+use super::breaker::{Health, the_upstream};
 use super::connection::{
-    CallEra, Connection, Eras, Lifecycle, Shared, Upstream, UpstreamClient, backoff, connect,
-    handshake_too,
+    CallEra, Connection, Eras, Lifecycle, Shared, Upstream, UpstreamClient, backoff,
+    cannot_connect, connect, handshake_too,
 };
 use super::pool::Pool;
 use super::relay::Calls;
@@ -52,14 +52,14 @@ pub(crate) struct Tools {
 
 /// Reads every tool, following `nextCursor`. From a 2025-11-25 upstream the
 /// raw JSON is read too, for each tool's `execution.taskSupport`.
-async fn list_tools(client: &UpstreamClient) -> Result<Tools, ErrorData> {
+async fn list_tools(upstream: &str, client: &UpstreamClient) -> Result<Tools, ErrorData> {
     if client.era() == Era::Extension {
         let list = client
             .running()
             .peer()
             .list_all_tools()
             .await
-            .map_err(|error| upstream_failure("tools/list", &error))?;
+            .map_err(|error| upstream_failure(upstream, "tools/list", &error))?;
         return Ok(Tools {
             list: Arc::new(list),
             marked: HashMap::new(),
@@ -137,26 +137,39 @@ async fn list_tools(client: &UpstreamClient) -> Result<Tools, ErrorData> {
     })
 }
 
-/// An rmcp failure of a request to the upstream, as the JSON-RPC error the
-/// gateway answers with: the upstream's own error as it sent it, a closed
-/// connection said plainly.
-pub(crate) fn upstream_failure(method: &str, error: &rmcp::service::ServiceError) -> ErrorData {
+/// An rmcp failure of a request to the upstream `upstream` (its name), as
+/// the JSON-RPC error the gateway answers with: the upstream's own error as
+/// it sent it, a failed connection said plainly and by name (the transport's
+/// own words go to the log).
+pub(crate) fn upstream_failure(
+    upstream: &str,
+    method: &str,
+    error: &rmcp::service::ServiceError,
+) -> ErrorData {
     use rmcp::service::ServiceError;
     match error {
         ServiceError::McpError(error) => error.clone(),
         ServiceError::TransportClosed => ErrorData::internal_error(
             format!(
-                "the connection to the upstream server was lost during {method} (it exited or \
-                 crashed, or stopped answering)"
+                "the connection to {} was lost during {method} (it exited or crashed, or \
+                 stopped answering)",
+                the_upstream(upstream)
             ),
             None,
         ),
-        ServiceError::TransportSend(error) => ErrorData::internal_error(
-            format!("{method} could not reach the upstream server: {error}"),
-            None,
-        ),
+        ServiceError::TransportSend(error) => {
+            tracing::warn!(upstream, method, %error, "a request could not be sent upstream");
+            ErrorData::internal_error(
+                format!(
+                    "{method} could not reach {}: its connection failed (the next call opens \
+                     a new one)",
+                    the_upstream(upstream)
+                ),
+                None,
+            )
+        }
         other => ErrorData::internal_error(
-            format!("{method} to the upstream server failed: {other}"),
+            format!("{method} to {} failed: {other}", the_upstream(upstream)),
             None,
         ),
     }
@@ -218,7 +231,7 @@ impl Link {
             },
         };
         tracing::info!(?eras, "connected to the upstream server");
-        let tools = list_tools(&connection.client)
+        let tools = list_tools(&connection.upstream, &connection.client)
             .await
             .map_err(|error| Error::ListTools {
                 message: error.message.to_string(),
@@ -317,10 +330,7 @@ impl Link {
                 let backoff = self.backoff(state.failures);
                 state.retry_at = Some(Instant::now() + backoff);
                 tracing::warn!(%error, retry_in = ?backoff, "cannot reach the upstream server");
-                Err(ErrorData::internal_error(
-                    format!("the upstream server is not reachable: {error}"),
-                    None,
-                ))
+                Err(cannot_connect(&self.health.name, &error))
             }
         }
     }
@@ -360,7 +370,7 @@ impl Link {
     }
 
     async fn refresh_tools(&self, connection: &Connection) {
-        match list_tools(&connection.client).await {
+        match list_tools(&connection.upstream, &connection.client).await {
             Ok(tools) => {
                 let changed = {
                     let mut current = self

@@ -210,12 +210,8 @@ fn a_token_the_upstream_refuses_fails_the_call_and_makes_nothing_there() {
         completed(&served.url, Some(ALICE), "up__sleep", &["ms=10"]),
         "slept 10 ms"
     );
-    // Known to fail on 39f05dd: the message is "the upstream server is not
-    // reachable: the upstream server did not complete the MCP handshake"
-    // (gateway/pool.rs, Pool::lease_with, and gateway::Error::Initialize,
-    // whose source, rmcp's "Auth required", is left out): it names
-    // neither the upstream nor the refused token, and the upstream was
-    // reachable. A clear one names both, as the timeout and breaker do.
+    // It names the upstream and why it refused (a clear message, as the
+    // timeout's and the breaker's are).
     let lower = message.to_lowercase();
     assert!(
         message.contains("the upstream up")
@@ -226,12 +222,10 @@ fn a_token_the_upstream_refuses_fails_the_call_and_makes_nothing_there() {
     );
 }
 
-/// Known to fail on 39f05dd: a connection of a caller's identity pool
-/// shares the upstream's breaker (gateway/routes.rs, `Route::pool_for`:
-/// `self.link.shared()`), and every failed handshake counts on it
-/// (gateway/connection.rs, `shared.health.failed()`), a 401 for one
-/// caller's token too: any caller the gateway admits can make the upstream
-/// unavailable to every other for the cool-down.
+/// A connection of a caller's identity whose handshake the upstream
+/// refuses (HTTP 401) is no outage: it does not count on the upstream's
+/// breaker, or any admitted caller could make the upstream unavailable to
+/// every other for the cool-down.
 #[test]
 fn one_callers_refused_token_does_not_shut_the_others_out() {
     let folder = Folder::new();

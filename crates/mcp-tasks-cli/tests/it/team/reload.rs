@@ -99,7 +99,8 @@ async fn a_reload_under_load_adds_and_removes_upstreams_and_fails_no_task() {
             "replaced": [],
             "unchanged": ["a"],
             "tokens": 2,
-            "unapplied": []
+            "unapplied": [],
+            "summary": "reloaded: upstreams added: c; removed: b; replaced: none; unchanged: a; 2 tokens"
         })
     );
     let line = served.stderr_line("reloaded", Duration::from_secs(10));
