@@ -99,8 +99,14 @@ pub(crate) async fn plain(
     };
     lease.answered();
     counted(&connection.upstream, answer.is_ok());
-    let answer =
-        answer.map_err(|error| upstream_failure(&connection.upstream, "tools/call", &error))?;
+    let answer = answer.map_err(|error| {
+        // Over HTTP the request goes out in the transport's worker: one
+        // that could not be sent fails here.
+        if matches!(error, rmcp::service::ServiceError::TransportSend(_)) {
+            lease.connection_failed();
+        }
+        upstream_failure(&connection.upstream, "tools/call", &error)
+    })?;
     match read_call_result(answer).map_err(|error| client_failure("tools/call", &error))? {
         CallResponse::Complete(result) => Ok(CallToolResponse::Complete(result)),
         CallResponse::InputRequired(input) => Ok(CallToolResponse::InputRequired(input)),
