@@ -15,13 +15,12 @@ use mcp_tasks::server::http::{
     DEFAULT_MAX_CONNECTIONS, check_reserve, validate_allowed_host, validate_allowed_origin,
 };
 use mcp_tasks::server::{
-    AdmissionLimits, CreationRate, DEFAULT_MAX_LISTEN_STREAMS, InvalidCreationRate, TaskPolicy,
-    TaskRuntime,
+    AdmissionLimits, CreationRate, DEFAULT_MAX_LISTEN_STREAMS, InvalidCreationRate, TaskRuntime,
 };
 
 use mcp_tasks_sqlite::SqliteSync;
 
-use super::config::{ConfigFile, read_gateway};
+use super::config::{ConfigFile, parse_policy, read_gateway};
 use super::drain::{StopSignals, drain_on_signal};
 use super::oauth::OAuthArgs;
 use super::operator::BadFlag;
@@ -207,18 +206,6 @@ fn parse_rate(text: &str) -> Result<CreationRate, String> {
 fn parse_burst(text: &str) -> Result<NonZeroU32, String> {
     text.parse()
         .map_err(|_| format!("{text:?} is not a whole number from 1 to 4294967295"))
-}
-
-/// Reads a task policy: `optional`, `required` or `forbidden`.
-pub(crate) fn parse_policy(text: &str) -> anyhow::Result<TaskPolicy> {
-    match text {
-        "optional" => Ok(TaskPolicy::Optional),
-        "required" => Ok(TaskPolicy::Required),
-        "forbidden" => Ok(TaskPolicy::Forbidden),
-        other => {
-            anyhow::bail!("unknown task policy {other:?}: use optional, required or forbidden")
-        }
-    }
 }
 
 /// What the gateway serves: the config file's upstreams, or the one of

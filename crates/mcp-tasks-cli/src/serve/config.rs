@@ -17,13 +17,12 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{ArgAction, Args, CommandFactory};
+use clap::{ArgAction, CommandFactory};
 use mcp_tasks::gateway::{
     CircuitBreaker, GatewayConfig, GatewayOptions, Identity, Upstream, UpstreamConfig,
 };
+use mcp_tasks::server::TaskPolicy;
 use serde::Deserialize;
-
-use super::command::{ServeArgs, parse_policy};
 
 /// A config file that cannot be served: `mcp-tasks` exits 64 with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,7 +163,12 @@ pub(crate) enum Expanded {
 /// value is reported at its line; keys in `given` are left out (the command
 /// line wins).
 fn flag_args(file: &ConfigFile, given: &HashSet<String>) -> Result<Vec<OsString>, ConfigError> {
-    let command = ServeArgs::augment_args(clap::Command::new("serve").no_binary_name(true));
+    // `serve`'s flags, as the command line has them.
+    let command = crate::Cli::command()
+        .find_subcommand("serve")
+        .cloned()
+        .expect("the CLI has `serve`")
+        .no_binary_name(true);
     let folder = file.folder();
     let mut args = Vec::new();
     for (key, value) in &file.table {
@@ -346,6 +350,18 @@ struct Entry {
 struct Access {
     tools: Vec<String>,
     labels: Vec<String>,
+}
+
+/// Reads a task policy: `optional`, `required` or `forbidden`.
+pub(crate) fn parse_policy(text: &str) -> anyhow::Result<TaskPolicy> {
+    match text {
+        "optional" => Ok(TaskPolicy::Optional),
+        "required" => Ok(TaskPolicy::Required),
+        "forbidden" => Ok(TaskPolicy::Forbidden),
+        other => {
+            anyhow::bail!("unknown task policy {other:?}: use optional, required or forbidden")
+        }
+    }
 }
 
 /// The gateway of the file's `[[upstream]]` entries: `None` without them.
