@@ -547,14 +547,19 @@ impl Gateway {
         // In the request's trace context, wherever rmcp runs the handler:
         // the upstream calls continue the caller's trace.
         #[cfg(feature = "otel")]
+        let trace = crate::server::traced::RequestTrace::of(&context.extensions)
+            .unwrap_or_else(opentelemetry::Context::current);
+        // On the heap: the call's future is large (in a debug build, more
+        // than a 2 MiB worker stack holds where a 2025-era stdio session
+        // polls it).
+        let call = Box::pin(self.route_call(request, context));
+        #[cfg(feature = "otel")]
         {
             use opentelemetry::context::FutureExt as _;
-            let trace = crate::server::traced::RequestTrace::of(&context.extensions)
-                .unwrap_or_else(opentelemetry::Context::current);
-            self.route_call(request, context).with_context(trace).await
+            call.with_context(trace).await
         }
         #[cfg(not(feature = "otel"))]
-        self.route_call(request, context).await
+        call.await
     }
 
     /// The route and upstream tool `name` calls for `caller`, the tool
