@@ -188,3 +188,70 @@ fn call_get_wait_and_cancel_work_on_a_legacy_server() {
         "{value}"
     );
 }
+
+/// A 2025-11-25 client (a small Python program) of the process on its
+/// stdin: initialize, a task-augmented `tools/call` of `sleep`, then
+/// `tasks/result`; prints each answer as a JSON line.
+const CLIENT: &str = r#"
+import json, subprocess, sys
+
+child = subprocess.Popen(sys.argv[1], shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+def ask(mid, method, params):
+    child.stdin.write((json.dumps({"jsonrpc": "2.0", "id": mid, "method": method, "params": params}) + "\n").encode())
+    child.stdin.flush()
+    for line in child.stdout:
+        m = json.loads(line)
+        if m.get("id") == mid and "method" not in m:
+            print(json.dumps(m), flush=True)
+            return m
+    sys.exit("the server ended before answering " + method)
+
+ask(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                      "clientInfo": {"name": "legacy-client", "version": "1"}})
+child.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+created = ask(2, "tools/call", {"name": "sleep", "arguments": {"ms": 50}, "task": {"ttl": 60000}})
+ask(3, "tasks/result", {"taskId": created["result"]["task"]["taskId"]})
+child.stdin.close()
+child.wait()
+"#;
+
+#[test]
+fn a_legacy_client_gets_a_task_of_the_gateway_on_stdio() {
+    // The gateway on stdio before our server: the 2025-11-25 client's
+    // task-augmented call is a gateway task (its call once overflowed a
+    // debug build's worker stack on this path).
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("legacy_client.py");
+    std::fs::write(&path, CLIENT).expect("write the script");
+    let gateway = format!(
+        "{} serve --stdio --store memory --poll-interval 50 --upstream '{}'",
+        crate::support::BIN,
+        crate::support::stdio_server()
+    );
+    let output = std::process::Command::new("python3")
+        .arg(&path)
+        .arg(&gateway)
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let answers: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(
+        answers.len(),
+        3,
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(answers[0]["result"]["protocolVersion"], "2025-11-25");
+    assert_eq!(
+        answers[1]["result"]["task"]["status"], "working",
+        "{stdout}"
+    );
+    assert_eq!(
+        answers[2]["result"]["content"][0]["text"], "slept 50 ms",
+        "{stdout}"
+    );
+}
