@@ -1,0 +1,236 @@
+//! How the gateway answers a `tools/call`: the route of the name (or the
+//! retired route a parked call's retry belongs to), the breaker, the
+//! caller's identity, then straight through, as a task of the gateway's
+//! own, or as the upstream's own task awaited; every call bounded by its
+//! route's call timeout.
+
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use rmcp::service::{RequestContext, RoleServer};
+
+use super::routes::Route;
+use super::{Gateway, breaker, call, connection, pool, relay, rounds, sync};
+use crate::client::CallResponse;
+use crate::server::{TaskPolicy, ToolTasks};
+
+impl Gateway {
+    pub(super) async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // In the request's trace context, wherever rmcp runs the handler:
+        // the upstream calls continue the caller's trace.
+        #[cfg(feature = "otel")]
+        let trace = crate::server::traced::RequestTrace::of(&context.extensions)
+            .unwrap_or_else(opentelemetry::Context::current);
+        // On the heap: the call's future is large (in a debug build, more
+        // than a 2 MiB worker stack holds where a 2025-era stdio session
+        // polls it).
+        let call = Box::pin(self.route_call(request, context));
+        #[cfg(feature = "otel")]
+        {
+            use opentelemetry::context::FutureExt as _;
+            call.with_context(trace).await
+        }
+        #[cfg(not(feature = "otel"))]
+        call.await
+    }
+
+    /// The route and upstream tool `name` calls for `caller`, the tool
+    /// lists read again first where an upstream said they changed; an
+    /// unknown tool and one not open to the caller get the same -32602.
+    async fn find(
+        &self,
+        name: &str,
+        caller: &crate::server::Principal,
+    ) -> Result<(Arc<Route>, String), ErrorData> {
+        let table = self.routes.current();
+        for route in &table.routes {
+            // Only reads where the upstream said its list changed.
+            route.link.tools().await;
+        }
+        table
+            .find(name, caller)
+            .ok_or_else(|| ErrorData::invalid_params(format!("unknown tool: {name}"), None))
+    }
+
+    async fn route_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = self.runtime.caller_of_call(&context, &request)?;
+        // The retry of a call parked on a route a reload let go goes there.
+        let retired = sync::parked_call_of(&request)
+            .and_then(|id| self.routes.retired_holding(&request.name, id));
+        let (route, tool) = match retired {
+            Some(found) => found,
+            None => self.find(&request.name, &caller.principal).await?,
+        };
+        let policy = route.policy(&tool);
+        let tasks = match policy {
+            TaskPolicy::Forbidden => ToolTasks::forbidden(),
+            TaskPolicy::Required => ToolTasks::required(),
+            _ => ToolTasks::optional(),
+        };
+        let marked = route.link.cached_tools().marked.get(&tool).copied();
+        let as_task = self.runtime.runs_as_task(&request, &context, &tasks)?;
+        let tasks = self.runtime.tasks_for_call(&tasks, &context);
+        tracing::debug!(upstream = route.name(), tool = %request.name, ?policy, as_task, "tools/call");
+        // The task is named as the caller called it; the upstream is
+        // called by its own name.
+        let described = CallToolRequestParams::new(request.name.clone());
+        let mut upstream_request = request;
+        upstream_request.name = tool.into();
+        let request = upstream_request;
+        let unavailable = route.link.health.check().err();
+        if let Some(refusal) = unavailable {
+            if !as_task || sync::resumes(&request) {
+                return Err(refusal);
+            }
+            // The task says why, at once.
+            return self
+                .runtime
+                .start_task(caller, &described, &tasks, move |_task| async move {
+                    Err(refusal)
+                })
+                .await;
+        }
+        let pool = route.pool_for(&context, &caller.principal)?;
+        if !as_task || sync::resumes(&request) {
+            // Straight through, as the caller would have called the upstream,
+            // on a connection of its own; the upstream's requests go to the
+            // caller.
+            let sync = sync::SyncCall {
+                pool: &pool,
+                calls: &route.link.calls,
+                parked: &route.parked,
+                options: &route.options,
+                principal: caller.principal,
+            };
+            return bounded(&route, sync::call(sync, request, context)).await;
+        }
+        let connection = route.link.connection().await?;
+        if call::upstream_makes_tasks(&connection, marked) {
+            return self
+                .upstream_task(route, pool, connection, caller, &described, &tasks, request)
+                .await;
+        }
+        drop(connection);
+        // A connection of the call's own, of the era it starts in: at once
+        // if one is free (a new one must open before the task is made),
+        // else waited for in the task.
+        let era = pool.era_for(&request);
+        let lease = match pool.try_permit() {
+            Some(permit) => Some(pool.lease_with(permit, era).await?),
+            None => None,
+        };
+        let calls = route.link.calls.clone();
+        self.runtime
+            .start_task(caller, &described, &tasks, move |task| async move {
+                let lease = match lease {
+                    Some(lease) => lease,
+                    None => {
+                        let _ = task
+                            .set_status_message(format!(
+                                "waiting for a connection to the upstream server (all {} are busy)",
+                                pool.bound()
+                            ))
+                            .await;
+                        pool.lease(era).await?
+                    }
+                };
+                // The route lives until the call ends, whatever a reload does.
+                let run = rounds::run(&pool, &calls, lease, &request, relay::Target::Task(task));
+                bounded(&route, run).await
+            })
+            .await
+    }
+
+    /// A call of an upstream that makes tasks itself: the upstream decides
+    /// first, its result or MRTR round goes back as it is, and only its
+    /// task becomes one of ours, awaited on the gateway's own connection
+    /// (or, for a caller's identity, on a connection of that identity,
+    /// held until the task ends).
+    #[allow(clippy::too_many_arguments)]
+    async fn upstream_task(
+        &self,
+        route: Arc<Route>,
+        pool: Arc<pool::Pool>,
+        own: Arc<connection::Connection>,
+        caller: crate::server::admission::caller::Caller,
+        described: &CallToolRequestParams,
+        tasks: &ToolTasks,
+        request: CallToolRequestParams,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let held = if route.own_identity() {
+            Held::Own(own)
+        } else {
+            drop(own);
+            Held::Leased(pool.lease(pool.era_for(&request)).await?)
+        };
+        let upstream = match call::start_upstream(&held, &request).await? {
+            CallResponse::Complete(result) => return Ok(CallToolResponse::Complete(result)),
+            CallResponse::InputRequired(input) => {
+                return Ok(CallToolResponse::InputRequired(input));
+            }
+            CallResponse::Task(upstream) => upstream,
+        };
+        let id = upstream.id.clone();
+        let abandon = held.client.clone();
+        let started = self
+            .runtime
+            .start_task(caller, described, tasks, move |task| async move {
+                bounded(&route, call::await_upstream(&held, upstream, task)).await
+            })
+            .await;
+        if started.is_err() {
+            call::abandon(abandon, id);
+        }
+        started
+    }
+}
+
+/// The connection an upstream task is awaited on.
+enum Held {
+    /// The gateway's own.
+    Own(Arc<connection::Connection>),
+    /// One of the caller's identity, leased for the task.
+    Leased(pool::Lease),
+}
+
+impl std::ops::Deref for Held {
+    type Target = connection::Connection;
+
+    fn deref(&self) -> &connection::Connection {
+        match self {
+            Self::Own(connection) => connection,
+            Self::Leased(lease) => lease,
+        }
+    }
+}
+
+/// `call`, failed when it takes longer than the route's call timeout
+/// (dropped then: its upstream request is cancelled).
+async fn bounded<T>(
+    route: &Route,
+    call: impl std::future::Future<Output = Result<T, ErrorData>>,
+) -> Result<T, ErrorData> {
+    let Some(limit) = route.config.call_timeout else {
+        return call.await;
+    };
+    match tokio::time::timeout(limit, call).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(ErrorData::internal_error(
+            format!(
+                "{} did not answer within {} (its call timeout)",
+                breaker::the_upstream(route.name()),
+                breaker::seconds(limit)
+            ),
+            None,
+        )),
+    }
+}
