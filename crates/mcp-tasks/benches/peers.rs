@@ -13,7 +13,11 @@
 //! Loads: `tasks/get` of one task and `tools/call` of a tool that returns at
 //! once (a task each), at 1, 4, 16, 64 and 256 connections; each point is
 //! the median of 3 runs of `wrk` (servers in turn within a round, each
-//! round starting one server further on). Creation points start each peer
+//! round starting one server further on). A third load, at 16 and 64
+//! connections, creates tasks of a `live` tool that runs 100 ms (so
+//! thousands are live at once, as with real tools; the lean anchor spawns a
+//! task that completes it after the same 100 ms), with the server CPU
+//! counted until the last of them completed. Creation points start each peer
 //! fresh (rmcp's `spawn` scans every task, so its rate falls as tasks pile
 //! up; a fresh server is its best case). Server CPU
 //! per request is this process's CPU time (servers only: `wrk` is another
@@ -42,7 +46,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use mcp_tasks::server::http::StreamableHttpServer;
-use mcp_tasks::server::{TaskRuntime, ToolTasks};
+use mcp_tasks::server::{AdmissionLimits, TaskRuntime, ToolTasks};
 use mcp_tasks::store::{Change, MemoryStore, Principal, SharedStore, TaskRecord};
 use mcp_tasks::{TaskId, Ttl, UnixMillis};
 use mcp_tasks_sqlite::SqliteStore;
@@ -64,6 +68,8 @@ const TTL_MS: u64 = 3_600_000;
 const POLL_MS: u64 = 1_000;
 const CONCURRENCY: [usize; 5] = [1, 4, 16, 64, 256];
 const RETAINED: usize = 100_000;
+/// The connection counts at which creation with live tools is measured.
+const LIVE_LEVELS: [usize; 2] = [16, 64];
 
 // ----------------------------------------------------------------- servers
 
@@ -80,7 +86,12 @@ fn capabilities() -> ServerConfig {
     )
 }
 
-/// Our runtime: `wait` runs forever, `instant` returns at once.
+/// How long the `live` tool runs: long enough that thousands of tasks are
+/// live at once under load, as with real tools.
+const LIVE: Duration = Duration::from_millis(100);
+
+/// Our runtime: `wait` runs forever, `instant` returns at once, `live`
+/// returns after [`LIVE`].
 #[derive(Clone)]
 struct OurServer {
     runtime: TaskRuntime,
@@ -108,6 +119,14 @@ impl ServerHandler for OurServer {
             "instant" => {
                 runtime
                     .call_tool(&request, &context, &tasks, |_| async { Ok(done()) })
+                    .await
+            }
+            "live" => {
+                runtime
+                    .call_tool(&request, &context, &tasks, |_| async {
+                        tokio::time::sleep(LIVE).await;
+                        Ok(done())
+                    })
                     .await
             }
             other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
@@ -145,6 +164,12 @@ impl ServerHandler for RmcpServer {
             "instant" => self
                 .tasks
                 .spawn(options, |_| Box::pin(async { Ok(done()) })),
+            "live" => self.tasks.spawn(options, |_| {
+                Box::pin(async {
+                    tokio::time::sleep(LIVE).await;
+                    Ok(done())
+                })
+            }),
             other => return Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
         };
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
@@ -237,12 +262,28 @@ fn lean_router() -> axum::Router {
                             poll_interval_ms: POLL_MS,
                             result: None,
                         };
-                        // `wait` runs forever; any other tool is done at once.
+                        // `wait` runs forever, `live` is done after LIVE;
+                        // any other tool is done at once.
                         let mut stored = task.clone();
-                        if request.params.name.as_deref() != Some("wait") {
-                            stored.status = "completed";
-                            stored.result =
-                                Some(json!({"content": [{"type": "text", "text": "done"}]}));
+                        match request.params.name.as_deref() {
+                            Some("wait") => {}
+                            Some("live") => {
+                                let (tasks, id) = (Arc::clone(&tasks), task.task_id.clone());
+                                tokio::spawn(async move {
+                                    tokio::time::sleep(LIVE).await;
+                                    if let Some(task) = lock(&tasks).get_mut(&id) {
+                                        task.status = "completed";
+                                        task.last_updated_at = chrono_now();
+                                        task.result = Some(json!({"content":
+                                            [{"type": "text", "text": "done"}]}));
+                                    }
+                                });
+                            }
+                            _ => {
+                                stored.status = "completed";
+                                stored.result =
+                                    Some(json!({"content": [{"type": "text", "text": "done"}]}));
+                            }
                         }
                         lock(&tasks).insert(task.task_id.clone(), stored);
                         Some(task)
@@ -394,8 +435,14 @@ async fn start_with(peer: Peer, fixed: &'static [u8], retained: usize) -> anyhow
                 Arc::new(MemoryStore::new())
             };
             fill(&store, retained).await?;
+            // No bound on tools running at once nor on one caller's tasks
+            // (every request here is one caller): with live tools, the
+            // defaults would queue or refuse what the lean anchor runs.
             let server = OurServer {
-                runtime: TaskRuntime::builder(store).build(),
+                runtime: TaskRuntime::builder(store)
+                    .with_admission(AdmissionLimits::unbounded())
+                    .with_max_tasks_per_caller(None)
+                    .build(),
             };
             let runtime = server.runtime.clone();
             (StreamableHttpServer::new(server, runtime).router(), true)
@@ -517,6 +564,19 @@ async fn wrk(
     connections: usize,
     seconds: f64,
 ) -> anyhow::Result<Point> {
+    wrk_settled(address, script, connections, seconds, Duration::ZERO).await
+}
+
+/// [`wrk`], with the server's CPU counted until `settle` after `wrk` ends
+/// (so that the work of tools still running then, such as completing their
+/// tasks, counts against the requests that started them).
+async fn wrk_settled(
+    address: SocketAddr,
+    script: &std::path::Path,
+    connections: usize,
+    seconds: f64,
+    settle: Duration,
+) -> anyhow::Result<Point> {
     let threads = connections.min(2);
     let before = cpu_seconds();
     let output = tokio::process::Command::new("wrk")
@@ -531,6 +591,7 @@ async fn wrk(
         .output()
         .await
         .context("run wrk")?;
+    tokio::time::sleep(settle).await;
     let cpu = cpu_seconds() - before;
     let text = String::from_utf8_lossy(&output.stdout);
     let number = |label: &str| -> Option<f64> {
@@ -722,9 +783,11 @@ async fn measure(full: bool) -> anyhow::Result<Table> {
     let bare = start(Peer::Bare, fixed).await?;
     let bare_script = wrk_script(scripts.path(), &get_request("x"), 100)?;
     let call_script = wrk_script(scripts.path(), &call_request("instant"), 101)?;
+    let live_script = wrk_script(scripts.path(), &call_request("live"), 102)?;
     for &connections in levels {
         let mut gets: HashMap<Peer, Vec<Point>> = HashMap::new();
         let mut calls: HashMap<Peer, Vec<Point>> = HashMap::new();
+        let mut lives: HashMap<Peer, Vec<Point>> = HashMap::new();
         // Each round starts one peer further on, so that no peer always
         // runs right after the same other one.
         for round in 0..rounds {
@@ -751,8 +814,32 @@ async fn measure(full: bool) -> anyhow::Result<Table> {
                 // Let the aborted server's connections and tasks go.
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            // Creation with live tools (each runs LIVE, so thousands are
+            // live at once): CPU counted until the last has completed.
+            if !LIVE_LEVELS.contains(&connections) && full {
+                continue;
+            }
+            let mut others: Vec<Peer> = PEERS
+                .into_iter()
+                .filter(|peer| *peer != Peer::Bare)
+                .collect();
+            let turn = round % others.len();
+            others.rotate_left(turn);
+            for peer in others {
+                let served = start(peer, fixed).await?;
+                let settle = LIVE + Duration::from_millis(50);
+                let point =
+                    wrk_settled(served.address, &live_script, connections, seconds, settle).await?;
+                lives.entry(peer).or_default().push(point);
+                drop(served);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
-        for (load, points) in [("get", &mut gets), ("create", &mut calls)] {
+        for (load, points) in [
+            ("get", &mut gets),
+            ("create", &mut calls),
+            ("live", &mut lives),
+        ] {
             for (peer, points) in points.iter_mut() {
                 table.insert((load, *peer, connections), median(points));
             }
@@ -838,6 +925,10 @@ async fn main() -> anyhow::Result<()> {
     for (load, title) in [
         ("get", "tasks/get/s"),
         ("create", "creations/s (tools/call)"),
+        (
+            "live",
+            "creations/s of live tools (each runs 100 ms; CPU until the last completed)",
+        ),
     ] {
         println!("\n== {title}, median of runs; (server CPU per request)");
         print!("{:<22}", "server");
@@ -949,6 +1040,30 @@ async fn main() -> anyhow::Result<()> {
     targets.push((
         format!("memory creation >= 0.5 of the lean anchor's (c={c16}): {of_lean:.2}"),
         of_lean >= 0.5,
+    ));
+    let live_memory = table.get(&("live", Peer::OursMemory, c16)).copied();
+    let live_of_lean = ratio(
+        rate("live", Peer::OursMemory, c16),
+        rate("live", Peer::Lean, c16),
+    );
+    targets.push((
+        format!("memory creation with live tools >= 1.0 of the lean anchor's (c={c16}): {live_of_lean:.2}"),
+        live_of_lean >= 1.0,
+    ));
+    let live_sqlite = ratio(
+        rate("live", Peer::OursSqlite, c16),
+        rate("live", Peer::OursMemory, c16),
+    );
+    targets.push((
+        format!("SQLite creation with live tools >= 0.6 of memory's (c={c16}): {live_sqlite:.2}"),
+        live_sqlite >= 0.6,
+    ));
+    let live_cpu = live_memory.map_or(f64::NAN, |point| point.cpu_us);
+    targets.push((
+        format!(
+            "memory: server CPU per creation with live tools <= 30 µs (c={c16}): {live_cpu:.0} µs"
+        ),
+        live_cpu <= 30.0,
     ));
     let get_of_bare = ratio(
         rate("get", Peer::OursMemory, c64),

@@ -32,7 +32,9 @@ use super::lease::LeaseError;
 use super::policy::{TaskPolicy, ToolTasks};
 use super::principal::Principal;
 use super::state::Inner;
-use super::supervise::{Waiting, catch_panics, outcome_of, supervise, supervise_queued, sweep};
+use super::supervise::{
+    Waiting, catch_panics, outcome_of, spawn_supervision, supervise, supervise_queued, sweep,
+};
 use super::takeover::resumable_call;
 use super::task_hash::TaskHasher;
 use super::wire::{
@@ -422,7 +424,7 @@ impl TaskRuntime {
                 let seats = seats.map(Arc::new);
                 let lease = lease.clone();
                 match (entry, seated) {
-                    (Entry::Run(slot), Seated::Running) => tokio::spawn(supervise(
+                    (Entry::Run(slot), Seated::Running) => spawn_supervision(supervise(
                         inner.clone(),
                         id,
                         idle_ttl,
@@ -434,7 +436,7 @@ impl TaskRuntime {
                     )),
                     // `Existing` returned above.
                     (Entry::Run(slot), Seated::Queued | Seated::Existing) => {
-                        tokio::spawn(supervise_queued(
+                        spawn_supervision(supervise_queued(
                             inner.clone(),
                             id,
                             idle_ttl,
@@ -445,7 +447,7 @@ impl TaskRuntime {
                             lease,
                         ))
                     }
-                    (Entry::Queued(ticket), _) => tokio::spawn(supervise_queued(
+                    (Entry::Queued(ticket), _) => spawn_supervision(supervise_queued(
                         inner.clone(),
                         id,
                         idle_ttl,
@@ -494,7 +496,7 @@ impl TaskRuntime {
             inner.created(record, &request.name, None);
         }
         let _ = stored.set(());
-        tokio::spawn(supervise(
+        spawn_supervision(supervise(
             inner.clone(),
             id,
             idle_ttl,

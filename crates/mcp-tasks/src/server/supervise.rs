@@ -171,6 +171,16 @@ pub(crate) fn outcome_of(finished: Finished) -> Change {
     }
 }
 
+/// Spawns a supervision ([`supervise`], [`supervise_queued`]) with its
+/// future on the heap: it is a few KB, and tokio copies a task's whole
+/// future at each of its stages (spawned, polled to its end, its output
+/// dropped), where a boxed one costs a pointer.
+pub(crate) fn spawn_supervision(
+    supervision: impl Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(Box::pin(supervision))
+}
+
 /// Runs the tool to its outcome and records it; stops it on cancel or
 /// expiry, and without writing when this server lost the task (`lease`).
 /// While it runs, a task that follows activity is kept alive: a

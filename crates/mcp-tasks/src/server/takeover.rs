@@ -22,7 +22,7 @@ use super::admission::shared::TaskSeats;
 use super::context::TaskContext;
 use super::lease::{Lease, LeaseError, Leasing};
 use super::state::Inner;
-use super::supervise::{Waiting, catch_panics, supervise, supervise_queued};
+use super::supervise::{Waiting, catch_panics, spawn_supervision, supervise, supervise_queued};
 use crate::store::{BoxFuture, Change, Modified, Orphan, Replicas, StoreError};
 
 /// The most orphaned tasks one scan takes over.
@@ -269,7 +269,7 @@ fn run_again(
     .map(|seats| Arc::new(seats.taken_over()));
     let waiting = match inner.admission.enter_taken_over(&caller, &tool) {
         Entry::Run(slot) if seats.is_none() => {
-            tokio::spawn(supervise(
+            spawn_supervision(supervise(
                 inner.clone(),
                 id,
                 record.idle_ttl(),
@@ -284,7 +284,7 @@ fn run_again(
         Entry::Run(slot) => Waiting::Seats(slot),
         Entry::Queued(ticket) => Waiting::Turn(ticket),
     };
-    tokio::spawn(supervise_queued(
+    spawn_supervision(supervise_queued(
         inner.clone(),
         id,
         record.idle_ttl(),

@@ -138,7 +138,11 @@ where
         // tasks are when its loop runs in it.
         #[cfg(feature = "otel")]
         let span = crate::server::traced::span_of(&request, &context, crate::otel::TCP);
-        let handler = tokio::spawn(crate::quiet::scope(async move {
+        // On the heap: the handler's future is large (about 10 KB, most of
+        // it the runtime's task creation), and tokio copies a task's whole
+        // future whenever the task changes stage (spawned, polled to its
+        // end, output taken); boxed, it copies a pointer.
+        let handler = tokio::spawn(crate::quiet::scope(Box::pin(async move {
             #[cfg(feature = "otel")]
             {
                 use opentelemetry::context::FutureExt as _;
@@ -151,7 +155,7 @@ where
             }
             #[cfg(not(feature = "otel"))]
             server.handle_request(request, context).await
-        }));
+        })));
         // A client that goes away before the answer cancels the handler's token.
         let disconnect = request_ct.clone().drop_guard();
         let outcome = handler.await;
