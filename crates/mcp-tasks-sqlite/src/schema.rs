@@ -5,8 +5,10 @@
 //! `owner`) and one for people reading the file (`status`). The columns are
 //! written with the JSON in the same statement; a row whose JSON disagrees
 //! with its `id`, `version` or (when listed by owner) `owner` is reported
-//! as corrupt. Two indexes besides the primary key: `tasks_by_expiry` for
-//! the sweeper, `tasks_by_owner` for `tasks/list`.
+//! as corrupt. Indexes besides the primary key: `tasks_by_expiry` for
+//! the sweeper, `tasks_by_owner` for `tasks/list`, `tasks_by_idem_slot` for
+//! idempotent creation, and `tasks_unfinished` (the live tasks alone) so
+//! that opening a file of a million finished tasks reads none of them.
 //!
 //! `PRAGMA user_version` holds the schema version, so a later build can
 //! migrate a file and an older build refuses a newer file. A second table,
@@ -19,11 +21,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use mcp_tasks::store::{Change, HashKey, StoreError, StoreErrorKind, TaskRecord};
-use mcp_tasks::{TaskId, TaskStatus, UnixMillis};
+use mcp_tasks::{TaskId, UnixMillis};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 /// The schema this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i64 = 4;
+pub(crate) const SCHEMA_VERSION: i64 = 5;
 
 /// How long a statement waits for a lock held by another connection.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -65,9 +67,26 @@ ALTER TABLE tasks ADD COLUMN idem_slot TEXT;
 CREATE UNIQUE INDEX tasks_by_idem_slot ON tasks (idem_slot) WHERE idem_slot IS NOT NULL;
 ";
 
+/// Version 4 to 5: the unfinished tasks alone, for opening
+/// ([`abandon_unfinished`]): without it, opening read every row of the
+/// table, which took seconds with a million finished tasks retained. The
+/// index holds only the live tasks (its condition is [`UNFINISHED_SQL`]'s,
+/// word for word, so SQLite knows it answers that query); upgrading an
+/// older file builds it once, in one pass over the table.
+const UPGRADE_TO_V5: &str = "
+CREATE INDEX tasks_unfinished ON tasks (id)
+WHERE status NOT IN ('completed', 'failed', 'cancelled');
+";
+
 /// `UPGRADES[n - 1]` takes a file from version `n` to `n + 1`; each runs in
 /// the transaction that then sets `user_version`.
-const UPGRADES: [&str; 3] = [UPGRADE_TO_V2, UPGRADE_TO_V3, UPGRADE_TO_V4];
+const UPGRADES: [&str; 4] = [UPGRADE_TO_V2, UPGRADE_TO_V3, UPGRADE_TO_V4, UPGRADE_TO_V5];
+
+/// The unfinished records, read from `tasks_unfinished` (its condition,
+/// literally: a bound parameter would not let SQLite use the partial index).
+pub(crate) const UNFINISHED_SQL: &str = "
+SELECT id, version, record FROM tasks
+WHERE status NOT IN ('completed', 'failed', 'cancelled')";
 
 /// The name of the task hash key in `meta`.
 const HASH_KEY_NAME: &str = "task_hash_key";
@@ -233,23 +252,9 @@ pub(crate) fn abandon_unfinished(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(failed)?;
     let unfinished: Vec<(String, i64, String)> = {
-        let mut select = tx
-            .prepare("SELECT id, version, record FROM tasks WHERE status NOT IN (?1, ?2, ?3)")
-            .map_err(failed)?;
-        let terminal = [
-            TaskStatus::Completed,
-            TaskStatus::Failed,
-            TaskStatus::Cancelled,
-        ];
+        let mut select = tx.prepare(UNFINISHED_SQL).map_err(failed)?;
         select
-            .query_map(
-                params![
-                    terminal[0].as_str(),
-                    terminal[1].as_str(),
-                    terminal[2].as_str()
-                ],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
             .and_then(Iterator::collect)
             .map_err(failed)?
     };
@@ -494,6 +499,8 @@ pub(crate) fn list_owned(
 
 #[cfg(test)]
 mod tests {
+    use mcp_tasks::TaskStatus;
+
     use super::*;
 
     #[test]
@@ -564,6 +571,39 @@ mod tests {
                 !plan.contains("TEMP B-TREE"),
                 "no sort after the index: {plan}"
             );
+        }
+    }
+
+    #[test]
+    fn opening_reads_the_unfinished_tasks_from_their_index_alone() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let conn = open(
+            &dir.path().join("plan.sqlite3"),
+            None,
+            crate::SqliteSync::Normal,
+        )
+        .expect("open");
+        let mut plan = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {UNFINISHED_SQL}"))
+            .expect("explain");
+        let steps: Vec<String> = plan
+            .query_map([], |row| row.get(3))
+            .and_then(Iterator::collect)
+            .expect("plan");
+        let plan = steps.join("\n");
+        assert!(plan.contains("USING INDEX tasks_unfinished"), "{plan}");
+        // The literals are the statuses' names, finished ones all.
+        for status in [
+            TaskStatus::Completed,
+            TaskStatus::Failed,
+            TaskStatus::Cancelled,
+        ] {
+            assert!(status.is_terminal());
+            assert!(UNFINISHED_SQL.contains(&format!("'{}'", status.as_str())));
+            assert!(UPGRADE_TO_V5.contains(&format!("'{}'", status.as_str())));
+        }
+        for status in [TaskStatus::Working, TaskStatus::InputRequired] {
+            assert!(!UNFINISHED_SQL.contains(&format!("'{}'", status.as_str())));
         }
     }
 

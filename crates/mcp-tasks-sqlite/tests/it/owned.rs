@@ -101,7 +101,7 @@ async fn a_version_1_file_is_upgraded_and_lists_its_tasks() {
     );
     let store = SqliteStore::open_at(&path, UnixMillis::new(3_000), RETENTION).expect("open");
     assert_eq!(store.abandoned_at_open(), 1, "t1 was left working");
-    assert_eq!(user_version(&path), 4, "upgraded to the latest version");
+    assert_eq!(user_version(&path), 5, "upgraded to the latest version");
     let indexes: Vec<String> = rusqlite::Connection::open(&path)
         .expect("raw connection")
         .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks' ORDER BY name")
@@ -137,7 +137,7 @@ async fn a_version_1_file_is_upgraded_and_lists_its_tasks() {
     store.create(task("t4", "owner-a")).await.expect("create");
     drop(store);
     let store = SqliteStore::open_at(&path, UnixMillis::new(4_000), RETENTION).expect("reopen");
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     assert_eq!(ids(&store, "owner-a", Some("t1"), 10).await, ["t3", "t4"]);
 }
 

@@ -198,7 +198,7 @@ fn the_file_is_in_wal_mode_with_a_schema_version() {
     let version: i64 = raw
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .expect("user_version");
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
 }
 
 #[test]
@@ -207,11 +207,11 @@ fn a_file_from_a_newer_schema_is_refused() {
     let path = dir.path().join("tasks.sqlite3");
     drop(SqliteStore::open(&path).expect("open"));
     let raw = rusqlite::Connection::open(&path).expect("raw connection");
-    raw.pragma_update(None, "user_version", 5)
+    raw.pragma_update(None, "user_version", 6)
         .expect("set user_version");
     drop(raw);
     let err = SqliteStore::open(&path).expect_err("a newer schema is refused");
-    assert!(err.to_string().contains("schema version 5"), "{err}");
+    assert!(err.to_string().contains("schema version 6"), "{err}");
 }
 
 #[test]

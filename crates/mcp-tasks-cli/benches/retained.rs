@@ -1,0 +1,582 @@
+//! A million retained tasks on SQLite (issue 31), through the user's path:
+//! the `mcp-tasks serve --http --store sqlite:FILE` binary as a child
+//! process, a reqwest client on 127.0.0.1.
+//!
+//! * **Fill**: 1,000,000 finished tasks (completed with a result, as the
+//!   runtime leaves them; 1,000 owners; a 30-day TTL so they stay) written
+//!   straight through [`SqliteStore`] (its group commit batches concurrent
+//!   creations), since over HTTP it would take too long. The full run keeps
+//!   the file under `target/tmp/retained/` between runs and fills it once.
+//! * **Start**: from spawning `serve` to its first successful `tasks/get` of
+//!   an uncached task, with the file's pages first dropped from the
+//!   operating system's cache (`dd iflag=nocache`: a cold start, as after a
+//!   reboot) and without (warm); several times; target < 2 s.
+//! * **Memory**: the server's RSS after start, after reading 100,000
+//!   distinct random tasks (the read cache's record bound, 100,000 by
+//!   default) and after 50,000 more (past it); target: the growth stays
+//!   within the configured cache (its byte bound, 128 MiB by default) and
+//!   stops once the cache is full.
+//! * **Reads**: p50/p99 of `tasks/get` of tasks no one read before in that
+//!   process (so never in its cache), sequential and 16 at once; target
+//!   p99 < 5 ms.
+//! * **Crash**: creations from 16 callers at once, `kill -9` of the server
+//!   in the middle, a restart (cold): time to the first `tasks/get` (target
+//!   < 2 s again), and every creation answered before the kill read back
+//!   (target: none lost with the default `--sqlite-sync normal`).
+//!
+//! It prints the numbers and PASS or MISS for each target; a miss is
+//! reported, not asserted. Without `--bench` (as under `cargo test
+//! --benches`) it runs a smoke version on 10,000 tasks whose numbers mean
+//! little.
+//!
+//! ```text
+//! cargo bench -p mcp-tasks-cli --bench retained
+//! ```
+#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
+use std::io::{BufRead, BufReader, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use futures::StreamExt as _;
+use mcp_tasks::store::{Change, Principal, TaskRecord, TaskStore as _};
+use mcp_tasks::{TaskId, Ttl, UnixMillis};
+use mcp_tasks_sqlite::{SqliteOptions, SqliteStore};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+/// How many callers own the filled tasks (task `n` is owner `n % OWNERS`'s).
+const OWNERS: u64 = 1000;
+/// How long the filled tasks are kept: long enough to outlive any run.
+const RETAINED: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+/// The creation time of task 0 (2026-12-01), in ms; ids start with it.
+const BASE_MS: u64 = 1_796_083_200_000;
+/// The read cache the server is given: `serve`'s default (`SqliteOptions`).
+const CACHE_BYTES_MIB: f64 = 128.0;
+
+/// The bearer token of owner `k` (its label in the tokens file is `owner-k`).
+fn token(k: u64) -> String {
+    format!("retained-bench-token-{k:020}")
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The id of filled task `n`, shaped as the runtime's (12 hex digits of the
+/// creation time, 32 random), reproducible so no list of ids is kept.
+fn task_id(n: u64) -> String {
+    format!(
+        "{:012x}{:016x}{:016x}",
+        BASE_MS + n / 100,
+        splitmix(2 * n),
+        splitmix(2 * n + 1)
+    )
+}
+
+/// Filled task `n`: created by `sleep`, completed 10 ms later with its result.
+fn finished(n: u64) -> anyhow::Result<TaskRecord> {
+    let created = UnixMillis::new(BASE_MS + n / 100);
+    let record = TaskRecord::new(
+        TaskId::new(task_id(n)),
+        Principal::new(format!("owner-{}", n % OWNERS)),
+        created,
+        Ttl::Limited(RETAINED),
+        Some(Duration::from_secs(1)),
+    )
+    .with_tool("sleep");
+    let result = json!({"content": [{"type": "text", "text": format!("slept {} ms", n % 1000)}], "isError": false});
+    Ok(record
+        .apply(
+            &Change::Complete(result),
+            UnixMillis::new(created.as_millis() + 10),
+            RETAINED,
+        )?
+        .into_record())
+}
+
+/// Writes `count` finished tasks into a new store file at `path`.
+async fn fill(path: &Path, count: u64) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let store = Arc::new(SqliteStore::open_with(
+        path,
+        &SqliteOptions::default().with_cache(0, 0),
+    )?);
+    {
+        let creations = futures::stream::iter(0..count)
+            .map(|n| {
+                let store = Arc::clone(&store);
+                async move {
+                    let record = finished(n)?;
+                    store.create(record).await?;
+                    anyhow::Ok(())
+                }
+            })
+            .buffer_unordered(1024);
+        let mut creations = std::pin::pin!(creations);
+        while let Some(done) = creations.next().await {
+            done.context("fill the store")?;
+        }
+    }
+    drop(store);
+    Ok(started.elapsed())
+}
+
+/// Drops the file's pages (and the WAL's) from the operating system's cache.
+fn evict(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        if !Path::new(&file).exists() {
+            continue;
+        }
+        let _ = Command::new("dd")
+            .arg(format!("if={}", Path::new(&file).display()))
+            .args(["iflag=nocache", "count=0", "status=none"])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A `serve --http` child on the store; killed (`kill -9`) when dropped.
+struct Server {
+    child: Child,
+    url: String,
+    /// From spawn to the `listening on` line.
+    listening: Duration,
+    spawned: Instant,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(store: &Path, tokens: &Path) -> anyhow::Result<Self> {
+        let spawned = Instant::now();
+        let mut child = Command::new(BIN)
+            .args(["serve", "--http", "127.0.0.1:0", "--store"])
+            .arg(format!("sqlite:{}", store.display()))
+            .arg("--auth-tokens")
+            .arg(tokens)
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start mcp-tasks serve")?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+        let listening = spawned.elapsed();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .with_context(|| format!("unexpected first line {line:?}"))?
+            .to_owned();
+        Ok(Self {
+            child,
+            url,
+            listening,
+            spawned,
+        })
+    }
+
+    /// The server's resident set, in MiB.
+    fn rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    }
+
+    /// The server's CPU time so far (user and system), from /proc.
+    fn cpu(&self) -> Duration {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // The fields after the command's closing parenthesis; utime and
+        // stime are the 14th and 15th of the line, in clock ticks (100/s).
+        let ticks: u64 = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| {
+                rest.split_whitespace()
+                    .skip(11)
+                    .take(2)
+                    .filter_map(|field| field.parse::<u64>().ok())
+                    .sum()
+            })
+            .unwrap_or(0);
+        Duration::from_millis(ticks * 10)
+    }
+
+    /// Polls `tasks/get` of filled task `n` until it answers: the time from
+    /// spawn to that answer.
+    async fn first_get(&self, http: &reqwest::Client, n: u64) -> anyhow::Result<Duration> {
+        let id = task_id(n);
+        while self.spawned.elapsed() < Duration::from_secs(120) {
+            if get(http, &self.url, &token(n % OWNERS), &id)
+                .await
+                .is_some()
+            {
+                return Ok(self.spawned.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        bail!("no tasks/get answered within 120 s")
+    }
+}
+
+fn post(http: &reqwest::Client, url: &str, caller: &str, method: &str) -> reqwest::RequestBuilder {
+    http.post(url)
+        .header("Authorization", format!("Bearer {caller}"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", method)
+}
+
+/// One `tasks/get` of `id` as `caller`: its latency and status, if answered
+/// with the task.
+async fn get(
+    http: &reqwest::Client,
+    url: &str,
+    caller: &str,
+    id: &str,
+) -> Option<(Duration, String)> {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{{"taskId":"{id}",{META}}}}}"#
+    );
+    let started = Instant::now();
+    let response = post(http, url, caller, "tasks/get")
+        .header("Mcp-Name", id)
+        .body(body)
+        .send()
+        .await
+        .ok()?;
+    let bytes = response.bytes().await.ok()?;
+    let took = started.elapsed();
+    let value: Value = serde_json::from_slice(&bytes).ok()?;
+    if value.pointer("/result/taskId").and_then(Value::as_str) != Some(id) {
+        return None;
+    }
+    let status = value.pointer("/result/status").and_then(Value::as_str)?;
+    Some((took, status.to_owned()))
+}
+
+/// One `tools/call` of `sleep` for `ms` as `caller`: the task's id.
+async fn create(http: &reqwest::Client, url: &str, caller: &str, ms: u64) -> Option<String> {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":{ms}}},{META}}}}}"#
+    );
+    let response = post(http, url, caller, "tools/call")
+        .header("Mcp-Name", "sleep")
+        .body(body)
+        .send()
+        .await
+        .ok()?;
+    let value: Value = serde_json::from_slice(&response.bytes().await.ok()?).ok()?;
+    (value.pointer("/result/resultType") == Some(&Value::from("task")))
+        .then(|| value.pointer("/result/taskId")?.as_str().map(str::to_owned))
+        .flatten()
+}
+
+/// The `i`-th of a sequence of distinct filled tasks (a stride coprime to
+/// `count` walks every task once, in an order unrelated to their ids).
+fn distinct(i: u64, count: u64) -> u64 {
+    const STRIDE: u64 = 1_000_003;
+    (7 + i.wrapping_mul(STRIDE)) % count
+}
+
+/// Reads the distinct tasks `from..to`, `inflight` at once: the sorted
+/// latencies; fails on any read that does not answer the task.
+async fn read_range(
+    url: &str,
+    count: u64,
+    from: u64,
+    to: u64,
+    inflight: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let http = reqwest::Client::new();
+    let next = Arc::new(AtomicU64::new(from));
+    let mut workers = Vec::new();
+    for _ in 0..inflight {
+        let (http, url, next) = (http.clone(), url.to_owned(), Arc::clone(&next));
+        workers.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= to {
+                    return anyhow::Ok(seen);
+                }
+                let n = distinct(i, count);
+                let (took, _) = get(&http, &url, &token(n % OWNERS), &task_id(n))
+                    .await
+                    .with_context(|| format!("filled task {n} was not answered"))?;
+                seen.push(took);
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for worker in workers {
+        all.extend(worker.await??);
+    }
+    all.sort();
+    Ok(all)
+}
+
+fn ms(took: Duration) -> f64 {
+    took.as_secs_f64() * 1000.0
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    ms(sorted[((sorted.len() as f64 - 1.0) * p).round() as usize])
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn verdict(pass: bool) -> &'static str {
+    if pass { "PASS" } else { "MISS" }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Writes the tokens file: `TOKEN owner-k` for every owner.
+fn write_tokens(path: &Path) -> anyhow::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    for k in 0..OWNERS {
+        writeln!(file, "{} owner-{k}", token(k))?;
+    }
+    Ok(())
+}
+
+/// The store file, filled: kept in `target/tmp/retained/` by the full run
+/// (filled once, reused by later runs), new in `dir` for the smoke run.
+async fn filled_store(full: bool, count: u64, dir: &Path) -> anyhow::Result<PathBuf> {
+    let folder = if full {
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("retained")
+    } else {
+        dir.to_path_buf()
+    };
+    std::fs::create_dir_all(&folder)?;
+    let path = folder.join(format!("retained-{count}.sqlite3"));
+    let marker = folder.join(format!("retained-{count}.filled"));
+    if marker.exists() && path.exists() {
+        // Opened once first: a file of an older schema is upgraded here, not
+        // in the measured starts.
+        let started = Instant::now();
+        drop(SqliteStore::open_with(
+            &path,
+            &SqliteOptions::default().with_cache(0, 0),
+        )?);
+        println!(
+            "store: {} (filled by an earlier run; opened once in {:.0} ms)",
+            path.display(),
+            ms(started.elapsed())
+        );
+        return Ok(path);
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        let _ = std::fs::remove_file(&file);
+    }
+    let took = fill(&path, count).await?;
+    let size = std::fs::metadata(&path).map_or(0, |meta| meta.len());
+    println!(
+        "fill: {count} finished tasks in {:.1} s ({:.0}/s), file {:.0} MiB",
+        took.as_secs_f64(),
+        count as f64 / took.as_secs_f64(),
+        size as f64 / 1_048_576.0
+    );
+    std::fs::write(&marker, b"")?;
+    Ok(path)
+}
+
+async fn run(full: bool) -> anyhow::Result<()> {
+    let count: u64 = if full { 1_000_000 } else { 10_000 };
+    let (starts, first_reads, more_reads, sequential) = if full {
+        (5, 100_000, 50_000, 2_000)
+    } else {
+        (2, 2_000, 1_000, 200)
+    };
+    println!(
+        "retained ({}): {count} tasks, load average {}",
+        if full { "full run" } else { "smoke run" },
+        loadavg()
+    );
+    let dir = tempfile::tempdir()?;
+    let tokens = dir.path().join("tokens.txt");
+    write_tokens(&tokens)?;
+    let store = filled_store(full, count, dir.path()).await?;
+    let http = reqwest::Client::new();
+
+    // Starts, cold and warm in turn; the task read first differs each time.
+    let (mut cold, mut warm, mut listen_cold) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..starts {
+        for is_cold in [true, false] {
+            if is_cold {
+                evict(&store);
+            }
+            let server = Server::start(&store, &tokens)?;
+            let first = server
+                .first_get(
+                    &http,
+                    distinct(count - 1 - round * 2 - u64::from(is_cold), count),
+                )
+                .await?;
+            if is_cold {
+                cold.push(ms(first));
+                listen_cold.push(ms(server.listening));
+            } else {
+                warm.push(ms(first));
+            }
+        }
+    }
+    let cold_ms = median(cold.clone());
+    println!(
+        "start to first tasks/get: cold median {cold_ms:.0} ms (all {cold:.0?}; listening after {:.0} ms), warm median {:.0} ms (all {warm:.0?})",
+        median(listen_cold),
+        median(warm.clone()),
+    );
+    println!(
+        "{} first tasks/get within 2 s of start (cold median {cold_ms:.0} ms, slowest {:.0} ms)",
+        verdict(cold.iter().chain(&warm).all(|&t| t < 2000.0)),
+        cold.iter().chain(&warm).copied().fold(0.0, f64::max)
+    );
+
+    // Memory and reads of tasks never read before by this process.
+    evict(&store);
+    let server = Server::start(&store, &tokens)?;
+    server.first_get(&http, distinct(count - 1, count)).await?;
+    let rss_start = server.rss_mib();
+    let seq = read_range(&server.url, count, 0, sequential, 1).await?;
+    let (started, cpu) = (Instant::now(), server.cpu());
+    let par = read_range(&server.url, count, sequential, first_reads, 16).await?;
+    let rate = (first_reads - sequential) as f64 / started.elapsed().as_secs_f64();
+    let cpu_per_read = (server.cpu() - cpu).as_secs_f64() * 1e6 / par.len() as f64;
+    let rss_full = server.rss_mib();
+    read_range(
+        &server.url,
+        count,
+        first_reads,
+        first_reads + more_reads,
+        16,
+    )
+    .await?;
+    let rss_past = server.rss_mib();
+    println!(
+        "tasks/get of uncached tasks: sequential p50 {:.2} ms p99 {:.2} ms ({} reads); c=16 p50 {:.2} ms p99 {:.2} ms ({} reads, {rate:.0}/s, server CPU {cpu_per_read:.0} µs a read)",
+        percentile(&seq, 0.5),
+        percentile(&seq, 0.99),
+        seq.len(),
+        percentile(&par, 0.5),
+        percentile(&par, 0.99),
+        par.len()
+    );
+    let p99 = percentile(&seq, 0.99).max(percentile(&par, 0.99));
+    println!(
+        "{} uncached tasks/get p99 < 5 ms (worst {p99:.2} ms)",
+        verdict(p99 < 5.0)
+    );
+    println!(
+        "RSS: {rss_start:.1} MiB after start, {rss_full:.1} MiB after {first_reads} distinct reads, {rss_past:.1} MiB after {more_reads} more"
+    );
+    let grown = rss_past - rss_start;
+    println!(
+        "{} RSS within the configured cache: grew {grown:.1} MiB over start (cache bound {CACHE_BYTES_MIB:.0} MiB or 100,000 records; {:+.1} MiB of it past the record bound)",
+        verdict(grown <= CACHE_BYTES_MIB),
+        rss_past - rss_full
+    );
+    drop(server);
+
+    // A burst of creations, kill -9 in its middle, a cold restart.
+    let server = Server::start(&store, &tokens)?;
+    server.first_get(&http, distinct(count - 2, count)).await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for k in 0..16 {
+        let (http, url, stop) = (http.clone(), server.url.clone(), Arc::clone(&stop));
+        workers.push(tokio::spawn(async move {
+            let mut answered = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                match create(&http, &url, &token(k), 20).await {
+                    Some(id) => answered.push(id),
+                    None => break,
+                }
+            }
+            (k, answered)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(if full { 2000 } else { 500 })).await;
+    drop(server);
+    stop.store(true, Ordering::Relaxed);
+    let mut answered = Vec::new();
+    for worker in workers {
+        answered.push(worker.await?);
+    }
+    let created: usize = answered.iter().map(|(_, ids)| ids.len()).sum();
+    evict(&store);
+    let server = Server::start(&store, &tokens)?;
+    let restart = ms(server.first_get(&http, distinct(count - 3, count)).await?);
+    let (mut lost, mut unfinished) = (0, 0);
+    for (k, ids) in &answered {
+        for id in ids {
+            match get(&http, &server.url, &token(*k), id).await {
+                None => lost += 1,
+                Some((_, status)) if status == "working" => unfinished += 1,
+                Some(_) => {}
+            }
+        }
+    }
+    println!(
+        "kill -9 after {created} creations answered (c=16, 20 ms tools): restart to first tasks/get {restart:.0} ms (cold), {lost} lost, {unfinished} still working"
+    );
+    println!(
+        "{} recovery after kill -9 within 2 s ({restart:.0} ms) and nothing lost ({lost} of {created})",
+        verdict(restart < 2000.0 && lost == 0 && created > 0)
+    );
+    drop(server);
+    println!("load average after: {}", loadavg());
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let full = std::env::args().any(|arg| arg == "--bench");
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(run(full))
+}
