@@ -10,6 +10,7 @@
 //! task. The runtime's own periodic re-reads bound a gap that nothing
 //! reported (a connection that died silently between two pings).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -17,6 +18,8 @@ use mcp_tasks::TaskId;
 use mcp_tasks::store::{StoreError, StoreErrorKind};
 use redis::aio::PubSub;
 use tokio::sync::{broadcast, watch};
+
+use crate::cache::Cache;
 
 /// How often the subscription is checked with a ping.
 const PING_EVERY: Duration = Duration::from_secs(2);
@@ -56,6 +59,9 @@ pub(crate) struct Senders {
     /// Bumped when seats were freed (an empty message), and after each new
     /// subscription (a freeing may have been missed).
     pub(crate) freed: watch::Sender<u64>,
+    /// The store's read cache: an id drops its entry before the runtime
+    /// hears of it; a lost subscription empties it.
+    pub(crate) cache: Arc<Cache>,
 }
 
 /// Forwards published ids to the store's feed for as long as the task runs
@@ -82,7 +88,10 @@ pub(crate) async fn forward(
                         match message.get_payload::<String>() {
                             Ok(id) if id.is_empty() => bump(&senders.freed),
                             // No receiver is not an error.
-                            Ok(id) => drop(senders.changes.send(TaskId::new(id))),
+                            Ok(id) => {
+                                senders.cache.changed(&id);
+                                drop(senders.changes.send(TaskId::new(id)));
+                            }
                             Err(_) => {}
                         }
                     }
@@ -97,6 +106,7 @@ pub(crate) async fn forward(
             }
         }
         drop((sink, messages));
+        senders.cache.lost();
         tracing::warn!("the Redis change feed's subscription was lost; subscribing again");
         let mut pause = Duration::from_millis(20);
         pubsub = loop {
@@ -110,6 +120,7 @@ pub(crate) async fn forward(
             }
         };
         tracing::info!("the Redis change feed is subscribed again; waiters re-read their tasks");
+        senders.cache.subscribed();
         bump(&senders.gaps);
         bump(&senders.freed);
     }

@@ -2,17 +2,20 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod admin;
+mod cache;
 mod feed;
 mod scripts;
 mod seats;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_tasks::store::{
-    BoxFuture, HashKey, Keyed, Orphan, Principal, Replicas, RunnerId, SeatId, SeatPool, Seating,
-    StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore, Transition, idempotency_slot,
+    BoxFuture, HashKey, Keyed, Orphan, PackedRecord, Principal, Replicas, RunnerId, SeatId,
+    SeatPool, Seating, StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore, Transition,
+    idempotency_slot,
 };
 use mcp_tasks::{IdempotencyKey, TaskId, UnixMillis};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -42,6 +45,13 @@ pub struct RedisOptions {
     /// server's sweeper dealt with (default 1 h): a backstop for memory when
     /// no server runs. The sweepers act at `expiresAt` as with any store.
     pub expiry_grace: Duration,
+    /// How many records this replica's read cache keeps at most (default
+    /// 100,000; 0: no cache, every read is a round trip). The cache is
+    /// kept coherent by the change feed: see the crate docs.
+    pub cache_records: usize,
+    /// How many bytes of records the read cache keeps at most (default
+    /// 64 MiB).
+    pub cache_bytes: usize,
 }
 
 impl Default for RedisOptions {
@@ -50,6 +60,8 @@ impl Default for RedisOptions {
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             timeout: Duration::from_secs(2),
             expiry_grace: Duration::from_secs(3600),
+            cache_records: 100_000,
+            cache_bytes: 64 << 20,
         }
     }
 }
@@ -72,6 +84,14 @@ impl RedisOptions {
         self.expiry_grace = grace;
         self
     }
+
+    /// The bounds of the read cache: at most `records` records and `bytes`
+    /// bytes of them (`records` 0: no cache).
+    pub fn with_cache(mut self, records: usize, bytes: usize) -> Self {
+        self.cache_records = records;
+        self.cache_bytes = bytes;
+        self
+    }
 }
 
 /// A [`TaskStore`] in Redis that several server processes share. See the
@@ -88,6 +108,8 @@ pub struct RedisStore {
     gaps: watch::Receiver<u64>,
     freed: watch::Receiver<u64>,
     listener: AbortHandle,
+    /// Records this replica wrote or read, dropped by the feed.
+    cache: Arc<cache::Cache>,
     /// The task hash key, once read.
     hash_key: tokio::sync::OnceCell<HashKey>,
 }
@@ -208,6 +230,10 @@ impl RedisStore {
         let (sender, _) = broadcast::channel(FEED_CAPACITY);
         let (gaps_sender, gaps) = watch::channel(0);
         let (freed_sender, freed) = watch::channel(0);
+        let cache = Arc::new(cache::Cache::new(
+            options.cache_records,
+            options.cache_bytes,
+        ));
         let listener = tokio::spawn(feed::forward(
             client,
             keys.channel.clone(),
@@ -216,6 +242,7 @@ impl RedisStore {
                 changes: sender.clone(),
                 gaps: gaps_sender,
                 freed: freed_sender,
+                cache: Arc::clone(&cache),
             },
             options.timeout,
         ))
@@ -228,6 +255,7 @@ impl RedisStore {
             gaps,
             freed,
             listener,
+            cache,
             hash_key: tokio::sync::OnceCell::new(),
         })
     }
@@ -309,6 +337,35 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// The record: from the cache, or else one `HMGET` (whose answer the
+    /// cache keeps if no write of the task was announced meanwhile).
+    async fn read(&self, id: &TaskId) -> Result<Option<Arc<PackedRecord>>, StoreError> {
+        if let Some(cached) = self.cache.get(id.expose(), UnixMillis::now()) {
+            return Ok(Some(cached));
+        }
+        let ticket = self.cache.ticket(id.expose());
+        let mut connection = self.connection.clone();
+        let mut command = redis::cmd("HMGET");
+        command.arg(self.keys.task(id)).arg("v").arg("r");
+        let (version, json): (Option<String>, Option<String>) = self
+            .bounded(
+                "Redis could not read the task",
+                command.query_async(&mut connection),
+            )
+            .await?;
+        let found = match (version, json) {
+            (Some(version), Some(json)) => {
+                Some(Arc::new(PackedRecord::pack(decode(id, &version, &json)?)))
+            }
+            (None, None) => None,
+            _ => return Err(corrupt("a record without its version, or the reverse")),
+        };
+        self.cache.read(ticket, found.as_ref());
+        Ok(found)
+    }
+}
+
 /// The record of a script's `{id, version, record}`.
 fn keyed_record(found: &[redis::Value]) -> Result<TaskRecord, StoreError> {
     let text = |value: &redis::Value| redis::from_redis_value_ref::<String>(value).ok();
@@ -346,6 +403,7 @@ impl TaskStore for RedisStore {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
         let mut connection = self.connection.clone();
         let invocation = self.creation(&scripts::CREATE, &record)?;
+        let ticket = self.cache.ticket(record.id().expose());
         let created: i64 = self
             .bounded(
                 "Redis could not create the task",
@@ -355,12 +413,15 @@ impl TaskStore for RedisStore {
         if created == 0 {
             return Err(StoreError::msg("a task with this id exists"));
         }
+        self.cache
+            .wrote(ticket, &Arc::new(PackedRecord::pack(record)));
         Ok(())
     }
 
     async fn create_keyed(&self, record: TaskRecord) -> Result<Keyed, StoreError> {
         let mut connection = self.connection.clone();
         let invocation = self.creation(&scripts::CREATE_KEYED, &record)?;
+        let ticket = self.cache.ticket(record.id().expose());
         let answer: Vec<redis::Value> = self
             .bounded(
                 "Redis could not create the task",
@@ -371,7 +432,11 @@ impl TaskStore for RedisStore {
             .first()
             .and_then(|code| redis::from_redis_value_ref::<i64>(code).ok());
         match (code, answer.get(1..)) {
-            (Some(0), _) => Ok(Keyed::Created),
+            (Some(0), _) => {
+                self.cache
+                    .wrote(ticket, &Arc::new(PackedRecord::pack(record)));
+                Ok(Keyed::Created)
+            }
             (Some(1), Some(found)) => Ok(Keyed::Existing(Box::new(keyed_record(found)?))),
             (Some(2), _) => Err(StoreError::msg("a task with this id exists")),
             _ => Err(StoreError::msg(
@@ -407,20 +472,11 @@ impl TaskStore for RedisStore {
     }
 
     async fn get(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
-        let mut connection = self.connection.clone();
-        let mut command = redis::cmd("HMGET");
-        command.arg(self.keys.task(id)).arg("v").arg("r");
-        let (version, json): (Option<String>, Option<String>) = self
-            .bounded(
-                "Redis could not read the task",
-                command.query_async(&mut connection),
-            )
-            .await?;
-        match (version, json) {
-            (Some(version), Some(json)) => decode(id, &version, &json).map(Some),
-            (None, None) => Ok(None),
-            _ => Err(corrupt("a record without its version, or the reverse")),
-        }
+        Ok(self.read(id).await?.map(|record| record.unpack()))
+    }
+
+    async fn get_packed(&self, id: &TaskId) -> Result<Option<Arc<PackedRecord>>, StoreError> {
+        self.read(id).await
     }
 
     async fn compare_and_swap(&self, transition: Transition) -> Result<Swap, StoreError> {
@@ -429,6 +485,7 @@ impl TaskStore for RedisStore {
         let (expires_at, keep, runner, finished) = self.index_args(record);
         let id = record.id().clone();
         let mut connection = self.connection.clone();
+        let ticket = self.cache.ticket(id.expose());
         let mut invocation = scripts::SWAP.key(self.keys.task(&id));
         invocation
             .key(&self.keys.expiry)
@@ -453,11 +510,22 @@ impl TaskStore for RedisStore {
             redis::from_redis_value_ref::<String>(value).ok()
         };
         match answer.as_slice() {
-            [code] if redis::from_redis_value_ref::<i64>(code).ok() == Some(2) => Ok(Swap::Swapped),
-            [code] if redis::from_redis_value_ref::<i64>(code).ok() == Some(0) => Ok(Swap::Missing),
+            [code] if redis::from_redis_value_ref::<i64>(code).ok() == Some(2) => {
+                let record = PackedRecord::pack(transition.into_record());
+                self.cache.wrote(ticket, &Arc::new(record));
+                Ok(Swap::Swapped)
+            }
+            [code] if redis::from_redis_value_ref::<i64>(code).ok() == Some(0) => {
+                self.cache.read(ticket, None);
+                Ok(Swap::Missing)
+            }
             [_, version, json] => match (text(version), text(json)) {
                 (Some(version), Some(json)) => {
-                    Ok(Swap::Conflict(Box::new(decode(&id, &version, &json)?)))
+                    // The script read the record it conflicts with.
+                    let current = decode(&id, &version, &json)?;
+                    let packed = Arc::new(PackedRecord::pack(current.clone()));
+                    self.cache.read(ticket, Some(&packed));
+                    Ok(Swap::Conflict(Box::new(current)))
                 }
                 _ => Err(corrupt("a record without its version, or the reverse")),
             },
@@ -480,6 +548,7 @@ impl TaskStore for RedisStore {
                 invocation.invoke_async(&mut connection),
             )
             .await?;
+        self.cache.forget(id.expose());
         Ok(())
     }
 
@@ -655,7 +724,7 @@ impl Replicas for RedisStore {
         take: &'a [(SeatPool, u64)],
     ) -> BoxFuture<'a, Result<Seating, StoreError>> {
         Box::pin(async move {
-            self.create_seated_in_redis(&record, seat, runner, take)
+            self.create_seated_in_redis(record, seat, runner, take)
                 .await
         })
     }

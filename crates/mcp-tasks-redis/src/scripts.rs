@@ -216,12 +216,13 @@ return {{2}}
     ))
 });
 
-/// Deletes a record and its index entries. KEYS: task, expiry. ARGV: id, prefix.
+/// Deletes a record and its index entries, and announces it (replicas
+/// drop it from their read caches). KEYS: task, expiry. ARGV: id, prefix.
 pub(crate) static DELETE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local old = redis.call('HMGET', KEYS[1], 'o', 'w', 'k')
-redis.call('DEL', KEYS[1])
+if redis.call('DEL', KEYS[1]) == 1 then redis.call('PUBLISH', ARGV[2] .. 'changes', ARGV[1]) end
 if old[3] and redis.call('GET', ARGV[2] .. 'keyed:' .. old[3]) == ARGV[1] then
   redis.call('DEL', ARGV[2] .. 'keyed:' .. old[3])
 end

@@ -3,7 +3,9 @@
 //! task, so admission adds no round trip to a creation, and one to a
 //! queued task's start and to a task's end.
 
-use mcp_tasks::store::{RunnerId, SeatId, SeatPool, Seating, StoreError, TaskRecord};
+use std::sync::Arc;
+
+use mcp_tasks::store::{PackedRecord, RunnerId, SeatId, SeatPool, Seating, StoreError, TaskRecord};
 use sha2::{Digest, Sha256};
 
 use crate::scripts::{self, POOL_ID_LEN};
@@ -73,12 +75,12 @@ impl RedisStore {
     /// [`Replicas::create_seated`](mcp_tasks::store::Replicas::create_seated).
     pub(crate) async fn create_seated_in_redis(
         &self,
-        record: &TaskRecord,
+        record: TaskRecord,
         seat: &SeatId,
         runner: &RunnerId,
         take: &[(SeatPool, u64)],
     ) -> Result<Seating, StoreError> {
-        let mut invocation = self.creation(&scripts::CREATE_SEATED, record)?;
+        let mut invocation = self.creation(&scripts::CREATE_SEATED, &record)?;
         invocation
             .key(&self.keys.runners)
             .key(self.keys.held(runner.as_str()))
@@ -90,6 +92,7 @@ impl RedisStore {
             invocation.key(self.keys.pool(&id)).arg(*limit).arg(id);
         }
         let mut connection = self.connection.clone();
+        let ticket = self.cache.ticket(record.id().expose());
         let answer: i64 = self
             .bounded(
                 "Redis could not take seats and create the task",
@@ -99,6 +102,9 @@ impl RedisStore {
         match answer {
             -2 => return Err(StoreError::msg("a task with this id exists")),
             -3 => return Ok(Seating::Existing),
+            0 => self
+                .cache
+                .wrote(ticket, &Arc::new(PackedRecord::pack(record))),
             _ => {}
         }
         seating(answer, take.len())

@@ -1,6 +1,7 @@
 //! Integration tests of the Redis store, each against a real
 //! `redis-server` started on a free port (see `mcp_tasks_redis::testing`).
 
+mod cache;
 mod contract;
 mod handoff;
 mod keyed;

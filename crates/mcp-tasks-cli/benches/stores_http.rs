@@ -1,0 +1,558 @@
+//! The three stores side by side over HTTP, the way a user runs them: the
+//! `mcp-tasks serve --http --max-tasks-per-caller 0` binary as a child
+//! process, three times (`--store memory`, `--store sqlite:PATH`, `--store
+//! redis://...` against a `redis-server` this bench starts with `appendonly
+//! yes`, `appendfsync everysec` on a free port), driven by `wrk`:
+//!
+//! * `tasks/get` of one finished task, 64 connections;
+//! * creation: `tools/call` of the demo tool `sleep` for 100 ms as a task,
+//!   16 connections (so thousands of tasks are live at once; `--max-running
+//!   0`, so none waits in the queue, whose default bound memory would fill).
+//!   Failed requests are left out of the rate and printed.
+//!
+//! Each point is the median of 3 runs, the stores in turn within a round
+//! (the order rotating between rounds); the ratios are Redis's and SQLite's
+//! medians over memory's, measured in the same run. Server CPU per request
+//! is the child's user + system time over the run (from /proc/PID/stat),
+//! Redis's the `used_cpu_*` of `INFO cpu`. Then, against Redis alone, the
+//! commands per creation, per `tasks/get` and per transition (a `working`
+//! task's completion, the seat it held freed with it): `CONFIG RESETSTAT`
+//! before each phase, `INFO commandstats` after, and the round trips (the
+//! commands the server sent, not those its scripts ran) counted with
+//! `MONITOR`.
+//!
+//! Targets (issue 31): `tasks/get` on Redis >= 0.8 of memory's; creation on
+//! Redis >= 0.5 of memory's; one round trip per creation, none per
+//! `tasks/get` of a task this replica knows. It prints PASS or MISS for each
+//! (a miss is reported, not asserted). Without `--bench` (as under `cargo
+//! test --benches`) it runs a smoke version: short runs, one round, and
+//! without `wrk` only the command counts.
+//!
+//! ```text
+//! cargo bench -p mcp-tasks-cli --bench stores_http
+//! MCP_TASKS_BIN=/path/to/older/mcp-tasks cargo bench -p mcp-tasks-cli --bench stores_http
+//! ```
+#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use mcp_tasks_redis::testing::RedisServer;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+const PROTOCOL: &str = "2026-07-28";
+const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+
+/// A `serve --http` child; killed when dropped.
+struct Server {
+    name: &'static str,
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(name: &'static str, store: &str) -> anyhow::Result<Self> {
+        // MCP_TASKS_BIN: another build to measure (the one before a change).
+        let binary = std::env::var("MCP_TASKS_BIN").unwrap_or_else(|_| BIN.to_owned());
+        let mut child = Command::new(binary)
+            .args(["serve", "--http", "127.0.0.1:0", "--store", store])
+            // No bound on running tasks either: at 100 ms a task, memory's
+            // creations would fill the default queue and be refused.
+            .args(["--max-tasks-per-caller", "0", "--max-running", "0"])
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start mcp-tasks serve")?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .with_context(|| format!("{name}: unexpected first line {line:?}"))?
+            .to_owned();
+        Ok(Self { name, child, url })
+    }
+
+    /// The child's CPU seconds so far (user + system, USER_HZ = 100).
+    fn cpu_seconds(&self) -> f64 {
+        let read = || -> Option<f64> {
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            let ticks =
+                fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+            Some(ticks as f64 / 100.0)
+        };
+        read().unwrap_or(f64::NAN)
+    }
+}
+
+fn call_body(ms: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":{ms}}},{META}}}}}"#
+    )
+}
+
+fn get_body(id: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{{"taskId":"{id}",{META}}}}}"#
+    )
+}
+
+/// POSTs one request; the reply as JSON.
+async fn post(http: &reqwest::Client, url: &str, method: &str, name: &str, body: String) -> Value {
+    let sent = http
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", PROTOCOL)
+        .header("Mcp-Method", method)
+        .header("Mcp-Name", name)
+        .body(body)
+        .send()
+        .await;
+    match sent {
+        Ok(reply) => {
+            serde_json::from_slice(&reply.bytes().await.unwrap_or_default()).unwrap_or(Value::Null)
+        }
+        Err(_) => Value::Null,
+    }
+}
+
+/// Creates a `sleep` task of `ms`: its id.
+async fn create(http: &reqwest::Client, url: &str, ms: u64) -> anyhow::Result<String> {
+    let reply = post(http, url, "tools/call", "sleep", call_body(ms)).await;
+    match reply.pointer("/result/taskId").and_then(Value::as_str) {
+        Some(id) if reply["result"]["resultType"] == "task" => Ok(id.to_owned()),
+        _ => bail!("a creation was not answered with a task: {reply}"),
+    }
+}
+
+/// The task's status.
+async fn status(http: &reqwest::Client, url: &str, id: &str) -> String {
+    let reply = post(http, url, "tasks/get", id, get_body(id)).await;
+    reply["result"]["status"].as_str().unwrap_or("?").to_owned()
+}
+
+/// A finished task of the server (created, then waited for).
+async fn finished_task(http: &reqwest::Client, url: &str) -> anyhow::Result<String> {
+    let id = create(http, url, 0).await?;
+    for _ in 0..200 {
+        if status(http, url, &id).await == "completed" {
+            return Ok(id);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    bail!("a task of 0 ms did not complete within 2 s")
+}
+
+fn wrk_script(
+    dir: &Path,
+    file: &str,
+    method: &str,
+    name: &str,
+    body: &str,
+) -> anyhow::Result<String> {
+    let path = dir.join(file);
+    std::fs::write(
+        &path,
+        format!(
+            "wrk.method = \"POST\"\nwrk.body = [==[{body}]==]\n\
+             wrk.headers[\"Content-Type\"] = \"application/json\"\n\
+             wrk.headers[\"Accept\"] = \"application/json, text/event-stream\"\n\
+             wrk.headers[\"MCP-Protocol-Version\"] = \"{PROTOCOL}\"\n\
+             wrk.headers[\"Mcp-Method\"] = \"{method}\"\n\
+             wrk.headers[\"Mcp-Name\"] = \"{name}\"\n"
+        ),
+    )?;
+    Ok(path.display().to_string())
+}
+
+/// One wrk run: requests per second, server CPU µs per request, Redis CPU µs
+/// per request (if Redis is given), and the failed requests.
+#[derive(Clone, Copy, Default)]
+struct Point {
+    rate: f64,
+    cpu_us: f64,
+    redis_us: f64,
+    errors: u64,
+}
+
+async fn wrk(
+    server: &Server,
+    redis: Option<&RedisServer>,
+    script: &str,
+    connections: usize,
+    seconds: u64,
+) -> anyhow::Result<Point> {
+    let (cpu, redis_cpu) = (server.cpu_seconds(), redis.map(redis_cpu_seconds));
+    let output = tokio::process::Command::new("wrk")
+        .args(["-t2", &format!("-c{connections}"), &format!("-d{seconds}s")])
+        .args(["--timeout", "10s", "-s", script, &server.url])
+        .output()
+        .await
+        .context("run wrk")?;
+    let cpu = server.cpu_seconds() - cpu;
+    let redis_cpu = redis
+        .map(redis_cpu_seconds)
+        .zip(redis_cpu)
+        .map(|(a, b)| a - b);
+    let text = String::from_utf8_lossy(&output.stdout);
+    let number = |label: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|line| line.trim().strip_prefix(label))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+    };
+    let rate = number("Requests/sec:").with_context(|| format!("wrk printed no rate: {text}"))?;
+    let errors = number("Non-2xx or 3xx responses:").unwrap_or(0.0) as u64
+        + text
+            .lines()
+            .find(|line| line.contains("Socket errors"))
+            .map_or(0, |line| {
+                line.split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|n| n.parse::<u64>().ok())
+                    .sum()
+            });
+    // Only answered requests count (a refusal is not a task).
+    let rate = (rate - errors as f64 / seconds as f64).max(0.0);
+    let requests = (rate * seconds as f64).max(1.0);
+    Ok(Point {
+        rate,
+        cpu_us: cpu / requests * 1e6,
+        redis_us: redis_cpu.map_or(f64::NAN, |cpu| cpu / requests * 1e6),
+        errors,
+    })
+}
+
+fn redis_cli(redis: &RedisServer, args: &[&str]) -> String {
+    Command::new("redis-cli")
+        .args(["-p", &redis.port().to_string()])
+        .args(args)
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+fn redis_cpu_seconds(redis: &RedisServer) -> f64 {
+    redis_cli(redis, &["info", "cpu"])
+        .lines()
+        .filter(|line| line.starts_with("used_cpu_sys:") || line.starts_with("used_cpu_user:"))
+        .filter_map(|line| line.split_once(':')?.1.trim().parse::<f64>().ok())
+        .sum()
+}
+
+/// `INFO commandstats` as command -> calls.
+fn command_stats(redis: &RedisServer) -> BTreeMap<String, u64> {
+    redis_cli(redis, &["info", "commandstats"])
+        .lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .filter(|(name, _)| !name.starts_with("config") && name != "info")
+        .collect()
+}
+
+/// `MONITOR` of a phase: the commands the server sent (round trips).
+struct Monitor(Child, tempfile::NamedTempFile);
+
+impl Monitor {
+    fn start(redis: &RedisServer) -> anyhow::Result<Self> {
+        let file = tempfile::NamedTempFile::new()?;
+        let child = Command::new("redis-cli")
+            .args(["-p", &redis.port().to_string(), "monitor"])
+            .stdout(file.reopen()?)
+            .stderr(Stdio::null())
+            .spawn()
+            .context("run redis-cli monitor")?;
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(Self(child, file))
+    }
+
+    /// Command -> how many times the server (not a script) sent it.
+    fn stop(mut self) -> anyhow::Result<BTreeMap<String, u64>> {
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let text = std::fs::read_to_string(self.1.path())?;
+        let mut sent = BTreeMap::new();
+        for line in text.lines().filter(|line| !line.contains(" lua] ")) {
+            if let Some(command) = line.split('"').nth(1) {
+                *sent.entry(command.to_lowercase()).or_insert(0) += 1;
+            }
+        }
+        Ok(sent)
+    }
+}
+
+fn per(counts: &BTreeMap<String, u64>, n: usize) -> String {
+    let total: u64 = counts.values().sum();
+    let each: Vec<String> = counts
+        .iter()
+        .map(|(name, calls)| format!("{name} {:.2}", *calls as f64 / n as f64))
+        .collect();
+    format!("{:.2} ({})", total as f64 / n as f64, each.join(", "))
+}
+
+/// Commands and round trips per operation on Redis.
+async fn count_commands(server: &Server, redis: &RedisServer, n: usize) -> anyhow::Result<Counts> {
+    let http = reqwest::Client::new();
+    let url = &server.url;
+    let finished = finished_task(&http, url).await?;
+    // Warm: the scripts are loaded, the periodic jobs ran once.
+    create(&http, url, 0).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let phase = |redis: &RedisServer| -> anyhow::Result<Monitor> {
+        redis_cli(redis, &["config", "resetstat"]);
+        Monitor::start(redis)
+    };
+    // Creation: tasks that stay working through the phase.
+    let monitor = phase(redis)?;
+    let mut working = Vec::new();
+    for _ in 0..n {
+        working.push(create(&http, url, 1_500).await?);
+    }
+    let creation = (command_stats(redis), monitor.stop()?);
+    // Transitions: the completions of those tasks (and the seats they
+    // held), waited for without reading them.
+    let monitor = phase(redis)?;
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let transition = (command_stats(redis), monitor.stop()?);
+    for id in &working {
+        let status = status(&http, url, id).await;
+        if status != "completed" {
+            bail!("a task of 1.5 s is {status} 2 s after the creations");
+        }
+    }
+    // tasks/get of a finished task.
+    let monitor = phase(redis)?;
+    for _ in 0..n {
+        status(&http, url, &finished).await;
+    }
+    let get = (command_stats(redis), monitor.stop()?);
+    Ok(Counts {
+        n,
+        creation,
+        transition,
+        get,
+    })
+}
+
+struct Counts {
+    n: usize,
+    creation: (BTreeMap<String, u64>, BTreeMap<String, u64>),
+    transition: (BTreeMap<String, u64>, BTreeMap<String, u64>),
+    get: (BTreeMap<String, u64>, BTreeMap<String, u64>),
+}
+
+impl Counts {
+    fn round_trips(sent: &BTreeMap<String, u64>, n: usize) -> f64 {
+        let ours: u64 = sent
+            .iter()
+            .filter(|(name, _)| !matches!(name.as_str(), "ping" | "config" | "info"))
+            .map(|(_, calls)| calls)
+            .sum();
+        ours as f64 / n as f64
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn verdict(pass: bool) -> &'static str {
+    if pass { "PASS" } else { "MISS" }
+}
+
+async fn run(full: bool) -> anyhow::Result<()> {
+    let has_wrk = Command::new("wrk").arg("-v").output().is_ok();
+    println!(
+        "mcp-tasks stores over HTTP ({}): `serve --http --max-tasks-per-caller 0` as a child, wrk on the same machine; load average {}",
+        if full { "full run" } else { "smoke run" },
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    let redis = RedisServer::start_with(&["--appendfsync", "everysec", "--save", ""]);
+    let dir = tempfile::tempdir()?;
+    let sqlite = format!("sqlite:{}", dir.path().join("tasks.db").display());
+    let servers = [
+        Server::start("memory", "memory")?,
+        Server::start("sqlite", &sqlite)?,
+        Server::start("redis", &redis.url())?,
+    ];
+    let http = reqwest::Client::new();
+    let (rounds, seconds) = if full { (3, 5) } else { (1, 1) };
+    let mut gets: Vec<Vec<Point>> = vec![Vec::new(); 3];
+    let mut creations: Vec<Vec<Point>> = vec![Vec::new(); 3];
+    if has_wrk {
+        let mut scripts = Vec::new();
+        for (n, server) in servers.iter().enumerate() {
+            let id = finished_task(&http, &server.url).await?;
+            let get = wrk_script(
+                dir.path(),
+                &format!("get{n}.lua"),
+                "tasks/get",
+                &id,
+                &get_body(&id),
+            )?;
+            let call = wrk_script(
+                dir.path(),
+                &format!("call{n}.lua"),
+                "tools/call",
+                "sleep",
+                &call_body(100),
+            )?;
+            scripts.push((get, call));
+        }
+        for round in 0..rounds {
+            for k in 0..3 {
+                let n = (round + k) % 3;
+                let server = &servers[n];
+                let redis = (server.name == "redis").then_some(&redis);
+                gets[n].push(wrk(server, redis, &scripts[n].0, 64, seconds).await?);
+            }
+            for k in 0..3 {
+                let n = (round + 2 * k) % 3;
+                let server = &servers[n];
+                let redis = (server.name == "redis").then_some(&redis);
+                creations[n].push(wrk(server, redis, &scripts[n].1, 16, seconds).await?);
+                // Creations are tasks (checked once after each run).
+                create(&http, &server.url, 0).await?;
+                // Let the run's tasks finish before the next store's run.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+        println!(
+            "\n{:<8} {:>12} {:>8} {:>10} {:>10} {:>14} {:>8} {:>10} {:>10}",
+            "store",
+            "get/s c=64",
+            "ratio",
+            "µs/get",
+            "redis µs",
+            "create/s c=16",
+            "ratio",
+            "µs/create",
+            "redis µs"
+        );
+        let medians: Vec<(Point, Point)> = (0..3)
+            .map(|n| {
+                let pick = |points: &Vec<Point>| Point {
+                    rate: median(points.iter().map(|p| p.rate).collect()),
+                    cpu_us: median(points.iter().map(|p| p.cpu_us).collect()),
+                    redis_us: median(points.iter().map(|p| p.redis_us).collect()),
+                    errors: points.iter().map(|p| p.errors).sum(),
+                };
+                (pick(&gets[n]), pick(&creations[n]))
+            })
+            .collect();
+        for (n, server) in servers.iter().enumerate() {
+            let (get, create) = medians[n];
+            println!(
+                "{:<8} {:>12.0} {:>8.2} {:>10.1} {:>10.1} {:>14.0} {:>8.2} {:>10.1} {:>10.1}{}",
+                server.name,
+                get.rate,
+                get.rate / medians[0].0.rate,
+                get.cpu_us,
+                get.redis_us,
+                create.rate,
+                create.rate / medians[0].1.rate,
+                create.cpu_us,
+                create.redis_us,
+                if get.errors + create.errors > 0 {
+                    format!("  ({} failed requests)", get.errors + create.errors)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        let runs = |points: &Vec<Vec<Point>>| -> String {
+            points
+                .iter()
+                .zip(&servers)
+                .map(|(points, server)| {
+                    let rates: Vec<String> =
+                        points.iter().map(|p| format!("{:.0}", p.rate)).collect();
+                    format!("{} [{}]", server.name, rates.join(", "))
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        println!("runs, get/s: {}", runs(&gets));
+        println!("runs, create/s: {}", runs(&creations));
+        let get_ratio = medians[2].0.rate / medians[0].0.rate;
+        let create_ratio = medians[2].1.rate / medians[0].1.rate;
+        println!("\ntargets:");
+        println!(
+            "  tasks/get on Redis >= 0.8 of memory's (c=64): {get_ratio:.2} {}",
+            verdict(get_ratio >= 0.8)
+        );
+        println!(
+            "  creation on Redis >= 0.5 of memory's (c=16, everysec): {create_ratio:.2} {}",
+            verdict(create_ratio >= 0.5)
+        );
+    } else {
+        println!("wrk is not installed: the throughput runs are skipped (smoke run)");
+        if full {
+            bail!("wrk is needed for a full run");
+        }
+    }
+    let n = if full { 500 } else { 20 };
+    let counts = count_commands(&servers[2], &redis, n).await?;
+    println!(
+        "\nRedis commands per operation ({n} of each; INFO commandstats; round trips from MONITOR):"
+    );
+    for (what, (stats, sent)) in [
+        ("creation", &counts.creation),
+        ("transition (working -> completed)", &counts.transition),
+        ("tasks/get of a finished task", &counts.get),
+    ] {
+        println!(
+            "  {what}: round trips {:.2}; commands {}",
+            Counts::round_trips(sent, counts.n),
+            per(stats, counts.n)
+        );
+        println!("    sent by the server: {}", per(sent, counts.n));
+    }
+    let creation_trips = Counts::round_trips(&counts.creation.1, n);
+    let get_trips = Counts::round_trips(&counts.get.1, n);
+    println!(
+        "  one round trip per creation: {creation_trips:.2} {}",
+        verdict(creation_trips <= 1.05)
+    );
+    println!(
+        "  no round trip per tasks/get of a known task: {get_trips:.2} {}",
+        verdict(get_trips <= 0.05)
+    );
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let full = std::env::args().any(|arg| arg == "--bench");
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(run(full))
+}
