@@ -130,3 +130,12 @@ mod tests {
         }
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod pages {
+    #[test]
+    fn serve_turns_transparent_huge_pages_off() {
+        super::small_pages();
+        assert!(rustix::thread::transparent_huge_pages_are_disabled().unwrap());
+    }
+}
