@@ -118,7 +118,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N", requires = "rate_per_caller", value_parser = parse_burst)]
     rate_burst: Option<NonZeroU32>,
     /// With --http: how many connections are open at once [default: 1024]. A further one is
-    /// answered 503 with Retry-After at once, and closed.
+    /// answered 503 with Retry-After at once, and closed. Each is a file descriptor: the soft
+    /// open-file limit is raised to the hard one when it is short (a warning says when even
+    /// the hard limit is).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
     /// How many listen streams are open at once, all callers together [default: half of
@@ -389,6 +391,10 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     args.oauth.check(args.http.is_some())?;
     let bounds = stream_bounds(&args)?;
     access.max_connections = bounds.connections;
+    if args.http.is_some() {
+        super::os::ensure_open_files(bounds.connections);
+        super::os::small_pages();
+    }
     let file = match &args.config {
         Some(path) => Some(ConfigFile::read(path).map_err(|error| BadFlag(error.to_string()))?),
         None => None,

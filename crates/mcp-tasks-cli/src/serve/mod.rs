@@ -23,6 +23,7 @@ pub(crate) mod config;
 mod drain;
 mod oauth;
 mod operator;
+mod os;
 mod reload;
 mod tools;
 
