@@ -1,0 +1,417 @@
+//! The gateway's cost (issue 31): a tool that answers at once (`sleep`
+//! with `ms` 0), called directly on an upstream against the same tool
+//! called through `mcp-tasks serve --upstream` as a task, every server the
+//! `mcp-tasks` binary as a child process, as an operator runs it, and raw
+//! HTTP from a reqwest client in this process on 127.0.0.1:
+//!
+//! * **direct**: `serve --http --store memory`, the tool called without the
+//!   Tasks extension, so the `tools/call` answers with its result;
+//! * **gateway, stdio upstream**: `serve --http --upstream "mcp-tasks serve
+//!   --stdio --store memory"`;
+//! * **gateway, HTTP upstream**: `serve --http --upstream-url` to a second
+//!   `serve --http --store memory`.
+//!
+//! Through a gateway each call is a task: the `tools/call` creates it, a
+//! `subscriptions/listen` stream for it is followed until the server ends it
+//! (it does when the task is terminal), and `tasks/get` reads the outcome.
+//! Every outcome is checked (the direct result, or a completed task with
+//! the tool's result, `slept 0 ms`). The upstream connection pool is at its
+//! default. Measured: calls (tasks completed) per second with 16 in flight,
+//! in rounds that alternate the three, and the latency from the call to the
+//! outcome one at a time (p50, p99), and the CPU time the servers spent
+//! per call (`/proc/PID/stat`: the gateway with its stdio upstreams, or
+//! with the HTTP upstream; less noisy than rates on shared cores). Targets: a gateway's rate at least 0.5
+//! of the direct one, and its p50 at most 2 ms above the direct p50.
+//!
+//! It prints the numbers and PASS or MISS for each target; a miss is
+//! reported, not asserted. Without `--bench` (as under `cargo test
+//! --benches`) it runs a smoke version of a few calls whose numbers mean
+//! nothing.
+//!
+//! ```text
+//! cargo bench -p mcp-tasks-cli --bench gateway
+//! MCP_TASKS_BIN=/path/to/mcp-tasks cargo bench -p mcp-tasks-cli --bench gateway   # another binary
+//! ```
+#![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+
+/// The binary measured: this build's, or `MCP_TASKS_BIN` (one built
+/// before a change, for a before/after run).
+fn binary() -> String {
+    std::env::var("MCP_TASKS_BIN").unwrap_or_else(|_| BIN.to_owned())
+}
+
+/// A `serve --http` child; killed when dropped (a stdio upstream of a
+/// gateway ends with its stdin).
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> anyhow::Result<Self> {
+        let mut child = Command::new(binary())
+            .args(["serve", "--http", "127.0.0.1:0", "--store", "memory"])
+            .args(["--max-tasks-per-caller", "0"])
+            .args(extra)
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start mcp-tasks serve")?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .with_context(|| format!("unexpected first line {line:?}"))?
+            .to_owned();
+        Ok(Self { child, url })
+    }
+}
+
+/// CPU time (user and system, in clock ticks) of process `pid` and of
+/// its descendants (a gateway's stdio upstreams).
+fn cpu_ticks(pid: u32) -> u64 {
+    let own = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // The fields after the command's closing parenthesis: utime is
+            // the 12th of them, stime the 13th.
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0);
+    let mut children = 0;
+    if let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for thread in threads.flatten() {
+            let list = std::fs::read_to_string(thread.path().join("children")).unwrap_or_default();
+            for child in list
+                .split_whitespace()
+                .filter_map(|n| n.parse::<u32>().ok())
+            {
+                children += cpu_ticks(child);
+            }
+        }
+    }
+    own + children
+}
+
+/// Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`; 100 on Linux).
+const TICKS: f64 = 100.0;
+
+const TASKS: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+const PLAIN: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+const RESULT: &str = "slept 0 ms";
+
+/// How a call is made and followed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Without the extension: the `tools/call` answers with the result.
+    Direct,
+    /// As a task: created, listened to until terminal, read.
+    Task,
+}
+
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    method: &str,
+    name: &str,
+    body: String,
+) -> anyhow::Result<Value> {
+    let response = http
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", method)
+        .header("Mcp-Name", name)
+        .body(body)
+        .send()
+        .await?;
+    let status = response.status();
+    let bytes = response.bytes().await?;
+    ensure!(
+        status.is_success(),
+        "{method}: HTTP {status}: {}",
+        String::from_utf8_lossy(&bytes)
+    );
+    if method == "subscriptions/listen" {
+        // The SSE stream, whole: it ended with its task.
+        return Ok(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    Ok(serde_json::from_slice(&bytes)?)
+}
+
+/// One call of `sleep` for 0 ms, followed to its outcome and checked.
+async fn call(http: &reqwest::Client, url: &str, mode: Mode) -> anyhow::Result<()> {
+    let meta = if mode == Mode::Direct { PLAIN } else { TASKS };
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":0}},{meta}}}}}"#
+    );
+    let answer = post(http, url, "tools/call", "sleep", body).await?;
+    if mode == Mode::Direct {
+        ensure!(
+            answer.pointer("/result/content/0/text") == Some(&Value::from(RESULT)),
+            "not the tool's result: {answer}"
+        );
+        return Ok(());
+    }
+    let Some(id) = answer.pointer("/result/taskId").and_then(Value::as_str) else {
+        bail!("not a task: {answer}");
+    };
+    let listen = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{{"notifications":{{"taskIds":["{id}"]}},{TASKS}}}}}"#
+    );
+    let stream = post(http, url, "subscriptions/listen", "", listen).await?;
+    let stream = stream.as_str().unwrap_or_default();
+    ensure!(
+        stream.contains(r#""id":2,"result""#),
+        "the listen stream did not end with its result: {stream}"
+    );
+    let get = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{{"taskId":"{id}",{TASKS}}}}}"#
+    );
+    let task = post(http, url, "tasks/get", id, get).await?;
+    ensure!(
+        task.pointer("/result/status") == Some(&Value::from("completed"))
+            && task.pointer("/result/result/content/0/text") == Some(&Value::from(RESULT)),
+        "not a task completed with the tool's result: {task}"
+    );
+    Ok(())
+}
+
+/// Calls per second, `inflight` at once, for `run`, and the CPU the
+/// servers `pids` (with their children) spent per call, in microseconds.
+async fn rate(
+    url: &str,
+    pids: &[u32],
+    mode: Mode,
+    inflight: usize,
+    run: Duration,
+) -> anyhow::Result<(f64, f64)> {
+    let cpu_before: u64 = pids.iter().map(|pid| cpu_ticks(*pid)).sum();
+    let http = reqwest::Client::new();
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for _ in 0..inflight {
+        let (http, url, done, stop) = (http.clone(), url.to_owned(), done.clone(), stop.clone());
+        workers.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                call(&http, &url, mode).await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            anyhow::Ok(())
+        }));
+    }
+    tokio::time::sleep(run).await;
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.await??;
+    }
+    let cpu: u64 = pids.iter().map(|pid| cpu_ticks(*pid)).sum::<u64>() - cpu_before;
+    let done = done.load(Ordering::Relaxed) as f64;
+    Ok((
+        done / started.elapsed().as_secs_f64(),
+        cpu as f64 / TICKS * 1e6 / done.max(1.0),
+    ))
+}
+
+/// The latencies of `count` calls one at a time, sorted.
+async fn latencies(url: &str, mode: Mode, count: usize) -> anyhow::Result<Vec<Duration>> {
+    let http = reqwest::Client::new();
+    let mut seen = Vec::with_capacity(count);
+    for _ in 0..count {
+        let started = Instant::now();
+        call(&http, url, mode).await?;
+        seen.push(started.elapsed());
+    }
+    seen.sort();
+    Ok(seen)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index].as_secs_f64() * 1000.0
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn verdict(pass: bool) -> &'static str {
+    if pass { "PASS" } else { "MISS" }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+async fn run(full: bool) -> anyhow::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "mcp-tasks gateway benchmark ({}): {cores} cores, `mcp-tasks serve` child processes, raw HTTP on 127.0.0.1; load average {}",
+        if full { "full run" } else { "smoke run" },
+        load_average()
+    );
+    let direct = Server::start(&[])?;
+    let bin = binary();
+    println!("binary: {bin}");
+    let upstream = format!("{bin} serve --stdio --store memory --max-tasks-per-caller 0");
+    let stdio = Server::start(&["--upstream", &upstream])?;
+    let http_upstream = Server::start(&[])?;
+    let url = Server::start(&["--upstream-url", &http_upstream.url])?;
+    let servers: [(&str, &str, Vec<u32>, Mode); 3] = [
+        (
+            "direct (upstream over HTTP, no task)",
+            &direct.url,
+            vec![direct.child.id()],
+            Mode::Direct,
+        ),
+        (
+            "gateway, stdio upstream (task)",
+            &stdio.url,
+            vec![stdio.child.id()],
+            Mode::Task,
+        ),
+        (
+            "gateway, HTTP upstream (task)",
+            &url.url,
+            vec![url.child.id(), http_upstream.child.id()],
+            Mode::Task,
+        ),
+    ];
+    let (rounds, round, samples) = if full {
+        (6, Duration::from_secs(3), 2000)
+    } else {
+        (1, Duration::from_millis(200), 5)
+    };
+
+    // Warm up: connections open, the pool's further connections too.
+    for (_, url, pids, mode) in &servers {
+        rate(url, pids, *mode, 16, round / 2).await?;
+    }
+
+    let mut direct_c1 = Vec::new();
+    let mut rates: [Vec<f64>; 3] = Default::default();
+    let mut cpus: [Vec<f64>; 3] = Default::default();
+    let mut ratios: [Vec<f64>; 2] = Default::default();
+    for n in 0..rounds {
+        direct_c1.push(rate(&direct.url, &[], Mode::Direct, 1, round).await?.0);
+        // Forwards, then backwards, so none always goes first.
+        let order: Vec<usize> = if n % 2 == 0 {
+            vec![0, 1, 2]
+        } else {
+            vec![2, 1, 0]
+        };
+        let mut this = [0.0; 3];
+        for at in order {
+            let (_, url, pids, mode) = &servers[at];
+            let (calls, cpu) = rate(url, pids, *mode, 16, round).await?;
+            this[at] = calls;
+            cpus[at].push(cpu);
+        }
+        for (rates, calls) in rates.iter_mut().zip(this) {
+            rates.push(calls);
+        }
+        ratios[0].push(this[1] / this[0]);
+        ratios[1].push(this[2] / this[0]);
+    }
+    let mut p50 = [0.0; 3];
+    let mut p99 = [0.0; 3];
+    for (at, (_, url, _, mode)) in servers.iter().enumerate() {
+        let seen = latencies(url, *mode, samples).await?;
+        p50[at] = percentile(&seen, 0.5);
+        p99[at] = percentile(&seen, 0.99);
+    }
+
+    println!(
+        "\n== calls (tasks completed) per second, 16 in flight, medians of {rounds} rounds of {round:?}; every outcome checked"
+    );
+    println!(
+        "direct, 1 in flight: {:>7.0}/s",
+        median(&mut direct_c1.clone())
+    );
+    for (at, (name, _, _, _)) in servers.iter().enumerate() {
+        println!(
+            "{name}: {:>7.0}/s; server CPU per call {:.0} us",
+            median(&mut rates[at].clone()),
+            median(&mut cpus[at].clone())
+        );
+    }
+    for (at, name) in ["stdio", "HTTP"].iter().enumerate() {
+        let mut sorted = ratios[at].clone();
+        sorted.sort_by(f64::total_cmp);
+        println!(
+            "gateway ({name} upstream) / direct: median ratio {:.3} (rounds {:.3}..{:.3})",
+            median(&mut ratios[at].clone()),
+            sorted[0],
+            sorted[sorted.len() - 1]
+        );
+    }
+    println!(
+        "\n== from the call to the outcome, one at a time ({samples} calls each; a task: tools/call, subscriptions/listen until it ends, tasks/get)"
+    );
+    for (at, (name, _, _, _)) in servers.iter().enumerate() {
+        println!("{name}: p50 {:.2} ms, p99 {:.2} ms", p50[at], p99[at]);
+    }
+    println!("\n== targets (load average {})", load_average());
+    for (at, name) in ["stdio", "HTTP"].iter().enumerate() {
+        let ratio = median(&mut ratios[at].clone());
+        println!(
+            "{} gateway ({name} upstream) tasks/s >= 0.5 of direct calls/s at c=16: {ratio:.3}",
+            verdict(ratio >= 0.5)
+        );
+        let added = p50[at + 1] - p50[0];
+        println!(
+            "{} gateway ({name} upstream) p50 added latency < 2 ms: {added:.2} ms ({:.2} - {:.2})",
+            verdict(added < 2.0),
+            p50[at + 1],
+            p50[0]
+        );
+    }
+    drop((direct, stdio, url, http_upstream));
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let full = std::env::args().any(|arg| arg == "--bench");
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(run(full))
+}
