@@ -30,67 +30,18 @@
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+#[path = "support/serve.rs"]
+#[allow(dead_code, reason = "each bench uses a part of it")]
+mod serve;
 
-/// A `serve --http` child; killed when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(extra: &[&str]) -> anyhow::Result<Self> {
-        Self::start_binary(BIN, extra)
-    }
-
-    /// [`Server::start`] of the `mcp-tasks` binary at `binary`.
-    fn start_binary(binary: &str, extra: &[&str]) -> anyhow::Result<Self> {
-        let mut child = Command::new(binary)
-            .args(["serve", "--http", "127.0.0.1:0", "--store", "memory"])
-            .args(extra)
-            .env("RUST_LOG", "off")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("start mcp-tasks serve")?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .with_context(|| format!("unexpected first line {line:?}"))?
-            .to_owned();
-        Ok(Self { child, url })
-    }
-
-    /// The server's resident set, in MiB.
-    fn rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map_or(f64::NAN, |kb| kb / 1024.0)
-    }
-}
+use serve::{BIN, Server};
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
 
@@ -281,22 +232,30 @@ async fn run(full: bool) -> anyhow::Result<()> {
     // == Cost: admission on (bounds not reached) against off: this
     // binary without bounds, or (MCP_TASKS_BASELINE=path) a binary built
     // before admission existed.
-    let on = Server::start(&["--max-tasks-per-caller", "0"])?;
+    let on = Server::start_binary(BIN, &["--store", "memory", "--max-tasks-per-caller", "0"])?;
     let baseline = std::env::var("MCP_TASKS_BASELINE").ok();
     let (off, off_name) = match &baseline {
         Some(binary) => (
-            Server::start_binary(binary, &["--max-tasks-per-caller", "0"])?,
+            Server::start_binary(
+                binary,
+                &["--store", "memory", "--max-tasks-per-caller", "0"],
+            )?,
             format!("the binary before admission ({binary})"),
         ),
         None => (
-            Server::start(&[
-                "--max-tasks-per-caller",
-                "0",
-                "--max-running",
-                "0",
-                "--max-queued",
-                "0",
-            ])?,
+            Server::start_binary(
+                BIN,
+                &[
+                    "--store",
+                    "memory",
+                    "--max-tasks-per-caller",
+                    "0",
+                    "--max-running",
+                    "0",
+                    "--max-queued",
+                    "0",
+                ],
+            )?,
             "off (--max-running 0 --max-queued 0)".to_owned(),
         ),
     };
@@ -364,7 +323,7 @@ async fn run(full: bool) -> anyhow::Result<()> {
 /// Two floods against a server with `flags`, reported with their targets.
 async fn flood_report(full: bool, name: &str, flags: &[&str]) -> anyhow::Result<()> {
     let (callers, count) = if full { (500, 50_000) } else { (20, 600) };
-    let server = Server::start(flags)?;
+    let server = Server::start_binary(BIN, &[&["--store", "memory"], flags].concat())?;
     let http = reqwest::Client::new();
     let Answer::Task(probe_id) = create(&http, &server.url, "probe", 600_000).await else {
         bail!("the probe task was not created");

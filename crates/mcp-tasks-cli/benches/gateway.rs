@@ -34,73 +34,23 @@
 //! ```
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{bail, ensure};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+#[path = "support/serve.rs"]
+#[allow(dead_code, reason = "each bench uses a part of it")]
+mod serve;
 
-/// The binary measured: this build's, or `MCP_TASKS_BIN` (one built
-/// before a change, for a before/after run).
-fn binary() -> String {
-    std::env::var("MCP_TASKS_BIN").unwrap_or_else(|_| BIN.to_owned())
-}
-
-/// A `serve --http` child; killed when dropped (a stdio upstream of a
-/// gateway ends with its stdin).
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(extra: &[&str]) -> anyhow::Result<Self> {
-        let mut child = Command::new(binary())
-            .args(["serve", "--http", "127.0.0.1:0", "--store", "memory"])
-            .args(["--max-tasks-per-caller", "0"])
-            .args(extra)
-            .env("RUST_LOG", "off")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("start mcp-tasks serve")?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .with_context(|| format!("unexpected first line {line:?}"))?
-            .to_owned();
-        Ok(Self { child, url })
-    }
-}
+use serve::{Server, TICKS};
 
 /// CPU time (user and system, in clock ticks) of process `pid` and of
 /// its descendants (a gateway's stdio upstreams).
 fn cpu_ticks(pid: u32) -> u64 {
-    let own = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            // The fields after the command's closing parenthesis: utime is
-            // the 12th of them, stime the 13th.
-            let rest = stat.rsplit_once(')')?.1;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-        })
-        .unwrap_or(0);
+    let own = serve::cpu_ticks(pid).unwrap_or(0);
     let mut children = 0;
     if let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for thread in threads.flatten() {
@@ -116,8 +66,8 @@ fn cpu_ticks(pid: u32) -> u64 {
     own + children
 }
 
-/// Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`; 100 on Linux).
-const TICKS: f64 = 100.0;
+/// The flags of every server measured here.
+const SERVE: [&str; 4] = ["--store", "memory", "--max-tasks-per-caller", "0"];
 
 const TASKS: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
 const PLAIN: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
@@ -287,13 +237,13 @@ async fn run(full: bool) -> anyhow::Result<()> {
         if full { "full run" } else { "smoke run" },
         load_average()
     );
-    let direct = Server::start(&[])?;
-    let bin = binary();
+    let direct = Server::start(&SERVE)?;
+    let bin = serve::binary();
     println!("binary: {bin}");
     let upstream = format!("{bin} serve --stdio --store memory --max-tasks-per-caller 0");
-    let stdio = Server::start(&["--upstream", &upstream])?;
-    let http_upstream = Server::start(&[])?;
-    let url = Server::start(&["--upstream-url", &http_upstream.url])?;
+    let stdio = Server::start(&[&SERVE[..], &["--upstream", &upstream]].concat())?;
+    let http_upstream = Server::start(&SERVE)?;
+    let url = Server::start(&[&SERVE[..], &["--upstream-url", &http_upstream.url]].concat())?;
     let servers: [(&str, &str, Vec<u32>, Mode); 3] = [
         (
             "direct (upstream over HTTP, no task)",

@@ -32,8 +32,7 @@
 //! ```
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -43,68 +42,13 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+#[path = "support/serve.rs"]
+#[allow(dead_code, reason = "each bench uses a part of it")]
+mod serve;
+
+use serve::Server;
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
-
-/// A `serve --http` child; killed when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start() -> anyhow::Result<Self> {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--http", "127.0.0.1:0", "--store", "memory"])
-            .args(["--max-tasks-per-caller", "0", "--max-running", "0"])
-            .args([
-                "--max-connections",
-                "12000",
-                "--max-listen-streams",
-                "11000",
-            ])
-            .args(["--max-listen-streams-per-caller", "11000"])
-            .env("RUST_LOG", "off")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("start mcp-tasks serve")?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .with_context(|| format!("unexpected first line {line:?}"))?
-            .to_owned();
-        let addr = url
-            .strip_prefix("http://")
-            .and_then(|rest| rest.split('/').next())
-            .context("address of the url")?
-            .to_owned();
-        Ok(Self { child, url, addr })
-    }
-
-    /// The server's resident set, in KiB.
-    fn rss_kib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    }
-}
 
 /// POSTs one JSON-RPC request; the answer's JSON.
 async fn post(
@@ -451,7 +395,20 @@ async fn run(full: bool) -> anyhow::Result<()> {
             println!("wrk not found: the smoke run skips the tasks/get part");
         }
     }
-    let server = Server::start()?;
+    let server = Server::start(&[
+        "--store",
+        "memory",
+        "--max-tasks-per-caller",
+        "0",
+        "--max-running",
+        "0",
+        "--max-connections",
+        "12000",
+        "--max-listen-streams",
+        "11000",
+        "--max-listen-streams-per-caller",
+        "11000",
+    ])?;
     let http = reqwest::Client::new();
     let started = Instant::now();
     let tasks = create_tasks(&http, &server.url, own + 1).await?;
@@ -475,7 +432,7 @@ async fn run(full: bool) -> anyhow::Result<()> {
     let mut listened: Vec<String> = own_tasks.to_vec();
     listened.extend(std::iter::repeat_n(shared.clone(), shared_listeners));
     let started = Instant::now();
-    let opened = open_listeners(&server.addr, &listened).await?;
+    let opened = open_listeners(server.addr()?, &listened).await?;
     let opening = started.elapsed();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_open = server.rss_kib();

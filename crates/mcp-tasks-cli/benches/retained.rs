@@ -34,10 +34,10 @@
 //! ```
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -49,7 +49,9 @@ use mcp_tasks::{TaskId, Ttl, UnixMillis};
 use mcp_tasks_sqlite::{SqliteOptions, SqliteStore};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+#[path = "support/serve.rs"]
+#[allow(dead_code, reason = "each bench uses a part of it")]
+mod serve;
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
 /// How many callers own the filled tasks (task `n` is owner `n % OWNERS`'s).
 const OWNERS: u64 = 1000;
@@ -147,80 +149,22 @@ fn evict(path: &Path) {
     }
 }
 
-/// A `serve --http` child on the store; killed (`kill -9`) when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    /// From spawn to the `listening on` line.
-    listening: Duration,
-    spawned: Instant,
-}
+/// A `serve --http` child on the store.
+struct Server(serve::Server);
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Server {
+    type Target = serve::Server;
+
+    fn deref(&self) -> &serve::Server {
+        &self.0
     }
 }
 
 impl Server {
     fn start(store: &Path, tokens: &Path) -> anyhow::Result<Self> {
-        let spawned = Instant::now();
-        let mut child = Command::new(BIN)
-            .args(["serve", "--http", "127.0.0.1:0", "--store"])
-            .arg(format!("sqlite:{}", store.display()))
-            .arg("--auth-tokens")
-            .arg(tokens)
-            .env("RUST_LOG", "off")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("start mcp-tasks serve")?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-        let listening = spawned.elapsed();
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .with_context(|| format!("unexpected first line {line:?}"))?
-            .to_owned();
-        Ok(Self {
-            child,
-            url,
-            listening,
-            spawned,
-        })
-    }
-
-    /// The server's resident set, in MiB.
-    fn rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map_or(f64::NAN, |kb| kb / 1024.0)
-    }
-
-    /// The server's CPU time so far (user and system), from /proc.
-    fn cpu(&self) -> Duration {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // The fields after the command's closing parenthesis; utime and
-        // stime are the 14th and 15th of the line, in clock ticks (100/s).
-        let ticks: u64 = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| {
-                rest.split_whitespace()
-                    .skip(11)
-                    .take(2)
-                    .filter_map(|field| field.parse::<u64>().ok())
-                    .sum()
-            })
-            .unwrap_or(0);
-        Duration::from_millis(ticks * 10)
+        let store = format!("sqlite:{}", store.display());
+        let tokens = tokens.display().to_string();
+        serve::Server::start(&["--store", &store, "--auth-tokens", &tokens]).map(Self)
     }
 
     /// Polls `tasks/get` of filled task `n` until it answers: the time from

@@ -35,7 +35,6 @@
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -44,59 +43,46 @@ use anyhow::{Context as _, bail};
 use mcp_tasks_redis::testing::RedisServer;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+#[path = "support/serve.rs"]
+#[allow(dead_code, reason = "each bench uses a part of it")]
+mod serve;
+
 const PROTOCOL: &str = "2026-07-28";
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
 
-/// A `serve --http` child; killed when dropped.
+/// A `serve --http` child on one store.
 struct Server {
     name: &'static str,
-    child: Child,
-    url: String,
+    serve: serve::Server,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::Deref for Server {
+    type Target = serve::Server;
+
+    fn deref(&self) -> &serve::Server {
+        &self.serve
     }
 }
 
 impl Server {
     fn start(name: &'static str, store: &str) -> anyhow::Result<Self> {
-        // MCP_TASKS_BIN: another build to measure (the one before a change).
-        let binary = std::env::var("MCP_TASKS_BIN").unwrap_or_else(|_| BIN.to_owned());
-        let mut child = Command::new(binary)
-            .args(["serve", "--http", "127.0.0.1:0", "--store", store])
-            // No bound on running tasks either: at 100 ms a task, memory's
-            // creations would fill the default queue and be refused.
-            .args(["--max-tasks-per-caller", "0", "--max-running", "0"])
-            .env("RUST_LOG", "off")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("start mcp-tasks serve")?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .with_context(|| format!("{name}: unexpected first line {line:?}"))?
-            .to_owned();
-        Ok(Self { name, child, url })
+        // No bound on running tasks either: at 100 ms a task, memory's
+        // creations would fill the default queue and be refused.
+        let serve = serve::Server::start(&[
+            "--store",
+            store,
+            "--max-tasks-per-caller",
+            "0",
+            "--max-running",
+            "0",
+        ])
+        .context(name)?;
+        Ok(Self { name, serve })
     }
 
-    /// The child's CPU seconds so far (user + system, USER_HZ = 100).
+    /// The child's CPU seconds so far (user + system).
     fn cpu_seconds(&self) -> f64 {
-        let read = || -> Option<f64> {
-            let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
-            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-            let ticks =
-                fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-            Some(ticks as f64 / 100.0)
-        };
-        read().unwrap_or(f64::NAN)
+        self.cpu().as_secs_f64()
     }
 }
 

@@ -1,0 +1,120 @@
+//! The `mcp-tasks serve --http` child that the benches of this crate
+//! measure, with what they read of it from `/proc`. Each bench includes
+//! this file with `#[path = "support/serve.rs"] mod serve;` and uses the
+//! part it needs.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+/// This build's `mcp-tasks`.
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+
+/// Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`; 100 on Linux).
+pub(crate) const TICKS: f64 = 100.0;
+
+/// The binary measured: this build's, or `MCP_TASKS_BIN` (one built
+/// before a change, for a before/after run).
+pub(crate) fn binary() -> String {
+    std::env::var("MCP_TASKS_BIN").unwrap_or_else(|_| BIN.to_owned())
+}
+
+/// A `serve --http 127.0.0.1:0` child, its log off; killed (`kill -9`)
+/// when dropped (a stdio upstream of a gateway ends with its stdin).
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    /// The endpoint its first line names (`listening on URL`).
+    pub(crate) url: String,
+    /// When it was spawned.
+    pub(crate) spawned: Instant,
+    /// From spawn to the `listening on` line.
+    pub(crate) listening: Duration,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// `serve --http 127.0.0.1:0` of [`binary()`] with `args` (the store
+    /// among them).
+    pub(crate) fn start(args: &[&str]) -> anyhow::Result<Self> {
+        Self::start_binary(&binary(), args)
+    }
+
+    /// [`Server::start`] of the `mcp-tasks` binary at `binary`.
+    pub(crate) fn start_binary(binary: &str, args: &[&str]) -> anyhow::Result<Self> {
+        let spawned = Instant::now();
+        let mut child = Command::new(binary)
+            .args(["serve", "--http", "127.0.0.1:0"])
+            .args(args)
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("start {binary} serve"))?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+        let listening = spawned.elapsed();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .with_context(|| format!("serve {args:?}: unexpected first line {line:?}"))?
+            .to_owned();
+        Ok(Self {
+            child,
+            url,
+            spawned,
+            listening,
+        })
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `HOST:PORT` of [`Server::url`].
+    pub(crate) fn addr(&self) -> anyhow::Result<&str> {
+        self.url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split('/').next())
+            .context("address of the url")
+    }
+
+    /// The server's resident set, in KiB (NaN once it is gone).
+    pub(crate) fn rss_kib(&self) -> f64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    }
+
+    /// The server's resident set, in MiB.
+    pub(crate) fn rss_mib(&self) -> f64 {
+        self.rss_kib() / 1024.0
+    }
+
+    /// The server's CPU time so far (user and system).
+    pub(crate) fn cpu(&self) -> Duration {
+        Duration::from_secs_f64(cpu_ticks(self.pid()).unwrap_or(0) as f64 / TICKS)
+    }
+}
+
+/// CPU time (user and system, in clock ticks) of process `pid` alone.
+pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's closing parenthesis: utime is the
+    // 12th of them, stime the 13th (the 14th and 15th of the line).
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
