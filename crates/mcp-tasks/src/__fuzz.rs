@@ -121,6 +121,14 @@ pub fn server_reads_request(data: &[u8]) {
     } else {
         assert_eq!(quick, None, "the typed reading reads polls only");
     }
+    // A `tools/call` read from its bytes reads as the `Value` path reads it.
+    let (bytes, value) = crate::server::http::fast::call::both_readings(&headers, body);
+    if bytes.is_some() {
+        assert_eq!(
+            bytes, value,
+            "the bytes reading of a tools/call differs from the Value path's"
+        );
+    }
 }
 
 /// A stored task record, and every change applied to it.

@@ -11,7 +11,6 @@
 //! runs, and the drain waits for the count to reach zero
 //! ([`LiveTasks::until_none`]).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rmcp::ErrorData;
@@ -19,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::admission::refusal::{RetryMark, caller_tasks, draining};
 use super::principal::Principal;
+use crate::store::FastMap;
 
 /// The unfinished tasks of each principal in this process.
 #[derive(Debug)]
@@ -30,7 +30,7 @@ pub(crate) struct LiveTasks {
 
 #[derive(Debug, Default)]
 struct Counts {
-    per_principal: HashMap<Principal, usize>,
+    per_principal: FastMap<Principal, usize>,
     /// Closed by a drain: no seat is given any more.
     closed: bool,
 }
@@ -145,7 +145,7 @@ pub(crate) struct Listeners {
 #[derive(Debug, Default)]
 struct Open {
     total: usize,
-    per_caller: HashMap<Principal, usize>,
+    per_caller: FastMap<Principal, usize>,
 }
 
 /// The bound that refused a listen stream.

@@ -2,15 +2,15 @@
 //! process, so a change wakes only the waiters of its own task. Many
 //! waiters of one task share one channel; the last one to go removes it.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::store::FastMap;
 use crate::task::TaskId;
 
-type ById = Mutex<HashMap<TaskId, Weak<watch::Sender<u64>>>>;
+type ById = Mutex<FastMap<TaskId, Weak<watch::Sender<u64>>>>;
 
 /// The waiters of every task, by id.
 #[derive(Default)]

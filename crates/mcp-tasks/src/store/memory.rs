@@ -9,7 +9,7 @@
 //! result's text.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::broadcast;
 
 use super::{
-    Keyed, PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
-    idempotency_slot,
+    FastMap, FastSet, Keyed, PackedRecord, Principal, StoreError, Swap, TaskRecord, TaskStore,
+    Transition, idempotency_slot,
 };
 use crate::idempotency::IdempotencyKey;
 use crate::task::{TaskId, UnixMillis};
@@ -32,16 +32,16 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct Inner {
-    records: HashSet<Entry>,
+    records: FastSet<Entry>,
     /// `(expires_at, id)` of every record that expires.
     expiry: BTreeSet<(UnixMillis, Arc<str>)>,
     /// The ids of each owner's records, in byte order; an owner with none
     /// has no entry.
-    owned: HashMap<Principal, BTreeSet<Arc<str>>>,
+    owned: FastMap<Principal, BTreeSet<Arc<str>>>,
     /// Every id, in byte order (for the admin command's listing).
     all: BTreeSet<Arc<str>>,
     /// The id of the record holding each idempotency slot.
-    keyed: HashMap<Box<str>, Arc<str>>,
+    keyed: FastMap<Box<str>, Arc<str>>,
 }
 
 /// A record in the hash set, found by its id.

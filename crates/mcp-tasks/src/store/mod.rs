@@ -53,6 +53,17 @@ pub use replicas::{Orphan, Replicas, RunnerId, SeatId, SeatPool, Seating};
 use crate::idempotency::IdempotencyKey;
 use crate::task::{TaskId, UnixMillis};
 
+/// The hash map of the hot paths (the memory store, the runtime's
+/// bookkeeping of live tasks, waiters and admission): foldhash, seeded at
+/// random per map, where std's SipHash took about 3 % of a task
+/// creation's CPU (BENCHMARKS.md, issue 31). Their keys are task ids
+/// (random), principals and tool names: a caller cannot aim at collisions
+/// without the seed.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// The hash set of the hot paths; see [`FastMap`].
+pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 /// A failure of the store itself (I/O, a lost connection, corrupt data).
 #[derive(Debug, thiserror::Error)]
 #[error("task store failure: {message}")]

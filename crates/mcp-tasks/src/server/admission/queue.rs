@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 use super::caller::Caller;
 use super::refusal::queue_full;
 use crate::server::principal::Principal;
+use crate::store::FastMap;
 
 /// How many tools may run at once, server-wide, unless the builder says
 /// otherwise.
@@ -164,9 +165,9 @@ pub(crate) struct Admission {
 #[derive(Debug, Default)]
 struct State {
     running: usize,
-    running_by_tool: HashMap<String, usize>,
+    running_by_tool: FastMap<String, usize>,
     /// Callers with tasks waiting, or served lately.
-    callers: HashMap<Principal, Waiting>,
+    callers: FastMap<Principal, Waiting>,
     queued: usize,
     /// The share count of the caller served last.
     served_last: u64,

@@ -109,6 +109,13 @@ where
 {
     let method = tasks::tasks_method(&parts.headers);
     let session = parts.headers.contains_key(guard::SESSION_ID);
+    // A plain `tools/call`, read from its bytes: no `Value` to build.
+    if !session
+        && method.is_none()
+        && let Some((id, request)) = front.calls.read(&parts.headers, &bytes)
+    {
+        return front.calls.answer(parts, id, request).await;
+    }
     let mut message = match guard::message(&bytes, session) {
         Ok(message) => message,
         Err(refusal) => return refusal,
@@ -158,7 +165,7 @@ where
         let response = rmcp_traced(next, parts, bytes, &message).await;
         return response.map(|body| Body::new(Holding(body, slot)));
     } else if named("tools/call") && front.calls.accepts(&parts.headers, &message) {
-        return front.calls.answer(parts, message).await;
+        return front.calls.answer_value(parts, message).await;
     }
     // Not for a fast path: rmcp validates and answers.
     rmcp_traced(next, parts, bytes, &message).await

@@ -9,11 +9,16 @@
 //! creating the task does. [`ToolCalls`] calls the same handler the
 //! same way rmcp's loop does, without the machinery:
 //!
-//! * The request is parsed once (by the guard, in the serving recipe's
-//!   front middleware) and read
-//!   into rmcp's own `CallToolRequest` with rmcp's own deserializer, so the
+//! * The request is read once. A plain call (`jsonrpc`, `id`, `method` and
+//!   `params` with only `_meta`, `name` and `arguments`, no key given
+//!   twice) is read from its bytes straight into the parts of rmcp's
+//!   `CallToolRequest` ([`ToolCalls::read`]); any other is parsed by the
+//!   guard, in the serving recipe's front middleware, and read into rmcp's
+//!   own `CallToolRequest` with rmcp's own deserializer. Either way the
 //!   handler gets the very `CallToolRequestParams`, `_meta` and extensions
-//!   (the request's `http::request::Parts` among them) it gets through rmcp.
+//!   (the request's `http::request::Parts` among them) it gets through rmcp:
+//!   a unit test and the fuzz target `server_reads_request` hold the bytes
+//!   reading to the `Value` one's.
 //! * The handler runs through rmcp's `Service::handle_request`, the function
 //!   rmcp's loop calls: version checks (-32022), required `_meta` (-32602),
 //!   the tasks-extension guard (-32021), MRTR results and the 2026-07-28
@@ -42,6 +47,7 @@
 //! into an event stream. Delete this module the day rmcp's own path is as
 //! fast.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use axum::body::Body;
@@ -50,16 +56,17 @@ use http::request::Parts;
 use http::{HeaderMap, StatusCode};
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequest, ClientRequest, ErrorCode, Extensions, GetExtensions, GetMeta, Implementation,
-    InitializeRequestParams, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
-    ServerJsonRpcMessage as Message,
+    CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, Extensions, GetExtensions,
+    GetMeta, Implementation, InitializeRequestParams, JsonObject, ProtocolVersion, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage, ServerJsonRpcMessage as Message,
 };
 use rmcp::service::{
     RequestContext, RoleServer, RunningService, RxJsonRpcMessage, Service, TxJsonRpcMessage,
     serve_directly,
 };
 use rmcp::transport::Transport;
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::server::http::reply::json_body;
@@ -94,10 +101,28 @@ where
 
     /// True when the request is one this path answers exactly as rmcp would.
     pub(crate) fn accepts(&self, headers: &HeaderMap, message: &Value) -> bool {
-        let Some(name) = call_name(headers, message) else {
-            return false;
+        call_name(headers, message).is_some_and(|name| self.takes_tool(name))
+    }
+
+    /// The request read from `body`, its bytes, when it is a plain call
+    /// this path answers: one [`ToolCalls::accepts`] would take, with no
+    /// key but `_meta`, `name` and `arguments` in its `params`, none given
+    /// twice. `None` leaves the request to the guard's `Value` (and maybe
+    /// [`ToolCalls::accepts`]): being unsure costs time, never an answer.
+    pub(crate) fn read(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Option<(RequestId, ClientRequest)> {
+        let call = read_bytes(headers, body)?;
+        let ClientRequest::CallToolRequest(request) = &call.1 else {
+            return None;
         };
-        // A tool that asks for `Mcp-Param-*` headers: rmcp checks them.
+        self.takes_tool(&request.params.name).then_some(call)
+    }
+
+    /// False for a tool that asks for `Mcp-Param-*` headers: rmcp checks them.
+    fn takes_tool(&self, name: &str) -> bool {
         self.server.get_tool(name).is_none_or(|tool| {
             !tool
                 .input_schema
@@ -107,8 +132,8 @@ where
     }
 
     /// Answers a request [`ToolCalls::accepts`] took.
-    pub(crate) async fn answer(&self, parts: Parts, message: Value) -> Response {
-        let Some((id, mut request)) = read_call(message) else {
+    pub(crate) async fn answer_value(&self, parts: Parts, message: Value) -> Response {
+        let Some((id, request)) = read_call(message) else {
             // `accepts` took it, so rmcp's own types read it: unreachable in
             // practice, and answered as rmcp answers an unreadable body.
             return plain_error(
@@ -116,6 +141,16 @@ where
                 "Bad Request: the request is not a valid tools/call",
             );
         };
+        self.answer(parts, id, request).await
+    }
+
+    /// Answers a request [`ToolCalls::read`] or [`ToolCalls::accepts`] took.
+    pub(crate) async fn answer(
+        &self,
+        parts: Parts,
+        id: RequestId,
+        mut request: ClientRequest,
+    ) -> Response {
         // As rmcp's stateless path and its service loop do: the request's
         // HTTP parts ride in its extensions, then `_meta` and the
         // extensions move into the handler's context.
@@ -231,14 +266,7 @@ impl Transport<RoleServer> for Discard {
 /// The tool's name, if the request is a `tools/call` whose headers and
 /// body take this path (see the module docs).
 fn call_name<'a>(headers: &HeaderMap, message: &'a Value) -> Option<&'a str> {
-    if !single(headers, "mcp-protocol-version", VERSION) {
-        return None;
-    }
-    if !single(headers, "mcp-method", "tools/call")
-        || headers
-            .keys()
-            .any(|name| name.as_str().starts_with("mcp-param-"))
-    {
+    if !headers_take(headers) {
         return None;
     }
     let Value::Object(fields) = message else {
@@ -260,18 +288,84 @@ fn call_name<'a>(headers: &HeaderMap, message: &'a Value) -> Option<&'a str> {
     let Value::Object(meta) = params.get("_meta")? else {
         return None;
     };
-    if meta.get("io.modelcontextprotocol/protocolVersion")? != VERSION
-        || !meta
-            .get("io.modelcontextprotocol/clientCapabilities")?
-            .is_object()
-        || meta.contains_key("progressToken")
-        || meta.contains_key("io.modelcontextprotocol/logLevel")
+    (meta_takes(meta) && names(headers, name)).then_some(name)
+}
+
+/// True when the headers are the ones of a `tools/call` this path takes.
+fn headers_take(headers: &HeaderMap) -> bool {
+    single(headers, "mcp-protocol-version", VERSION)
+        && single(headers, "mcp-method", "tools/call")
+        && !headers
+            .keys()
+            .any(|name| name.as_str().starts_with("mcp-param-"))
+}
+
+/// True when the request's `_meta` is one this path takes.
+fn meta_takes(meta: &Map<String, Value>) -> bool {
+    meta.get("io.modelcontextprotocol/protocolVersion")
+        .is_some_and(|version| version == VERSION)
+        && meta
+            .get("io.modelcontextprotocol/clientCapabilities")
+            .is_some_and(Value::is_object)
+        && !meta.contains_key("progressToken")
+        && !meta.contains_key("io.modelcontextprotocol/logLevel")
+}
+
+/// True when `Mcp-Name` names the tool `name`: a Base64-encoded name is
+/// decoded by rmcp; a plain one must match.
+fn names(headers: &HeaderMap, name: &str) -> bool {
+    only(headers, "mcp-name").is_some_and(|header| header == name && !header.starts_with("=?"))
+}
+
+/// A plain `tools/call`, as its bytes are read; any other key, at the top
+/// or in `params`, or a key given twice, fails the reading.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    jsonrpc: Cow<'a, str>,
+    id: RequestId,
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    params: Params,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    #[serde(rename = "_meta")]
+    meta: JsonObject,
+    name: String,
+    #[serde(default)]
+    arguments: Option<JsonObject>,
+}
+
+/// The request id and rmcp's `ClientRequest` of a plain call read from its
+/// bytes, when the headers and body are ones [`call_name`] takes: the
+/// same as [`read_call`] gives from the `Value`, the `_meta` in the
+/// extensions as rmcp's deserializer puts it.
+fn read_bytes(headers: &HeaderMap, body: &[u8]) -> Option<(RequestId, ClientRequest)> {
+    if !headers_take(headers) {
+        return None;
+    }
+    let envelope: Envelope<'_> = serde_json::from_slice(body).ok()?;
+    let Params {
+        meta,
+        name,
+        arguments,
+    } = envelope.params;
+    if envelope.jsonrpc != "2.0"
+        || envelope.method != "tools/call"
+        || !meta_takes(&meta)
+        || !names(headers, &name)
     {
         return None;
     }
-    // A Base64-encoded name is decoded by rmcp; a plain one must match.
-    let header_name = only(headers, "mcp-name")?;
-    (header_name == name && !header_name.starts_with("=?")).then_some(name)
+    let mut params = CallToolRequestParams::new(name);
+    params.arguments = arguments;
+    let mut call = CallToolRequest::new(params);
+    call.extensions.insert(RequestMetaObject::from(meta));
+    Some((envelope.id, ClientRequest::CallToolRequest(call)))
 }
 
 /// The one value of header `name`, if there is exactly one and it is text.
@@ -330,4 +424,144 @@ fn plain_error(status: StatusCode, text: &str) -> Response {
     let mut response = Response::new(Body::from(text.to_owned()));
     *response.status_mut() = status;
     response
+}
+
+/// The two readings of a `tools/call` side by side, as JSON: the bytes
+/// reading ([`read_bytes`]) and the `Value` one (the guard's parse, then
+/// [`call_name`] and [`read_call`]). When the bytes reading takes a
+/// request, the `Value` one must take it too and read the same (the
+/// unit tests below and the fuzz target `server_reads_request`).
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn both_readings(headers: &HeaderMap, body: &[u8]) -> (Option<Value>, Option<Value>) {
+    let as_json = |(id, request): (RequestId, ClientRequest)| serde_json::json!({"id": id, "request": request});
+    let bytes = read_bytes(headers, body).map(as_json);
+    let value = serde_json::from_slice::<Value>(body)
+        .ok()
+        .filter(|message| crate::server::http::guard::not_a_message(message).is_none())
+        .filter(|message| call_name(headers, message).is_some())
+        .and_then(read_call)
+        .map(as_json);
+    (bytes, value)
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    fn headers(name: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("mcp-protocol-version", HeaderValue::from_static(VERSION));
+        headers.insert("mcp-method", HeaderValue::from_static("tools/call"));
+        headers.insert("mcp-name", HeaderValue::from_str(name).unwrap());
+        headers
+    }
+
+    const META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+
+    fn body(params: &str) -> String {
+        format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{params}}}"#)
+    }
+
+    #[test]
+    fn a_plain_call_is_read_from_its_bytes_as_the_value_path_reads_it() {
+        for params in [
+            format!(r#"{{"name":"sleep","arguments":{{"ms":5}},"_meta":{META}}}"#),
+            format!(r#"{{"_meta":{META},"name":"sleep"}}"#),
+            format!(r#"{{"name":"sleep","arguments":null,"_meta":{META}}}"#),
+            format!(
+                r#"{{"name":"sleep","arguments":{{"a":[1,{{"b":"\u00e9\n"}}],"a":2}},"_meta":{META}}}"#
+            ),
+            r#"{"name":"sleep","_meta":{"io.modelcontextprotocol/protocolVersion":"x","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"other":1}}"#
+                .to_owned(),
+        ] {
+            let (bytes, value) = both_readings(&headers("sleep"), body(&params).as_bytes());
+            assert!(bytes.is_some(), "not read from its bytes: {params}");
+            assert_eq!(bytes, value, "{params}");
+        }
+        // A string id, spaces and a key order of its own.
+        let text = format!(
+            r#" {{ "params" : {{"_meta":{META},"name":"sleep"}}, "method":"tools/call", "id":"a\"b", "jsonrpc":"2.0" }} "#
+        );
+        let (bytes, value) = both_readings(&headers("sleep"), text.as_bytes());
+        assert!(bytes.is_some());
+        assert_eq!(bytes, value);
+    }
+
+    #[test]
+    fn anything_else_is_left_to_the_value_path() {
+        let plain = format!(r#"{{"name":"sleep","_meta":{META}}}"#);
+        let cases = [
+            // Keys the bytes reading does not read (rmcp reads them).
+            body(&format!(
+                r#"{{"name":"sleep","_meta":{META},"requestState":"s"}}"#
+            )),
+            body(&format!(
+                r#"{{"name":"sleep","_meta":{META},"inputResponses":{{}}}}"#
+            )),
+            body(&format!(r#"{{"name":"sleep","_meta":{META},"task":{{}}}}"#)),
+            // A key given twice.
+            body(&format!(
+                r#"{{"name":"other","name":"sleep","_meta":{META}}}"#
+            )),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{plain}}}"#),
+            // Not a call this path answers.
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{plain},"x":1}}"#),
+            format!(r#"{{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{plain}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{plain}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{plain}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","method":"tools/call","params":{plain}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{plain}}}"#),
+            body(r#"{"name":"sleep"}"#),
+            body(r#"{"name":"sleep","_meta":null}"#),
+            body(&format!(
+                r#"{{"name":"sleep","arguments":[],"_meta":{META}}}"#
+            )),
+            body(&format!(r#"{{"name":"other","_meta":{META}}}"#)),
+            body(&format!(r#"{{"name":1,"_meta":{META}}}"#)),
+            body(
+                r#"{"name":"sleep","_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}}"#,
+            ),
+            body(
+                r#"{"name":"sleep","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[]}}"#,
+            ),
+            body(
+                r#"{"name":"sleep","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":1}}"#,
+            ),
+            body(
+                r#"{"name":"sleep","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"info"}}"#,
+            ),
+            format!("[{}]", body(&plain)),
+            body(&plain)[1..].to_owned(),
+        ];
+        for text in cases {
+            let (bytes, value) = both_readings(&headers("sleep"), text.as_bytes());
+            assert_eq!(bytes, None, "read from its bytes: {text}");
+            let _ = value;
+        }
+        // Headers this path does not take.
+        let text = body(&plain);
+        let mut encoded = headers("sleep");
+        encoded.insert("mcp-name", HeaderValue::from_static("=?base64?c2xlZXA=?="));
+        let mut param = headers("sleep");
+        param.insert("mcp-param-x", HeaderValue::from_static("1"));
+        let mut old = headers("sleep");
+        old.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2025-11-25"),
+        );
+        let mut twice = headers("sleep");
+        twice.append("mcp-name", HeaderValue::from_static("sleep"));
+        for headers in [
+            encoded,
+            param,
+            old,
+            twice,
+            headers("other"),
+            HeaderMap::new(),
+        ] {
+            assert_eq!(both_readings(&headers, text.as_bytes()), (None, None));
+        }
+    }
 }

@@ -12,7 +12,7 @@
 //! | `tasks/get`, `tasks/cancel` | [`quick`], from the body's bytes | [`tasks::respond`], written by [`body`] |
 //! | `tasks/update` | [`tasks::accept_update`], from the guard's `Value` | [`tasks::respond`], written by [`body`] |
 //! | `subscriptions/listen` naming `taskIds` | [`listen::accept`] | [`listen::answer`]: an event stream |
-//! | `tools/call` | [`call::ToolCalls::accepts`] | rmcp's own handler, through [`call::ToolCalls::answer`] |
+//! | `tools/call` | [`call::ToolCalls::read`], from the body's bytes, or [`call::ToolCalls::accepts`], from the guard's `Value` | rmcp's own handler, through [`call::ToolCalls::answer`] |
 //!
 //! # The equivalence rule
 //!
@@ -40,9 +40,9 @@
 //!   answered (see [`tasks`]).
 //!
 //! Tests that hold the rule (keep them with the code they check):
-//! `quick`'s unit tests and the fuzz target `server_reads_request` (the
-//! bytes reader takes exactly what the `Value` reader takes, with the same
-//! call), `body`'s (its bytes are serde's JSON for every status), `tasks`'
+//! `quick`'s and `call`'s unit tests and the fuzz target
+//! `server_reads_request` (a bytes reader takes only what the `Value`
+//! reader takes, and reads the same call; `quick` takes all of it), `body`'s (its bytes are serde's JSON for every status), `tasks`'
 //! and `listen`'s (only exact requests are taken); in `tests/it`: `http.rs`
 //! (`polls_read_from_their_bytes_answer_as_the_value_path`,
 //! `every_malformed_request_gets_a_json_rpc_error`), `server.rs`
