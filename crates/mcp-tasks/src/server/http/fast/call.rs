@@ -114,11 +114,9 @@ where
         headers: &HeaderMap,
         body: &[u8],
     ) -> Option<(RequestId, ClientRequest)> {
-        let call = read_bytes(headers, body)?;
-        let ClientRequest::CallToolRequest(request) = &call.1 else {
-            return None;
-        };
-        self.takes_tool(&request.params.name).then_some(call)
+        let (id, call) = read_bytes(headers, body)?;
+        self.takes_tool(&call.params.name)
+            .then(|| (id, ClientRequest::CallToolRequest(call)))
     }
 
     /// False for a tool that asks for `Mcp-Param-*` headers: rmcp checks them.
@@ -340,11 +338,11 @@ struct Params {
     arguments: Option<JsonObject>,
 }
 
-/// The request id and rmcp's `ClientRequest` of a plain call read from its
-/// bytes, when the headers and body are ones [`call_name`] takes: the
+/// The request id and rmcp's `CallToolRequest` of a plain call read from
+/// its bytes, when the headers and body are ones [`call_name`] takes: the
 /// same as [`read_call`] gives from the `Value`, the `_meta` in the
 /// extensions as rmcp's deserializer puts it.
-fn read_bytes(headers: &HeaderMap, body: &[u8]) -> Option<(RequestId, ClientRequest)> {
+fn read_bytes(headers: &HeaderMap, body: &[u8]) -> Option<(RequestId, CallToolRequest)> {
     if !headers_take(headers) {
         return None;
     }
@@ -365,7 +363,7 @@ fn read_bytes(headers: &HeaderMap, body: &[u8]) -> Option<(RequestId, ClientRequ
     params.arguments = arguments;
     let mut call = CallToolRequest::new(params);
     call.extensions.insert(RequestMetaObject::from(meta));
-    Some((envelope.id, ClientRequest::CallToolRequest(call)))
+    Some((envelope.id, call))
 }
 
 /// The one value of header `name`, if there is exactly one and it is text.
@@ -434,7 +432,8 @@ fn plain_error(status: StatusCode, text: &str) -> Response {
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn both_readings(headers: &HeaderMap, body: &[u8]) -> (Option<Value>, Option<Value>) {
     let as_json = |(id, request): (RequestId, ClientRequest)| serde_json::json!({"id": id, "request": request});
-    let bytes = read_bytes(headers, body).map(as_json);
+    let bytes = read_bytes(headers, body)
+        .map(|(id, call)| as_json((id, ClientRequest::CallToolRequest(call))));
     let value = serde_json::from_slice::<Value>(body)
         .ok()
         .filter(|message| crate::server::http::guard::not_a_message(message).is_none())
@@ -536,9 +535,8 @@ mod tests {
             body(&plain)[1..].to_owned(),
         ];
         for text in cases {
-            let (bytes, value) = both_readings(&headers("sleep"), text.as_bytes());
+            let (bytes, _) = both_readings(&headers("sleep"), text.as_bytes());
             assert_eq!(bytes, None, "read from its bytes: {text}");
-            let _ = value;
         }
         // Headers this path does not take.
         let text = body(&plain);
