@@ -33,7 +33,8 @@ use super::policy::{TaskPolicy, ToolTasks};
 use super::principal::Principal;
 use super::state::Inner;
 use super::supervise::{
-    Waiting, catch_panics, outcome_of, spawn_supervision, supervise, supervise_queued, sweep,
+    Waiting, catch_panics, outcome_of, record_outcome, spawn_supervision, supervise,
+    supervise_queued, sweep,
 };
 use super::takeover::resumable_call;
 use super::task_hash::TaskHasher;
@@ -100,8 +101,11 @@ impl TaskRuntime {
     /// the task is stored; what it does to its task (a status message, an
     /// input request) waits until the task is. A tool that returns from
     /// that step is stored already finished, in one write, and its
-    /// `CreateTaskResult` says `completed` (or `failed`). So that step
-    /// should not block: the answer waits for it.
+    /// `CreateTaskResult` says `completed` (or `failed`). A call with an
+    /// idempotency key has its tool's first step run once the task (which
+    /// holds the key) is stored, still before the answer: a tool that
+    /// returns from it has its outcome written before the answer, which
+    /// says so too. So that step should not block: the answer waits for it.
     pub async fn call_tool<F, Fut>(
         &self,
         request: &CallToolRequestParams,
@@ -496,6 +500,33 @@ impl TaskRuntime {
             inner.created(record, &request.name, None);
         }
         let _ = stored.set(());
+        // A call with an idempotency key: its record holds the key now, so
+        // its tool's first step runs. One that returns from it has its
+        // outcome recorded before the answer, which says so: its caller
+        // needs no stream to learn it (two writes, as when it finishes
+        // later, but one exchange fewer for the caller).
+        if caller.idempotent.is_some()
+            && let Poll::Ready(finished) = futures::poll!(&mut tool)
+        {
+            token.cancel();
+            drop(slot);
+            let outcome = outcome_of(finished);
+            let answer = match inner.modify_as_runner(&id, &outcome, lease.as_ref()).await {
+                Ok(Modified::Applied(record) | Modified::Refused(record, _)) => wire_task(&record),
+                // Not written: written in the background, retried as a
+                // supervision does; the answer says `working` until then.
+                _ => {
+                    let inner = inner.clone();
+                    tokio::spawn(async move {
+                        record_outcome(&inner, &id, &outcome, lease.as_ref()).await;
+                        drop(seat);
+                    });
+                    return Ok(CallToolResponse::Task(CreateTaskResult::new(created)));
+                }
+            };
+            drop(seat);
+            return Ok(CallToolResponse::Task(CreateTaskResult::new(answer)));
+        }
         spawn_supervision(supervise(
             inner.clone(),
             id,

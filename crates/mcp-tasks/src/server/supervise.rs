@@ -482,7 +482,12 @@ fn taken_over(record: &crate::store::TaskRecord, lease: Option<&Arc<Lease>>) -> 
 
 /// Records a tool's outcome, retrying while the store cannot be reached
 /// (for at most [`OUTCOME_RETRY_FOR`]) and giving up if the lease is lost.
-async fn record_outcome(inner: &Inner, id: &TaskId, change: &Change, lease: Option<&Arc<Lease>>) {
+pub(crate) async fn record_outcome(
+    inner: &Inner,
+    id: &TaskId,
+    change: &Change,
+    lease: Option<&Arc<Lease>>,
+) {
     let give_up = tokio::time::Instant::now() + OUTCOME_RETRY_FOR;
     let mut pause = Duration::from_millis(50);
     loop {

@@ -1,6 +1,8 @@
 //! A tool's first step runs before its task is stored: a tool that returns
 //! from it is stored finished in one write; one that touches its task in
 //! that step (a status message, an input request) waits for the record.
+//! With an idempotency key it runs once the record holds the key, still
+//! before the answer.
 //! Counted through a store that counts the writes the runtime makes.
 
 use std::sync::Arc;
@@ -131,16 +133,20 @@ async fn a_tool_that_returns_at_once_is_stored_finished_in_one_write() {
     assert_eq!(writes.read(), (3, 0));
 
     // With an idempotency key (as our client sends by default) the tool
-    // runs only once its record holds the key: two writes.
+    // runs only once its record holds the key: two writes, both made
+    // before the answer, which says the task completed.
     let state = task_of(&client, "required_job", json!({})).await;
     assert_eq!(
         state.status,
-        TaskStatus::Working,
-        "stored before its tool ran"
+        TaskStatus::Completed,
+        "its first step ran before the answer"
     );
+    assert_eq!(writes.read(), (4, 1), "a create, then a swap");
     let outcome = client.await_task(&state, &options()).await.unwrap();
     assert_eq!(completed_text(&outcome), "required done");
-    assert_eq!(writes.read(), (4, 1), "a create, then a swap");
+    let state = task_of(&client, "panics", json!({})).await;
+    assert_eq!(state.status, TaskStatus::Failed);
+    assert_eq!(writes.read(), (5, 2));
 }
 
 /// A call without an idempotency key: the path of one write.
