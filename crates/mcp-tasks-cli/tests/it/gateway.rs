@@ -126,6 +126,52 @@ fn an_http_gateway_in_front_of_an_http_upstream_relays_input_and_policies() {
 }
 
 #[test]
+fn a_tool_that_answers_at_once_is_a_task_made_finished_through_the_gateway() {
+    // `sleep` 0 answers in its first step: the upstream's task is made
+    // `completed`, and so is the gateway's, over either transport.
+    let http_upstream = http_server();
+    let stdio_upstream = stdio_server();
+    let over_stdio = http_gateway(&["--store", "memory", "--upstream", &stdio_upstream]);
+    let over_http = http_gateway(&["--store", "memory", "--upstream-url", &http_upstream.url]);
+    for gateway in [&over_stdio, &over_http] {
+        let created = |ms: &str| {
+            let output = run(&[
+                "call",
+                "--url",
+                &gateway.url,
+                "--json",
+                "--no-wait",
+                "sleep",
+                "--arg",
+                ms,
+            ]);
+            let (code, value) = json_of(&output);
+            assert_eq!(code, 0, "{value}");
+            assert!(value["taskId"].is_string(), "{value}");
+            value
+        };
+        let value = created("ms=0");
+        assert_eq!(value["status"], "completed", "{value}");
+        let id = value["taskId"].as_str().unwrap();
+        let output = run(&["get", "--url", &gateway.url, "--json", "--", id]);
+        let (code, state) = json_of(&output);
+        assert_eq!(code, 0, "{state}");
+        assert_eq!(state["status"], "completed", "{state}");
+        assert!(state.to_string().contains("slept 0 ms"), "{state}");
+        // One that does not finish at once is made `working`, as before.
+        let value = created("ms=300");
+        assert_eq!(value["status"], "working", "{value}");
+        let id = value["taskId"].as_str().unwrap();
+        let output = run(&["wait", "--url", &gateway.url, "--", id]);
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            "slept 300 ms"
+        );
+    }
+}
+
+#[test]
 fn a_task_cut_off_by_a_gateway_restart_fails_honestly() {
     let folder = tempfile::tempdir().unwrap();
     let store = format!("sqlite:{}", folder.path().join("gateway.db").display());

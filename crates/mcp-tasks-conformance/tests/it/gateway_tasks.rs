@@ -8,7 +8,7 @@ use std::time::Duration;
 use mcp_tasks::gateway::{Gateway, GatewayOptions, Upstream};
 use mcp_tasks::server::{Principal, TaskRuntime};
 use mcp_tasks::store::MemoryStore;
-use mcp_tasks::{CallOptions, CallResponse, InputMode, TaskOutcome, TasksClient};
+use mcp_tasks::{CallOptions, CallResponse, InputMode, TaskOutcome, TaskStatus, TasksClient};
 use mcp_tasks_conformance::{FixtureServer, serve_http};
 use rmcp::model::{InputResponses, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
@@ -108,6 +108,58 @@ async fn an_upstream_task_is_awaited_and_its_outcomes_relayed() {
         .await
         .unwrap_err();
     assert!(error.requires_tasks_extension(), "{error}");
+}
+
+#[tokio::test]
+async fn an_upstream_task_made_finished_makes_the_gateways_finished() {
+    // The fixture's failing_job and protocol_error_job end in their first
+    // step: the upstream's CreateTaskResult says completed or failed, and
+    // the gateway's says the same, its outcome read already.
+    let (_upstream, client) = setup().await;
+    for (tool, status) in [
+        ("failing_job", TaskStatus::Completed),
+        ("protocol_error_job", TaskStatus::Failed),
+    ] {
+        let CallResponse::Task(state) = client
+            .call_tool(tool, (), CallOptions::default())
+            .await
+            .unwrap()
+        else {
+            panic!("{tool}: a task expected");
+        };
+        assert_eq!(state.status, status, "{tool}: {state:?}");
+        let read = client.get(&state.id).await.unwrap();
+        assert_eq!(read.status, status, "{tool}: {read:?}");
+        match read.outcome().unwrap() {
+            TaskOutcome::Completed(result) => {
+                assert_eq!(result.is_error, Some(true));
+                assert_eq!(text(&result), "failing_job failed on purpose");
+            }
+            TaskOutcome::Failed(failure) => {
+                assert_eq!(failure.error.code, -32603);
+                assert_eq!(
+                    failure.error.message,
+                    "protocol_error_job failed on purpose"
+                );
+            }
+            other => panic!("{tool}: {other:?}"),
+        }
+    }
+    // A task that runs on is made working and awaited, as before.
+    let CallResponse::Task(state) = client
+        .call_tool(
+            "slow_compute",
+            args(json!({"seconds": 0.2, "label": "sum"})),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("slow_compute: a task expected");
+    };
+    assert_eq!(state.status, TaskStatus::Working, "{state:?}");
+    let outcome = client.await_task(&state, &waiting()).await.unwrap();
+    assert!(matches!(outcome, TaskOutcome::Completed(_)), "{outcome:?}");
 }
 
 #[tokio::test]

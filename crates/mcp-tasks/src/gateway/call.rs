@@ -24,7 +24,7 @@ use super::pool::Lease;
 use super::relay::{Calls, Target, fit_to_form};
 use super::upstream::upstream_failure;
 use crate::client::{
-    AwaitOptions, CallOptions, CallResponse, InputError, InputMode, ListenMode, TaskOutcome,
+    AwaitOptions, CallOptions, CallResponse, Era, InputError, InputMode, ListenMode, TaskOutcome,
     TaskState, read_call_result,
 };
 use crate::server::{TaskContext, TaskPolicy};
@@ -136,6 +136,27 @@ pub(crate) async fn start_upstream(
         .await;
     counted(&connection.upstream, answer.is_ok());
     answer.map_err(|error| client_failure("tools/call", &error))
+}
+
+/// The outcome of an upstream task whose creation said it had already
+/// finished (its tool answered in its first step), read with one
+/// `tasks/get`, so that the gateway's task is made finished as well, in one
+/// write, and its caller needs no stream to learn so. `None` when the
+/// creation did not say so (or in the 2025-11-25 era, whose result is read
+/// with `tasks/result`), or when the read did not give the outcome: the
+/// gateway's task then awaits the upstream's as any other does.
+pub(crate) async fn finished_upstream(
+    connection: &Connection,
+    upstream: &TaskState,
+) -> Option<Result<CallToolResult, ErrorData>> {
+    if upstream.era() != Era::Extension || !upstream.status.is_terminal() {
+        return None;
+    }
+    let state = connection.client.get(&upstream.id).await.ok()?;
+    if state.id != upstream.id || !state.has_outcome() {
+        return None;
+    }
+    state.outcome().ok().map(outcome_of)
 }
 
 /// Counts one call answered by the upstream (`ok`) or failed on the way (`error`).

@@ -181,10 +181,16 @@ impl Gateway {
         };
         let id = upstream.id.clone();
         let abandon = held.client.clone();
+        // An upstream task made finished (its tool answered at once) makes
+        // ours finished too: its outcome is read before ours is made.
+        let finished = call::finished_upstream(&held, &upstream).await;
         let started = self
             .runtime
             .start_task(caller, described, tasks, move |task| async move {
-                bounded(&route, call::await_upstream(&held, upstream, task)).await
+                match finished {
+                    Some(outcome) => outcome,
+                    None => bounded(&route, call::await_upstream(&held, upstream, task)).await,
+                }
             })
             .await;
         if started.is_err() {

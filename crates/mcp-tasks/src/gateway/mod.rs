@@ -96,7 +96,11 @@
 //! * **An upstream that answers with tasks** (the extension, or 2025-11-25
 //!   tasks for tools it marks optional or required, when it declared
 //!   `tasks.requests.tools.call`) answers first: its result or MRTR round
-//!   goes back as it is, and its task becomes a gateway task that awaits it
+//!   goes back as it is, and its task becomes a gateway task. One whose
+//!   creation says it has finished already (its tool answered at once) is
+//!   read with one `tasks/get` before the gateway's task is made, which is
+//!   then made finished with its outcome, so the caller's
+//!   `CreateTaskResult` says so too. Any other the gateway task awaits
 //!   with [`TasksClient`](crate::TasksClient) (on a `subscriptions/listen`
 //!   stream for the task where the upstream serves one, over HTTP or stdio,
 //!   so its changes arrive as they happen; by polling at its
