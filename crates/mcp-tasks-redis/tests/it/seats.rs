@@ -10,7 +10,10 @@ use std::time::Duration;
 use mcp_tasks::store::{Principal, RunnerId, SeatId, SeatPool, Seating, SharedStore};
 use mcp_tasks_redis::testing::RedisServer;
 
-use crate::support::store;
+use mcp_tasks::server::AdmissionLimits;
+use serde_json::json;
+
+use crate::support::{bounded_replica, client, start, status, store, until};
 
 /// How long a test waits for news it expects (generous: nothing is timed).
 const NEWS: Duration = Duration::from_secs(10);
@@ -277,4 +280,118 @@ async fn creations_with_seats_racing_on_two_replicas_create_only_what_the_limit_
     }
     assert_eq!(created, 11);
     assert_eq!(taken(&b, &caller).await, 11);
+}
+
+/// How many `HGET`s Redis ran so far: freeing a task's seats reads the
+/// holder of its seat in each pool with one (`MOVE_SEATS`); creating and
+/// finishing a task run none.
+async fn hgets(url: &str) -> u64 {
+    let client = redis::Client::open(url).expect("url");
+    let mut connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut connection)
+        .await
+        .expect("INFO commandstats");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_hget:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Runs one `sleep` task of 10 ms on a replica under `limits` and `cap`
+/// to its end.
+async fn one_task(url: &str, prefix: &str, limits: AdmissionLimits, cap: Option<usize>) {
+    let tools = bounded_replica(url, prefix, "a", limits, cap).await;
+    let runtime = tools.runtime.clone();
+    let client = client(tools).await;
+    let id = start(&client, "sleep", json!({"ms": 10})).await;
+    until(&runtime, &id, NEWS, |task| status(task) == "completed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_holds_no_seat_frees_none_and_one_that_holds_seats_frees_them() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let before = hgets(&url).await;
+    // Only the queue bounded, no cap: a task that runs at once takes no
+    // seat, so its end costs no round trip for seats.
+    let queue_only = AdmissionLimits::default().with_max_running(None);
+    one_task(&url, "free-none:", queue_only, None).await;
+    // Running bounded: its seat in `running` is freed at its end.
+    one_task(&url, "free-one:", AdmissionLimits::default(), None).await;
+    let runner = store(&url, "free-one:").await;
+    let deadline = tokio::time::Instant::now() + NEWS;
+    while taken(&runner, &SeatPool::running()).await > 0 || hgets(&url).await == before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the bounded task's running seat was not freed within {NEWS:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Anything late from the first task would land by now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        hgets(&url).await - before,
+        1,
+        "one pool freed (the bounded task's `running`); none for the task that held no seat"
+    );
+}
+
+/// Waits until `pool` holds `count` seats.
+async fn seats_become(store: &SharedStore, pool: &SeatPool, count: u64) {
+    let deadline = tokio::time::Instant::now() + NEWS;
+    loop {
+        let now = taken(store, pool).await;
+        if now == count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{pool:?} holds {now} seats, not {count}, after {NEWS:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_task_gives_up_its_queued_seat_when_it_starts_or_is_cancelled() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let (running, queued) = (SeatPool::running(), SeatPool::queued());
+    let limits = AdmissionLimits::default().with_max_running(Some(1));
+    let tools = bounded_replica(&url, "queued:", "a", limits, None).await;
+    let runtime = tools.runtime.clone();
+    let client = client(tools).await;
+    let seats = store(&url, "queued:").await;
+
+    // One runs; the next waits, holding a queued seat, and starts when the
+    // first ends: both end with no seat left anywhere.
+    let first = start(&client, "sleep", json!({"ms": 300})).await;
+    let second = start(&client, "sleep", json!({"ms": 10})).await;
+    seats_become(&seats, &queued, 1).await;
+    assert_eq!(taken(&seats, &running).await, 1);
+    for id in [&first, &second] {
+        until(&runtime, id, NEWS, |task| status(task) == "completed").await;
+    }
+    seats_become(&seats, &running, 0).await;
+    seats_become(&seats, &queued, 0).await;
+
+    // A queued task cancelled before it starts gives its queued seat up.
+    let long = start(&client, "sleep", json!({"ms": 60_000})).await;
+    let waiting = start(&client, "sleep", json!({"ms": 10})).await;
+    seats_become(&seats, &queued, 1).await;
+    for id in [&waiting, &long] {
+        runtime
+            .cancel_task_as(id, &crate::support::process())
+            .await
+            .expect("tasks/cancel");
+        until(&runtime, id, NEWS, |task| status(task) == "cancelled").await;
+    }
+    seats_become(&seats, &queued, 0).await;
+    seats_become(&seats, &running, 0).await;
 }

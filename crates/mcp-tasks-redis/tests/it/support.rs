@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_tasks::server::{TaskContext, TaskRuntime, ToolTasks};
+use mcp_tasks::server::{AdmissionLimits, TaskContext, TaskRuntime, ToolTasks};
 use mcp_tasks::store::{Principal, SharedStore};
 use mcp_tasks::{CallOptions, CallResponse, TaskId, TasksClient};
 use mcp_tasks_redis::{RedisOptions, RedisStore};
@@ -128,6 +128,24 @@ pub(crate) async fn capped_replica(url: &str, prefix: &str, name: &'static str) 
     let runtime = TaskRuntime::builder(store(url, prefix).await)
         .with_poll_interval(Duration::from_millis(20))
         .with_max_tasks_per_caller(Some(50))
+        .build();
+    Tools { runtime, name }
+}
+
+/// [`replica`] under admission `limits` and per-caller `cap`, so that its
+/// tasks take the seats those bound (or none when nothing but the queue
+/// is bounded and no task waits).
+pub(crate) async fn bounded_replica(
+    url: &str,
+    prefix: &str,
+    name: &'static str,
+    limits: AdmissionLimits,
+    cap: Option<usize>,
+) -> Tools {
+    let runtime = TaskRuntime::builder(store(url, prefix).await)
+        .with_poll_interval(Duration::from_millis(20))
+        .with_admission(limits)
+        .with_max_tasks_per_caller(cap)
         .build();
     Tools { runtime, name }
 }

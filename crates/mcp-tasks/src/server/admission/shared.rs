@@ -17,9 +17,11 @@
 //!   when another claims its lease, within one lease period.
 //!
 //! Unbounded settings take no seat at all, so a server without bounds pays
-//! nothing for them.
+//! nothing for them; a task that took no seat (no cap, no running or tool
+//! bound, never queued) frees none at its end either.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rmcp::ErrorData;
@@ -49,6 +51,11 @@ pub(crate) struct TaskSeats {
     running: Vec<(SeatPool, u64)>,
     /// The queue's pool and limit.
     queued: (SeatPool, u64),
+    /// Whether the task may hold a seat in the queue's pool: set before
+    /// one is taken, cleared once a start gave it up. A task that holds
+    /// no seat anywhere (no cap, no running bound, never queued) frees
+    /// none at its end: no round trip to the store.
+    may_hold_queued: AtomicBool,
 }
 
 /// Where a task's seats put it.
@@ -105,6 +112,7 @@ impl TaskSeats {
             caller: cap,
             running,
             queued,
+            may_hold_queued: AtomicBool::new(false),
         })
     }
 
@@ -149,6 +157,7 @@ impl TaskSeats {
             }
         }
         let take = self.pools(std::slice::from_ref(&self.queued));
+        self.may_hold_queued.store(true, Ordering::SeqCst);
         match replicas
             .create_seated(record, &self.seat, lease.runner(), &take)
             .await
@@ -181,7 +190,11 @@ impl TaskSeats {
             .move_seats(&self.seat, lease.runner(), &take, &free)
             .await
         {
-            Ok(Seating::Seated) => Ok(true),
+            Ok(Seating::Seated) => {
+                // The queued seat was given up in the same step.
+                self.may_hold_queued.store(false, Ordering::SeqCst);
+                Ok(true)
+            }
             Ok(Seating::NoLease) => Err(LeaseError::Lost),
             Ok(Seating::Full(_) | Seating::Existing) => Ok(false),
             Err(error) => {
@@ -218,8 +231,14 @@ impl TaskSeats {
             return;
         };
         let mut pools: Vec<SeatPool> = self.running.iter().map(|(pool, _)| pool.clone()).collect();
-        pools.push(self.queued.0.clone());
+        if self.may_hold_queued.load(Ordering::SeqCst) {
+            pools.push(self.queued.0.clone());
+        }
         pools.extend(self.caller.iter().map(|(pool, _)| pool.clone()));
+        if pools.is_empty() {
+            // It never held a seat: nothing to give up.
+            return;
+        }
         let give_up = tokio::time::Instant::now() + FREE_FOR;
         let mut pause = Duration::from_millis(50);
         loop {
