@@ -34,18 +34,21 @@ use redis::Script;
 
 /// Enters an id in its owner's set, which then lives at least as long as
 /// the record: `keep_owned(key, id, keep_ms or '')`. A set that holds a
-/// record without expiry never expires (until it is empty).
+/// record without expiry never expires (until it is empty). A set whose
+/// expiry is lengthened gets an eighth more than it needs, so that the
+/// writes that follow for a while (an owner creating task after task)
+/// leave its expiry alone: one read (`PTTL`, which also tells a new set)
+/// and the `ZADD` per write, and now and then a `PEXPIRE`.
 const KEEP_OWNED: &str = r"
 local function keep_owned(key, id, keep)
-  local fresh = redis.call('EXISTS', key) == 0
+  local left = redis.call('PTTL', key)
   redis.call('ZADD', key, 0, id)
   if keep == '' then
-    if not fresh then redis.call('PERSIST', key) end
-  elseif fresh then
+    if left ~= -2 then redis.call('PERSIST', key) end
+  elseif left == -2 or (left >= 0 and left < tonumber(keep)) then
+    local ms = tonumber(keep)
+    if ms < 1e15 then keep = string.format('%d', ms + math.floor(ms / 8)) end
     redis.call('PEXPIRE', key, keep)
-  else
-    local left = redis.call('PTTL', key)
-    if left >= 0 and left < tonumber(keep) then redis.call('PEXPIRE', key, keep) end
   end
 end
 ";
@@ -66,17 +69,20 @@ end
 /// Writes a new record (whose id the caller checked is free) and its
 /// indexes, and announces it. KEYS[1..3] and ARGV[1..10] as [`CREATE`]'s.
 const CREATE_RECORD: &str = r"
-redis.call('HSET', KEYS[1], 'v', ARGV[3], 'r', ARGV[2], 'w', ARGV[9])
+local fields = {'v', ARGV[3], 'r', ARGV[2], 'w', ARGV[9]}
 if ARGV[10] ~= '' then
   local keyed = ARGV[8] .. 'keyed:' .. ARGV[10]
-  redis.call('HSET', KEYS[1], 'k', ARGV[10])
+  fields[#fields + 1] = 'k'
+  fields[#fields + 1] = ARGV[10]
   redis.call('SET', keyed, ARGV[1])
   if ARGV[5] ~= '' then redis.call('PEXPIRE', keyed, ARGV[5]) end
 end
 if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[1], 'o', ARGV[6])
+  fields[#fields + 1] = 'o'
+  fields[#fields + 1] = ARGV[6]
   if ARGV[7] == '0' then redis.call('SADD', ARGV[8] .. 'runner:' .. ARGV[6], ARGV[1]) end
 end
+redis.call('HSET', KEYS[1], unpack(fields))
 if ARGV[4] ~= '' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
 if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 keep_owned(KEYS[3], ARGV[1], ARGV[5])
@@ -179,18 +185,18 @@ pub(crate) static SWAP: LazyLock<Script> = LazyLock::new(|| {
 local current = redis.call('HMGET', KEYS[1], 'v', 'r', 'o', 'k')
 if not current[1] then return {{0}} end
 if current[1] ~= ARGV[2] then return {{1, current[1], current[2]}} end
-redis.call('HSET', KEYS[1], 'v', ARGV[4], 'r', ARGV[3], 'w', ARGV[10])
 local old = current[3]
 if old and (old ~= ARGV[7] or ARGV[8] == '1') then
   redis.call('SREM', ARGV[9] .. 'runner:' .. old, ARGV[1])
 end
 if ARGV[7] ~= '' then
-  redis.call('HSET', KEYS[1], 'o', ARGV[7])
+  redis.call('HSET', KEYS[1], 'v', ARGV[4], 'r', ARGV[3], 'w', ARGV[10], 'o', ARGV[7])
   if ARGV[8] == '0' and old ~= ARGV[7] then
     redis.call('SADD', ARGV[9] .. 'runner:' .. ARGV[7], ARGV[1])
   end
-elseif old then
-  redis.call('HDEL', KEYS[1], 'o')
+else
+  redis.call('HSET', KEYS[1], 'v', ARGV[4], 'r', ARGV[3], 'w', ARGV[10])
+  if old then redis.call('HDEL', KEYS[1], 'o') end
 end
 if ARGV[5] ~= '' then
   redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])
