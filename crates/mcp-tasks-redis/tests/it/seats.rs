@@ -1,16 +1,16 @@
 //! Seat pools shared by replicas: two stores on one `redis-server` (two
 //! replicas, each with its own connections, subscription and runner) race
 //! for seats, and a replica that stops renewing its lease gives its seats
-//! back once another claims the lease. The single-store contract runs in
-//! `contract.rs`.
+//! back once another claims the lease; through a runtime, a task frees
+//! only the seats it may hold (none when it took none). The single-store
+//! contract runs in `contract.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_tasks::server::AdmissionLimits;
 use mcp_tasks::store::{Principal, RunnerId, SeatId, SeatPool, Seating, SharedStore};
 use mcp_tasks_redis::testing::RedisServer;
-
-use mcp_tasks::server::AdmissionLimits;
 use serde_json::json;
 
 use crate::support::{bounded_replica, client, start, status, store, until};
