@@ -5,7 +5,6 @@
 //! record is never answered from it, and a finished task is never answered
 //! as still running once the feed has its completion.
 
-use std::process::Command;
 use std::time::Duration;
 
 use mcp_tasks::store::{Change, Principal, Replicas, Swap, TaskRecord, TaskStore, Transition};
@@ -14,6 +13,8 @@ use mcp_tasks_redis::testing::RedisServer;
 use mcp_tasks_redis::{RedisOptions, RedisStore};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
+
+use crate::support::{calls, cli};
 
 async fn replica(redis: &RedisServer, prefix: &str) -> RedisStore {
     RedisStore::connect_with(
@@ -24,22 +25,9 @@ async fn replica(redis: &RedisServer, prefix: &str) -> RedisStore {
     .expect("connect to the test's redis-server")
 }
 
-fn cli(redis: &RedisServer, args: &[&str]) -> String {
-    let output = Command::new("redis-cli")
-        .args(["-p", &redis.port().to_string()])
-        .args(args)
-        .output()
-        .expect("run redis-cli");
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
-
 /// How many `HMGET`s Redis ran so far (the store's reads).
 fn reads(redis: &RedisServer) -> u64 {
-    cli(redis, &["info", "commandstats"])
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_hmget:calls="))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
+    calls(redis, "hmget")
 }
 
 fn record(id: &str, ttl: Ttl) -> TaskRecord {

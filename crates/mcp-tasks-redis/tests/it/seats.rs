@@ -13,7 +13,7 @@ use mcp_tasks::store::{Principal, RunnerId, SeatId, SeatPool, Seating, SharedSto
 use mcp_tasks_redis::testing::RedisServer;
 use serde_json::json;
 
-use crate::support::{bounded_replica, client, start, status, store, until};
+use crate::support::{bounded_replica, calls, client, start, status, store, until};
 
 /// How long a test waits for news it expects (generous: nothing is timed).
 const NEWS: Duration = Duration::from_secs(10);
@@ -285,22 +285,8 @@ async fn creations_with_seats_racing_on_two_replicas_create_only_what_the_limit_
 /// How many `HGET`s Redis ran so far: freeing a task's seats reads the
 /// holder of its seat in each pool with one (`MOVE_SEATS`); creating and
 /// finishing a task run none.
-async fn hgets(url: &str) -> u64 {
-    let client = redis::Client::open(url).expect("url");
-    let mut connection = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut connection)
-        .await
-        .expect("INFO commandstats");
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_hget:calls="))
-        .and_then(|rest| rest.split(',').next()?.parse().ok())
-        .unwrap_or(0)
+fn hgets(redis: &RedisServer) -> u64 {
+    calls(redis, "hget")
 }
 
 /// Runs one `sleep` task of 10 ms on a replica under `limits` and `cap`
@@ -317,26 +303,19 @@ async fn one_task(url: &str, prefix: &str, limits: AdmissionLimits, cap: Option<
 async fn a_task_that_holds_no_seat_frees_none_and_one_that_holds_seats_frees_them() {
     let redis = RedisServer::start();
     let url = redis.url();
-    let before = hgets(&url).await;
+    let before = hgets(&redis);
     // Only the queue bounded, no cap: a task that runs at once takes no
     // seat, so its end costs no round trip for seats.
     let queue_only = AdmissionLimits::default().with_max_running(None);
     one_task(&url, "free-none:", queue_only, None).await;
     // Running bounded: its seat in `running` is freed at its end.
     one_task(&url, "free-one:", AdmissionLimits::default(), None).await;
-    let runner = store(&url, "free-one:").await;
-    let deadline = tokio::time::Instant::now() + NEWS;
-    while taken(&runner, &SeatPool::running()).await > 0 || hgets(&url).await == before {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the bounded task's running seat was not freed within {NEWS:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // Its seat is freed by the script that reads its holder.
+    seats_become(&store(&url, "free-one:").await, &SeatPool::running(), 0).await;
     // Anything late from the first task would land by now.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        hgets(&url).await - before,
+        hgets(&redis) - before,
         1,
         "one pool freed (the bounded task's `running`); none for the task that held no seat"
     );

@@ -3,12 +3,14 @@
 //! an in-process duplex. Several replicas on one `redis-server` behave as
 //! several server processes do, short of dying (see `pause.rs` for that).
 
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_tasks::server::{AdmissionLimits, TaskContext, TaskRuntime, ToolTasks};
 use mcp_tasks::store::{Principal, SharedStore};
 use mcp_tasks::{CallOptions, CallResponse, TaskId, TasksClient};
+use mcp_tasks_redis::testing::RedisServer;
 use mcp_tasks_redis::{RedisOptions, RedisStore};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequest,
@@ -125,11 +127,7 @@ pub(crate) async fn replica(
 /// [`replica`] whose runtime caps each caller's unfinished tasks, so its
 /// creations take seats in the store (`Replicas::create_seated`).
 pub(crate) async fn capped_replica(url: &str, prefix: &str, name: &'static str) -> Tools {
-    let runtime = TaskRuntime::builder(store(url, prefix).await)
-        .with_poll_interval(Duration::from_millis(20))
-        .with_max_tasks_per_caller(Some(50))
-        .build();
-    Tools { runtime, name }
+    bounded_replica(url, prefix, name, AdmissionLimits::default(), Some(50)).await
 }
 
 /// [`replica`] under admission `limits` and per-caller `cap`, so that its
@@ -148,6 +146,27 @@ pub(crate) async fn bounded_replica(
         .with_max_tasks_per_caller(cap)
         .build();
     Tools { runtime, name }
+}
+
+/// What `redis-cli` prints for `args` against `redis`, trimmed.
+pub(crate) fn cli(redis: &RedisServer, args: &[&str]) -> String {
+    let output = Command::new("redis-cli")
+        .args(["-p", &redis.port().to_string()])
+        .args(args)
+        .output()
+        .expect("run redis-cli");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// How many times Redis ran `command` (lower case) so far, scripts'
+/// calls included (`INFO commandstats`).
+pub(crate) fn calls(redis: &RedisServer, command: &str) -> u64 {
+    let prefix = format!("cmdstat_{command}:calls=");
+    cli(redis, &["info", "commandstats"])
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 pub(crate) fn form(message: &str) -> InputRequest {
