@@ -2,7 +2,8 @@
 //! record, its indexes and its announcement change together.
 //!
 //! Keys under the prefix `P`: `P task:ID` (a hash: `v` the version, `r` the
-//! record's JSON, `o` its runner, `w` its owner), `P expiry` (a sorted set
+//! record's JSON, `o` its runner, `w` its owner, `i` set once its id is in
+//! its owner's set and in `P all`), `P expiry` (a sorted set
 //! of ids by `expires_at`), `P owner:OWNER` (the ids of an owner's records,
 //! a sorted set with every score 0, so in byte order: `ZRANGEBYLEX` reads
 //! it from any id on), `P runners` (a sorted set of runners by the end of
@@ -33,16 +34,18 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// Enters an id in its owner's set, which then lives at least as long as
-/// the record: `keep_owned(key, id, keep_ms or '')`. A set that holds a
-/// record without expiry never expires (until it is empty). A set whose
-/// expiry is lengthened gets an eighth more than it needs, so that the
-/// writes that follow for a while (an owner creating task after task)
-/// leave its expiry alone: one read (`PTTL`, which also tells a new set)
-/// and the `ZADD` per write, and now and then a `PEXPIRE`.
+/// the record: `keep_owned(key, id, keep_ms or '', listed)`, `listed` true
+/// when the record says the set holds its id already (field `i`), which
+/// skips the `ZADD` unless the set is gone. A set that holds a record
+/// without expiry never expires (until it is empty). A set whose expiry is
+/// lengthened gets an eighth more than it needs, so that the writes that
+/// follow for a while (an owner creating task after task) leave its expiry
+/// alone: one read (`PTTL`, which also tells a missing set) per write, the
+/// `ZADD` when the id is new to the set, and now and then a `PEXPIRE`.
 const KEEP_OWNED: &str = r"
-local function keep_owned(key, id, keep)
+local function keep_owned(key, id, keep, listed)
   local left = redis.call('PTTL', key)
-  redis.call('ZADD', key, 0, id)
+  if not listed or left == -2 then redis.call('ZADD', key, 0, id) end
   if keep == '' then
     if left ~= -2 then redis.call('PERSIST', key) end
   elseif left == -2 or (left >= 0 and left < tonumber(keep)) then
@@ -69,7 +72,7 @@ end
 /// Writes a new record (whose id the caller checked is free) and its
 /// indexes, and announces it. KEYS[1..3] and ARGV[1..10] as [`CREATE`]'s.
 const CREATE_RECORD: &str = r"
-local fields = {'v', ARGV[3], 'r', ARGV[2], 'w', ARGV[9]}
+local fields = {'v', ARGV[3], 'r', ARGV[2], 'w', ARGV[9], 'i', '1'}
 if ARGV[10] ~= '' then
   local keyed = ARGV[8] .. 'keyed:' .. ARGV[10]
   fields[#fields + 1] = 'k'
@@ -85,7 +88,7 @@ end
 redis.call('HSET', KEYS[1], unpack(fields))
 if ARGV[4] ~= '' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
 if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
-keep_owned(KEYS[3], ARGV[1], ARGV[5])
+keep_owned(KEYS[3], ARGV[1], ARGV[5], false)
 redis.call('ZADD', ARGV[8] .. 'all', 0, ARGV[1])
 redis.call('PUBLISH', ARGV[8] .. 'changes', ARGV[1])
 ";
@@ -176,26 +179,35 @@ return 0
 /// Compare-and-set. KEYS: task, expiry, owned. ARGV: id, expected
 /// version, record, its version, expires_at or '', keep_ms or '', runner or
 /// '', finished, prefix, owner. Returns {2} swapped, {1, version, record}
-/// conflict, {0} missing. The owner's set is written again (a no-op for a
-/// record this build created; a record of an older build, which kept no
-/// owner index, is listed from its first change on).
+/// conflict, {0} missing. A record whose hash says it is listed (`i`,
+/// written by every creation since) is not entered in its owner's set nor
+/// in `all` again; one of an older build, which kept no such index, is
+/// entered at its first change, and marked.
 pub(crate) static SWAP: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{KEEP_OWNED}
-local current = redis.call('HMGET', KEYS[1], 'v', 'r', 'o', 'k')
+local current = redis.call('HMGET', KEYS[1], 'v', 'r', 'o', 'k', 'i')
 if not current[1] then return {{0}} end
 if current[1] ~= ARGV[2] then return {{1, current[1], current[2]}} end
 local old = current[3]
+local listed = current[5] == '1'
 if old and (old ~= ARGV[7] or ARGV[8] == '1') then
   redis.call('SREM', ARGV[9] .. 'runner:' .. old, ARGV[1])
 end
+local fields = {{'v', ARGV[4], 'r', ARGV[3], 'w', ARGV[10]}}
+if not listed then
+  fields[#fields + 1] = 'i'
+  fields[#fields + 1] = '1'
+end
 if ARGV[7] ~= '' then
-  redis.call('HSET', KEYS[1], 'v', ARGV[4], 'r', ARGV[3], 'w', ARGV[10], 'o', ARGV[7])
+  fields[#fields + 1] = 'o'
+  fields[#fields + 1] = ARGV[7]
+  redis.call('HSET', KEYS[1], unpack(fields))
   if ARGV[8] == '0' and old ~= ARGV[7] then
     redis.call('SADD', ARGV[9] .. 'runner:' .. ARGV[7], ARGV[1])
   end
 else
-  redis.call('HSET', KEYS[1], 'v', ARGV[4], 'r', ARGV[3], 'w', ARGV[10])
+  redis.call('HSET', KEYS[1], unpack(fields))
   if old then redis.call('HDEL', KEYS[1], 'o') end
 end
 if ARGV[5] ~= '' then
@@ -214,8 +226,8 @@ if current[4] then
     if ARGV[6] ~= '' then redis.call('PEXPIRE', keyed, ARGV[6]) else redis.call('PERSIST', keyed) end
   end
 end
-keep_owned(KEYS[3], ARGV[1], ARGV[6])
-redis.call('ZADD', ARGV[9] .. 'all', 0, ARGV[1])
+keep_owned(KEYS[3], ARGV[1], ARGV[6], listed)
+if not listed then redis.call('ZADD', ARGV[9] .. 'all', 0, ARGV[1]) end
 redis.call('PUBLISH', ARGV[9] .. 'changes', ARGV[1])
 return {{2}}
 "

@@ -1,6 +1,8 @@
 //! The owner index in Redis: ids whose record Redis dropped by itself are
 //! skipped and cleaned up, an owner's set lives as long as its records, and
-//! a record of an older build (no owner index) is listed once it changes.
+//! a record of an older build (no owner index) is listed once it changes,
+//! and one this build created is not entered in the indexes again at
+//! each change.
 
 use std::time::Duration;
 
@@ -9,7 +11,7 @@ use mcp_tasks::{TaskId, Ttl, UnixMillis};
 use mcp_tasks_redis::testing::RedisServer;
 use redis::aio::MultiplexedConnection;
 
-use crate::support::store;
+use crate::support::{calls, store};
 
 fn task(id: &str, ttl: Ttl) -> TaskRecord {
     TaskRecord::new(
@@ -142,13 +144,36 @@ async fn an_owners_set_lives_as_long_as_its_records_and_goes_with_them() {
     assert_eq!(pttl(&mut admin, key).await, -2, "no records, no set");
 }
 
+async fn change(store: &SharedStore, id: &str) {
+    modify(
+        &**store,
+        &TaskId::new(id),
+        &Change::StatusMessage("changed".into()),
+        UnixMillis::now(),
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("modify");
+}
+
+async fn listed_by_all(store: &SharedStore) -> Vec<String> {
+    store
+        .list_all(None, 10)
+        .await
+        .expect("list_all")
+        .iter()
+        .map(|record| record.id().expose().to_owned())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_of_an_older_build_is_listed_once_it_changes() {
     let redis = RedisServer::start();
     let store = store(&redis.url(), "old:").await;
     let mut admin = admin(&redis).await;
     let old = task("old", Ttl::Unlimited);
-    // As the build before the owner index wrote it: no `w`, no owner set.
+    // As the build before the owner index wrote it: no `w`, no owner set,
+    // not in `all`, no `i`.
     let _: i64 = redis::cmd("HSET")
         .arg("old:task:old")
         .arg("v")
@@ -159,16 +184,45 @@ async fn a_record_of_an_older_build_is_listed_once_it_changes() {
         .await
         .expect("HSET");
     assert_eq!(listed(&store, None, 10).await, Vec::<String>::new());
-    modify(
-        &*store,
-        &TaskId::new("old"),
-        &Change::StatusMessage("changed".into()),
-        UnixMillis::now(),
-        Duration::from_secs(60),
-    )
-    .await
-    .expect("modify");
+    assert_eq!(listed_by_all(&store).await, Vec::<String>::new());
+    // Its first change enters it in both indexes (no expiry: no `ZADD` to
+    // the expiry index), and marks it; the next enters it in neither again.
+    let before = calls(&redis, "zadd");
+    change(&store, "old").await;
+    assert_eq!(calls(&redis, "zadd") - before, 2, "the owner's set and all");
+    assert_eq!(listed(&store, None, 10).await, ["old"]);
+    assert_eq!(listed_by_all(&store).await, ["old"]);
+    let before = calls(&redis, "zadd");
+    change(&store, "old").await;
+    assert_eq!(calls(&redis, "zadd") - before, 0, "listed already");
     assert_eq!(listed(&store, None, 10).await, ["old"]);
     store.delete(&TaskId::new("old")).await.expect("delete");
     assert_eq!(listed(&store, None, 10).await, Vec::<String>::new());
+    assert_eq!(listed_by_all(&store).await, Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_this_build_created_is_not_indexed_again_at_each_change() {
+    let redis = RedisServer::start();
+    let store = store(&redis.url(), "new:").await;
+    let mut admin = admin(&redis).await;
+    store
+        .create(task("new", Ttl::Unlimited))
+        .await
+        .expect("create");
+    let before = calls(&redis, "zadd");
+    change(&store, "new").await;
+    change(&store, "new").await;
+    assert_eq!(calls(&redis, "zadd") - before, 0);
+    assert_eq!(listed(&store, None, 10).await, ["new"]);
+    assert_eq!(listed_by_all(&store).await, ["new"]);
+    // Should its owner's set be gone all the same, a change enters it again.
+    let _: i64 = redis::cmd("DEL")
+        .arg("new:owner:owner-a")
+        .query_async(&mut admin)
+        .await
+        .expect("DEL");
+    assert_eq!(listed(&store, None, 10).await, Vec::<String>::new());
+    change(&store, "new").await;
+    assert_eq!(listed(&store, None, 10).await, ["new"]);
 }
