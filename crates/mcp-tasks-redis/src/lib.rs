@@ -282,6 +282,71 @@ impl RedisStore {
         }
     }
 
+    /// [`TaskStore::compare_and_swap`], and with `free`, the seat given up
+    /// in those pools by the same script when it swaps.
+    async fn swap(
+        &self,
+        transition: Transition,
+        free: Option<(&SeatId, &[SeatPool])>,
+    ) -> Result<Swap, StoreError> {
+        let record = transition.record();
+        let json = encode(record)?;
+        let (expires_at, keep, runner, finished) = self.index_args(record);
+        let id = record.id().clone();
+        let mut connection = self.connection.clone();
+        let ticket = self.cache.ticket(id.expose());
+        let mut invocation = scripts::SWAP.key(self.keys.task(&id));
+        invocation
+            .key(&self.keys.expiry)
+            .key(self.keys.owned(record.owner()))
+            .arg(id.expose())
+            .arg(transition.expected_version())
+            .arg(json)
+            .arg(record.version())
+            .arg(expires_at)
+            .arg(keep)
+            .arg(runner)
+            .arg(finished)
+            .arg(&self.keys.prefix)
+            .arg(record.owner().as_str());
+        if let Some((seat, pools)) = free {
+            self.freeing(&mut invocation, seat, pools);
+        }
+        let answer: Vec<redis::Value> = self
+            .bounded(
+                "Redis could not change the task",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        let text = |value: &redis::Value| -> Option<String> {
+            redis::from_redis_value_ref::<String>(value).ok()
+        };
+        match answer.as_slice() {
+            [code] if redis::from_redis_value_ref::<i64>(code).ok() == Some(2) => {
+                let record = PackedRecord::pack(transition.into_record());
+                self.cache.wrote(ticket, &Arc::new(record));
+                Ok(Swap::Swapped)
+            }
+            [code] if redis::from_redis_value_ref::<i64>(code).ok() == Some(0) => {
+                self.cache.read(ticket, None);
+                Ok(Swap::Missing)
+            }
+            [_, version, json] => match (text(version), text(json)) {
+                (Some(version), Some(json)) => {
+                    // The script read the record it conflicts with.
+                    let current = decode(&id, &version, &json)?;
+                    let packed = Arc::new(PackedRecord::pack(current.clone()));
+                    self.cache.read(ticket, Some(&packed));
+                    Ok(Swap::Conflict(Box::new(current)))
+                }
+                _ => Err(corrupt("a record without its version, or the reverse")),
+            },
+            _ => Err(StoreError::msg(
+                "Redis answered a compare-and-set with something unexpected",
+            )),
+        }
+    }
+
     /// `script` ([`scripts::CREATE`] or one that starts as it does) with the
     /// keys and arguments that create `record`.
     fn creation(
@@ -480,59 +545,7 @@ impl TaskStore for RedisStore {
     }
 
     async fn compare_and_swap(&self, transition: Transition) -> Result<Swap, StoreError> {
-        let record = transition.record();
-        let json = encode(record)?;
-        let (expires_at, keep, runner, finished) = self.index_args(record);
-        let id = record.id().clone();
-        let mut connection = self.connection.clone();
-        let ticket = self.cache.ticket(id.expose());
-        let mut invocation = scripts::SWAP.key(self.keys.task(&id));
-        invocation
-            .key(&self.keys.expiry)
-            .key(self.keys.owned(record.owner()))
-            .arg(id.expose())
-            .arg(transition.expected_version())
-            .arg(json)
-            .arg(record.version())
-            .arg(expires_at)
-            .arg(keep)
-            .arg(runner)
-            .arg(finished)
-            .arg(&self.keys.prefix)
-            .arg(record.owner().as_str());
-        let answer: Vec<redis::Value> = self
-            .bounded(
-                "Redis could not change the task",
-                invocation.invoke_async(&mut connection),
-            )
-            .await?;
-        let text = |value: &redis::Value| -> Option<String> {
-            redis::from_redis_value_ref::<String>(value).ok()
-        };
-        match answer.as_slice() {
-            [code] if redis::from_redis_value_ref::<i64>(code).ok() == Some(2) => {
-                let record = PackedRecord::pack(transition.into_record());
-                self.cache.wrote(ticket, &Arc::new(record));
-                Ok(Swap::Swapped)
-            }
-            [code] if redis::from_redis_value_ref::<i64>(code).ok() == Some(0) => {
-                self.cache.read(ticket, None);
-                Ok(Swap::Missing)
-            }
-            [_, version, json] => match (text(version), text(json)) {
-                (Some(version), Some(json)) => {
-                    // The script read the record it conflicts with.
-                    let current = decode(&id, &version, &json)?;
-                    let packed = Arc::new(PackedRecord::pack(current.clone()));
-                    self.cache.read(ticket, Some(&packed));
-                    Ok(Swap::Conflict(Box::new(current)))
-                }
-                _ => Err(corrupt("a record without its version, or the reverse")),
-            },
-            _ => Err(StoreError::msg(
-                "Redis answered a compare-and-set with something unexpected",
-            )),
-        }
+        self.swap(transition, None).await
     }
 
     async fn delete(&self, id: &TaskId) -> Result<(), StoreError> {
@@ -727,6 +740,19 @@ impl Replicas for RedisStore {
             self.create_seated_in_redis(record, seat, runner, take)
                 .await
         })
+    }
+
+    fn frees_with_swap(&self) -> bool {
+        true
+    }
+
+    fn compare_and_swap_freeing<'a>(
+        &'a self,
+        transition: Transition,
+        seat: &'a SeatId,
+        free: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<Swap, StoreError>> {
+        Box::pin(self.swap(transition, Some((seat, free))))
     }
 
     fn free_seats<'a>(

@@ -176,16 +176,38 @@ return 0
     ))
 });
 
-/// Compare-and-set. KEYS: task, expiry, owned. ARGV: id, expected
-/// version, record, its version, expires_at or '', keep_ms or '', runner or
-/// '', finished, prefix, owner. Returns {2} swapped, {1, version, record}
-/// conflict, {0} missing. A record whose hash says it is listed (`i`,
+/// Gives a seat up in pools: `free_seats(prefix, seat, first_key,
+/// first_arg, n)` reads the `n` pool keys from `KEYS[first_key]` on and
+/// their pool ids from `ARGV[first_arg]` on; pools that do not hold the
+/// seat are skipped, and a freeing is announced (the empty message).
+const FREE_SEATS: &str = r"
+local function free_seats(prefix, seat, first_key, first_arg, n)
+  local freed = false
+  for k = 1, n do
+    local pool = KEYS[first_key + k - 1]
+    local holder = redis.call('HGET', pool, seat)
+    if holder then
+      redis.call('HDEL', pool, seat)
+      redis.call('SREM', prefix .. 'held:' .. holder, ARGV[first_arg + k - 1] .. seat)
+      freed = true
+    end
+  end
+  if freed then redis.call('PUBLISH', prefix .. 'changes', '') end
+end
+";
+
+/// Compare-and-set, and when it swaps, gives a seat up in the pools given
+/// (none: a plain swap). KEYS: task, expiry, owned, then the pools to
+/// free. ARGV: id, expected version, record, its version, expires_at or
+/// '', keep_ms or '', runner or '', finished, prefix, owner, then (with
+/// pools) the seat and the pool id of each. Returns {2} swapped, {1,
+/// version, record} conflict, {0} missing (nothing freed but with {2}). A record whose hash says it is listed (`i`,
 /// written by every creation since) is not entered in its owner's set nor
 /// in `all` again; one of an older build, which kept no such index, is
 /// entered at its first change, and marked.
 pub(crate) static SWAP: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        r"{KEEP_OWNED}
+        r"{KEEP_OWNED}{FREE_SEATS}
 local current = redis.call('HMGET', KEYS[1], 'v', 'r', 'o', 'k', 'i')
 if not current[1] then return {{0}} end
 if current[1] ~= ARGV[2] then return {{1, current[1], current[2]}} end
@@ -229,6 +251,7 @@ end
 keep_owned(KEYS[3], ARGV[1], ARGV[6], listed)
 if not listed then redis.call('ZADD', ARGV[9] .. 'all', 0, ARGV[1]) end
 redis.call('PUBLISH', ARGV[9] .. 'changes', ARGV[1])
+if #KEYS > 3 then free_seats(ARGV[9], ARGV[11], 4, 12, #KEYS - 3) end
 return {{2}}
 "
     ))
@@ -423,23 +446,13 @@ pub(crate) const POOL_ID_LEN: usize = 32;
 /// lease (taking needs one; freeing alone does not).
 pub(crate) static MOVE_SEATS: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        r"{TAKE_SEATS}
+        r"{TAKE_SEATS}{FREE_SEATS}
 local runner, seat, n, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 if n > 0 then
   local taken = take_seats(KEYS[1], KEYS[2], runner, seat, 3, 5, n)
   if taken ~= 0 then return taken end
 end
-local freed = false
-for k = 1, #KEYS - 2 - n do
-  local pool = KEYS[2 + n + k]
-  local holder = redis.call('HGET', pool, seat)
-  if holder then
-    redis.call('HDEL', pool, seat)
-    redis.call('SREM', prefix .. 'held:' .. holder, ARGV[4 + 2 * n + k] .. seat)
-    freed = true
-  end
-end
-if freed then redis.call('PUBLISH', prefix .. 'changes', '') end
+free_seats(prefix, seat, 3 + n, 5 + 2 * n, #KEYS - 2 - n)
 return 0
 "
     ))

@@ -110,6 +110,21 @@ impl RedisStore {
         seating(answer, take.len())
     }
 
+    /// Adds to a [`scripts::SWAP`] invocation the seat to give up and the
+    /// pools to give it up in.
+    pub(crate) fn freeing(
+        &self,
+        invocation: &mut redis::ScriptInvocation<'_>,
+        seat: &SeatId,
+        pools: &[SeatPool],
+    ) {
+        invocation.arg(seat.as_str());
+        for pool in pools {
+            let id = pool_id(pool);
+            invocation.key(self.keys.pool(&id)).arg(id);
+        }
+    }
+
     /// [`Replicas::seats_taken`](mcp_tasks::store::Replicas::seats_taken).
     pub(crate) async fn seats_in_redis(&self, pool: &SeatPool) -> Result<u64, StoreError> {
         let mut command = redis::cmd("HLEN");

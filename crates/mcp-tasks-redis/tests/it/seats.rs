@@ -2,8 +2,9 @@
 //! replicas, each with its own connections, subscription and runner) race
 //! for seats, and a replica that stops renewing its lease gives its seats
 //! back once another claims the lease; through a runtime, a task frees
-//! only the seats it may hold (none when it took none). The single-store
-//! contract runs in `contract.rs`.
+//! only the seats it may hold (none when it took none), with the write of
+//! its outcome (no script of its own). The single-store contract runs in
+//! `contract.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -319,6 +320,40 @@ async fn a_task_that_holds_no_seat_frees_none_and_one_that_holds_seats_frees_the
         1,
         "one pool freed (the bounded task's `running`); none for the task that held no seat"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_gives_its_seats_up_with_the_write_of_its_outcome() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    // The scripts the tasks' own steps sent: the lease's renewals and the
+    // reaper's claims read Redis's clock (`TIME`), a task's steps do not.
+    let scripts = || calls(&redis, "evalsha") - calls(&redis, "time");
+    // A first task loads the scripts (a first `EVALSHA` of each fails).
+    one_task(&url, "warm:", AdmissionLimits::default(), Some(50)).await;
+    let settle = || tokio::time::sleep(Duration::from_millis(300));
+    settle().await;
+
+    // The same task twice: holding no seat, then seats in `running` and
+    // in its caller's cap, which it gives up with its last write, so it
+    // sends no more scripts than the first.
+    let before = scripts();
+    let queue_only = AdmissionLimits::default().with_max_running(None);
+    one_task(&url, "seatless:", queue_only, None).await;
+    settle().await;
+    let seatless = scripts() - before;
+    let before = scripts();
+    one_task(&url, "seated:", AdmissionLimits::default(), Some(50)).await;
+    let seats = store(&url, "seated:").await;
+    seats_become(&seats, &SeatPool::running(), 0).await;
+    settle().await;
+    assert_eq!(
+        scripts() - before,
+        seatless,
+        "a task that held seats sends as many scripts as one that held none"
+    );
+    assert_eq!(keys(&url, "seated:seats:").await, Vec::<String>::new());
+    assert_eq!(keys(&url, "seated:held:").await, Vec::<String>::new());
 }
 
 /// Waits until `pool` holds `count` seats.

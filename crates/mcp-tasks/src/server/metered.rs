@@ -4,7 +4,8 @@
 //! runtime was given, so every backend is measured the same way.
 //!
 //! The shared store's own replica operations (leases, seats) go straight to
-//! the store, unmeasured.
+//! the store, unmeasured, but for a swap that frees seats with it, which is
+//! measured as the swap it is.
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,8 +16,8 @@ use tokio::sync::broadcast;
 use super::metrics::StoreKeys;
 use crate::idempotency::IdempotencyKey;
 use crate::store::{
-    BoxFuture, DynStore, HashKey, Keyed, PackedRecord, Principal, Replicas, SharedStore,
-    StoreError, Swap, TaskRecord, Transition,
+    BoxFuture, DynStore, HashKey, Keyed, PackedRecord, Principal, Replicas, SeatId, SeatPool,
+    SharedStore, StoreError, Swap, TaskRecord, Transition,
 };
 use crate::task::{TaskId, UnixMillis};
 
@@ -151,6 +152,19 @@ impl DynStore for MeteredStore {
     }
     fn replicas(&self) -> Option<&dyn Replicas> {
         self.store.replicas()
+    }
+    fn compare_and_swap_freeing<'a>(
+        &'a self,
+        transition: Transition,
+        seat: &'a SeatId,
+        free: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<Swap, StoreError>> {
+        // A swap, measured as one; the seats go with it.
+        Box::pin(measured(
+            &self.keys,
+            SWAP,
+            self.store.compare_and_swap_freeing(transition, seat, free),
+        ))
     }
     fn list_all<'a>(
         &'a self,

@@ -33,7 +33,7 @@ use super::task_spans::TaskSpans;
 use super::waiters::Waiters;
 use super::wire::store_failure;
 use crate::store::{
-    Change, Modified, RunnerId, SharedStore, StoreError, TaskRecord, modify_observed,
+    Change, Freeing, Modified, RunnerId, SharedStore, StoreError, TaskRecord, modify_observed,
 };
 use crate::task::{TaskId, Ttl, UnixMillis};
 
@@ -110,6 +110,19 @@ impl Inner {
         runner: Option<&RunnerId>,
         now: UnixMillis,
     ) -> Result<Modified, StoreError> {
+        self.modify_freeing(id, change, runner, now, None).await
+    }
+
+    /// [`Inner::modify_at`] whose swap gives `free`'s seat up too: freed
+    /// if and only if the answer is [`Modified::Applied`].
+    async fn modify_freeing(
+        &self,
+        id: &TaskId,
+        change: &Change,
+        runner: Option<&RunnerId>,
+        now: UnixMillis,
+        free: Option<Freeing<'_>>,
+    ) -> Result<Modified, StoreError> {
         let (modified, before) = modify_observed(
             &*self.store,
             id,
@@ -117,6 +130,7 @@ impl Inner {
             runner,
             now,
             self.settings.retention,
+            free,
         )
         .await?;
         if let (Some(observers), Modified::Applied(record), Some(before)) =
@@ -153,15 +167,40 @@ impl Inner {
         change: &Change,
         lease: Option<&Arc<Lease>>,
     ) -> Result<Modified, LeaseError> {
+        let (modified, _) = self
+            .modify_as_runner_freeing(id, change, lease, None)
+            .await?;
+        Ok(modified)
+    }
+
+    /// [`Inner::modify_as_runner`] whose swap gives `free`'s seat up too,
+    /// on a store that [frees with a swap](crate::store::Replicas::frees_with_swap):
+    /// the answer says whether it did (else the caller frees them).
+    pub(crate) async fn modify_as_runner_freeing(
+        &self,
+        id: &TaskId,
+        change: &Change,
+        lease: Option<&Arc<Lease>>,
+        free: Option<Freeing<'_>>,
+    ) -> Result<(Modified, bool), LeaseError> {
         let (Some(lease), Some(leasing), Some(replicas)) =
             (lease, &self.leasing, self.store.replicas())
         else {
-            return self.modify_now(id, change).await.map_err(LeaseError::Store);
+            let modified = self
+                .modify_now(id, change)
+                .await
+                .map_err(LeaseError::Store)?;
+            return Ok((modified, false));
         };
         leasing.ensure(replicas, lease).await?;
-        self.modify_at(id, change, Some(lease.runner()), self.clock.now())
+        let free = free.filter(|_| replicas.frees_with_swap());
+        let freeing = free.is_some();
+        let modified = self
+            .modify_freeing(id, change, Some(lease.runner()), self.clock.now(), free)
             .await
-            .map_err(LeaseError::Store)
+            .map_err(LeaseError::Store)?;
+        let freed = freeing && matches!(modified, Modified::Applied(_));
+        Ok((modified, freed))
     }
 
     pub(crate) async fn read(&self, id: &TaskId) -> Result<TaskRecord, ErrorData> {

@@ -22,7 +22,7 @@ use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
 use super::state::Inner;
 use super::wire::{error_json, result_json, tool_panicked};
-use crate::store::{Change, Modified, StoreError, StoreErrorKind};
+use crate::store::{Change, Freeing, Modified, StoreError, StoreErrorKind};
 use crate::task::TaskId;
 
 /// The status message of a queued task whose turn came here while every
@@ -250,7 +250,9 @@ pub(crate) async fn supervise(
     drop(seat);
 }
 
-/// Records how a task ended and frees its shared seats, side by side.
+/// Records how a task ended and frees its shared seats: with the
+/// outcome's write on a store that frees seats with a swap (one round
+/// trip; apart only when that write did not happen), else side by side.
 async fn finish(
     inner: &Inner,
     id: &TaskId,
@@ -258,12 +260,26 @@ async fn finish(
     seats: Shared,
     lease: Option<&Arc<Lease>>,
 ) {
+    let pools = seats.as_ref().map(|seats| seats.held()).unwrap_or_default();
+    let free = seats
+        .as_ref()
+        .filter(|_| !pools.is_empty())
+        .map(|seats| (seats.seat(), pools.as_slice()));
+    let with_outcome = free.is_some()
+        && lease.is_some()
+        && matches!(ending, Ending::Outcome(_) | Ending::Suspend(_))
+        && inner
+            .store
+            .replicas()
+            .is_some_and(|replicas| replicas.frees_with_swap());
     let outcome = async {
         match ending {
-            Ending::Outcome(change) => record_outcome(inner, id, &change, lease).await,
+            Ending::Outcome(change) => {
+                record_outcome_freeing(inner, id, &change, lease, free).await
+            }
             Ending::Suspend(message) => {
                 let change = Change::StatusMessage(message);
-                record_outcome(inner, id, &change, lease).await;
+                record_outcome_freeing(inner, id, &change, lease, free).await
             }
             Ending::HandOff => {
                 if let Some(lease) = lease
@@ -273,16 +289,23 @@ async fn finish(
                     // Not handed off: failed honestly rather than left.
                     record_outcome(inner, id, &change, Some(lease)).await;
                 }
+                false
             }
-            Ending::Stop => {}
+            Ending::Stop => false,
         }
     };
     let freed = async {
-        if let Some(seats) = seats {
+        if let Some(seats) = &seats {
             seats.free(&inner.store).await;
         }
     };
-    tokio::join!(outcome, freed);
+    if with_outcome {
+        if !outcome.await {
+            freed.await;
+        }
+    } else {
+        tokio::join!(outcome, freed);
+    }
     // Ended here (already heard) or elsewhere: no longer this process's to track.
     if let Some(observers) = &inner.observers {
         observers.forget(id);
@@ -488,14 +511,30 @@ pub(crate) async fn record_outcome(
     change: &Change,
     lease: Option<&Arc<Lease>>,
 ) {
+    record_outcome_freeing(inner, id, change, lease, None).await;
+}
+
+/// [`record_outcome`] whose write gives `free`'s seat up too, where the
+/// store frees seats with a swap: `true` when it did (else the caller
+/// frees them).
+async fn record_outcome_freeing(
+    inner: &Inner,
+    id: &TaskId,
+    change: &Change,
+    lease: Option<&Arc<Lease>>,
+    free: Option<Freeing<'_>>,
+) -> bool {
     let give_up = tokio::time::Instant::now() + OUTCOME_RETRY_FOR;
     let mut pause = Duration::from_millis(50);
     loop {
-        match inner.modify_as_runner(id, change, lease).await {
-            Ok(_) => return,
+        match inner
+            .modify_as_runner_freeing(id, change, lease, free)
+            .await
+        {
+            Ok((_, freed)) => return freed,
             Err(LeaseError::Lost) => {
                 tracing::warn!("a tool finished after this server lost its task: not recorded");
-                return;
+                return false;
             }
             Err(LeaseError::Store(error))
                 if error.kind() == StoreErrorKind::Unavailable
@@ -504,13 +543,13 @@ pub(crate) async fn record_outcome(
                 tracing::warn!(%error, "recording a task outcome failed; retrying");
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
-                    () = lease_lost(lease) => return,
+                    () = lease_lost(lease) => return false,
                 }
                 pause = (pause * 2).min(Duration::from_secs(2));
             }
             Err(LeaseError::Store(error)) => {
                 tracing::error!(%error, "recording a task outcome failed");
-                return;
+                return false;
             }
         }
     }

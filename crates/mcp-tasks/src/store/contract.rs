@@ -32,7 +32,7 @@ pub use keyed::{
 };
 pub use seats::{
     creations_take_seats, seat_takes_race, seats_hold_their_limits, seats_move_atomically,
-    seats_of_a_claimed_runner_are_freed,
+    seats_of_a_claimed_runner_are_freed, swaps_free_seats,
 };
 
 const RETENTION: Duration = Duration::from_secs(60);
@@ -78,6 +78,7 @@ where
     seat_takes_race(make().await).await;
     creations_take_seats(make().await).await;
     seated_creations_respect_the_key(make().await).await;
+    swaps_free_seats(make().await).await;
 }
 
 fn id(name: &str) -> TaskId {

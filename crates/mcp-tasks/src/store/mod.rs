@@ -443,6 +443,22 @@ pub trait DynStore: Send + Sync + 'static {
     }
     /// See [`TaskStore::replicas`].
     fn replicas(&self) -> Option<&dyn Replicas>;
+    /// [`Replicas::compare_and_swap_freeing`] of [`DynStore::replicas`]
+    /// (an error on a store without them): a wrapper may measure it as the
+    /// swap it is.
+    fn compare_and_swap_freeing<'a>(
+        &'a self,
+        transition: Transition,
+        seat: &'a SeatId,
+        free: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<Swap, StoreError>> {
+        match self.replicas() {
+            Some(replicas) => replicas.compare_and_swap_freeing(transition, seat, free),
+            None => Box::pin(std::future::ready(Err(StoreError::msg(
+                "the store has no seats to free",
+            )))),
+        }
+    }
     /// See [`TaskStore::hash_key`].
     fn hash_key(&self) -> BoxFuture<'_, Result<HashKey, StoreError>>;
     /// See [`TaskStore::left_unfinished`].
@@ -564,7 +580,7 @@ pub async fn modify(
     now: UnixMillis,
     retention: Duration,
 ) -> Result<Modified, StoreError> {
-    modify_fenced(store, id, change, None, now, retention)
+    modify_fenced(store, id, change, None, now, retention, None)
         .await
         .map(|(modified, _)| modified)
 }
@@ -581,13 +597,20 @@ pub async fn modify_as(
     now: UnixMillis,
     retention: Duration,
 ) -> Result<Modified, StoreError> {
-    modify_fenced(store, id, change, Some(runner), now, retention)
+    modify_fenced(store, id, change, Some(runner), now, retention, None)
         .await
         .map(|(modified, _)| modified)
 }
 
+/// A seat and the pools to give it up in, with a write.
+pub(crate) type Freeing<'a> = (&'a SeatId, &'a [SeatPool]);
+
 /// [`modify`] (with `runner`, [`modify_as`]) that also tells the status
-/// the change was applied to: what the runtime's observers hear.
+/// the change was applied to: what the runtime's observers hear. With
+/// `free`, its swap gives that seat up too
+/// ([`DynStore::compare_and_swap_freeing`], for a store that
+/// [frees with a swap](Replicas::frees_with_swap)): freed if and only if
+/// the answer is [`Modified::Applied`].
 #[cfg(feature = "server")]
 pub(crate) async fn modify_observed(
     store: &dyn DynStore,
@@ -596,8 +619,9 @@ pub(crate) async fn modify_observed(
     runner: Option<&RunnerId>,
     now: UnixMillis,
     retention: Duration,
+    free: Option<Freeing<'_>>,
 ) -> Result<(Modified, Option<crate::task::TaskStatus>), StoreError> {
-    modify_fenced(store, id, change, runner, now, retention).await
+    modify_fenced(store, id, change, runner, now, retention, free).await
 }
 
 async fn modify_fenced(
@@ -607,6 +631,7 @@ async fn modify_fenced(
     runner: Option<&RunnerId>,
     now: UnixMillis,
     retention: Duration,
+    free: Option<Freeing<'_>>,
 ) -> Result<(Modified, Option<crate::task::TaskStatus>), StoreError> {
     let Some(mut current) = store.get(id).await? else {
         return Ok((Modified::Missing, None));
@@ -621,7 +646,15 @@ async fn modify_fenced(
             Err(refused) => return Ok((Modified::Refused(current, refused), None)),
         };
         let next = transition.record().clone();
-        match store.compare_and_swap(transition).await? {
+        let swapped = match free {
+            Some((seat, pools)) => {
+                store
+                    .compare_and_swap_freeing(transition, seat, pools)
+                    .await?
+            }
+            None => store.compare_and_swap(transition).await?,
+        };
+        match swapped {
             Swap::Swapped => return Ok((Modified::Applied(next), Some(current.status().clone()))),
             // A conflict must show a newer record, or retrying could loop forever.
             Swap::Conflict(now) if now.version() != current.version() => current = *now,

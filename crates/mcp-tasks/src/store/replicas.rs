@@ -55,8 +55,12 @@
 //! * [`Replicas::free_seats`] gives the seat up in the pools listed (those
 //!   that do not hold it are skipped): at a task's end, every pool it
 //!   holds a seat in. It need not wait for the task's last write: sent
-//!   beside it (`tokio::join!`), it adds no waiting. [`Replicas::seats_taken`]
-//!   counts a pool's seats.
+//!   beside it (`tokio::join!`), it adds no waiting. A store that can do
+//!   both in one step ([`Replicas::frees_with_swap`]) frees the seats with
+//!   the write itself ([`Replicas::compare_and_swap_freeing`]): a task's end
+//!   then costs one round trip, and the runtime frees them apart only when
+//!   that write did not happen. [`Replicas::seats_taken`] counts a pool's
+//!   seats.
 //! * Every seat is held by the runner that took it. A take needs a lease
 //!   ([`Seating::NoLease`] for a runner that never took one or whose lease
 //!   was claimed). When a lease is *claimed* ([`Replicas::orphans`]), every
@@ -85,7 +89,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::{BoxFuture, StoreError, TaskRecord};
+use super::{BoxFuture, StoreError, Swap, TaskRecord, Transition};
 use crate::task::TaskId;
 
 /// The identity under which one server process holds its lease in a shared
@@ -298,6 +302,31 @@ pub trait Replicas: Send + Sync {
         seat: &'a SeatId,
         pools: &'a [SeatPool],
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Whether [`Replicas::compare_and_swap_freeing`] swaps and frees in
+    /// one step. `false` (the default): a caller swaps and frees apart.
+    fn frees_with_swap(&self) -> bool {
+        false
+    }
+
+    /// [`TaskStore::compare_and_swap`](super::TaskStore::compare_and_swap)
+    /// that, when it swaps, also gives `seat` up in every pool of `free`
+    /// that holds it (as [`Replicas::free_seats`]), in one atomic step, so
+    /// a task's last write and the release of its seats cost one round
+    /// trip. A conflict or a missing record frees nothing. A store whose
+    /// [`Replicas::frees_with_swap`] is `false` answers an error, and swaps
+    /// nothing.
+    fn compare_and_swap_freeing<'a>(
+        &'a self,
+        transition: Transition,
+        seat: &'a SeatId,
+        free: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<Swap, StoreError>> {
+        let _ = (transition, seat, free);
+        Box::pin(std::future::ready(Err(StoreError::msg(
+            "this store cannot free seats with a swap",
+        ))))
+    }
 
     /// How many seats `pool` holds (the seats of claimed runners are gone).
     fn seats_taken<'a>(&'a self, pool: &'a SeatPool) -> BoxFuture<'a, Result<u64, StoreError>>;

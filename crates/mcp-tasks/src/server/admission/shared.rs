@@ -13,8 +13,10 @@
 //! * a queued task whose local turn came swaps `queued` for `running` (and
 //!   its tool) in one step, retried whenever seats are freed on any replica
 //!   (and every second, in case a signal was missed);
-//! * a task's end frees its seats; a replica that dies gives its seats back
-//!   when another claims its lease, within one lease period.
+//! * a task's end frees its seats, with the write of its outcome on a
+//!   store that [frees with a swap](crate::store::Replicas::frees_with_swap)
+//!   (one round trip), else beside it; a replica that dies gives its seats
+//!   back when another claims its lease, within one lease period.
 //!
 //! Unbounded settings take no seat at all, so a server without bounds pays
 //! nothing for them; a task that took no seat (no cap, no running or tool
@@ -224,17 +226,29 @@ impl TaskSeats {
         }
     }
 
+    /// The task's seat (random, not its id).
+    pub(crate) fn seat(&self) -> &SeatId {
+        &self.seat
+    }
+
+    /// The pools the task may hold its seat in: empty when it never held
+    /// one.
+    pub(crate) fn held(&self) -> Vec<SeatPool> {
+        let mut pools: Vec<SeatPool> = self.running.iter().map(|(pool, _)| pool.clone()).collect();
+        if self.may_hold_queued.load(Ordering::SeqCst) {
+            pools.push(self.queued.0.clone());
+        }
+        pools.extend(self.caller.iter().map(|(pool, _)| pool.clone()));
+        pools
+    }
+
     /// Gives every seat of the task up, retrying while the store cannot
     /// be reached.
     pub(crate) async fn free(&self, store: &SharedStore) {
         let Some(replicas) = store.replicas() else {
             return;
         };
-        let mut pools: Vec<SeatPool> = self.running.iter().map(|(pool, _)| pool.clone()).collect();
-        if self.may_hold_queued.load(Ordering::SeqCst) {
-            pools.push(self.queued.0.clone());
-        }
-        pools.extend(self.caller.iter().map(|(pool, _)| pool.clone()));
+        let pools = self.held();
         if pools.is_empty() {
             // It never held a seat: nothing to give up.
             return;

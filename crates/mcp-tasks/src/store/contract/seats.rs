@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{id, record, replicas_of};
-use crate::store::{Principal, Replicas, RunnerId, SeatId, SeatPool, Seating, SharedStore};
+use crate::store::{
+    Change, Principal, Replicas, RunnerId, SeatId, SeatPool, Seating, SharedStore, Swap, TaskRecord,
+};
+use crate::task::UnixMillis;
 
 /// How long a check waits for news it expects (generous: no timing is
 /// measured, a slow machine only makes it slower).
@@ -324,4 +327,81 @@ pub async fn creations_take_seats(store: SharedStore) {
         Seating::NoLease
     );
     assert_eq!(store.get(&id("d")).await.expect("get"), None);
+}
+
+/// A store that [frees seats with a swap](Replicas::frees_with_swap) gives
+/// them up only when the swap happens: not on a conflict, nor for a
+/// missing record; and says so on `seats_freed`. One that does not answers
+/// an error and swaps nothing.
+pub async fn swaps_free_seats(store: SharedStore) {
+    let replicas = replicas_of(&store);
+    let runner = leased(replicas, "ender", Duration::from_secs(60)).await;
+    let (running, caller) = (SeatPool::running(), SeatPool::caller(&Principal::new("e")));
+    let pools = [(running.clone(), 5), (caller.clone(), 5)];
+    let free = [running.clone(), caller.clone()];
+    let created = record("ends", 1, Some(600_000)).with_runner(runner.clone(), None);
+    assert_eq!(
+        replicas
+            .create_seated(created.clone(), &seat("se"), &runner, &pools)
+            .await
+            .expect("create_seated"),
+        Seating::Seated
+    );
+    let message = |text: &str| Change::StatusMessage(text.into());
+    let retention = Duration::from_secs(60);
+    let transition = |record: &TaskRecord, text: &str| {
+        record
+            .apply(&message(text), UnixMillis::new(2), retention)
+            .expect("apply")
+    };
+    if !replicas.frees_with_swap() {
+        let refused = replicas
+            .compare_and_swap_freeing(transition(&created, "refused"), &seat("se"), &free)
+            .await;
+        assert!(refused.is_err(), "{refused:?}");
+        assert_eq!(store.get(&id("ends")).await.expect("get"), Some(created));
+        return;
+    }
+    let newer = transition(&created, "newer");
+    assert_eq!(
+        store.compare_and_swap(newer).await.expect("swap"),
+        Swap::Swapped
+    );
+    let mut freed = replicas.seats_freed();
+    freed.borrow_and_update();
+
+    // Made from the record as created: a conflict, and nothing freed.
+    let swap = replicas
+        .compare_and_swap_freeing(transition(&created, "stale"), &seat("se"), &free)
+        .await
+        .expect("swap");
+    assert!(matches!(swap, Swap::Conflict(_)), "{swap:?}");
+    assert_eq!(taken(replicas, &running).await, 1);
+    assert_eq!(taken(replicas, &caller).await, 1);
+
+    // Made from the current record: swapped, and the seat given up in both.
+    let current = store.get(&id("ends")).await.expect("get").expect("stored");
+    let swap = replicas
+        .compare_and_swap_freeing(transition(&current, "ended"), &seat("se"), &free)
+        .await
+        .expect("swap");
+    assert_eq!(swap, Swap::Swapped);
+    let stored = store.get(&id("ends")).await.expect("get").expect("stored");
+    assert_eq!(stored.status_message(), Some("ended"));
+    assert_eq!(taken(replicas, &running).await, 0);
+    assert_eq!(taken(replicas, &caller).await, 0);
+    tokio::time::timeout(NEWS, freed.changed())
+        .await
+        .expect("the freeing is announced")
+        .expect("the feed is open");
+
+    // A missing record: nothing swapped, nothing freed.
+    assert_eq!(take(replicas, "sm", &runner, &pools).await, Seating::Seated);
+    store.delete(&id("ends")).await.expect("delete");
+    let swap = replicas
+        .compare_and_swap_freeing(transition(&stored, "gone"), &seat("sm"), &free)
+        .await
+        .expect("swap");
+    assert_eq!(swap, Swap::Missing);
+    assert_eq!(taken(replicas, &running).await, 1);
 }
