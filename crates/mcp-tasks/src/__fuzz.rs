@@ -35,13 +35,18 @@ pub fn client_reads_task(data: &[u8]) {
 /// A line of a newline-delimited transport as listen mode reads it: the
 /// client's demux and its reading of stream messages (a task
 /// notification's params as a task state), and the server's rerouting of
-/// `subscriptions/listen` requests.
+/// `subscriptions/listen` requests; and as the line check reads it (its
+/// shortcut for plain responses agrees with rmcp).
 pub fn listen_lines(data: &[u8]) {
     use crate::stdio::LineFilter;
     let waker = futures::task::noop_waker();
     let mut cx = std::task::Context::from_waker(&waker);
     let _ = crate::client::listen::routed::Demux::unrouted().filter(data, &mut cx);
     let _ = crate::server::listen::stdio::Reroute.filter(data, &mut cx);
+    // The line check's shortcut never passes a line rmcp drops.
+    if crate::client::line_check::is_plain_response(data) {
+        assert!(serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(data).is_ok());
+    }
     let Ok(message) = serde_json::from_slice::<Value>(data) else {
         return;
     };

@@ -33,6 +33,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use rmcp::model::ServerJsonRpcMessage;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::watch;
@@ -150,7 +152,10 @@ pub(crate) fn is_unusable_answer(line: &[u8]) -> bool {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-    if line.is_empty() || serde_json::from_slice::<ServerJsonRpcMessage>(line).is_ok() {
+    if line.is_empty()
+        || is_plain_response(line)
+        || serde_json::from_slice::<ServerJsonRpcMessage>(line).is_ok()
+    {
         return false;
     }
     // A request or a notification rmcp cannot read (or ignores) is not an answer.
@@ -159,6 +164,60 @@ pub(crate) fn is_unusable_answer(line: &[u8]) -> bool {
             && message.get("result").is_none()
             && message.get("error").is_none()
     })
+}
+
+/// True when `line` is surely a message rmcp reads: a response with an
+/// integer or string id, a result, and no other member (most answers). Any
+/// result will do, since rmcp's result type ends with a catch-all
+/// (`CustomResult`). Checked without building rmcp's message, which costs
+/// several times more (its result type is an untagged union, tried variant
+/// by variant); `false` leaves the decision to that parse.
+pub(crate) fn is_plain_response(line: &[u8]) -> bool {
+    /// An id rmcp reads (`NumberOrString`): a string, or an integer in
+    /// `i64` (rmcp also takes `1.0`: left to the full parse).
+    struct Id;
+    impl<'de> Deserialize<'de> for Id {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visitor;
+            impl serde::de::Visitor<'_> for Visitor {
+                type Value = Id;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("an integer or a string")
+                }
+                fn visit_i64<E>(self, _: i64) -> Result<Id, E> {
+                    Ok(Id)
+                }
+                fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Id, E> {
+                    i64::try_from(n)
+                        .map(|_| Id)
+                        .map_err(|_| E::custom("too large"))
+                }
+                fn visit_str<E>(self, _: &str) -> Result<Id, E> {
+                    Ok(Id)
+                }
+            }
+            deserializer.deserialize_any(Visitor)
+        }
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Plain<'a> {
+        jsonrpc: &'a str,
+        #[serde(rename = "id")]
+        _id: Id,
+        #[serde(rename = "result")]
+        _result: IgnoredAny,
+    }
+    // serde_json reads a `Value` (the result, inside rmcp) at most 128
+    // levels deep, and skips an ignored one at any depth: lines that could
+    // nest deeper go to the full parse. Skipping does not check UTF-8 either.
+    if line.iter().filter(|&&b| b == b'{' || b == b'[').count() > 64 {
+        return false;
+    }
+    let Ok(text) = std::str::from_utf8(line) else {
+        return false;
+    };
+    serde_json::from_str::<Plain<'_>>(text).is_ok_and(|plain| plain.jsonrpc == "2.0")
 }
 
 #[cfg(test)]
@@ -203,6 +262,49 @@ mod tests {
                 String::from_utf8_lossy(line)
             );
         }
+    }
+
+    #[test]
+    fn a_plain_response_is_one_rmcp_reads() {
+        let deep = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}1{}}}",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let lines: [&[u8]; 16] = [
+            br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}"#,
+            br#"{"jsonrpc":"2.0","id":"a","result":{"content":[{"type":"text","text":"hi"}]}}"#,
+            br#"{"jsonrpc":"2.0","id":-7,"result":[1,"two",null]}"#,
+            br#"{"id":9223372036854775807,"result":true,"jsonrpc":"2.0"}"#,
+            // Not plain (left to the full parse), read by rmcp or not.
+            br#"{"jsonrpc":"2.0","id":9223372036854775808,"result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":1.0,"result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":1.5,"result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+            br#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            br#"{"jsonrpc":"2\u002e0","id":1,"result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":{},"method":"x"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":{},"result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":{"x":1}"#,
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"x\":\"\xff\xfe\"}}",
+            deep.as_bytes(),
+        ];
+        let plain: Vec<bool> = lines.iter().map(|line| is_plain_response(line)).collect();
+        assert_eq!(plain[..4], [true; 4]);
+        assert_eq!(plain[4..], [false; 12]);
+        for line in lines {
+            if is_plain_response(line) {
+                assert!(
+                    serde_json::from_slice::<ServerJsonRpcMessage>(line).is_ok(),
+                    "rmcp drops {}",
+                    String::from_utf8_lossy(line)
+                );
+            }
+        }
+        // rmcp reads some the check leaves to it, and drops the deep one.
+        assert!(serde_json::from_slice::<ServerJsonRpcMessage>(lines[5]).is_ok());
+        assert!(serde_json::from_slice::<ServerJsonRpcMessage>(deep.as_bytes()).is_err());
     }
 
     #[tokio::test]
