@@ -19,7 +19,8 @@
 //! task's completion, the seat it held freed with it): `CONFIG RESETSTAT`
 //! before each phase, `INFO commandstats` after, and the round trips (the
 //! commands the server sent, not those its scripts ran) counted with
-//! `MONITOR`.
+//! `MONITOR`; then the same counts for a `serve` with its default bounds
+//! (each task holds seats).
 //!
 //! Targets (issue 31): `tasks/get` on Redis >= 0.8 of memory's; creation on
 //! Redis >= 0.5 of memory's; one round trip per creation, none per
@@ -68,15 +69,21 @@ impl Server {
     fn start(name: &'static str, store: &str) -> anyhow::Result<Self> {
         // No bound on running tasks either: at 100 ms a task, memory's
         // creations would fill the default queue and be refused.
-        let serve = serve::Server::start(&[
-            "--store",
-            store,
-            "--max-tasks-per-caller",
-            "0",
-            "--max-running",
-            "0",
-        ])
-        .context(name)?;
+        Self::start_with(
+            name,
+            &[
+                "--store",
+                store,
+                "--max-tasks-per-caller",
+                "0",
+                "--max-running",
+                "0",
+            ],
+        )
+    }
+
+    fn start_with(name: &'static str, args: &[&str]) -> anyhow::Result<Self> {
+        let serve = serve::Server::start(args).context(name)?;
         Ok(Self { name, serve })
     }
 
@@ -509,6 +516,29 @@ async fn run(full: bool) -> anyhow::Result<()> {
     println!(
         "\nRedis commands per operation ({n} of each; INFO commandstats; round trips from MONITOR):"
     );
+    print_counts(&counts);
+    // The same with `serve`'s default bounds (1,024 running, 1,000 per
+    // caller): each task holds seats, taken with its creation and given up
+    // with its last write. Its own database, beside the idle server above.
+    let bounded_store = redis.url().replace("/0", "/1");
+    let bounded = Server::start_with("redis, default bounds", &["--store", &bounded_store])?;
+    let bounded_counts = count_commands(&bounded, &redis, n).await?;
+    println!("\nThe same, `serve` with its default bounds (each task holds seats):");
+    print_counts(&bounded_counts);
+    let creation_trips = Counts::round_trips(&counts.creation.1, n);
+    let get_trips = Counts::round_trips(&counts.get.1, n);
+    println!(
+        "  one round trip per creation: {creation_trips:.2} {}",
+        verdict(creation_trips <= 1.05)
+    );
+    println!(
+        "  no round trip per tasks/get of a known task: {get_trips:.2} {}",
+        verdict(get_trips <= 0.05)
+    );
+    Ok(())
+}
+
+fn print_counts(counts: &Counts) {
     for (what, (stats, sent)) in [
         ("creation", &counts.creation),
         ("transition (working -> completed)", &counts.transition),
@@ -521,17 +551,6 @@ async fn run(full: bool) -> anyhow::Result<()> {
         );
         println!("    sent by the server: {}", per(sent, counts.n));
     }
-    let creation_trips = Counts::round_trips(&counts.creation.1, n);
-    let get_trips = Counts::round_trips(&counts.get.1, n);
-    println!(
-        "  one round trip per creation: {creation_trips:.2} {}",
-        verdict(creation_trips <= 1.05)
-    );
-    println!(
-        "  no round trip per tasks/get of a known task: {get_trips:.2} {}",
-        verdict(get_trips <= 0.05)
-    );
-    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {

@@ -272,6 +272,7 @@ async fn finish(
             .store
             .replicas()
             .is_some_and(|replicas| replicas.frees_with_swap());
+    let free = free.filter(|_| with_outcome);
     let outcome = async {
         match ending {
             Ending::Outcome(change) => {
