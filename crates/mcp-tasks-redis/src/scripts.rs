@@ -201,10 +201,11 @@ end
 /// free. ARGV: id, expected version, record, its version, expires_at or
 /// '', keep_ms or '', runner or '', finished, prefix, owner, then (with
 /// pools) the seat and the pool id of each. Returns {2} swapped, {1,
-/// version, record} conflict, {0} missing (nothing freed but with {2}). A record whose hash says it is listed (`i`,
-/// written by every creation since) is not entered in its owner's set nor
-/// in `all` again; one of an older build, which kept no such index, is
-/// entered at its first change, and marked.
+/// version, record} conflict, {0} missing; nothing is freed but with {2}.
+/// A record whose hash says it is listed (`i`, written by every creation
+/// since) is not entered in its owner's set nor in `all` again; one of an
+/// older build, which kept no such index, is entered at its first change,
+/// and marked.
 pub(crate) static SWAP: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
         r"{KEEP_OWNED}{FREE_SEATS}

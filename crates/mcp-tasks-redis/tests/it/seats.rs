@@ -349,11 +349,15 @@ impl Monitor {
         Self { child, file }
     }
 
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// The scripts run so far: each the commands it ran (a script's own
     /// commands follow its `EVALSHA`, Redis running one thing at a time).
     fn scripts(mut self) -> Vec<Vec<String>> {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
         let text = std::fs::read_to_string(self.file.path()).expect("read the monitor's output");
         let mut scripts: Vec<Vec<String>> = Vec::new();
         for line in text.lines() {
@@ -369,6 +373,12 @@ impl Monitor {
             }
         }
         scripts
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
