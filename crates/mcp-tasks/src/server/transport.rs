@@ -1,9 +1,28 @@
 //! [`StdioTransport`]: the newline-delimited transport (stdio, a socket, an
 //! in-process pipe) of a server on a [`TaskRuntime`], for clients of both
 //! eras.
+//!
+//! # Calls read ahead of rmcp
+//!
+//! rmcp reads each line into its message types through serde's buffering
+//! (an untagged union, a flattened map): for a `tools/call` that is most of
+//! what the transport costs (a fifth of a stdio server's CPU under a stream
+//! of calls, in the profile in BENCHMARKS.md). The reader's filter reads a
+//! plain call of a 2026-07-28 client from its bytes instead, as the HTTP
+//! fast path does (`http::fast::call::read_plain`, held to rmcp's own
+//! reading by its tests and a fuzz target), and hands rmcp the message it
+//! would have parsed, through [`Prefetched`]; everything else, and every
+//! call of a connection opened with `initialize`, is parsed by rmcp as
+//! before. Nothing else is bypassed: the message goes through rmcp's service
+//! loop, its handler, its peer and its cancellation as a parsed one does,
+//! and in its turn: the reader gives rmcp no further line until the message
+//! read ahead has been taken (a cancellation sent right after a call finds
+//! the call started). Without the `http` feature no call is read ahead.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
 use rmcp::RoleServer;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
@@ -52,7 +71,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    inner: Rewriting<AsyncRwTransport<RoleServer, TaskReader<R>, W>>,
+    inner: Rewriting<Prefetched<AsyncRwTransport<RoleServer, TaskReader<R>, W>>>,
 }
 
 impl<R, W> std::fmt::Debug for StdioTransport<R, W>
@@ -72,10 +91,25 @@ where
 {
     /// The transport over `read` and `write` for a server on `runtime`.
     pub fn new(runtime: &TaskRuntime, read: R, write: W) -> Self {
-        let reader = TaskReader(FilteredReader::new(read, TaskLines::default()));
+        Self::with_read_ahead(runtime, read, write, true)
+    }
+
+    /// [`StdioTransport::new`], reading plain calls ahead of rmcp or not
+    /// (see the [module docs](self)): the tests compare the two.
+    #[doc(hidden)]
+    pub fn with_read_ahead(runtime: &TaskRuntime, read: R, write: W, read_ahead: bool) -> Self {
+        let ahead = Arc::new(ReadAhead::default());
+        let lines = TaskLines {
+            ahead: read_ahead.then(|| ahead.clone()),
+            ..TaskLines::default()
+        };
+        let reader = TaskReader(FilteredReader::new(read, lines));
         Self {
             inner: Rewriting::new(
-                AsyncRwTransport::new_server(reader, write),
+                Prefetched {
+                    inner: AsyncRwTransport::new_server(reader, write),
+                    ahead,
+                },
                 Outbound::new(runtime, false),
             ),
         }
@@ -121,7 +155,8 @@ impl<R: AsyncRead + Unpin> AsyncRead for TaskReader<R> {
 
 /// Renames, line by line, what must reach the runtime past rmcp's parsing:
 /// task listens, and once the client opened with `initialize`, the
-/// requests of 2025-11-25 tasks.
+/// requests of 2025-11-25 tasks. Reads plain calls of a 2026-07-28 client
+/// ahead of rmcp, into `ahead` (see the [module docs](self)).
 #[derive(Debug, Default)]
 pub(crate) struct TaskLines {
     /// The client opened with `initialize`, declaring no Tasks extension:
@@ -130,9 +165,20 @@ pub(crate) struct TaskLines {
     old_tasks: bool,
     /// The first request has been seen.
     opened: bool,
+    /// The first request was `initialize`.
+    initialized: bool,
+    /// Where calls read ahead go; `None`: none is.
+    ahead: Option<Arc<ReadAhead>>,
 }
 
 impl LineFilter for TaskLines {
+    fn blocked(&mut self, cx: &mut Context<'_>) -> bool {
+        // In turn: nothing passes a message read ahead and not yet taken.
+        self.ahead
+            .as_ref()
+            .is_some_and(|ahead| ahead.waiting(cx.waker()))
+    }
+
     fn filter(&mut self, line: &[u8], cx: &mut Context<'_>) -> Line {
         let legacy = if self.old_tasks {
             legacy::may_reroute(line)
@@ -144,6 +190,15 @@ impl LineFilter for TaskLines {
                 // A first request that is not `initialize`: a 2026-07-28 client.
                 self.opened = true;
             }
+            if let Some(ahead) = &self.ahead
+                && self.opened
+                && !self.initialized
+                && contains(line, b"\"tools/call\"")
+                && let Some(message) = read_call(line)
+            {
+                ahead.put(message);
+                return Line::Consume;
+            }
             return Reroute.filter(line, cx);
         }
         let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(line) else {
@@ -151,8 +206,9 @@ impl LineFilter for TaskLines {
         };
         if !self.opened {
             self.opened = message.contains_key("id") && message.contains_key("method");
-            self.old_tasks = message.get("method").and_then(Value::as_str) == Some("initialize")
-                && message.contains_key("id")
+            self.initialized = message.get("method").and_then(Value::as_str) == Some("initialize")
+                && message.contains_key("id");
+            self.old_tasks = self.initialized
                 && !legacy::declares_extension(
                     message
                         .get("params")
@@ -169,8 +225,123 @@ impl LineFilter for TaskLines {
     }
 }
 
+/// A plain `tools/call` line (see the [module docs](self)) as the message
+/// rmcp's own reading makes of it, or `None` for rmcp to read.
+fn read_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+    #[cfg(feature = "http")]
+    {
+        // rmcp reads a line without its end (`\n`, and a `\r` before it).
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let (id, call) = super::http::fast::call::read_plain(line)?;
+        Some(RxJsonRpcMessage::<RoleServer>::request(
+            rmcp::model::ClientRequest::CallToolRequest(call),
+            id,
+        ))
+    }
+    #[cfg(not(feature = "http"))]
+    {
+        let _ = line;
+        None
+    }
+}
+
+/// The messages the reader's filter read ahead of rmcp, and the reader's
+/// waker while they wait: one at a time, since the filter blocks every
+/// further line until [`Prefetched`] has taken it.
+#[derive(Debug, Default)]
+pub(crate) struct ReadAhead {
+    state: Mutex<Ahead>,
+    /// Wakes [`Prefetched::receive`] when a message is put.
+    put: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct Ahead {
+    messages: VecDeque<RxJsonRpcMessage<RoleServer>>,
+    /// The reader, holding a line until the messages are taken.
+    reader: Option<Waker>,
+}
+
+impl ReadAhead {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Ahead> {
+        // Nothing here can panic halfway through a change.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// True when a message waits to be taken: the reader (`waker`) is woken
+    /// once it has been.
+    fn waiting(&self, waker: &Waker) -> bool {
+        let mut ahead = self.lock();
+        if ahead.messages.is_empty() {
+            return false;
+        }
+        ahead.reader = Some(waker.clone());
+        true
+    }
+
+    fn put(&self, message: RxJsonRpcMessage<RoleServer>) {
+        self.lock().messages.push_back(message);
+        self.put.notify_one();
+    }
+
+    fn take(&self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let mut ahead = self.lock();
+        let message = ahead.messages.pop_front()?;
+        if ahead.messages.is_empty()
+            && let Some(reader) = ahead.reader.take()
+        {
+            reader.wake();
+        }
+        Some(message)
+    }
+}
+
+/// A transport whose `receive` gives the messages read ahead (in their
+/// turn: see [`ReadAhead`]) before reading on.
+pub(crate) struct Prefetched<T> {
+    inner: T,
+    ahead: Arc<ReadAhead>,
+}
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for Prefetched<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            if let Some(message) = self.ahead.take() {
+                return Some(message);
+            }
+            // rmcp's read is cancel-safe (a line half read stays buffered),
+            // as its service loop needs: dropped when a message is put.
+            tokio::select! {
+                biased;
+                () = self.ahead.put.notified() => {}
+                // The end of the input may come in the very read that put
+                // the last line's message: that message is still given.
+                message = self.inner.receive() => return message.or_else(|| self.ahead.take()),
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use serde_json::json;
 
     use super::*;
@@ -222,5 +393,109 @@ mod tests {
         let listen = json!({"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen",
             "params": {"notifications": {"taskIds": ["a"]}}});
         assert!(filtered(&mut lines, &listen).is_some());
+    }
+
+    fn call_line(meta: &Value) -> Vec<u8> {
+        let mut line = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "é \\ \"x\"", "n": 1.5e300},
+                "_meta": meta}})
+        .to_string()
+        .into_bytes();
+        line.extend_from_slice(b"\r\n");
+        line
+    }
+
+    fn new_era_meta() -> Value {
+        json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}})
+    }
+
+    fn ahead_lines() -> (TaskLines, Arc<ReadAhead>) {
+        let ahead = Arc::new(ReadAhead::default());
+        let lines = TaskLines {
+            ahead: Some(ahead.clone()),
+            ..TaskLines::default()
+        };
+        (lines, ahead)
+    }
+
+    fn offer(lines: &mut TaskLines, line: &[u8]) -> Line {
+        let waker = futures::task::noop_waker();
+        lines.filter(line, &mut Context::from_waker(&waker))
+    }
+
+    /// What rmcp's own reading of `line` gives, as JSON.
+    fn rmcp_reads(line: &[u8]) -> Value {
+        let line = line.strip_suffix(b"\r\n").unwrap();
+        let message: RxJsonRpcMessage<RoleServer> = serde_json::from_slice(line).unwrap();
+        serde_json::to_value(message).unwrap()
+    }
+
+    #[cfg(feature = "http")]
+    #[test]
+    fn plain_calls_are_read_ahead_as_rmcp_reads_them() {
+        let (mut lines, ahead) = ahead_lines();
+        let line = call_line(&new_era_meta());
+        assert!(matches!(offer(&mut lines, &line), Line::Consume));
+        let taken = ahead.take().expect("the call was read ahead");
+        assert_eq!(serde_json::to_value(&taken).unwrap(), rmcp_reads(&line));
+        assert!(
+            matches!(&taken, rmcp::model::JsonRpcMessage::Request(request)
+                if rmcp::model::GetExtensions::extensions(&request.request).get::<rmcp::model::RequestMetaObject>().is_some()),
+            "the `_meta` is in the request's extensions, as rmcp puts it"
+        );
+        // A call asking for progress is left to rmcp, as is anything but a call.
+        let mut meta = new_era_meta();
+        meta["progressToken"] = json!(1);
+        assert!(matches!(offer(&mut lines, &call_line(&meta)), Line::Pass));
+        let ping = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+        assert!(matches!(offer(&mut lines, ping), Line::Pass));
+        assert!(ahead.take().is_none());
+    }
+
+    #[test]
+    fn calls_of_a_connection_opened_with_initialize_are_left_to_rmcp() {
+        for capabilities in [
+            json!({}),
+            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        ] {
+            let (mut lines, ahead) = ahead_lines();
+            let mut open = initialize(&capabilities).to_string().into_bytes();
+            open.push(b'\n');
+            assert!(matches!(offer(&mut lines, &open), Line::Pass));
+            assert!(matches!(
+                offer(&mut lines, &call_line(&new_era_meta())),
+                Line::Pass
+            ));
+            assert!(ahead.take().is_none());
+        }
+    }
+
+    #[cfg(feature = "http")]
+    #[tokio::test]
+    async fn nothing_passes_a_call_read_ahead_until_it_is_taken() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let (lines, ahead) = ahead_lines();
+        let (mut write, read) = tokio::io::duplex(1 << 16);
+        let mut reader = FilteredReader::new(read, lines);
+        let cancel = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7}}\n";
+        // A line too long to show the filter waits its turn too.
+        let long = [
+            vec![b' '; crate::stdio::MAX_INSPECTED_LINE + 1],
+            b"{}\n".to_vec(),
+        ]
+        .concat();
+        let input = [call_line(&new_era_meta()), cancel.to_vec(), long.clone()].concat();
+        let writer = tokio::spawn(async move { write.write_all(&input).await });
+        let mut first = [0u8; 64];
+        let waiting =
+            tokio::time::timeout(Duration::from_millis(50), reader.read(&mut first)).await;
+        assert!(waiting.is_err(), "a line passed a call read ahead");
+        assert!(ahead.take().is_some(), "the call was read ahead");
+        let mut rest = Vec::new();
+        reader.read_to_end(&mut rest).await.unwrap();
+        writer.await.unwrap().unwrap();
+        assert_eq!(rest, [cancel.to_vec(), long].concat());
     }
 }

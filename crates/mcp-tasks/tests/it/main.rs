@@ -27,6 +27,7 @@ mod many;
 mod oauth;
 mod observe;
 mod rate;
+mod read_ahead;
 mod restart;
 mod router;
 mod schema;

@@ -60,24 +60,28 @@ pub(crate) fn capabilities() -> Value {
 impl OldClient {
     /// A client of `server` over an in-process pipe, initialized.
     pub(crate) async fn stdio(server: RuntimeServer) -> Self {
-        Self::start(Self::pipe(server)).await
+        Self::start(Self::pipe(server, true)).await
     }
 
     /// A raw connection to `server` over an in-process pipe that sends no
     /// `initialize`: what a 2026-07-28 client would see, request by request.
     pub(crate) fn stdio_uninitialized(server: RuntimeServer) -> Self {
-        Self::unstarted(Self::pipe(server))
+        Self::unstarted(Self::pipe(server, true))
     }
 
-    fn pipe(server: RuntimeServer) -> Wire {
+    /// [`OldClient::stdio_uninitialized`], the server reading plain calls
+    /// ahead of rmcp or not (see `StdioTransport::with_read_ahead`).
+    pub(crate) fn stdio_reading_ahead(server: RuntimeServer, read_ahead: bool) -> Self {
+        Self::unstarted(Self::pipe(server, read_ahead))
+    }
+
+    fn pipe(server: RuntimeServer, read_ahead: bool) -> Wire {
         let (server_io, client_io) = tokio::io::duplex(1 << 20);
         let runtime = server.runtime.clone();
         tokio::spawn(async move {
             let (read, write) = tokio::io::split(server_io);
-            if let Ok(running) = server
-                .serve(StdioTransport::new(&runtime, read, write))
-                .await
-            {
+            let transport = StdioTransport::with_read_ahead(&runtime, read, write, read_ahead);
+            if let Ok(running) = server.serve(transport).await {
                 let _ = running.waiting().await;
             }
         });
@@ -200,6 +204,30 @@ impl OldClient {
                 });
             }
         }
+    }
+
+    /// Writes `messages` to the pipe in one write, a line each, so that the
+    /// server reads them together (over a pipe only).
+    pub(crate) async fn send_at_once(&mut self, messages: &[Value]) {
+        let Wire::Lines { write, .. } = &mut self.wire else {
+            panic!("only a pipe writes lines");
+        };
+        let lines: Vec<u8> = messages
+            .iter()
+            .flat_map(|message| format!("{message}\n").into_bytes())
+            .collect();
+        write.write_all(&lines).await.expect("write to the server");
+    }
+
+    /// The next message the server sends within `patience`, if any.
+    pub(crate) async fn next_within(&mut self, patience: Duration) -> Option<Value> {
+        let incoming = match &mut self.wire {
+            Wire::Lines { incoming, .. } | Wire::Http { incoming, .. } => incoming,
+        };
+        tokio::time::timeout(patience, incoming.recv())
+            .await
+            .ok()
+            .flatten()
     }
 
     async fn next_message(&mut self) -> Value {

@@ -346,17 +346,24 @@ fn read_bytes(headers: &HeaderMap, body: &[u8]) -> Option<(RequestId, CallToolRe
     if !headers_take(headers) {
         return None;
     }
+    let (id, call) = read_plain(body)?;
+    names(headers, &call.params.name).then_some((id, call))
+}
+
+/// The request id and rmcp's `CallToolRequest` of a plain call (see
+/// [`Envelope`]) whose `_meta` names 2026-07-28 and the client's
+/// capabilities and asks for no progress or log notifications, read from
+/// its bytes: what rmcp's own deserializer reads from them. `None` for any
+/// other message. Also the stdio transport's reading of a line
+/// (`server::transport`), where no header is checked.
+pub(crate) fn read_plain(body: &[u8]) -> Option<(RequestId, CallToolRequest)> {
     let envelope: Envelope<'_> = serde_json::from_slice(body).ok()?;
     let Params {
         meta,
         name,
         arguments,
     } = envelope.params;
-    if envelope.jsonrpc != "2.0"
-        || envelope.method != "tools/call"
-        || !meta_takes(&meta)
-        || !names(headers, &name)
-    {
+    if envelope.jsonrpc != "2.0" || envelope.method != "tools/call" || !meta_takes(&meta) {
         return None;
     }
     let mut params = CallToolRequestParams::new(name);
