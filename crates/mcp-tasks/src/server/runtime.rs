@@ -126,7 +126,11 @@ impl TaskRuntime {
         }
         let caller = self.caller_of_call(context, request)?;
         let tasks = self.tasks_for_call(tasks, context);
-        self.start_task(caller, request, &tasks, run).await
+        // On the heap: a task's creation is most of a handler's future
+        // (about 10 KB), and a transport that spawns a task per request
+        // (rmcp's service loop does) copies the whole future as it spawns
+        // and polls it; boxed, the handler's future stays small.
+        Box::pin(self.start_task(caller, request, &tasks, run)).await
     }
 
     /// `tasks` as a call's task uses them: with the TTL a 2025-11-25 call

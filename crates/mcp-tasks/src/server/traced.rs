@@ -67,7 +67,12 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Traced<S> {
         context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<ServerResult, ErrorData>> + Send + '_ {
         let span = span_of(&request, &context, self.transport);
-        let answer = self.inner.handle_request(request, context);
+        // On the heap: rmcp spawns a task per request around this future,
+        // and a handler's future can be large (about 10 KB on a task
+        // runtime before `TaskRuntime::call_tool` boxed its creation);
+        // tokio copies a task's whole future as it spawns and first polls
+        // it, boxed only a pointer (see BENCHMARKS.md, a stdio server's calls).
+        let answer = Box::pin(self.inner.handle_request(request, context));
         async move {
             let answer = answer.with_context(span.clone()).await;
             end(&span, &answer);
