@@ -9,7 +9,12 @@
 //! * **gateway, stdio upstream**: `serve --http --upstream "mcp-tasks serve
 //!   --stdio --store memory"`;
 //! * **gateway, HTTP upstream**: `serve --http --upstream-url` to a second
-//!   `serve --http --store memory`.
+//!   `serve --http --store memory`;
+//! * **the same server, as a task (no gateway)**: the direct server's tool
+//!   called with the Tasks extension, followed as a gateway task is. Not a
+//!   target: the ceiling of any gateway, whose task is this task plus the
+//!   upstream's call of the tool, on the same cores. Its ratio to the
+//!   direct rate is printed beside each gateway's.
 //!
 //! Through a gateway each call is a task: the `tools/call` creates it, a
 //! `subscriptions/listen` stream for it is followed until the server ends it
@@ -21,7 +26,7 @@
 //! Every outcome is checked (the direct result, or a completed task with
 //! the tool's result, `slept 0 ms`). The upstream connection pool is at its
 //! default. Measured: calls (tasks completed) per second with 16 in flight,
-//! in rounds that alternate the three, and the latency from the call to the
+//! in rounds that alternate the four, and the latency from the call to the
 //! outcome one at a time (p50, p99), and the CPU time the servers spent
 //! per call (`/proc/PID/stat`: the gateway with its stdio upstreams, or
 //! with the HTTP upstream; less noisy than rates on shared cores). Targets: a gateway's rate at least 0.5
@@ -270,12 +275,18 @@ async fn run(full: bool) -> anyhow::Result<()> {
     let stdio = Server::start(&[&SERVE[..], &["--upstream", &upstream]].concat())?;
     let http_upstream = Server::start(&SERVE)?;
     let url = Server::start(&[&SERVE[..], &["--upstream-url", &http_upstream.url]].concat())?;
-    let servers: [(&str, &str, Vec<u32>, Mode); 3] = [
+    let servers: [(&str, &str, Vec<u32>, Mode); 4] = [
         (
             "direct (upstream over HTTP, no task)",
             &direct.url,
             vec![direct.child.id()],
             Mode::Direct,
+        ),
+        (
+            "the same server, as a task (no gateway)",
+            &direct.url,
+            vec![direct.child.id()],
+            Mode::Task,
         ),
         (
             "gateway, stdio upstream (task)",
@@ -302,19 +313,20 @@ async fn run(full: bool) -> anyhow::Result<()> {
     }
 
     let mut direct_c1 = Vec::new();
-    let mut rates: [Vec<f64>; 3] = Default::default();
-    let mut cpus: [Vec<f64>; 3] = Default::default();
-    let mut finished: [Vec<f64>; 3] = Default::default();
-    let mut ratios: [Vec<f64>; 2] = Default::default();
+    let mut rates: [Vec<f64>; 4] = Default::default();
+    let mut cpus: [Vec<f64>; 4] = Default::default();
+    let mut finished: [Vec<f64>; 4] = Default::default();
+    // Each gateway's, then the task without a gateway's, to the direct call's.
+    let mut ratios: [Vec<f64>; 3] = Default::default();
     for n in 0..rounds {
         direct_c1.push(rate(&direct.url, &[], Mode::Direct, 1, round).await?.0);
         // Forwards, then backwards, so none always goes first.
         let order: Vec<usize> = if n % 2 == 0 {
-            vec![0, 1, 2]
+            vec![0, 1, 2, 3]
         } else {
-            vec![2, 1, 0]
+            vec![3, 2, 1, 0]
         };
-        let mut this = [0.0; 3];
+        let mut this = [0.0; 4];
         for at in order {
             let (_, url, pids, mode) = &servers[at];
             let (calls, cpu, share) = rate(url, pids, *mode, 16, round).await?;
@@ -325,11 +337,12 @@ async fn run(full: bool) -> anyhow::Result<()> {
         for (rates, calls) in rates.iter_mut().zip(this) {
             rates.push(calls);
         }
-        ratios[0].push(this[1] / this[0]);
-        ratios[1].push(this[2] / this[0]);
+        ratios[0].push(this[2] / this[0]);
+        ratios[1].push(this[3] / this[0]);
+        ratios[2].push(this[1] / this[0]);
     }
-    let mut p50 = [0.0; 3];
-    let mut p99 = [0.0; 3];
+    let mut p50 = [0.0; 4];
+    let mut p99 = [0.0; 4];
     for (at, (_, url, _, mode)) in servers.iter().enumerate() {
         let seen = latencies(url, *mode, samples).await?;
         p50[at] = percentile(&seen, 0.5);
@@ -358,11 +371,18 @@ async fn run(full: bool) -> anyhow::Result<()> {
             median(&mut cpus[at].clone())
         );
     }
-    for (at, name) in ["stdio", "HTTP"].iter().enumerate() {
+    for (at, name) in [
+        "gateway (stdio upstream)",
+        "gateway (HTTP upstream)",
+        "a task without a gateway",
+    ]
+    .iter()
+    .enumerate()
+    {
         let mut sorted = ratios[at].clone();
         sorted.sort_by(f64::total_cmp);
         println!(
-            "gateway ({name} upstream) / direct: median ratio {:.3} (rounds {:.3}..{:.3})",
+            "{name} / direct: median ratio {:.3} (rounds {:.3}..{:.3})",
             median(&mut ratios[at].clone()),
             sorted[0],
             sorted[sorted.len() - 1]
@@ -375,17 +395,18 @@ async fn run(full: bool) -> anyhow::Result<()> {
         println!("{name}: p50 {:.2} ms, p99 {:.2} ms", p50[at], p99[at]);
     }
     println!("\n== targets (load average {})", load_average());
+    let ceiling = median(&mut ratios[2].clone());
     for (at, name) in ["stdio", "HTTP"].iter().enumerate() {
         let ratio = median(&mut ratios[at].clone());
         println!(
-            "{} gateway ({name} upstream) tasks/s >= 0.5 of direct calls/s at c=16: {ratio:.3}",
+            "{} gateway ({name} upstream) tasks/s >= 0.5 of direct calls/s at c=16: {ratio:.3} (a task without a gateway: {ceiling:.3})",
             verdict(ratio >= 0.5)
         );
-        let added = p50[at + 1] - p50[0];
+        let added = p50[at + 2] - p50[0];
         println!(
             "{} gateway ({name} upstream) p50 added latency < 2 ms: {added:.2} ms ({:.2} - {:.2})",
             verdict(added < 2.0),
-            p50[at + 1],
+            p50[at + 2],
             p50[0]
         );
     }
