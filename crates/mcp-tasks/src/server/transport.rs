@@ -19,7 +19,6 @@
 //! read ahead has been taken (a cancellation sent right after a call finds
 //! the call started). Without the `http` feature no call is read ahead.
 
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -246,8 +245,8 @@ fn read_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
     }
 }
 
-/// The messages the reader's filter read ahead of rmcp, and the reader's
-/// waker while they wait: one at a time, since the filter blocks every
+/// The message the reader's filter read ahead of rmcp, and the reader's
+/// waker while it waits: one at a time, since the filter blocks every
 /// further line until [`Prefetched`] has taken it.
 #[derive(Debug, Default)]
 pub(crate) struct ReadAhead {
@@ -258,8 +257,8 @@ pub(crate) struct ReadAhead {
 
 #[derive(Debug, Default)]
 struct Ahead {
-    messages: VecDeque<RxJsonRpcMessage<RoleServer>>,
-    /// The reader, holding a line until the messages are taken.
+    message: Option<RxJsonRpcMessage<RoleServer>>,
+    /// The reader, holding its lines until the message is taken.
     reader: Option<Waker>,
 }
 
@@ -275,7 +274,7 @@ impl ReadAhead {
     /// once it has been.
     fn waiting(&self, waker: &Waker) -> bool {
         let mut ahead = self.lock();
-        if ahead.messages.is_empty() {
+        if ahead.message.is_none() {
             return false;
         }
         ahead.reader = Some(waker.clone());
@@ -283,24 +282,22 @@ impl ReadAhead {
     }
 
     fn put(&self, message: RxJsonRpcMessage<RoleServer>) {
-        self.lock().messages.push_back(message);
+        self.lock().message = Some(message);
         self.put.notify_one();
     }
 
     fn take(&self) -> Option<RxJsonRpcMessage<RoleServer>> {
         let mut ahead = self.lock();
-        let message = ahead.messages.pop_front()?;
-        if ahead.messages.is_empty()
-            && let Some(reader) = ahead.reader.take()
-        {
+        let message = ahead.message.take()?;
+        if let Some(reader) = ahead.reader.take() {
             reader.wake();
         }
         Some(message)
     }
 }
 
-/// A transport whose `receive` gives the messages read ahead (in their
-/// turn: see [`ReadAhead`]) before reading on.
+/// A transport whose `receive` gives the message read ahead (in its turn:
+/// see [`ReadAhead`]) before reading on.
 pub(crate) struct Prefetched<T> {
     inner: T,
     ahead: Arc<ReadAhead>,
