@@ -95,9 +95,14 @@ impl fmt::Debug for PackedRecord {
 impl PackedJson {
     fn pack(value: Value) -> Self {
         if depth_exceeds(&value, MAX_TEXT_DEPTH) {
-            Self::Tree(Box::new(value))
-        } else {
-            Self::Text(value.to_string().into_boxed_str())
+            return Self::Tree(Box::new(value));
+        }
+        // Written into its buffer directly: `Value`'s `Display` passes every
+        // token through a `Formatter`, at about twice the instructions. (A
+        // `Value` always serializes; kept as it is if it did not.)
+        match serde_json::to_string(&value) {
+            Ok(text) => Self::Text(text.into_boxed_str()),
+            Err(_) => Self::Tree(Box::new(value)),
         }
     }
 
