@@ -391,6 +391,53 @@ async fn polls_read_from_their_bytes_answer_as_the_value_path() {
     assert_eq!(answer["result"]["status"], "cancelled", "{answer}");
 }
 
+/// A `tools/call` the fast path answers gets the HTTP status rmcp gives:
+/// 400 for -32602 when the request's `_meta` holds a capability set that
+/// does not decode (rmcp's required-metadata check), 200 for -32602 on a
+/// request whose `_meta` is fine (an unknown tool), 200 for a task.
+#[tokio::test]
+async fn a_tool_calls_invalid_params_is_400_only_for_its_meta() {
+    let url = serve_http_with(RuntimeServer::in_memory(), |recipe| recipe).await;
+    let call = |tool: &'static str, capabilities: &str| {
+        let url = url.clone();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"{tool}","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{capabilities}}}}}}}"#
+        );
+        async move {
+            let headers = [
+                JSON,
+                JSON_AND_SSE,
+                VERSION,
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", tool),
+            ];
+            let (status, body) = exchange(&url, "POST", &headers, &body).await;
+            (
+                status,
+                serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let tasks = r#"{"extensions":{"io.modelcontextprotocol/tasks":{}}}"#;
+    let (status, answer) = call("forever", r#"{"extensions":5}"#).await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (400, &json!(-32602)),
+        "{answer}"
+    );
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("clientCapabilities"), "{answer}");
+    let (status, answer) = call("no_such_tool", tasks).await;
+    assert_eq!(
+        (status, &answer["error"]["code"]),
+        (200, &json!(-32602)),
+        "{answer}"
+    );
+    let (status, answer) = call("forever", tasks).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer["result"]["taskId"].is_string(), "{answer}");
+}
+
 #[tokio::test]
 async fn a_listen_budget_without_a_reserve_of_connections_does_not_start() {
     let server = RuntimeServer::in_memory();
