@@ -1,12 +1,16 @@
-//! The bodies of the `tasks/*` fast path, written straight into bytes.
+//! The bodies of the `tasks/*` fast path, and of a `tools/call` that made
+//! a task, written straight into bytes.
 //!
 //! They are the JSON that serializing rmcp's `GetTaskResult` through a
 //! `serde_json::Value` writes (keys in sorted order, the stored result's
-//! JSON text as it is), without the `Value` in between; a test below checks
-//! that against the serde path for every status. A record this writer does
-//! not handle (an `input_required` task, whose requests rmcp's types
-//! normalize, or a result kept as a tree) is written by the serde path.
+//! JSON text as it is), and the JSON rmcp's `ServerJsonRpcMessage` of a
+//! `CreateTaskResult` writes, without serde's buffering; the tests below
+//! check both against the serde path for every status. A record this
+//! writer does not handle (an `input_required` task, whose requests rmcp's
+//! types normalize, or a result kept as a tree) is written by the serde
+//! path.
 
+use rmcp::model::{CreateTaskResult, RequestId};
 use serde_json::Value;
 
 use crate::server::wire::push_timestamp;
@@ -40,7 +44,7 @@ pub(super) fn get_task_answer(id: &Value, record: &PackedRecord) -> Option<Vec<u
     out.push('"');
     if let Some(poll) = record.poll_interval() {
         out.push_str(",\"pollIntervalMs\":");
-        push_u64(&mut out, saturating_millis(poll));
+        push_int(&mut out, saturating_millis(poll));
     }
     if let Some(result) = result {
         out.push_str(",\"result\":");
@@ -57,8 +61,60 @@ pub(super) fn get_task_answer(id: &Value, record: &PackedRecord) -> Option<Vec<u
     push_str(&mut out, record.id())?;
     out.push_str(",\"ttlMs\":");
     match record.ttl().as_millis() {
-        Some(ttl) => push_u64(&mut out, ttl),
+        Some(ttl) => push_int(&mut out, ttl),
         None => out.push_str("null"),
+    }
+    out.push_str("}}");
+    Some(out.into_bytes())
+}
+
+/// `{"id":…,"jsonrpc":"2.0","result":{"resultType":"task",…}}`: the
+/// answer of a `tools/call` that made a task, as rmcp's serde writes it
+/// (its `CreateTaskResult` flattens the `Task` into the result, which
+/// serde buffers through a map), or `None` when serde must write it: a
+/// result with `_meta`, or a status this writer does not know.
+pub(super) fn create_task_answer(id: &RequestId, created: &CreateTaskResult) -> Option<Vec<u8>> {
+    if created.meta.is_some() {
+        return None;
+    }
+    let task = &created.task;
+    let status = match task.status {
+        rmcp::model::TaskStatus::Working => "working",
+        rmcp::model::TaskStatus::InputRequired => "input_required",
+        rmcp::model::TaskStatus::Completed => "completed",
+        rmcp::model::TaskStatus::Failed => "failed",
+        rmcp::model::TaskStatus::Cancelled => "cancelled",
+        _ => return None,
+    };
+    let mut out = String::with_capacity(256);
+    out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+    match id {
+        RequestId::Number(n) => push_int(&mut out, *n),
+        RequestId::String(text) => push_str(&mut out, text)?,
+    }
+    out.push_str(",\"result\":{\"resultType\":");
+    push_str(&mut out, created.result_type.as_str())?;
+    out.push_str(",\"taskId\":");
+    push_str(&mut out, &task.task_id)?;
+    out.push_str(",\"status\":\"");
+    out.push_str(status);
+    out.push('"');
+    if let Some(message) = &task.status_message {
+        out.push_str(",\"statusMessage\":");
+        push_str(&mut out, message)?;
+    }
+    out.push_str(",\"createdAt\":");
+    push_str(&mut out, &task.created_at)?;
+    out.push_str(",\"lastUpdatedAt\":");
+    push_str(&mut out, &task.last_updated_at)?;
+    out.push_str(",\"ttlMs\":");
+    match task.ttl_ms {
+        Some(ttl) => push_int(&mut out, ttl),
+        None => out.push_str("null"),
+    }
+    if let Some(poll) = task.poll_interval_ms {
+        out.push_str(",\"pollIntervalMs\":");
+        push_int(&mut out, poll);
     }
     out.push_str("}}");
     Some(out.into_bytes())
@@ -97,10 +153,9 @@ fn push_str(out: &mut String, text: &str) -> Option<()> {
     Some(())
 }
 
-fn push_u64(out: &mut String, n: u64) {
-    use std::fmt::Write;
-    // Writing to a String cannot fail.
-    let _ = write!(out, "{n}");
+/// An integer as JSON writes it (with `itoa`, as serde_json does).
+fn push_int(out: &mut String, n: impl itoa::Integer) {
+    out.push_str(itoa::Buffer::new().format(n));
 }
 
 #[cfg(test)]
@@ -191,6 +246,59 @@ mod tests {
             serde_json::from_slice::<Value>(&ack).unwrap(),
             json!({"jsonrpc": "2.0", "id": "a", "result": {"resultType": "complete"}})
         );
+    }
+
+    #[test]
+    fn created_tasks_are_what_rmcps_serde_writes() {
+        use rmcp::model::{ServerJsonRpcMessage, ServerResult, Task, TaskStatus as Status};
+        let at = "2026-12-04T10:00:00.123Z";
+        let working = Task::new("0123abcd", Status::Working, at, at);
+        let answers = [
+            (RequestId::Number(7), working.clone().with_ttl_ms(60_000)),
+            (
+                RequestId::Number(i64::MIN),
+                working.with_poll_interval_ms(500),
+            ),
+            (
+                RequestId::String("req \"1\" é".into()),
+                Task::new("id \"with\" \\ quotes", Status::Completed, at, "later\n")
+                    .with_status_message("step \"2\" of 5 ✓\n")
+                    .with_ttl_ms(u64::MAX)
+                    .with_poll_interval_ms(0),
+            ),
+            (
+                RequestId::Number(-1),
+                Task::new("f", Status::Failed, at, at),
+            ),
+            (
+                RequestId::String("".into()),
+                Task::new("c", Status::Cancelled, at, at),
+            ),
+            (
+                RequestId::Number(0),
+                Task::new("i", Status::InputRequired, at, at).with_status_message(""),
+            ),
+        ];
+        for (id, task) in answers {
+            let created = CreateTaskResult::new(task);
+            let fast = create_task_answer(&id, &created).expect("written here");
+            let serde = serde_json::to_vec(&ServerJsonRpcMessage::response(
+                ServerResult::CreateTaskResult(created),
+                id,
+            ))
+            .unwrap();
+            // Byte for byte: rmcp's structs keep their fields' order.
+            assert_eq!(
+                String::from_utf8(fast).unwrap(),
+                String::from_utf8(serde).unwrap()
+            );
+        }
+        // A result with `_meta` is left to serde.
+        let mut meta = rmcp::model::MetaObject::default();
+        meta.insert("k".into(), json!(1));
+        let mut with_meta = CreateTaskResult::new(Task::new("m", Status::Working, at, at));
+        with_meta.meta = Some(meta);
+        assert!(create_task_answer(&RequestId::Number(1), &with_meta).is_none());
     }
 
     #[test]

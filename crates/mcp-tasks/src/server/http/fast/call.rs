@@ -58,7 +58,7 @@ use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, Extensions, GetExtensions,
     GetMeta, Implementation, InitializeRequestParams, JsonObject, ProtocolVersion, RequestId,
-    RequestMetaObject, ServerJsonRpcMessage, ServerJsonRpcMessage as Message,
+    RequestMetaObject, ServerJsonRpcMessage, ServerJsonRpcMessage as Message, ServerResult,
 };
 use rmcp::service::{
     RequestContext, RoleServer, RunningService, RxJsonRpcMessage, Service, TxJsonRpcMessage,
@@ -69,6 +69,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::body::create_task_answer;
 use crate::server::http::reply::json_body;
 
 /// The only protocol version served here.
@@ -195,6 +196,13 @@ where
         disconnect.disarm();
         request_ct.cancel();
         let message: ServerJsonRpcMessage = match outcome {
+            Ok(Ok(ServerResult::CreateTaskResult(created))) => {
+                // Most answers: written here, as rmcp's serde would.
+                if let Some(body) = create_task_answer(&id, &created) {
+                    return json_body(StatusCode::OK, body);
+                }
+                Message::response(ServerResult::CreateTaskResult(created), id)
+            }
             Ok(Ok(result)) => Message::response(result, id),
             Ok(Err(error)) => Message::error(error, Some(id)),
             Err(_) => {
