@@ -29,6 +29,10 @@
 //!   rmcp does, with the HTTP status rmcp gives it (400 for -32020, -32021,
 //!   -32022 and for -32602 on a request whose `_meta` lacks a required key;
 //!   404 for -32601; 200 otherwise) and `Content-Type: application/json`.
+//!   The most common answer, a task made (`CreateTaskResult` without
+//!   `_meta`), is written straight into bytes instead
+//!   ([`create_task_answer`]): the very bytes serde writes, which a unit
+//!   test checks, without serde's buffering of the flattened `Task`.
 //!
 //! Only requests rmcp would accept as they are take this path: ones the
 //! serving recipe's guard admitted (`Host`, `Origin` and bearer token
