@@ -184,8 +184,9 @@ where
             #[cfg(feature = "otel")]
             {
                 use opentelemetry::context::FutureExt as _;
-                let answer = server
-                    .handle_request(request, context)
+                // Boxed too: `with_context` moves the future it wraps, and
+                // the future moves again as it is awaited.
+                let answer = Box::pin(server.handle_request(request, context))
                     .with_context(span.clone())
                     .await;
                 crate::server::traced::end(&span, &answer);
