@@ -75,6 +75,14 @@ CREATE UNIQUE INDEX tasks_by_idem_slot ON tasks (idem_slot) WHERE idem_slot IS N
 /// older file builds it once, in one pass over the table.
 const UPGRADE_TO_V5: &str = UNFINISHED_INDEX;
 
+/// The condition of `tasks_unfinished`, which [`UNFINISHED_INDEX`] and
+/// [`UNFINISHED_SQL`] both spell out (a literal, for `concat!`).
+macro_rules! unfinished {
+    () => {
+        "status <> 'completed' AND status <> 'failed' AND status <> 'cancelled'"
+    };
+}
+
 /// `tasks_unfinished` as this build makes it.
 ///
 /// Its condition names the finished statuses with `<>` three times. The
@@ -89,8 +97,10 @@ const UPGRADE_TO_V5: &str = UNFINISHED_INDEX;
 /// both conditions select the same rows, so an older build still opens the
 /// file (it then reads the unfinished tasks without the index, as before
 /// version 5).
-const UNFINISHED_INDEX: &str = "CREATE INDEX tasks_unfinished ON tasks (id)
-WHERE status <> 'completed' AND status <> 'failed' AND status <> 'cancelled'";
+const UNFINISHED_INDEX: &str = concat!(
+    "CREATE INDEX tasks_unfinished ON tasks (id)\nWHERE ",
+    unfinished!()
+);
 
 /// `UPGRADES[n - 1]` takes a file from version `n` to `n + 1`; each runs in
 /// the transaction that then sets `user_version`.
@@ -98,9 +108,21 @@ const UPGRADES: [&str; 4] = [UPGRADE_TO_V2, UPGRADE_TO_V3, UPGRADE_TO_V4, UPGRAD
 
 /// The unfinished records, read from `tasks_unfinished` (its condition,
 /// literally: a bound parameter would not let SQLite use the partial index).
-pub(crate) const UNFINISHED_SQL: &str = "
-SELECT id, version, record FROM tasks
-WHERE status <> 'completed' AND status <> 'failed' AND status <> 'cancelled'";
+pub(crate) const UNFINISHED_SQL: &str = concat!(
+    "\nSELECT id, version, record FROM tasks\nWHERE ",
+    unfinished!()
+);
+
+/// Inserts a new record ([`insert`]).
+const INSERT_SQL: &str = "
+INSERT INTO tasks (id, owner, status, version, expires_at_ms, record, idem_slot)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+/// Replaces a record of the expected version ([`update`]).
+const UPDATE_SQL: &str = "
+UPDATE tasks
+SET status = ?2, version = ?3, expires_at_ms = ?4, record = ?5
+WHERE id = ?1 AND version = ?6";
 
 /// The name of the task hash key in `meta`.
 const HASH_KEY_NAME: &str = "task_hash_key";
@@ -372,22 +394,17 @@ fn decode(id: &str, version: i64, json: &str) -> Result<TaskRecord, StoreError> 
 
 /// Inserts a new record; false (and nothing written) if the id exists.
 pub(crate) fn insert(conn: &Connection, row: &Row) -> Result<bool, StoreError> {
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO tasks (id, owner, status, version, expires_at_ms, record, idem_slot)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .and_then(|mut insert| {
-            insert.execute(params![
-                row.id,
-                row.owner,
-                row.status,
-                row.version,
-                row.expires_at_ms,
-                row.record,
-                row.idem_slot
-            ])
-        });
+    let inserted = conn.prepare_cached(INSERT_SQL).and_then(|mut insert| {
+        insert.execute(params![
+            row.id,
+            row.owner,
+            row.status,
+            row.version,
+            row.expires_at_ms,
+            row.record,
+            row.idem_slot
+        ])
+    });
     match inserted {
         Ok(_) => Ok(true),
         Err(err) if err.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => Ok(false),
@@ -425,11 +442,7 @@ pub(crate) fn read(conn: &Connection, id: &str) -> Result<Option<TaskRecord>, St
 /// rewriting `tasks_by_owner` on every change.
 pub(crate) fn update(conn: &Connection, expected: i64, row: &Row) -> Result<bool, StoreError> {
     let changed = conn
-        .prepare_cached(
-            "UPDATE tasks
-             SET status = ?2, version = ?3, expires_at_ms = ?4, record = ?5
-             WHERE id = ?1 AND version = ?6",
-        )
+        .prepare_cached(UPDATE_SQL)
         .and_then(|mut update| {
             update.execute(params![
                 row.id,
@@ -663,12 +676,7 @@ mod tests {
             crate::SqliteSync::Normal,
         )
         .expect("open");
-        for sql in [
-            "INSERT INTO tasks (id, owner, status, version, expires_at_ms, record, idem_slot)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            "UPDATE tasks SET status = ?2, version = ?3, expires_at_ms = ?4, record = ?5
-             WHERE id = ?1 AND version = ?6",
-        ] {
+        for sql in [INSERT_SQL, UPDATE_SQL] {
             let ops = opcodes(&conn, sql);
             assert!(ops.iter().any(|op| op == "IdxInsert"), "{ops:?}");
             assert!(
@@ -724,7 +732,10 @@ mod tests {
             .expect("the unfinished");
         assert_eq!(unfinished, ["w"]);
         let indexed: Vec<String> = conn
-            .prepare("SELECT id FROM tasks INDEXED BY tasks_unfinished WHERE status <> 'completed' AND status <> 'failed' AND status <> 'cancelled'")
+            .prepare(concat!(
+                "SELECT id FROM tasks INDEXED BY tasks_unfinished WHERE ",
+                unfinished!()
+            ))
             .and_then(|mut select| select.query_map([], |row| row.get(0))?.collect())
             .expect("read through the index");
         assert_eq!(indexed, ["w"]);
