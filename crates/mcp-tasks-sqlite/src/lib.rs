@@ -192,7 +192,9 @@ impl SqliteStore {
     /// The file cannot be opened or put in WAL mode, it holds a schema newer
     /// than this build knows or a table that is not this store's, or an
     /// unfinished task's row is corrupt (the file needs repair before the
-    /// server can own it).
+    /// server can own it). Another open store holds the file (kind
+    /// [`StoreErrorKind::InUse`](mcp_tasks::store::StoreErrorKind::InUse)),
+    /// still after a second's wait.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         Self::open_at(path, UnixMillis::now(), DEFAULT_RETENTION)
     }
