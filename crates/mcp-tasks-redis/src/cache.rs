@@ -3,9 +3,9 @@
 //! round trip to Redis when the record is known.
 //!
 //! It is filled by this replica's own writes (once Redis answered them) and
-//! by its reads, and emptied by the feed: every write script publishes the
-//! task id on the `changes` channel, and an id on the feed drops its entry
-//! before the runtime hears of it; a lost subscription empties the cache and
+//! by its reads, and emptied by the feed: every write script but a
+//! creation's publishes the task id on the `changes` channel, and an id on
+//! the feed drops its entry before the runtime hears of it; a lost subscription empties the cache and
 //! turns it off until the feed is subscribed again (whatever was published
 //! in between is unknown). So a write on another replica is seen by this
 //! replica's next read once the write returned and this replica's feed has
@@ -26,7 +26,12 @@
 //! * a write's own announcement is one of the messages: with none yet, the
 //!   entry outlives the next message (its own, or an older write's) and the
 //!   one after drops it; with one, the next drops it; with two or more, a
-//!   newer write may have followed, and nothing is kept.
+//!   newer write may have followed, and nothing is kept;
+//! * a creation announces nothing (no replica could have cached the record
+//!   before it existed), so it is kept as a read is: with no message yet,
+//!   and the next drops it; with one, a later write (another replica that
+//!   learned the id, through the idempotency index) may have followed, and
+//!   it is not kept.
 //!
 //! An entry is never replaced by an older version. Records leave in the
 //! order they were last written or read once the cache holds more than its
@@ -76,6 +81,18 @@ struct Slot {
 struct Flight {
     operations: u32,
     messages: u64,
+}
+
+/// What an answer that may be kept came from: how many of the feed's
+/// messages it accounts for (see the module doc).
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    /// A read: none.
+    Read,
+    /// A write of this replica: its own announcement, once.
+    Wrote,
+    /// A creation of this replica, which is not announced: none.
+    Created,
 }
 
 /// An operation on one id in flight, taken before it is sent: it counts the
@@ -169,16 +186,27 @@ impl Cache {
 
     /// Keeps what a read of the ticket's id found, if it is still current.
     pub(crate) fn read(&self, ticket: Option<Ticket<'_>>, found: Option<&Arc<PackedRecord>>) {
-        self.settle(ticket, found, false);
+        self.settle(ticket, found, Answer::Read);
     }
 
     /// Keeps `record`, which this replica's write stored (Redis answered),
     /// if it is still current.
     pub(crate) fn wrote(&self, ticket: Option<Ticket<'_>>, record: &Arc<PackedRecord>) {
-        self.settle(ticket, Some(record), true);
+        self.settle(ticket, Some(record), Answer::Wrote);
     }
 
-    fn settle(&self, ticket: Option<Ticket<'_>>, found: Option<&Arc<PackedRecord>>, own: bool) {
+    /// Keeps `record`, which this replica's creation stored (Redis answered;
+    /// a creation is not announced on the feed), if it is still current.
+    pub(crate) fn created(&self, ticket: Option<Ticket<'_>>, record: &Arc<PackedRecord>) {
+        self.settle(ticket, Some(record), Answer::Created);
+    }
+
+    fn settle(
+        &self,
+        ticket: Option<Ticket<'_>>,
+        found: Option<&Arc<PackedRecord>>,
+        answer: Answer,
+    ) {
         let Some(ticket) = ticket else { return };
         let mut inner = self.lock();
         let since = inner
@@ -188,9 +216,9 @@ impl Cache {
         if !inner.live || inner.epoch != ticket.epoch {
             return;
         }
-        let spare = match (own, since) {
-            (false, 0) | (true, 1) => false,
-            (true, 0) => true,
+        let spare = match (answer, since) {
+            (Answer::Read | Answer::Created, 0) | (Answer::Wrote, 1) => false,
+            (Answer::Wrote, 0) => true,
             _ => return,
         };
         match found {
@@ -365,6 +393,22 @@ mod tests {
         cache.changed("a");
         cache.wrote(ticket, &live("a"));
         assert!(cache.get("a", NOW).is_none());
+    }
+
+    #[test]
+    fn a_creation_is_kept_until_the_first_announcement_of_its_id() {
+        let cache = Cache::new(10, usize::MAX);
+        // No announcement of its own: the next message is a later write's.
+        let ticket = cache.ticket("a");
+        cache.created(ticket, &live("a"));
+        assert!(cache.get("a", NOW).is_some());
+        cache.changed("a");
+        assert!(cache.get("a", NOW).is_none(), "a later write's");
+        // Another replica wrote it before the answer came: not kept.
+        let ticket = cache.ticket("b");
+        cache.changed("b");
+        cache.created(ticket, &live("b"));
+        assert!(cache.get("b", NOW).is_none());
     }
 
     #[test]

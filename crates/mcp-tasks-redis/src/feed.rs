@@ -1,7 +1,8 @@
 //! The change feed across processes: one pub/sub subscription to the
-//! `changes` channel, which every write script publishes to, turned into
-//! the store's local broadcast of ids (and the empty message that says
-//! seats were freed into the store's counter of freeings).
+//! `changes` channel, which every write script after a creation publishes
+//! to, turned into the store's local broadcast of ids (and the empty
+//! message that says seats were freed into the store's counter of
+//! freeings). A creation is told on the creating store's broadcast only.
 //!
 //! A subscription that is lost (Redis restarted, the connection dropped, a
 //! ping unanswered) is made again with a capped backoff; whatever was

@@ -403,6 +403,18 @@ impl RedisStore {
 }
 
 impl RedisStore {
+    /// A record this store's creation stored (Redis answered): kept in the
+    /// cache, and announced on this store's own change feed. A creation is
+    /// not published to the other replicas (see `scripts::CREATE_RECORD`),
+    /// but this process's feed still tells of it, as every store's does.
+    fn created(&self, ticket: Option<cache::Ticket<'_>>, record: TaskRecord) {
+        let id = record.id().clone();
+        self.cache
+            .created(ticket, &Arc::new(PackedRecord::pack(record)));
+        // No receiver is not an error.
+        drop(self.feed.send(id));
+    }
+
     /// The record: from the cache, or else one `HMGET` (whose answer the
     /// cache keeps if no write of the task was announced meanwhile).
     async fn read(&self, id: &TaskId) -> Result<Option<Arc<PackedRecord>>, StoreError> {
@@ -478,8 +490,7 @@ impl TaskStore for RedisStore {
         if created == 0 {
             return Err(StoreError::msg("a task with this id exists"));
         }
-        self.cache
-            .wrote(ticket, &Arc::new(PackedRecord::pack(record)));
+        self.created(ticket, record);
         Ok(())
     }
 
@@ -498,8 +509,7 @@ impl TaskStore for RedisStore {
             .and_then(|code| redis::from_redis_value_ref::<i64>(code).ok());
         match (code, answer.get(1..)) {
             (Some(0), _) => {
-                self.cache
-                    .wrote(ticket, &Arc::new(PackedRecord::pack(record)));
+                self.created(ticket, record);
                 Ok(Keyed::Created)
             }
             (Some(1), Some(found)) => Ok(Keyed::Existing(Box::new(keyed_record(found)?))),

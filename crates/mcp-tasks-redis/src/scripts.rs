@@ -70,7 +70,13 @@ end
 ";
 
 /// Writes a new record (whose id the caller checked is free) and its
-/// indexes, and announces it. KEYS[1..3] and ARGV[1..10] as [`CREATE`]'s.
+/// indexes. KEYS[1..3] and ARGV[1..10] as [`CREATE`]'s.
+///
+/// A creation is not published on the change feed: no other replica can
+/// hold the record in its cache nor wait for it before it exists (its id
+/// is answered to no one until the script returned), so every replica's
+/// feed would carry a message that changes nothing. The creating store
+/// announces it on its own feed (see `RedisStore::created`).
 const CREATE_RECORD: &str = r"
 local fields = {'v', ARGV[3], 'r', ARGV[2], 'w', ARGV[9], 'i', '1'}
 if ARGV[10] ~= '' then
@@ -90,7 +96,6 @@ if ARGV[4] ~= '' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end
 if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 keep_owned(KEYS[3], ARGV[1], ARGV[5], false)
 redis.call('ZADD', ARGV[8] .. 'all', 0, ARGV[1])
-redis.call('PUBLISH', ARGV[8] .. 'changes', ARGV[1])
 ";
 
 /// Creates a record unless its id exists. KEYS: task, expiry, owned.

@@ -3,9 +3,7 @@
 //! task, so admission adds no round trip to a creation, and one to a
 //! queued task's start and to a task's end.
 
-use std::sync::Arc;
-
-use mcp_tasks::store::{PackedRecord, RunnerId, SeatId, SeatPool, Seating, StoreError, TaskRecord};
+use mcp_tasks::store::{RunnerId, SeatId, SeatPool, Seating, StoreError, TaskRecord};
 use sha2::{Digest, Sha256};
 
 use crate::scripts::{self, POOL_ID_LEN};
@@ -102,9 +100,7 @@ impl RedisStore {
         match answer {
             -2 => return Err(StoreError::msg("a task with this id exists")),
             -3 => return Ok(Seating::Existing),
-            0 => self
-                .cache
-                .wrote(ticket, &Arc::new(PackedRecord::pack(record))),
+            0 => self.created(ticket, record),
             _ => {}
         }
         seating(answer, take.len())

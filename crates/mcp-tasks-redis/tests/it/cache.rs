@@ -2,8 +2,9 @@
 //! record this replica knows costs no round trip (counted in `INFO
 //! commandstats`), a write on another replica is seen once it returned and
 //! this replica's feed has its id, a feed gap empties the cache, an expired
-//! record is never answered from it, and a finished task is never answered
-//! as still running once the feed has its completion.
+//! record is never answered from it, a finished task is never answered
+//! as still running once the feed has its completion, and a creation is
+//! announced to its own replica only.
 
 use std::time::Duration;
 
@@ -120,6 +121,37 @@ async fn a_write_on_another_replica_is_seen_once_the_feed_has_it_and_known_reads
     announced(&mut feed, &id).await;
     assert_eq!(a.get(&id).await.expect("get"), None);
     assert_eq!(b.get(&id).await.expect("get"), None);
+}
+
+/// A creation publishes nothing to the other replicas (none can know the
+/// id yet): only its own store's feed tells of it. Every creation script
+/// (plain, keyed, with seats) shares the record's writing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creation_is_announced_on_its_own_replica_only() {
+    let redis = RedisServer::start();
+    let (a, b) = (replica(&redis, "c5:").await, replica(&redis, "c5:").await);
+    let created = record("c5-task", Ttl::Unlimited);
+    let id = created.id().clone();
+    let (mut on_a, mut on_b) = (a.changes(), b.changes());
+    let published = calls(&redis, "publish");
+    a.create(created.clone()).await.expect("create");
+    assert_eq!(calls(&redis, "publish"), published, "nothing published");
+    assert_eq!(on_a.try_recv().ok().as_ref(), Some(&id), "A tells of it");
+    // B knows it from Redis, and then a change reaches both.
+    let on_b_read = b.get(&id).await.expect("get").expect("found");
+    let swap = change(&on_b_read, &Change::StatusMessage("by B".into()));
+    assert!(matches!(
+        b.compare_and_swap(swap).await.expect("swap"),
+        Swap::Swapped
+    ));
+    assert_eq!(calls(&redis, "publish"), published + 1);
+    announced(&mut on_a, &id).await;
+    announced(&mut on_b, &id).await;
+    assert_eq!(
+        message(&a, &id).await.as_deref(),
+        Some("by B"),
+        "A's cached creation was dropped by B's change"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use mcp_tasks::store::{Principal, Replicas, StoreErrorKind, TaskRecord};
+use mcp_tasks::store::{Change, Principal, Replicas, StoreErrorKind, TaskRecord, modify};
 use mcp_tasks::{CallOptions, TaskId, Ttl, UnixMillis};
 use mcp_tasks_redis::testing::RedisServer;
 use serde_json::json;
@@ -148,7 +148,6 @@ async fn a_lost_subscription_is_made_again_and_reported_as_a_gap() {
     let store = store(&redis.url(), "gap:").await;
     let replicas: &dyn Replicas = store.replicas().expect("a shared store");
     let mut gaps = replicas.feed_gaps();
-    let mut feed = store.changes();
     let admin = redis::Client::open(redis.url()).expect("url");
     let mut admin = admin
         .get_multiplexed_async_connection()
@@ -166,7 +165,9 @@ async fn a_lost_subscription_is_made_again_and_reported_as_a_gap() {
         .await
         .expect("the gap is reported within 5 s")
         .expect("the store is alive");
-    // Subscribed again: changes are announced once more.
+    // Subscribed again: changes are announced once more. (A creation is
+    // announced by the store itself, not through Redis: the change after it
+    // is what comes back on the subscription.)
     let id = TaskId::new("after-the-gap");
     store
         .create(TaskRecord::new(
@@ -178,6 +179,16 @@ async fn a_lost_subscription_is_made_again_and_reported_as_a_gap() {
         ))
         .await
         .expect("create");
+    let mut feed = store.changes();
+    modify(
+        &*store,
+        &id,
+        &Change::StatusMessage("after the gap".into()),
+        UnixMillis::new(2),
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("modify");
     let announced = tokio::time::timeout(Duration::from_secs(5), feed.recv())
         .await
         .expect("announced")

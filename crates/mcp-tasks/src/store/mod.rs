@@ -206,7 +206,10 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<TaskRecord>, StoreError>> + Send;
 
     /// The change feed: ids of records created or changed from now on.
-    /// A lagging receiver may miss ids; waiters re-read on lag.
+    /// A lagging receiver may miss ids; waiters re-read on lag. A store
+    /// shared by replicas tells each of the changes any replica made, and
+    /// may tell of a creation only the replica that made it: no other can
+    /// wait for a task, nor hold it, before its id exists.
     fn changes(&self) -> broadcast::Receiver<TaskId>;
 
     /// Up to `limit` records of any owner whose ids sort after `after`
