@@ -202,7 +202,13 @@ impl RedisStore {
     ///
     /// As [`RedisStore::connect`].
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url)
+        // redis-rs leaves Nagle's algorithm on (`TCP_NODELAY` off) unless
+        // told: a script sent while an earlier one's bytes wait for their
+        // ACK would wait too, so every request here goes out at once.
+        let info = redis::IntoConnectionInfo::into_connection_info(url)
+            .map_err(|error| failure("the Redis URL does not parse", error))?;
+        let info = info.set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+        let client = redis::Client::open(info)
             .map_err(|error| failure("the Redis URL does not parse", error))?;
         let keys = Keys::new(&options.key_prefix);
         let config = ConnectionManagerConfig::new()
