@@ -5,13 +5,13 @@
 //! It is filled by this replica's own writes (once Redis answered them) and
 //! by its reads, and emptied by the feed: every write script but a
 //! creation's publishes the task id on the `changes` channel, and an id on
-//! the feed drops its entry before the runtime hears of it; a lost subscription empties the cache and
-//! turns it off until the feed is subscribed again (whatever was published
-//! in between is unknown). So a write on another replica is seen by this
-//! replica's next read once the write returned and this replica's feed has
-//! its id; a finished record never changes (only its deletion, which the
-//! delete script announces too); an entry past its `expiresAt` is never
-//! answered.
+//! the feed drops its entry before the runtime hears of it; a lost
+//! subscription empties the cache and turns it off until the feed is
+//! subscribed again (whatever was published in between is unknown). So a
+//! write on another replica is seen by this replica's next read once the
+//! write returned and this replica's feed has its id; a finished record
+//! never changes (only its deletion, which the delete script announces
+//! too); an entry past its `expiresAt` is never answered.
 //!
 //! The race this module exists for: a read (or a write) is sent, another
 //! replica writes the record, its id arrives on the feed, and only then the
