@@ -205,10 +205,10 @@ impl RedisStore {
         // redis-rs leaves Nagle's algorithm on (`TCP_NODELAY` off) unless
         // told: a script sent while an earlier one's bytes wait for their
         // ACK would wait too, so every request here goes out at once.
-        let info = redis::IntoConnectionInfo::into_connection_info(url)
-            .map_err(|error| failure("the Redis URL does not parse", error))?;
-        let info = info.set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
-        let client = redis::Client::open(info)
+        let nodelay = redis::io::tcp::TcpSettings::default().set_nodelay(true);
+        let client = redis::IntoConnectionInfo::into_connection_info(url)
+            .map(|info| info.set_tcp_settings(nodelay))
+            .and_then(redis::Client::open)
             .map_err(|error| failure("the Redis URL does not parse", error))?;
         let keys = Keys::new(&options.key_prefix);
         let config = ConnectionManagerConfig::new()
