@@ -438,6 +438,79 @@ async fn a_tool_calls_invalid_params_is_400_only_for_its_meta() {
     assert!(answer["result"]["taskId"].is_string(), "{answer}");
 }
 
+/// A `tools/call` body for `tool` with `arguments`, that takes the fast path.
+fn fast_call(tool: &str, arguments: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"extensions":{{"io.modelcontextprotocol/tasks":{{}}}}}}}}}}}}"#
+    )
+}
+
+/// A `tools/call` whose client goes away before the answer still runs its
+/// handler to its end: the task the handler was about to create is
+/// created, and its tool runs. (The handler is awaited in the request's own
+/// task, which hyper drops when the client goes away.)
+#[tokio::test]
+async fn a_tool_call_whose_client_goes_away_runs_to_its_end() {
+    let server = RuntimeServer::in_memory();
+    let events = server.events.clone();
+    let url = serve_http_with(server, |recipe| recipe).await;
+    let host = address(&url);
+    let body = fast_call("slow_start", r#"{"ms":300}"#);
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: slow_start\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = TcpStream::connect(&host).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    // Gone while the handler works, before its task exists.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(stream);
+    assert!(
+        !events.lock().unwrap().iter().any(|e| e == "slow_start ran"),
+        "the tool ran before its handler's pause ended"
+    );
+    let started = Instant::now();
+    while !events.lock().unwrap().iter().any(|e| e == "slow_start ran") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the handler stopped when its client went away: its task's tool never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A `tools/call` handler that panics is answered 500 with rmcp's message,
+/// and the server answers the next call as before.
+#[tokio::test]
+async fn a_tool_call_handler_that_panics_is_answered_500() {
+    let url = serve_http_with(RuntimeServer::in_memory(), |recipe| recipe).await;
+    let call = |tool: &'static str| {
+        let url = url.clone();
+        async move {
+            let headers = [
+                JSON,
+                JSON_AND_SSE,
+                VERSION,
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", tool),
+            ];
+            exchange(&url, "POST", &headers, &fast_call(tool, "{}")).await
+        }
+    };
+    let (status, body) = call("handler_panics").await;
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        body.contains("no response message received from handler"),
+        "{body}"
+    );
+    let (status, body) = call("required_job").await;
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert!(answer["result"]["taskId"].is_string(), "{answer}");
+}
+
 #[tokio::test]
 async fn a_listen_budget_without_a_reserve_of_connections_does_not_start() {
     let server = RuntimeServer::in_memory();

@@ -425,6 +425,23 @@ impl ServerHandler for RuntimeServer {
                 )
                 .await
             }
+            // Not listed: a handler that works `ms` before its task
+            // exists, whose tool then says it ran; and a handler that panics.
+            "slow_start" => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                let events = self.events.clone();
+                rt.call_tool(
+                    &request,
+                    &context,
+                    &ToolTasks::required(),
+                    move |_| async move {
+                        events.lock().unwrap().push("slow_start ran".to_owned());
+                        Ok(text("started late"))
+                    },
+                )
+                .await
+            }
+            "handler_panics" => panic!("handler bug"),
             other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
         }
     }

@@ -22,9 +22,12 @@
 //! * The handler runs through rmcp's `Service::handle_request`, the function
 //!   rmcp's loop calls: version checks (-32022), required `_meta` (-32602),
 //!   the tasks-extension guard (-32021), MRTR results and the 2026-07-28
-//!   result shape are rmcp's own. It runs in a task of its own, as in rmcp,
-//!   with a cancellation token that fires when the handler is done or the
-//!   client goes away first.
+//!   result shape are rmcp's own. It is awaited in the HTTP request's own
+//!   future (rmcp spawns a task for it), with a cancellation token that
+//!   fires when the handler is done or the client goes away first; a
+//!   handler whose client went away runs on to its end in a task spawned
+//!   then ([`RunsToEnd`]), and a panic in it is answered 500, as rmcp
+//!   answers one.
 //! * The answer is rmcp's `ServerJsonRpcMessage`, serialized by serde as
 //!   rmcp does, with the HTTP status rmcp gives it (400 for -32020, -32021,
 //!   -32022 and for -32602 on a request whose `_meta` lacks a required key;
@@ -52,7 +55,10 @@
 //! fast.
 
 use std::borrow::Cow;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::OnceLock;
+use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::response::Response;
@@ -176,11 +182,14 @@ where
         // tasks are when its loop runs in it.
         #[cfg(feature = "otel")]
         let span = crate::server::traced::span_of(&request, &context, crate::otel::TCP);
-        // On the heap: the handler's future is large (about 10 KB, most of
-        // it the runtime's task creation), and tokio copies a task's whole
-        // future whenever the task changes stage (spawned, polled to its
-        // end, output taken); boxed, it copies a pointer.
-        let handler = tokio::spawn(crate::quiet::scope(Box::pin(async move {
+        // Awaited here rather than spawned (a task of its own costs about
+        // 3 % of a task's creation to spawn, schedule and join), on the
+        // heap: the handler's future is large (about 10 KB, most of it the
+        // runtime's task creation), and a boxed one moves as a pointer.
+        // `RunsToEnd` keeps what the spawn gave: a client that goes away
+        // before the answer drops this future, and the handler's rest is
+        // then spawned to run to its end; a panic is caught.
+        let handler = RunsToEnd::new(crate::quiet::scope(async move {
             #[cfg(feature = "otel")]
             {
                 use opentelemetry::context::FutureExt as _;
@@ -194,7 +203,7 @@ where
             }
             #[cfg(not(feature = "otel"))]
             server.handle_request(request, context).await
-        })));
+        }));
         // A client that goes away before the answer cancels the handler's token.
         let disconnect = request_ct.clone().drop_guard();
         let outcome = handler.await;
@@ -249,6 +258,57 @@ where
                 }
             })
             .peer
+    }
+}
+
+/// A future awaited in its caller's task that still runs to its end when
+/// the caller drops it first: the rest is then spawned (within a runtime;
+/// a runtime shutting down drops it, as it drops its tasks). It answers
+/// the future's output, or the panic that ended it.
+///
+/// What `tokio::spawn` and its `JoinHandle` gave a `tools/call` handler,
+/// without a task of its own for every call: hyper drops a request's
+/// future when its client goes away, and a handler that had begun to
+/// create a task must not stop halfway (a record stored with no tool
+/// running it).
+struct RunsToEnd<T: Send + 'static> {
+    future: Option<Pin<Box<dyn Future<Output = T> + Send>>>,
+}
+
+impl<T: Send + 'static> RunsToEnd<T> {
+    fn new(future: impl Future<Output = T> + Send + 'static) -> Self {
+        Self {
+            future: Some(Box::pin(future)),
+        }
+    }
+}
+
+impl<T: Send + 'static> Future for RunsToEnd<T> {
+    type Output = std::thread::Result<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(future) = self.future.as_mut() else {
+            // Not reached: it is awaited once, and not polled after its end.
+            return Poll::Pending;
+        };
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
+        let output = match polled {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(output)) => Ok(output),
+            Err(panic) => Err(panic),
+        };
+        self.future = None;
+        Poll::Ready(output)
+    }
+}
+
+impl<T: Send + 'static> Drop for RunsToEnd<T> {
+    fn drop(&mut self) {
+        if let Some(rest) = self.future.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(rest);
+        }
     }
 }
 
