@@ -448,14 +448,14 @@ fn fast_call(tool: &str, arguments: &str) -> String {
 /// A `tools/call` whose client goes away before the answer still runs its
 /// handler to its end: the task the handler was about to create is
 /// created, and its tool runs. (The handler is awaited in the request's own
-/// task, which hyper drops when the client goes away.)
+/// future, which hyper drops when the client goes away.)
 #[tokio::test]
 async fn a_tool_call_whose_client_goes_away_runs_to_its_end() {
     let server = RuntimeServer::in_memory();
     let events = server.events.clone();
     let url = serve_http_with(server, |recipe| recipe).await;
     let host = address(&url);
-    let body = fast_call("slow_start", r#"{"ms":300}"#);
+    let body = fast_call("slow_start", r#"{"ms":1000}"#);
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
