@@ -21,15 +21,22 @@ fn address(url: &str) -> String {
         .to_owned()
 }
 
-/// Sends one raw HTTP/1.1 request and reads the whole answer (the
-/// connection is closed after it): the status and the body.
-async fn exchange(url: &str, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
-    let host = address(url);
+/// One HTTP/1.1 request to `/mcp` on `host`, as its text (the connection
+/// closed after it).
+fn request_text(host: &str, method: &str, headers: &[(&str, &str)], body: &str) -> String {
     let mut request = format!("{method} /mcp HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    request
+}
+
+/// Sends one raw HTTP/1.1 request and reads the whole answer (the
+/// connection is closed after it): the status and the body.
+async fn exchange(url: &str, method: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let host = address(url);
+    let request = request_text(&host, method, headers, body);
     let mut stream = TcpStream::connect(&host).await.unwrap();
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut answer = String::new();
@@ -404,14 +411,7 @@ async fn a_tool_calls_invalid_params_is_400_only_for_its_meta() {
             r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"{tool}","arguments":{{}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{capabilities}}}}}}}"#
         );
         async move {
-            let headers = [
-                JSON,
-                JSON_AND_SSE,
-                VERSION,
-                ("Mcp-Method", "tools/call"),
-                ("Mcp-Name", tool),
-            ];
-            let (status, body) = exchange(&url, "POST", &headers, &body).await;
+            let (status, body) = exchange(&url, "POST", &call_headers(tool), &body).await;
             (
                 status,
                 serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
@@ -438,6 +438,17 @@ async fn a_tool_calls_invalid_params_is_400_only_for_its_meta() {
     assert!(answer["result"]["taskId"].is_string(), "{answer}");
 }
 
+/// The headers of a `tools/call` of `tool` that takes the fast path.
+fn call_headers(tool: &str) -> [(&str, &str); 5] {
+    [
+        JSON,
+        JSON_AND_SSE,
+        VERSION,
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", tool),
+    ]
+}
+
 /// A `tools/call` body for `tool` with `arguments`, that takes the fast path.
 fn fast_call(tool: &str, arguments: &str) -> String {
     format!(
@@ -456,12 +467,7 @@ async fn a_tool_call_whose_client_goes_away_runs_to_its_end() {
     let url = serve_http_with(server, |recipe| recipe).await;
     let host = address(&url);
     let body = fast_call("slow_start", r#"{"ms":1000}"#);
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-         Mcp-Method: tools/call\r\nMcp-Name: slow_start\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let request = request_text(&host, "POST", &call_headers("slow_start"), &body);
     let mut stream = TcpStream::connect(&host).await.unwrap();
     stream.write_all(request.as_bytes()).await.unwrap();
     // Gone while the handler works, before its task exists.
@@ -488,16 +494,7 @@ async fn a_tool_call_handler_that_panics_is_answered_500() {
     let url = serve_http_with(RuntimeServer::in_memory(), |recipe| recipe).await;
     let call = |tool: &'static str| {
         let url = url.clone();
-        async move {
-            let headers = [
-                JSON,
-                JSON_AND_SSE,
-                VERSION,
-                ("Mcp-Method", "tools/call"),
-                ("Mcp-Name", tool),
-            ];
-            exchange(&url, "POST", &headers, &fast_call(tool, "{}")).await
-        }
+        async move { exchange(&url, "POST", &call_headers(tool), &fast_call(tool, "{}")).await }
     };
     let (status, body) = call("handler_panics").await;
     assert_eq!(status, 500, "{body}");
