@@ -107,6 +107,47 @@ impl SqliteJournal {
     }
 }
 
+impl SqliteJournal {
+    /// Changes the entry of task `id` of `server` with `change`, in one
+    /// transaction (nothing when there is no such entry).
+    fn edit(
+        &self,
+        server: &ServerRef,
+        id: &TaskId,
+        change: impl FnOnce(&mut TaskRef) + Send + 'static,
+    ) -> BoxFuture<'static, Result<(), JournalError>> {
+        let (server, id) = (server.clone(), id.clone());
+        self.run(move |connection| {
+            let key = server_key(&server)?;
+            let transaction = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(failed("start a journal update"))?;
+            let entry: Option<String> = transaction
+                .query_row(
+                    "SELECT entry FROM journal WHERE server = ?1 AND task_id = ?2",
+                    params![key, id.expose()],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(failed("read a journal entry"))?;
+            let Some(entry) = entry else {
+                return Ok(());
+            };
+            let mut entry = read_entry(&entry)?;
+            change(&mut entry);
+            transaction
+                .execute(
+                    "UPDATE journal SET entry = ?3 WHERE server = ?1 AND task_id = ?2",
+                    params![key, id.expose(), write_entry(&entry)?],
+                )
+                .map_err(failed("update a journal entry"))?;
+            transaction
+                .commit()
+                .map_err(failed("commit a journal update"))
+        })
+    }
+}
+
 fn server_key(server: &ServerRef) -> Result<String, JournalError> {
     serde_json::to_string(server)
         .map_err(|error| JournalError::with_source("cannot write a server reference", error))
@@ -150,39 +191,24 @@ impl Journal for SqliteJournal {
         ttl: Option<Ttl>,
         at: UnixMillis,
     ) -> BoxFuture<'_, Result<(), JournalError>> {
-        let (server, id, status) = (server.clone(), id.clone(), status.clone());
-        self.run(move |connection| {
-            let key = server_key(&server)?;
-            let transaction = connection
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(failed("start a journal update"))?;
-            let entry: Option<String> = transaction
-                .query_row(
-                    "SELECT entry FROM journal WHERE server = ?1 AND task_id = ?2",
-                    params![key, id.expose()],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(failed("read a journal entry"))?;
-            let Some(entry) = entry else {
-                return Ok(());
-            };
-            let mut entry = read_entry(&entry)?;
+        let status = status.clone();
+        self.edit(server, id, move |entry| {
             entry.status = status;
             entry.seen_at = entry.seen_at.max(at);
             if ttl.is_some() {
                 entry.ttl = ttl;
             }
-            transaction
-                .execute(
-                    "UPDATE journal SET entry = ?3 WHERE server = ?1 AND task_id = ?2",
-                    params![key, id.expose(), write_entry(&entry)?],
-                )
-                .map_err(failed("update a journal entry"))?;
-            transaction
-                .commit()
-                .map_err(failed("commit a journal update"))
+            entry.gone_at = None;
         })
+    }
+
+    fn mark_gone(
+        &self,
+        server: &ServerRef,
+        id: &TaskId,
+        at: UnixMillis,
+    ) -> BoxFuture<'_, Result<(), JournalError>> {
+        self.edit(server, id, move |entry| entry.gone_at = Some(at))
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<TaskRef>, JournalError>> {

@@ -102,6 +102,81 @@ async fn entries_are_kept_updated_listed_newest_first_and_pruned() {
     assert_eq!(reopened.list().await.unwrap().len(), 1);
 }
 
+#[tokio::test]
+async fn a_task_marked_gone_stays_gone_across_a_reopen_until_its_server_reports_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.sqlite3");
+    let journal = SqliteJournal::open(&path).unwrap();
+    let a = ServerRef::Url("http://a/mcp".into());
+    journal
+        .record(&entry("http://a/mcp", "one", 1_000))
+        .await
+        .unwrap();
+    journal
+        .record(&entry("http://a/mcp", "two", 2_000))
+        .await
+        .unwrap();
+    journal
+        .mark_gone(&a, &TaskId::new("one"), UnixMillis::new(3_000))
+        .await
+        .unwrap();
+    // Unknown tasks are ignored.
+    journal
+        .mark_gone(&a, &TaskId::new("nope"), UnixMillis::new(3_000))
+        .await
+        .unwrap();
+    drop(journal);
+
+    let journal = SqliteJournal::open(&path).unwrap();
+    let find = |entries: Vec<TaskRef>, id: &str| {
+        entries
+            .into_iter()
+            .find(|e| e.task_id.expose() == id)
+            .unwrap()
+    };
+    let one = find(journal.list().await.unwrap(), "one");
+    assert!(one.is_gone() && one.is_finished());
+    assert_eq!(one.gone_at, Some(UnixMillis::new(3_000)));
+    assert_eq!(one.status, TaskStatus::Working, "its last status is kept");
+    assert!(!find(journal.list().await.unwrap(), "two").is_gone());
+
+    // Kept a day after it went, as a finished task without a TTL.
+    let day = 24 * 3600 * 1000;
+    assert_eq!(
+        journal
+            .prune(UnixMillis::new(3_000 + day - 1))
+            .await
+            .unwrap(),
+        0
+    );
+
+    // Its server reports on it after all (other credentials): not gone.
+    journal
+        .update(
+            &a,
+            &TaskId::new("one"),
+            &TaskStatus::Working,
+            None,
+            UnixMillis::new(4_000),
+        )
+        .await
+        .unwrap();
+    let one = find(journal.list().await.unwrap(), "one");
+    assert!(!one.is_gone() && !one.is_finished());
+
+    journal
+        .mark_gone(&a, &TaskId::new("two"), UnixMillis::new(5_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        journal.prune(UnixMillis::new(5_000 + day)).await.unwrap(),
+        1
+    );
+    let left: Vec<_> = journal.list().await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].task_id.expose(), "one");
+}
+
 #[cfg(unix)]
 #[tokio::test]
 async fn the_journal_is_private_to_its_user() {

@@ -156,6 +156,23 @@ impl Endpoint {
             Self::Shell(line) => ServerRef::Stdio(line.clone()),
         }
     }
+
+    /// The endpoint a journal names (`server`, as [`Endpoint::journal_ref`]
+    /// wrote it): the URL, with no headers (a journal keeps none: add them
+    /// again with [`Endpoint::with_header`]), or the command line, run with
+    /// `sh -c` ([`Endpoint::shell`]). Its own [`Endpoint::journal_ref`] is
+    /// `server` again, so a client connected to it updates the journal's
+    /// entries. `None` for a URL when the crate is built without the
+    /// `http-client` feature.
+    pub fn from_journal_ref(server: &ServerRef) -> Option<Self> {
+        match server {
+            #[cfg(feature = "http-client")]
+            ServerRef::Url(url) => Some(Self::url(url.clone())),
+            #[cfg(not(feature = "http-client"))]
+            ServerRef::Url(_) => None,
+            ServerRef::Stdio(line) => Some(Self::shell(line.clone())),
+        }
+    }
 }
 
 /// `word` as `sh` reads it back: as it is when it holds nothing `sh` would
@@ -610,6 +627,27 @@ mod tests {
             Endpoint::shell("npx srv stdio").journal_ref(),
             ServerRef::Stdio("npx srv stdio".into())
         );
+    }
+
+    #[test]
+    fn a_journaled_command_line_is_run_by_sh_as_it_was_given() {
+        let endpoint = Endpoint::command("/opt/my server", ["--flag", "it's", ""]);
+        let server = endpoint.journal_ref();
+        let again = Endpoint::from_journal_ref(&server).unwrap();
+        assert_eq!(
+            again,
+            Endpoint::shell(r"'/opt/my server' --flag 'it'\''s' ''")
+        );
+        assert_eq!(again.journal_ref(), server, "the same entries");
+    }
+
+    #[cfg(feature = "http-client")]
+    #[test]
+    fn a_journaled_url_comes_back_without_headers() {
+        let endpoint = Endpoint::url("http://127.0.0.1:1/mcp").with_header("X-Tenant", "a");
+        let again = Endpoint::from_journal_ref(&endpoint.journal_ref()).unwrap();
+        assert_eq!(again, Endpoint::url("http://127.0.0.1:1/mcp"));
+        assert_eq!(again.journal_ref(), endpoint.journal_ref());
     }
 
     #[cfg(feature = "http-client")]

@@ -9,9 +9,10 @@
 //! exists, and its caller must get it), and each status it learns afterwards
 //! (from `tasks/get`, a listen notification or a cancel); a wait's updates
 //! are written before the wait returns. [`Journal::list`]
-//! gives the entries back, newest first, to resume: connect to
-//! [`TaskRef::server`] again and [`TasksClient::await_task`](super::TasksClient::await_task)
-//! its [`TaskRef::task_id`].
+//! gives the entries back, newest first; [`resume`](super::resume) lists the
+//! unfinished ones by server, with the endpoint to connect to, and awaits
+//! them, each outcome written back (a task its server no longer knows is
+//! marked [gone](TaskRef::is_gone), so that it is not listed again).
 //!
 //! [`MemoryJournal`] is here; the crate `mcp-tasks-sqlite` has a file
 //! journal that several processes may share.
@@ -81,6 +82,11 @@ pub struct TaskRef {
     pub status: TaskStatus,
     /// When the client last saw it (the client's clock).
     pub seen_at: UnixMillis,
+    /// When its server answered that it does not know the task (expired
+    /// and purged, or not this caller's), the client's clock; `None` while
+    /// the server knows it. See [`TaskRef::is_gone`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gone_at: Option<UnixMillis>,
 }
 
 impl fmt::Debug for TaskRef {
@@ -90,6 +96,7 @@ impl fmt::Debug for TaskRef {
             .field("task_id", &self.task_id)
             .field("tool", &self.tool)
             .field("status", &self.status)
+            .field("gone", &self.is_gone())
             .finish_non_exhaustive()
     }
 }
@@ -111,18 +118,33 @@ impl TaskRef {
             ttl: state.ttl,
             status: state.status.clone(),
             seen_at: now,
+            gone_at: None,
         }
     }
 
-    /// True when its last seen status is terminal.
+    /// True when there is nothing more to learn of the task: its last seen
+    /// status is terminal, or it is [gone](TaskRef::is_gone).
     pub fn is_finished(&self) -> bool {
-        self.status.is_terminal()
+        self.status.is_terminal() || self.is_gone()
     }
 
-    /// True when the entry is no longer worth keeping at `now`: finished and
-    /// past its TTL (or [`FINISHED_KEPT`]) since it was last seen, or
-    /// unfinished with no news for [`UNFINISHED_KEPT`].
+    /// True when its server answered that it does not know the task (it
+    /// expired and was purged, the server lost it, or it is not the
+    /// caller's: a resume with other credentials than the call's looks the
+    /// same); [`Journal::mark_gone`] marks it, and a status the server gives
+    /// of it later ([`Journal::update`]) takes the mark off.
+    pub fn is_gone(&self) -> bool {
+        self.gone_at.is_some()
+    }
+
+    /// True when the entry is no longer worth keeping at `now`: gone for
+    /// [`FINISHED_KEPT`]; finished and past its TTL (or [`FINISHED_KEPT`])
+    /// since it was last seen; or unfinished with no news for
+    /// [`UNFINISHED_KEPT`].
     pub fn is_stale(&self, now: UnixMillis) -> bool {
+        if let Some(gone) = self.gone_at {
+            return gone.saturating_add(FINISHED_KEPT) <= now;
+        }
         let kept = if self.is_finished() {
             match self.ttl {
                 Some(Ttl::Limited(ttl)) => ttl,
@@ -234,7 +256,8 @@ pub trait Journal: Send + Sync + 'static {
     fn record(&self, task: &TaskRef) -> BoxFuture<'_, Result<(), JournalError>>;
 
     /// Notes that task `id` of `server` was seen with `status` at `at`
-    /// (and its TTL, when the server said). Unknown tasks are ignored.
+    /// (and its TTL, when the server said); an entry marked gone is gone no
+    /// more (its server knows it). Unknown tasks are ignored.
     fn update(
         &self,
         server: &ServerRef,
@@ -246,6 +269,33 @@ pub trait Journal: Send + Sync + 'static {
 
     /// Every entry, newest first.
     fn list(&self) -> BoxFuture<'_, Result<Vec<TaskRef>, JournalError>>;
+
+    /// Marks task `id` of `server` [gone](TaskRef::is_gone) at `at`: its
+    /// server answered that it does not know it. Unknown tasks are ignored.
+    ///
+    /// The default reads the entry with [`Journal::list`] and writes it back
+    /// with [`Journal::record`]: a status written in between is lost. A
+    /// journal that several clients or processes share overrides it with
+    /// one atomic change, as [`MemoryJournal`] and the SQLite journal do.
+    fn mark_gone(
+        &self,
+        server: &ServerRef,
+        id: &TaskId,
+        at: UnixMillis,
+    ) -> BoxFuture<'_, Result<(), JournalError>> {
+        let (server, id) = (server.clone(), id.clone());
+        Box::pin(async move {
+            let entries = self.list().await?;
+            let Some(mut entry) = entries
+                .into_iter()
+                .find(|entry| entry.server == server && entry.task_id == id)
+            else {
+                return Ok(());
+            };
+            entry.gone_at = Some(at);
+            self.record(&entry).await
+        })
+    }
 
     /// Removes the entry of task `id` of `server`, if any.
     fn remove(&self, server: &ServerRef, id: &TaskId) -> BoxFuture<'_, Result<(), JournalError>>;
@@ -329,6 +379,19 @@ impl Journal for MemoryJournal {
             if ttl.is_some() {
                 entry.ttl = ttl;
             }
+            entry.gone_at = None;
+        }
+        Box::pin(async { Ok(()) })
+    }
+
+    fn mark_gone(
+        &self,
+        server: &ServerRef,
+        id: &TaskId,
+        at: UnixMillis,
+    ) -> BoxFuture<'_, Result<(), JournalError>> {
+        if let Some(entry) = self.entries().get_mut(&(server.clone(), id.clone())) {
+            entry.gone_at = Some(at);
         }
         Box::pin(async { Ok(()) })
     }
@@ -496,6 +559,7 @@ mod tests {
             ttl,
             status,
             seen_at: UnixMillis::new(seen),
+            gone_at: None,
         }
     }
 
@@ -524,5 +588,84 @@ mod tests {
         let running = entry(TaskStatus::Working, Some(Ttl::from_millis(1)), 0);
         assert!(!running.is_stale(UnixMillis::new(24 * hour)));
         assert!(running.is_stale(UnixMillis::new(7 * 24 * hour)));
+        // Gone: kept a day from when it went, whatever its TTL.
+        let mut gone = entry(TaskStatus::Working, Some(Ttl::from_millis(1)), 0);
+        gone.gone_at = Some(UnixMillis::new(hour));
+        assert!(gone.is_finished());
+        assert!(!gone.is_stale(UnixMillis::new(25 * hour - 1)));
+        assert!(gone.is_stale(UnixMillis::new(25 * hour)));
+    }
+
+    /// A journal that keeps the trait's own `mark_gone`.
+    struct Plain(MemoryJournal);
+
+    impl Journal for Plain {
+        fn record(&self, task: &TaskRef) -> BoxFuture<'_, Result<(), JournalError>> {
+            self.0.record(task)
+        }
+
+        fn update(
+            &self,
+            server: &ServerRef,
+            id: &TaskId,
+            status: &TaskStatus,
+            ttl: Option<Ttl>,
+            at: UnixMillis,
+        ) -> BoxFuture<'_, Result<(), JournalError>> {
+            self.0.update(server, id, status, ttl, at)
+        }
+
+        fn list(&self) -> BoxFuture<'_, Result<Vec<TaskRef>, JournalError>> {
+            self.0.list()
+        }
+
+        fn remove(
+            &self,
+            server: &ServerRef,
+            id: &TaskId,
+        ) -> BoxFuture<'_, Result<(), JournalError>> {
+            self.0.remove(server, id)
+        }
+
+        fn prune(&self, now: UnixMillis) -> BoxFuture<'_, Result<usize, JournalError>> {
+            self.0.prune(now)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_gone_mark_is_kept_until_the_server_reports_on_the_task() {
+        for journal in [
+            Box::new(MemoryJournal::new()) as Box<dyn Journal>,
+            Box::new(Plain(MemoryJournal::new())),
+        ] {
+            let task = entry(TaskStatus::Working, None, 5);
+            journal.record(&task).await.unwrap();
+            let other = TaskId::new("other-id");
+            journal
+                .mark_gone(&task.server, &other, UnixMillis::new(6))
+                .await
+                .unwrap();
+            assert!(!journal.list().await.unwrap()[0].is_gone(), "another id");
+            journal
+                .mark_gone(&task.server, &task.task_id, UnixMillis::new(7))
+                .await
+                .unwrap();
+            let listed = journal.list().await.unwrap();
+            assert_eq!(listed.len(), 1);
+            assert_eq!(listed[0].gone_at, Some(UnixMillis::new(7)));
+            assert_eq!(listed[0].status, TaskStatus::Working);
+            journal
+                .update(
+                    &task.server,
+                    &task.task_id,
+                    &TaskStatus::InputRequired,
+                    None,
+                    UnixMillis::new(8),
+                )
+                .await
+                .unwrap();
+            let listed = journal.list().await.unwrap();
+            assert!(!listed[0].is_gone() && !listed[0].is_finished());
+        }
     }
 }

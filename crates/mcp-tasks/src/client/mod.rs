@@ -11,7 +11,9 @@
 //! [`TasksClient::connect`] opens the connection too, from a URL or a child
 //! process, with the listen channel and the legacy pieces wired in the one
 //! order that works ([`connect`] says what and why);
-//! [`TasksClient::new`] wraps a connection built by hand.
+//! [`TasksClient::new`] wraps a connection built by hand. A client given a
+//! [`journal`] records the tasks it creates; [`resume`] awaits them again
+//! from another process.
 
 #[cfg(feature = "http-client")]
 pub mod bearer;
@@ -26,6 +28,7 @@ pub mod line_check;
 pub mod listen;
 pub mod many;
 mod read;
+pub mod resume;
 mod state;
 #[cfg(feature = "otel")]
 mod traced;
@@ -48,6 +51,7 @@ pub use listen::{ListenChannel, ListenMode};
 pub use many::TaskOutcomes;
 #[cfg(feature = "fuzzing")]
 pub(crate) use read::{read_ack, read_task_result};
+pub use resume::{Resumed, ResumedTasks, Unfinished};
 use rmcp::model::{
     ClientCapabilities, ClientRequest, InputResponses, JsonObject, RequestMetaObject, ServerResult,
 };

@@ -29,6 +29,7 @@ mod observe;
 mod rate;
 mod read_ahead;
 mod restart;
+mod resume;
 mod router;
 mod schema;
 mod server;
