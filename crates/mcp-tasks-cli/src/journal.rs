@@ -1,6 +1,8 @@
 //! The CLI's journal of the tasks it created: `--journal PATH`,
 //! `MCP_TASKS_JOURNAL`, or a file in the user's data directory; `ls` lists
-//! it, and `wait`, `get` and `cancel` find a task's server in it.
+//! it, `wait`, `get` and `cancel` find a task's server in it, and `wait
+//! --last` and `wait --all` resume its unfinished tasks with the library's
+//! `client::resume`.
 
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -9,6 +11,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use mcp_tasks::client::journal::{Journal, PendingCall, ServerRef, TaskRef};
+use mcp_tasks::client::{Unfinished, resume};
 use mcp_tasks::{Endpoint, TaskId, UnixMillis};
 use mcp_tasks_sqlite::SqliteJournal;
 
@@ -128,19 +131,44 @@ pub(crate) async fn find(journal: &SqliteJournal, id: &TaskId) -> Result<TaskRef
     }
 }
 
-/// The newest unfinished entry.
-pub(crate) async fn last(journal: &SqliteJournal) -> Result<TaskRef, ExitCode> {
-    let entries = journal
-        .list()
+/// The journal's unfinished tasks by server, the newest first (the
+/// library's `resume::unfinished`); with `on`, those of that server only.
+pub(crate) async fn unfinished(
+    journal: &Arc<SqliteJournal>,
+    on: Option<&Target>,
+) -> Result<Vec<Unfinished>, ExitCode> {
+    let mut servers = resume::unfinished(journal.clone())
         .await
         .map_err(|error| crate::usage(format!("cannot read the journal: {error}")))?;
-    entries
-        .into_iter()
-        .find(|entry| !entry.is_finished())
-        .ok_or_else(|| {
-            eprintln!("error: the journal has no unfinished task");
-            ExitCode::from(code::USAGE)
-        })
+    if let Some(target) = on {
+        let server = server_ref(target);
+        servers.retain(|tasks| tasks.server == server);
+    }
+    Ok(servers)
+}
+
+/// The newest unfinished task (of the server `on`, when given), as the
+/// only task of its server's [`Unfinished`].
+pub(crate) async fn last(
+    journal: &Arc<SqliteJournal>,
+    on: Option<&Target>,
+) -> Result<Unfinished, ExitCode> {
+    let Some(mut newest) = unfinished(journal, on).await?.into_iter().next() else {
+        eprintln!("error: the journal has no unfinished task");
+        return Err(ExitCode::from(code::USAGE));
+    };
+    newest.tasks.truncate(1);
+    Ok(newest)
+}
+
+/// How `ls` shows the status of `entry`: as last seen, or `gone` when its
+/// server said it does not know the task any more.
+pub(crate) fn status_of(entry: &TaskRef) -> &str {
+    if entry.is_gone() {
+        "gone"
+    } else {
+        entry.status.as_str()
+    }
 }
 
 /// What `call --resume` sends again: the newest pending call of the

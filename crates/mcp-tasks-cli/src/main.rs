@@ -211,7 +211,8 @@ struct WaitArgs {
     /// or after `--`.
     #[arg(value_name = "TASK_ID")]
     more_task_ids: Vec<String>,
-    /// Resume the newest unfinished task in the journal.
+    /// Resume the newest unfinished task in the journal (on the server of
+    /// --url or --stdio, when given).
     #[arg(long, conflicts_with_all = ["task_id", "all"])]
     last: bool,
     /// Every unfinished task of the journal on the server (--url or --stdio;
@@ -595,22 +596,36 @@ async fn wait(args: WaitArgs) -> ExitCode {
         Ok(options) => options,
         Err(exit) => return exit,
     };
-    let id = match (&args.task_id, args.last) {
-        (Some(text), _) => match journal::task_id(text) {
-            Ok(id) => id,
+    if args.last {
+        let (client, last) = match last_client(&args).await {
+            Ok(found) => found,
             Err(exit) => return exit,
-        },
-        (None, _) => {
-            let opened = match args.journal.open().await {
-                Ok(Some(opened)) => opened,
-                Ok(None) => return usage("--last needs the journal"),
-                Err(error) => return usage(format!("--last: {error}")),
-            };
-            match journal::last(&opened).await {
-                Ok(entry) => entry.task_id,
-                Err(exit) => return exit,
+        };
+        let watch = watch::Watch::new(args.server.json);
+        let options = watch.options(options, &policy);
+        // The library's resume: the outcome journaled, a task the server
+        // no longer knows marked gone (not resumed again).
+        let waiting = async {
+            match client.resume(&last, &options).next().await {
+                Some(resumed) => resumed.outcome,
+                None => Err(mcp_tasks::Error::Usage(
+                    "the journal's task was not awaited",
+                )),
             }
-        }
+        };
+        let exit = watch
+            .run(&client, waiting)
+            .await
+            .finish(&watch, args.server.json);
+        client.close().await;
+        return exit;
+    }
+    let Some(text) = &args.task_id else {
+        return usage("give a task id, --last or --all");
+    };
+    let id = match journal::task_id(text) {
+        Ok(id) => id,
+        Err(exit) => return exit,
     };
     let client = match task_client(&args.server, &id, &args.journal).await {
         Ok(client) => client,
@@ -625,6 +640,34 @@ async fn wait(args: WaitArgs) -> ExitCode {
         .finish(&watch, args.server.json);
     client.close().await;
     exit
+}
+
+/// For `wait --last`: the journal's newest unfinished task (on the server
+/// of --url or --stdio, when given) and a client connected to its server.
+async fn last_client(
+    args: &WaitArgs,
+) -> Result<(connect::Client, mcp_tasks::client::Unfinished), ExitCode> {
+    let opened = match args.journal.open().await {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return Err(usage("--last needs the journal")),
+        Err(error) => return Err(usage(format!("--last: {error}"))),
+    };
+    let given = match (&args.server.url, &args.server.stdio) {
+        (None, None) => None,
+        _ => Some(target(&args.server)?),
+    };
+    let last = journal::last(&opened, given.as_ref().map(|(target, _)| target)).await?;
+    let (target, options) = match given {
+        Some(given) => given,
+        None => (
+            journal::target_of(&last.server)
+                .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?,
+            http_options(&args.server)?,
+        ),
+    };
+    let options = args.journal.beside(options);
+    let client = connect_to(&target, &options, Some(opened as _), args.server.json).await?;
+    Ok((client, last))
 }
 
 /// The outcome of a `tools/call` the server did not make a task of.
@@ -717,7 +760,7 @@ async fn ls(args: LsArgs) -> ExitCode {
                     "taskId": entry.task_id.expose(),
                     "server": entry.server.to_string(),
                     "tool": entry.tool,
-                    "status": entry.status.as_str(),
+                    "status": journal::status_of(entry),
                     "createdAt": entry.created_at.as_millis(),
                 })
             })
@@ -732,7 +775,7 @@ async fn ls(args: LsArgs) -> ExitCode {
         for entry in &shown {
             println!(
                 "{:<16} {:<5} {:<20} {:<24} {}",
-                entry.status.as_str(),
+                journal::status_of(entry),
                 journal::age(entry.created_at, now),
                 entry.tool,
                 entry.server.to_string(),

@@ -1,7 +1,10 @@
 //! `wait ID ID ...` and `wait --all`: several tasks of one server awaited
 //! together by the library's `await_each` (one listen stream, one poll
 //! queue, one deadline, one input policy), each reported as it finishes;
-//! the exit code is the worst outcome's ([`worse`]).
+//! the exit code is the worst outcome's ([`worse`]). `--all` is the
+//! library's resume (`client::resume`): the journal's unfinished tasks of
+//! one server, each outcome written back, a task the server no longer
+//! knows marked gone in the journal.
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -11,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mcp_tasks::client::journal::{Journal, ServerRef, TaskRef};
-use mcp_tasks::{TaskId, TaskState};
+use mcp_tasks::client::{ResumedTasks, TaskOutcomes, Unfinished};
+use mcp_tasks::{Error, TaskId, TaskOutcome, TaskState};
 
 use crate::connect::Target;
 use crate::output::{Report, code, worse};
@@ -30,6 +34,7 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
         ids,
         unplaced,
         order,
+        resume,
     } = match tasks(&args).await {
         Ok(found) => found,
         Err(exit) => return exit,
@@ -39,7 +44,7 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
     // Ids the journal cannot place end first, each on its own line; the
     // others are awaited all the same.
     for (id, report) in &unplaced {
-        display.finished(id, report, ids.len());
+        display.finished(id, &report.status, ids.len());
         report.print(json);
         exit = worse(exit, report.exit);
     }
@@ -76,11 +81,14 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
     let options = display
         .observe(options)
         .with_input(input_mode(&policy, display.bar.clone()));
-    let mut outcomes = client.await_each(&ids, &options);
+    let mut outcomes = match &resume {
+        Some(tasks) => Outcomes::Resumed(client.resume(tasks, &options)),
+        None => Outcomes::Each(client.await_each(&ids, &options)),
+    };
     loop {
         tokio::select! {
             finished = outcomes.next() => {
-                let Some((id, outcome)) = finished else { break };
+                let Some((id, outcome, gone)) = finished else { break };
                 let report = match outcome {
                     Ok(outcome) => Report::outcome(&outcome, Some(&id)),
                     Err(error) => {
@@ -89,7 +97,8 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
                         report
                     }
                 };
-                display.finished(&id, &report, outcomes.remaining());
+                let status = if gone { GONE } else { report.status.as_str() };
+                display.finished(&id, status, outcomes.remaining());
                 report.print(json);
                 exit = worse(exit, report.exit);
             }
@@ -110,6 +119,42 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
     ExitCode::from(exit)
 }
 
+/// How a task the server no longer knows is shown to people (`--json`
+/// has its -32602 error).
+const GONE: &str = "gone (the server does not know it any more; marked so in the journal)";
+
+/// The outcomes of the ids given (`await_each`), or of the journal's
+/// unfinished tasks (the library's resume, which journals each).
+enum Outcomes {
+    Each(TaskOutcomes),
+    Resumed(ResumedTasks),
+}
+
+impl Outcomes {
+    /// The next task to finish, its outcome, and whether the server no
+    /// longer knows it (said only of a resumed task).
+    async fn next(&mut self) -> Option<(TaskId, Result<TaskOutcome, Error>, bool)> {
+        match self {
+            Self::Each(outcomes) => {
+                let (id, outcome) = outcomes.next().await?;
+                Some((id, outcome, false))
+            }
+            Self::Resumed(resumed) => {
+                let task = resumed.next().await?;
+                let gone = task.is_gone();
+                Some((task.task.task_id, task.outcome, gone))
+            }
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        match self {
+            Self::Each(outcomes) => outcomes.remaining(),
+            Self::Resumed(resumed) => resumed.remaining(),
+        }
+    }
+}
+
 /// What `wait` with several ids or `--all` awaits.
 struct Tasks {
     /// The server; `None` when there is nothing to await.
@@ -120,6 +165,8 @@ struct Tasks {
     unplaced: Vec<(TaskId, Report)>,
     /// Every task, in the order given (for --all, the journal's).
     order: Vec<TaskId>,
+    /// With --all: the journal's unfinished tasks there, to resume.
+    resume: Option<Unfinished>,
 }
 
 /// The server and the tasks to await: the ids given (their server from
@@ -138,6 +185,7 @@ async fn tasks(args: &WaitArgs) -> Result<Tasks, ExitCode> {
             order: ids.clone(),
             ids,
             unplaced: Vec::new(),
+            resume: None,
         });
     }
     let opened = match args.journal.open().await {
@@ -146,56 +194,52 @@ async fn tasks(args: &WaitArgs) -> Result<Tasks, ExitCode> {
         Ok(None) => return Err(usage("give --url or --stdio (the journal is off)")),
         Err(error) => return Err(usage(format!("the journal: {error}"))),
     };
-    let entries = opened
-        .list()
-        .await
-        .map_err(|error| usage(format!("cannot read the journal: {error}")))?;
     if !args.all {
+        let entries = opened
+            .list()
+            .await
+            .map_err(|error| usage(format!("cannot read the journal: {error}")))?;
         return placed(&ids, &entries);
     }
-    let unfinished: Vec<_> = entries
-        .into_iter()
-        .filter(|entry| !entry.is_finished())
-        .collect();
-    let target = if given {
-        target(&args.server)?.0
+    let given = if given {
+        Some(target(&args.server)?.0)
     } else {
-        let mut servers: Vec<_> = unfinished
-            .iter()
-            .map(|entry| entry.server.clone())
-            .collect();
-        servers.sort_by_key(ToString::to_string);
-        servers.dedup();
-        match servers.as_slice() {
-            [] => {
-                return Ok(Tasks {
-                    target: None,
-                    ids: Vec::new(),
-                    unplaced: Vec::new(),
-                    order: Vec::new(),
-                });
-            }
-            [server] => journal::target_of(server)
-                .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?,
-            several => {
-                return Err(usage(format!(
-                    "the journal's unfinished tasks are on {} servers: give --url or --stdio",
-                    several.len()
-                )));
-            }
+        None
+    };
+    let mut servers = journal::unfinished(&opened, given.as_ref()).await?;
+    let resume = match servers.len() {
+        0 | 1 => servers.pop(),
+        several => {
+            return Err(usage(format!(
+                "the journal's unfinished tasks are on {several} servers: give --url or --stdio"
+            )));
         }
     };
-    let server = journal::server_ref(&target);
-    let ids: Vec<TaskId> = unfinished
-        .into_iter()
-        .filter(|entry| entry.server == server)
-        .map(|entry| entry.task_id)
+    let Some(resume) = resume else {
+        return Ok(Tasks {
+            target: None,
+            ids: Vec::new(),
+            unplaced: Vec::new(),
+            order: Vec::new(),
+            resume: None,
+        });
+    };
+    let target = match given {
+        Some(target) => target,
+        None => journal::target_of(&resume.server)
+            .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?,
+    };
+    let ids: Vec<TaskId> = resume
+        .tasks
+        .iter()
+        .map(|task| task.task_id.clone())
         .collect();
     Ok(Tasks {
-        target: (!ids.is_empty()).then_some(target),
+        target: Some(target),
         order: ids.clone(),
         ids,
         unplaced: Vec::new(),
+        resume: Some(resume),
     })
 }
 
@@ -252,6 +296,7 @@ fn placed(ids: &[TaskId], entries: &[TaskRef]) -> Result<Tasks, ExitCode> {
         ids: found,
         unplaced,
         order: ids.to_vec(),
+        resume: None,
     })
 }
 
@@ -344,13 +389,13 @@ impl Display {
         })
     }
 
-    /// Shows that the task `id` finished as `report` says.
-    fn finished(&self, id: &TaskId, report: &Report, remaining: usize) {
+    /// Shows that the task `id` finished with `status`.
+    fn finished(&self, id: &TaskId, status: &str, remaining: usize) {
         if let Some(bar) = &self.bar {
             bar.set_message(format!("{remaining} of {} tasks to go", self.total));
         }
         if !self.quiet {
-            let line = format!("task {}: {}", Self::label(&self.labels, id), report.status);
+            let line = format!("task {}: {status}", Self::label(&self.labels, id));
             match &self.bar {
                 Some(bar) => bar.suspend(|| eprintln!("{line}")),
                 None => eprintln!("{line}"),

@@ -1,7 +1,9 @@
 //! The journal through the binary: a `call` killed with SIGKILL mid-wait is
 //! resumed by `wait --last` in a new process; `get`, `cancel` and `wait`
 //! find the server in the journal and read ids from stdin; `ls` lists and
-//! refreshes; `--detach` leaves the task running on Ctrl-C.
+//! refreshes; `--detach` leaves the task running on Ctrl-C; a task its
+//! server lost is reported gone by `wait --all` and kept so; `wait --last
+//! --url` takes the newest task of that server.
 
 use std::io::Write;
 use std::path::Path;
@@ -236,4 +238,81 @@ fn a_detached_call_leaves_its_task_running_on_ctrl_c() {
     );
     let (_, report) = json_of(&got);
     assert_eq!(report["status"], "working", "still running: {report}");
+}
+
+/// `call --no-wait` on `server` (a URL, or with `stdio` a command line);
+/// the task id.
+fn started(journal: &Path, flag: &str, server: &str, tool: &[&str]) -> String {
+    let mut args = vec!["call", flag, server, "--no-wait"];
+    args.extend_from_slice(tool);
+    let output = wait_output(with_journal(journal, &args).spawn().expect("call starts"));
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+#[test]
+fn a_task_its_server_lost_is_reported_gone_once_and_kept_as_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal.sqlite3");
+    // Each connection starts its own server on a memory store: the task
+    // dies with the child of the call that made it.
+    let server = crate::support::stdio_server();
+    let lost = started(
+        &journal,
+        "--stdio",
+        &server,
+        &["sleep", "--arg", "ms=600000"],
+    );
+    assert_eq!(ls(&journal, &[])[0]["taskId"], lost.as_str());
+
+    let resumed = wait_output(
+        with_journal(&journal, &["wait", "--all"])
+            .spawn()
+            .expect("wait starts"),
+    );
+    assert_eq!(resumed.status.code(), Some(2), "{resumed:?}");
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(
+        stderr.contains("gone (the server does not know it any more"),
+        "{stderr}"
+    );
+    // Marked in the journal: not resumed again, shown as gone.
+    assert!(ls(&journal, &[]).is_empty());
+    let all = ls(&journal, &["--all"]);
+    assert_eq!(all[0]["taskId"], lost.as_str());
+    assert_eq!(all[0]["status"], "gone");
+    let again = wait_output(
+        with_journal(&journal, &["wait", "--all", "--json"])
+            .spawn()
+            .expect("wait starts"),
+    );
+    assert_eq!(again.status.code(), Some(0), "{again:?}");
+    assert!(again.stdout.is_empty(), "nothing left to wait for");
+}
+
+#[test]
+fn wait_last_with_a_url_resumes_the_newest_task_of_that_server() {
+    let (near, far) = (http_server(), http_server());
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal.sqlite3");
+    let wanted = started(&journal, "--url", &near.url, &["sleep", "--arg", "ms=300"]);
+    // Newer, on the other server: `--last` alone would take it.
+    started(
+        &journal,
+        "--url",
+        &far.url,
+        &["sleep", "--arg", "ms=600000"],
+    );
+    let resumed = wait_output(
+        with_journal(&journal, &["wait", "--last", "--url", &near.url, "--json"])
+            .spawn()
+            .expect("wait starts"),
+    );
+    let (code, report) = json_of(&resumed);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["taskId"], wanted.as_str());
+    assert_eq!(report["result"]["content"][0]["text"], "slept 300 ms");
+    let left = ls(&journal, &[]);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0]["server"], far.url.as_str());
 }
