@@ -1,5 +1,7 @@
 //! The examples a newcomer copies, run as they would run them: each example
-//! server as a process on 127.0.0.1, and the example client against it.
+//! server as a process on 127.0.0.1, and the example client against it; the
+//! journaling client killed with SIGKILL while it waits, and resumed by a
+//! new process from its SQLite journal.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -13,6 +15,7 @@ use tokio::process::{Child, Command};
 fn example(name: &str) -> PathBuf {
     match name {
         "client" => env!("CARGO_BIN_EXE_client").into(),
+        "client_journal" => env!("CARGO_BIN_EXE_client_journal").into(),
         "server_macros" => env!("CARGO_BIN_EXE_server_macros").into(),
         "server_sqlite_http" => env!("CARGO_BIN_EXE_server_sqlite_http").into(),
         other => panic!("no example program {other}"),
@@ -92,4 +95,87 @@ async fn the_client_example_runs_against_the_sqlite_server_example() {
 async fn the_client_example_runs_against_the_macro_server_example() {
     let (_server, url) = start("server_macros", &["127.0.0.1:0"]).await;
     client_against(&url).await;
+}
+
+/// Runs the journaling client with `args` to its end (60 s at most); its stdout.
+async fn client_journal(args: &[&str]) -> String {
+    let output = tokio::time::timeout(
+        Duration::from_secs(60),
+        Command::new(example("client_journal")).args(args).output(),
+    )
+    .await
+    .expect("client_journal ends within 60 s")
+    .expect("client_journal runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "client_journal {args:?} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// The journal's entries, as a new process would read them.
+async fn journaled(file: &std::path::Path) -> Vec<mcp_tasks::client::journal::TaskRef> {
+    use mcp_tasks::client::journal::Journal;
+    let journal = mcp_tasks_sqlite::SqliteJournal::open(file).expect("the journal opens");
+    journal.list().await.expect("the journal reads")
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_client_killed_while_it_waits_is_resumed_from_its_journal_by_a_new_process() {
+    use std::os::unix::process::ExitStatusExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal.sqlite3");
+    let journal_arg = journal.to_str().unwrap();
+    let (_server, url) = start("server_macros", &["127.0.0.1:0"]).await;
+
+    // The first process calls `crunch` (5 s) and waits; it is killed once
+    // the task is journaled.
+    let mut first = Command::new(example("client_journal"))
+        .args(["--journal", journal_arg, &url])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("client_journal starts");
+    let mut lines = BufReader::new(first.stdout.take().expect("piped stdout")).lines();
+    let started = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.expect("read its stdout") {
+            if line.starts_with("crunch: started") {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .expect("the task starts within 30 s");
+    assert!(started, "client_journal ended before its task started");
+    first.start_kill().expect("SIGKILL");
+    let killed = first.wait().await.expect("the killed process is reaped");
+    assert_eq!(killed.signal(), Some(9), "killed mid-wait: {killed:?}");
+    let entries = journaled(&journal).await;
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].tool, "crunch");
+    assert_eq!(
+        entries[0].status,
+        mcp_tasks::TaskStatus::Working,
+        "the first process never saw it end"
+    );
+
+    // A new process resumes from the same file and gets the tool's result.
+    let resumed = client_journal(&["--resume", "--journal", journal_arg]).await;
+    assert!(
+        resumed.contains(&format!("resuming 1 task(s) on {url}")),
+        "{resumed}"
+    );
+    assert!(resumed.contains("crunch: crunched for 5 s"), "{resumed}");
+    let entries = journaled(&journal).await;
+    assert_eq!(entries[0].status, mcp_tasks::TaskStatus::Completed);
+    assert!(entries[0].is_finished());
+
+    // Finished in the journal: nothing left to resume.
+    let again = client_journal(&["--resume", "--journal", journal_arg]).await;
+    assert_eq!(again.trim(), "nothing to resume");
 }

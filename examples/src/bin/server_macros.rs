@@ -4,7 +4,8 @@
 //!
 //! `cargo run -p mcp-tasks-examples --bin server_macros -- [ADDR]` (default
 //! 127.0.0.1:8080); then `cargo run -p mcp-tasks-examples --bin client --
-//! http://ADDR/mcp`. Needs rmcp's `server` and `macros` features.
+//! http://ADDR/mcp` (or `--bin client_journal`, whose `crunch` runs here).
+//! Needs rmcp's `server` and `macros` features.
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;
@@ -13,6 +14,7 @@ use mcp_tasks::Elicited;
 use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{TaskContext, TaskRouter, TaskRuntime, ToolTasks};
 use mcp_tasks::store::MemoryStore;
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{ServerCapabilities, ServerConfig};
 use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
 
@@ -21,6 +23,13 @@ use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
 struct Approval {
     /// Go ahead?
     approve: bool,
+}
+
+/// The arguments of `crunch`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Crunch {
+    /// How long to work, in seconds (default 5).
+    seconds: Option<u64>,
 }
 
 #[derive(Clone)]
@@ -38,6 +47,23 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         Ok("built".into())
+    }
+
+    /// Crunches numbers for a few seconds, saying how far it got: long
+    /// enough to kill the client that waits for it (see `client_journal`).
+    #[tool]
+    async fn crunch(
+        &self,
+        Parameters(crunch): Parameters<Crunch>,
+        task: TaskContext,
+    ) -> Result<String, ErrorData> {
+        let seconds = crunch.seconds.unwrap_or(5);
+        for second in 0..seconds {
+            task.set_status_message(format!("{second} of {seconds} s"))
+                .await?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Ok(format!("crunched for {seconds} s"))
     }
 
     /// Asks for approval, then deploys.
@@ -90,6 +116,7 @@ async fn main() -> anyhow::Result<()> {
     let tasks = TaskRouter::new(Server::tool_router(), runtime.clone())
         .with_tool("build", ToolTasks::required().with_poll_interval(polled))
         .with_tool("deploy", ToolTasks::required().with_poll_interval(polled))
+        .with_tool("crunch", ToolTasks::required().with_poll_interval(polled))
         .with_tool("forever", ToolTasks::optional());
     let listener = tokio::net::TcpListener::bind(&address).await?;
     println!("listening on http://{}/mcp", listener.local_addr()?);
