@@ -597,28 +597,7 @@ async fn wait(args: WaitArgs) -> ExitCode {
         Err(exit) => return exit,
     };
     if args.last {
-        let (client, last) = match last_client(&args).await {
-            Ok(found) => found,
-            Err(exit) => return exit,
-        };
-        let watch = watch::Watch::new(args.server.json);
-        let options = watch.options(options, &policy);
-        // The library's resume: the outcome journaled, a task the server
-        // no longer knows marked gone (not resumed again).
-        let waiting = async {
-            match client.resume(&last, &options).next().await {
-                Some(resumed) => resumed.outcome,
-                None => Err(mcp_tasks::Error::Usage(
-                    "the journal's task was not awaited",
-                )),
-            }
-        };
-        let exit = watch
-            .run(&client, waiting)
-            .await
-            .finish(&watch, args.server.json);
-        client.close().await;
-        return exit;
+        return wait_many::last(args, options, &policy).await;
     }
     let Some(text) = &args.task_id else {
         return usage("give a task id, --last or --all");
@@ -640,34 +619,6 @@ async fn wait(args: WaitArgs) -> ExitCode {
         .finish(&watch, args.server.json);
     client.close().await;
     exit
-}
-
-/// For `wait --last`: the journal's newest unfinished task (on the server
-/// of --url or --stdio, when given) and a client connected to its server.
-async fn last_client(
-    args: &WaitArgs,
-) -> Result<(connect::Client, mcp_tasks::client::Unfinished), ExitCode> {
-    let opened = match args.journal.open().await {
-        Ok(Some(opened)) => opened,
-        Ok(None) => return Err(usage("--last needs the journal")),
-        Err(error) => return Err(usage(format!("--last: {error}"))),
-    };
-    let given = match (&args.server.url, &args.server.stdio) {
-        (None, None) => None,
-        _ => Some(target(&args.server)?),
-    };
-    let last = journal::last(&opened, given.as_ref().map(|(target, _)| target)).await?;
-    let (target, options) = match given {
-        Some(given) => given,
-        None => (
-            journal::target_of(&last.server)
-                .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?,
-            http_options(&args.server)?,
-        ),
-    };
-    let options = args.journal.beside(options);
-    let client = connect_to(&target, &options, Some(opened as _), args.server.json).await?;
-    Ok((client, last))
 }
 
 /// The outcome of a `tools/call` the server did not make a task of.

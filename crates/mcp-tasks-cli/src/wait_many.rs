@@ -1,10 +1,10 @@
 //! `wait ID ID ...` and `wait --all`: several tasks of one server awaited
 //! together by the library's `await_each` (one listen stream, one poll
 //! queue, one deadline, one input policy), each reported as it finishes;
-//! the exit code is the worst outcome's ([`worse`]). `--all` is the
-//! library's resume (`client::resume`): the journal's unfinished tasks of
-//! one server, each outcome written back, a task the server no longer
-//! knows marked gone in the journal.
+//! the exit code is the worst outcome's ([`worse`]). `--all` and `--last`
+//! are the library's resume (`client::resume`): the journal's unfinished
+//! tasks of one server (or its newest one), each outcome written back, a
+//! task the server no longer knows marked gone in the journal.
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -17,9 +17,10 @@ use mcp_tasks::client::journal::{Journal, ServerRef, TaskRef};
 use mcp_tasks::client::{ResumedTasks, TaskOutcomes, Unfinished};
 use mcp_tasks::{Error, TaskId, TaskOutcome, TaskState};
 
-use crate::connect::Target;
+use crate::connect::{self, Target};
 use crate::output::{Report, code, worse};
-use crate::watch::{input_mode, short_id};
+use crate::prompt::InputPolicy;
+use crate::watch::{self, input_mode, short_id};
 use crate::{WaitArgs, await_options, connect_to, http_options, journal, target, usage};
 
 /// Awaits the tasks `args` names and reports each as it finishes.
@@ -117,6 +118,61 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
     drop(outcomes);
     client.close().await;
     ExitCode::from(exit)
+}
+
+/// `wait --last`: the journal's newest unfinished task (of the server of
+/// --url or --stdio, when given), awaited as `wait ID` awaits one task, by
+/// the library's resume (its outcome journaled, the task marked gone when
+/// its server no longer knows it).
+pub(crate) async fn last(
+    args: WaitArgs,
+    options: mcp_tasks::AwaitOptions,
+    policy: &InputPolicy,
+) -> ExitCode {
+    let (client, last) = match last_client(&args).await {
+        Ok(found) => found,
+        Err(exit) => return exit,
+    };
+    let watch = watch::Watch::new(args.server.json);
+    let options = watch.options(options, policy);
+    let waiting = async {
+        match client.resume(&last, &options).next().await {
+            Some(resumed) => resumed.outcome,
+            None => Err(Error::Usage("the journal's task was not awaited")),
+        }
+    };
+    let exit = watch
+        .run(&client, waiting)
+        .await
+        .finish(&watch, args.server.json);
+    client.close().await;
+    exit
+}
+
+/// For `wait --last`: the journal's newest unfinished task (on the server
+/// of --url or --stdio, when given) and a client connected to its server.
+async fn last_client(args: &WaitArgs) -> Result<(connect::Client, Unfinished), ExitCode> {
+    let opened = match args.journal.open().await {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return Err(usage("--last needs the journal")),
+        Err(error) => return Err(usage(format!("--last: {error}"))),
+    };
+    let given = match (&args.server.url, &args.server.stdio) {
+        (None, None) => None,
+        _ => Some(target(&args.server)?),
+    };
+    let last = journal::last(&opened, given.as_ref().map(|(target, _)| target)).await?;
+    let (target, options) = match given {
+        Some(given) => given,
+        None => (
+            journal::target_of(&last.server)
+                .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?,
+            http_options(&args.server)?,
+        ),
+    };
+    let options = args.journal.beside(options);
+    let client = connect_to(&target, &options, Some(opened as _), args.server.json).await?;
+    Ok((client, last))
 }
 
 /// How a task the server no longer knows is shown to people (`--json`
