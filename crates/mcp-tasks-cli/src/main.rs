@@ -402,6 +402,7 @@ async fn connect_to(
                 result: None,
                 error: Some(serde_json::json!({"message": output::error_chain(error.as_ref())})),
                 exit: code::UNREACHABLE,
+                no_task: false,
             };
             report.print(json)
         })
@@ -517,7 +518,8 @@ async fn call(args: CallArgs) -> ExitCode {
                     Ok(http) => http,
                     Err(exit) => return exit,
                 };
-                let call = mcp_tasks::CallOptions::default().with_idempotency_key(&pending.key);
+                // Sent again only to a server that honours the key.
+                let call = mcp_tasks::CallOptions::default().with_resent_key(&pending.key);
                 (
                     pending.tool,
                     pending.arguments,

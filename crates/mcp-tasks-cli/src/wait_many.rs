@@ -265,6 +265,7 @@ fn unplaced_report(id: &TaskId, message: &str) -> Report {
         result: None,
         error: Some(serde_json::json!({ "message": message })),
         exit: code::USAGE,
+        no_task: false,
     }
 }
 
