@@ -231,7 +231,10 @@ fn a_tools_call_never_answered_times_out_naming_it() {
     );
     // No task status: the JSON says there was no task.
     assert_eq!(value["status"], "timeout", "{value}");
-    assert!(value["taskId"].is_null() && value.get("taskId").is_some(), "{value}");
+    assert!(
+        value["taskId"].is_null() && value.get("taskId").is_some(),
+        "{value}"
+    );
     assert!(message.ends_with("(no task was made)"), "{message}");
     assert!(started.elapsed() < Duration::from_secs(15));
 }

@@ -116,7 +116,10 @@ async fn a_synchronous_call_cut_by_a_kill_is_not_run_again_after_the_restart() {
     });
     tokio::time::sleep(Duration::from_millis(800)).await;
     first.kill_9();
-    let cut = running.await.expect("join").expect_err("the server was killed");
+    let cut = running
+        .await
+        .expect("join")
+        .expect_err("the server was killed");
     assert!(cut.is_transport(), "{cut}");
 
     let second = Served::start(first.address(), &store, &[]);

@@ -377,7 +377,9 @@ async fn a_synchronous_call_sent_again_under_its_key_reaches_the_upstream_once()
     assert_eq!((first.as_str(), again.as_str()), ("paid", "paid"));
     let seen = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(
-        seen.lines().filter(|line| line.starts_with("echo ")).count(),
+        seen.lines()
+            .filter(|line| line.starts_with("echo "))
+            .count(),
         1,
         "{seen}"
     );

@@ -20,16 +20,23 @@ use crate::support::{Handler, RuntimeServer, args, completed_text, in_process};
 
 /// A client of `url`, connected as a user's program connects.
 async fn connect(url: &str) -> TasksClient<mcp_tasks::client::legacy::Handler> {
-    TasksClient::connect(Endpoint::url(url), Handler::default(), ConnectOptions::default())
-        .await
-        .expect("connect")
+    TasksClient::connect(
+        Endpoint::url(url),
+        Handler::default(),
+        ConnectOptions::default(),
+    )
+    .await
+    .expect("connect")
 }
 
 /// `server` over HTTP behind a proxy that loses the first `tools/call`'s
 /// answer, and a client connected through the proxy.
 async fn behind_a_lossy_proxy(
     server: &RuntimeServer,
-) -> (Arc<LossyProxy>, TasksClient<mcp_tasks::client::legacy::Handler>) {
+) -> (
+    Arc<LossyProxy>,
+    TasksClient<mcp_tasks::client::legacy::Handler>,
+) {
     let url = serve_http(server.clone()).await;
     let upstream = url.trim_start_matches("http://").trim_end_matches("/mcp");
     let (proxy, address) = LossyProxy::start(upstream.to_owned()).await;
@@ -68,7 +75,12 @@ async fn a_lost_call_is_not_sent_again_to_a_server_that_does_not_honour_keys() {
     let (proxy, client) = behind_a_lossy_proxy(&server).await;
     let options = AwaitOptions::default().with_deadline(Some(Duration::from_secs(30)));
     let error = client
-        .call_and_await("pay", args(json!({"amount": 5})), CallOptions::default(), &options)
+        .call_and_await(
+            "pay",
+            args(json!({"amount": 5})),
+            CallOptions::default(),
+            &options,
+        )
         .await
         .expect_err("the answer was lost");
     assert!(error.may_have_run(), "{error}");
@@ -230,7 +242,12 @@ async fn a_call_whose_connection_was_refused_is_sent_again_to_any_server() {
     let options = AwaitOptions::default().with_deadline(Some(Duration::from_secs(20)));
     let started = tokio::time::Instant::now();
     let outcome = client
-        .call_and_await("pay", args(json!({"amount": 9})), CallOptions::default(), &options)
+        .call_and_await(
+            "pay",
+            args(json!({"amount": 9})),
+            CallOptions::default(),
+            &options,
+        )
         .await
         .expect("sent again once the port opened");
     assert_eq!(completed_text(&outcome), "paid 9");
@@ -259,7 +276,12 @@ async fn a_synchronous_call_waits_for_its_deadline_not_a_per_request_constant() 
 
     let started = tokio::time::Instant::now();
     let error = client
-        .call_and_await("pay", seventy(), CallOptions::default(), &AwaitOptions::default())
+        .call_and_await(
+            "pay",
+            seventy(),
+            CallOptions::default(),
+            &AwaitOptions::default(),
+        )
         .await
         .expect_err("past the default deadline");
     assert_eq!(started.elapsed(), Duration::from_secs(60));

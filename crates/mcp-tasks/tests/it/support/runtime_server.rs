@@ -76,7 +76,10 @@ impl RuntimeServer {
 
     /// How many times the `pay` tool ran.
     pub(crate) fn payments(&self) -> usize {
-        self.events().iter().filter(|event| *event == "pay ran").count()
+        self.events()
+            .iter()
+            .filter(|event| *event == "pay ran")
+            .count()
     }
 
     /// Lets the `gated` tool take one more step.
