@@ -10,6 +10,7 @@ mod connect;
 mod deploy;
 mod docs;
 mod drain;
+mod flags;
 mod gateway;
 mod idempotent;
 mod interactive;
