@@ -230,7 +230,17 @@ async fn a_call_whose_connection_was_refused_is_sent_again_to_any_server() {
     let url = serve_http(server.clone()).await;
     let upstream = url.trim_start_matches("http://").trim_end_matches("/mcp");
     let (flaky, refusing) = flaky_port(upstream.to_owned()).await;
-    let client = connect(&flaky).await;
+    // No kept-alive connection: a request on one the port cut a moment
+    // before may have left (what this test is not about); each request here
+    // opens its own connection, refused while the port is down.
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("an HTTP client");
+    let options = ConnectOptions::default().with_http_client(http);
+    let client = TasksClient::connect(Endpoint::url(&flaky), Handler::default(), options)
+        .await
+        .expect("connect");
     assert!(!client.server_honours_idempotency());
     refusing.send(true).expect("the port closes");
     tokio::spawn(async move {
