@@ -13,6 +13,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use super::routes::Route;
 use super::{Gateway, breaker, call, connection, pool, relay, rounds, sync};
 use crate::client::CallResponse;
+use crate::server::budget::response_within;
 use crate::server::{TaskPolicy, ToolTasks};
 
 impl Gateway {
@@ -111,7 +112,9 @@ impl Gateway {
                 options: &route.options,
                 principal: caller.principal,
             };
-            return bounded(&route, sync::call(sync, request, context)).await;
+            let answer = bounded(&route, sync::call(sync, request, context)).await;
+            // Held to the runtime's result budget, as a synchronous call is.
+            return response_within(answer, self.runtime.max_result_bytes());
         }
         let connection = route.link.connection().await?;
         if call::upstream_makes_tasks(&connection, marked) {

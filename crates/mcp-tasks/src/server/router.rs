@@ -13,6 +13,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
+use super::budget::response_within;
 use super::context::TaskContext;
 use super::policy::ToolTasks;
 use super::runtime::TaskRuntime;
@@ -164,7 +165,7 @@ where
         context: ToolCallContext<'_, S>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(tasks) = self.policies.get(context.name()) else {
-            return self.tools.call(context).await;
+            return self.synchronous(context).await;
         };
         let mut request = CallToolRequestParams::new(context.name.clone());
         request.arguments = context.arguments.clone();
@@ -172,7 +173,7 @@ where
             .runtime
             .runs_as_task(&request, &context.request_context, tasks)?
         {
-            return self.tools.call(context).await;
+            return self.synchronous(context).await;
         }
         let service = context.service.clone();
         let ToolCallContext {
@@ -215,6 +216,16 @@ where
                 }
             })
             .await
+    }
+
+    /// A synchronous call, routed by rmcp, its answer held to the runtime's
+    /// result budget ([`TaskRuntime::max_result_bytes`]).
+    async fn synchronous(
+        &self,
+        context: ToolCallContext<'_, S>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let answer = self.tools.call(context).await;
+        response_within(answer, self.runtime.max_result_bytes())
     }
 
     /// `tools/list`, as `#[tool_handler]` calls it: rmcp's list.

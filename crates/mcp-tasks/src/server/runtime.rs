@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::admission::caller::{Caller, quota_of};
 use super::admission::queue::{Entry, Load, queued_message};
 use super::admission::shared::{Seated, TaskSeats};
+use super::budget::{answer_within, input_within};
 use super::context::TaskContext;
 use super::era;
 use super::idempotent::Idempotent;
@@ -120,7 +121,8 @@ impl TaskRuntime {
         if !self.runs_as_task(request, context, tasks)? {
             let context = TaskContext::synchronous(context);
             return match tokio::spawn(run(context)).await {
-                Ok(outcome) => outcome.map(CallToolResponse::from),
+                Ok(outcome) => answer_within(outcome, self.inner.settings.max_result_bytes)
+                    .map(CallToolResponse::from),
                 Err(_) => Err(tool_panicked()),
             };
         }
@@ -479,7 +481,7 @@ impl TaskRuntime {
             && let Poll::Ready(finished) = futures::poll!(&mut tool)
         {
             token.cancel();
-            let outcome = outcome_of(finished);
+            let outcome = outcome_of(finished, inner);
             let finished = record
                 .apply(&outcome, inner.clock.now(), settings.retention)
                 .map_err(|refused| ErrorData::internal_error(refused.to_string(), None))?
@@ -514,7 +516,7 @@ impl TaskRuntime {
         {
             token.cancel();
             drop(slot);
-            let outcome = outcome_of(finished);
+            let outcome = outcome_of(finished, inner);
             let answer = match inner.modify_as_runner(&id, &outcome, lease.as_ref()).await {
                 Ok(Modified::Applied(record) | Modified::Refused(record, _)) => wire_task(&record),
                 // Not written: written in the background, retried as a
@@ -682,6 +684,14 @@ impl TaskRuntime {
         self.inner.settings.max_listen_streams
     }
 
+    /// The most bytes of JSON one tool outcome may weigh
+    /// ([`TaskRuntimeBuilder::with_max_result_bytes`][max]; `None`: no bound).
+    ///
+    /// [max]: super::TaskRuntimeBuilder::with_max_result_bytes
+    pub fn max_result_bytes(&self) -> Option<usize> {
+        self.inner.settings.max_result_bytes
+    }
+
     /// [`TaskRuntime::update_task`] for a principal found elsewhere.
     pub async fn update_task_as(
         &self,
@@ -690,7 +700,9 @@ impl TaskRuntime {
         principal: &Principal,
     ) -> Result<(), ErrorData> {
         self.owned(id, principal).await?;
-        let change = Change::ProvideInput(input_responses.into_iter().collect());
+        let responses = input_responses.into_iter().collect();
+        input_within(&responses, self.inner.settings.max_result_bytes)?;
+        let change = Change::ProvideInput(responses);
         self.change(id, &change).await
     }
 
