@@ -16,7 +16,7 @@ use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, Error, TaskOutcome, Tas
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{args, text};
 
@@ -72,15 +72,20 @@ fn grouped(n: usize) -> String {
 
 /// The error `big {bytes}` ends with: as a task's failure when `task`, as
 /// the refusal of a synchronous call otherwise.
-async fn failure(client: &TasksClient<()>, bytes: usize, task: bool) -> String {
+async fn failure(client: &TasksClient<()>, bytes: usize, task: bool) -> (String, Value) {
     let options = CallOptions::default().with_declare_tasks(task);
     let wait = AwaitOptions::default().with_deadline(Some(Duration::from_secs(20)));
     let outcome = client
         .call_and_await("big", args(json!({"bytes": bytes})), options, &wait)
         .await;
     match outcome {
-        Ok(TaskOutcome::Failed(failure)) if task => failure.error.message.clone(),
-        Err(Error::Rpc { error, .. }) if !task => error.message.clone(),
+        Ok(TaskOutcome::Failed(failure)) if task => (
+            failure.error.message.clone(),
+            failure.error.data.clone().unwrap_or_default(),
+        ),
+        Err(Error::Rpc { error, .. }) if !task => {
+            (error.message.clone(), error.data.clone().unwrap_or_default())
+        }
         other => panic!("big {bytes} (task: {task}): {other:?}"),
     }
 }
@@ -91,8 +96,11 @@ async fn a_result_past_the_budget_fails_naming_both_sizes() {
     let bytes = 120_000;
     assert!(result_bytes(bytes) + 1024 < BUDGET + ANSWER_ENVELOPE);
     for task in [true, false] {
+        let (message, data) = failure(&client, bytes, task).await;
+        assert_eq!(data["resultBytes"], result_bytes(bytes), "{data}");
+        assert_eq!(data["maxResultBytes"], BUDGET, "{data}");
         assert_eq!(
-            failure(&client, bytes, task).await,
+            message,
             format!(
                 "the tool's result is {} bytes, past this server's limit of {} bytes \
                  (max-result-bytes)",
@@ -109,7 +117,13 @@ async fn an_upstream_answer_past_the_gateways_bound_is_not_read() {
     let (_gateway, client) = gateway().await;
     let bound = grouped(BUDGET + ANSWER_ENVELOPE);
     for task in [true, false] {
-        let message = failure(&client, 2_000_000, task).await;
+        let (message, data) = failure(&client, 2_000_000, task).await;
+        // Counted to the end of its line, not kept.
+        assert!(
+            data["answerBytes"].as_u64().is_some_and(|size| size > 2_000_000),
+            "{data}"
+        );
+        assert_eq!(data["maxAnswerBytes"], BUDGET + ANSWER_ENVELOPE, "{data}");
         assert!(
             message.starts_with("tools/call to the upstream server: the answer is 2,000,0"),
             "{message}"

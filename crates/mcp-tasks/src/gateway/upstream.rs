@@ -142,12 +142,12 @@ async fn list_tools(upstream: &str, client: &UpstreamClient) -> Result<Tools, Er
 /// The failure of `what` (a request to an upstream) whose answer was past
 /// the gateway's `bound` on one (`size` bytes, when counted).
 pub(crate) fn answer_too_large(what: &str, bound: u64, size: Option<u64>) -> ErrorData {
-    let size = size
+    let shown = size
         .map(|size| format!(" {} bytes,", grouped(size)))
         .unwrap_or_default();
     ErrorData::internal_error(
         format!(
-            "{what}: the answer is{size} past what this gateway reads of one upstream answer \
+            "{what}: the answer is{shown} past what this gateway reads of one upstream answer \
              ({} bytes: its max-result-bytes and 64 KiB for the message around the result); \
              it was not read",
             grouped(bound)
