@@ -83,9 +83,10 @@ async fn failure(client: &TasksClient<()>, bytes: usize, task: bool) -> (String,
             failure.error.message.clone(),
             failure.error.data.clone().unwrap_or_default(),
         ),
-        Err(Error::Rpc { error, .. }) if !task => {
-            (error.message.clone(), error.data.clone().unwrap_or_default())
-        }
+        Err(Error::Rpc { error, .. }) if !task => (
+            error.message.clone(),
+            error.data.clone().unwrap_or_default(),
+        ),
         other => panic!("big {bytes} (task: {task}): {other:?}"),
     }
 }
@@ -120,7 +121,9 @@ async fn an_upstream_answer_past_the_gateways_bound_is_not_read() {
         let (message, data) = failure(&client, 2_000_000, task).await;
         // Counted to the end of its line, not kept.
         assert!(
-            data["answerBytes"].as_u64().is_some_and(|size| size > 2_000_000),
+            data["answerBytes"]
+                .as_u64()
+                .is_some_and(|size| size > 2_000_000),
             "{data}"
         );
         assert_eq!(data["maxAnswerBytes"], BUDGET + ANSWER_ENVELOPE, "{data}");
