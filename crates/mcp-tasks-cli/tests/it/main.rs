@@ -11,6 +11,7 @@ mod connect;
 mod deploy;
 mod docs;
 mod drain;
+mod flags;
 mod gateway;
 mod idempotent;
 mod interactive;

@@ -21,6 +21,7 @@
 //! [with]: super::TaskRuntimeBuilder::with_max_result_bytes
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::io;
 
 use rmcp::ErrorData;
@@ -72,6 +73,18 @@ pub(crate) fn answer_within(
             None => outcome,
         },
     }
+}
+
+/// The answer of a synchronous call that `run` makes, as it is sent (and,
+/// under an idempotency key, kept): held to `limit` ([`answer_within`]).
+pub(crate) fn answered_within<F>(
+    run: F,
+    limit: Option<usize>,
+) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + Send + 'static
+where
+    F: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
+{
+    async move { answer_within(run.await, limit).map(CallToolResponse::from) }
 }
 
 /// A synchronous `tools/call` answer as it is sent: a result or an error
