@@ -215,7 +215,7 @@ async fn a_task_whose_result_is_past_the_budget_fails_naming_both_sizes() {
 
 #[tokio::test]
 async fn a_synchronous_result_past_the_budget_is_answered_with_the_error() {
-    let (_, url) = serve(Some(10_000)).await;
+    let (runtime, url) = serve(Some(10_000)).await;
     let client = client(&url, 1 << 20).await;
     let answer = client
         .call_tool(
@@ -235,6 +235,12 @@ async fn a_synchronous_result_past_the_budget_is_answered_with_the_error() {
             grouped(result_bytes(20_000))
         )
     );
+    // The call, kept under its idempotency key, keeps the error only.
+    let kept = runtime.store().list_all(None, 100).await.unwrap();
+    assert_eq!(kept.len(), 1, "the call's record");
+    assert_eq!(kept[0].result(), None);
+    let stored = serde_json::to_vec(&kept[0].error()).unwrap().len();
+    assert!(stored < 1000, "{stored} bytes of error");
     let answer = client
         .call_tool(
             "sized",
