@@ -77,14 +77,14 @@ pub(crate) fn answer_within(
 
 /// The answer of a synchronous call that `run` makes, as it is sent (and,
 /// under an idempotency key, kept): held to `limit` ([`answer_within`]).
-pub(crate) fn answered_within<F>(
+pub(crate) async fn answered_within<F>(
     run: F,
     limit: Option<usize>,
-) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + Send + 'static
+) -> Result<CallToolResponse, ErrorData>
 where
-    F: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
+    F: Future<Output = Result<CallToolResult, ErrorData>>,
 {
-    async move { answer_within(run.await, limit).map(CallToolResponse::from) }
+    answer_within(run.await, limit).map(CallToolResponse::from)
 }
 
 /// A synchronous `tools/call` answer as it is sent: a result or an error
