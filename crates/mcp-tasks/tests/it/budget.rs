@@ -23,10 +23,10 @@ use serde_json::{Value, json};
 
 use crate::support::{Handler, args};
 
-/// A server of one tool, `sized`: `{bytes, task, later, error, ask}`
+/// A server of one tool, `sized`: `{bytes, task, later, ms, error, ask}`
 /// answers a text of `bytes` bytes (an error whose `data` holds that many
-/// with `error`), as a task when `task`, after a pause when `later`, after
-/// asking for input when `ask`.
+/// with `error`), as a task when `task`, after a pause of `ms` (default
+/// 20) when `later`, after asking for input when `ask`.
 #[derive(Clone)]
 struct Sized {
     runtime: TaskRuntime,
@@ -51,6 +51,7 @@ impl ServerHandler for Sized {
         let flag = |key: &str| arguments.get(key) == Some(&json!(true));
         let bytes = arguments.get("bytes").and_then(Value::as_u64).unwrap_or(0) as usize;
         let (later, error, ask) = (flag("later"), flag("error"), flag("ask"));
+        let pause = arguments.get("ms").and_then(Value::as_u64).unwrap_or(20);
         let tasks = if flag("task") {
             ToolTasks::required()
         } else {
@@ -59,7 +60,7 @@ impl ServerHandler for Sized {
         self.runtime
             .call_tool(&request, &context, &tasks, move |task| async move {
                 if later {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    tokio::time::sleep(Duration::from_millis(pause)).await;
                 }
                 if ask {
                     let form = serde_json::from_value(json!({"method": "elicitation/create",
@@ -359,4 +360,59 @@ async fn the_client_refuses_an_answer_past_its_bound_and_goes_on() {
         .await
         .unwrap();
     assert_eq!(crate::support::completed_text(&outcome).len(), 50_000);
+}
+
+/// A client of `runtime`'s `Sized` server over an in-process
+/// newline-delimited pipe (the stdio framing), listening.
+async fn stdio_client(runtime: TaskRuntime) -> TasksClient<Handler> {
+    use mcp_tasks::client::ListenChannel;
+    use mcp_tasks::server::listen::ListenReader;
+    use rmcp::ServiceExt as _;
+    let (server_io, client_io) = tokio::io::duplex(1 << 20);
+    let server = Sized { runtime };
+    tokio::spawn(async move {
+        let (read, write) = tokio::io::split(server_io);
+        if let Ok(running) = server.serve((ListenReader::new(read), write)).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let (read, write) = tokio::io::split(client_io);
+    let (channel, read) = ListenChannel::stdio(read);
+    let running = rmcp::service::serve_client_with_lifecycle(
+        Handler::default(),
+        (read, write),
+        crate::support::lifecycle(),
+    )
+    .await
+    .expect("connect in process");
+    TasksClient::new(running).with_listen(channel)
+}
+
+#[tokio::test]
+async fn a_result_within_the_budget_but_past_the_listen_filters_line_arrives_at_once() {
+    // 5 MB: within the budget, past what the stdio listen filter reads of
+    // a line (4 MiB): its notification passes by unread, and the wait
+    // learns of the end from the stream's end (a small line), then reads
+    // the result with tasks/get, long before the 30 s poll interval.
+    let runtime = TaskRuntime::builder(MemoryStore::new())
+        .with_poll_interval(Duration::from_secs(30))
+        .build();
+    let client = stdio_client(runtime).await;
+    let arguments = json!({"bytes": 5_000_000, "task": true, "later": true, "ms": 500});
+    let started = std::time::Instant::now();
+    let outcome = client
+        .call_and_await(
+            "sized",
+            args(arguments),
+            CallOptions::default(),
+            &within(20),
+        )
+        .await
+        .unwrap();
+    assert_eq!(crate::support::completed_text(&outcome).len(), 5_000_000);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "heard, not polled at 30 s nor cut at the deadline: {:?}",
+        started.elapsed()
+    );
 }
