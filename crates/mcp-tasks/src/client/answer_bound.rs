@@ -10,17 +10,19 @@
 //! never comes, and an HTTP answer past its bound fails as any transport
 //! failure would. So the layers this crate puts under rmcp turn such an
 //! answer into the answer rmcp can hand to the request: a JSON-RPC error
-//! for the request's id ([`too_large_error`], marked in its `data`) that
-//! [`Error::from_service`](super::Error) reads back as `AnswerTooLarge`:
+//! for the request's id (marked in its `data`: `{"mcpTasksClient":
+//! "answerTooLarge", "maxAnswerBytes", "answerBytes"}`) that the client
+//! reads back as `AnswerTooLarge`:
 //!
-//! * on a newline-delimited transport, [`BoundedReader`] passes each line
+//! * on a newline-delimited transport, a reader under rmcp passes each line
 //!   through as it comes until it is past the bound, then counts the rest
 //!   without keeping it; at its end it hands on the error for the id of the
 //!   response the line was (read from its first and last few KiB, where
 //!   servers write the id: rmcp and most SDKs before the result, the
-//!   TypeScript SDK after it). A line whose id cannot be told (or that is a
-//!   request or a notification) is counted as an unusable line instead
-//!   ([`LineCheck`]), which ends a `tasks/*` request that waits;
+//!   TypeScript SDK after it). A response whose id cannot be told is
+//!   counted as an unusable line instead ([`LineCheck`]), which ends a
+//!   `tasks/*` request that waits; a request or a notification past the
+//!   bound is dropped (it answers nothing);
 //! * on Streamable HTTP, the tap's client (`legacy/tap/http.rs`) answers a
 //!   POST whose JSON body or SSE event is past the bound with the same error
 //!   for the POST's request.

@@ -13,7 +13,7 @@
 //! order that works ([`connect`] says what and why);
 //! [`TasksClient::new`] wraps a connection built by hand.
 
-pub(crate) mod answer_bound;
+pub mod answer_bound;
 #[cfg(feature = "http-client")]
 pub mod bearer;
 mod call;
