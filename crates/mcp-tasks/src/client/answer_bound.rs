@@ -606,4 +606,44 @@ mod tests {
         let (out, _) = through(line.clone().into_bytes(), 100, 64).await;
         assert_eq!(out, line.into_bytes());
     }
+
+    #[tokio::test]
+    async fn any_bytes_pass_without_a_panic_and_no_line_past_the_bound() {
+        // A small xorshift over the bytes JSON is made of.
+        let alphabet = b"{}[]\":,. \r\n0-9aeidrsult";
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        for round in 0..400 {
+            let mut input = Vec::new();
+            for _ in 0..(round % 97) * 7 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                input.push(alphabet[(state % alphabet.len() as u64) as usize]);
+            }
+            let heads: [&[u8]; 3] = [
+                br#"{"jsonrpc":"2.0","id":1,"result":"#,
+                br#"{"result":{"#,
+                b"",
+            ];
+            let mut line = heads[round % 3].to_vec();
+            line.extend_from_slice(&input);
+            let tails: [&[u8]; 2] = [br#"},"id":"x\"y"}"#, b""];
+            line.extend_from_slice(tails[round % 2]);
+            line.push(b'\n');
+            let bound = 16 + round % 40;
+            let (out, _) = through(line.clone(), bound, 1 + round % 13).await;
+            for piece in out.split(|&b| b == b'\n') {
+                // The error that stands for a cut line is whole.
+                let is_error = crate::stdio::contains(piece, MARK.as_bytes());
+                assert!(
+                    piece.len() <= bound || is_error,
+                    "{}",
+                    String::from_utf8_lossy(piece)
+                );
+            }
+            let _ = response_id(&line, &line);
+            let _ = starts_a_response(&line);
+            let _ = tail_id(&line[..line.len() - 1]);
+        }
+    }
 }
