@@ -142,6 +142,13 @@ pub(crate) struct ServeArgs {
     /// How many listen streams one caller may have open at once.
     #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER)]
     max_listen_streams_per_caller: usize,
+    /// The most bytes of JSON one tool's result (or error) may weigh, e.g. 8388608, 8MiB or 512KiB
+    /// (0: no bound) [default: 8MiB]. A task whose result is past it fails with an error naming
+    /// both sizes, and nothing of the result is stored; a synchronous call gets that error;
+    /// tasks/update input past it is refused. A gateway reads at most this much (and 64 KiB
+    /// more for the message around it) of an upstream's answer (see docs/operator.md).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    max_result_bytes: Option<usize>,
     /// With --http: also answer requests whose Host is NAME (NAME:PORT for one port only), as
     /// behind a reverse proxy; the loopback names are always answered (repeatable).
     #[arg(long = "allowed-host", value_name = "NAME")]
@@ -220,6 +227,32 @@ fn parse_rate(text: &str) -> Result<CreationRate, String> {
 fn parse_burst(text: &str) -> Result<NonZeroU32, String> {
     text.parse()
         .map_err(|_| format!("{text:?} is not a whole number from 1 to 4294967295"))
+}
+
+/// Reads `--max-result-bytes`: a number of bytes, or one followed by KiB,
+/// MiB or GiB.
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a size: give bytes, or N KiB, MiB or GiB"
+            ));
+        }
+    };
+    number
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{text:?} is not a size: give bytes, or N KiB, MiB or GiB"))
 }
 
 /// What the gateway serves: the config file's upstreams, or the one of
@@ -416,6 +449,11 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ),
         max_listen_streams: bounds.listen,
         max_listen_streams_per_caller: bounds.listen_per_caller,
+        max_result_bytes: match args.max_result_bytes {
+            None => Some(mcp_tasks::server::DEFAULT_MAX_RESULT_BYTES),
+            Some(0) => None,
+            Some(limit) => Some(limit),
+        },
     };
     let tokens = args.auth_tokens.clone().zip(access.tokens.clone());
     match gateway {

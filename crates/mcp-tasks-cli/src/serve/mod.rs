@@ -198,6 +198,8 @@ pub(crate) struct ServeOptions {
     pub(crate) max_listen_streams: usize,
     /// How many listen streams one caller may have open at once.
     pub(crate) max_listen_streams_per_caller: usize,
+    /// The most bytes of JSON one tool outcome may weigh; `None`: no bound.
+    pub(crate) max_result_bytes: Option<usize>,
     /// What hears each task's events (the metrics of `--admin`).
     pub(crate) observers: Vec<Arc<dyn mcp_tasks::server::TaskObserver>>,
 }
@@ -222,7 +224,8 @@ impl ServeOptions {
             .with_lease_period(self.lease_period)
             .with_max_lifetime(self.max_lifetime)
             .with_max_listen_streams(self.max_listen_streams)
-            .with_max_listen_streams_per_caller(self.max_listen_streams_per_caller);
+            .with_max_listen_streams_per_caller(self.max_listen_streams_per_caller)
+            .with_max_result_bytes(self.max_result_bytes);
         if let Some(ttl) = self.ttl {
             runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
         }

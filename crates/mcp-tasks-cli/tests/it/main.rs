@@ -5,6 +5,7 @@ mod support;
 
 mod admission;
 mod bounded;
+mod budget;
 mod cli;
 mod connect;
 mod deploy;

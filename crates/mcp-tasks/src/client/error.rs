@@ -11,9 +11,10 @@ use std::time::Duration;
 use rmcp::ServiceError;
 use serde_json::Value;
 
+use super::answer_bound::too_large_of;
 use super::state::{TaskFailure, TaskState};
 use super::unanswered::Unanswered;
-use crate::task::{RpcError, TaskId, TaskStatus};
+use crate::task::{RpcError, TaskId, TaskStatus, grouped};
 
 /// JSON-RPC "invalid params": an unknown, expired or foreign task id on `tasks/*`.
 pub const INVALID_PARAMS: i64 = -32602;
@@ -301,6 +302,21 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
+    // --- the answer was too large ---
+    /// The server's answer was past this client's bound
+    /// ([`ConnectOptions::max_answer_bytes`](super::ConnectOptions::max_answer_bytes)):
+    /// it was not read, and the request ended (the connection goes on).
+    #[error("{}", too_large_text(method, *bound, *size))]
+    AnswerTooLarge {
+        /// The method of the request.
+        method: &'static str,
+        /// The client's bound, in bytes.
+        bound: u64,
+        /// The answer's size in bytes, when it was counted (on stdio;
+        /// over HTTP the rest of the answer is not read).
+        size: Option<u64>,
+    },
+
     // --- the transport failed ---
     /// The request could not be sent or its answer not received.
     #[error("{method} failed in transport")]
@@ -397,6 +413,9 @@ pub enum ErrorKind {
     /// failed; nothing was sent: [`Error::InvalidInputResponse`],
     /// [`Error::InputHandler`].
     Input,
+    /// The server's answer was past this client's bound:
+    /// [`Error::AnswerTooLarge`].
+    TooLarge,
     /// The request or its answer was lost on the way: [`Error::Transport`],
     /// [`Error::CallMayHaveRun`].
     Transport,
@@ -410,7 +429,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// A short lower-case name: `refused`, `protocol`, `task`, `wait`,
-    /// `input`, `transport`, `connect`, `usage`.
+    /// `input`, `too_large`, `transport`, `connect`, `usage`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Refused => "refused",
@@ -418,6 +437,7 @@ impl ErrorKind {
             Self::Task => "task",
             Self::Wait => "wait",
             Self::Input => "input",
+            Self::TooLarge => "too_large",
             Self::Transport => "transport",
             Self::Connect => "connect",
             Self::Usage => "usage",
@@ -442,6 +462,15 @@ impl Error {
     /// Classifies an rmcp failure of `method`.
     pub(crate) fn from_service(method: &'static str, error: ServiceError) -> Self {
         match error {
+            // An answer past the bound, as the layers under rmcp answer it.
+            ServiceError::McpError(data) if too_large_of(&data).is_some() => {
+                let (bound, size) = too_large_of(&data).unwrap_or_default();
+                Self::AnswerTooLarge {
+                    method,
+                    bound,
+                    size,
+                }
+            }
             ServiceError::McpError(data) => {
                 let error = Box::new(RpcError::from(data));
                 if error.code == INVALID_PARAMS && method.starts_with("tasks/") {
@@ -476,6 +505,7 @@ impl Error {
             | Self::CallInputRequired { .. } => ErrorKind::Task,
             Self::Timeout { .. } | Self::Stalled { .. } => ErrorKind::Wait,
             Self::InvalidInputResponse { .. } | Self::InputHandler { .. } => ErrorKind::Input,
+            Self::AnswerTooLarge { .. } => ErrorKind::TooLarge,
             Self::Transport { .. } | Self::CallMayHaveRun { .. } => ErrorKind::Transport,
             Self::Spawn { .. }
             | Self::HttpClient { .. }
@@ -526,6 +556,21 @@ impl Error {
     /// True when the server misbehaved ([`Error::Protocol`]).
     pub fn is_protocol(&self) -> bool {
         matches!(self, Self::Protocol { .. })
+    }
+
+    /// True when the server's answer was past this client's bound
+    /// ([`Error::AnswerTooLarge`]).
+    pub fn is_answer_too_large(&self) -> bool {
+        matches!(self, Self::AnswerTooLarge { .. })
+    }
+
+    /// The client's bound on an answer, in bytes, for
+    /// [`Error::AnswerTooLarge`].
+    pub fn answer_bound(&self) -> Option<u64> {
+        match self {
+            Self::AnswerTooLarge { bound, .. } => Some(*bound),
+            _ => None,
+        }
     }
 
     /// True when the transport failed (`Error::Transport`).
@@ -658,6 +703,18 @@ impl Error {
     pub(crate) fn is_request_timeout(&self) -> bool {
         matches!(self, Self::Transport { source, .. } if matches!(**source, ServiceError::Timeout { .. }))
     }
+}
+
+/// What [`Error::AnswerTooLarge`] says.
+fn too_large_text(method: &str, bound: u64, size: Option<u64>) -> String {
+    let size = size
+        .map(|size| format!(" {} bytes,", grouped(size)))
+        .unwrap_or_default();
+    format!(
+        "the answer to {method} is{size} past this client's limit of {} bytes \
+         (ConnectOptions::max_answer_bytes); it was not read",
+        grouped(bound)
+    )
 }
 
 /// How a failed request may be retried.

@@ -13,6 +13,7 @@
 //! order that works ([`connect`] says what and why);
 //! [`TasksClient::new`] wraps a connection built by hand.
 
+pub mod answer_bound;
 #[cfg(feature = "http-client")]
 pub mod bearer;
 mod call;
@@ -36,6 +37,7 @@ mod wire;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use answer_bound::DEFAULT_MAX_ANSWER_BYTES;
 #[cfg(any(feature = "gateway", feature = "fuzzing", test))]
 pub(crate) use call::read_call_result;
 pub use call::{CallOptions, CallResponse, arguments};

@@ -304,7 +304,12 @@ pub(super) async fn connect(
     let connect = ConnectOptions::default()
         .with_lifecycle(lifecycle)
         .with_timeout(Some(timeout))
-        .with_env(upstream.env().iter().cloned());
+        .with_env(upstream.env().iter().cloned())
+        .with_max_answer_bytes(
+            options
+                .max_answer_bytes
+                .unwrap_or(crate::client::DEFAULT_MAX_ANSWER_BYTES),
+        );
     // Redirects are not followed (the default): the upstream is where it was told.
     let Opened {
         running,

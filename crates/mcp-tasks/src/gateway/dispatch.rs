@@ -13,6 +13,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use super::routes::Route;
 use super::{Gateway, breaker, call, connection, pool, relay, rounds, sync};
 use crate::client::CallResponse;
+use crate::server::budget::response_within;
 use crate::server::{TaskPolicy, ToolTasks};
 
 impl Gateway {
@@ -107,6 +108,7 @@ impl Gateway {
             // be.
             let cancelled = context.ct.clone();
             let principal = caller.principal.clone();
+            let limit = self.runtime.max_result_bytes();
             let run = async move {
                 let sync = sync::SyncCall {
                     pool: &pool,
@@ -115,7 +117,9 @@ impl Gateway {
                     options: &route.options,
                     principal,
                 };
-                bounded(&route, sync::call(sync, request, context)).await
+                let answer = bounded(&route, sync::call(sync, request, context)).await;
+                // Held to the runtime's result budget, as a synchronous call is.
+                response_within(answer, limit)
             };
             return self
                 .runtime

@@ -13,6 +13,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
+use super::budget::response_within;
 use super::context::TaskContext;
 use super::policy::ToolTasks;
 use super::runtime::TaskRuntime;
@@ -219,7 +220,8 @@ where
 
     /// A call that runs synchronously: rmcp's routing, once under the
     /// call's idempotency key when it sent one (see
-    /// [`TaskRuntime::declare_idempotency`]).
+    /// [`TaskRuntime::declare_idempotency`]), its answer held to the
+    /// runtime's result budget ([`TaskRuntime::max_result_bytes`]).
     async fn call_once(
         &self,
         context: ToolCallContext<'_, S>,
@@ -239,15 +241,17 @@ where
         request.input_responses = input_responses;
         request.request_state = request_state;
         let caller = self.runtime.caller_of_call(&request_context, &request)?;
+        let limit = self.runtime.max_result_bytes();
         if caller.idempotent.is_none() || !self.runtime.honours_idempotency() {
             let call = ToolCallContext::new(service, request, request_context);
-            return self.tools.call(call).await;
+            return response_within(self.tools.call(call).await, limit);
         }
         let cancelled = request_context.ct.clone();
         let (service, tools, call) = (service.clone(), self.tools.clone(), request.clone());
         let run = async move {
             let call = ToolCallContext::new(&service, call, request_context);
-            tools.call(call).await
+            // Held to the budget before it is kept for the key.
+            response_within(tools.call(call).await, limit)
         };
         self.runtime
             .run_once(&caller, &request, tasks, &cancelled, run)

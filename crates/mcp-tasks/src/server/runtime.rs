@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::admission::caller::{Caller, quota_of};
 use super::admission::queue::{Entry, Load, queued_message};
 use super::admission::shared::{Seated, TaskSeats};
+use super::budget::{answered_within, input_within};
 use super::context::TaskContext;
 use super::era;
 use super::idempotent::Idempotent;
@@ -120,7 +121,7 @@ impl TaskRuntime {
         if !self.runs_as_task(request, context, tasks)? {
             // Once under its idempotency key, as a task would be.
             let run = run(TaskContext::synchronous(context));
-            let run = async move { run.await.map(CallToolResponse::from) };
+            let run = answered_within(run, self.inner.settings.max_result_bytes);
             return Box::pin(self.run_once(&caller, request, tasks, &context.ct, run)).await;
         }
         let tasks = self.tasks_for_call(tasks, context);
@@ -483,7 +484,7 @@ impl TaskRuntime {
             && let Poll::Ready(finished) = futures::poll!(&mut tool)
         {
             token.cancel();
-            let outcome = outcome_of(finished);
+            let outcome = outcome_of(finished, inner);
             let finished = record
                 .apply(&outcome, inner.clock.now(), settings.retention)
                 .map_err(|refused| ErrorData::internal_error(refused.to_string(), None))?
@@ -518,7 +519,7 @@ impl TaskRuntime {
         {
             token.cancel();
             drop(slot);
-            let outcome = outcome_of(finished);
+            let outcome = outcome_of(finished, inner);
             let answer = match inner.modify_as_runner(&id, &outcome, lease.as_ref()).await {
                 Ok(Modified::Applied(record) | Modified::Refused(record, _)) => wire_task(&record),
                 // Not written: written in the background, retried as a
@@ -686,6 +687,14 @@ impl TaskRuntime {
         self.inner.settings.max_listen_streams
     }
 
+    /// The most bytes of JSON one tool outcome may weigh
+    /// ([`TaskRuntimeBuilder::with_max_result_bytes`][max]; `None`: no bound).
+    ///
+    /// [max]: super::TaskRuntimeBuilder::with_max_result_bytes
+    pub fn max_result_bytes(&self) -> Option<usize> {
+        self.inner.settings.max_result_bytes
+    }
+
     /// [`TaskRuntime::update_task`] for a principal found elsewhere.
     pub async fn update_task_as(
         &self,
@@ -694,7 +703,9 @@ impl TaskRuntime {
         principal: &Principal,
     ) -> Result<(), ErrorData> {
         self.owned(id, principal).await?;
-        let change = Change::ProvideInput(input_responses.into_iter().collect());
+        let responses = input_responses.into_iter().collect();
+        input_within(&responses, self.inner.settings.max_result_bytes)?;
+        let change = Change::ProvideInput(responses);
         self.change(id, &change).await
     }
 

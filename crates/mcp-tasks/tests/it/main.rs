@@ -8,6 +8,7 @@ mod support;
 
 mod access;
 mod admission;
+mod budget;
 mod client;
 mod connect;
 mod deadline;
