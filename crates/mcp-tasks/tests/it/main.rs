@@ -10,6 +10,7 @@ mod access;
 mod admission;
 mod client;
 mod connect;
+mod connections;
 mod deadline;
 mod drain;
 mod expiry;
