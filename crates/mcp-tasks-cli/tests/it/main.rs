@@ -7,6 +7,7 @@ mod admission;
 mod bounded;
 mod cli;
 mod connect;
+mod connections;
 mod deploy;
 mod docs;
 mod drain;
