@@ -1,8 +1,8 @@
 //! A server full of refused listen streams still answers: `mcp-tasks serve
 //! --http` with its default bounds (1,024 connections, 512 listen streams,
 //! 64 a caller) against 20 unauthenticated callers opening 1,100 listen
-//! streams, each caller a `reqwest` client with its own connection pool (as
-//! a real client keeps refused connections for its next request).
+//! streams, each stream a `reqwest` client of its own (whose pool keeps a
+//! refused connection for its next request, as a real client does).
 //!
 //! Every refused stream's connection is closed by the server, so the
 //! connections held are the streams' alone: a fresh `tasks/get` is
@@ -46,6 +46,16 @@ fn listen(id: usize, task: &str) -> String {
     )
 }
 
+/// An HTTP client of its own, without the system's certificates (plain
+/// HTTP: loading them costs each client tens of milliseconds).
+fn plain_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .tls_certs_only([])
+        .no_proxy()
+        .build()
+        .expect("a client")
+}
+
 /// The soft open-file limit raised to hold this test's sockets.
 fn enough_open_files() {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
@@ -70,7 +80,7 @@ async fn a_server_full_of_refused_listen_streams_still_answers() {
     // at once, from its own client.
     let mut callers = Vec::new();
     for caller in 0..CALLERS {
-        let client = reqwest::Client::new();
+        let client = plain_client();
         let call = format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":600000}},{META}}}}}"#
         );
@@ -90,18 +100,18 @@ async fn a_server_full_of_refused_listen_streams_still_answers() {
     let started = Instant::now();
     let mut open = Vec::new();
     let mut refused = 0;
-    for (caller, (client, task)) in callers.iter().enumerate() {
-        let streams = (0..STREAMS_PER_CALLER).map(|n| {
-            post(
-                client,
-                &url,
-                caller,
-                "subscriptions/listen",
-                task,
-                listen(n, task),
-            )
-            .send()
-        });
+    // Each stream a client of its own, kept to the end: a client keeps a
+    // refused connection in its pool for its next request (one client's
+    // concurrent requests would take each other's returned connections).
+    let mut clients = Vec::new();
+    for (caller, (_, task)) in callers.iter().enumerate() {
+        let mut streams = Vec::new();
+        for n in 0..STREAMS_PER_CALLER {
+            let client = plain_client();
+            let body = listen(n, task);
+            streams.push(post(&client, &url, caller, "subscriptions/listen", task, body).send());
+            clients.push(client);
+        }
         for response in futures::future::join_all(streams).await {
             let response = response.expect("every stream is answered");
             match response.status().as_u16() {
@@ -140,7 +150,7 @@ async fn a_server_full_of_refused_listen_streams_still_answers() {
         r#"{{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{{"taskId":"{task}",{META}}}}}"#
     );
     let asked = Instant::now();
-    let got: Value = post(&reqwest::Client::new(), &url, 0, "tasks/get", task, get)
+    let got: Value = post(&plain_client(), &url, 0, "tasks/get", task, get)
         .timeout(Duration::from_secs(1))
         .send()
         .await
@@ -154,7 +164,7 @@ async fn a_server_full_of_refused_listen_streams_still_answers() {
     // One more stream, from a new client: refused at once.
     let asked = Instant::now();
     let extra = post(
-        &reqwest::Client::new(),
+        &plain_client(),
         &url,
         CALLERS,
         "subscriptions/listen",
@@ -182,5 +192,5 @@ async fn a_server_full_of_refused_listen_streams_still_answers() {
     );
     assert!(get_took < Duration::from_secs(1));
     assert!(extra_took < Duration::from_secs(1));
-    drop(open);
+    drop((open, clients));
 }
