@@ -40,8 +40,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// How long a busy connection's timer sleeps at least before it looks
-/// again (a zero timeout would otherwise spin).
+/// How long a connection's timer sleeps at least before it looks again
+/// (a zero timeout would otherwise spin).
 const LEAST_NAP: Duration = Duration::from_millis(10);
 
 /// A connection's state, with the millisecond (since the registry's epoch)
@@ -270,10 +270,14 @@ impl Seat {
                 continue;
             };
             let deadline = limits.epoch + Duration::from_millis(at) + timeout;
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 return;
             }
-            tokio::time::sleep_until(deadline).await;
+            // A new state may bring its deadline closer (a request read
+            // and answered within the read timeout, idle for less): never
+            // longer than the shorter timeout without looking again.
+            tokio::time::sleep_until(deadline.min(now + nap)).await;
         }
     }
 }
@@ -488,6 +492,26 @@ mod tests {
         let closed = closing.await.unwrap();
         assert_eq!(closed - answered, IDLE, "75 s after its last answer");
         assert_eq!(closed - started, Duration::from_secs(600 + 70 + 1) + IDLE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_timeout_shorter_than_the_read_timeout_counts_from_the_answer() {
+        const SHORT: Duration = Duration::from_secs(1);
+        let connections = Connections::new(8, SHORT, READ);
+        let seat = connections.admit().unwrap();
+        let connection = Arc::clone(seat.connection());
+        // Its timer looks first while it is fresh (30 s to go)...
+        let closing = tokio::spawn(async move {
+            seat.timed_out().await;
+            Instant::now()
+        });
+        tokio::task::yield_now().await;
+        // ...then its first request is read and answered at once.
+        connection.bytes_arrived();
+        connection.busy();
+        connection.answered();
+        let answered = Instant::now();
+        assert_eq!(closing.await.unwrap() - answered, SHORT);
     }
 
     #[tokio::test(start_paused = true)]
