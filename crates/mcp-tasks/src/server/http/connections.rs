@@ -23,7 +23,8 @@
 //! request's headers, so it cannot tell an idle connection from a slow
 //! request, and hyper has no registry of connections to pick one to close.
 //! The timers here are lazy (one sleep per connection, armed again only
-//! when it fires, never reset per request), and the cost on the hot path is
+//! when it fires, at the latest after the shorter of the two timeouts;
+//! never reset per request), and the cost on the hot path is
 //! three relaxed atomic stores and two clock reads per request; the
 //! registry's lock is taken when a connection opens and when it closes.
 
