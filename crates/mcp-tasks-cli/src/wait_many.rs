@@ -50,7 +50,7 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
         }
         return ExitCode::from(exit);
     };
-    let http = match http_options(&args.server) {
+    let http = match http_options(&args.server, &target) {
         Ok(http) => http,
         Err(code) => {
             display.clear();
@@ -265,6 +265,7 @@ fn unplaced_report(id: &TaskId, message: &str) -> Report {
         result: None,
         error: Some(serde_json::json!({ "message": message })),
         exit: code::USAGE,
+        no_task: false,
     }
 }
 

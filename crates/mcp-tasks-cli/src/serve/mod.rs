@@ -257,10 +257,12 @@ impl DemoServer {
 impl ServerHandler for DemoServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tasks()
-                .build(),
+            self.runtime.declare_idempotency(
+                ServerCapabilities::builder()
+                    .enable_tools()
+                    .enable_tasks()
+                    .build(),
+            ),
         )
         .with_server_info(Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")))
         .with_instructions(format!(

@@ -374,6 +374,11 @@ fn discover_reports_task_support() {
     let (exit, value) = json_of(&run(&["discover", "--stdio", &server, "--json"]));
     assert_eq!(exit, 0);
     assert_eq!(value["tasks"], true, "{value}");
+    assert_eq!(value["idempotencyKeys"], true, "serve declares it: {value}");
+    assert!(
+        value["capabilities"]["extensions"]["io.github.mcp-tasks/idempotency"].is_object(),
+        "{value}"
+    );
 }
 
 #[test]

@@ -11,6 +11,7 @@ mod connections;
 mod deploy;
 mod docs;
 mod drain;
+mod flags;
 mod gateway;
 mod idempotent;
 mod interactive;

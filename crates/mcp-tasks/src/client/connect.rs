@@ -123,18 +123,44 @@ impl Endpoint {
     }
 
     /// Adds a header to every request to a URL (for example
-    /// `("Authorization", "Bearer ..")`); a child process has no headers, and
-    /// this leaves it as it is.
-    pub fn with_header(self, name: impl Into<String>, value: impl Into<String>) -> Self {
+    /// `("Authorization", "Bearer ..")`).
+    ///
+    /// A child process ([`Endpoint::command`], [`Endpoint::shell`]) has no
+    /// headers: for one this is [`Error::Usage`], so that a header meant for
+    /// a server (a token) is never dropped without a word. (A `Result` here
+    /// rather than a refusal in [`TasksClient::connect`]: the mistake is
+    /// reported where it is written, and an endpoint that cannot be served
+    /// is never built.) The header's name and value are checked when it is
+    /// sent ([`Error::InvalidHeader`]).
+    ///
+    /// ```
+    /// use mcp_tasks::client::Endpoint;
+    ///
+    /// # fn main() -> Result<(), mcp_tasks::Error> {
+    /// let server = Endpoint::url("https://tasks.example.com/mcp")
+    ///     .with_header("Authorization", "Bearer my-token")?
+    ///     .with_header("X-Tenant", "a")?;
+    /// assert!(Endpoint::shell("my-server --stdio").with_header("X-Tenant", "a").is_err());
+    /// # let _ = server;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_header(
+        self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<Self, Error> {
         match self {
             #[cfg(feature = "http-client")]
             Self::Url { url, mut headers } => {
                 headers.push((name.into(), value.into()));
-                Self::Url { url, headers }
+                Ok(Self::Url { url, headers })
             }
-            other => {
+            Self::Command { .. } | Self::Shell(_) => {
                 let _ = (name, value);
-                other
+                Err(Error::Usage(
+                    "a child process has no HTTP headers: Endpoint::with_header applies to \
+                     Endpoint::url",
+                ))
             }
         }
     }
@@ -304,7 +330,7 @@ impl TasksClient<Handler> {
     /// use mcp_tasks::{AwaitOptions, CallOptions, TasksClient};
     ///
     /// let server = Endpoint::url("https://tasks.example.com/mcp")
-    ///     .with_header("Authorization", "Bearer my-token");
+    ///     .with_header("Authorization", "Bearer my-token")?;
     /// let client = TasksClient::connect(server, (), ConnectOptions::default()).await?;
     /// let outcome = client
     ///     .call_and_await("export", (), CallOptions::default(), &AwaitOptions::default())
@@ -617,7 +643,8 @@ mod tests {
     fn headers_go_to_the_url_and_a_bearer_token_as_the_token() {
         let endpoint = Endpoint::url("http://127.0.0.1:1/mcp")
             .with_header("Authorization", "Bearer secret")
-            .with_header("X-Tenant", "a");
+            .and_then(|endpoint| endpoint.with_header("X-Tenant", "a"))
+            .unwrap();
         assert_eq!(
             endpoint.journal_ref(),
             ServerRef::Url("http://127.0.0.1:1/mcp".into()),
@@ -634,9 +661,23 @@ mod tests {
         assert_eq!(basic.custom_headers.len(), 1);
         let error = http_config(url, &[("Bad Name".into(), "x".into())]).unwrap_err();
         assert!(matches!(error, Error::InvalidHeader { ref name } if name == "Bad Name"));
-        assert_eq!(
-            Endpoint::shell("srv").with_header("A", "b"),
-            Endpoint::shell("srv")
-        );
+    }
+
+    #[test]
+    fn a_header_for_a_child_process_is_a_usage_error() {
+        for child in [
+            Endpoint::shell("srv"),
+            Endpoint::command("srv", ["--stdio"]),
+        ] {
+            let error = child.with_header("Authorization", "Bearer t").unwrap_err();
+            assert!(matches!(error, Error::Usage(_)), "{error}");
+            assert_eq!(error.kind(), crate::client::ErrorKind::Usage);
+            assert!(
+                error
+                    .to_string()
+                    .contains("a child process has no HTTP headers"),
+                "{error}"
+            );
+        }
     }
 }

@@ -253,8 +253,12 @@ pub enum Error {
     /// The deadline ([`AwaitOptions::deadline`](super::AwaitOptions::deadline))
     /// passed before the call or the wait ended; a task keeps running on
     /// the server. `stage` says what was running when it passed.
-    #[error("gave up after {waited:?}, during {stage} (last status: {})",
-        last_state.as_ref().map_or("none read", |state| state.status.as_str()))]
+    #[error("gave up after {waited:?}, during {stage} ({})",
+        match (task_id, last_state) {
+            (None, _) => "no task was made".to_owned(),
+            (Some(_), None) => "last status: none read".to_owned(),
+            (Some(_), Some(state)) => format!("last status: {}", state.status.as_str()),
+        })]
     Timeout {
         /// The task, once one exists (`None` when the deadline passed in
         /// the MRTR rounds of `tools/call`, before the server made one).
@@ -306,6 +310,27 @@ pub enum Error {
         /// The transport failure.
         #[source]
         source: Box<ServiceError>,
+    },
+
+    /// A `tools/call` may have reached the server and run, but no answer
+    /// came (the connection broke, a proxy answered 5xx, the request timed
+    /// out; or, for a call sent before and journaled, the process sending
+    /// it stopped), and it was not sent again: the server does not declare
+    /// that it honours idempotency keys
+    /// ([`IDEMPOTENCY_EXTENSION`](crate::IDEMPOTENCY_EXTENSION)), so a
+    /// second send could run the tool a second time. Find out on the
+    /// server whether it ran before calling again.
+    #[error(
+        "the tools/call may have run on the server, but its answer was lost; it was not sent \
+         again, because the server does not declare that it honours idempotency keys \
+         ({}), and a second send could run the tool twice",
+        crate::IDEMPOTENCY_EXTENSION
+    )]
+    CallMayHaveRun {
+        /// How the answer was lost (`None` for a call sent before, by
+        /// another process, whose answer never came).
+        #[source]
+        source: Option<Box<Error>>,
     },
 
     // --- the connection could not be opened ---
@@ -372,7 +397,8 @@ pub enum ErrorKind {
     /// failed; nothing was sent: [`Error::InvalidInputResponse`],
     /// [`Error::InputHandler`].
     Input,
-    /// The request or its answer was lost on the way: [`Error::Transport`].
+    /// The request or its answer was lost on the way: [`Error::Transport`],
+    /// [`Error::CallMayHaveRun`].
     Transport,
     /// The connection could not be opened: [`Error::Spawn`],
     /// [`Error::HttpClient`], [`Error::Lifecycle`], [`Error::ConnectTimeout`].
@@ -450,7 +476,7 @@ impl Error {
             | Self::CallInputRequired { .. } => ErrorKind::Task,
             Self::Timeout { .. } | Self::Stalled { .. } => ErrorKind::Wait,
             Self::InvalidInputResponse { .. } | Self::InputHandler { .. } => ErrorKind::Input,
-            Self::Transport { .. } => ErrorKind::Transport,
+            Self::Transport { .. } | Self::CallMayHaveRun { .. } => ErrorKind::Transport,
             Self::Spawn { .. }
             | Self::HttpClient { .. }
             | Self::Lifecycle { .. }
@@ -505,6 +531,42 @@ impl Error {
     /// True when the transport failed (`Error::Transport`).
     pub fn is_transport(&self) -> bool {
         matches!(self, Self::Transport { .. })
+    }
+
+    /// True for [`Error::CallMayHaveRun`]: a `tools/call` whose answer was
+    /// lost, not sent again because the server does not honour
+    /// idempotency keys.
+    pub fn may_have_run(&self) -> bool {
+        matches!(self, Self::CallMayHaveRun { .. })
+    }
+
+    /// True when the request provably never reached the server: the
+    /// connection to it could not be opened (refused, no such host, no
+    /// route, a TLS handshake that failed), so it may be sent again to any
+    /// server without running anything twice.
+    pub(crate) fn never_sent(&self) -> bool {
+        let Self::Transport { source, .. } = self else {
+            return false;
+        };
+        let mut current: Option<&(dyn std::error::Error + 'static)> = Some(&**source);
+        while let Some(error) = current {
+            // rmcp's Streamable HTTP error does not give its client's error
+            // as a source: it is read here.
+            #[cfg(feature = "http-client")]
+            if let Some(HttpError::Client(http)) = error.downcast_ref::<HttpError<reqwest::Error>>()
+            {
+                return http.is_connect();
+            }
+            #[cfg(feature = "http-client")]
+            if let Some(http) = error.downcast_ref::<reqwest::Error>() {
+                return http.is_connect();
+            }
+            if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                return io.kind() == std::io::ErrorKind::ConnectionRefused;
+            }
+            current = error.source();
+        }
+        false
     }
 
     /// The last status read before the wait ended, for [`Error::Timeout`] and

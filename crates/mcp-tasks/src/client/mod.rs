@@ -263,6 +263,23 @@ impl<H: ClientHandler> TasksClient<H> {
         })
     }
 
+    /// Whether the server declares that it honours idempotency keys
+    /// ([`IDEMPOTENCY_EXTENSION`](crate::IDEMPOTENCY_EXTENSION) in its
+    /// capabilities' `extensions`, in its `server/discover` or `initialize`
+    /// answer): then a `tools/call` whose answer was lost is sent again
+    /// under its key, and the server answers with what the first send made
+    /// (see [`CallOptions::resend_lost`]). Servers of this library declare
+    /// it (`mcp-tasks serve`, the gateway,
+    /// [`TaskRuntime::declare_idempotency`](https://docs.rs/mcp-tasks/latest/mcp_tasks/server/struct.TaskRuntime.html#method.declare_idempotency)).
+    pub fn server_honours_idempotency(&self) -> bool {
+        self.peer().peer_info().is_some_and(|info| {
+            info.capabilities
+                .extensions
+                .as_ref()
+                .is_some_and(|extensions| extensions.contains_key(crate::IDEMPOTENCY_EXTENSION))
+        })
+    }
+
     /// The era of this connection's tasks: [`Era::Legacy`] on a connection
     /// opened with `initialize` to a server that does not advertise the
     /// extension, [`Era::Extension`] otherwise. Whether the

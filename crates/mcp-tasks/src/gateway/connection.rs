@@ -68,11 +68,10 @@ impl Upstream {
     fn endpoint(&self) -> Endpoint {
         match self {
             Self::Command { command, .. } => Endpoint::shell(command.clone()),
-            Self::Url { url, headers } => headers
-                .iter()
-                .fold(Endpoint::url(url.clone()), |endpoint, (name, value)| {
-                    endpoint.with_header(name.clone(), value.clone())
-                }),
+            Self::Url { url, headers } => Endpoint::Url {
+                url: url.clone(),
+                headers: headers.clone(),
+            },
         }
     }
 

@@ -103,15 +103,24 @@ impl Gateway {
         if !as_task || sync::resumes(&request) {
             // Straight through, as the caller would have called the upstream,
             // on a connection of its own; the upstream's requests go to the
-            // caller.
-            let sync = sync::SyncCall {
-                pool: &pool,
-                calls: &route.link.calls,
-                parked: &route.parked,
-                options: &route.options,
-                principal: caller.principal,
+            // caller. Once under the call's idempotency key, as a task would
+            // be.
+            let cancelled = context.ct.clone();
+            let principal = caller.principal.clone();
+            let run = async move {
+                let sync = sync::SyncCall {
+                    pool: &pool,
+                    calls: &route.link.calls,
+                    parked: &route.parked,
+                    options: &route.options,
+                    principal,
+                };
+                bounded(&route, sync::call(sync, request, context)).await
             };
-            return bounded(&route, sync::call(sync, request, context)).await;
+            return self
+                .runtime
+                .run_once(&caller, &described, &tasks, &cancelled, run)
+                .await;
         }
         let connection = route.link.connection().await?;
         if call::upstream_makes_tasks(&connection, marked) {

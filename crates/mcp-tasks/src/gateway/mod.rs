@@ -547,11 +547,13 @@ impl Gateway {
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_tasks()
-                .build(),
+            self.runtime.declare_idempotency(
+                ServerCapabilities::builder()
+                    .enable_tools()
+                    .enable_tool_list_changed()
+                    .enable_tasks()
+                    .build(),
+            ),
         )
         .with_server_info(Implementation::new(
             "mcp-tasks-gateway",

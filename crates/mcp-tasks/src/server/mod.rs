@@ -96,6 +96,7 @@ pub mod metrics;
 #[cfg(feature = "oauth")]
 pub mod oauth;
 mod observe;
+mod once;
 #[cfg(feature = "http")]
 pub mod operator;
 mod policy;

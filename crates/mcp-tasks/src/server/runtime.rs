@@ -39,8 +39,7 @@ use super::supervise::{
 use super::takeover::resumable_call;
 use super::task_hash::TaskHasher;
 use super::wire::{
-    detailed_task, new_task_id, store_failure, task_not_found, tasks_required, tool_panicked,
-    wire_task,
+    detailed_task, new_task_id, store_failure, task_not_found, tasks_required, wire_task,
 };
 use crate::store::{Change, Keyed, Modified, PackedRecord, SharedStore, StoreError, TaskRecord};
 use crate::task::TaskId;
@@ -117,14 +116,13 @@ impl TaskRuntime {
         F: FnOnce(TaskContext) -> Fut,
         Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
     {
-        if !self.runs_as_task(request, context, tasks)? {
-            let context = TaskContext::synchronous(context);
-            return match tokio::spawn(run(context)).await {
-                Ok(outcome) => outcome.map(CallToolResponse::from),
-                Err(_) => Err(tool_panicked()),
-            };
-        }
         let caller = self.caller_of_call(context, request)?;
+        if !self.runs_as_task(request, context, tasks)? {
+            // Once under its idempotency key, as a task would be.
+            let run = run(TaskContext::synchronous(context));
+            let run = async move { run.await.map(CallToolResponse::from) };
+            return Box::pin(self.run_once(&caller, request, tasks, &context.ct, run)).await;
+        }
         let tasks = self.tasks_for_call(tasks, context);
         // On the heap: a task's creation is most of a handler's future
         // (about 10 KB), and a transport that spawns a task per request
@@ -197,11 +195,19 @@ impl TaskRuntime {
     /// by now.
     async fn keyed_answer(
         &self,
-        principal: &Principal,
+        caller: &Caller,
         idempotent: &Idempotent,
         found: &TaskRecord,
     ) -> Result<Option<CallToolResponse>, ErrorData> {
-        match self.current(found.id(), principal).await {
+        if found.ran_synchronously() {
+            // The first send ran synchronously: its answer, never a task.
+            let never = CancellationToken::new();
+            return self
+                .answer_again(caller, idempotent, found.id(), &never)
+                .await
+                .map(Some);
+        }
+        match self.current(found.id(), &caller.principal).await {
             Ok(record) => idempotent.answer(&record).map(Some),
             Err(error) if error.code == ErrorCode::INVALID_PARAMS => Ok(None),
             Err(error) => Err(error),
@@ -252,7 +258,7 @@ impl TaskRuntime {
                 }
             }
         };
-        self.keyed_answer(&caller.principal, idempotent, found)
+        self.keyed_answer(caller, idempotent, found)
             .await?
             .ok_or_else(key_holder_gone)
     }
@@ -281,9 +287,7 @@ impl TaskRuntime {
                 .find_keyed(&caller.principal, &idempotent.key)
                 .await
                 .map_err(store_failure)?
-            && let Some(answer) = self
-                .keyed_answer(&caller.principal, idempotent, &found)
-                .await?
+            && let Some(answer) = self.keyed_answer(&caller, idempotent, &found).await?
         {
             return Ok(answer);
         }

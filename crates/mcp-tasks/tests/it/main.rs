@@ -27,6 +27,7 @@ mod many;
 #[cfg(feature = "oauth")]
 mod oauth;
 mod observe;
+mod one_run;
 mod rate;
 mod read_ahead;
 mod restart;

@@ -141,7 +141,7 @@ fn a_timeout_names_its_stage_and_never_the_task_id() {
     assert!(
         before_a_task
             .to_string()
-            .ends_with("(last status: none read)")
+            .ends_with("during tools/call round 2 (no task was made)")
     );
 }
 
