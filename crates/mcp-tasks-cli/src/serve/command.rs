@@ -133,6 +133,12 @@ pub(crate) struct ServeArgs {
     /// the hard limit is).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
+    /// With --http: how long a kept-alive connection may wait for its next request before it is
+    /// closed, in seconds [default: 75, longer than proxies keep an idle upstream connection].
+    /// A connection busy with a request or a listen stream is not closed by it; at
+    /// --max-connections the connection idle for the longest makes room for a new one.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout: Option<u64>,
     /// How many listen streams are open at once, all callers together [default: half of
     /// --max-connections, 512]. Over HTTP each holds a connection, so it must be smaller than
     /// --max-connections: the rest answer tasks/get, calls and cancels. A further stream is
@@ -577,6 +583,9 @@ fn http_access(args: &ServeArgs) -> anyhow::Result<HttpAccess> {
     access.hosts.extend(args.allowed_hosts.iter().cloned());
     access.origins.extend(args.allowed_origins.iter().cloned());
     access.tokens = tokens;
+    if let Some(seconds) = args.idle_timeout {
+        access.idle_timeout = Duration::from_secs(seconds);
+    }
     Ok(access)
 }
 
@@ -623,6 +632,11 @@ fn access_refusal(args: &ServeArgs) -> Option<String> {
         (
             args.max_connections.is_some(),
             "--max-connections",
+            "the one connection is stdin and stdout",
+        ),
+        (
+            args.idle_timeout.is_some(),
+            "--idle-timeout",
             "the one connection is stdin and stdout",
         ),
         (

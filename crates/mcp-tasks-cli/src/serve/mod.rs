@@ -38,7 +38,8 @@ use anyhow::Context;
 use mcp_tasks::Ttl;
 use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::{
-    DEFAULT_MAX_CONNECTIONS, LOOPBACK_HOSTS, LOOPBACK_ORIGINS, StreamableHttpServer,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, LOOPBACK_HOSTS, LOOPBACK_ORIGINS,
+    StreamableHttpServer,
 };
 use mcp_tasks::server::{AdmissionLimits, StdioTransport, TaskRuntime, TaskRuntimeBuilder};
 use mcp_tasks::store::{MemoryStore, SharedStore};
@@ -142,6 +143,8 @@ pub(crate) struct HttpAccess {
     pub(crate) oauth: Option<Arc<mcp_tasks::server::oauth::OAuthResourceServer>>,
     /// How many connections are open at once.
     pub(crate) max_connections: usize,
+    /// How long a kept-alive connection may wait for its next request.
+    pub(crate) idle_timeout: Duration,
 }
 
 impl Default for HttpAccess {
@@ -156,6 +159,7 @@ impl Default for HttpAccess {
             tokens: None,
             oauth: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
@@ -329,7 +333,8 @@ where
 
 /// Serves Streamable HTTP at `/mcp` on `listener` with the library's
 /// serving recipe, answering whom `access` allows (with at most its
-/// `max_connections` open at once), until `shutdown` completes, then ends
+/// `max_connections` open at once, idle ones closed after its
+/// `idle_timeout`), until `shutdown` completes, then ends
 /// the listen streams gracefully and finishes the requests in flight.
 pub(crate) async fn serve_http<S>(
     server: S,
@@ -343,6 +348,7 @@ where
 {
     let mut recipe = StreamableHttpServer::new(server, runtime)
         .with_max_connections(access.max_connections)
+        .with_idle_timeout(access.idle_timeout)
         .with_allowed_hosts(access.hosts)
         .with_allowed_origins(access.origins);
     if let Some(tokens) = access.tokens {

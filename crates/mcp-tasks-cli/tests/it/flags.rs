@@ -42,6 +42,7 @@ const REFUSED: &[(&str, &[&str], &str)] = &[
     ("admin: an audit log for hash", &["admin", "hash", "--store", "sqlite:{DB}", "--audit-log", "{DIR}/audit", "some-id"], "--audit-log receives the audit line of an action, and hash writes none"),
     // serve: HTTP's flags over stdio.
     ("serve: connections over stdio", &["serve", "--stdio", "--store", "memory", "--max-connections", "8"], "--max-connections applies to --http only: over stdio the one connection is stdin and stdout"),
+    ("serve: an idle timeout over stdio", &["serve", "--stdio", "--store", "memory", "--idle-timeout", "30"], "--idle-timeout applies to --http only: over stdio the one connection is stdin and stdout"),
     ("serve: a host over stdio", &["serve", "--store", "memory", "--allowed-host", "tasks.example.test"], "--allowed-host applies to --http only: over stdio no request has a Host header"),
     ("serve: an origin over stdio", &["serve", "--store", "memory", "--allowed-origin", "https://tasks.example.test"], "--allowed-origin applies to --http only: over stdio no request has an Origin header"),
     ("serve: tokens over stdio", &["serve", "--store", "memory", "--auth-tokens", "{TOKENS}"], "--auth-tokens applies to --http only: over stdio the one caller is the process that started the server"),
@@ -170,6 +171,8 @@ fn http_and_sign_in_flags_where_they_apply_still_start() {
         &[
             "--max-connections",
             "8",
+            "--idle-timeout",
+            "30",
             "--allowed-host",
             "tasks.example.test",
             "--allowed-origin",

@@ -8,6 +8,7 @@ mod bounded;
 mod budget;
 mod cli;
 mod connect;
+mod connections;
 mod deploy;
 mod docs;
 mod drain;

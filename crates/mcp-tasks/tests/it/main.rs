@@ -11,6 +11,7 @@ mod admission;
 mod budget;
 mod client;
 mod connect;
+mod connections;
 mod deadline;
 mod drain;
 mod expiry;
