@@ -288,6 +288,35 @@ if [ "${ONLY:-http}" = http ]; then
     HTTP_MARK=$(mark)
     checks http
 
+    # One call, one run (issue 50): a synchronous tool of 70 s called with --timeout 240
+    # returns its result, run once (a 60 s per-request timeout used to cut the call and
+    # send it again under an idempotency key fastmcp knows nothing of: four runs, no
+    # answer). fastmcp declares no idempotency extension, so nothing is sent twice.
+    name=slow-sync-70s; m=$(mark)
+    started=$(date +%s)
+    run "$name" call slow_sync --arg seconds=70 --timeout 240
+    took=$(( $(date +%s) - started ))
+    runs=$(trace 'len([e for e in ev if e["event"] == "slow_sync ran"])' "$m")
+    if [ "$RC" = 0 ] && [ "$(json "$WORK/$name.json" 't')" = "slept 70 s" ] && [ "$runs" = 1 ]; then
+      pass "$name/http"
+      echo "# $name/http: the result after ${took}s, the tool ran $runs time(s)"
+    else
+      fail "$name/http" "runs $runs, took ${took}s, $(why "$name")"
+    fi
+    # Past --timeout before any task exists: exit 5, no task status, "taskId": null,
+    # and the call is not sent again.
+    name=slow-sync-timeout; m=$(mark)
+    run "$name" call slow_sync --arg seconds=6 --timeout 2
+    runs=$(trace 'len([e for e in ev if e["event"] == "slow_sync ran"])' "$m")
+    if [ "$RC" = 5 ] && [ "$(json "$WORK/$name.json" 'd.get("status")')" = timeout ] \
+      && [ "$(json "$WORK/$name.json" '"taskId" in d and d["taskId"] is None')" = true ] \
+      && [ "$runs" = 1 ]; then
+      pass "$name/http"
+    else
+      fail "$name/http" "runs $runs, $(why "$name")"
+    fi
+    sleep 5  # the abandoned run ends before the next check
+
     # Our client sends Mcp-Name: <taskId> on every tasks/* over HTTP (fastmcp accepts a
     # missing one, so only the trace shows it).
     bad=$(trace '[[e["event"], e["mcp_name"]] for e in ev if e["event"].startswith("tasks/") and e.get("mcp_name") != e["task_id"]]' "$HTTP_MARK")

@@ -23,6 +23,8 @@ Tools (task policy per fastmcp's TaskConfig):
                                  TasksExtension subclass below)
     required_only      required  -32021 without the extension; completes "required ok"
     greet {name}       forbidden always synchronous, "Hello, NAME!"
+    slow_sync {seconds} forbidden always synchronous: traced "slow_sync ran" as each run
+                                 starts, then "slept S s" after `seconds`
 
 The Docket backend is the in-process memory:// default (one process, no Redis).
 
@@ -247,6 +249,15 @@ async def required_only() -> str:
 async def greet(name: str = "world") -> str:
     """Always synchronous; answers "Hello, NAME!"."""
     return f"Hello, {name}!"
+
+
+@mcp.tool(task=task_config("forbidden"))
+async def slow_sync(seconds: float = 1.0) -> str:
+    """Always synchronous (a tool with a side effect, say a payment): each run is traced
+    as "slow_sync ran" when it starts; sleeps `seconds`, then answers "slept S s"."""
+    trace("slow_sync ran", seconds=seconds)
+    await asyncio.sleep(seconds)
+    return f"slept {seconds:g} s"
 
 
 async def serve_http(host: str, port: int) -> None:

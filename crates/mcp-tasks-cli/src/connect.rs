@@ -182,9 +182,9 @@ fn prepare(
             options
                 .headers
                 .iter()
-                .fold(Endpoint::url(url.clone()), |endpoint, (name, value)| {
+                .try_fold(Endpoint::url(url.clone()), |endpoint, (name, value)| {
                     endpoint.with_header(name.clone(), value.clone())
-                })
+                })?
         }
     };
     Ok((endpoint, connect, source))

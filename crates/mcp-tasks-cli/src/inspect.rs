@@ -50,6 +50,7 @@ pub(crate) async fn discover(args: ServerArgs) -> ExitCode {
     let tasks = client.server_supports();
     let era = client.era();
     let methods = client.task_methods();
+    let keys = client.server_honours_idempotency();
     client.close().await;
     if args.json {
         println!(
@@ -62,6 +63,7 @@ pub(crate) async fn discover(args: ServerArgs) -> ExitCode {
                 "tasks": tasks,
                 "taskEra": era.as_str(),
                 "taskMethods": methods,
+                "idempotencyKeys": keys,
             })
         );
     } else {
@@ -86,6 +88,14 @@ pub(crate) async fn discover(args: ServerArgs) -> ExitCode {
             None => "unknown".to_owned(),
         };
         println!("task methods:     {methods}");
+        println!(
+            "idempotency keys: {}",
+            if keys {
+                "honoured (a call whose answer was lost is sent again, and runs once)"
+            } else {
+                "not declared (a call whose answer was lost is not sent again)"
+            }
+        );
     }
     ExitCode::SUCCESS
 }

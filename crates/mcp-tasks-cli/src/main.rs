@@ -5,6 +5,7 @@
 mod admin;
 mod connect;
 mod demo;
+mod inapplicable;
 mod inspect;
 mod journal;
 mod output;
@@ -78,11 +79,11 @@ struct ServerArgs {
     /// A command that runs the server on stdio, e.g. 'mcp-tasks serve --stdio'.
     #[arg(long)]
     stdio: Option<String>,
-    /// An HTTP header for every request, 'Name: value' (repeatable).
+    /// An HTTP header for every request, 'Name: value' (repeatable; a server on stdio has none).
     #[arg(long = "header", value_name = "'Name: value'")]
     headers: Vec<String>,
     /// Connect to ADDR for the host NAME of --url, keeping NAME in the Host header, as curl's
-    /// --resolve does (e.g. tasks.example.test=127.0.0.1; repeatable).
+    /// --resolve does (e.g. tasks.example.test=127.0.0.1; repeatable; NAME must be the URL's).
     #[arg(long = "resolve", value_name = "NAME=ADDR")]
     resolve: Vec<String>,
     #[command(flatten)]
@@ -102,10 +103,11 @@ struct InputArgs {
     #[arg(long = "answer", value_name = "FIELD=VALUE")]
     answers: Vec<String>,
     /// Insist on listening for the task's notifications: fail if the server
-    /// cannot (by default a wait listens where it can and polls otherwise).
+    /// cannot (by default a wait listens where it can and polls otherwise;
+    /// not with call --no-wait, which does not wait).
     #[arg(long, conflicts_with = "poll")]
     listen: bool,
-    /// Poll tasks/get instead of listening for notifications.
+    /// Poll tasks/get instead of listening for notifications (not with call --no-wait).
     #[arg(long)]
     poll: bool,
     /// Give up after SECS seconds and exit 5, saying what was running (0: no limit).
@@ -170,11 +172,12 @@ struct CallArgs {
     resume: bool,
     #[command(flatten)]
     input: InputArgs,
-    /// Print the task id and exit without waiting.
+    /// Print the task id and exit without waiting (so without --detach, --listen or --poll).
     #[arg(long)]
     no_wait: bool,
-    /// Ctrl-C leaves the task running (and journaled) instead of cancelling it.
-    #[arg(long, conflicts_with = "no_wait")]
+    /// Ctrl-C leaves the task running (and journaled) instead of cancelling it (not with
+    /// --no-wait, which does not wait).
+    #[arg(long)]
     detach: bool,
     #[command(flatten)]
     journal: journal::JournalArgs,
@@ -235,7 +238,8 @@ struct LsArgs {
     /// server does not know the task any more, or not for these headers).
     #[arg(long)]
     refresh: bool,
-    /// An HTTP header for --refresh requests, 'Name: value' (repeatable).
+    /// An HTTP header for --refresh requests to servers reached by URL, 'Name: value'
+    /// (repeatable; only with --refresh).
     #[arg(long = "header", value_name = "'Name: value'")]
     headers: Vec<String>,
     /// Print a JSON array on stdout.
@@ -354,26 +358,30 @@ fn target(server: &ServerArgs) -> Result<(Target, connect::HttpOptions), ExitCod
         (None, Some(command)) => Target::Stdio(command.clone()),
         _ => return Err(usage("give one of --url or --stdio")),
     };
-    Ok((target, http_options(server)?))
+    let options = http_options(server, &target)?;
+    Ok((target, options))
 }
 
-/// The parsed `--header`s and `--resolve`s.
-fn http_options(server: &ServerArgs) -> Result<connect::HttpOptions, ExitCode> {
+/// The parsed `--header`s and `--resolve`s and the sign-in, for `target`
+/// (given, or found in the journal); a usage error for flags that cannot
+/// apply to it ([`inapplicable::server_flags`]).
+fn http_options(server: &ServerArgs, target: &Target) -> Result<connect::HttpOptions, ExitCode> {
     let resolve = server
         .resolve
         .iter()
         .map(|text| connect::parse_resolve(text))
         .collect::<anyhow::Result<Vec<_>>>()
         .map_err(usage)?;
-    // Sign-in applies to URLs (given, or found in the journal).
-    let oauth = match &server.stdio {
-        None => Some(
+    inapplicable::server_flags(server, target, &resolve).map_err(usage)?;
+    // Sign-in applies to URLs.
+    let oauth = match target {
+        Target::Url(_) => Some(
             server
                 .oauth
                 .options()
                 .map_err(|error| usage(format_args!("{error:#}")))?,
         ),
-        Some(_) => None,
+        Target::Stdio(_) => None,
     };
     Ok(connect::HttpOptions {
         headers: headers_of(&server.headers)?,
@@ -403,6 +411,7 @@ async fn connect_to(
                 result: None,
                 error: Some(serde_json::json!({"message": output::error_chain(error.as_ref())})),
                 exit: code::UNREACHABLE,
+                no_task: false,
             };
             report.print(json)
         })
@@ -429,7 +438,8 @@ async fn task_client(
             let entry = journal::find(opened, id).await?;
             let target = journal::target_of(&entry.server)
                 .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?;
-            (target, http_options(server)?)
+            let options = http_options(server, &target)?;
+            (target, options)
         }
         _ => target(server)?,
     };
@@ -501,6 +511,9 @@ fn await_options(
 }
 
 async fn call(args: CallArgs) -> ExitCode {
+    if let Err(why) = inapplicable::call_flags(&args) {
+        return usage(why);
+    }
     let (options, policy) = match await_options(&args.input) {
         Ok(options) => options,
         Err(exit) => return exit,
@@ -514,11 +527,12 @@ async fn call(args: CallArgs) -> ExitCode {
         .await
         {
             Ok((pending, target, journal)) => {
-                let http = match http_options(&args.server) {
+                let http = match http_options(&args.server, &target) {
                     Ok(http) => http,
                     Err(exit) => return exit,
                 };
-                let call = mcp_tasks::CallOptions::default().with_idempotency_key(&pending.key);
+                // Sent again only to a server that honours the key.
+                let call = mcp_tasks::CallOptions::default().with_resent_key(&pending.key);
                 (
                     pending.tool,
                     pending.arguments,
@@ -672,6 +686,9 @@ async fn task_command(args: TaskArgs, action: TaskAction) -> ExitCode {
 }
 
 async fn ls(args: LsArgs) -> ExitCode {
+    if let Err(why) = inapplicable::ls_flags(&args) {
+        return usage(why);
+    }
     let opened = match args.journal.open().await {
         Ok(Some(opened)) => opened,
         Ok(None) => return usage("ls lists the journal, and --no-journal turns it off"),
@@ -746,6 +763,12 @@ async fn refreshed(
 ) -> mcp_tasks::TaskStatus {
     let Some(target) = journal::target_of(&entry.server) else {
         return entry.status.clone();
+    };
+    // The headers are for the servers reached by URL: a child process has none.
+    let child = connect::HttpOptions::default();
+    let options = match target {
+        Target::Url(_) => options,
+        Target::Stdio(_) => &child,
     };
     let Ok(client) = connect::connect(&target, options, Some(journal.clone())).await else {
         return entry.status.clone();

@@ -30,6 +30,9 @@ pub(crate) struct Report {
     pub(crate) result: Option<Value>,
     pub(crate) error: Option<Value>,
     pub(crate) exit: u8,
+    /// Said explicitly (`"taskId": null`): the command ended before the
+    /// server made any task.
+    pub(crate) no_task: bool,
 }
 
 impl Report {
@@ -41,6 +44,7 @@ impl Report {
             result: None,
             error: None,
             exit,
+            no_task: false,
         }
     }
 
@@ -117,6 +121,8 @@ impl Report {
     pub(crate) fn error(error: &Error) -> Self {
         let exit = exit_for(error);
         let status = match error {
+            // Before any task existed there is no task status to give.
+            Error::Timeout { task_id: None, .. } => "timeout".to_owned(),
             Error::Timeout { .. } => error
                 .last_status()
                 .map_or("working", TaskStatus::as_str)
@@ -128,6 +134,7 @@ impl Report {
             _ => "error".to_owned(),
         };
         let mut report = Self::new(&status, exit).with_task(error.task_id());
+        report.no_task = matches!(error, Error::Timeout { task_id: None, .. });
         report.error = Some(match error.rpc_error() {
             Some(rpc) => {
                 let mut value = json!({"code": rpc.code, "message": rpc.message});
@@ -150,6 +157,8 @@ impl Report {
             let mut value = json!({"status": self.status});
             if let Some(id) = &self.task_id {
                 value["taskId"] = json!(id);
+            } else if self.no_task {
+                value["taskId"] = Value::Null;
             }
             if let Some(message) = &self.status_message {
                 value["statusMessage"] = json!(message);
@@ -277,6 +286,8 @@ pub(crate) fn exit_for(error: &Error) -> u8 {
         Error::InvalidInputResponse { .. } | Error::InputHandler { .. } | Error::Usage(_) => {
             code::USAGE
         }
+        // The call's answer was lost and it was not sent again.
+        Error::CallMayHaveRun { .. } => code::UNREACHABLE,
         _ if error.is_transport() => code::UNREACHABLE,
         _ => code::PROTOCOL,
     }

@@ -56,7 +56,7 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
         }
         return ExitCode::from(exit);
     };
-    let http = match http_options(&args.server) {
+    let http = match http_options(&args.server, &target) {
         Ok(http) => http,
         Err(code) => {
             display.clear();
@@ -164,11 +164,12 @@ async fn last_client(args: &WaitArgs) -> Result<(connect::Client, Unfinished), E
     let last = journal::last(&opened, given.as_ref().map(|(target, _)| target)).await?;
     let (target, options) = match given {
         Some(given) => given,
-        None => (
-            journal::target_of(&last.server)
-                .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?,
-            http_options(&args.server)?,
-        ),
+        None => {
+            let target = journal::target_of(&last.server)
+                .ok_or_else(|| usage("the journal names a server this CLI cannot reach"))?;
+            let options = http_options(&args.server, &target)?;
+            (target, options)
+        }
     };
     let options = args.journal.beside(options);
     let client = connect_to(&target, &options, Some(opened as _), args.server.json).await?;
@@ -366,6 +367,7 @@ fn unplaced_report(id: &TaskId, message: &str) -> Report {
         result: None,
         error: Some(serde_json::json!({ "message": message })),
         exit: code::USAGE,
+        no_task: false,
     }
 }
 

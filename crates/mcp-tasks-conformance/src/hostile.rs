@@ -1,6 +1,7 @@
 //! A hostile task server, for the reliability tests of the client: it
-//! speaks just enough MCP 2026-07-28 (`server/discover`, a `tools/call` that
-//! makes a task, `tasks/update` and `tasks/cancel` acks) and answers
+//! speaks just enough MCP 2026-07-28 (`server/discover`, `tools/list` with
+//! one tool, a `tools/call` that makes a task, `tasks/update`, `tasks/cancel`
+//! and `ping` acks) and answers
 //! `tasks/get` as one [`Scenario`] says, over Streamable HTTP
 //! ([`serve_http`]) or stdio ([`serve_stdio`], the `hostile-server` binary).
 //! It counts every request by method, so a test can assert how many the
@@ -132,7 +133,12 @@ impl Hostile {
                 "ttlMs": 0, "cacheScope": "private",
                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "hostile", "version": "0"}}})),
             "tools/call" => Answer::Result(with_type(task("working", json!({})), "task")),
-            "tasks/update" | "tasks/cancel" => Answer::Result(json!({"resultType": "complete"})),
+            "tasks/update" | "tasks/cancel" | "ping" => {
+                Answer::Result(json!({"resultType": "complete"}))
+            }
+            // One tool, so that a gateway can serve it.
+            "tools/list" => Answer::Result(json!({"resultType": "complete", "tools": [
+                {"name": "job", "inputSchema": {"type": "object"}}]})),
             "tasks/get" => self.get(n),
             _ => Answer::Raw(Vec::new(), true),
         }

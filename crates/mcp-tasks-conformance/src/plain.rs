@@ -26,6 +26,7 @@
 //! | `add_tool` | adds the tool `added` and sends `notifications/tools/list_changed` |
 //! | `roots` | sends `roots/list` in the middle of the call, answers `roots: URI (NAME), ...`, `no roots` or `error: MESSAGE` |
 //! | `startup_roots` | answers what the last session-level `roots/list` got (the same words as `roots`), or `not asked` |
+//! | `big {bytes}` | answers a text of `bytes` bytes (`x` repeated): a result past a gateway's budget |
 //! | `ask_mrtr {rounds}` | 2026-07-28 only: asks `rounds` (default 1) questions, one MRTR round each (key `qN`, a form with a string `answer`; the answers so far in `requestState`), then answers `answers: A, B` |
 //!
 //! Flags ([`Options::from_args`]): `--roots-at-start MS` asks for the
@@ -324,6 +325,12 @@ fn tools(state: &State) -> Vec<Value> {
             "startup_roots",
             "What the roots/list at start-up got",
             json!({}),
+            "forbidden",
+        ),
+        tool(
+            "big",
+            "Answers a text of `bytes` bytes",
+            json!({"bytes": {"type": "integer"}}),
             "forbidden",
         ),
         tool(
@@ -636,6 +643,10 @@ async fn call(
         "hang" => std::future::pending().await,
         "cancellations" => Ok(text(state.cancellations.load(Ordering::SeqCst).to_string())),
         "needs_task" | "added" => Ok(text("ran")),
+        "big" => {
+            let bytes = usize::try_from(number("bytes", 0)).unwrap_or(usize::MAX);
+            Ok(text("x".repeat(bytes)))
+        }
         "roots" => {
             let answer = ask_client(state, out, "roots/list", json!({})).await;
             Ok(text(roots_text(&answer)))

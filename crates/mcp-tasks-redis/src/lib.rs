@@ -525,6 +525,9 @@ impl TaskStore for RedisStore {
             )),
         }
     }
+    fn keeps_keys(&self) -> bool {
+        true
+    }
 
     async fn find_keyed(
         &self,

@@ -323,6 +323,9 @@ impl TaskStore for SqliteStore {
         self.run(|reply| Op::CreateKeyed { row, packed, reply })
             .await
     }
+    fn keeps_keys(&self) -> bool {
+        true
+    }
 
     async fn find_keyed(
         &self,

@@ -296,6 +296,9 @@ impl TaskStore for CountingStore {
     async fn create_keyed(&self, record: TaskRecord) -> Result<Keyed, StoreError> {
         TaskStore::create_keyed(&self.inner, record).await
     }
+    fn keeps_keys(&self) -> bool {
+        self.inner.keeps_keys()
+    }
 
     async fn find_keyed(
         &self,

@@ -6,8 +6,16 @@
 //! not know the key ignores it, as MCP lets it ignore any `_meta` key.
 //!
 //! The key is chosen by the client (ours makes a fresh random one for each
-//! creation, see `IdempotencyKey::random`, features `client` or `store`). It is not a secret: it finds
+//! call, see `IdempotencyKey::random`, features `client` or `store`). It is not a secret: it finds
 //! a task only for the principal that made it, never anyone else's.
+//!
+//! A server says it honours the key by declaring [`IDEMPOTENCY_EXTENSION`]
+//! among its capabilities' `extensions` (in its `server/discover` or
+//! `initialize` answer): every `tools/call` it is sent with a key runs at
+//! most once, whether it becomes a task or runs synchronously, and the same
+//! call sent again gets the first one's task or result. Our client sends a
+//! call whose answer was lost again only to such a server (or when the
+//! call provably never left: the connection was refused).
 
 use std::fmt;
 
@@ -16,6 +24,11 @@ use serde_json::Value;
 /// The `_meta` key of a `tools/call` that carries its idempotency key
 /// (see the [module docs](self) and INTEROP.md).
 pub const IDEMPOTENCY_KEY_META: &str = "io.github.mcp-tasks/idempotency-key";
+
+/// The extension a server declares (in its capabilities' `extensions`,
+/// with an empty settings object) when it honours [`IDEMPOTENCY_KEY_META`]
+/// on every `tools/call`: see the [module docs](self) and INTEROP.md.
+pub const IDEMPOTENCY_EXTENSION: &str = "io.github.mcp-tasks/idempotency";
 
 /// The longest idempotency key, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;

@@ -36,7 +36,9 @@ pub mod client;
 pub use rmcp as __rmcp;
 
 pub use form::Elicited;
-pub use idempotency::{IDEMPOTENCY_KEY_META, IdempotencyKey, InvalidIdempotencyKey};
+pub use idempotency::{
+    IDEMPOTENCY_EXTENSION, IDEMPOTENCY_KEY_META, IdempotencyKey, InvalidIdempotencyKey,
+};
 pub use task::{RpcError, TASKS_EXTENSION, TaskId, TaskStatus, Timestamp, Ttl, UnixMillis};
 
 #[cfg(feature = "client")]

@@ -18,6 +18,10 @@ use tokio::io::{AsyncRead, ReadBuf};
 /// Lines longer than this pass through without being shown to the filter.
 pub(crate) const MAX_INSPECTED_LINE: usize = 4 << 20;
 
+/// The most capacity a buffer keeps between lines: one long line does not
+/// hold its memory for the rest of the connection.
+const KEPT_CAPACITY: usize = 64 << 10;
+
 /// What to do with one line.
 #[derive(Debug)]
 pub(crate) enum Line {
@@ -147,6 +151,12 @@ impl<R: AsyncRead + Unpin, F: LineFilter> AsyncRead for FilteredReader<R, F> {
             }
             this.ready.clear();
             this.ready_at = 0;
+            if this.ready.capacity() > KEPT_CAPACITY {
+                this.ready.shrink_to(KEPT_CAPACITY);
+            }
+            if this.pending.is_empty() && this.pending.capacity() > KEPT_CAPACITY {
+                this.pending.shrink_to(KEPT_CAPACITY);
+            }
             if this.filter.blocked(cx) {
                 return Poll::Pending;
             }

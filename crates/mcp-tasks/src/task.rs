@@ -246,6 +246,24 @@ impl fmt::Display for UnixMillis {
     }
 }
 
+/// A count with its thousands separated by commas, as the messages about
+/// sizes write it: `16,777,216`.
+#[cfg_attr(
+    not(any(feature = "client", feature = "server")),
+    allow(dead_code, reason = "written by the client and the server")
+)]
+pub(crate) fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (at, digit) in digits.chars().enumerate() {
+        if at > 0 && (digits.len() - at).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 /// A duration in whole milliseconds, saturating at `u64::MAX`.
 pub(crate) fn saturating_millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)

@@ -64,12 +64,15 @@ struct Crunch {
     seconds: u64,
 }
 
-/// `endpoint` with the caller's token, if there is one: the journal keeps
-/// none, so the first run and the resume both add it.
-fn with_token(endpoint: Endpoint) -> Endpoint {
+/// `endpoint` with the caller's token, if there is one and the endpoint is
+/// a URL (a child process has no headers): the journal keeps none, so the
+/// first run and the resume both add it.
+fn with_token(endpoint: Endpoint) -> anyhow::Result<Endpoint> {
     match std::env::var("MCP_TOKEN") {
-        Ok(token) => endpoint.with_header("Authorization", format!("Bearer {token}")),
-        Err(_) => endpoint,
+        Ok(token) if matches!(endpoint, Endpoint::Url { .. }) => {
+            Ok(endpoint.with_header("Authorization", format!("Bearer {token}"))?)
+        }
+        _ => Ok(endpoint),
     }
 }
 
@@ -98,7 +101,7 @@ async fn call(journal: Arc<SqliteJournal>, url: String, seconds: u64) -> anyhow:
     // Every task this client creates is in the journal before `call_tool`
     // returns it, and every status it learns is written as it comes.
     let options = ConnectOptions::default().with_journal(journal);
-    let client = TasksClient::connect(with_token(Endpoint::url(url)), (), options).await?;
+    let client = TasksClient::connect(with_token(Endpoint::url(url))?, (), options).await?;
     let arguments = Crunch { seconds };
     let CallResponse::Task(task) = client
         .call_tool("crunch", arguments, CallOptions::default())
@@ -126,7 +129,7 @@ async fn resume(journal: Arc<SqliteJournal>) -> anyhow::Result<()> {
             server.tasks.len(),
             server.server
         );
-        let endpoint = with_token(server.endpoint()?);
+        let endpoint = with_token(server.endpoint()?)?;
         let options = ConnectOptions::default().with_journal(journal.clone());
         let client = TasksClient::connect(endpoint, (), options).await?;
         // All of this server's tasks on one connection, each as it ends;

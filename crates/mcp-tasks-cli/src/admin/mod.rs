@@ -62,10 +62,10 @@ struct Target {
     /// A store no server holds (sqlite:PATH), or Redis at any time (redis://HOST:PORT/DB).
     #[arg(long, value_name = "sqlite:PATH|redis://HOST:PORT/DB")]
     store: Option<String>,
-    /// With a Redis --store: the servers' key prefix.
-    #[arg(long, value_name = "PREFIX", default_value = mcp_tasks_redis::DEFAULT_KEY_PREFIX)]
-    redis_key_prefix: String,
-    /// With --store: also append each audit line to this file.
+    /// With a Redis --store: the servers' key prefix [default: mcp-tasks:].
+    #[arg(long, value_name = "PREFIX")]
+    redis_key_prefix: Option<String>,
+    /// With --store: also append each audit line to this file (not with hash, which writes none).
     #[arg(long, value_name = "FILE", requires = "store")]
     audit_log: Option<PathBuf>,
 }
@@ -212,16 +212,61 @@ pub(crate) async fn run(args: AdminArgs) -> ExitCode {
     }
 }
 
-async fn backend(target: &Target) -> Result<Backend, Failure> {
+/// Whether an action writes an audit line: every one but `hash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Audit {
+    Written,
+    None,
+}
+
+/// Where an action acts, once the flags that cannot apply to it are
+/// refused ([`inapplicable`]).
+async fn backend(target: &Target, audit: Audit) -> Result<Backend, Failure> {
+    inapplicable(target, audit).map_err(Failure::Usage)?;
     match (&target.server, &target.store) {
         (Some(server), None) => {
             Backend::remote(server, admin_token(target.admin_token_file.as_ref())?)
         }
         (None, Some(store)) => {
-            Backend::local(store, &target.redis_key_prefix, target.audit_log.clone()).await
+            let prefix = target
+                .redis_key_prefix
+                .as_deref()
+                .unwrap_or(mcp_tasks_redis::DEFAULT_KEY_PREFIX);
+            Backend::local(store, prefix, target.audit_log.clone()).await
         }
         _ => Err(Failure::Usage("give one of --server or --store".into())),
     }
+}
+
+/// The flags of `target` that cannot apply to `action` (`admin`'s part of
+/// the list in `crate::inapplicable`): a key prefix for a store that has
+/// none, an audit log for an action that writes no audit line. (clap says
+/// the rest: `--admin-token-file` needs `--server`, `--audit-log` `--store`.)
+fn inapplicable(target: &Target, audit: Audit) -> Result<(), String> {
+    let redis = target.store.as_deref().is_some_and(|store| {
+        matches!(
+            crate::serve::StoreChoice::parse(store),
+            Ok(crate::serve::StoreChoice::Redis(_))
+        )
+    });
+    if target.redis_key_prefix.is_some() && !redis {
+        let store = match &target.store {
+            Some(store) => format!("the store {store}"),
+            None => "a server's operator listener (--server), whose server has its own".to_owned(),
+        };
+        return Err(format!(
+            "--redis-key-prefix applies to a Redis store (--store redis://...); this command \
+             reaches {store}"
+        ));
+    }
+    if target.audit_log.is_some() && audit == Audit::None {
+        return Err(
+            "--audit-log receives the audit line of an action, and hash writes none: it reads \
+             nothing and changes nothing"
+                .to_owned(),
+        );
+    }
+    Ok(())
 }
 
 /// The admin token: from `file`, else MCP_TASKS_ADMIN_TOKEN.
@@ -278,7 +323,7 @@ fn age(secs: u64) -> String {
 }
 
 async fn ls(args: LsArgs) -> Result<(), Failure> {
-    let backend = backend(&args.target).await?;
+    let backend = backend(&args.target, Audit::Written).await?;
     let mut filter = Filter::default();
     filter.status = args.status;
     filter.tool = args.tool;
@@ -320,7 +365,7 @@ async fn ls(args: LsArgs) -> Result<(), Failure> {
 }
 
 async fn show(args: ShowArgs) -> Result<(), Failure> {
-    let backend = backend(&args.target).await?;
+    let backend = backend(&args.target, Audit::Written).await?;
     let show = Show::default()
         .with_ids(args.show_ids)
         .with_results(args.show_results);
@@ -364,7 +409,7 @@ async fn show(args: ShowArgs) -> Result<(), Failure> {
 }
 
 async fn cancel(args: NameArgs) -> Result<(), Failure> {
-    let backend = backend(&args.target).await?;
+    let backend = backend(&args.target, Audit::Written).await?;
     let view = backend.cancel(&args.task).await?;
     if args.json {
         print_json(&view);
@@ -375,7 +420,7 @@ async fn cancel(args: NameArgs) -> Result<(), Failure> {
 }
 
 async fn purge(args: PurgeArgs) -> Result<(), Failure> {
-    let backend = backend(&args.target).await?;
+    let backend = backend(&args.target, Audit::Written).await?;
     let purged = backend.purge(args.older_than, args.dry_run).await?;
     if args.json {
         print_json(&purged);
@@ -397,7 +442,7 @@ async fn purge(args: PurgeArgs) -> Result<(), Failure> {
 }
 
 async fn hash(args: HashArgs) -> Result<(), Failure> {
-    let backend = backend(&args.target).await?;
+    let backend = backend(&args.target, Audit::None).await?;
     println!("{}", backend.hash(&args.id).await?);
     Ok(())
 }

@@ -1,4 +1,6 @@
-//! `mcp-tasks serve`: the flags, then the server of `serve/mod.rs`.
+//! `mcp-tasks serve`: the flags, then the server of `serve/mod.rs`. A flag
+//! that cannot apply to the server the others make is refused first, in one
+//! place ([`refuse_inapplicable`]); new flags' "applies to" rules go there.
 
 use std::io::Write;
 use std::num::NonZeroU32;
@@ -36,6 +38,9 @@ struct StreamBounds {
     listen_per_caller: usize,
 }
 
+/// `--lease-period` when not given, in milliseconds (the library's default).
+const DEFAULT_LEASE_PERIOD_MS: u64 = 10_000;
+
 /// `--sqlite-sync`: SQLite's `synchronous` pragma.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub(crate) enum SqliteSyncArg {
@@ -60,18 +65,19 @@ pub(crate) struct ServeArgs {
     /// several replicas sharing their tasks (default: SQLite in the user's data directory).
     #[arg(long, value_name = "memory|sqlite:PATH|redis://HOST:PORT/DB")]
     store: Option<String>,
-    /// Put before every Redis key, so several deployments can share one Redis.
-    #[arg(long, value_name = "PREFIX", default_value = mcp_tasks_redis::DEFAULT_KEY_PREFIX)]
-    redis_key_prefix: String,
+    /// With Redis: put before every key, so several deployments can share one Redis
+    /// [default: mcp-tasks:].
+    #[arg(long, value_name = "PREFIX")]
+    redis_key_prefix: Option<String>,
     /// On SIGTERM or Ctrl-C: how long to wait for running tasks before ending them (0: do not
     /// wait). New tasks are refused meanwhile (HTTP 503 with Retry-After); resumable ones are
     /// suspended on SQLite (they continue at the next start), handed over on Redis.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     drain_timeout: u64,
     /// With Redis: when a replica dies, another ends its tasks (or runs the resumable ones
-    /// again) within this many milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
-    lease_period: u64,
+    /// again) within this many milliseconds [default: 10000].
+    #[arg(long, value_name = "MS")]
+    lease_period: Option<u64>,
     /// With SQLite: when a commit reaches the disk. `normal` (the default) survives the death
     /// of the process; `full` also survives a power loss, at the cost of an fsync per commit.
     #[arg(long, value_name = "normal|full")]
@@ -94,19 +100,23 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_RUNNING)]
     max_running: usize,
     /// How many tasks may wait to run (0: no bound); past it a call is refused (HTTP 503 with
-    /// Retry-After).
-    #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_QUEUED)]
-    max_queued: usize,
-    /// How many calls of TOOL run at once (repeatable).
+    /// Retry-After) [default: 10000]. Not with --max-running 0 and no --tool-concurrency:
+    /// then no task waits.
+    #[arg(long, value_name = "N")]
+    max_queued: Option<usize>,
+    /// How many calls of TOOL run at once (repeatable; a TOOL the demo server does not have is
+    /// refused).
     #[arg(long = "tool-concurrency", value_name = "TOOL=N", value_parser = tool_bound)]
     tool_concurrency: Vec<(String, usize)>,
     /// The share of the running slots that the callers of token LABEL get when others wait
-    /// too (default 1; with --auth-tokens; repeatable).
+    /// too (default 1; with --auth-tokens, or --oauth-issuer for a principal
+    /// oauth:ISSUER#SUBJECT; repeatable).
     #[arg(long = "weight", value_name = "LABEL=N", value_parser = weight)]
     weights: Vec<(String, u32)>,
     /// Count each caller without --auth-tokens apart, by its Authorization header, for
     /// --max-tasks-per-caller and --rate-per-caller (default: all such callers count as one, so
-    /// varying the header gains nothing). Use it behind a proxy that authenticates.
+    /// varying the header gains nothing). Use it behind a proxy that authenticates. With --http
+    /// only, and not with --auth-tokens or --oauth-issuer, whose callers are counted by token.
     #[arg(long)]
     quota_by_header: bool,
     /// How fast one caller may create tasks in this process: N/s, N/min or N/h (default: no
@@ -123,6 +133,12 @@ pub(crate) struct ServeArgs {
     /// the hard limit is).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
+    /// With --http: how long a kept-alive connection may wait for its next request before it is
+    /// closed, in seconds [default: 75, longer than proxies keep an idle upstream connection].
+    /// A connection busy with a request or a listen stream is not closed by it; at
+    /// --max-connections the connection idle for the longest makes room for a new one.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout: Option<u64>,
     /// How many listen streams are open at once, all callers together [default: half of
     /// --max-connections, 512]. Over HTTP each holds a connection, so it must be smaller than
     /// --max-connections: the rest answer tasks/get, calls and cancels. A further stream is
@@ -132,16 +148,24 @@ pub(crate) struct ServeArgs {
     /// How many listen streams one caller may have open at once.
     #[arg(long, value_name = "N", default_value_t = mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER)]
     max_listen_streams_per_caller: usize,
-    /// Also answer requests whose Host is NAME (NAME:PORT for one port only), as behind a
-    /// reverse proxy; the loopback names are always answered (repeatable).
+    /// The most bytes of JSON one tool's result (or error) may weigh, e.g. 8388608, 8MiB or 512KiB
+    /// (0: no bound) [default: 8MiB]. A task whose result is past it fails with an error naming
+    /// both sizes, and nothing of the result is stored; a synchronous call gets that error;
+    /// tasks/update input past it is refused. A gateway reads at most this much (and 64 KiB
+    /// more for the message around it) of an upstream's answer (see docs/operator.md).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    max_result_bytes: Option<usize>,
+    /// With --http: also answer requests whose Host is NAME (NAME:PORT for one port only), as
+    /// behind a reverse proxy; the loopback names are always answered (repeatable).
     #[arg(long = "allowed-host", value_name = "NAME")]
     allowed_hosts: Vec<String>,
-    /// Also answer browsers from ORIGIN (scheme://host, scheme://host:port or scheme://host:*);
-    /// loopback origins are always answered (repeatable).
+    /// With --http: also answer browsers from ORIGIN (scheme://host, scheme://host:port or
+    /// scheme://host:*); loopback origins are always answered (repeatable).
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     allowed_origins: Vec<String>,
-    /// Require a bearer token from FILE on every request: one `TOKEN [LABEL]` a line, the label
-    /// being the caller's principal (see docs/deployment.md); others get HTTP 401.
+    /// With --http: require a bearer token from FILE on every request: one `TOKEN [LABEL]` a
+    /// line, the label being the caller's principal (see docs/deployment.md); others get HTTP
+    /// 401.
     #[arg(long, value_name = "FILE")]
     auth_tokens: Option<PathBuf>,
     #[command(flatten)]
@@ -161,9 +185,10 @@ pub(crate) struct ServeArgs {
     /// leaves some tools unmarked).
     #[arg(long = "tasks", value_name = "TOOL=MODE")]
     tool_policies: Vec<String>,
-    /// The task policy of upstream tools not named by --tasks nor marked by the upstream.
-    #[arg(long, value_name = "MODE", default_value = "optional")]
-    tasks_default: String,
+    /// The task policy of upstream tools not named by --tasks nor marked by the upstream
+    /// [default: optional].
+    #[arg(long, value_name = "MODE")]
+    tasks_default: Option<String>,
     /// How many upstream connections may carry calls at once (each one call at a time, so the
     /// upstream's requests on it are that call's): child processes of --upstream, sessions of
     /// --upstream-url (default 8). Calls past it wait their turn.
@@ -180,8 +205,8 @@ pub(crate) struct ServeArgs {
     /// port).
     #[arg(long, value_name = "ADDR")]
     admin: Option<String>,
-    /// Require a bearer token from FILE (one `TOKEN [LABEL]` a line) on the operator listener,
-    /// except /healthz and /readyz.
+    /// With --admin: require a bearer token from FILE (one `TOKEN [LABEL]` a line) on the
+    /// operator listener, except /healthz and /readyz.
     #[arg(long, value_name = "FILE")]
     admin_tokens: Option<PathBuf>,
     /// Export OpenTelemetry traces over OTLP (HTTP/protobuf) to the collector at this base URL,
@@ -210,6 +235,32 @@ fn parse_burst(text: &str) -> Result<NonZeroU32, String> {
         .map_err(|_| format!("{text:?} is not a whole number from 1 to 4294967295"))
 }
 
+/// Reads `--max-result-bytes`: a number of bytes, or one followed by KiB,
+/// MiB or GiB.
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a size: give bytes, or N KiB, MiB or GiB"
+            ));
+        }
+    };
+    number
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{text:?} is not a size: give bytes, or N KiB, MiB or GiB"))
+}
+
 /// What the gateway serves: the config file's upstreams, or the one of
 /// --upstream or --upstream-url.
 enum Upstreams {
@@ -227,31 +278,12 @@ fn gateway_upstreams(
         Some(file) => read_gateway(file).map_err(|error| BadFlag(error.to_string()))?,
         None => None,
     };
+    // (The flags of one upstream beside the file's entries are refused by
+    // `refuse_inapplicable`.)
     let Some(many) = many else {
         return Ok(gateway_flags(args)?
             .map(|(upstream, options)| Upstreams::One(upstream, Box::new(options))));
     };
-    let single = [
-        (args.upstream.is_some(), "--upstream"),
-        (args.upstream_url.is_some(), "--upstream-url"),
-        (!args.upstream_headers.is_empty(), "--upstream-header"),
-        (!args.tool_policies.is_empty(), "--tasks"),
-        (args.tasks_default != "optional", "--tasks-default"),
-        (
-            args.upstream_connections.is_some(),
-            "--upstream-connections",
-        ),
-        (!args.upstream_roots.is_empty(), "--upstream-root"),
-    ];
-    if let Some((_, flag)) = single.iter().find(|(given, _)| *given) {
-        let path = file.map(|file| file.path().display().to_string());
-        return Err(BadFlag(format!(
-            "{flag} cannot be used with the [[upstream]] entries of {}: give each upstream its \
-             keys there",
-            path.unwrap_or_default()
-        ))
-        .into());
-    }
     Ok(Some(Upstreams::Many(many)))
 }
 
@@ -268,28 +300,12 @@ fn gateway_flags(args: &ServeArgs) -> anyhow::Result<Option<(Upstream, GatewayOp
             }
             upstream
         }
-        (None, None) => {
-            let given = [
-                (!args.tool_policies.is_empty(), "--tasks"),
-                (args.tasks_default != "optional", "--tasks-default"),
-                (!args.upstream_headers.is_empty(), "--upstream-header"),
-                (
-                    args.upstream_connections.is_some(),
-                    "--upstream-connections",
-                ),
-                (!args.upstream_roots.is_empty(), "--upstream-root"),
-            ];
-            if let Some((_, flag)) = given.iter().find(|(given, _)| *given) {
-                anyhow::bail!("{flag} applies to --upstream or --upstream-url only");
-            }
-            return Ok(None);
-        }
+        // (Its flags without it are refused by `refuse_inapplicable`.)
+        (None, None) => return Ok(None),
     };
-    if args.upstream.is_some() && !args.upstream_headers.is_empty() {
-        anyhow::bail!("--upstream-header applies to --upstream-url only");
-    }
+    let default = args.tasks_default.as_deref().unwrap_or("optional");
     let mut options = GatewayOptions::default()
-        .with_default_policy(parse_policy(&args.tasks_default).context("--tasks-default")?);
+        .with_default_policy(parse_policy(default).context("--tasks-default")?);
     for entry in &args.tool_policies {
         let Some((tool, mode)) = entry.split_once('=') else {
             anyhow::bail!("--tasks {entry:?} is not TOOL=MODE");
@@ -347,7 +363,10 @@ fn admission(args: &ServeArgs) -> AdmissionLimits {
     let bound = |n: usize| (n > 0).then_some(n);
     let mut limits = AdmissionLimits::default()
         .with_max_running(bound(args.max_running))
-        .with_max_queued(bound(args.max_queued));
+        .with_max_queued(bound(
+            args.max_queued
+                .unwrap_or(mcp_tasks::server::DEFAULT_MAX_QUEUED),
+        ));
     for (tool, count) in &args.tool_concurrency {
         limits = limits.with_tool_concurrency(tool.clone(), *count);
     }
@@ -360,9 +379,6 @@ fn admission(args: &ServeArgs) -> AdmissionLimits {
 /// The connection bound and the listen budgets of the flags: refused when
 /// the listen budget leaves no connection for ordinary requests.
 fn stream_bounds(args: &ServeArgs) -> anyhow::Result<StreamBounds> {
-    if args.max_connections.is_some() && args.http.is_none() {
-        anyhow::bail!("--max-connections applies to --http only");
-    }
     let connections = args
         .max_connections
         .map_or(DEFAULT_MAX_CONNECTIONS, |n| n as usize);
@@ -387,35 +403,36 @@ fn stream_bounds(args: &ServeArgs) -> anyhow::Result<StreamBounds> {
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let file = match &args.config {
+        Some(path) => Some(ConfigFile::read(path).map_err(|error| BadFlag(error.to_string()))?),
+        None => None,
+    };
+    refuse_inapplicable(&args, file.as_ref())?;
     let mut access = http_access(&args)?;
-    args.oauth.check(args.http.is_some())?;
+    args.oauth.check()?;
     let bounds = stream_bounds(&args)?;
     access.max_connections = bounds.connections;
     if args.http.is_some() {
         super::os::ensure_open_files(bounds.connections);
         super::os::small_pages();
     }
-    let file = match &args.config {
-        Some(path) => Some(ConfigFile::read(path).map_err(|error| BadFlag(error.to_string()))?),
-        None => None,
-    };
     let gateway = gateway_upstreams(&args, file.as_ref())?;
     let operator = Operator::from_flags(args.admin.as_deref(), args.admin_tokens.as_ref())?;
     let choice = match &args.store {
         Some(text) => StoreChoice::parse(text)?,
         None => StoreChoice::default_sqlite()?,
     };
-    let sync = match (args.sqlite_sync, &choice) {
-        (None, _) => SqliteSync::Normal,
-        (Some(sync), StoreChoice::Sqlite(_)) => match sync {
-            SqliteSyncArg::Normal => SqliteSync::Normal,
-            SqliteSyncArg::Full => SqliteSync::Full,
-        },
-        (Some(_), _) => {
-            anyhow::bail!("--sqlite-sync applies to a SQLite store (--store sqlite:PATH)")
-        }
+    // (--sqlite-sync on another store, or --redis-key-prefix on one that is
+    // not Redis, were refused by `refuse_inapplicable`.)
+    let sync = match args.sqlite_sync {
+        None | Some(SqliteSyncArg::Normal) => SqliteSync::Normal,
+        Some(SqliteSyncArg::Full) => SqliteSync::Full,
     };
-    let store = choice.open(&args.redis_key_prefix, sync).await?;
+    let prefix = args
+        .redis_key_prefix
+        .as_deref()
+        .unwrap_or(mcp_tasks_redis::DEFAULT_KEY_PREFIX);
+    let store = choice.open(prefix, sync).await?;
     let (store, observers) = match &operator {
         Some(operator) => operator.instrument(store, &choice)?,
         None => (store, Vec::new()),
@@ -433,9 +450,16 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             Some(burst) => rate.with_burst(burst),
             None => rate,
         }),
-        lease_period: Duration::from_millis(args.lease_period.max(12)),
+        lease_period: Duration::from_millis(
+            args.lease_period.unwrap_or(DEFAULT_LEASE_PERIOD_MS).max(12),
+        ),
         max_listen_streams: bounds.listen,
         max_listen_streams_per_caller: bounds.listen_per_caller,
+        max_result_bytes: match args.max_result_bytes {
+            None => Some(mcp_tasks::server::DEFAULT_MAX_RESULT_BYTES),
+            Some(0) => None,
+            Some(limit) => Some(limit),
+        },
     };
     let tokens = args.auth_tokens.clone().zip(access.tokens.clone());
     match gateway {
@@ -541,17 +565,7 @@ where
 /// ones given, and the tokens file. Read before the store is opened, so a
 /// bad flag changes nothing on disk.
 fn http_access(args: &ServeArgs) -> anyhow::Result<HttpAccess> {
-    // (clap's `requires` does not see repeatable flags, so this says it.)
-    let http_only = [
-        (!args.allowed_hosts.is_empty(), "--allowed-host"),
-        (!args.allowed_origins.is_empty(), "--allowed-origin"),
-        (args.auth_tokens.is_some(), "--auth-tokens"),
-    ];
-    if let Some((_, flag)) = http_only.iter().find(|(given, _)| *given)
-        && args.http.is_none()
-    {
-        anyhow::bail!("{flag} applies to --http only");
-    }
+    // (Without --http they were refused by `refuse_inapplicable`.)
     for host in &args.allowed_hosts {
         validate_allowed_host(host).context("--allowed-host")?;
     }
@@ -569,5 +583,200 @@ fn http_access(args: &ServeArgs) -> anyhow::Result<HttpAccess> {
     access.hosts.extend(args.allowed_hosts.iter().cloned());
     access.origins.extend(args.allowed_origins.iter().cloned());
     access.tokens = tokens;
+    if let Some(seconds) = args.idle_timeout {
+        access.idle_timeout = Duration::from_secs(seconds);
+    }
     Ok(access)
+}
+
+/// Refuses, before anything is opened (exit 64), the flags that cannot
+/// apply to this server as the other flags make it, each with a sentence
+/// saying why: a flag that parsed and then did nothing would let its author
+/// believe it did something. This and the four functions below it are
+/// `serve`'s whole list, by family (a key of `--config FILE` is its flag;
+/// the client commands' list is `crate::inapplicable`); a value wrong in
+/// itself is its parser's.
+fn refuse_inapplicable(args: &ServeArgs, file: Option<&ConfigFile>) -> Result<(), BadFlag> {
+    let store = args
+        .store
+        .as_deref()
+        .map(StoreChoice::parse)
+        .transpose()
+        .map_err(|error| BadFlag(format!("--store: {error:#}")))?;
+    let entries = file.filter(|file| file.has_upstreams());
+    let gateway = args.upstream.is_some() || args.upstream_url.is_some() || entries.is_some();
+    let refused = access_refusal(args)
+        .or_else(|| admission_refusal(args, gateway))
+        .or_else(|| store_refusal(args, store.as_ref()))
+        .or_else(|| gateway_refusal(args, entries))
+        .or_else(|| {
+            (args.admin_tokens.is_some() && args.admin.is_none()).then(|| {
+                "--admin-tokens applies to --admin only: it guards the operator listener, and \
+                 without --admin there is none"
+                    .to_owned()
+            })
+        });
+    match refused {
+        Some(why) => Err(BadFlag(why)),
+        None => Ok(()),
+    }
+}
+
+/// Who may call: flags of HTTP requests without `--http`, OAuth's without
+/// an issuer, a count by header where every caller has a token.
+fn access_refusal(args: &ServeArgs) -> Option<String> {
+    let http = args.http.is_some();
+    let oauth = args.oauth.enabled();
+    let no_token = "the one caller is the process that started the server";
+    let http_only = [
+        (
+            args.max_connections.is_some(),
+            "--max-connections",
+            "the one connection is stdin and stdout",
+        ),
+        (
+            args.idle_timeout.is_some(),
+            "--idle-timeout",
+            "the one connection is stdin and stdout",
+        ),
+        (
+            !args.allowed_hosts.is_empty(),
+            "--allowed-host",
+            "no request has a Host header",
+        ),
+        (
+            !args.allowed_origins.is_empty(),
+            "--allowed-origin",
+            "no request has an Origin header",
+        ),
+        (args.auth_tokens.is_some(), "--auth-tokens", no_token),
+        (oauth, "--oauth-issuer", no_token),
+        (
+            args.oauth.given().is_some(),
+            args.oauth.given().unwrap_or_default(),
+            no_token,
+        ),
+        (args.quota_by_header, "--quota-by-header", no_token),
+    ];
+    if let Some((_, flag, why)) = http_only.iter().find(|(given, _, _)| *given && !http) {
+        return Some(format!("{flag} applies to --http only: over stdio {why}"));
+    }
+    if let Some(flag) = args.oauth.given().filter(|_| !oauth) {
+        return Some(format!(
+            "{flag} needs --oauth-issuer: it says how that issuer's tokens are checked"
+        ));
+    }
+    (args.quota_by_header && (args.auth_tokens.is_some() || oauth)).then(|| {
+        "--quota-by-header counts unauthenticated callers apart by their Authorization header, \
+         and with --auth-tokens or --oauth-issuer every caller is authenticated and counted by \
+         its token"
+            .to_owned()
+    })
+}
+
+/// Who runs when: weights without labels, a queue bound where nothing
+/// waits, a tool bound for a tool the demo server does not have (`gateway`:
+/// the tools are an upstream's, unknown here).
+fn admission_refusal(args: &ServeArgs, gateway: bool) -> Option<String> {
+    let labels = args.auth_tokens.is_some() || args.oauth.enabled();
+    // A task waits for a running slot only under a bound.
+    let waits = args.max_running > 0 || !args.tool_concurrency.is_empty();
+    let nothing_waits = "with --max-running 0 and no --tool-concurrency no task ever waits";
+    if !args.weights.is_empty() && !labels {
+        return Some(
+            "--weight gives the callers of a token label their share of the running slots, and \
+             without --auth-tokens (or --oauth-issuer) no caller has a label"
+                .to_owned(),
+        );
+    }
+    if !args.weights.is_empty() && !waits {
+        return Some(format!(
+            "--weight shares the running slots among callers waiting for one, and {nothing_waits}"
+        ));
+    }
+    if args.max_queued.is_some() && !waits {
+        return Some(format!(
+            "--max-queued bounds the tasks waiting for a running slot, and {nothing_waits}"
+        ));
+    }
+    let demo = |tool: &String| super::tools::names().any(|name| name == tool);
+    let (tool, count) = args
+        .tool_concurrency
+        .iter()
+        .find(|(tool, _)| !gateway && !demo(tool))?;
+    let tools: Vec<_> = super::tools::names().collect();
+    Some(format!(
+        "--tool-concurrency {tool}={count} names no tool of this server: it serves the demo \
+         tools, {} (an upstream's tools are its own: --upstream)",
+        tools.join(", ")
+    ))
+}
+
+/// Where tasks are kept: a store's own flags for another store (`store`:
+/// `--store` parsed, `None` the default SQLite file).
+fn store_refusal(args: &ServeArgs, store: Option<&StoreChoice>) -> Option<String> {
+    let this = match store {
+        None => "SQLite in the user's data directory (the default)".to_owned(),
+        Some(StoreChoice::Memory) => "memory".to_owned(),
+        Some(StoreChoice::Sqlite(path)) => format!("sqlite:{}", path.display()),
+        Some(StoreChoice::Redis(url)) => super::redacted(url),
+    };
+    let sqlite = matches!(store, None | Some(StoreChoice::Sqlite(_)));
+    let redis = matches!(store, Some(StoreChoice::Redis(_)));
+    let refused = [
+        (
+            args.sqlite_sync.is_some() && !sqlite,
+            "--sqlite-sync applies to a SQLite store (--store sqlite:PATH)",
+            "not a SQLite file",
+        ),
+        (
+            args.lease_period.is_some() && !redis,
+            "--lease-period applies to a Redis store (--store redis://...)",
+            "which one process holds: it has no leases",
+        ),
+        (
+            args.redis_key_prefix.is_some() && !redis,
+            "--redis-key-prefix applies to a Redis store (--store redis://...)",
+            "which has no keys to prefix",
+        ),
+    ];
+    let (_, applies, why) = refused.iter().find(|(refused, _, _)| *refused)?;
+    Some(format!("{applies}; this server's store is {this}, {why}"))
+}
+
+/// What is served: one upstream's flags without it, or beside the
+/// `[[upstream]]` entries of the file (`entries`), and a header for a
+/// command.
+fn gateway_refusal(args: &ServeArgs, entries: Option<&ConfigFile>) -> Option<String> {
+    let one_upstream = [
+        (args.upstream.is_some(), "--upstream"),
+        (args.upstream_url.is_some(), "--upstream-url"),
+        (!args.upstream_headers.is_empty(), "--upstream-header"),
+        (!args.tool_policies.is_empty(), "--tasks"),
+        (args.tasks_default.is_some(), "--tasks-default"),
+        (
+            args.upstream_connections.is_some(),
+            "--upstream-connections",
+        ),
+        (!args.upstream_roots.is_empty(), "--upstream-root"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag));
+    let gateway = args.upstream.is_some() || args.upstream_url.is_some();
+    match (entries, one_upstream) {
+        (Some(file), Some(flag)) => Some(format!(
+            "{flag} cannot be used with the [[upstream]] entries of {}: give each upstream its \
+             keys there",
+            file.path().display()
+        )),
+        (None, Some(flag)) if !gateway => Some(format!(
+            "{flag} applies to --upstream or --upstream-url only (a gateway); without one this \
+             server serves the demo tools"
+        )),
+        _ => (args.upstream.is_some() && !args.upstream_headers.is_empty()).then(|| {
+            "--upstream-header applies to --upstream-url only: the upstream of --upstream is a \
+             command on stdio, which has no HTTP headers"
+                .to_owned()
+        }),
+    }
 }

@@ -277,3 +277,27 @@ fn the_example_file_is_served_as_written() {
     let argv = expanded(path, &[]).unwrap();
     assert!(argv.contains(&"--max-running".to_owned()), "{argv:?}");
 }
+
+#[test]
+fn the_result_budget_is_bytes_or_a_size_with_its_unit() {
+    for (value, arg) in [("\"16MiB\"", "16MiB"), ("65536", "65536"), ("0", "0")] {
+        let (_dir, path) = file(&format!("max-result-bytes = {value}\n"));
+        let argv = expanded(&path, &[]).unwrap();
+        assert_eq!(
+            argv[argv.len() - 2..],
+            ["--max-result-bytes", arg],
+            "{argv:?}"
+        );
+    }
+    for value in ["\"16 MB\"", "\"lots\"", "\"99999999999999999999GiB\""] {
+        let (_dir, path) = file(&format!("store = \"memory\"\nmax-result-bytes = {value}\n"));
+        let error = expanded(&path, &[]).unwrap_err();
+        assert_eq!(error.line, Some(2), "{value}: {error}");
+        assert!(
+            error
+                .to_string()
+                .contains("is not a size: give bytes, or N KiB, MiB or GiB"),
+            "{value}: {error}"
+        );
+    }
+}

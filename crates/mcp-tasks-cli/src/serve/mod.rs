@@ -38,7 +38,8 @@ use anyhow::Context;
 use mcp_tasks::Ttl;
 use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::{
-    DEFAULT_MAX_CONNECTIONS, LOOPBACK_HOSTS, LOOPBACK_ORIGINS, StreamableHttpServer,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, LOOPBACK_HOSTS, LOOPBACK_ORIGINS,
+    StreamableHttpServer,
 };
 use mcp_tasks::server::{AdmissionLimits, StdioTransport, TaskRuntime, TaskRuntimeBuilder};
 use mcp_tasks::store::{MemoryStore, SharedStore};
@@ -142,6 +143,8 @@ pub(crate) struct HttpAccess {
     pub(crate) oauth: Option<Arc<mcp_tasks::server::oauth::OAuthResourceServer>>,
     /// How many connections are open at once.
     pub(crate) max_connections: usize,
+    /// How long a kept-alive connection may wait for its next request.
+    pub(crate) idle_timeout: Duration,
 }
 
 impl Default for HttpAccess {
@@ -156,6 +159,7 @@ impl Default for HttpAccess {
             tokens: None,
             oauth: None,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
@@ -198,6 +202,8 @@ pub(crate) struct ServeOptions {
     pub(crate) max_listen_streams: usize,
     /// How many listen streams one caller may have open at once.
     pub(crate) max_listen_streams_per_caller: usize,
+    /// The most bytes of JSON one tool outcome may weigh; `None`: no bound.
+    pub(crate) max_result_bytes: Option<usize>,
     /// What hears each task's events (the metrics of `--admin`).
     pub(crate) observers: Vec<Arc<dyn mcp_tasks::server::TaskObserver>>,
 }
@@ -222,7 +228,8 @@ impl ServeOptions {
             .with_lease_period(self.lease_period)
             .with_max_lifetime(self.max_lifetime)
             .with_max_listen_streams(self.max_listen_streams)
-            .with_max_listen_streams_per_caller(self.max_listen_streams_per_caller);
+            .with_max_listen_streams_per_caller(self.max_listen_streams_per_caller)
+            .with_max_result_bytes(self.max_result_bytes);
         if let Some(ttl) = self.ttl {
             runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
         }
@@ -253,10 +260,12 @@ impl DemoServer {
 impl ServerHandler for DemoServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tasks()
-                .build(),
+            self.runtime.declare_idempotency(
+                ServerCapabilities::builder()
+                    .enable_tools()
+                    .enable_tasks()
+                    .build(),
+            ),
         )
         .with_server_info(Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")))
         .with_instructions(format!(
@@ -324,7 +333,8 @@ where
 
 /// Serves Streamable HTTP at `/mcp` on `listener` with the library's
 /// serving recipe, answering whom `access` allows (with at most its
-/// `max_connections` open at once), until `shutdown` completes, then ends
+/// `max_connections` open at once, idle ones closed after its
+/// `idle_timeout`), until `shutdown` completes, then ends
 /// the listen streams gracefully and finishes the requests in flight.
 pub(crate) async fn serve_http<S>(
     server: S,
@@ -338,6 +348,7 @@ where
 {
     let mut recipe = StreamableHttpServer::new(server, runtime)
         .with_max_connections(access.max_connections)
+        .with_idle_timeout(access.idle_timeout)
         .with_allowed_hosts(access.hosts)
         .with_allowed_origins(access.origins);
     if let Some(tokens) = access.tokens {

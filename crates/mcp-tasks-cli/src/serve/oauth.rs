@@ -14,21 +14,24 @@ use mcp_tasks::server::oauth::{OAuthConfig, OAuthResourceServer};
 
 #[derive(Debug, Args)]
 pub(crate) struct OAuthArgs {
-    /// Accept OAuth access tokens issued by this authorization server (its issuer identifier,
-    /// https://, or http:// on a loopback host; repeatable): the endpoint publishes its
-    /// protected resource metadata and refuses requests without a good token (see
+    /// With --http: accept OAuth access tokens issued by this authorization server (its issuer
+    /// identifier, https://, or http:// on a loopback host; repeatable): the endpoint publishes
+    /// its protected resource metadata and refuses requests without a good token (see
     /// docs/deployment.md).
     #[arg(long = "oauth-issuer", value_name = "URL")]
     pub(crate) issuers: Vec<String>,
-    /// The audience access tokens must name (`aud`): the server's canonical URL as clients
-    /// reach it (default http://ADDR/mcp with the address --http bound).
+    /// With --oauth-issuer: the audience access tokens must name (`aud`): the server's
+    /// canonical URL as clients reach it (default http://ADDR/mcp with the address --http
+    /// bound).
     #[arg(long, value_name = "URI")]
     oauth_audience: Option<String>,
-    /// Scopes every request needs (space- or comma-separated); a token without one gets 403.
+    /// With --oauth-issuer: scopes every request needs (space- or comma-separated); a token
+    /// without one gets 403.
     #[arg(long, value_name = "SCOPES")]
     oauth_scopes: Option<String>,
-    /// Introspect opaque (non-JWT) access tokens at the issuer's introspection endpoint
-    /// (RFC 7662) as this client; its secret is read from --oauth-client-secret-file.
+    /// With --oauth-issuer: introspect opaque (non-JWT) access tokens at the issuer's
+    /// introspection endpoint (RFC 7662) as this client; its secret is read from
+    /// --oauth-client-secret-file.
     #[arg(long, value_name = "ID", requires = "oauth_client_secret_file")]
     oauth_client_id: Option<String>,
     /// The file holding the introspection client's secret (its first line).
@@ -42,23 +45,24 @@ impl OAuthArgs {
         !self.issuers.is_empty()
     }
 
-    /// Checks the flags that need no network: OAuth needs --http and an
-    /// issuer, and the secret file must be readable.
-    pub(crate) fn check(&self, http: bool) -> anyhow::Result<()> {
-        let given = [
-            (self.enabled(), "--oauth-issuer"),
+    /// The first of the flags that say how the issuer's tokens are checked
+    /// (`--oauth-audience`, `--oauth-scopes`, `--oauth-client-id`, whose
+    /// secret file clap ties to it), if one is given: they need
+    /// `--oauth-issuer` (see `refuse_inapplicable` in `command.rs`).
+    pub(crate) fn given(&self) -> Option<&'static str> {
+        [
             (self.oauth_audience.is_some(), "--oauth-audience"),
             (self.oauth_scopes.is_some(), "--oauth-scopes"),
             (self.oauth_client_id.is_some(), "--oauth-client-id"),
-        ];
-        if let Some((_, flag)) = given.iter().find(|(given, _)| *given) {
-            if !http {
-                anyhow::bail!("{flag} applies to --http only");
-            }
-            if !self.enabled() {
-                anyhow::bail!("{flag} needs --oauth-issuer");
-            }
-        }
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
+    /// Checks what needs no network: the secret file must be readable.
+    /// (Which flags apply without --http or --oauth-issuer is
+    /// `refuse_inapplicable`'s, in `command.rs`.)
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
         if let Some(path) = &self.oauth_client_secret_file {
             self.secret(path)?;
         }

@@ -40,15 +40,14 @@ pub(crate) struct Operator {
 }
 
 impl Operator {
-    /// Reads `--admin` and `--admin-tokens`: `None` without `--admin`.
+    /// Reads `--admin` and `--admin-tokens`: `None` without `--admin` (and
+    /// then no `--admin-tokens`: `refuse_inapplicable` in `command.rs`
+    /// refuses it).
     pub(crate) fn from_flags(
         admin: Option<&str>,
         tokens: Option<&PathBuf>,
     ) -> anyhow::Result<Option<Self>> {
         let Some(admin) = admin else {
-            if tokens.is_some() {
-                return Err(BadFlag("--admin-tokens applies to --admin only".into()).into());
-            }
             return Ok(None);
         };
         let address: SocketAddr = admin.parse().map_err(|_| {

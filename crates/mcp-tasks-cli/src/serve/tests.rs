@@ -46,6 +46,7 @@ pub(crate) fn options(store: SharedStore) -> ServeOptions {
         max_lifetime: Some(mcp_tasks::server::DEFAULT_MAX_LIFETIME),
         max_listen_streams: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS,
         max_listen_streams_per_caller: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER,
+        max_result_bytes: Some(mcp_tasks::server::DEFAULT_MAX_RESULT_BYTES),
         observers: Vec::new(),
     }
 }

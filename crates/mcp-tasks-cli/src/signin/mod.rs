@@ -45,7 +45,9 @@ const SECRET_VARIABLE: &str = "MCP_TASKS_OAUTH_CLIENT_SECRET";
 /// half of its life, for a short one), as rmcp does.
 const REFRESH_BEFORE: u64 = 30;
 
-/// The sign-in flags of every command that reaches a server by URL.
+/// The sign-in flags of every command that reaches a server by URL (refused
+/// for a server on stdio, and beside a `--header 'Authorization: ...'`:
+/// see `crate::inapplicable`).
 #[derive(Debug, Args, Clone, Default)]
 pub(crate) struct OAuthArgs {
     /// Sign in with client credentials (a machine, no browser): --oauth-client-id, and the
@@ -62,13 +64,20 @@ pub(crate) struct OAuthArgs {
     /// The scopes to ask for, space or comma separated (default: those the server names).
     #[arg(long, value_name = "SCOPES")]
     oauth_scopes: Option<String>,
-    /// How long the browser sign-in may take, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
-    oauth_timeout: u64,
+    /// How long the browser sign-in may take, in seconds [default: 300] (not with
+    /// --oauth-client-credentials, which opens no browser).
+    #[arg(long, value_name = "SECS")]
+    oauth_timeout: Option<u64>,
     /// The token file (default: oauth-tokens.json beside the journal).
-    #[arg(long, value_name = "PATH", env = "MCP_TASKS_OAUTH_TOKENS")]
+    #[arg(long, value_name = "PATH", env = TOKENS_VARIABLE)]
     oauth_tokens: Option<PathBuf>,
 }
+
+/// The environment variable that may name the token file.
+const TOKENS_VARIABLE: &str = "MCP_TASKS_OAUTH_TOKENS";
+
+/// How long a browser sign-in may take without `--oauth-timeout`.
+const SIGN_IN_TIMEOUT: u64 = 300;
 
 /// How to sign in: the parsed [`OAuthArgs`].
 #[derive(Clone)]
@@ -120,6 +129,36 @@ impl std::fmt::Debug for Grant {
 }
 
 impl OAuthArgs {
+    /// The sign-in flags given on the command line (`--oauth-tokens` set by
+    /// its variable alone is not one: the environment may hold it for every
+    /// command), by their names.
+    pub(crate) fn given(&self) -> Vec<&'static str> {
+        let from_variable = std::env::var_os(TOKENS_VARIABLE).map(PathBuf::from);
+        [
+            (self.oauth_client_credentials, "--oauth-client-credentials"),
+            (self.oauth_client_id.is_some(), "--oauth-client-id"),
+            (
+                self.oauth_client_secret_file.is_some(),
+                "--oauth-client-secret-file",
+            ),
+            (self.oauth_scopes.is_some(), "--oauth-scopes"),
+            (self.oauth_timeout.is_some(), "--oauth-timeout"),
+            (
+                self.oauth_tokens.is_some() && self.oauth_tokens != from_variable,
+                "--oauth-tokens",
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect()
+    }
+
+    /// Whether the sign-in is a machine's (`--oauth-client-credentials`):
+    /// no browser.
+    pub(crate) fn machine(&self) -> bool {
+        self.oauth_client_credentials
+    }
+
     /// The options these flags give (reading the client secret).
     pub(crate) fn options(&self) -> anyhow::Result<OAuthOptions> {
         let grant = if self.oauth_client_credentials {
@@ -159,7 +198,7 @@ impl OAuthArgs {
             sign_in: true,
             grant,
             scopes,
-            timeout: Duration::from_secs(self.oauth_timeout.max(1)),
+            timeout: Duration::from_secs(self.oauth_timeout.unwrap_or(SIGN_IN_TIMEOUT).max(1)),
         })
     }
 }
@@ -591,7 +630,7 @@ pub(crate) struct LogoutArgs {
     /// The server's URL, as given to --url.
     url: String,
     /// The token file (default: oauth-tokens.json beside the journal).
-    #[arg(long, value_name = "PATH", env = "MCP_TASKS_OAUTH_TOKENS")]
+    #[arg(long, value_name = "PATH", env = TOKENS_VARIABLE)]
     oauth_tokens: Option<PathBuf>,
 }
 
@@ -681,7 +720,7 @@ mod tests {
             oauth_client_id: Some("machine".into()),
             oauth_client_secret_file: Some(secret_file),
             oauth_scopes: Some("tasks:read,tasks:write".into()),
-            oauth_timeout: 300,
+            oauth_timeout: None,
             oauth_tokens: Some(temp.path().join("t.json")),
         };
         let options = args.options().unwrap();

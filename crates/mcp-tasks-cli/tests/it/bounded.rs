@@ -229,7 +229,13 @@ fn a_tools_call_never_answered_times_out_naming_it() {
         message.starts_with("gave up after ") && message.contains(", during tools/call ("),
         "{message}"
     );
-    assert!(value.get("taskId").is_none(), "no task was made: {value}");
+    // No task status: the JSON says there was no task.
+    assert_eq!(value["status"], "timeout", "{value}");
+    assert!(
+        value["taskId"].is_null() && value.get("taskId").is_some(),
+        "{value}"
+    );
+    assert!(message.ends_with("(no task was made)"), "{message}");
     assert!(started.elapsed() < Duration::from_secs(15));
 }
 

@@ -374,6 +374,11 @@ fn discover_reports_task_support() {
     let (exit, value) = json_of(&run(&["discover", "--stdio", &server, "--json"]));
     assert_eq!(exit, 0);
     assert_eq!(value["tasks"], true, "{value}");
+    assert_eq!(value["idempotencyKeys"], true, "serve declares it: {value}");
+    assert!(
+        value["capabilities"]["extensions"]["io.github.mcp-tasks/idempotency"].is_object(),
+        "{value}"
+    );
 }
 
 #[test]
@@ -676,7 +681,7 @@ fn connection_and_listen_bounds_are_flags_and_a_budget_without_reserve_is_refuse
     let _ = server.kill();
     let _ = server.wait();
 
-    // Accepted and applied: past 2 connections, a 503 at once.
+    // Accepted and applied: past 2 connections, none of them idle, a 503 at once.
     let (mut server, url) = serve_logged(
         &[
             "--max-connections",
@@ -692,8 +697,26 @@ fn connection_and_listen_bounds_are_flags_and_a_budget_without_reserve_is_refuse
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_owned();
-    let idle: Vec<_> = (0..2)
-        .map(|_| std::net::TcpStream::connect(&host).unwrap())
+    // Each in the middle of a request: its body asked for, never sent.
+    let busy: Vec<_> = (0..2)
+        .map(|_| {
+            let mut stream = std::net::TcpStream::connect(&host).unwrap();
+            write!(
+                stream,
+                "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nExpect: 100-continue\r\n\
+                 Content-Length: 100\r\n\r\n"
+            )
+            .unwrap();
+            let mut continued = [0u8; 25];
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            stream
+                .read_exact(&mut continued)
+                .expect("the request is read");
+            stream
+        })
         .collect();
     let mut third = std::net::TcpStream::connect(&host).unwrap();
     third
@@ -714,7 +737,7 @@ fn connection_and_listen_bounds_are_flags_and_a_budget_without_reserve_is_refuse
         "{answer}"
     );
     assert!(answer.contains(r#""maxConnections":2"#), "{answer}");
-    drop(idle);
+    drop(busy);
     let _ = server.kill();
     let _ = server.wait();
 }

@@ -111,6 +111,10 @@ fn discover_says_the_legacy_era_and_its_task_methods() {
     assert_eq!(value["tasks"], false, "the extension is not defined here");
     assert_eq!(value["taskEra"], "legacy");
     assert_eq!(
+        value["idempotencyKeys"], false,
+        "a server of another library"
+    );
+    assert_eq!(
         value["taskMethods"],
         json!(["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"])
     );

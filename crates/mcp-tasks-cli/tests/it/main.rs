@@ -5,11 +5,14 @@ mod support;
 
 mod admission;
 mod bounded;
+mod budget;
 mod cli;
 mod connect;
+mod connections;
 mod deploy;
 mod docs;
 mod drain;
+mod flags;
 mod gateway;
 mod idempotent;
 mod interactive;

@@ -90,3 +90,46 @@ async fn a_server_with_full_sync_keeps_its_tasks() {
         .expect("the outcome");
     assert_eq!(text_of(&outcome), "done: 2 steps");
 }
+
+/// A synchronous call (`sleep` without the Tasks extension) with an
+/// idempotency key, running when the server is killed: sent again under
+/// its key to the server started again on the same file, it is not run
+/// again but told how the first run ended (its server restarted), at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synchronous_call_cut_by_a_kill_is_not_run_again_after_the_restart() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = format!("sqlite:{}", dir.path().join("tasks.db").display());
+    let mut first = Served::start("127.0.0.1:0", &store, &[]);
+    let key = mcp_tasks::IdempotencyKey::new("deploy-42").expect("a key");
+    let call = || {
+        mcp_tasks::CallOptions::default()
+            .with_declare_tasks(false)
+            .with_idempotency_key(&key)
+            .with_resend_lost(false)
+    };
+    let client = first.client().await;
+    assert!(client.server_honours_idempotency());
+    let first_send = call();
+    let running = tokio::spawn(async move {
+        let arguments = crate::serving::args(json!({"ms": 60_000}));
+        client.call_tool("sleep", arguments, first_send).await
+    });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    first.kill_9();
+    let cut = running
+        .await
+        .expect("join")
+        .expect_err("the server was killed");
+    assert!(cut.is_transport(), "{cut}");
+
+    let second = Served::start(first.address(), &store, &[]);
+    let client = second.client().await;
+    let started = std::time::Instant::now();
+    let again = client
+        .call_tool("sleep", crate::serving::args(json!({"ms": 60_000})), call())
+        .await
+        .expect_err("the first run's end, not a second run");
+    assert!(started.elapsed() < Duration::from_secs(10), "not run again");
+    let error = again.rpc_error().expect("a JSON-RPC error");
+    assert_eq!(error.message, RESTARTED_MESSAGE, "{again}");
+}

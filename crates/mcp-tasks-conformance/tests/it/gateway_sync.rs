@@ -355,3 +355,33 @@ async fn a_call_parked_for_input_outlives_the_reload_that_removes_or_replaces_it
         .await;
     assert_eq!(completed_text(response.unwrap()), "hello Grace");
 }
+
+/// A synchronous call through the gateway sent again under its idempotency
+/// key (its answer lost, say) gets the first call's answer: the upstream
+/// runs it once. The gateway declares that it honours keys, so our client
+/// would send such a call again.
+#[tokio::test]
+async fn a_synchronous_call_sent_again_under_its_key_reaches_the_upstream_once() {
+    let log = fixture_log("calls", line!());
+    let command = format!("{UPSTREAM} --call-log {}", log.display());
+    let (gateway, runtime) = start(command, GatewayOptions::default()).await;
+    let client = over_http(gateway, runtime, false).await;
+    assert!(client.server_honours_idempotency());
+    let key = mcp_tasks::IdempotencyKey::new("pay-once").expect("a key");
+    let call = || {
+        let arguments = crate::support::args(json!({"text": "paid"}));
+        client.call_tool("echo", arguments, plain().with_idempotency_key(&key))
+    };
+    let first = completed_text(call().await.expect("the first send"));
+    let again = completed_text(call().await.expect("the second send"));
+    assert_eq!((first.as_str(), again.as_str()), ("paid", "paid"));
+    let seen = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        seen.lines()
+            .filter(|line| line.starts_with("echo "))
+            .count(),
+        1,
+        "{seen}"
+    );
+    let _ = std::fs::remove_file(&log);
+}

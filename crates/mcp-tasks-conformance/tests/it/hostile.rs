@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use mcp_tasks::client::LineCheck;
+use mcp_tasks::client::{ConnectOptions, Endpoint, LineCheck};
 use mcp_tasks::error::ProtocolViolation;
 use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, Error, TaskOutcome, TasksClient};
 use mcp_tasks_conformance::hostile::{Hostile, Scenario, serve_http};
@@ -322,6 +322,63 @@ async fn a_ten_megabyte_result_arrives_whole() {
             panic!("completed: {outcome:?}")
         };
         assert_eq!(result.content[0].as_text().unwrap().text.len(), 10_000_000);
+    })
+    .await
+}
+
+/// A client of the hostile server made by `TasksClient::connect`, reading
+/// answers of at most 64 KiB: the child process for `stdio`, else the
+/// server in this process over HTTP.
+async fn bounded_client(
+    scenario: Scenario,
+    name: &str,
+    stdio: bool,
+) -> TasksClient<mcp_tasks::client::legacy::Handler> {
+    let endpoint = if stdio {
+        Endpoint::command(BIN, [name])
+    } else {
+        let hostile = Hostile::new(scenario);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        tokio::spawn(serve_http(hostile, listener));
+        Endpoint::url(url)
+    };
+    let options = ConnectOptions::default()
+        .with_lifecycle(lifecycle())
+        .with_max_answer_bytes(64 * 1024);
+    TasksClient::connect(endpoint, Forms, options)
+        .await
+        .expect("connect")
+}
+
+#[tokio::test]
+async fn an_answer_past_the_clients_bound_ends_the_wait_and_the_connection_goes_on() {
+    bounded(async {
+        for stdio in [true, false] {
+            let client =
+                bounded_client(Scenario::BigResult(200_000), "big-result=200000", stdio).await;
+            // Polled: the hostile server does not answer a listen request.
+            let options = within(ms(10_000)).with_listen(mcp_tasks::ListenMode::Poll);
+            let (outcome, took) = run(&client, &options).await;
+            let error = outcome.expect_err("past the bound");
+            assert!(error.is_answer_too_large(), "stdio {stdio}: {error:?}");
+            assert_eq!(error.answer_bound(), Some(64 * 1024));
+            assert!(took < ms(5_000), "at once, not at the deadline: {took:?}");
+            let Error::AnswerTooLarge { method, size, .. } = &error else {
+                unreachable!()
+            };
+            assert_eq!(*method, "tasks/get");
+            if stdio {
+                // Counted to its end on stdio; not read further over HTTP.
+                assert!(size.is_some_and(|size| size > 200_000), "{size:?}");
+            }
+            // The connection goes on: the same read fails the same way, at
+            // once, and a cancel is acknowledged.
+            let id = mcp_tasks::TaskId::new(mcp_tasks_conformance::hostile::TASK_ID);
+            let again = client.get(&id).await.expect_err("past the bound again");
+            assert!(again.is_answer_too_large(), "{again:?}");
+            client.cancel(&id).await.expect("tasks/cancel is answered");
+        }
     })
     .await
 }

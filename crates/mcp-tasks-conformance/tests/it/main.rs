@@ -3,6 +3,7 @@
 
 mod faults;
 mod gateway;
+mod gateway_budget;
 mod gateway_http;
 mod gateway_mrtr;
 mod gateway_roots;

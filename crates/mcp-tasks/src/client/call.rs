@@ -12,7 +12,7 @@ use rmcp::model::{
 };
 use serde_json::Value;
 
-use super::deadline::{DEFAULT_REQUEST_TIMEOUT, Deadline};
+use super::deadline::Deadline;
 use super::error::{ProtocolViolation, Retry, Stage};
 use super::read::{parse_call_tool_result, result_type, to_value};
 use super::unanswered::Unanswered;
@@ -76,27 +76,42 @@ pub struct CallOptions {
     pub input_responses: Option<InputResponses>,
     /// MRTR `requestState` to echo on a retry.
     pub request_state: Option<String>,
-    /// How long to wait for the answer (default [`DEFAULT_REQUEST_TIMEOUT`],
-    /// 60 s; `None`: no limit).
+    /// How long this one `tools/call` may wait for its answer (default
+    /// `None`: as long as the tool runs). A synchronous tool answers when it
+    /// is done, which may take minutes, so a call is bounded by the
+    /// deadline of [`TasksClient::start_tool`] or
+    /// [`TasksClient::call_and_await`] ([`AwaitOptions::deadline`], 60 s by
+    /// default), not by a constant of its own; [`TasksClient::call_tool`]
+    /// alone has no deadline, and waits for the answer, or for the
+    /// transport to fail, unless this is set. A call cut short by this may
+    /// have run: it is sent again only to a server that honours
+    /// idempotency keys (see [`CallOptions::resend_lost`]).
     pub timeout: Option<Duration>,
     /// For a 2025-11-25 server only: the `ttl` to ask for when the call is
     /// task-augmented (`params.task.ttl`; default: none, the server picks).
     /// The extension has no such field: there the server alone sets the TTL.
     pub task_ttl: Option<Duration>,
     /// Send the call again, under the same idempotency key, when it or its
-    /// answer is lost in transport (a connection refused or reset, a
-    /// timeout, a 5xx from a proxy), with backoff, until the deadline of
+    /// answer is lost in transport (a connection reset, a timeout, a 5xx
+    /// from a proxy), with backoff, until the deadline of
     /// [`TasksClient::start_tool`] or [`TasksClient::call_and_await`]
-    /// (without one, at most 5 times). Default: yes. Only a call that
-    /// declares the Tasks extension is sent again: a server that honours
-    /// the key ([`IDEMPOTENCY_KEY_META`]) answers with the task the first
-    /// send made; one that ignores it, or that runs the tool without a
-    /// task, may run the tool again.
+    /// (without one, at most 5 times), **only to a server that declares it
+    /// honours the key** ([`IDEMPOTENCY_EXTENSION`](crate::IDEMPOTENCY_EXTENSION) in its capabilities:
+    /// [`TasksClient::server_honours_idempotency`]); such a server answers
+    /// with the first send's task or result, never a second run. To any
+    /// other server a call that may have reached it is never sent again: it
+    /// ends with [`Error::CallMayHaveRun`]. A call that provably never left
+    /// (the connection was refused, the host not found) is sent again to
+    /// any server. Default: yes.
     pub resend_lost: bool,
     /// Send a fresh idempotency key (`_meta` [`IDEMPOTENCY_KEY_META`]) with
-    /// a call that may create a task, unless `meta` holds one already
-    /// (default: yes). Without a key nothing is sent again.
+    /// the call, unless `meta` holds one already (default: yes). Without a
+    /// key nothing that may have reached the server is sent again.
     pub idempotent: bool,
+    /// The call was sent before under the key in `meta` (its answer never
+    /// came, in another process: see [`CallOptions::with_resent_key`]): it
+    /// is sent only to a server that honours the key.
+    pub resent: bool,
 }
 
 impl Default for CallOptions {
@@ -106,10 +121,11 @@ impl Default for CallOptions {
             meta: JsonObject::new(),
             input_responses: None,
             request_state: None,
-            timeout: Some(DEFAULT_REQUEST_TIMEOUT),
+            timeout: None,
             task_ttl: None,
             resend_lost: true,
             idempotent: true,
+            resent: false,
         }
     }
 }
@@ -148,11 +164,20 @@ impl CallOptions {
     }
 
     /// The idempotency key of the call (`_meta`
-    /// [`IDEMPOTENCY_KEY_META`]) instead of a fresh one: to send again a
-    /// call whose answer was lost, in another process (as `mcp-tasks call
-    /// --resume` does).
+    /// [`IDEMPOTENCY_KEY_META`]) instead of a fresh one.
     pub fn with_idempotency_key(self, key: &IdempotencyKey) -> Self {
         self.with_meta(IDEMPOTENCY_KEY_META, Value::String(key.as_str().to_owned()))
+    }
+
+    /// Sends again, under its key, a call whose answer never came (sent by
+    /// a process that stopped before, as `mcp-tasks call --resume` does
+    /// with a [`PendingCall`](super::journal::PendingCall) of its journal):
+    /// to a server that honours idempotency keys, which answers with what
+    /// the first send made, if it made anything; to any other the call is
+    /// not sent, and ends with [`Error::CallMayHaveRun`].
+    pub fn with_resent_key(mut self, key: &IdempotencyKey) -> Self {
+        self.resent = true;
+        self.with_idempotency_key(key)
     }
 
     /// The `ttl` to ask a 2025-11-25 server for (see [`CallOptions::task_ttl`]).
@@ -226,33 +251,44 @@ impl<H: ClientHandler> TasksClient<H> {
             return Err(timeout());
         }
         let own_timeout = options.timeout;
-        let resend = key.is_some() && options.resend_lost;
+        // Sent again when it may have run only where the server says the
+        // key makes that safe.
+        let honoured = key.is_some() && self.server_honours_idempotency();
+        if options.resent && !honoured {
+            return Err(Error::CallMayHaveRun { source: None });
+        }
         let mut backoff = LOST_CALL_BACKOFF;
         let mut resent = 0u32;
         let response = loop {
             options.timeout = deadline.cut(own_timeout).map_err(|()| timeout())?;
             let calling =
                 self.call_tool_unjournaled(name.clone(), arguments.clone(), options.clone());
-            match deadline.within(calling).await {
+            let error = match deadline.within(calling).await {
                 Some(Err(error)) if error.is_request_timeout() && deadline.passed() => {
                     return Err(timeout());
                 }
-                Some(Err(error))
-                    if resend
-                        && error.retry() == Retry::Fault
-                        && (deadline.at().is_some() || resent < LOST_CALL_RESENDS) =>
-                {
-                    resent += 1;
-                    tracing::debug!(%error, ?backoff, "a tools/call was lost in transport; sending it again under its idempotency key");
-                    if deadline.within(tokio::time::sleep(backoff)).await.is_none() {
-                        return Err(timeout());
-                    }
-                    backoff = (backoff * 2).min(LOST_CALL_MAX_BACKOFF);
-                }
+                Some(Err(error)) if error.retry() == Retry::Fault => error,
                 Some(Err(error)) if error.is_transport() => return Err(error),
                 Some(response) => break response,
                 None => return Err(timeout()),
+            };
+            // Lost on the way: sent again if it never left, or if the
+            // server honours its key; never where it may have run twice.
+            let safe = error.never_sent() || honoured;
+            if !options.resend_lost || (deadline.at().is_none() && resent >= LOST_CALL_RESENDS) {
+                return Err(error);
             }
+            if !safe {
+                return Err(Error::CallMayHaveRun {
+                    source: Some(Box::new(error)),
+                });
+            }
+            resent += 1;
+            tracing::debug!(%error, ?backoff, "a tools/call was lost in transport; sending it again");
+            if deadline.within(tokio::time::sleep(backoff)).await.is_none() {
+                return Err(timeout());
+            }
+            backoff = (backoff * 2).min(LOST_CALL_MAX_BACKOFF);
         };
         // Answered (a task, a result, a refusal): the pending call goes
         // once its task, if any, is journaled.
@@ -439,16 +475,15 @@ const LOST_CALL_MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How many times a lost `tools/call` without a deadline is sent again.
 const LOST_CALL_RESENDS: u32 = 5;
 
-/// The idempotency key of a call that may create a task (one that declares
-/// the Tasks extension): the caller's own from `options.meta`, else a
-/// fresh one written there. `None` for a call that cannot create a task.
+/// The idempotency key of a call: the caller's own from `options.meta`,
+/// else a fresh one written there. `None` when the options ask for none.
 fn creation_key(options: &mut CallOptions) -> Result<Option<IdempotencyKey>, Error> {
     if let Some(own) = IdempotencyKey::from_meta(&options.meta)
         .map_err(|_| Error::Usage("the idempotency key in CallOptions::meta is not a valid key"))?
     {
         return Ok(Some(own));
     }
-    if !options.declare_tasks || !options.idempotent {
+    if !options.idempotent {
         return Ok(None);
     }
     let key = IdempotencyKey::random()

@@ -30,13 +30,16 @@
 //!
 //! On a byte stream (a child's stdout) the listen channel's demultiplexer
 //! reads first and takes out the messages of this client's listen streams;
-//! the tap reads what is left, which is exactly what rmcp parses; rmcp reads
+//! the line check counts the lines rmcp will drop; the answer bound cuts a
+//! line past [`ConnectOptions::max_answer_bytes`] and hands on the error of
+//! its request instead (see [`answer_bound`](super::answer_bound)); the tap
+//! reads what is left, which is exactly what rmcp parses; rmcp reads
 //! last. The handler must be in place before the first message (a
 //! 2025-11-25 server's requests tied to a task go to the wait on it), and
 //! the listen channel and the journal are given to the client before it is
 //! returned. On Streamable HTTP the tap wraps the `reqwest::Client` of the
 //! transport, and each listen stream is a POST of its own with the same
-//! client, endpoint and headers.
+//! client, endpoint, headers and bound on an answer.
 
 use std::future::Future;
 use std::process::Stdio;
@@ -54,6 +57,7 @@ use rmcp::{ClientHandler, RoleClient};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio_util::sync::CancellationToken;
 
+use super::answer_bound::{BoundedReader, DEFAULT_MAX_ANSWER_BYTES};
 #[cfg(feature = "http-client")]
 use super::bearer::{BearerClient, BearerSource};
 use super::journal::{Journal, ServerRef};
@@ -123,18 +127,44 @@ impl Endpoint {
     }
 
     /// Adds a header to every request to a URL (for example
-    /// `("Authorization", "Bearer ..")`); a child process has no headers, and
-    /// this leaves it as it is.
-    pub fn with_header(self, name: impl Into<String>, value: impl Into<String>) -> Self {
+    /// `("Authorization", "Bearer ..")`).
+    ///
+    /// A child process ([`Endpoint::command`], [`Endpoint::shell`]) has no
+    /// headers: for one this is [`Error::Usage`], so that a header meant for
+    /// a server (a token) is never dropped without a word. (A `Result` here
+    /// rather than a refusal in [`TasksClient::connect`]: the mistake is
+    /// reported where it is written, and an endpoint that cannot be served
+    /// is never built.) The header's name and value are checked when it is
+    /// sent ([`Error::InvalidHeader`]).
+    ///
+    /// ```
+    /// use mcp_tasks::client::Endpoint;
+    ///
+    /// # fn main() -> Result<(), mcp_tasks::Error> {
+    /// let server = Endpoint::url("https://tasks.example.com/mcp")
+    ///     .with_header("Authorization", "Bearer my-token")?
+    ///     .with_header("X-Tenant", "a")?;
+    /// assert!(Endpoint::shell("my-server --stdio").with_header("X-Tenant", "a").is_err());
+    /// # let _ = server;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_header(
+        self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<Self, Error> {
         match self {
             #[cfg(feature = "http-client")]
             Self::Url { url, mut headers } => {
                 headers.push((name.into(), value.into()));
-                Self::Url { url, headers }
+                Ok(Self::Url { url, headers })
             }
-            other => {
+            Self::Command { .. } | Self::Shell(_) => {
                 let _ = (name, value);
-                other
+                Err(Error::Usage(
+                    "a child process has no HTTP headers: Endpoint::with_header applies to \
+                     Endpoint::url",
+                ))
             }
         }
     }
@@ -218,6 +248,14 @@ pub struct ConnectOptions {
     /// Variables added to the environment of a child process (a command
     /// or a shell line; ignored for a URL), over the program's own.
     pub env: Vec<(String, String)>,
+    /// The most bytes one answer of the server may take (default
+    /// [`DEFAULT_MAX_ANSWER_BYTES`], 64 MiB): a stdio line, an HTTP body,
+    /// an SSE event (listen streams included). An answer past it is not
+    /// read whole: its request ends with [`Error::AnswerTooLarge`], which
+    /// names this bound, and the connection goes on (the rest of the line
+    /// is read and dropped, the HTTP response closed). See
+    /// [`answer_bound`](super::answer_bound) for how.
+    pub max_answer_bytes: usize,
 }
 
 impl Default for ConnectOptions {
@@ -234,6 +272,7 @@ impl Default for ConnectOptions {
             #[cfg(feature = "http-client")]
             bearer: None,
             env: Vec::new(),
+            max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
         }
     }
 }
@@ -252,6 +291,7 @@ impl std::fmt::Debug for ConnectOptions {
         // Names only: values may be secrets.
         let env: Vec<&str> = self.env.iter().map(|(name, _)| name.as_str()).collect();
         debug.field("env", &env);
+        debug.field("max_answer_bytes", &self.max_answer_bytes);
         debug.finish()
     }
 }
@@ -273,6 +313,13 @@ impl ConnectOptions {
     {
         self.env
             .extend(variables.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+
+    /// The most bytes one answer of the server may take (see
+    /// [`ConnectOptions::max_answer_bytes`]; at least 1 KiB).
+    pub fn with_max_answer_bytes(mut self, bytes: usize) -> Self {
+        self.max_answer_bytes = bytes.max(1024);
         self
     }
 
@@ -321,7 +368,7 @@ impl TasksClient<Handler> {
     /// use mcp_tasks::{AwaitOptions, CallOptions, TasksClient};
     ///
     /// let server = Endpoint::url("https://tasks.example.com/mcp")
-    ///     .with_header("Authorization", "Bearer my-token");
+    ///     .with_header("Authorization", "Bearer my-token")?;
     /// let client = TasksClient::connect(server, (), ConnectOptions::default()).await?;
     /// let outcome = client
     ///     .call_and_await("export", (), CallOptions::default(), &AwaitOptions::default())
@@ -392,11 +439,14 @@ pub(crate) async fn open<H: ClientHandler>(
     let tap = handler.tap();
     let closed = CancellationToken::new();
     let lifecycle = options.lifecycle.clone();
+    let bound = options.max_answer_bytes;
     let connecting = async {
         match endpoint {
             #[cfg(feature = "http-client")]
             Endpoint::Url { url, headers } => {
-                let config = http_config(url, headers)?;
+                let config = http_config(url, headers)?
+                    .max_sse_event_size(bound)
+                    .max_json_response_size(bound);
                 let http = match &options.http_client {
                     Some(client) => client.clone(),
                     None => reqwest::Client::builder()
@@ -442,7 +492,7 @@ pub(crate) async fn open<H: ClientHandler>(
                 let mut command = tokio::process::Command::new(program);
                 command.args(args).envs(options.env.iter().cloned());
                 let (listen, check, transport) =
-                    ChildTransport::spawn(command, program, &tap, &closed)?;
+                    ChildTransport::spawn(command, program, &tap, &closed, bound)?;
                 let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .map_err(|source| Error::Lifecycle {
@@ -457,7 +507,7 @@ pub(crate) async fn open<H: ClientHandler>(
                     .arg(format!("exec {line}"))
                     .envs(options.env.iter().cloned());
                 let (listen, check, transport) =
-                    ChildTransport::spawn(command, "sh", &tap, &closed)?;
+                    ChildTransport::spawn(command, "sh", &tap, &closed, bound)?;
                 let running = serve_client_with_lifecycle(handler, transport, lifecycle)
                     .await
                     .map_err(|source| Error::Lifecycle {
@@ -527,7 +577,7 @@ fn http_config(
 struct ChildTransport {
     io: AsyncRwTransport<
         RoleClient,
-        legacy::TapRead<CheckedReader<DemuxReader<ChildStdout>>>,
+        legacy::TapRead<BoundedReader<CheckedReader<DemuxReader<ChildStdout>>>>,
         ChildStdin,
     >,
     child: Child,
@@ -537,14 +587,15 @@ struct ChildTransport {
 impl ChildTransport {
     /// Starts `command` with piped stdin and stdout (`program` names it in
     /// errors), and wires its stdout: the listen channel's demultiplexer
-    /// reads first, then the line check, then `tap`, then rmcp (the one
-    /// order; see the module docs). Returns the listen channel, the line
-    /// check and the transport.
+    /// reads first, then the line check, then the bound of `bound` bytes on
+    /// a line, then `tap`, then rmcp (the one order; see the module docs).
+    /// Returns the listen channel, the line check and the transport.
     fn spawn(
         mut command: tokio::process::Command,
         program: &str,
         tap: &legacy::Tap,
         closed: &CancellationToken,
+        bound: usize,
     ) -> Result<(ListenChannel, LineCheck, Self), Error> {
         let spawn_error = |source| Error::Spawn {
             program: program.to_owned(),
@@ -564,8 +615,12 @@ impl ChildTransport {
         let (listen, stdout) = ListenChannel::stdio(stdout);
         // Counts the lines rmcp will drop, so that garbage ends a request.
         let (check, stdout) = LineCheck::stdio(stdout);
+        // A line past the bound ends its request (see `answer_bound`); rmcp,
+        // which would drop it unsaid, reads no line longer than the bound.
+        let stdout = BoundedReader::new(stdout, bound, check.clone());
         let transport = Self {
-            io: AsyncRwTransport::new_client(tap.read(stdout), stdin),
+            io: AsyncRwTransport::new_client(tap.read(stdout), stdin)
+                .with_max_line_length(bound.saturating_add(2)),
             child,
             closed: closed.clone(),
         };
@@ -644,7 +699,9 @@ mod tests {
     #[cfg(feature = "http-client")]
     #[test]
     fn a_journaled_url_comes_back_without_headers() {
-        let endpoint = Endpoint::url("http://127.0.0.1:1/mcp").with_header("X-Tenant", "a");
+        let endpoint = Endpoint::url("http://127.0.0.1:1/mcp")
+            .with_header("X-Tenant", "a")
+            .unwrap();
         let again = Endpoint::from_journal_ref(&endpoint.journal_ref()).unwrap();
         assert_eq!(again, Endpoint::url("http://127.0.0.1:1/mcp"));
         assert_eq!(again.journal_ref(), endpoint.journal_ref());
@@ -655,7 +712,8 @@ mod tests {
     fn headers_go_to_the_url_and_a_bearer_token_as_the_token() {
         let endpoint = Endpoint::url("http://127.0.0.1:1/mcp")
             .with_header("Authorization", "Bearer secret")
-            .with_header("X-Tenant", "a");
+            .and_then(|endpoint| endpoint.with_header("X-Tenant", "a"))
+            .unwrap();
         assert_eq!(
             endpoint.journal_ref(),
             ServerRef::Url("http://127.0.0.1:1/mcp".into()),
@@ -672,9 +730,23 @@ mod tests {
         assert_eq!(basic.custom_headers.len(), 1);
         let error = http_config(url, &[("Bad Name".into(), "x".into())]).unwrap_err();
         assert!(matches!(error, Error::InvalidHeader { ref name } if name == "Bad Name"));
-        assert_eq!(
-            Endpoint::shell("srv").with_header("A", "b"),
-            Endpoint::shell("srv")
-        );
+    }
+
+    #[test]
+    fn a_header_for_a_child_process_is_a_usage_error() {
+        for child in [
+            Endpoint::shell("srv"),
+            Endpoint::command("srv", ["--stdio"]),
+        ] {
+            let error = child.with_header("Authorization", "Bearer t").unwrap_err();
+            assert!(matches!(error, Error::Usage(_)), "{error}");
+            assert_eq!(error.kind(), crate::client::ErrorKind::Usage);
+            assert!(
+                error
+                    .to_string()
+                    .contains("a child process has no HTTP headers"),
+                "{error}"
+            );
+        }
     }
 }

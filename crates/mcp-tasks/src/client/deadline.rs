@@ -12,13 +12,14 @@ use super::error::{Error, Stage};
 use super::state::TaskState;
 use crate::task::TaskId;
 
-/// How long one request waits for its answer when nothing else bounds it: a
-/// `tools/call` ([`CallOptions::timeout`](super::CallOptions::timeout)'s
-/// default), and [`TasksClient::get`](super::TasksClient::get),
+/// How long one request waits for its answer when nothing else bounds it:
+/// [`TasksClient::get`](super::TasksClient::get),
 /// [`update`](super::TasksClient::update) and
 /// [`cancel`](super::TasksClient::cancel) called on their own (a wait bounds
 /// its requests by [`AwaitOptions::request_timeout`](super::AwaitOptions::request_timeout)
-/// and its deadline instead).
+/// and its deadline instead). Not a `tools/call`: a synchronous tool
+/// answers when it is done, and only the call's deadline bounds it (see
+/// [`CallOptions::timeout`](super::CallOptions::timeout)).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// When a call or a wait started, and when it must end (`None`: never).

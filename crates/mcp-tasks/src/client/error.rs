@@ -11,9 +11,10 @@ use std::time::Duration;
 use rmcp::ServiceError;
 use serde_json::Value;
 
+use super::answer_bound::too_large_of;
 use super::state::{TaskFailure, TaskState};
 use super::unanswered::Unanswered;
-use crate::task::{RpcError, TaskId, TaskStatus};
+use crate::task::{RpcError, TaskId, TaskStatus, grouped};
 
 /// JSON-RPC "invalid params": an unknown, expired or foreign task id on `tasks/*`.
 pub const INVALID_PARAMS: i64 = -32602;
@@ -253,8 +254,12 @@ pub enum Error {
     /// The deadline ([`AwaitOptions::deadline`](super::AwaitOptions::deadline))
     /// passed before the call or the wait ended; a task keeps running on
     /// the server. `stage` says what was running when it passed.
-    #[error("gave up after {waited:?}, during {stage} (last status: {})",
-        last_state.as_ref().map_or("none read", |state| state.status.as_str()))]
+    #[error("gave up after {waited:?}, during {stage} ({})",
+        match (task_id, last_state) {
+            (None, _) => "no task was made".to_owned(),
+            (Some(_), None) => "last status: none read".to_owned(),
+            (Some(_), Some(state)) => format!("last status: {}", state.status.as_str()),
+        })]
     Timeout {
         /// The task, once one exists (`None` when the deadline passed in
         /// the MRTR rounds of `tools/call`, before the server made one).
@@ -297,6 +302,21 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
+    // --- the answer was too large ---
+    /// The server's answer was past this client's bound
+    /// ([`ConnectOptions::max_answer_bytes`](super::ConnectOptions::max_answer_bytes)):
+    /// it was not read, and the request ended (the connection goes on).
+    #[error("{}", too_large_text(method, *bound, *size))]
+    AnswerTooLarge {
+        /// The method of the request.
+        method: &'static str,
+        /// The client's bound, in bytes.
+        bound: u64,
+        /// The answer's size in bytes, when it was counted (on stdio;
+        /// over HTTP the rest of the answer is not read).
+        size: Option<u64>,
+    },
+
     // --- the transport failed ---
     /// The request could not be sent or its answer not received.
     #[error("{method} failed in transport")]
@@ -306,6 +326,27 @@ pub enum Error {
         /// The transport failure.
         #[source]
         source: Box<ServiceError>,
+    },
+
+    /// A `tools/call` may have reached the server and run, but no answer
+    /// came (the connection broke, a proxy answered 5xx, the request timed
+    /// out; or, for a call sent before and journaled, the process sending
+    /// it stopped), and it was not sent again: the server does not declare
+    /// that it honours idempotency keys
+    /// ([`IDEMPOTENCY_EXTENSION`](crate::IDEMPOTENCY_EXTENSION)), so a
+    /// second send could run the tool a second time. Find out on the
+    /// server whether it ran before calling again.
+    #[error(
+        "the tools/call may have run on the server, but its answer was lost; it was not sent \
+         again, because the server does not declare that it honours idempotency keys \
+         ({}), and a second send could run the tool twice",
+        crate::IDEMPOTENCY_EXTENSION
+    )]
+    CallMayHaveRun {
+        /// How the answer was lost (`None` for a call sent before, by
+        /// another process, whose answer never came).
+        #[source]
+        source: Option<Box<Error>>,
     },
 
     // --- the connection could not be opened ---
@@ -372,7 +413,11 @@ pub enum ErrorKind {
     /// failed; nothing was sent: [`Error::InvalidInputResponse`],
     /// [`Error::InputHandler`].
     Input,
-    /// The request or its answer was lost on the way: [`Error::Transport`].
+    /// The server's answer was past this client's bound:
+    /// [`Error::AnswerTooLarge`].
+    TooLarge,
+    /// The request or its answer was lost on the way: [`Error::Transport`],
+    /// [`Error::CallMayHaveRun`].
     Transport,
     /// The connection could not be opened: [`Error::Spawn`],
     /// [`Error::HttpClient`], [`Error::Lifecycle`], [`Error::ConnectTimeout`].
@@ -384,7 +429,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// A short lower-case name: `refused`, `protocol`, `task`, `wait`,
-    /// `input`, `transport`, `connect`, `usage`.
+    /// `input`, `too_large`, `transport`, `connect`, `usage`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Refused => "refused",
@@ -392,6 +437,7 @@ impl ErrorKind {
             Self::Task => "task",
             Self::Wait => "wait",
             Self::Input => "input",
+            Self::TooLarge => "too_large",
             Self::Transport => "transport",
             Self::Connect => "connect",
             Self::Usage => "usage",
@@ -416,6 +462,15 @@ impl Error {
     /// Classifies an rmcp failure of `method`.
     pub(crate) fn from_service(method: &'static str, error: ServiceError) -> Self {
         match error {
+            // An answer past the bound, as the layers under rmcp answer it.
+            ServiceError::McpError(data) if too_large_of(&data).is_some() => {
+                let (bound, size) = too_large_of(&data).unwrap_or_default();
+                Self::AnswerTooLarge {
+                    method,
+                    bound,
+                    size,
+                }
+            }
             ServiceError::McpError(data) => {
                 let error = Box::new(RpcError::from(data));
                 if error.code == INVALID_PARAMS && method.starts_with("tasks/") {
@@ -450,7 +505,8 @@ impl Error {
             | Self::CallInputRequired { .. } => ErrorKind::Task,
             Self::Timeout { .. } | Self::Stalled { .. } => ErrorKind::Wait,
             Self::InvalidInputResponse { .. } | Self::InputHandler { .. } => ErrorKind::Input,
-            Self::Transport { .. } => ErrorKind::Transport,
+            Self::AnswerTooLarge { .. } => ErrorKind::TooLarge,
+            Self::Transport { .. } | Self::CallMayHaveRun { .. } => ErrorKind::Transport,
             Self::Spawn { .. }
             | Self::HttpClient { .. }
             | Self::Lifecycle { .. }
@@ -502,9 +558,60 @@ impl Error {
         matches!(self, Self::Protocol { .. })
     }
 
+    /// True when the server's answer was past this client's bound
+    /// ([`Error::AnswerTooLarge`]).
+    pub fn is_answer_too_large(&self) -> bool {
+        matches!(self, Self::AnswerTooLarge { .. })
+    }
+
+    /// The client's bound on an answer, in bytes, for
+    /// [`Error::AnswerTooLarge`].
+    pub fn answer_bound(&self) -> Option<u64> {
+        match self {
+            Self::AnswerTooLarge { bound, .. } => Some(*bound),
+            _ => None,
+        }
+    }
+
     /// True when the transport failed (`Error::Transport`).
     pub fn is_transport(&self) -> bool {
         matches!(self, Self::Transport { .. })
+    }
+
+    /// True for [`Error::CallMayHaveRun`]: a `tools/call` whose answer was
+    /// lost, not sent again because the server does not honour
+    /// idempotency keys.
+    pub fn may_have_run(&self) -> bool {
+        matches!(self, Self::CallMayHaveRun { .. })
+    }
+
+    /// True when the request provably never reached the server: the
+    /// connection to it could not be opened (refused, no such host, no
+    /// route, a TLS handshake that failed), so it may be sent again to any
+    /// server without running anything twice.
+    pub(crate) fn never_sent(&self) -> bool {
+        let Self::Transport { source, .. } = self else {
+            return false;
+        };
+        let mut current: Option<&(dyn std::error::Error + 'static)> = Some(&**source);
+        while let Some(error) = current {
+            // rmcp's Streamable HTTP error does not give its client's error
+            // as a source: it is read here.
+            #[cfg(feature = "http-client")]
+            if let Some(HttpError::Client(http)) = error.downcast_ref::<HttpError<reqwest::Error>>()
+            {
+                return http.is_connect();
+            }
+            #[cfg(feature = "http-client")]
+            if let Some(http) = error.downcast_ref::<reqwest::Error>() {
+                return http.is_connect();
+            }
+            if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                return io.kind() == std::io::ErrorKind::ConnectionRefused;
+            }
+            current = error.source();
+        }
+        false
     }
 
     /// The last status read before the wait ended, for [`Error::Timeout`] and
@@ -596,6 +703,18 @@ impl Error {
     pub(crate) fn is_request_timeout(&self) -> bool {
         matches!(self, Self::Transport { source, .. } if matches!(**source, ServiceError::Timeout { .. }))
     }
+}
+
+/// What [`Error::AnswerTooLarge`] says.
+fn too_large_text(method: &str, bound: u64, size: Option<u64>) -> String {
+    let size = size
+        .map(|size| format!(" {} bytes,", grouped(size)))
+        .unwrap_or_default();
+    format!(
+        "the answer to {method} is{size} past this client's limit of {} bytes \
+         (ConnectOptions::max_answer_bytes); it was not read",
+        grouped(bound)
+    )
 }
 
 /// How a failed request may be retried.

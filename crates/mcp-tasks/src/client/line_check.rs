@@ -88,6 +88,12 @@ impl LineCheck {
         *self.0.borrow()
     }
 
+    /// Counts one more line rmcp will not read (one past the client's
+    /// bound, whose request could not be told: see `answer_bound.rs`).
+    pub(crate) fn count_unusable(&self) {
+        self.0.send_modify(|count| *count += 1);
+    }
+
     /// A watch on the lines to come, for one request.
     pub(crate) fn watch(&self) -> UnusableLine {
         UnusableLine(self.0.subscribe())

@@ -15,6 +15,7 @@
 //! [`journal`] records the tasks it creates; [`resume`] awaits them again
 //! from another process.
 
+pub mod answer_bound;
 #[cfg(feature = "http-client")]
 pub mod bearer;
 mod call;
@@ -39,6 +40,7 @@ mod wire;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use answer_bound::DEFAULT_MAX_ANSWER_BYTES;
 #[cfg(any(feature = "gateway", feature = "fuzzing", test))]
 pub(crate) use call::read_call_result;
 pub use call::{CallOptions, CallResponse, arguments};
@@ -264,6 +266,23 @@ impl<H: ClientHandler> TasksClient<H> {
                 .extensions
                 .as_ref()
                 .is_some_and(|extensions| extensions.contains_key(TASKS_EXTENSION))
+        })
+    }
+
+    /// Whether the server declares that it honours idempotency keys
+    /// ([`IDEMPOTENCY_EXTENSION`](crate::IDEMPOTENCY_EXTENSION) in its
+    /// capabilities' `extensions`, in its `server/discover` or `initialize`
+    /// answer): then a `tools/call` whose answer was lost is sent again
+    /// under its key, and the server answers with what the first send made
+    /// (see [`CallOptions::resend_lost`]). Servers of this library declare
+    /// it (`mcp-tasks serve`, the gateway,
+    /// [`TaskRuntime::declare_idempotency`](https://docs.rs/mcp-tasks/latest/mcp_tasks/server/struct.TaskRuntime.html#method.declare_idempotency)).
+    pub fn server_honours_idempotency(&self) -> bool {
+        self.peer().peer_info().is_some_and(|info| {
+            info.capabilities
+                .extensions
+                .as_ref()
+                .is_some_and(|extensions| extensions.contains_key(crate::IDEMPOTENCY_EXTENSION))
         })
     }
 

@@ -30,7 +30,7 @@
 //!     // Headers and tokens are never journaled: give them again.
 //!     let endpoint = server
 //!         .endpoint()?
-//!         .with_header("Authorization", format!("Bearer {token}"));
+//!         .with_header("Authorization", format!("Bearer {token}"))?;
 //!     let options = ConnectOptions::default().with_journal(journal.clone());
 //!     let client = TasksClient::connect(endpoint, (), options).await?;
 //!     let mut resumed = client.resume(&server, &AwaitOptions::default());

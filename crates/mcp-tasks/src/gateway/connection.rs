@@ -68,11 +68,10 @@ impl Upstream {
     fn endpoint(&self) -> Endpoint {
         match self {
             Self::Command { command, .. } => Endpoint::shell(command.clone()),
-            Self::Url { url, headers } => headers
-                .iter()
-                .fold(Endpoint::url(url.clone()), |endpoint, (name, value)| {
-                    endpoint.with_header(name.clone(), value.clone())
-                }),
+            Self::Url { url, headers } => Endpoint::Url {
+                url: url.clone(),
+                headers: headers.clone(),
+            },
         }
     }
 
@@ -305,7 +304,12 @@ pub(super) async fn connect(
     let connect = ConnectOptions::default()
         .with_lifecycle(lifecycle)
         .with_timeout(Some(timeout))
-        .with_env(upstream.env().iter().cloned());
+        .with_env(upstream.env().iter().cloned())
+        .with_max_answer_bytes(
+            options
+                .max_answer_bytes
+                .unwrap_or(crate::client::DEFAULT_MAX_ANSWER_BYTES),
+        );
     // Redirects are not followed (the default): the upstream is where it was told.
     let Opened {
         running,

@@ -13,6 +13,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use super::routes::Route;
 use super::{Gateway, breaker, call, connection, pool, relay, rounds, sync};
 use crate::client::CallResponse;
+use crate::server::budget::response_within;
 use crate::server::{TaskPolicy, ToolTasks};
 
 impl Gateway {
@@ -103,15 +104,27 @@ impl Gateway {
         if !as_task || sync::resumes(&request) {
             // Straight through, as the caller would have called the upstream,
             // on a connection of its own; the upstream's requests go to the
-            // caller.
-            let sync = sync::SyncCall {
-                pool: &pool,
-                calls: &route.link.calls,
-                parked: &route.parked,
-                options: &route.options,
-                principal: caller.principal,
+            // caller. Once under the call's idempotency key, as a task would
+            // be.
+            let cancelled = context.ct.clone();
+            let principal = caller.principal.clone();
+            let limit = self.runtime.max_result_bytes();
+            let run = async move {
+                let sync = sync::SyncCall {
+                    pool: &pool,
+                    calls: &route.link.calls,
+                    parked: &route.parked,
+                    options: &route.options,
+                    principal,
+                };
+                let answer = bounded(&route, sync::call(sync, request, context)).await;
+                // Held to the runtime's result budget, as a synchronous call is.
+                response_within(answer, limit)
             };
-            return bounded(&route, sync::call(sync, request, context)).await;
+            return self
+                .runtime
+                .run_once(&caller, &described, &tasks, &cancelled, run)
+                .await;
         }
         let connection = route.link.connection().await?;
         if call::upstream_makes_tasks(&connection, marked) {

@@ -313,6 +313,16 @@ pub struct GatewayOptions {
     /// gateway's, for every caller; a `roots/list` during a call goes to
     /// that call's caller. Replaced at run time by [`Gateway::set_roots`].
     pub roots: Vec<Root>,
+    /// The most bytes of one answer of the upstream the gateway reads (a
+    /// stdio line, an HTTP body or SSE event). `None` (the default): its
+    /// runtime's result budget
+    /// ([`TaskRuntimeBuilder::with_max_result_bytes`](crate::server::TaskRuntimeBuilder::with_max_result_bytes))
+    /// and [`ANSWER_ENVELOPE`] for the message around the result, without
+    /// bound when the runtime has none. An answer past it is not read whole:
+    /// the call (or its task) fails with an error that says so, and the
+    /// connection goes on. A result within it but past the runtime's
+    /// budget fails its task as any tool's does.
+    pub max_answer_bytes: Option<usize>,
 }
 
 impl Default for GatewayOptions {
@@ -329,6 +339,7 @@ impl Default for GatewayOptions {
             input_timeout: Duration::from_secs(300),
             startup_window: Duration::from_secs(1),
             roots: Vec::new(),
+            max_answer_bytes: None,
         }
     }
 }
@@ -394,12 +405,36 @@ impl GatewayOptions {
         self
     }
 
+    /// The most bytes of one upstream answer the gateway reads (see
+    /// [`GatewayOptions::max_answer_bytes`]).
+    pub fn with_max_answer_bytes(mut self, bytes: usize) -> Self {
+        self.max_answer_bytes = Some(bytes);
+        self
+    }
+
     /// The backoff between attempts to connect again: from `min`, doubling, up to `max`.
     pub fn with_restart_backoff(mut self, min: Duration, max: Duration) -> Self {
         self.restart_backoff_min = min;
         self.restart_backoff_max = max;
         self
     }
+}
+
+/// What the gateway reads of an upstream answer beyond its runtime's
+/// result budget, for the message around the result (its JSON-RPC
+/// envelope, a task's fields): 64 KiB.
+pub const ANSWER_ENVELOPE: usize = 64 << 10;
+
+/// `config` with each upstream's bound on an answer that has none set from
+/// `runtime`'s result budget (see [`GatewayOptions::max_answer_bytes`]).
+fn answers_bounded(mut config: GatewayConfig, runtime: &TaskRuntime) -> GatewayConfig {
+    let bound = runtime
+        .max_result_bytes()
+        .map_or(usize::MAX, |limit| limit.saturating_add(ANSWER_ENVELOPE));
+    for upstream in &mut config.upstreams {
+        upstream.options.max_answer_bytes.get_or_insert(bound);
+    }
+    config
 }
 
 /// The gateway: an rmcp `ServerHandler` serving upstreams' tools as
@@ -456,6 +491,7 @@ impl Gateway {
     /// all on `runtime` (see the [module](self) docs). Must be called
     /// inside a tokio runtime.
     pub async fn start_many(runtime: TaskRuntime, config: GatewayConfig) -> Result<Self, Error> {
+        let config = answers_bounded(config, &runtime);
         let routes = Arc::new(Routes::start(config).await?);
         let legacy_peers = Arc::default();
         tokio::spawn(tell_legacy_peers(
@@ -478,7 +514,9 @@ impl Gateway {
     /// tool list changed (on their listen streams, and 2025-era sessions
     /// directly). One reload runs at a time.
     pub async fn reload(&self, config: GatewayConfig) -> Result<ReloadReport, Error> {
-        self.routes.reload(config).await
+        self.routes
+            .reload(answers_bounded(config, &self.runtime))
+            .await
     }
 
     /// The runtime the tasks run on.
@@ -547,11 +585,13 @@ impl Gateway {
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_tasks()
-                .build(),
+            self.runtime.declare_idempotency(
+                ServerCapabilities::builder()
+                    .enable_tools()
+                    .enable_tool_list_changed()
+                    .enable_tasks()
+                    .build(),
+            ),
         )
         .with_server_info(Implementation::new(
             "mcp-tasks-gateway",
@@ -670,6 +710,9 @@ async fn tell_legacy_peers(
 /// gateway answers with: the upstream's own JSON-RPC error as it sent it,
 /// anything else as -32603 saying what went wrong.
 pub(crate) fn client_failure(what: &str, error: &crate::client::Error) -> ErrorData {
+    if let crate::client::Error::AnswerTooLarge { bound, size, .. } = error {
+        return upstream::answer_too_large(what, *bound, *size);
+    }
     match error.rpc_error() {
         Some(rpc) => ErrorData::new(
             rmcp::model::ErrorCode(i32::try_from(rpc.code).unwrap_or(-32603)),

@@ -37,8 +37,10 @@ use super::pool::Pool;
 use super::relay::Calls;
 use super::roots::SessionRoots;
 use super::{Error, GatewayOptions};
+use crate::client::answer_bound::too_large_of;
 use crate::client::{DEFAULT_REQUEST_TIMEOUT, Era};
 use crate::server::TaskPolicy;
+use crate::task::grouped;
 
 /// The upstream's tools as last read.
 #[derive(Debug, Clone, Default)]
@@ -137,6 +139,25 @@ async fn list_tools(upstream: &str, client: &UpstreamClient) -> Result<Tools, Er
     })
 }
 
+/// The failure of `what` (a request to an upstream) whose answer was past
+/// the gateway's `bound` on one (`size` bytes, when counted).
+pub(crate) fn answer_too_large(what: &str, bound: u64, size: Option<u64>) -> ErrorData {
+    let shown = size
+        .map(|size| format!(" {} bytes,", grouped(size)))
+        .unwrap_or_default();
+    ErrorData::internal_error(
+        format!(
+            "{what}: the answer is{shown} past what this gateway reads of one upstream answer \
+             ({} bytes: its max-result-bytes and 64 KiB for the message around the result); \
+             it was not read",
+            grouped(bound)
+        ),
+        Some(
+            serde_json::json!({"reason": "resultTooLarge", "maxAnswerBytes": bound, "answerBytes": size}),
+        ),
+    )
+}
+
 /// An rmcp failure of a request to the upstream `upstream` (its name), as
 /// the JSON-RPC error the gateway answers with: the upstream's own error as
 /// it sent it, a failed connection said plainly and by name (the transport's
@@ -148,7 +169,14 @@ pub(crate) fn upstream_failure(
 ) -> ErrorData {
     use rmcp::service::ServiceError;
     match error {
-        ServiceError::McpError(error) => error.clone(),
+        ServiceError::McpError(error) => match too_large_of(error) {
+            Some((bound, size)) => answer_too_large(
+                &format!("{method} to {}", the_upstream(upstream)),
+                bound,
+                size,
+            ),
+            None => error.clone(),
+        },
         ServiceError::TransportClosed => ErrorData::internal_error(
             format!(
                 "the connection to {} was lost during {method} (it exited or crashed, or \

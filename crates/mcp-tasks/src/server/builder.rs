@@ -13,6 +13,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, Extensions};
 
 use super::admission::queue::{Admission, AdmissionLimits};
 use super::admission::rate::{self, CreationRate};
+use super::budget::DEFAULT_MAX_RESULT_BYTES;
 use super::clock::{Clock, SystemClock};
 use super::context::TaskContext;
 use super::draining::Draining;
@@ -75,6 +76,7 @@ impl TaskRuntimeBuilder {
                 lease_period: DEFAULT_LEASE_PERIOD,
                 quota_by_header: false,
                 rate_per_caller: None,
+                max_result_bytes: Some(DEFAULT_MAX_RESULT_BYTES),
             },
             clock: Arc::new(SystemClock),
             principal: Arc::new(default_principal),
@@ -227,6 +229,28 @@ impl TaskRuntimeBuilder {
     /// full burst is dropped every 30 s.
     pub fn with_rate_per_caller(mut self, rate: Option<CreationRate>) -> Self {
         self.settings.rate_per_caller = rate;
+        self
+    }
+
+    /// The most bytes of JSON one tool's outcome may weigh (default
+    /// [`DEFAULT_MAX_RESULT_BYTES`], 8 MiB; `None`: no bound). A task's
+    /// result is stored whole and sent whole to every `tasks/get` for as
+    /// long as the task is kept, so one outcome past this bound is not
+    /// kept: the task ends `failed` with a JSON-RPC error (-32603) whose
+    /// message names both sizes ("the tool's result is 104,857,612 bytes,
+    /// past this server's limit of 8,388,608 bytes (max-result-bytes)") and
+    /// whose `data` holds them (`{"reason": "resultTooLarge",
+    /// "resultBytes", "maxResultBytes"}`); nothing of the result reaches the
+    /// store. A tool's error (its `ErrorData`, with its `data`) is held to
+    /// the same bound, and so is a synchronous call's result, answered
+    /// with that error instead; and `tasks/update`'s input answers, refused
+    /// with -32602 (`data.reason` `"inputTooLarge"`). The size is that of
+    /// the outcome as JSON, counted without a copy (docs/operator.md says
+    /// how the default was chosen). A gateway built on this runtime reads
+    /// at most this much (and 64 KiB for the message around it) of each
+    /// upstream answer.
+    pub fn with_max_result_bytes(mut self, limit: Option<usize>) -> Self {
+        self.settings.max_result_bytes = limit;
         self
     }
 

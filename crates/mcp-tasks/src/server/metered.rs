@@ -97,6 +97,9 @@ impl DynStore for MeteredStore {
             self.store.create_keyed(record),
         ))
     }
+    fn keeps_keys(&self) -> bool {
+        self.store.keeps_keys()
+    }
     /// Measured as a read.
     fn find_keyed<'a>(
         &'a self,

@@ -76,6 +76,7 @@
 pub mod admin;
 pub(crate) mod admission;
 pub mod auth;
+pub(crate) mod budget;
 mod builder;
 mod clock;
 mod context;
@@ -96,6 +97,7 @@ pub mod metrics;
 #[cfg(feature = "oauth")]
 pub mod oauth;
 mod observe;
+mod once;
 #[cfg(feature = "http")]
 pub mod operator;
 mod policy;
@@ -116,6 +118,7 @@ mod wire;
 
 pub use admission::queue::{AdmissionLimits, DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUNNING, Load};
 pub use admission::rate::{CreationRate, InvalidCreationRate};
+pub use budget::DEFAULT_MAX_RESULT_BYTES;
 pub use builder::TaskRuntimeBuilder;
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::{MAX_CHECKPOINT_BYTES, TaskContext};

@@ -13,6 +13,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
+use super::budget::response_within;
 use super::context::TaskContext;
 use super::policy::ToolTasks;
 use super::runtime::TaskRuntime;
@@ -164,7 +165,7 @@ where
         context: ToolCallContext<'_, S>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(tasks) = self.policies.get(context.name()) else {
-            return self.tools.call(context).await;
+            return self.call_once(context, &ToolTasks::forbidden()).await;
         };
         let mut request = CallToolRequestParams::new(context.name.clone());
         request.arguments = context.arguments.clone();
@@ -172,7 +173,7 @@ where
             .runtime
             .runs_as_task(&request, &context.request_context, tasks)?
         {
-            return self.tools.call(context).await;
+            return self.call_once(context, tasks).await;
         }
         let service = context.service.clone();
         let ToolCallContext {
@@ -214,6 +215,46 @@ where
                     }
                 }
             })
+            .await
+    }
+
+    /// A call that runs synchronously: rmcp's routing, once under the
+    /// call's idempotency key when it sent one (see
+    /// [`TaskRuntime::declare_idempotency`]), its answer held to the
+    /// runtime's result budget ([`TaskRuntime::max_result_bytes`]).
+    async fn call_once(
+        &self,
+        context: ToolCallContext<'_, S>,
+        tasks: &ToolTasks,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ToolCallContext {
+            request_context,
+            service,
+            name,
+            arguments,
+            input_responses,
+            request_state,
+            ..
+        } = context;
+        let mut request = CallToolRequestParams::new(name);
+        request.arguments = arguments;
+        request.input_responses = input_responses;
+        request.request_state = request_state;
+        let caller = self.runtime.caller_of_call(&request_context, &request)?;
+        let limit = self.runtime.max_result_bytes();
+        if caller.idempotent.is_none() || !self.runtime.honours_idempotency() {
+            let call = ToolCallContext::new(service, request, request_context);
+            return response_within(self.tools.call(call).await, limit);
+        }
+        let cancelled = request_context.ct.clone();
+        let (service, tools, call) = (service.clone(), self.tools.clone(), request.clone());
+        let run = async move {
+            let call = ToolCallContext::new(&service, call, request_context);
+            // Held to the budget before it is kept for the key.
+            response_within(tools.call(call).await, limit)
+        };
+        self.runtime
+            .run_once(&caller, &request, tasks, &cancelled, run)
             .await
     }
 

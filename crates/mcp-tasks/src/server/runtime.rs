@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::admission::caller::{Caller, quota_of};
 use super::admission::queue::{Entry, Load, queued_message};
 use super::admission::shared::{Seated, TaskSeats};
+use super::budget::{answered_within, input_within};
 use super::context::TaskContext;
 use super::era;
 use super::idempotent::Idempotent;
@@ -39,8 +40,7 @@ use super::supervise::{
 use super::takeover::resumable_call;
 use super::task_hash::TaskHasher;
 use super::wire::{
-    detailed_task, new_task_id, store_failure, task_not_found, tasks_required, tool_panicked,
-    wire_task,
+    detailed_task, new_task_id, store_failure, task_not_found, tasks_required, wire_task,
 };
 use crate::store::{Change, Keyed, Modified, PackedRecord, SharedStore, StoreError, TaskRecord};
 use crate::task::TaskId;
@@ -117,14 +117,13 @@ impl TaskRuntime {
         F: FnOnce(TaskContext) -> Fut,
         Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
     {
-        if !self.runs_as_task(request, context, tasks)? {
-            let context = TaskContext::synchronous(context);
-            return match tokio::spawn(run(context)).await {
-                Ok(outcome) => outcome.map(CallToolResponse::from),
-                Err(_) => Err(tool_panicked()),
-            };
-        }
         let caller = self.caller_of_call(context, request)?;
+        if !self.runs_as_task(request, context, tasks)? {
+            // Once under its idempotency key, as a task would be.
+            let run = run(TaskContext::synchronous(context));
+            let run = answered_within(run, self.inner.settings.max_result_bytes);
+            return Box::pin(self.run_once(&caller, request, tasks, &context.ct, run)).await;
+        }
         let tasks = self.tasks_for_call(tasks, context);
         // On the heap: a task's creation is most of a handler's future
         // (about 10 KB), and a transport that spawns a task per request
@@ -197,11 +196,19 @@ impl TaskRuntime {
     /// by now.
     async fn keyed_answer(
         &self,
-        principal: &Principal,
+        caller: &Caller,
         idempotent: &Idempotent,
         found: &TaskRecord,
     ) -> Result<Option<CallToolResponse>, ErrorData> {
-        match self.current(found.id(), principal).await {
+        if found.ran_synchronously() {
+            // The first send ran synchronously: its answer, never a task.
+            let never = CancellationToken::new();
+            return self
+                .answer_again(caller, idempotent, found.id(), &never)
+                .await
+                .map(Some);
+        }
+        match self.current(found.id(), &caller.principal).await {
             Ok(record) => idempotent.answer(&record).map(Some),
             Err(error) if error.code == ErrorCode::INVALID_PARAMS => Ok(None),
             Err(error) => Err(error),
@@ -252,7 +259,7 @@ impl TaskRuntime {
                 }
             }
         };
-        self.keyed_answer(&caller.principal, idempotent, found)
+        self.keyed_answer(caller, idempotent, found)
             .await?
             .ok_or_else(key_holder_gone)
     }
@@ -281,9 +288,7 @@ impl TaskRuntime {
                 .find_keyed(&caller.principal, &idempotent.key)
                 .await
                 .map_err(store_failure)?
-            && let Some(answer) = self
-                .keyed_answer(&caller.principal, idempotent, &found)
-                .await?
+            && let Some(answer) = self.keyed_answer(&caller, idempotent, &found).await?
         {
             return Ok(answer);
         }
@@ -479,7 +484,7 @@ impl TaskRuntime {
             && let Poll::Ready(finished) = futures::poll!(&mut tool)
         {
             token.cancel();
-            let outcome = outcome_of(finished);
+            let outcome = outcome_of(finished, inner);
             let finished = record
                 .apply(&outcome, inner.clock.now(), settings.retention)
                 .map_err(|refused| ErrorData::internal_error(refused.to_string(), None))?
@@ -514,7 +519,7 @@ impl TaskRuntime {
         {
             token.cancel();
             drop(slot);
-            let outcome = outcome_of(finished);
+            let outcome = outcome_of(finished, inner);
             let answer = match inner.modify_as_runner(&id, &outcome, lease.as_ref()).await {
                 Ok(Modified::Applied(record) | Modified::Refused(record, _)) => wire_task(&record),
                 // Not written: written in the background, retried as a
@@ -682,6 +687,14 @@ impl TaskRuntime {
         self.inner.settings.max_listen_streams
     }
 
+    /// The most bytes of JSON one tool outcome may weigh
+    /// ([`TaskRuntimeBuilder::with_max_result_bytes`][max]; `None`: no bound).
+    ///
+    /// [max]: super::TaskRuntimeBuilder::with_max_result_bytes
+    pub fn max_result_bytes(&self) -> Option<usize> {
+        self.inner.settings.max_result_bytes
+    }
+
     /// [`TaskRuntime::update_task`] for a principal found elsewhere.
     pub async fn update_task_as(
         &self,
@@ -690,7 +703,9 @@ impl TaskRuntime {
         principal: &Principal,
     ) -> Result<(), ErrorData> {
         self.owned(id, principal).await?;
-        let change = Change::ProvideInput(input_responses.into_iter().collect());
+        let responses = input_responses.into_iter().collect();
+        input_within(&responses, self.inner.settings.max_result_bytes)?;
+        let change = Change::ProvideInput(responses);
         self.change(id, &change).await
     }
 

@@ -87,6 +87,8 @@ pub(crate) struct Settings {
     pub(crate) lease_period: Duration,
     pub(crate) quota_by_header: bool,
     pub(crate) rate_per_caller: Option<CreationRate>,
+    /// The most bytes of JSON one tool outcome may weigh (`None`: no bound).
+    pub(crate) max_result_bytes: Option<usize>,
 }
 
 impl Inner {

@@ -16,12 +16,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::admission::queue::{Place, RunSlot, Ticket, queued_message};
 use super::admission::shared::Shared;
+use super::budget::outcome_within;
 use super::draining::{Ended, shut_down_message, suspended_message};
 use super::handoff::hand_off;
 use super::lease::{Lease, LeaseError, lease_lost};
 use super::limits::Seat;
 use super::state::Inner;
-use super::wire::{error_json, result_json, tool_panicked};
+use super::wire::error_json;
 use crate::store::{Change, Freeing, Modified, StoreError, StoreErrorKind};
 use crate::task::TaskId;
 
@@ -162,13 +163,10 @@ where
     std::panic::AssertUnwindSafe(future).catch_unwind()
 }
 
-/// The change that records how a tool ended (a panic fails the task).
-pub(crate) fn outcome_of(finished: Finished) -> Change {
-    match finished {
-        Ok(Ok(result)) => Change::Complete(result_json(&result)),
-        Ok(Err(error)) => Change::Fail(error_json(&error)),
-        Err(_panic) => Change::Fail(error_json(&tool_panicked())),
-    }
+/// The change that records how a tool ended: a panic, or an outcome past
+/// the runtime's result budget, fails the task (see `budget.rs`).
+pub(crate) fn outcome_of(finished: Finished, inner: &Inner) -> Change {
+    outcome_within(finished, inner.settings.max_result_bytes)
 }
 
 /// Spawns a supervision ([`supervise`], [`supervise_queued`]) with its
@@ -214,7 +212,7 @@ pub(crate) async fn supervise(
                 }
             };
             tokio::select! {
-                finished = &mut tool => break Ending::Outcome(outcome_of(finished)),
+                finished = &mut tool => break Ending::Outcome(outcome_of(finished, &inner)),
                 // Every change of this task wakes us (the fallback only covers a
                 // store whose change feed is gone).
                 () = waiter.wait(Duration::from_secs(30)) => {

@@ -24,6 +24,11 @@ use crate::idempotency::IdempotencyKey;
 pub(super) struct KeyedCall {
     pub(super) slot: String,
     pub(super) fingerprint: String,
+    /// The call ran synchronously (no task was made of it): the record
+    /// keeps its answer for the same call sent again, which gets it as a
+    /// result, never as a task.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) synchronous: bool,
 }
 
 /// The slot of `key` for the owner named `owner`: see

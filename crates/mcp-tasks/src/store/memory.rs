@@ -212,6 +212,9 @@ impl TaskStore for MemoryStore {
         self.announce(id);
         Ok(Keyed::Created)
     }
+    fn keeps_keys(&self) -> bool {
+        true
+    }
 
     async fn find_keyed(
         &self,

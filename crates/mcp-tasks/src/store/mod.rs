@@ -276,6 +276,16 @@ pub trait TaskStore: Send + Sync + 'static {
         std::future::ready(Ok(None))
     }
 
+    /// True when the store keeps an index of idempotency keys
+    /// ([`TaskStore::create_keyed`] and [`TaskStore::find_keyed`] do what
+    /// they say): then a runtime on it runs every `tools/call` with a key
+    /// at most once and may declare so
+    /// ([`TaskRuntime::declare_idempotency`](https://docs.rs/mcp-tasks/latest/mcp_tasks/server/struct.TaskRuntime.html#method.declare_idempotency)).
+    /// `false`, the default, for a store that keeps no key index.
+    fn keeps_keys(&self) -> bool {
+        false
+    }
+
     /// Leases and feed gaps, for a store that several server processes
     /// share (see [`replicas`]). `None` (the default): one process owns
     /// the store, and the runtime runs without leases.
@@ -378,6 +388,9 @@ impl<S: TaskStore> TaskStore for Arc<S> {
     ) -> impl Future<Output = Result<Option<Arc<PackedRecord>>, StoreError>> + Send {
         S::get_packed(self, id)
     }
+    fn keeps_keys(&self) -> bool {
+        S::keeps_keys(self)
+    }
     fn replicas(&self) -> Option<&dyn Replicas> {
         S::replicas(self)
     }
@@ -443,6 +456,10 @@ pub trait DynStore: Send + Sync + 'static {
                 .await?
                 .map(|record| Arc::new(PackedRecord::pack(record))))
         })
+    }
+    /// See [`TaskStore::keeps_keys`].
+    fn keeps_keys(&self) -> bool {
+        false
     }
     /// See [`TaskStore::replicas`].
     fn replicas(&self) -> Option<&dyn Replicas>;
@@ -525,6 +542,9 @@ impl<S: TaskStore> DynStore for S {
         id: &'a TaskId,
     ) -> BoxFuture<'a, Result<Option<Arc<PackedRecord>>, StoreError>> {
         Box::pin(TaskStore::get_packed(self, id))
+    }
+    fn keeps_keys(&self) -> bool {
+        TaskStore::keeps_keys(self)
     }
     fn replicas(&self) -> Option<&dyn Replicas> {
         TaskStore::replicas(self)

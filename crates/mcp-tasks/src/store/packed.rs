@@ -357,6 +357,11 @@ impl PackedRecord {
             .map(|keyed| keyed.fingerprint.as_str())
     }
 
+    /// See [`TaskRecord::ran_synchronously`].
+    pub fn ran_synchronously(&self) -> bool {
+        self.keyed.as_deref().is_some_and(|keyed| keyed.synchronous)
+    }
+
     /// Roughly how many bytes of heap the record holds, for bounding caches.
     pub fn heap_size(&self) -> usize {
         let tool = self.tool.as_deref().map_or(0, str::len);
@@ -447,6 +452,7 @@ mod tests {
         assert_eq!(packed.tool(), record.tool());
         assert_eq!(packed.idempotency_slot(), record.idempotency_slot());
         assert_eq!(packed.call_fingerprint(), record.call_fingerprint());
+        assert_eq!(packed.ran_synchronously(), record.ran_synchronously());
     }
 
     #[test]
@@ -484,8 +490,14 @@ mod tests {
             crate::store::call_fingerprint("slow", None),
         );
         assert!(keyed.idempotency_slot().is_some() && keyed.call_fingerprint().is_some());
+        let synchronous = record().for_synchronous_call(
+            &crate::IdempotencyKey::new("k").expect("key"),
+            crate::store::call_fingerprint("slow", None),
+        );
+        assert!(synchronous.ran_synchronously() && !keyed.ran_synchronously());
         for original in [
             keyed,
+            synchronous,
             record(),
             asked,
             answered,

@@ -322,8 +322,30 @@ impl TaskRecord {
         self.keyed = Some(Box::new(KeyedCall {
             slot: slot(self.owner.as_str(), key),
             fingerprint,
+            synchronous: false,
         }));
         self
+    }
+
+    /// This new record, made for a `tools/call` under its owner's
+    /// idempotency key `key` that runs synchronously (no task is made of
+    /// it): as [`TaskRecord::with_idempotency`], and the record keeps the
+    /// call's answer, so that the same call sent again gets that answer
+    /// instead of a second run. Its id is told to no one.
+    #[must_use]
+    pub fn for_synchronous_call(self, key: &IdempotencyKey, fingerprint: String) -> Self {
+        let mut record = self.with_idempotency(key, fingerprint);
+        if let Some(keyed) = record.keyed.as_deref_mut() {
+            keyed.synchronous = true;
+        }
+        record
+    }
+
+    /// True for the record of a synchronous call
+    /// ([`TaskRecord::for_synchronous_call`]): its result is that call's
+    /// answer, not a task's.
+    pub fn ran_synchronously(&self) -> bool {
+        self.keyed.as_deref().is_some_and(|keyed| keyed.synchronous)
     }
 
     /// The slot of the idempotency key the task was created with

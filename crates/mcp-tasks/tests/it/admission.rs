@@ -141,7 +141,9 @@ type Connected = TasksClient<mcp_tasks::client::legacy::Handler>;
 /// A client of `url` with `token`.
 async fn caller(url: &str, token: &str) -> Connected {
     TasksClient::connect(
-        Endpoint::url(url).with_header("Authorization", format!("Bearer {token}")),
+        Endpoint::url(url)
+            .with_header("Authorization", format!("Bearer {token}"))
+            .expect("a URL takes headers"),
         Handler::default(),
         ConnectOptions::default(),
     )

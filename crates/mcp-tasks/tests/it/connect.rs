@@ -58,7 +58,9 @@ async fn over_http_a_connected_client_listens_with_its_headers() {
         .unwrap();
     let url = serve_http_with(server.clone(), |recipe| recipe.with_bearer_tokens(tokens)).await;
     let journal = Arc::new(MemoryJournal::new());
-    let endpoint = Endpoint::url(&url).with_header("Authorization", format!("Bearer {TOKEN}"));
+    let endpoint = Endpoint::url(&url)
+        .with_header("Authorization", format!("Bearer {TOKEN}"))
+        .expect("a URL takes headers");
     let client = TasksClient::connect(
         endpoint,
         Handler::default(),
@@ -255,7 +257,9 @@ async fn connecting_fails_with_errors_that_say_where() {
     );
 
     let bad_header = TasksClient::connect(
-        Endpoint::url("http://127.0.0.1:9/mcp").with_header("Bad Name", "x"),
+        Endpoint::url("http://127.0.0.1:9/mcp")
+            .with_header("Bad Name", "x")
+            .expect("checked when sent"),
         (),
         ConnectOptions::default(),
     )

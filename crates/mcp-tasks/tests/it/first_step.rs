@@ -52,6 +52,9 @@ impl TaskStore for Counting {
         self.writes.creates.fetch_add(1, Ordering::SeqCst);
         self.inner.create_keyed(record).await
     }
+    fn keeps_keys(&self) -> bool {
+        self.inner.keeps_keys()
+    }
 
     async fn find_keyed(
         &self,

@@ -2,7 +2,8 @@
 //! sockets: every malformed request gets a JSON-RPC error of one shape,
 //! bodies are bounded in size and in time, and connections that send half a
 //! request (or nothing) are closed and bounded in number (one past the
-//! bound is answered 503 at once).
+//! bound, when none is idle, is answered 503 at once; `connections.rs` has
+//! the idle ones).
 
 use std::time::{Duration, Instant};
 
@@ -263,13 +264,29 @@ async fn a_connection_past_the_bound_is_refused_at_once() {
             DISCOVER,
         )
     };
-    let mut idle = Vec::new();
+    // Three connections, each in the middle of a request (its body asked
+    // for with `100 Continue`, never sent): none is idle, so none makes
+    // room for another.
+    let host = address(&url);
+    let mut busy = Vec::new();
     for _ in 0..3 {
-        idle.push(TcpStream::connect(address(&url)).await.unwrap());
+        let mut stream = TcpStream::connect(&host).await.unwrap();
+        let headers = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nExpect: 100-continue\r\n\
+             Content-Length: 100\r\n\r\n"
+        );
+        stream.write_all(headers.as_bytes()).await.unwrap();
+        let mut continued = [0u8; 25];
+        tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut continued))
+            .await
+            .expect("the request is read")
+            .unwrap();
+        assert_eq!(&continued, b"HTTP/1.1 100 Continue\r\n\r\n");
+        busy.push(stream);
     }
     // A fourth is answered at once (the exchange fails after 10 s), never
     // left waiting in the backlog: 503, Retry-After, the refusal's error.
-    let host = address(&url);
     let mut stream = TcpStream::connect(&host).await.unwrap();
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
@@ -296,7 +313,7 @@ async fn a_connection_past_the_bound_is_refused_at_once() {
             "data": {"reason": "connections", "retryAfterMs": 1000, "maxConnections": 3}}})
     );
     // A closed connection frees its place.
-    drop(idle.pop());
+    drop(busy.pop());
     let served = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             let (status, _) = discover().await;

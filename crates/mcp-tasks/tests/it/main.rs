@@ -8,8 +8,10 @@ mod support;
 
 mod access;
 mod admission;
+mod budget;
 mod client;
 mod connect;
+mod connections;
 mod deadline;
 mod drain;
 mod expiry;
@@ -26,6 +28,7 @@ mod many;
 #[cfg(feature = "oauth")]
 mod oauth;
 mod observe;
+mod one_run;
 mod rate;
 mod read_ahead;
 mod restart;

@@ -177,7 +177,9 @@ async fn over_http_the_endpoint_comes_from_the_journal_and_the_token_from_the_ca
     let journal = Arc::new(MemoryJournal::new());
     let journaled = || ConnectOptions::default().with_journal(journal.clone());
     let bearer = |token: &str| format!("Bearer {token}");
-    let alice = Endpoint::url(&url).with_header("Authorization", bearer(ALICE));
+    let alice = Endpoint::url(&url)
+        .with_header("Authorization", bearer(ALICE))
+        .unwrap();
     let first = TasksClient::connect(alice, (), journaled()).await.unwrap();
     let CallResponse::Task(task) = first
         .call_tool("slow", args(json!({"ms": 300})), CallOptions::default())
@@ -203,7 +205,8 @@ async fn over_http_the_endpoint_comes_from_the_journal_and_the_token_from_the_ca
     let as_bob = groups[0]
         .endpoint()
         .unwrap()
-        .with_header("Authorization", bearer(BOB));
+        .with_header("Authorization", bearer(BOB))
+        .unwrap();
     let bob = TasksClient::connect(as_bob, (), journaled()).await.unwrap();
     let resumed = bob.resume_all(&groups[0], &options()).await;
     assert!(resumed[0].is_gone());
@@ -219,7 +222,8 @@ async fn over_http_the_endpoint_comes_from_the_journal_and_the_token_from_the_ca
     let as_alice = groups[0]
         .endpoint()
         .unwrap()
-        .with_header("Authorization", bearer(ALICE));
+        .with_header("Authorization", bearer(ALICE))
+        .unwrap();
     let alice = TasksClient::connect(as_alice, (), journaled())
         .await
         .unwrap();

@@ -44,6 +44,9 @@ impl TaskStore for Outage {
         self.check()?;
         self.inner.create_keyed(record).await
     }
+    fn keeps_keys(&self) -> bool {
+        self.inner.keeps_keys()
+    }
 
     async fn find_keyed(
         &self,

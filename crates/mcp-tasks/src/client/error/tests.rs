@@ -56,6 +56,15 @@ fn every_group_has_its_kind_and_name() {
             "transport",
         ),
         (
+            Error::AnswerTooLarge {
+                method: "tasks/get",
+                bound: 1 << 20,
+                size: None,
+            },
+            ErrorKind::TooLarge,
+            "too_large",
+        ),
+        (
             Error::ConnectTimeout(Duration::from_secs(1)),
             ErrorKind::Connect,
             "connect",
@@ -141,7 +150,7 @@ fn a_timeout_names_its_stage_and_never_the_task_id() {
     assert!(
         before_a_task
             .to_string()
-            .ends_with("(last status: none read)")
+            .ends_with("during tools/call round 2 (no task was made)")
     );
 }
 
@@ -230,4 +239,36 @@ fn unusable_http_answers_are_told_from_rmcp_errors() {
         assert_eq!(sent(error).retry(), Retry::Fault, "{shown}");
     }
     assert!(!unusable_by_name(&Http::<OtherClient>::Client(OtherClient)));
+}
+
+#[test]
+fn an_answer_past_the_bound_is_told_from_a_refusal() {
+    use crate::client::answer_bound::too_large_error;
+    let error = Error::from_service(
+        "tasks/get",
+        ServiceError::McpError(too_large_error(1 << 20, Some(20_000_000))),
+    );
+    assert!(error.is_answer_too_large(), "{error:?}");
+    assert_eq!(error.answer_bound(), Some(1 << 20));
+    assert_eq!(error.rpc_error(), None, "not the server's error");
+    assert_eq!(error.retry(), Retry::No, "the same answer would come again");
+    assert_eq!(
+        error.to_string(),
+        "the answer to tasks/get is 20,000,000 bytes, past this client's limit of 1,048,576 \
+         bytes (ConnectOptions::max_answer_bytes); it was not read"
+    );
+    let unknown = Error::from_service(
+        "tasks/get",
+        ServiceError::McpError(too_large_error(9, None)),
+    );
+    assert!(
+        unknown
+            .to_string()
+            .starts_with("the answer to tasks/get is past this client's limit of 9 bytes")
+    );
+    let refused = Error::from_service(
+        "tasks/get",
+        ServiceError::McpError(rmcp::ErrorData::internal_error("no", None)),
+    );
+    assert_eq!(refused.answer_bound(), None);
 }

@@ -16,7 +16,8 @@ use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, CustomRequest, RequestId, RequestMetaObject,
 };
 use rmcp::transport::streamable_http_client::{
-    SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpPostResponse,
+    SseError, StreamableHttpClient, StreamableHttpClientTransportConfig,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 use serde_json::Value;
 
@@ -42,15 +43,22 @@ pub(crate) struct Endpoint<C> {
     uri: Arc<str>,
     auth_header: Option<String>,
     headers: HashMap<HeaderName, HeaderValue>,
+    /// The transport's bounds on an answer: an event past them ends the
+    /// stream, and the wait polls.
+    limits: StreamableHttpResponseLimits,
 }
 
 impl<C> Endpoint<C> {
     pub(crate) fn new(client: C, config: &StreamableHttpClientTransportConfig) -> Self {
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = config.max_sse_event_size;
+        limits.max_json_response_size = config.max_json_response_size;
         Self {
             client,
             uri: config.uri.clone(),
             auth_header: config.auth_header.clone(),
             headers: config.custom_headers.clone(),
+            limits,
         }
     }
 }
@@ -65,12 +73,13 @@ impl<C: StreamableHttpClient + Sync> Post for Endpoint<C> {
         all.extend(headers);
         Box::pin(async move {
             self.client
-                .post_message(
+                .post_message_with_response_limits(
                     self.uri.clone(),
                     message,
                     None,
                     self.auth_header.clone(),
                     all,
+                    self.limits,
                 )
                 .await
                 .map_err(|error| error.to_string())

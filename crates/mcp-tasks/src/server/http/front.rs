@@ -6,6 +6,9 @@
 //! [`call`](super::fast::call) for `tools/call`), then rmcp for everything
 //! they do not take.
 //!
+//! Every refusal for load it answers (HTTP 503 or 429) carries
+//! `Connection: close`, so the connection closes after it.
+//!
 //! One layer instead of four: every axum middleware layer clones the
 //! service behind it and boxes a future for each request, and each fast
 //! path read the body again. Here the guard reads the body once, a
@@ -61,7 +64,8 @@ where
         .get("mcp-method")
         .and_then(|value| value.to_str().ok())
         .map_or("other", metrics::method_label);
-    let response = crate::quiet::scope(serve(front, request, next)).await;
+    let mut response = crate::quiet::scope(serve(front, request, next)).await;
+    close_if_refused(&mut response);
     if is_event_stream(&response) {
         // A stream answers as it goes: counted when it starts.
         metrics::request("http", method, "stream", start.elapsed());
@@ -214,6 +218,23 @@ fn retry_later(mut response: Response, mark: &RetryMark) -> Response {
         http::HeaderValue::from(retry_after_secs(retry_after)),
     );
     response
+}
+
+/// A refusal for load (503: the listen budget, admission, a draining
+/// server, an unreachable OAuth issuer; or a 429) closes its connection: a
+/// refused client that keeps its connection would hold a place in the
+/// connection bound for nothing. hyper closes the connection once it has
+/// written an answer with `Connection: close`.
+fn close_if_refused(response: &mut Response) {
+    if matches!(
+        response.status(),
+        http::StatusCode::SERVICE_UNAVAILABLE | http::StatusCode::TOO_MANY_REQUESTS
+    ) {
+        response.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
 }
 
 fn is_event_stream(response: &Response) -> bool {

@@ -20,10 +20,13 @@
 //! HTTP status that fits: 400, 401, 403, ...). [`serve`]
 //! runs a router on a listener with `TCP_NODELAY` on every accepted socket
 //! (each answer goes out in one write instead of waiting on Nagle and
-//! delayed ACKs), a bound on open connections, and a time limit for a
-//! request's headers (also between the requests of a kept-alive
-//! connection), so connections that send half a request, or nothing, are
-//! closed.
+//! delayed ACKs), a bound on open connections (at which the connection
+//! idle for the longest is closed to make room, see `connections`), a time
+//! limit for a request's headers, so connections that send half a request,
+//! or nothing, are closed, and an idle timeout for kept-alive connections.
+//! Every refusal for load (a 503, or a 429) closes its connection
+//! (`Connection: close`): a refused client leaves no idle connection behind
+//! to fill the bound.
 //!
 //! ```no_run
 //! # use mcp_tasks::server::TaskRuntime;
@@ -54,6 +57,7 @@
 //! of `docs/deployment.md` in the repository).
 
 mod access;
+mod connections;
 pub(crate) mod fast;
 mod front;
 pub(crate) mod guard;
@@ -99,17 +103,33 @@ pub struct HttpLimits {
     /// The largest request body (default 4 MiB).
     pub max_body_bytes: usize,
     /// How long a request's headers, and then its body, may take to arrive
-    /// (default 30 s).
+    /// (default 30 s); the headers from their first byte, those of a new
+    /// connection's first request from its accept.
     pub request_read_timeout: Duration,
     /// How many connections may be open at once (default
-    /// [`DEFAULT_MAX_CONNECTIONS`]); a further one is answered HTTP 503
-    /// with `Retry-After` and closed.
+    /// [`DEFAULT_MAX_CONNECTIONS`]); at the bound the connection idle for
+    /// the longest is closed to make room for a new one, and when none is
+    /// idle the new one is answered HTTP 503 with `Retry-After` and closed.
     pub max_connections: usize,
+    /// How long a kept-alive connection may wait for its next request,
+    /// from the end of its last answer to the first byte of the next
+    /// request (default [`DEFAULT_IDLE_TIMEOUT`]); then it is closed.
+    pub idle_timeout: Duration,
 }
 
 /// How many connections the serving recipe keeps open at once, unless
 /// told otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// How long the serving recipe keeps an idle connection open, unless told
+/// otherwise: 75 s, longer than a reverse proxy or a load balancer keeps an
+/// idle connection to its upstream (nginx's `keepalive_timeout` in an
+/// `upstream` block and the usual cloud load balancer's idle timeout are 60
+/// s), so the server is not the one closing a connection the proxy is about
+/// to send a request on (which the proxy answers 502). An idle connection
+/// costs a file descriptor and a few KiB, and gives way to a new one at the
+/// bound.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
 
 /// How many connections past the bound are being answered 503 at once;
 /// further ones are closed without an answer.
@@ -128,6 +148,7 @@ impl Default for HttpLimits {
             max_body_bytes: 4 << 20,
             request_read_timeout: Duration::from_secs(30),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
@@ -221,15 +242,31 @@ where
     }
 
     /// How long a request's headers, and then its body, may take to arrive
-    /// (default 30 s). A connection whose headers are late is closed (by
-    /// [`StreamableHttpServer::serve`]); a late body gets HTTP 408.
+    /// (default 30 s): the headers from their first byte (a new
+    /// connection's first request: from its accept). A connection whose
+    /// headers are late is closed (by [`StreamableHttpServer::serve`]); a
+    /// late body gets HTTP 408.
     pub fn with_request_read_timeout(mut self, timeout: Duration) -> Self {
         self.limits.request_read_timeout = timeout;
         self
     }
 
+    /// How long [`StreamableHttpServer::serve`] keeps a kept-alive
+    /// connection open without a request: from the end of its last answer
+    /// to the first byte of the next request (default
+    /// [`DEFAULT_IDLE_TIMEOUT`], 75 s, which says why). A connection busy
+    /// with a request, a listen stream's included, is never closed by it.
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.idle_timeout = timeout;
+        self
+    }
+
     /// How many connections [`StreamableHttpServer::serve`] keeps open at
-    /// once (default [`DEFAULT_MAX_CONNECTIONS`], 1024); a further one is
+    /// once (default [`DEFAULT_MAX_CONNECTIONS`], 1024). At the bound a new
+    /// connection makes room as nginx does: the open connection idle for
+    /// the longest (between two requests, or accepted and silent so far) is
+    /// closed and the new one admitted. Only when every open connection is
+    /// busy with a request (or in the middle of sending one) is the new one
     /// answered at once with HTTP 503, `Retry-After: 1` and a JSON-RPC
     /// error (-32603, `data: {"reason": "connections", "retryAfterMs",
     /// "maxConnections"}`), then closed. It must exceed the runtime's
@@ -443,16 +480,20 @@ pub async fn serve(listener: tokio::net::TcpListener, router: axum::Router) -> s
 
 /// Serves `router` (HTTP/1.1) on `listener` until the process ends or the
 /// listener fails: `TCP_NODELAY` on every accepted socket, at most
-/// `limits.max_connections` open at once, and a connection closed when a
-/// request's headers, or the next request of a kept-alive connection, do
-/// not arrive within `limits.request_read_timeout`.
+/// `limits.max_connections` open at once, a connection closed when a
+/// request's headers do not arrive within `limits.request_read_timeout`
+/// (from their first byte; a new connection's first request from its
+/// accept), and a kept-alive connection closed when its next request does
+/// not start within `limits.idle_timeout` of its last answer.
 ///
-/// A connection past the bound is not left waiting in the backlog: its
-/// request is answered HTTP 503 with `Retry-After: 1` and a JSON-RPC error
-/// (-32603, `data.reason` `"connections"`, `data.maxConnections`), and the
-/// connection closed. At most 64 such refusals are written at once (each
-/// waits at most 5 s for its request's headers); past that a connection is
-/// closed at once.
+/// At the bound, the connection idle for the longest (between requests, or
+/// accepted and silent so far) is closed to make room for a new one. When
+/// none is idle, the new connection is not left waiting in the backlog:
+/// its request is answered HTTP 503 with `Retry-After: 1` and a JSON-RPC
+/// error (-32603, `data.reason` `"connections"`, `data.maxConnections`),
+/// and the connection closed. At most 64 such refusals are written at once
+/// (each waits at most 5 s for its request's headers); past that a
+/// connection is closed at once.
 pub async fn serve_with_limits(
     listener: tokio::net::TcpListener,
     router: axum::Router,
@@ -471,11 +512,14 @@ async fn serve_until(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     let seats = limits.max_connections.max(1);
-    let open = Arc::new(tokio::sync::Semaphore::new(seats));
+    let connections =
+        connections::Connections::new(seats, limits.idle_timeout, limits.request_read_timeout);
     let refusing = Arc::new(tokio::sync::Semaphore::new(MAX_REFUSING));
     let refusal = Bytes::from(connections_refusal(seats));
-    let header_timeout = limits.request_read_timeout;
     let (stop, stopping) = tokio::sync::watch::channel(false);
+    // Each connection's task holds a sender: once all are dropped, every
+    // connection has closed.
+    let (open, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -496,40 +540,86 @@ async fn serve_until(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
-        let Ok(seat) = open.clone().try_acquire_owned() else {
-            // Past the bound: a clear 503 rather than silence in the backlog.
+        let Some(seat) = connections.admit() else {
+            // Past the bound with none idle: a clear 503 rather than
+            // silence in the backlog.
             crate::server::metrics::refused(Reason::Connections.cause());
             if let Ok(turn) = refusing.clone().try_acquire_owned() {
                 tokio::spawn(refuse_connection(stream, refusal.clone(), turn));
             }
             continue;
         };
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let connection = Arc::clone(seat.connection());
+        let io = hyper_util::rt::TokioIo::new(connections::Watched::new(
+            stream,
+            Arc::clone(&connection),
+        ));
+        let service = answering(&router, connection);
         let mut stopping = stopping.clone();
+        let open = open.clone();
         // In the quiet scope: whatever router it serves, the service loops
         // rmcp starts for its requests log no message (see `crate::quiet`).
         tokio::spawn(crate::quiet::scope(async move {
+            // The timers are the seat's (see `connections`): hyper's own
+            // header timer cannot tell an idle connection from a slow one.
             let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                .header_read_timeout(None)
+                .serve_connection(io, service);
             let mut connection = std::pin::pin!(connection);
             // A connection that breaks off is the peer's business.
             tokio::select! {
                 _ = connection.as_mut() => {}
-                () = async { drop(stopping.wait_for(|stop| *stop).await) } => {
+                // Idle too long, or a request's headers late: closed as
+                // hyper's header timer would, without an answer.
+                () = seat.timed_out() => {}
+                () = async {
+                    tokio::select! {
+                        () = seat.evicted() => {}
+                        () = async { drop(stopping.wait_for(|stop| *stop).await) } => {}
+                    }
+                } => {
+                    // Closes an idle connection at once, and one with a
+                    // request in flight once it is answered.
                     connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
+                    tokio::select! {
+                        _ = connection.as_mut() => {}
+                        () = seat.timed_out() => {}
+                    }
                 }
             }
-            drop(seat);
+            drop((seat, open));
         }));
     }
     drop(listener);
     let _ = stop.send(true);
-    // Every seat back: every connection has closed.
-    let _ = open.acquire_many(seats as u32).await;
+    drop(open);
+    // `None` once every connection's sender is gone.
+    let _ = all_closed.recv().await;
     Ok(())
+}
+
+/// The service of one connection: `router`'s answers, with the connection
+/// marked busy from a request's headers until its answer is written.
+fn answering(
+    router: &axum::Router,
+    connection: Arc<connections::Connection>,
+) -> impl hyper::service::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = http::Response<connections::Answered>,
+    Error = std::convert::Infallible,
+    Future = impl Send,
+> + Send
++ 'static {
+    let service = hyper_util::service::TowerToHyperService::new(router.clone());
+    hyper::service::service_fn(move |request| {
+        connection.busy();
+        let answer = hyper::service::Service::call(&service, request);
+        let connection = Arc::clone(&connection);
+        async move {
+            let response = answer.await?;
+            Ok(response.map(|body| connections::Answered::new(body, connection)))
+        }
+    })
 }
 
 /// The body of the 503 a connection past the bound gets.

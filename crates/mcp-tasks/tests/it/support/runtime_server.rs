@@ -24,6 +24,9 @@ pub(crate) struct RuntimeServer {
     pub(crate) events: Arc<Mutex<Vec<String>>>,
     /// What the `gated` tool waits for at each step.
     pub(crate) gate: Arc<tokio::sync::Semaphore>,
+    /// Whether `server/discover` declares that the server honours
+    /// idempotency keys, as a server of this library does.
+    pub(crate) declares_idempotency: bool,
 }
 
 /// A runtime builder on `store` suggesting 20 ms polls.
@@ -32,7 +35,7 @@ pub(crate) fn runtime_on(store: impl IntoSharedStore) -> TaskRuntimeBuilder {
 }
 
 /// The policy of each tool, as 2025-11-25 clients read it in `tools/list`.
-pub(crate) const POLICIES: [(&str, TaskPolicy); 14] = [
+pub(crate) const POLICIES: [(&str, TaskPolicy); 15] = [
     ("slow", TaskPolicy::Optional),
     ("gated", TaskPolicy::Required),
     ("required_job", TaskPolicy::Required),
@@ -47,6 +50,7 @@ pub(crate) const POLICIES: [(&str, TaskPolicy); 14] = [
     ("spawns_work", TaskPolicy::Required),
     ("ask_everything", TaskPolicy::Required),
     ("steps", TaskPolicy::Required),
+    ("pay", TaskPolicy::Forbidden),
 ];
 
 impl RuntimeServer {
@@ -58,7 +62,24 @@ impl RuntimeServer {
             runtime,
             events: Arc::default(),
             gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            declares_idempotency: true,
         }
+    }
+
+    /// This server, declaring nothing of idempotency keys in
+    /// `server/discover` (as a server of another library): its runtime
+    /// still keeps them, but a client may not know it.
+    pub(crate) fn undeclared(mut self) -> Self {
+        self.declares_idempotency = false;
+        self
+    }
+
+    /// How many times the `pay` tool ran.
+    pub(crate) fn payments(&self) -> usize {
+        self.events()
+            .iter()
+            .filter(|event| *event == "pay ran")
+            .count()
     }
 
     /// Lets the `gated` tool take one more step.
@@ -174,12 +195,15 @@ fn ms_arg(request: &CallToolRequestParams) -> u64 {
 
 impl ServerHandler for RuntimeServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tasks()
-                .build(),
-        )
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .build();
+        ServerConfig::new(if self.declares_idempotency {
+            self.runtime.declare_idempotency(capabilities)
+        } else {
+            capabilities
+        })
     }
 
     async fn list_tools(
@@ -251,6 +275,23 @@ impl ServerHandler for RuntimeServer {
                 rt.call_tool(&request, &context, &ToolTasks::required(), |_| async {
                     Ok(text("required done"))
                 })
+                .await
+            }
+            "pay" => {
+                // A synchronous tool with a side effect: each run is counted
+                // (at its start), then it takes `ms`.
+                let events = self.events.clone();
+                let amount = u64_arg(&request, "amount", 1);
+                rt.call_tool(
+                    &request,
+                    &context,
+                    &ToolTasks::forbidden(),
+                    move |_| async move {
+                        events.lock().unwrap().push("pay ran".to_owned());
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                        Ok(text(format!("paid {amount}")))
+                    },
+                )
                 .await
             }
             "forbidden_tool" => {

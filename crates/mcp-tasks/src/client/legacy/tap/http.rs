@@ -19,7 +19,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::common::http_header::{
     EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_SESSION_ID, JSON_MIME_TYPE,
 };
@@ -31,6 +31,7 @@ use sse_stream::{Sse, SseStream};
 
 use super::super::Link;
 use super::MAX_MESSAGE;
+use crate::client::answer_bound::too_large_error;
 
 type Events = BoxStream<'static, Result<Sse, SseError>>;
 type Failure = StreamableHttpError<reqwest::Error>;
@@ -202,6 +203,65 @@ impl TapHttp {
             }
         })
     }
+}
+
+/// The answer to the request `id`, with an answer past the transport's
+/// bounds (a JSON body, or an SSE event past `max_event` bytes) turned into
+/// the error of the request that [`answer_bound`](crate::client::answer_bound)
+/// makes, so that the request ends saying why; the response is closed.
+fn within_bound(
+    response: Result<StreamableHttpPostResponse, Failure>,
+    id: RequestId,
+    max_event: usize,
+) -> Result<StreamableHttpPostResponse, Failure> {
+    match response {
+        Err(StreamableHttpError::ResponseBodyTooLarge { max_size }) => {
+            tracing::warn!(
+                bound = max_size,
+                "the server's answer is past this client's bound; it was not read"
+            );
+            let error = too_large_error(max_size, None);
+            Ok(StreamableHttpPostResponse::Json(
+                ServerJsonRpcMessage::error(error, Some(id)),
+                None,
+            ))
+        }
+        Ok(StreamableHttpPostResponse::Sse(events, session)) => {
+            let events = events
+                .scan(false, move |ended, event| {
+                    let next = match event {
+                        _ if *ended => None,
+                        Err(error) if event_too_large(&error) => {
+                            *ended = true;
+                            tracing::warn!(bound = max_event, "an SSE event of the server is past this client's bound; it was not read");
+                            let error = too_large_error(max_event, None);
+                            let message = ServerJsonRpcMessage::error(error, Some(id.clone()));
+                            serde_json::to_string(&message)
+                                .ok()
+                                .map(|data| Ok(Sse::default().data(data)))
+                        }
+                        event => Some(event),
+                    };
+                    std::future::ready(next)
+                })
+                .boxed();
+            Ok(StreamableHttpPostResponse::Sse(events, session))
+        }
+        other => other,
+    }
+}
+
+/// Whether an SSE body failed on an event past its bound: this file's
+/// bound ([`EventsError::TooLarge`]) or rmcp's, told by its message (its
+/// type is private; the tests read a real one).
+fn event_too_large(error: &SseError) -> bool {
+    let SseError::Body(error) = error else {
+        return false;
+    };
+    matches!(
+        error.downcast_ref::<EventsError>(),
+        Some(EventsError::TooLarge(_))
+    ) || error.to_string().contains("exceeded the maximum size")
 }
 
 /// What a response's `Content-Type` says its body is.
@@ -434,21 +494,12 @@ impl StreamableHttpClient for TapHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Failure> {
-        if self.reads_answer(&message) {
-            return self
-                .post_read(
-                    uri,
-                    message,
-                    session_id,
-                    auth_header,
-                    custom_headers,
-                    limits,
-                )
-                .await;
-        }
-        let response = self
-            .inner
-            .post_message_with_response_limits(
+        let id = match &message {
+            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
+        let response = if self.reads_answer(&message) {
+            self.post_read(
                 uri,
                 message,
                 session_id,
@@ -456,8 +507,24 @@ impl StreamableHttpClient for TapHttp {
                 custom_headers,
                 limits,
             )
-            .await?;
-        Ok(self.watched(response))
+            .await
+        } else {
+            self.inner
+                .post_message_with_response_limits(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    limits,
+                )
+                .await
+                .map(|response| self.watched(response))
+        };
+        match id {
+            Some(id) => within_bound(response, id, limits.max_sse_event_size),
+            None => response,
+        }
     }
 
     async fn delete_session(

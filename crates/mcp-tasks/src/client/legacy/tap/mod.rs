@@ -92,6 +92,8 @@ impl<R> TapRead<R> {
                     self.link.observe_message(&self.line);
                 }
                 self.line.clear();
+                // A long line's memory is not kept for the next ones.
+                self.line.shrink_to(64 << 10);
                 self.overflow = false;
             }
             bytes = rest;

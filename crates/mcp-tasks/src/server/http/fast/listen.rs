@@ -10,7 +10,9 @@
 //!
 //! A stream past the runtime's listen budget (server-wide or per caller,
 //! see [`listen`](crate::server::listen)) gets HTTP 503 with
-//! `Retry-After` and the JSON-RPC error of the refusal, at once.
+//! `Retry-After` and the JSON-RPC error of the refusal, at once, and its
+//! connection is closed after it (the [front](super::super::front)
+//! middleware closes every refusal's connection).
 //!
 //! As on the `tasks/*` fast path, a request that is not exactly a
 //! well-formed 2026-07-28 task listen, admitted by the guard, goes to rmcp, which validates

@@ -331,25 +331,54 @@ async fn an_sse_answer_is_streamed_and_watched_and_other_answers_end_alike() {
 }
 
 #[tokio::test]
-async fn bodies_past_the_limits_are_refused_alike() {
+async fn bodies_past_the_limits_answer_their_request_with_the_bound() {
     let canned = Canned::default();
     let url = serve(canned.clone()).await;
     let link = legacy_link();
     let mut limits = StreamableHttpResponseLimits::default();
     limits.max_json_response_size = 64;
     limits.max_sse_event_size = 64;
+    let too_large = |outcome: &str| {
+        // An SSE event's data is shown quoted (twice): read without quotes.
+        let outcome = outcome.replace(['\\', '"'], "");
+        outcome.contains("id:3,error")
+            && outcome.contains("mcpTasksClient:answerTooLarge")
+            && outcome.contains("maxAnswerBytes:64")
+    };
     canned.set(200, &[JSON], task_answer(3).to_string());
     let (ours, rmcp) = both(&url, &link, &get(3), Some("s-1"), limits).await;
-    assert_eq!(
-        (ours.as_str(), rmcp.as_str()),
-        ("too large 64", "too large 64")
-    );
+    assert!(too_large(&ours), "{ours}");
+    assert_eq!(rmcp, "too large 64", "rmcp's own client fails the POST");
     assert_eq!(link.take_answer(&rmcp::model::RequestId::Number(3)), None);
     canned.set(200, &[SSE], format!("data: {}\n\n", task_answer(3)));
     let (ours, rmcp) = both(&url, &link, &get(3), Some("s-1"), limits).await;
-    assert_eq!(ours, rmcp);
-    assert!(ours.contains("error"), "{ours}");
+    assert!(too_large(&ours) && ours.starts_with("sse"), "{ours}");
+    assert!(rmcp.contains("error"), "{rmcp}");
     assert_eq!(link.take_answer(&rmcp::model::RequestId::Number(3)), None);
+
+    // Answers the tap leaves to rmcp's client (a 2026-07-28 server's): its
+    // bounds, read back from its errors the same way.
+    let modern = TapHttp::new(reqwest::Client::new(), Arc::new(Link::default()));
+    assert!(!modern.reads_answer(&get(3)));
+    for content in [JSON, SSE] {
+        let body = match content {
+            SSE => format!("data: {}\n\n", task_answer(3)),
+            _ => task_answer(3).to_string(),
+        };
+        canned.set(200, &[content], body);
+        let answered = modern
+            .post_message_with_response_limits(
+                url.clone(),
+                get(3),
+                Some("s-1".into()),
+                None,
+                HashMap::new(),
+                limits,
+            )
+            .await;
+        let answered = outcome(answered).await;
+        assert!(too_large(&answered), "{content:?}: {answered}");
+    }
 }
 
 #[tokio::test]
