@@ -20,25 +20,31 @@
 //! # async fn run(token: &str) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //!
-//! use mcp_tasks::client::journal::{Journal, MemoryJournal};
+//! use mcp_tasks::client::journal::{MemoryJournal, ServerRef};
 //! use mcp_tasks::client::resume;
 //! use mcp_tasks::{AwaitOptions, ConnectOptions, TasksClient};
 //!
 //! # let journal = Arc::new(MemoryJournal::new());
 //! // `journal`: the one the first run connected with (a file: `mcp_tasks_sqlite::SqliteJournal`).
 //! for server in resume::unfinished(journal.clone()).await? {
-//!     // Headers and tokens are never journaled: give them again.
-//!     let endpoint = server
-//!         .endpoint()?
-//!         .with_header("Authorization", format!("Bearer {token}"))?;
+//!     let mut endpoint = server.endpoint()?;
+//!     // Headers and tokens are never journaled: give a URL's again (a
+//!     // child process has none).
+//!     if let ServerRef::Url(_) = &server.server {
+//!         endpoint = endpoint.with_header("Authorization", format!("Bearer {token}"))?;
+//!     }
 //!     let options = ConnectOptions::default().with_journal(journal.clone());
 //!     let client = TasksClient::connect(endpoint, (), options).await?;
 //!     let mut resumed = client.resume(&server, &AwaitOptions::default());
 //!     while let Some(task) = resumed.next().await {
+//!         let tool = &task.task.tool;
+//!         if task.is_gone() {
+//!             println!("{tool}: gone (marked so in the journal)");
+//!             continue;
+//!         }
 //!         match task.outcome {
-//!             Ok(outcome) => println!("{}: {:?}", task.task.tool, outcome.text()),
-//!             Err(error) if error.is_unknown_task() => println!("{}: gone", task.task.tool),
-//!             Err(error) => println!("{}: {error}", task.task.tool),
+//!             Ok(outcome) => println!("{tool}: {:?}", outcome.text()),
+//!             Err(error) => println!("{tool}: {error}"),
 //!         }
 //!     }
 //!     client.close().await;
