@@ -12,9 +12,11 @@
 //! [`Resumed`] task as it finishes, its outcome written back to the journal
 //! first, so that a finished task is not listed again. A task the server
 //! answers it does not know ([`Error::UnknownTask`]: it expired and was
-//! purged, or the server lost it) is reported [gone](Resumed::is_gone) and
-//! marked so in the journal ([`Journal::mark_gone`]), not retried at every
-//! start; a status its server gives of it later takes the mark off.
+//! purged, or the server lost it), and still does not know when a
+//! `tasks/get` asks again (a `-32602` may also refuse one request, such as
+//! a `tasks/update`), is reported [gone](Resumed::is_gone) and marked so in
+//! the journal ([`Journal::mark_gone`]), not retried at every start; a
+//! status its server gives of it later takes the mark off.
 //!
 //! ```no_run
 //! # async fn run(token: &str) -> Result<(), Box<dyn std::error::Error>> {
@@ -143,17 +145,18 @@ pub struct Resumed {
     pub task: TaskRef,
     /// What [`TasksClient::await_task`] would have returned for it.
     pub outcome: Result<TaskOutcome, Error>,
+    gone: bool,
 }
 
 impl Resumed {
-    /// True when the server answered that it does not know the task
-    /// ([`Error::UnknownTask`]: expired and purged, lost, or not this
-    /// caller's, as when the headers given again are not the first
-    /// connection's); the journal has it marked [gone](TaskRef::is_gone).
+    /// True when the server does not know the task: the wait ended with
+    /// [`Error::UnknownTask`] and a `tasks/get` sent to make sure was
+    /// refused alike (the task expired and was purged, the server lost it,
+    /// or it is not this caller's, as when the headers given again are not
+    /// the first connection's). The journal has it marked
+    /// [gone](TaskRef::is_gone).
     pub fn is_gone(&self) -> bool {
-        self.outcome
-            .as_ref()
-            .is_err_and(|error| error.is_unknown_task())
+        self.gone
     }
 }
 
@@ -235,6 +238,7 @@ impl<H: ClientHandler> TasksClient<H> {
                 outcome: Err(Error::Usage(
                     "the client is connected to another server than the tasks'",
                 )),
+                gone: false,
             });
             return ResumedTasks {
                 inner: futures::stream::iter(refused).boxed(),
@@ -252,18 +256,23 @@ impl<H: ClientHandler> TasksClient<H> {
             .await_each(ids, options)
             .filter_map(move |(id, outcome)| {
                 let task = entries.remove(&id);
-                let (journal, server) = (journal.clone(), server.clone());
+                let (client, journal, server) = (client.clone(), journal.clone(), server.clone());
                 async move {
-                    let resumed = Resumed {
-                        task: task?,
-                        outcome,
+                    let gone = match &outcome {
+                        Err(error) if error.is_unknown_task() => unknown(&client, &id).await,
+                        _ => false,
                     };
-                    if resumed.is_gone()
+                    if gone
                         && let Err(error) = journal.mark_gone(&server, &id, UnixMillis::now()).await
                     {
                         tracing::warn!(%error, "a task its server does not know could not be marked in the journal");
                     }
-                    Some(resumed)
+                    let task = task?;
+                    Some(Resumed {
+                        task,
+                        outcome,
+                        gone,
+                    })
                 }
             })
             .boxed();
@@ -285,6 +294,15 @@ impl<H: ClientHandler> TasksClient<H> {
             .filter_map(|task| finished.remove(&task.task_id))
             .collect()
     }
+}
+
+/// Whether the server answers a `tasks/get` of `id` that it does not know
+/// the task (a status it gives instead goes to the client's journal).
+async fn unknown<H: ClientHandler>(client: &TasksClient<H>, id: &TaskId) -> bool {
+    client
+        .get(id)
+        .await
+        .is_err_and(|error| error.is_unknown_task())
 }
 
 #[cfg(test)]

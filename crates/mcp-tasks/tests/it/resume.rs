@@ -1,7 +1,8 @@
 //! Resuming from the journal (`client::resume`) against our runtime: in
 //! process under a paused clock (every unfinished task awaited on one
 //! connection and its outcome journaled, a task purged by retention
-//! reported gone and marked, a client of another server refused), and over
+//! reported gone and marked, a client of another server refused, a
+//! `tasks/update` refused with -32602 not taken for a lost task), and over
 //! Streamable HTTP on 127.0.0.1 with bearer tokens (the endpoint rebuilt
 //! from the journal, the token given again; another caller's token makes
 //! the task look gone, and a status read with the right one brings it back).
@@ -21,7 +22,8 @@ use mcp_tasks::{
 use serde_json::json;
 
 use crate::support::runtime_server::{runtime_on, serve_http_with};
-use crate::support::{RuntimeServer, args, completed_text, in_process, options, task_of};
+use crate::support::scripted::{self, Reply, get_value, input_required, name_form};
+use crate::support::{Handler, RuntimeServer, args, completed_text, in_process, options, task_of};
 
 fn server_ref() -> ServerRef {
     ServerRef::Stdio("in-process test server".into())
@@ -162,6 +164,48 @@ async fn a_client_connected_to_another_server_awaits_nothing_and_marks_nothing()
     assert!(!resumed[0].is_gone());
     let groups = resume::unfinished(journal).await.unwrap();
     assert_eq!(groups[0].tasks.len(), 1, "still unfinished, not gone");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_update_is_not_taken_for_a_task_the_server_lost() {
+    // The server refuses the answer to its form with -32602, as it refuses
+    // an unknown task; asked again, it knows the task.
+    let mut gets = 0;
+    let (client, log) = scripted::connect(Handler::default(), move |method, _| match method {
+        "tasks/get" => {
+            gets += 1;
+            match gets {
+                1 => Reply::Result(input_required("name", name_form())),
+                _ => Reply::Result(get_value("working", json!({}))),
+            }
+        }
+        "tasks/update" => Reply::Error(json!({"code": -32602, "message": "not an answer"})),
+        _ => Reply::Error(json!({"code": -32601, "message": "no"})),
+    })
+    .await;
+    let journal = Arc::new(MemoryJournal::new());
+    let server = ServerRef::Stdio("scripted server".into());
+    let entry: TaskRef = serde_json::from_value(json!({
+        "server": server, "taskId": "task-secret-1", "era": "extension", "tool": "ask",
+        "createdAt": 1, "ttl": null, "status": "input_required", "seenAt": 1,
+    }))
+    .unwrap();
+    journal.record(&entry).await.unwrap();
+
+    let groups = resume::unfinished(journal.clone()).await.unwrap();
+    let resumed = client.resume_all(&groups[0], &options()).await;
+    let error = resumed[0].outcome.as_ref().unwrap_err();
+    assert!(error.is_unknown_task(), "{error}");
+    assert!(!resumed[0].is_gone(), "the server still knows it");
+    assert_eq!(log.of("tasks/update").len(), 1);
+    assert_eq!(log.of("tasks/get").len(), 2, "one more read to make sure");
+    let groups = resume::unfinished(journal.clone()).await.unwrap();
+    assert_eq!(groups.len(), 1, "still to resume");
+    assert_eq!(
+        groups[0].tasks[0].status,
+        TaskStatus::Working,
+        "as read last"
+    );
 }
 
 const ALICE: &str = "alice-token-0123456789abcdef";
