@@ -13,8 +13,9 @@
 //!
 //! `--journal FILE` (default journal.sqlite3), `--seconds N` (how long
 //! `crunch` works, default 5), URL (default http://127.0.0.1:8080/mcp). A
-//! token in `MCP_TOKEN` is sent as a bearer token; a journal keeps no header,
-//! so `--resume` gives it again. Needs `mcp-tasks` (default features) and
+//! token in `MCP_TOKEN` is sent as a bearer token to URL; a journal keeps no
+//! header, so `--resume` gives it again, to that server only (a journal may
+//! name others). A server `--resume` cannot reach is left for the next run. Needs `mcp-tasks` (default features) and
 //! `mcp-tasks-sqlite`.
 #![allow(clippy::print_stdout)]
 
@@ -64,12 +65,13 @@ struct Crunch {
     seconds: u64,
 }
 
-/// `endpoint` with the caller's token, if there is one and the endpoint is
-/// a URL (a child process has no headers): the journal keeps none, so the
-/// first run and the resume both add it.
-fn with_token(endpoint: Endpoint) -> anyhow::Result<Endpoint> {
+/// `endpoint` with the caller's token, if there is one and `url`, where the
+/// endpoint goes, is `ours`, the server the token is for: the journal keeps
+/// no header, so the first run and the resume both add it, and a journal
+/// that names other servers never sends them this token.
+fn with_token(endpoint: Endpoint, url: Option<&str>, ours: &str) -> anyhow::Result<Endpoint> {
     match std::env::var("MCP_TOKEN") {
-        Ok(token) if matches!(endpoint, Endpoint::Url { .. }) => {
+        Ok(token) if url == Some(ours) => {
             Ok(endpoint.with_header("Authorization", format!("Bearer {token}"))?)
         }
         _ => Ok(endpoint),
@@ -90,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
     let args = args()?;
     let journal = Arc::new(SqliteJournal::open(&args.journal)?);
     if args.resume {
-        resume(journal).await
+        resume(journal, &args.url).await
     } else {
         call(journal, args.url, args.seconds).await
     }
@@ -101,7 +103,8 @@ async fn call(journal: Arc<SqliteJournal>, url: String, seconds: u64) -> anyhow:
     // Every task this client creates is in the journal before `call_tool`
     // returns it, and every status it learns is written as it comes.
     let options = ConnectOptions::default().with_journal(journal);
-    let client = TasksClient::connect(with_token(Endpoint::url(url))?, (), options).await?;
+    let endpoint = with_token(Endpoint::url(&url), Some(&url), &url)?;
+    let client = TasksClient::connect(endpoint, (), options).await?;
     let arguments = Crunch { seconds };
     let CallResponse::Task(task) = client
         .call_tool("crunch", arguments, CallOptions::default())
@@ -117,7 +120,7 @@ async fn call(journal: Arc<SqliteJournal>, url: String, seconds: u64) -> anyhow:
 }
 
 /// Awaits every unfinished task of the journal, server by server.
-async fn resume(journal: Arc<SqliteJournal>) -> anyhow::Result<()> {
+async fn resume(journal: Arc<SqliteJournal>, url: &str) -> anyhow::Result<()> {
     // One call: the unfinished tasks by server, each with its endpoint.
     let servers = resume::unfinished(journal.clone()).await?;
     if servers.is_empty() {
@@ -129,9 +132,20 @@ async fn resume(journal: Arc<SqliteJournal>) -> anyhow::Result<()> {
             server.tasks.len(),
             server.server
         );
-        let endpoint = with_token(server.endpoint()?)?;
+        let endpoint = with_token(server.endpoint()?, server.url(), url)?;
         let options = ConnectOptions::default().with_journal(journal.clone());
-        let client = TasksClient::connect(endpoint, (), options).await?;
+        let client = match TasksClient::connect(endpoint, (), options).await {
+            Ok(client) => client,
+            // Its tasks stay in the journal for the next run; the other
+            // servers' are resumed all the same.
+            Err(error) => {
+                println!(
+                    "{}: cannot connect ({error}); left for the next run",
+                    server.server
+                );
+                continue;
+            }
+        };
         // All of this server's tasks on one connection, each as it ends;
         // the journal has its outcome before it comes out here.
         let mut resumed = client.resume(&server, &watching());

@@ -22,7 +22,7 @@
 //! # async fn run(token: &str) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //!
-//! use mcp_tasks::client::journal::{MemoryJournal, ServerRef};
+//! use mcp_tasks::client::journal::MemoryJournal;
 //! use mcp_tasks::client::resume;
 //! use mcp_tasks::{AwaitOptions, ConnectOptions, TasksClient};
 //!
@@ -30,9 +30,10 @@
 //! // `journal`: the one the first run connected with (a file: `mcp_tasks_sqlite::SqliteJournal`).
 //! for server in resume::unfinished(journal.clone()).await? {
 //!     let mut endpoint = server.endpoint()?;
-//!     // Headers and tokens are never journaled: give a URL's again (a
-//!     // child process has none).
-//!     if let ServerRef::Url(_) = &server.server {
+//!     // Headers and tokens are never journaled: give a server its own
+//!     // again, and never to another server the journal names (a child
+//!     // process has none).
+//!     if server.url() == Some("https://tasks.example.com/mcp") {
 //!         endpoint = endpoint.with_header("Authorization", format!("Bearer {token}"))?;
 //!     }
 //!     let options = ConnectOptions::default().with_journal(journal.clone());
@@ -106,6 +107,17 @@ impl Unfinished {
         Endpoint::from_journal_ref(&self.server).ok_or(Error::Usage(
             "the journal names a URL, and this build has no HTTP client (feature http-client)",
         ))
+    }
+
+    /// The URL of their server, when it is a Streamable HTTP endpoint:
+    /// what to compare with the server a token or header belongs to before
+    /// giving it again (a journal may name several servers, and a token for
+    /// one must never go to another).
+    pub fn url(&self) -> Option<&str> {
+        match &self.server {
+            ServerRef::Url(url) => Some(url),
+            _ => None,
+        }
     }
 
     /// The journal the tasks were listed from, where their outcomes go.
@@ -365,6 +377,9 @@ mod tests {
             ],
             "neither the finished task nor the gone one"
         );
+        // What a caller compares with its token's server before giving it.
+        assert_eq!(groups[0].url(), None, "a child process has no URL");
+        assert_eq!(groups[1].url(), Some("http://127.0.0.1:1/mcp"));
         assert_eq!(
             groups[0].endpoint().unwrap(),
             Endpoint::shell(r"'/opt/my server' --flag 'it'\''s'")
