@@ -188,18 +188,10 @@ impl TaskRuntime {
             )
             .map_err(|refused| ErrorData::internal_error(refused.to_string(), None))?
             .into_record();
-        let lease = match (&inner.leasing, inner.store.replicas()) {
-            (Some(leasing), Some(replicas)) => {
-                let lease = leasing.current();
-                leasing
-                    .ensure(replicas, &lease)
-                    .await
-                    .map_err(LeaseError::into_error_data)?;
-                record = record.with_runner(lease.runner().clone(), None);
-                Some(lease)
-            }
-            _ => None,
-        };
+        let lease = self.checked_lease().await?;
+        if let Some(lease) = &lease {
+            record = record.with_runner(lease.runner().clone(), None);
+        }
         Ok((record, lease))
     }
 

@@ -29,7 +29,7 @@ use super::budget::{answered_within, input_within};
 use super::context::TaskContext;
 use super::era;
 use super::idempotent::Idempotent;
-use super::lease::LeaseError;
+use super::lease::{Lease, LeaseError};
 use super::policy::{TaskPolicy, ToolTasks};
 use super::principal::Principal;
 use super::state::Inner;
@@ -318,27 +318,19 @@ impl TaskRuntime {
             record = record.with_idempotency(&idempotent.key, idempotent.fingerprint.clone());
         }
         // On a shared store the task names this process's lease, checked first.
-        let lease = match (&inner.leasing, inner.store.replicas()) {
-            (Some(leasing), Some(replicas)) => {
-                let lease = leasing.current();
-                leasing
-                    .ensure(replicas, &lease)
-                    .await
-                    .map_err(LeaseError::into_error_data)?;
+        let lease = self.checked_lease().await?;
+        match &lease {
+            Some(lease) => {
                 let call = (tasks.resumable && inner.resumes).then(|| resumable_call(request));
                 record = record.with_runner(lease.runner().clone(), call);
-                Some(lease)
             }
             // On a store of one process, a resumable task keeps its call for
             // the next process on the store (SQLite) to run it again.
-            _ => {
-                if tasks.resumable && inner.resumes {
-                    record =
-                        record.with_runner(inner.runner.clone(), Some(resumable_call(request)));
-                }
-                None
+            None if tasks.resumable && inner.resumes => {
+                record = record.with_runner(inner.runner.clone(), Some(resumable_call(request)));
             }
-        };
+            None => {}
+        }
         let id = record.id().clone();
         let idle_ttl = record.idle_ttl();
         let token = CancellationToken::new();
@@ -547,6 +539,22 @@ impl TaskRuntime {
             lease,
         ));
         Ok(CallToolResponse::Task(CreateTaskResult::new(created)))
+    }
+
+    /// On a store shared by several processes, the lease this process's
+    /// new records name, checked (renewed if due) first; `None` on a store
+    /// of one process.
+    pub(crate) async fn checked_lease(&self) -> Result<Option<Arc<Lease>>, ErrorData> {
+        let inner = &self.inner;
+        let (Some(leasing), Some(replicas)) = (&inner.leasing, inner.store.replicas()) else {
+            return Ok(None);
+        };
+        let lease = leasing.current();
+        leasing
+            .ensure(replicas, &lease)
+            .await
+            .map_err(LeaseError::into_error_data)?;
+        Ok(Some(lease))
     }
 
     /// `tasks/get`: the task, if it exists and belongs to the caller.

@@ -111,6 +111,21 @@ async fn client(url: &str, bound: usize) -> TasksClient<mcp_tasks::client::legac
         .expect("connect")
 }
 
+/// `sized` called with `arguments` and awaited, within 10 s.
+async fn sized(
+    client: &TasksClient<mcp_tasks::client::legacy::Handler>,
+    arguments: Value,
+) -> Result<TaskOutcome, Error> {
+    client
+        .call_and_await(
+            "sized",
+            args(arguments),
+            CallOptions::default(),
+            &within(10),
+        )
+        .await
+}
+
 fn within(seconds: u64) -> AwaitOptions {
     AwaitOptions::default().with_deadline(Some(Duration::from_secs(seconds)))
 }
@@ -141,14 +156,7 @@ async fn a_task_whose_result_is_past_the_budget_fails_naming_both_sizes() {
     // At the first step (stored finished in one write) and later (supervised).
     for later in [false, true] {
         let arguments = json!({"bytes": 100_000, "task": true, "later": later});
-        let outcome = client
-            .call_and_await(
-                "sized",
-                args(arguments),
-                CallOptions::default(),
-                &within(10),
-            )
-            .await;
+        let outcome = sized(&client, arguments).await;
         let Ok(TaskOutcome::Failed(failure)) = outcome else {
             panic!("failed: {outcome:?}");
         };
@@ -178,29 +186,14 @@ async fn a_task_whose_result_is_past_the_budget_fails_naming_both_sizes() {
     }
     // Within the budget: the result whole.
     let arguments = json!({"bytes": 60_000, "task": true});
-    let outcome = client
-        .call_and_await(
-            "sized",
-            args(arguments),
-            CallOptions::default(),
-            &within(10),
-        )
-        .await
-        .unwrap();
+    let outcome = sized(&client, arguments).await.unwrap();
     let TaskOutcome::Completed(result) = outcome else {
         panic!("completed: {outcome:?}");
     };
     assert_eq!(result.content[0].as_text().unwrap().text.len(), 60_000);
     // A tool's error is held to the budget too.
     let arguments = json!({"bytes": 100_000, "task": true, "error": true});
-    let outcome = client
-        .call_and_await(
-            "sized",
-            args(arguments),
-            CallOptions::default(),
-            &within(10),
-        )
-        .await;
+    let outcome = sized(&client, arguments).await;
     let Ok(TaskOutcome::Failed(failure)) = outcome else {
         panic!("failed: {outcome:?}");
     };
@@ -318,14 +311,7 @@ async fn the_client_refuses_an_answer_past_its_bound_and_goes_on() {
     let client = client(&url, bound).await;
     // A task's result, read by tasks/get (and heard on the listen stream).
     let arguments = json!({"bytes": 200_000, "task": true, "later": true});
-    let outcome = client
-        .call_and_await(
-            "sized",
-            args(arguments),
-            CallOptions::default(),
-            &within(10),
-        )
-        .await;
+    let outcome = sized(&client, arguments).await;
     let error = outcome.expect_err("past the bound");
     assert!(error.is_answer_too_large(), "{error:?}");
     assert_eq!(error.answer_bound(), Some(bound as u64));
@@ -350,15 +336,7 @@ async fn the_client_refuses_an_answer_past_its_bound_and_goes_on() {
     );
     // The connection goes on: a result within the bound arrives whole.
     let arguments = json!({"bytes": 50_000, "task": true, "later": true});
-    let outcome = client
-        .call_and_await(
-            "sized",
-            args(arguments),
-            CallOptions::default(),
-            &within(10),
-        )
-        .await
-        .unwrap();
+    let outcome = sized(&client, arguments).await.unwrap();
     assert_eq!(crate::support::completed_text(&outcome).len(), 50_000);
 }
 

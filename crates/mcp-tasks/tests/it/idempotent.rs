@@ -14,12 +14,18 @@ use serde_json::{Value, json};
 use crate::support::RuntimeServer;
 use crate::support::runtime_server::{runtime_on, serve_http};
 
-const ALICE: &str = "alice-token-0123456789abcdef";
+pub(crate) const ALICE: &str = "alice-token-0123456789abcdef";
 const BOB: &str = "bob-token-0123456789abcdef";
 
 /// A 2026-07-28 `tools/call` posted as is, with `token` and `key` (any JSON
 /// value, or none): the JSON-RPC answer.
-async fn call(url: &str, token: &str, tool: &str, arguments: Value, key: Option<Value>) -> Value {
+pub(crate) async fn call(
+    url: &str,
+    token: &str,
+    tool: &str,
+    arguments: Value,
+    key: Option<Value>,
+) -> Value {
     let mut meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities":
             {"extensions": {"io.modelcontextprotocol/tasks": {}}}});

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_tasks::client::{ConnectOptions, Endpoint, Stage};
-use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, IDEMPOTENCY_KEY_META, TasksClient};
+use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TasksClient};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -115,33 +115,17 @@ async fn a_lost_synchronous_call_is_sent_again_to_our_server_and_runs_once() {
     assert_eq!(server.payments(), 1, "run once");
 }
 
-/// A `tools/call` posted as is, with the idempotency key `key`.
-async fn post_call(url: &str, tool: &str, arguments: Value, key: &str) -> Value {
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {}, IDEMPOTENCY_KEY_META: key});
-    let answer = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
-        .body(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": tool, "arguments": arguments, "_meta": meta}})
-            .to_string(),
-        )
-        .send()
-        .await
-        .expect("the server answers")
-        .text()
-        .await
-        .expect("a body");
-    let json = answer
-        .lines()
-        .find_map(|line| line.strip_prefix("data:"))
-        .unwrap_or(&answer);
-    serde_json::from_str(json.trim()).unwrap_or_else(|_| panic!("not JSON-RPC: {answer}"))
+/// A `tools/call` of `pay` (a forbidden tool: it runs synchronously)
+/// posted as is, under the idempotency key `key`.
+async fn pay(url: &str, arguments: Value, key: &str) -> Value {
+    crate::idempotent::call(
+        url,
+        crate::idempotent::ALICE,
+        "pay",
+        arguments,
+        Some(json!(key)),
+    )
+    .await
 }
 
 /// On the server: a synchronous call sent again under its key, while the
@@ -153,22 +137,22 @@ async fn a_synchronous_call_under_one_key_runs_once_and_its_answer_is_given_agai
     let url = serve_http(server.clone()).await;
     let first = tokio::spawn({
         let url = url.clone();
-        async move { post_call(&url, "pay", json!({"amount": 3, "ms": 400}), "k-1").await }
+        async move { pay(&url, json!({"amount": 3, "ms": 400}), "k-1").await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Sent again while the first still runs: it waits for the first's answer.
-    let again = post_call(&url, "pay", json!({"ms": 400, "amount": 3}), "k-1").await;
+    let again = pay(&url, json!({"ms": 400, "amount": 3}), "k-1").await;
     let first = first.await.expect("join");
     assert_eq!(first["result"]["content"][0]["text"], "paid 3", "{first}");
     assert_eq!(again["result"], first["result"], "the same answer");
     assert_eq!(server.payments(), 1);
     // And after it ended.
-    let later = post_call(&url, "pay", json!({"amount": 3, "ms": 400}), "k-1").await;
+    let later = pay(&url, json!({"amount": 3, "ms": 400}), "k-1").await;
     assert_eq!(later["result"], first["result"]);
     assert_eq!(server.payments(), 1);
-    let other = post_call(&url, "pay", json!({"amount": 4, "ms": 1}), "k-1").await;
+    let other = pay(&url, json!({"amount": 4, "ms": 1}), "k-1").await;
     assert_eq!(other["error"]["code"], -32602, "{other}");
-    let fresh = post_call(&url, "pay", json!({"amount": 3, "ms": 1}), "k-2").await;
+    let fresh = pay(&url, json!({"amount": 3, "ms": 1}), "k-2").await;
     assert_eq!(fresh["result"]["content"][0]["text"], "paid 3");
     assert_eq!(server.payments(), 2, "another key is another call");
 }
