@@ -47,7 +47,7 @@ const REFRESH_BEFORE: u64 = 30;
 
 /// The sign-in flags of every command that reaches a server by URL (refused
 /// for a server on stdio, and beside a `--header 'Authorization: ...'`:
-/// see `crate::inapplicable`).
+/// see the refusals of `inapplicable.rs`).
 #[derive(Debug, Args, Clone, Default)]
 pub(crate) struct OAuthArgs {
     /// Sign in with client credentials (a machine, no browser): --oauth-client-id, and the

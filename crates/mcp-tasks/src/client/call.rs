@@ -240,7 +240,7 @@ impl<H: ClientHandler> TasksClient<H> {
         round: usize,
     ) -> Result<CallResponse, Error> {
         let timeout = || deadline.timeout(Stage::Call { round }, None, None);
-        let key = creation_key(&mut options)?;
+        let key = call_key(&mut options)?;
         let link = self.journal.as_ref();
         if let (Some(key), Some(link)) = (&key, link)
             && deadline
@@ -477,7 +477,7 @@ const LOST_CALL_RESENDS: u32 = 5;
 
 /// The idempotency key of a call: the caller's own from `options.meta`,
 /// else a fresh one written there. `None` when the options ask for none.
-fn creation_key(options: &mut CallOptions) -> Result<Option<IdempotencyKey>, Error> {
+fn call_key(options: &mut CallOptions) -> Result<Option<IdempotencyKey>, Error> {
     if let Some(own) = IdempotencyKey::from_meta(&options.meta)
         .map_err(|_| Error::Usage("the idempotency key in CallOptions::meta is not a valid key"))?
     {

@@ -13,7 +13,6 @@ use rmcp::service::{RequestContext, RoleServer};
 use super::routes::Route;
 use super::{Gateway, breaker, call, connection, pool, relay, rounds, sync};
 use crate::client::CallResponse;
-use crate::server::budget::response_within;
 use crate::server::{TaskPolicy, ToolTasks};
 
 impl Gateway {
@@ -108,7 +107,6 @@ impl Gateway {
             // be.
             let cancelled = context.ct.clone();
             let principal = caller.principal.clone();
-            let limit = self.runtime.max_result_bytes();
             let run = async move {
                 let sync = sync::SyncCall {
                     pool: &pool,
@@ -117,9 +115,8 @@ impl Gateway {
                     options: &route.options,
                     principal,
                 };
-                let answer = bounded(&route, sync::call(sync, request, context)).await;
-                // Held to the runtime's result budget, as a synchronous call is.
-                response_within(answer, limit)
+                // Held to the runtime's result budget by run_once.
+                bounded(&route, sync::call(sync, request, context)).await
             };
             return self
                 .runtime

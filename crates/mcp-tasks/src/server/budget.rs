@@ -8,7 +8,8 @@
 //! every answer. So every outcome is measured on its way to becoming a
 //! record ([`outcome_within`], which every path a tool's outcome takes calls:
 //! a supervised task, the first step of `start_task`, a resumed task, the
-//! gateway's tasks) or an answer ([`answer_within`], the synchronous call),
+//! gateway's tasks) or an answer ([`response_within`], every synchronous
+//! call's, from `once.rs` and `TaskRouter`),
 //! and one past the budget becomes a JSON-RPC error naming both sizes
 //! instead; nothing of it reaches the store. Input answers
 //! ([`input_within`], `tasks/update`) are held to the same budget.
@@ -21,7 +22,6 @@
 //! [with]: super::TaskRuntimeBuilder::with_max_result_bytes
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::io;
 
 use rmcp::ErrorData;
@@ -73,18 +73,6 @@ pub(crate) fn answer_within(
             None => outcome,
         },
     }
-}
-
-/// The answer of a synchronous call that `run` makes, as it is sent (and,
-/// under an idempotency key, kept): held to `limit` ([`answer_within`]).
-pub(crate) async fn answered_within<F>(
-    run: F,
-    limit: Option<usize>,
-) -> Result<CallToolResponse, ErrorData>
-where
-    F: Future<Output = Result<CallToolResult, ErrorData>>,
-{
-    answer_within(run.await, limit).map(CallToolResponse::from)
 }
 
 /// A synchronous `tools/call` answer as it is sent: a result or an error

@@ -45,6 +45,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::admission::caller::Caller;
+use super::budget::response_within;
 use super::idempotent::Idempotent;
 use super::lease::{Lease, LeaseError};
 use super::policy::ToolTasks;
@@ -99,8 +100,9 @@ impl TaskRuntime {
 
     /// Runs `run`, the synchronous answer to `request` from `caller`, once
     /// under the call's idempotency key (see the [module docs](self));
-    /// without a key, or on a store that keeps none, just runs it. A panic
-    /// in `run` is answered as an internal error. `cancelled` fires when
+    /// without a key, or on a store that keeps none, just runs it. Its
+    /// answer is held to the result budget (`budget.rs`), and a panic in
+    /// `run` is answered as an internal error. `cancelled` fires when
     /// the caller is gone: a call sent again stops waiting for the first
     /// run then.
     pub(crate) async fn run_once<Fut>(
@@ -114,6 +116,9 @@ impl TaskRuntime {
     where
         Fut: Future<Output = Result<CallToolResponse, ErrorData>> + Send + 'static,
     {
+        // Every answer is held to the result budget, before it is kept.
+        let limit = self.inner.settings.max_result_bytes;
+        let run = async move { response_within(run.await, limit) };
         let Some(idempotent) = caller
             .idempotent
             .as_ref()

@@ -248,10 +248,10 @@ where
         }
         let cancelled = request_context.ct.clone();
         let (service, tools, call) = (service.clone(), self.tools.clone(), request.clone());
+        // Held to the budget by run_once, before it is kept for the key.
         let run = async move {
             let call = ToolCallContext::new(&service, call, request_context);
-            // Held to the budget before it is kept for the key.
-            response_within(tools.call(call).await, limit)
+            tools.call(call).await
         };
         self.runtime
             .run_once(&caller, &request, tasks, &cancelled, run)

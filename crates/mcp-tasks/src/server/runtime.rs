@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::admission::caller::{Caller, quota_of};
 use super::admission::queue::{Entry, Load, queued_message};
 use super::admission::shared::{Seated, TaskSeats};
-use super::budget::{answered_within, input_within};
+use super::budget::input_within;
 use super::context::TaskContext;
 use super::era;
 use super::idempotent::Idempotent;
@@ -121,7 +121,7 @@ impl TaskRuntime {
         if !self.runs_as_task(request, context, tasks)? {
             // Once under its idempotency key, as a task would be.
             let run = run(TaskContext::synchronous(context));
-            let run = answered_within(run, self.inner.settings.max_result_bytes);
+            let run = async move { run.await.map(CallToolResponse::from) };
             return Box::pin(self.run_once(&caller, request, tasks, &context.ct, run)).await;
         }
         let tasks = self.tasks_for_call(tasks, context);
