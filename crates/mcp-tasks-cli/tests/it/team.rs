@@ -9,6 +9,7 @@
 //! `team/reload.rs`.
 
 mod identity;
+mod late;
 mod reload;
 
 use std::path::{Path, PathBuf};

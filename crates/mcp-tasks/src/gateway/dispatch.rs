@@ -52,9 +52,27 @@ impl Gateway {
             // Only reads where the upstream said its list changed.
             route.link.tools().await;
         }
-        table
-            .find(name, caller)
-            .ok_or_else(|| ErrorData::invalid_params(format!("unknown tool: {name}"), None))
+        table.find(name, caller).ok_or_else(|| {
+            // A prefixed name of an upstream still waited for is said so
+            // (its tools are not known yet: access cannot be told apart).
+            let waited = table.pending.iter().find(|waiting| {
+                waiting.config.prefixed
+                    && name
+                        .strip_prefix(waiting.config.name.as_str())
+                        .is_some_and(|rest| rest.starts_with(table.separator.as_str()))
+            });
+            match waited {
+                Some(waiting) => ErrorData::invalid_params(
+                    format!(
+                        "unknown tool: {name} (the upstream {:?} cannot be reached yet; its \
+                         tools are listed once it answers)",
+                        waiting.config.name
+                    ),
+                    None,
+                ),
+                None => ErrorData::invalid_params(format!("unknown tool: {name}"), None),
+            }
+        })
     }
 
     async fn route_call(

@@ -478,7 +478,7 @@ impl Gateway {
                 .with_options(options)
                 .unprefixed(),
         );
-        Self::start_many(runtime, config)
+        Self::start_with(runtime, config, true)
             .await
             .map_err(|error| match error {
                 Error::Upstream { source, .. } => *source,
@@ -486,13 +486,30 @@ impl Gateway {
             })
     }
 
-    /// Connects to every upstream of `config` and lists its tools (each
-    /// must succeed, and no two may serve one tool name), then serves them
-    /// all on `runtime` (see the [module](self) docs). Must be called
+    /// Connects to every upstream of `config` and lists its tools (no two
+    /// may serve one tool name), then serves them all on `runtime` (see the
+    /// [module](self) docs). An upstream that cannot be reached (its
+    /// command does not complete the handshake, its URL does not answer in
+    /// time) does not stop the others: the gateway starts without its
+    /// tools, says so in one warning, tries it again with backoff (up to
+    /// [`GatewayOptions::restart_backoff_max`] apart), and serves its tools
+    /// once it answers, telling clients the list changed
+    /// ([`Gateway::waiting_upstreams`] names those still waited for). A
+    /// configuration that cannot be served is an error. Must be called
     /// inside a tokio runtime.
     pub async fn start_many(runtime: TaskRuntime, config: GatewayConfig) -> Result<Self, Error> {
+        Self::start_with(runtime, config, false).await
+    }
+
+    /// [`Gateway::start_many`]; with `all_or_nothing`, an upstream that
+    /// cannot be reached is an error.
+    async fn start_with(
+        runtime: TaskRuntime,
+        config: GatewayConfig,
+        all_or_nothing: bool,
+    ) -> Result<Self, Error> {
         let config = answers_bounded(config, &runtime);
-        let routes = Arc::new(Routes::start(config).await?);
+        let routes = Routes::start(config, all_or_nothing).await?;
         let legacy_peers = Arc::default();
         tokio::spawn(tell_legacy_peers(
             routes.version.subscribe(),
@@ -517,6 +534,17 @@ impl Gateway {
         self.routes
             .reload(answers_bounded(config, &self.runtime))
             .await
+    }
+
+    /// The upstreams that could not be reached when the gateway started
+    /// and have not answered since, by name ([`Gateway::start_many`]).
+    pub fn waiting_upstreams(&self) -> Vec<String> {
+        self.routes
+            .current()
+            .pending
+            .iter()
+            .map(|waiting| waiting.config.name.clone())
+            .collect()
     }
 
     /// The runtime the tasks run on.

@@ -16,9 +16,11 @@ use rmcp::ErrorData;
 use rmcp::model::Tool;
 use rmcp::service::{RequestContext, RoleServer};
 use sha2::Digest;
+use tokio_util::sync::CancellationToken;
 
 use super::breaker::Health;
 use super::connection::Shared;
+use super::connection::backoff;
 use super::pool::Pool;
 use super::team::{GatewayConfig, Identity, ReloadReport, Rules, UpstreamConfig};
 use super::upstream::Link;
@@ -195,6 +197,37 @@ impl Route {
 pub(crate) struct Table {
     pub(crate) separator: String,
     pub(crate) routes: Vec<Arc<Route>>,
+    /// The upstreams that could not be reached when the gateway started:
+    /// served, and their tools listed, once they answer ([`Pending`]).
+    pub(crate) pending: Vec<Arc<Pending>>,
+}
+
+/// An upstream that could not be reached when the gateway started (its
+/// command did not complete the handshake, its URL did not answer): the
+/// gateway starts without its tools and a task of its own tries again
+/// with backoff until it answers, the gateway is dropped, or a reload
+/// removes or changes it.
+pub(crate) struct Pending {
+    pub(crate) config: UpstreamConfig,
+    stop: CancellationToken,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Whether `error` says the upstream could not be reached (it may answer
+/// later), not that its configuration cannot be served.
+fn unreachable(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::Spawn { .. }
+            | Error::Initialize { .. }
+            | Error::ConnectTimeout(_)
+            | Error::ListTools { .. }
+    )
 }
 
 impl Table {
@@ -289,30 +322,156 @@ pub(crate) struct Routes {
 }
 
 impl Routes {
-    /// Starts every upstream of `config` (each must connect and list its
-    /// tools) and checks that no two serve one name.
-    pub(crate) async fn start(config: GatewayConfig) -> Result<Self, Error> {
+    /// Starts every upstream of `config` and checks that no two serve one
+    /// name. With `all_or_nothing`, each must connect and list its tools;
+    /// otherwise one that cannot be reached is left [`Pending`], said in
+    /// one line, and served once it answers (the clients told its tools
+    /// came).
+    pub(crate) async fn start(
+        config: GatewayConfig,
+        all_or_nothing: bool,
+    ) -> Result<Arc<Self>, Error> {
         config.check()?;
         let version = tokio::sync::watch::Sender::new(0);
         let mut routes = Vec::new();
-        for upstream in config.upstreams {
+        let mut pending = Vec::new();
+        // All at once: an upstream that takes its connect timeout to fail
+        // delays the start by that, not by the sum.
+        let started = futures::future::join_all(
+            config
+                .upstreams
+                .iter()
+                .map(|upstream| Route::start(upstream.clone(), &version)),
+        )
+        .await;
+        for (upstream, started) in config.upstreams.into_iter().zip(started) {
             let name = upstream.name.clone();
-            let route = Route::start(upstream, &version)
-                .await
-                .map_err(|source| Error::upstream(&name, source))?;
-            routes.push(route);
+            match started {
+                Ok(route) => routes.push(route),
+                Err(error) if !all_or_nothing && unreachable(&error) => {
+                    let retry = &upstream.options;
+                    tracing::warn!(
+                        "the upstream {name:?} cannot be reached ({error}): the gateway starts \
+                         without its tools, and tries again every {} s at most",
+                        retry.restart_backoff_max.as_secs().max(1)
+                    );
+                    tracing::debug!(upstream = %name, error = ?error, "why the upstream cannot be reached");
+                    pending.push(Arc::new(Pending {
+                        config: upstream,
+                        stop: CancellationToken::new(),
+                    }));
+                }
+                Err(error) => return Err(Error::upstream(&name, error)),
+            }
         }
         let table = Table {
             separator: config.separator,
             routes,
+            pending,
         };
         table.check_clashes()?;
-        Ok(Self {
+        let routes = Arc::new(Self {
             table: RwLock::new(Arc::new(table)),
             retired: Mutex::default(),
             version,
             reloading: tokio::sync::Mutex::default(),
-        })
+        });
+        for pending in &routes.current().pending {
+            routes.retry(pending);
+        }
+        Ok(routes)
+    }
+
+    /// Tries `pending` again with backoff, in a task of its own, and serves
+    /// it once it answers.
+    fn retry(self: &Arc<Self>, pending: &Arc<Pending>) {
+        let routes = Arc::downgrade(self);
+        let weak = Arc::downgrade(pending);
+        let config = pending.config.clone();
+        let stop = pending.stop.clone();
+        tokio::spawn(async move {
+            let options = &config.options;
+            let mut failures = 0u32;
+            loop {
+                failures = failures.saturating_add(1);
+                let pause = backoff(
+                    options.restart_backoff_min,
+                    options.restart_backoff_max,
+                    failures,
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = stop.cancelled() => return,
+                }
+                let Some(routes) = routes.upgrade() else {
+                    return;
+                };
+                match Route::start(config.clone(), &routes.version).await {
+                    Ok(route) => return routes.serve_pending(&weak, route).await,
+                    Err(error) if unreachable(&error) => {
+                        tracing::debug!(upstream = %config.name, %error, "the upstream still cannot be reached");
+                    }
+                    Err(error) => {
+                        tracing::warn!(
+                            "the upstream {:?} cannot be served ({error}); not tried again",
+                            config.name
+                        );
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Serves `route`, the upstream of `pending` that now answers, if the
+    /// table still waits for it (a reload may have removed or changed it),
+    /// and tells the clients its tools came.
+    async fn serve_pending(&self, pending: &Weak<Pending>, route: Arc<Route>) {
+        let _one = self.reloading.lock().await;
+        let Some(pending) = pending.upgrade() else {
+            return;
+        };
+        let old = self.current();
+        if !old.pending.iter().any(|each| Arc::ptr_eq(each, &pending)) {
+            return;
+        }
+        let mut routes = old.routes.clone();
+        routes.push(route);
+        let table = Table {
+            separator: old.separator.clone(),
+            routes,
+            pending: old
+                .pending
+                .iter()
+                .filter(|each| !Arc::ptr_eq(each, &pending))
+                .cloned()
+                .collect(),
+        };
+        if let Err(error) = table.check_clashes() {
+            tracing::warn!(
+                "the upstream {:?} answers now, but is not served: {error}",
+                pending.config.name
+            );
+            return;
+        }
+        let tools = table.routes.last().map_or(0, |route| {
+            let listed = route.link.cached_tools();
+            listed
+                .list
+                .iter()
+                .filter(|tool| route.rules.serves(&tool.name))
+                .count()
+        });
+        *self
+            .table
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(table);
+        self.version.send_modify(|version| *version += 1);
+        // At the level of the line that said it was missing.
+        tracing::warn!(
+            "the upstream {:?} answers now: its tools ({tools}) are served",
+            pending.config.name
+        );
     }
 
     /// The retired route the retry of the parked call `id`, named `exposed`,
@@ -351,11 +510,26 @@ impl Routes {
         let old = self.current();
         let mut report = ReloadReport::default();
         let mut routes = Vec::new();
+        let mut pending = Vec::new();
         for upstream in config.upstreams {
+            // Still waited for, as it was: it goes on being tried.
+            if let Some(waiting) = old
+                .pending
+                .iter()
+                .find(|waiting| waiting.config == upstream)
+            {
+                report.unchanged.push(upstream.name.clone());
+                pending.push(waiting.clone());
+                continue;
+            }
             let kept = old
                 .routes
                 .iter()
                 .find(|route| route.config.name == upstream.name);
+            let was_pending = old
+                .pending
+                .iter()
+                .any(|waiting| waiting.config.name == upstream.name);
             match kept {
                 Some(route) if route.config == upstream => {
                     report.unchanged.push(upstream.name.clone());
@@ -366,7 +540,7 @@ impl Routes {
                     let route = Route::start(upstream, &self.version)
                         .await
                         .map_err(|source| Error::upstream(&name, source))?;
-                    if kept.is_some() {
+                    if kept.is_some() || was_pending {
                         report.replaced.push(name);
                     } else {
                         report.added.push(name);
@@ -378,12 +552,22 @@ impl Routes {
         report.removed = old
             .routes
             .iter()
-            .filter(|route| !routes.iter().any(|kept| kept.name() == route.name()))
-            .map(|route| route.name().to_owned())
+            .map(|route| route.name())
+            .chain(
+                old.pending
+                    .iter()
+                    .map(|waiting| waiting.config.name.as_str()),
+            )
+            .filter(|name| {
+                !routes.iter().any(|kept| kept.name() == *name)
+                    && !pending.iter().any(|kept| kept.config.name == *name)
+            })
+            .map(str::to_owned)
             .collect();
         let table = Table {
             separator: config.separator,
             routes,
+            pending,
         };
         table.check_clashes()?;
         let changed = table.separator != old.separator

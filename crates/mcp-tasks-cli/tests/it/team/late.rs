@@ -1,0 +1,151 @@
+//! An upstream that cannot be reached when the gateway starts does not stop
+//! it: the gateway serves the others, says so in one line, and lists the
+//! late one's tools (telling listening clients) once it answers; and the
+//! shipped `examples/gateway.toml` starts as shipped, leaving nothing behind.
+
+use std::time::Duration;
+
+use rmcp::model::SubscriptionFilter;
+
+use super::{Folder, call, demo, gateway, prefixed, sorted, tools};
+use crate::serving::{Logs, Served, client_of};
+use crate::support::BIN;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_down_at_start_is_served_once_it_answers() {
+    let port = crate::deploy::free_port();
+    let folder = Folder::new();
+    let file = folder.write(
+        "gw.toml",
+        &format!(
+            "store = \"memory\"\npoll-interval = 50\n\n[[upstream]]\nname = \"up\"\ncommand = {}\n\n\
+             [[upstream]]\nname = \"late\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n",
+            demo()
+        ),
+    );
+    let served = {
+        let file = file.clone();
+        tokio::task::spawn_blocking(move || gateway(&file, &[]))
+            .await
+            .expect("the gateway starts")
+    };
+    let url = served.url.clone();
+    let line = served.stderr_line("\"late\"", Duration::from_secs(10));
+    assert!(
+        line.contains("the upstream \"late\" cannot be reached")
+            && line.contains("starts without its tools"),
+        "{line}"
+    );
+    assert_eq!(
+        {
+            let url = url.clone();
+            tokio::task::spawn_blocking(move || tools(&url, None))
+                .await
+                .unwrap()
+        },
+        sorted(prefixed("up"))
+    );
+    // Its tools, asked for before it answers, are said to be late.
+    let (code, value) = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || call(&url, None, "late__sleep", &["ms=1"]))
+            .await
+            .unwrap()
+    };
+    assert_ne!(code, 0, "{value}");
+    assert!(
+        value["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("\"late\" cannot be reached yet")),
+        "{value}"
+    );
+
+    let client = client_of(&url, None).await;
+    let mut subscription = client
+        .running()
+        .peer()
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("a listen stream for tool list changes");
+    // The late upstream comes up on its port.
+    let _late = tokio::task::spawn_blocking(move || {
+        Served::start(&format!("127.0.0.1:{port}"), "memory", &[])
+    })
+    .await
+    .expect("the late upstream starts");
+    let next = tokio::time::timeout(Duration::from_secs(20), subscription.next())
+        .await
+        .expect("notifications/tools/list_changed within 20 s")
+        .expect("the stream is well formed");
+    assert!(
+        matches!(
+            next,
+            Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))
+        ),
+        "{next:?}"
+    );
+    let line = served.stderr_line("\"late\" answers now", Duration::from_secs(5));
+    assert!(line.contains("its tools (4) are served"), "{line}");
+    let mut expected = prefixed("up");
+    expected.extend(prefixed("late"));
+    assert_eq!(
+        tokio::task::spawn_blocking(move || tools(&url, None))
+            .await
+            .unwrap(),
+        sorted(expected)
+    );
+}
+
+/// The files of `examples/` that git does not track, nor ignore.
+fn untracked_in_examples() -> String {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let output = std::process::Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=all", "."])
+        .current_dir(examples)
+        .output()
+        .expect("git runs");
+    assert!(output.status.success(), "git status in examples/");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| line.starts_with("??"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_shipped_gateway_example_starts_as_shipped_and_leaves_nothing() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/gateway.toml");
+    let before = untracked_in_examples();
+    let logs = Logs::default();
+    // As shipped, but for its ports (8080 and 9090 may be taken here): its
+    // "jobs" upstream is not running, and its "everything" upstream needs
+    // npx, which may or may not fetch it here: either way it serves.
+    let mut served = Served::spawn(
+        &[
+            "--config",
+            example,
+            "--http",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+        ],
+        &[],
+        Some(&logs),
+    );
+    let line = served.stderr_line("\"jobs\"", Duration::from_secs(60));
+    assert!(line.contains("cannot be reached"), "{line}");
+    let output = std::process::Command::new(BIN)
+        .args(["tools", "--url", &served.url, "--json"])
+        .output()
+        .expect("tools runs");
+    assert!(output.status.success(), "{output:?}");
+    served.interrupt();
+    assert_eq!(
+        untracked_in_examples(),
+        before,
+        "the example left files behind"
+    );
+    for line in logs.lock().unwrap().iter() {
+        assert!(!line.contains("\u{1b}["), "no colour in a pipe: {line:?}");
+    }
+}
