@@ -208,7 +208,8 @@ async fn gateway_step(options: &AwaitOptions) -> anyhow::Result<String> {
     let exe = exe.to_string_lossy().replace('\'', r"'\''");
     let upstream = format!("'{exe}' serve --stdio --store memory --poll-interval 100");
     println!(
-        "     upstream: a child `mcp-tasks serve --stdio`; any MCP server's command works the same"
+        "     upstream: a child `mcp-tasks serve --stdio --store memory --poll-interval 100`; any \
+         MCP server's command works the same"
     );
     let runtime = mcp_tasks::server::TaskRuntime::builder(mcp_tasks::store::MemoryStore::new())
         .with_poll_interval(Duration::from_millis(200))

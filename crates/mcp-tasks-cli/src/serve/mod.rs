@@ -115,8 +115,20 @@ impl StoreChoice {
         Ok(match self {
             Self::Memory => Arc::new(MemoryStore::new()),
             Self::Sqlite(path) => Arc::new(
-                SqliteStore::open_with(path, &SqliteOptions::default().with_sync(sync))
-                    .with_context(|| format!("cannot open the task store {}", path.display()))?,
+                SqliteStore::open_with(path, &SqliteOptions::default().with_sync(sync)).map_err(
+                    |error| match error.kind() {
+                        // Two servers on one file, as two `serve`s with the
+                        // default store: say how to give each its own.
+                        mcp_tasks::store::StoreErrorKind::InUse => anyhow::anyhow!(
+                            "another process holds the task store {} (another mcp-tasks \
+                             serve?): give this server a store of its own, --store \
+                             sqlite:PATH, or --store memory (its tasks end with it)",
+                            path.display()
+                        ),
+                        _ => anyhow::Error::new(error)
+                            .context(format!("cannot open the task store {}", path.display())),
+                    },
+                )?,
             ),
             Self::Redis(url) => {
                 let options = RedisOptions::default().with_key_prefix(key_prefix);

@@ -387,7 +387,8 @@ async fn a_sqlite_store_in_the_data_folder_keeps_tasks() {
         panic!("a second store on a file the server holds");
     };
     assert!(
-        format!("{held:#}").contains("another process holds"),
+        format!("{held:#}").contains("another process holds")
+            && format!("{held:#}").contains("--store memory"),
         "{held:#}"
     );
     assert!(
