@@ -121,15 +121,12 @@ pub(crate) async fn connect(
         (connected, _) => connected,
     };
     connected.map_err(|error| {
-        let error = anyhow::Error::new(error).context(match target {
-            Target::Stdio(command) => format!("cannot connect to {command:?} on stdio"),
-            Target::Url(url) => format!("cannot reach an MCP server at {url}"),
-        });
+        let error = anyhow::Error::new(error);
         match source.as_ref().and_then(|source| source.missing_scopes()) {
-            Some(scopes) => error.context(format!(
+            Some(scopes) => error.context(crate::explain::Hint(format!(
                 "the server needs the scope {scopes:?}, which the token was not granted \
                  (sign in again with --oauth-scopes naming it, after mcp-tasks logout URL)"
-            )),
+            ))),
             None => error,
         }
     })

@@ -5,6 +5,7 @@
 mod admin;
 mod connect;
 mod demo;
+mod explain;
 mod inapplicable;
 mod inspect;
 mod journal;
@@ -269,6 +270,7 @@ fn main() -> ExitCode {
             };
         }
     };
+    explain::set_verbose(cli.verbose);
     init_logging(cli.verbose);
     let endpoint = match &cli.command {
         Command::Serve(args) => args.otlp_endpoint(),
@@ -294,31 +296,47 @@ fn main() -> ExitCode {
     exit
 }
 
+/// Our own crates: what they log at warn is for the user; every other
+/// crate's lines (rmcp's, a TLS verifier's) are details, shown with -v.
+const OWN_TARGETS: [&str; 4] = [
+    "mcp_tasks",
+    "mcp_tasks_cli",
+    "mcp_tasks_sqlite",
+    "mcp_tasks_redis",
+];
+
 fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
+    let (own, others) = match verbose {
+        0 => ("warn", "off"),
+        1 => ("info", "warn"),
+        _ => ("debug", "info"),
     };
     // The admin API's audit lines (`mcp_tasks::audit`, INFO) are shown by
     // default, whatever -v says; RUST_LOG decides when it is set.
     let mut filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        let own: Vec<String> = OWN_TARGETS
+            .iter()
+            .map(|target| format!("{target}={own}"))
+            .collect();
         tracing_subscriber::EnvFilter::new(format!(
-            "{default},{}=info",
+            "{others},{},{}=info",
+            own.join(","),
             mcp_tasks::server::admin::AUDIT_TARGET
         ))
     });
     // rmcp logs whole JSON-RPC messages at debug and notifications at info:
     // task ids are bearer tokens, so rmcp never logs below warn here,
-    // whatever -v or RUST_LOG say.
+    // whatever -v or RUST_LOG say (and nothing at all by default).
+    let rmcp = if verbose == 0 { "off" } else { "warn" };
     for target in ["rmcp", "rmcp::service", "rmcp::transport", "rmcp::handler"] {
-        if let Ok(directive) = format!("{target}=warn").parse() {
+        if let Ok(directive) = format!("{target}={rmcp}").parse() {
             filter = filter.add_directive(directive);
         }
     }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(explain::colour())
         .try_init();
 }
 
@@ -409,7 +427,7 @@ async fn connect_to(
                 task_id: None,
                 status_message: None,
                 result: None,
-                error: Some(serde_json::json!({"message": output::error_chain(error.as_ref())})),
+                error: Some(serde_json::json!({"message": explain::unreachable(target, &error)})),
                 exit: code::UNREACHABLE,
                 no_task: false,
             };

@@ -257,14 +257,7 @@ fn pretty(value: &Value) -> String {
 
 /// The error and its causes, one line.
 pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    crate::explain::with_details(crate::explain::chain(error), error)
 }
 
 /// The exit code of a library error.

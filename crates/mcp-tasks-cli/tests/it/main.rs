@@ -19,6 +19,7 @@ mod interactive;
 mod journal;
 mod legacy;
 mod listen;
+mod mistakes;
 mod oauth;
 mod oauth_keys;
 mod oidc;

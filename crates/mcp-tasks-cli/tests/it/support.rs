@@ -101,7 +101,7 @@ pub(crate) fn on_stdio<'a>(server: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
 
 /// Runs `serve` on a listener on 127.0.0.1, on a thread and tokio runtime of
 /// its own for the rest of the test process; returns the URL of `/mcp`.
-fn serve_in_background<F, Fut>(serve: F) -> String
+pub(crate) fn serve_in_background<F, Fut>(serve: F) -> String
 where
     F: FnOnce(tokio::net::TcpListener) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = std::io::Result<()>>,
