@@ -179,3 +179,38 @@ async fn a_client_killed_while_it_waits_is_resumed_from_its_journal_by_a_new_pro
     let again = client_journal(&["--resume", "--journal", journal_arg]).await;
     assert_eq!(again.trim(), "nothing to resume");
 }
+
+#[tokio::test]
+async fn the_sqlite_server_example_leaves_nothing_where_it_is_run() {
+    let here = tempfile::tempdir().unwrap();
+    let temporary = tempfile::tempdir().unwrap();
+    let mut child = Command::new(example("server_sqlite_http"))
+        .arg("127.0.0.1:0")
+        .current_dir(here.path())
+        .env("TMPDIR", temporary.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the example server starts");
+    let mut line = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line),
+    )
+    .await
+    .expect("it says where it listens within 30 s")
+    .expect("read its stdout");
+    let url = line.trim().strip_prefix("listening on ").expect("a URL");
+    client_against(url).await;
+    drop(child);
+    let left: Vec<_> = std::fs::read_dir(here.path()).unwrap().collect();
+    assert!(left.is_empty(), "files left where it ran: {left:?}");
+    assert!(
+        temporary
+            .path()
+            .join("mcp-tasks-example-tasks.db")
+            .exists(),
+        "its tasks are in the temporary folder"
+    );
+}

@@ -11,9 +11,9 @@
 //! cargo run -p mcp-tasks-examples --bin client_journal -- --resume
 //! ```
 //!
-//! `--journal FILE` (default journal.sqlite3), `--seconds N` (how long
-//! `crunch` works, default 5), URL (default http://127.0.0.1:8080/mcp). A
-//! token in `MCP_TOKEN` is sent as a bearer token to URL; a journal keeps no
+//! `--journal FILE` (default mcp-tasks-example-journal.sqlite3 in the
+//! temporary folder), `--seconds N` (how long `crunch` works, default 5),
+//! URL (default http://127.0.0.1:8080/mcp). A token in `MCP_TOKEN` is sent as a bearer token to URL; a journal keeps no
 //! header, so `--resume` gives it again, to that server only (a journal may
 //! name others). A server `--resume` cannot reach is left for the next run. Needs `mcp-tasks` (default features) and
 //! `mcp-tasks-sqlite`.
@@ -37,7 +37,9 @@ struct Args {
 fn args() -> anyhow::Result<Args> {
     let mut args = Args {
         resume: false,
-        journal: "journal.sqlite3".into(),
+        // In the temporary folder by default: an example leaves nothing in
+        // the folder it is run from, and `--resume` finds it there.
+        journal: std::env::temp_dir().join("mcp-tasks-example-journal.sqlite3"),
         url: "http://127.0.0.1:8080/mcp".into(),
         seconds: 5,
     };

@@ -3,8 +3,9 @@
 //! tool's task policy. Tasks survive a restart (the file keeps them).
 //!
 //! `cargo run -p mcp-tasks-examples --bin server_sqlite_http -- [ADDR] [FILE]`
-//! (default 127.0.0.1:8080 and tasks.db); then `cargo run -p mcp-tasks-examples
-//! --bin client -- http://ADDR/mcp`. Needs rmcp's `server` feature (`mcp-tasks`'s
+//! (default 127.0.0.1:8080, and mcp-tasks-example-tasks.db in the temporary
+//! folder); then `cargo run -p mcp-tasks-examples --bin client --
+//! http://ADDR/mcp`. Needs rmcp's `server` feature (`mcp-tasks`'s
 //! default `http` feature brings the rest) and `mcp-tasks-sqlite`.
 #![allow(clippy::print_stdout)]
 
@@ -102,7 +103,13 @@ async fn run(name: String, task: TaskContext) -> Result<CallToolResult, ErrorDat
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let address = args.next().unwrap_or_else(|| "127.0.0.1:8080".into());
-    let file = args.next().unwrap_or_else(|| "tasks.db".into());
+    // In the temporary folder by default: an example leaves nothing in
+    // the folder it is run from.
+    let file = args.next().map_or_else(
+        || std::env::temp_dir().join("mcp-tasks-example-tasks.db"),
+        std::path::PathBuf::from,
+    );
+    eprintln!("tasks kept in {}", file.display());
     // Tasks left unfinished by a previous run are failed when the file is opened.
     let store = SqliteStore::open(&file)?;
     let runtime = TaskRuntime::builder(store).build();
