@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use crate::layout::{self, Fit};
 use crate::output::code;
 use crate::{ServerArgs, connect_or_exit};
 
@@ -19,13 +20,18 @@ pub(crate) async fn tools(args: ServerArgs) -> ExitCode {
             if args.json {
                 println!("{}", serde_json::json!({"tools": tools}));
             } else {
-                for tool in tools {
-                    let description = tool.description.as_deref().unwrap_or("");
-                    println!(
-                        "{:<24} {}",
-                        tool.name,
-                        description.lines().next().unwrap_or("")
-                    );
+                // Names as wide as the longest (a gateway's prefixed ones
+                // run past 30); a name is never cut, it is to be typed.
+                let rows: Vec<Vec<String>> = tools
+                    .iter()
+                    .map(|tool| {
+                        let description = tool.description.as_deref().unwrap_or("");
+                        let first = description.lines().next().unwrap_or("");
+                        vec![tool.name.to_string(), first.to_owned()]
+                    })
+                    .collect();
+                for line in layout::columns(&rows, &[Fit::Whole(48)]) {
+                    println!("{line}");
                 }
             }
             ExitCode::SUCCESS

@@ -9,6 +9,7 @@ mod explain;
 mod inapplicable;
 mod inspect;
 mod journal;
+mod layout;
 mod output;
 mod prompt;
 mod serve;
@@ -33,6 +34,7 @@ use serde_json::{Map, Value};
 use mcp_tasks::TaskOutcome;
 
 use crate::connect::Target;
+use crate::layout::Fit;
 use crate::output::{Report, code};
 
 /// Call MCP tools and watch their tasks (the MCP Tasks extension).
@@ -758,15 +760,21 @@ async fn ls(args: LsArgs) -> ExitCode {
             if args.all { "" } else { "unfinished " }
         );
     } else {
-        for entry in &shown {
-            println!(
-                "{:<16} {:<5} {:<20} {:<24} {}",
-                journal::status_of(entry),
+        let header = ["STATUS", "AGE", "TOOL", "SERVER", "TASK"].map(str::to_owned);
+        let rows = std::iter::once(header.to_vec()).chain(shown.iter().map(|entry| {
+            vec![
+                journal::status_of(entry).to_string(),
                 journal::age(entry.created_at, now),
-                entry.tool,
+                entry.tool.clone(),
                 entry.server.to_string(),
-                entry.task_id.expose()
-            );
+                entry.task_id.expose().to_owned(),
+            ]
+        }));
+        // The id last and whole (to be copied); a tool or a server past
+        // any sensible width is cut (`--json` has them whole).
+        let fits = [Fit::Cut(16), Fit::Cut(6), Fit::Cut(40), Fit::Cut(60)];
+        for line in layout::columns(&rows.collect::<Vec<_>>(), &fits) {
+            println!("{line}");
         }
     }
     ExitCode::SUCCESS

@@ -148,41 +148,58 @@ impl Report {
         report
     }
 
-    /// Prints the report: one JSON object on stdout, or text for people
-    /// (the result on stdout, errors and statuses on stderr).
+    /// Prints the report: one JSON object on stdout, or text for people:
+    /// on stdout the outcome (the result, or else the task's status
+    /// line), on stderr why it failed and what was not answered.
     pub(crate) fn print(&self, as_json: bool) -> ExitCode {
-        let mut out = std::io::stdout().lock();
-        let mut err = std::io::stderr().lock();
         if as_json {
-            let mut value = json!({"status": self.status});
-            if let Some(id) = &self.task_id {
-                value["taskId"] = json!(id);
-            } else if self.no_task {
-                value["taskId"] = Value::Null;
-            }
-            if let Some(message) = &self.status_message {
-                value["statusMessage"] = json!(message);
-            }
-            if let Some(result) = &self.result {
-                value["result"] = result.clone();
-            }
-            if let Some(error) = &self.error {
-                value["error"] = error.clone();
-            }
-            let _ = writeln!(out, "{value}");
+            self.print_json();
         } else {
-            self.print_human(&mut out, &mut err);
+            self.print_human(None);
         }
         ExitCode::from(self.exit)
     }
 
-    fn print_human(&self, out: &mut impl Write, err: &mut impl Write) {
+    /// Prints the report for people under `heading`, which names the task
+    /// and says its status (one of several tasks on one stream): the
+    /// heading is its status line.
+    pub(crate) fn print_under(&self, heading: &str) {
+        self.print_human(Some(heading));
+    }
+
+    fn print_json(&self) {
+        let mut value = json!({"status": self.status});
+        if let Some(id) = &self.task_id {
+            value["taskId"] = json!(id);
+        } else if self.no_task {
+            value["taskId"] = Value::Null;
+        }
+        if let Some(message) = &self.status_message {
+            value["statusMessage"] = json!(message);
+        }
+        if let Some(result) = &self.result {
+            value["result"] = result.clone();
+        }
+        if let Some(error) = &self.error {
+            value["error"] = error.clone();
+        }
+        let _ = writeln!(std::io::stdout().lock(), "{value}");
+    }
+
+    fn print_human(&self, heading: Option<&str>) {
+        let mut out = std::io::stdout().lock();
+        let mut err = std::io::stderr().lock();
+        if let Some(heading) = heading {
+            let _ = writeln!(out, "{heading}");
+        }
+        let mut result_shown = false;
         if let Some(result) = &self.result {
             if self.status == "input_required" {
                 let _ = writeln!(err, "input required and not answered:");
                 let _ = writeln!(err, "{}", pretty(result));
             } else {
-                print_result(result, out, err);
+                print_result(result, &mut out, &mut err);
+                result_shown = true;
             }
         }
         if let Some(error) = &self.error {
@@ -199,11 +216,20 @@ impl Report {
                 let _ = writeln!(err, "  data: {data}");
             }
         }
-        if self.result.is_none() && self.error.is_none() {
-            let message = self.status_message.as_deref().unwrap_or("");
-            let _ = writeln!(err, "{} {}", self.status, message);
-        } else if matches!(self.status.as_str(), "cancelled" | "working") {
-            let _ = writeln!(err, "{}", self.status);
+        // A task that ended without a result (or is still running): its
+        // status line is the outcome. Without a task (an unknown id), or
+        // when the wait itself went wrong ("error", no task status), the
+        // error says it all.
+        if heading.is_none() && !result_shown && self.task_id.is_some() && self.status != "error" {
+            let _ = writeln!(out, "{}", self.status_line());
+        }
+    }
+
+    /// The status and, after a space, the status message, if any.
+    pub(crate) fn status_line(&self) -> String {
+        match self.status_message.as_deref() {
+            Some(message) if !message.is_empty() => format!("{} {message}", self.status),
+            _ => self.status.clone(),
         }
     }
 }

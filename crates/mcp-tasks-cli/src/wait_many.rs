@@ -7,12 +7,11 @@
 //! task the server no longer knows marked gone in the journal.
 
 use std::collections::HashMap;
-use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use mcp_tasks::client::journal::{Journal, ServerRef, TaskRef};
 use mcp_tasks::client::{ResumedTasks, TaskOutcomes, Unfinished};
 use mcp_tasks::{Error, TaskId, TaskOutcome, TaskState};
@@ -20,7 +19,7 @@ use mcp_tasks::{Error, TaskId, TaskOutcome, TaskState};
 use crate::connect::{self, Target};
 use crate::output::{Report, code, worse};
 use crate::prompt::InputPolicy;
-use crate::watch::{self, input_mode, short_id};
+use crate::watch::{self, input_mode, plain_line, short_id, status_bar};
 use crate::{WaitArgs, await_options, connect_to, http_options, journal, target, usage};
 
 /// Awaits the tasks `args` names and reports each as it finishes.
@@ -45,8 +44,7 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
     // Ids the journal cannot place end first, each on its own line; the
     // others are awaited all the same.
     for (id, report) in &unplaced {
-        display.finished(id, &report.status, ids.len());
-        report.print(json);
+        display.finished(id, &report.status, ids.len(), report, json);
         exit = worse(exit, report.exit);
     }
     let Some(target) = target else {
@@ -99,8 +97,7 @@ pub(crate) async fn run(args: WaitArgs) -> ExitCode {
                     }
                 };
                 let status = if gone { GONE } else { report.status.as_str() };
-                display.finished(&id, status, outcomes.remaining());
-                report.print(json);
+                display.finished(&id, status, outcomes.remaining(), &report, json);
                 exit = worse(exit, report.exit);
             }
             _ = tokio::signal::ctrl_c() => {
@@ -394,16 +391,10 @@ impl Display {
                 .entry(id.clone())
                 .or_insert_with(|| format!("#{} {}", place + 1, short_id(id)));
         }
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            bar.enable_steady_tick(Duration::from_millis(120));
+        let bar = status_bar();
+        if let Some(bar) = &bar {
             bar.set_message(format!("waiting for {total} tasks"));
-            bar
-        });
+        }
         Self {
             bar,
             quiet: json,
@@ -432,32 +423,40 @@ impl Display {
                 "{} {} {message}",
                 Self::label(&labels, &state.id),
                 state.status
-            );
+            )
+            .trim_end()
+            .to_owned();
             let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
             if last.get(&state.id) == Some(&line) {
                 return;
             }
-            let elapsed = started.elapsed().as_secs_f64();
             match &bar {
-                Some(bar) => bar.set_message(format!("{total} tasks; {line}  [{elapsed:.1}s]")),
-                None if !quiet => eprintln!("[{elapsed:6.1}s] {line}"),
+                Some(bar) => bar.set_message(format!("{total} tasks; {line}")),
+                None if !quiet => eprintln!("{}", plain_line(started.elapsed(), &line)),
                 None => {}
             }
             last.insert(state.id.clone(), line);
         })
     }
 
-    /// Shows that the task `id` finished with `status`.
-    fn finished(&self, id: &TaskId, status: &str, remaining: usize) {
+    /// Prints how the task `id` finished: with `--json` its object, for
+    /// people `task #2 …1f3a9c2e: completed` then its result, if any (on
+    /// stdout: the outcome; why it failed on stderr).
+    fn finished(&self, id: &TaskId, status: &str, remaining: usize, report: &Report, json: bool) {
         if let Some(bar) = &self.bar {
             bar.set_message(format!("{remaining} of {} tasks to go", self.total));
         }
-        if !self.quiet {
-            let line = format!("task {}: {status}", Self::label(&self.labels, id));
-            match &self.bar {
-                Some(bar) => bar.suspend(|| eprintln!("{line}")),
-                None => eprintln!("{line}"),
+        let heading = format!("task {}: {status}", Self::label(&self.labels, id));
+        let print = || {
+            if json {
+                report.print(true);
+            } else {
+                report.print_under(&heading);
             }
+        };
+        match &self.bar {
+            Some(bar) => bar.suspend(print),
+            None => print(),
         }
     }
 

@@ -7,11 +7,12 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use mcp_tasks::client::InputError;
 use mcp_tasks::{AwaitOptions, Error, InputMode, TaskId, TaskOutcome, TaskState};
 
 use crate::connect::Client;
+use crate::layout::human_duration;
 use crate::output::{Report, code};
 use crate::prompt::{self, InputPolicy};
 
@@ -57,21 +58,38 @@ pub(crate) fn short_id(id: &TaskId) -> String {
 /// How many characters of a task id [`short_id`] shows.
 const SHORT_ID_CHARS: usize = 8;
 
+/// The live status line, on a terminal only (`None` elsewhere): a spinner,
+/// the message, and the time since the call or the wait started, which
+/// counts on by itself between changes (`⠙ working step 2 of 3  [12s,
+/// task …1f3a9c2e]`, the task in the bar's prefix).
+pub(crate) fn status_bar() -> Option<ProgressBar> {
+    std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new_spinner();
+        let since = |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = w.write_str(&human_duration(state.elapsed()));
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg}  [{since}{prefix}]")
+                .map(|style| style.with_key("since", since))
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    })
+}
+
+/// A status line where there is no terminal (a line each change, on
+/// stderr), after the time since the wait started: `[  1.2s] working`.
+pub(crate) fn plain_line(elapsed: Duration, line: &str) -> String {
+    format!("[{:>6}] {line}", human_duration(elapsed))
+}
+
 impl Watch {
     /// A spinner on a terminal; plain status lines on stderr otherwise
     /// (none with `--json`, whose stdout is for the one object).
     pub(crate) fn new(json: bool) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            bar.enable_steady_tick(Duration::from_millis(120));
-            bar
-        });
         Self {
-            bar,
+            bar: status_bar(),
             quiet: json,
             started: Instant::now(),
             seen: Arc::default(),
@@ -95,15 +113,17 @@ impl Watch {
             let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
             seen.id = Some(state.id.clone());
             let message = state.status_message.as_deref().unwrap_or("");
-            let line = format!("{} {message}", state.status);
-            let elapsed = started.elapsed().as_secs_f64();
+            let line = match message {
+                "" => state.status.to_string(),
+                message => format!("{} {message}", state.status),
+            };
             match &bar {
-                Some(bar) => bar.set_message(format!(
-                    "{line}  [{elapsed:.1}s, task {}]",
-                    short_id(&state.id)
-                )),
+                Some(bar) => {
+                    bar.set_message(line.clone());
+                    bar.set_prefix(format!(", task {}", short_id(&state.id)));
+                }
                 None if !quiet && line != seen.last_line => {
-                    eprintln!("[{elapsed:6.1}s] {line}");
+                    eprintln!("{}", plain_line(started.elapsed(), &line));
                 }
                 None => {}
             }

@@ -394,24 +394,23 @@ fn the_first_session_of_the_cli_guide_runs_as_written() {
         "stdout: {stdout}\nstderr: {stderr}"
     );
     // The tools, long_job's result, the form answered, the sleeping task
-    // in the journal's list; the cancel's outcome is for people (stderr).
+    // (get's state line, then the journal's list), the cancel's outcome:
+    // all on stdout, each a result.
     for shown in [
         "long_job",
         "done: 3 steps",
         "confirmed: ",
-        "working",
+        "\nworking\n",
+        "STATUS",
         "sleep",
         url,
+        "\ncancelled\n",
     ] {
         assert!(
             stdout.contains(shown),
             "{shown:?} not in stdout: {stdout}\nstderr: {stderr}"
         );
     }
-    assert!(
-        stderr.contains("cancelled"),
-        "stdout: {stdout}\nstderr: {stderr}"
-    );
 }
 
 /// The files under `dir`, as paths.

@@ -271,10 +271,15 @@ fn a_task_its_server_lost_is_reported_gone_once_and_kept_as_gone() {
             .expect("wait starts"),
     );
     assert_eq!(resumed.status.code(), Some(2), "{resumed:?}");
-    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    // Its line says so on stdout (the outcome), the error on stderr.
+    let stdout = String::from_utf8_lossy(&resumed.stdout);
     assert!(
-        stderr.contains("gone (the server does not know it any more"),
-        "{stderr}"
+        stdout.contains("gone (the server does not know it any more"),
+        "{resumed:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&resumed.stderr).contains("-32602"),
+        "{resumed:?}"
     );
     // Marked in the journal: not resumed again, shown as gone.
     assert!(ls(&journal, &[]).is_empty());

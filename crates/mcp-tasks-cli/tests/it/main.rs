@@ -24,6 +24,7 @@ mod oauth;
 mod oauth_keys;
 mod oidc;
 mod operator;
+mod output;
 mod rate;
 mod replicas;
 mod restart;

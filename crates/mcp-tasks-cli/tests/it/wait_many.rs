@@ -104,29 +104,41 @@ fn several_ids_are_reported_as_they_finish_with_the_worst_exit_code() {
     assert!(lines.iter().all(|line| line["status"] == "completed"));
     assert_eq!(output.status.code(), Some(0));
 
-    // For people: the results on stdout, a line per task on stderr.
+    // For people: on stdout a line per task, then its result; why one
+    // failed on stderr.
     let output = cli(&journal, &["wait", "--url", &server.url, &quick, &failing]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stdout).contains("slept 300 ms"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     // Each task named by its place among the ids given and the end of
     // its id (its random part: ids made together share their start).
     let said = |start: &str, end: &str| {
-        stderr
+        stdout
             .lines()
             .any(|line| line.starts_with(start) && line.ends_with(end))
     };
-    assert!(said("task #1 ", ": completed"), "{stderr}");
-    assert!(said("task #2 ", ": failed"), "{stderr}");
+    assert!(said("task #1 ", ": completed"), "{stdout}");
+    assert!(said("task #2 ", ": failed"), "{stdout}");
     let tail = |id: &str| format!("…{}:", &id[id.len() - 8..]);
     assert!(
         said(&format!("task #1 {}", tail(&quick)), ": completed"),
-        "{stderr}"
+        "{stdout}"
     );
     assert!(
         said(&format!("task #2 {}", tail(&failing)), ": failed"),
-        "{stderr}"
+        "{stdout}"
     );
+    // The result right under its task's line; the failed one's status
+    // said once (its line), its error on stderr.
+    let lines: Vec<&str> = stdout.lines().collect();
+    let first = lines.iter().position(|line| line.starts_with("task #1 "));
+    assert_eq!(
+        first.map(|at| lines[at + 1]),
+        Some("slept 300 ms"),
+        "{stdout}"
+    );
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert!(stderr.contains("error -32603"), "{stderr}");
 }
 
 #[test]

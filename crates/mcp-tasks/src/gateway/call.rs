@@ -1,5 +1,5 @@
 //! One `tools/call` relayed to the upstream: as a plain request whose
-//! progress, log messages and requests reach the call's [`TaskContext`]
+//! progress and requests reach the call's [`TaskContext`]
 //! (see [`relay`](super::relay); its MRTR rounds are answered by
 //! [`rounds`](super::rounds)), or, when the upstream itself makes tasks
 //! (either era), as its task awaited with our own client, its status and
@@ -61,7 +61,7 @@ impl Drop for CancelTask {
 /// Relays one call as a plain request on the connection `lease` holds for
 /// it alone, and returns what the upstream answered (a result, or an MRTR
 /// round, which [`rounds`](super::rounds) answers). The upstream's
-/// requests, progress and log messages on the connection reach `target`.
+/// requests and progress on the connection reach `target`.
 /// Dropped before the upstream answered, the lease cancels the request.
 pub(crate) async fn plain(
     lease: &Lease,

@@ -65,10 +65,11 @@
 //!   connection with the answers as `inputResponses` and its `requestState`
 //!   echoed, round after round, until a result or an error; a task
 //!   cancelled or expired while a round waits ends there. Its
-//!   `notifications/progress` (`3/5: message`) and log messages
-//!   (`info: text`) become the task's status message. `tasks/cancel` (and
-//!   expiry) cancels the upstream request (`notifications/cancelled`).
-//!   Requests and log messages carry no link to their call, so each
+//!   `notifications/progress` (`3/5: message`) become the task's status
+//!   message (its log messages do not: a log line is not progress; the
+//!   gateway logs them at debug). `tasks/cancel` (and expiry) cancels the
+//!   upstream request (`notifications/cancelled`).
+//!   Requests carry no link to their call, so each
 //!   connection carries one call of a plain tool at a time and what comes
 //!   on it is that call's, never guessed: a call takes a free connection,
 //!   else opens one of its own (a further child process, a further HTTP
@@ -283,7 +284,7 @@ pub struct GatewayOptions {
     pub health_check: Duration,
     /// How many connections to the upstream may carry calls of plain tools
     /// at once (default 8; at least 1). Each carries one call at a time, so
-    /// that the upstream's requests and log messages on it are that call's:
+    /// that the upstream's requests on it are that call's:
     /// a stdio upstream runs as that many child processes at most, an HTTP
     /// upstream is reached in that many sessions (one more of either for
     /// an upstream that makes tasks itself, whose tasks are awaited on the

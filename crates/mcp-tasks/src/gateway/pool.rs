@@ -5,9 +5,9 @@
 //! upstream's tasks (their input names their task), and the pool's
 //! connections are further ones.
 //!
-//! An upstream's request (elicitation, sampling) and its log messages name
-//! no call; on a connection that carries one call at a time they can only
-//! belong to it, so they are relayed to it exactly, never guessed. A call
+//! An upstream's request (elicitation, sampling) names no call; on a
+//! connection that carries one call at a time it can only belong to it,
+//! so it is relayed to it exactly, never guessed. A call
 //! [leases](Pool::lease) a connection for as long as it runs: an idle one,
 //! else a new one (a further child process for a stdio upstream, a further
 //! session for an HTTP one), up to

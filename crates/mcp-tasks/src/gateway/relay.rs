@@ -5,13 +5,14 @@
 //! The upstream's requests (elicitation, sampling, roots) become the task's
 //! `input_required` through [`TaskContext::request_input`], and the answer
 //! of the client's `tasks/update` goes back as the response; its progress
-//! notifications and log messages become the task's status message. During
+//! notifications become the task's status message (its log messages do
+//! not: they are logged at debug, see `on_logging_message`). During
 //! a synchronous call ([`Target::Caller`]) the requests go to the call's
 //! caller instead (see [`sync`](super::sync)).
 //!
 //! Which call a message belongs to: a progress notification names its call
 //! by the progress token of the request (on the connection it came on). A
-//! request or a log message names none (a 2025-11-25 server's requests tied
+//! request names none (a 2025-11-25 server's requests tied
 //! to one of its own tasks are routed by
 //! [`legacy::Handler`](crate::client::legacy::Handler) to the wait on that
 //! task before they reach this handler), so it goes to the call in flight
@@ -19,8 +20,7 @@
 //! plain tools carries one at a time (the [pool](super::pool)), so that
 //! call is the one it belongs to. A request on a connection with no call
 //! of its own (the gateway's own connection, which lists the tools and
-//! awaits an upstream's tasks, or an idle one) is refused and a log
-//! message there dropped, never guessed: a guess could hand one caller's
+//! awaits an upstream's tasks, or an idle one) is refused, never guessed: a guess could hand one caller's
 //! prompt to another.
 //!
 //! `roots/list` is the exception servers make at start-up: many ask for
@@ -89,11 +89,11 @@ struct Active {
 /// Where the upstream's messages during a call go.
 #[derive(Clone)]
 pub(crate) enum Target {
-    /// The call's task: requests become its input requests, progress and
-    /// log messages its status message.
+    /// The call's task: requests become its input requests, progress its
+    /// status message.
     Task(TaskContext),
     /// A synchronous call's caller, asked by the call itself (see
-    /// [`sync`](super::sync)); progress and log messages are dropped.
+    /// [`sync`](super::sync)); progress is dropped.
     Caller(mpsc::UnboundedSender<Asked>),
 }
 
@@ -474,22 +474,27 @@ impl ClientHandler for RelayHandler {
         }
     }
 
+    /// A log line is not progress: the task's status message comes from
+    /// the upstream's progress notifications and its own task's status
+    /// message, never from its log. (A status line that read `debug:
+    /// cache warm` half the time told the caller nothing about the
+    /// task.) The gateway notes it at debug, for its operator, by its
+    /// level and logger alone, naming neither a call nor a task: its
+    /// text is the upstream's, and may hold the upstream's task ids.
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        if let Ok(Target::Task(task)) = self.calls.only(self.connection) {
-            let text = match &params.data {
-                Value::String(text) => text.clone(),
-                other => other.to_string(),
-            };
-            let level = serde_json::to_value(params.level)
-                .ok()
-                .and_then(|level| level.as_str().map(str::to_owned))
-                .unwrap_or_else(|| "log".to_owned());
-            let _ = task.set_status_message(format!("{level}: {text}")).await;
-        }
+        let level = serde_json::to_value(params.level)
+            .ok()
+            .and_then(|level| level.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "log".to_owned());
+        tracing::debug!(
+            level,
+            logger = params.logger.as_deref().unwrap_or(""),
+            "the upstream's log message"
+        );
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

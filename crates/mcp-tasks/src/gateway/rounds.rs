@@ -41,8 +41,8 @@ use super::relay::{Calls, Target};
 const EMPTY_ROUNDS: u32 = 16;
 
 /// Runs the call `request` on the connection `lease` holds (see the
-/// [module](self) docs); the upstream's requests, progress and log messages
-/// during it reach `target`.
+/// [module](self) docs); the upstream's requests and progress during it
+/// reach `target`.
 pub(crate) async fn run(
     pool: &Arc<Pool>,
     calls: &Arc<Calls>,

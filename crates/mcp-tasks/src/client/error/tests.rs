@@ -272,3 +272,36 @@ fn an_answer_past_the_bound_is_told_from_a_refusal() {
     );
     assert_eq!(refused.answer_bound(), None);
 }
+
+#[test]
+fn durations_in_messages_are_rounded_for_people() {
+    let cases = [
+        (Duration::ZERO, "0ms"),
+        (Duration::from_millis(40), "40ms"),
+        (Duration::from_nanos(1_001_550_807), "1.0s"),
+        (Duration::from_millis(1500), "1.5s"),
+        (Duration::from_millis(9_949), "9.9s"),
+        (Duration::from_millis(9_950), "10s"),
+        (Duration::from_millis(59_499), "59s"),
+        (Duration::from_millis(59_500), "1m00s"),
+        (Duration::from_secs(150), "2m30s"),
+        (Duration::from_secs(3_599), "59m59s"),
+        (Duration::from_secs(3_900), "1h05m"),
+        (Duration::from_secs(100 * 3600), "100h00m"),
+    ];
+    for (duration, shown) in cases {
+        assert_eq!(rounded(duration), shown, "{duration:?}");
+    }
+    let error = Error::Timeout {
+        task_id: None,
+        waited: Duration::from_nanos(1_001_550_807),
+        last_state: None,
+        stage: Stage::Call { round: 1 },
+    };
+    assert!(
+        error.to_string().starts_with("gave up after 1.0s, during"),
+        "{error}"
+    );
+    let error = Error::ConnectTimeout(Duration::from_millis(30_200));
+    assert!(error.to_string().ends_with("within 30s"), "{error}");
+}
