@@ -207,10 +207,7 @@ async fn the_sqlite_server_example_leaves_nothing_where_it_is_run() {
     let left: Vec<_> = std::fs::read_dir(here.path()).unwrap().collect();
     assert!(left.is_empty(), "files left where it ran: {left:?}");
     assert!(
-        temporary
-            .path()
-            .join("mcp-tasks-example-tasks.db")
-            .exists(),
+        temporary.path().join("mcp-tasks-example-tasks.db").exists(),
         "its tasks are in the temporary folder"
     );
 }

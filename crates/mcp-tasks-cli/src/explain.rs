@@ -103,17 +103,20 @@ impl std::fmt::Display for Hint {
 /// `error`: what failed and what to do, in one line; with `-v`, the whole
 /// chain on a second.
 pub(crate) fn unreachable(target: &Target, error: &anyhow::Error) -> String {
-    let line = match (
-        error.downcast_ref::<Hint>(),
-        why_unreachable(error.as_ref()),
-    ) {
+    // Only the connection's own failure is read for a known cause: a
+    // sign-in's errors are written for people already.
+    let why = error
+        .downcast_ref::<mcp_tasks::Error>()
+        .and_then(|_| why_unreachable(error.as_ref()));
+    let line = match (error.downcast_ref::<Hint>(), why) {
         (Some(hint), _) => hint.0.clone(),
         (None, Some(why)) => why.say(target),
-        (None, None) => format!(
+        (None, None) if error.downcast_ref::<mcp_tasks::Error>().is_some() => format!(
             "cannot connect to {}: {}",
             shown(target),
             chain(error.as_ref())
         ),
+        (None, None) => chain(error.as_ref()),
     };
     with_details(line, error.as_ref())
 }
@@ -174,8 +177,9 @@ pub(crate) enum Unreachable {
     NotPlainHttp,
     /// The TLS handshake failed (the certificate, mostly).
     Tls(String),
-    /// An HTTP status where an MCP answer was due.
-    Status(u16),
+    /// An HTTP status where an MCP answer was due, with the message of
+    /// the JSON-RPC error in its body, if any.
+    Status(u16, Option<String>),
     /// An answer that is neither JSON nor an event stream.
     ContentType(Option<String>),
     /// An answer that does not read as JSON-RPC.
@@ -214,15 +218,19 @@ impl Unreachable {
                  the URL with https://"
             ),
             Self::Tls(why) => format!("the TLS handshake with {address} failed: {why}"),
-            Self::Status(404) => format!(
+            Self::Status(404, _) => format!(
                 "{at} answered HTTP 404: no MCP endpoint at this path (check the URL's path; \
                  mcp-tasks serve answers on /mcp)"
             ),
-            Self::Status(status @ 300..=399) => format!(
+            Self::Status(status @ 300..=399, _) => format!(
                 "{at} redirects elsewhere (HTTP {status}), which this client does not follow: \
                  give the URL it redirects to (https:// for a server that wants HTTPS?)"
             ),
-            Self::Status(status) => format!(
+            // The server said why (our own refusals do: a Host not allowed).
+            Self::Status(status, Some(message)) => {
+                format!("{at} refused the connection (HTTP {status}): {message}")
+            }
+            Self::Status(status, None) => format!(
                 "{at} answered an MCP request with HTTP {status}: is this the server's MCP \
                  endpoint?"
             ),
@@ -343,13 +351,17 @@ fn known(error: &(dyn StdError + 'static)) -> Option<Unreachable> {
     }
     if let Some(http) = error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
         return match http {
-            StreamableHttpError::HttpStatus(status) => Some(Unreachable::Status(status.status)),
+            StreamableHttpError::HttpStatus(status) => {
+                Some(Unreachable::Status(status.status, None))
+            }
             StreamableHttpError::UnexpectedContentType(kind) => {
                 Some(Unreachable::ContentType(kind.clone()))
             }
             // rmcp says a status it does not expect in words: "HTTP 404 Not Found".
             StreamableHttpError::UnexpectedServerResponse(said) => {
-                Some(status_in(said).map_or(Unreachable::NotJsonRpc, Unreachable::Status))
+                Some(status_in(said).map_or(Unreachable::NotJsonRpc, |status| {
+                    Unreachable::Status(status, error_message_in(said))
+                }))
             }
             StreamableHttpError::Deserialize(_) => Some(Unreachable::NotJsonRpc),
             StreamableHttpError::AuthRequired(challenge) => Some(Unreachable::Unauthorized {
@@ -373,6 +385,20 @@ fn known(error: &(dyn StdError + 'static)) -> Option<Unreachable> {
         return Some(Unreachable::Closed);
     }
     None
+}
+
+/// The message of the JSON-RPC error in `HTTP 403 Forbidden: {"jsonrpc":...}`
+/// (rmcp keeps the body's first bytes), printable and short.
+fn error_message_in(said: &str) -> Option<String> {
+    let body = &said[said.find('{')?..];
+    let value: serde_json::Value = serde_json::from_str(body).ok()?;
+    let message = value.pointer("/error/message")?.as_str()?;
+    let message: String = message
+        .chars()
+        .filter(|char| !char.is_control())
+        .take(200)
+        .collect();
+    (!message.is_empty()).then_some(message)
 }
 
 /// The status of `HTTP 404 Not Found`.
@@ -476,6 +502,18 @@ mod tests {
             chain(&error),
             "the upstream \"jobs\": did not complete the handshake"
         );
+    }
+
+    #[test]
+    fn a_refusal_says_the_servers_own_message() {
+        assert_eq!(
+            error_message_in(
+                r#"HTTP 403 Forbidden: {"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Forbidden: the Host header is not allowed"}}"#
+            )
+            .as_deref(),
+            Some("Forbidden: the Host header is not allowed")
+        );
+        assert_eq!(error_message_in("HTTP 403 Forbidden: <html>"), None);
     }
 
     #[test]

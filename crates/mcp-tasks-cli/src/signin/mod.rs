@@ -488,10 +488,17 @@ impl OAuthSource {
         let resolution = manager
             .resolve_metadata_from_challenge(Some(challenge))
             .await
-            .with_context(|| format!("cannot discover how to sign in to {}", self.url))?;
+            .with_context(|| {
+                format!(
+                    "{} asks for a token ({challenge}), and how to sign in to it cannot be \
+                     discovered",
+                    self.url
+                )
+            })?;
         if !resolution.source.is_discovered() {
             bail!(
-                "{} asks for a token but publishes no OAuth metadata to sign in with",
+                "{} asks for a token ({challenge}) but publishes no OAuth metadata to sign in \
+                 with: give one with --header 'Authorization: Bearer TOKEN'",
                 self.url
             );
         }
