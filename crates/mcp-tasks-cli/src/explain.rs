@@ -184,8 +184,8 @@ pub(crate) enum Unreachable {
     ContentType(Option<String>),
     /// An answer that does not read as JSON-RPC.
     NotJsonRpc,
-    /// 401, with the challenge's `error` (`invalid_token`: the token was refused).
-    Unauthorized { refused_token: bool },
+    /// 401, with its challenge (`error="invalid_token"`: the token was refused).
+    Unauthorized { challenge: String },
     /// 403 for want of a scope.
     Forbidden,
     /// The peer closed the connection (a stdio child that exited).
@@ -241,17 +241,13 @@ impl Unreachable {
             Self::NotJsonRpc => format!(
                 "{at} answered with something that is not MCP: is this the server's MCP endpoint?"
             ),
-            Self::Unauthorized {
-                refused_token: true,
-            } => format!(
-                "{at} refused the token (401 invalid_token): check the Authorization header, or \
-                 sign in again after mcp-tasks logout URL"
+            Self::Unauthorized { challenge } if challenge.contains("invalid_token") => format!(
+                "{at} refused the token (HTTP 401, {challenge}): check the Authorization header, \
+                 or sign in again after mcp-tasks logout URL"
             ),
-            Self::Unauthorized {
-                refused_token: false,
-            } => format!(
-                "{at} needs a token (401): give --header 'Authorization: Bearer TOKEN', or sign \
-                 in with --oauth-client-id"
+            Self::Unauthorized { challenge } => format!(
+                "{at} needs a token (HTTP 401, {challenge}): give --header 'Authorization: Bearer \
+                 TOKEN', or sign in with --oauth-client-id"
             ),
             Self::Forbidden => format!("{at} refused the token for want of a scope (403)"),
             Self::Closed => match target {
@@ -365,7 +361,12 @@ fn known(error: &(dyn StdError + 'static)) -> Option<Unreachable> {
             }
             StreamableHttpError::Deserialize(_) => Some(Unreachable::NotJsonRpc),
             StreamableHttpError::AuthRequired(challenge) => Some(Unreachable::Unauthorized {
-                refused_token: challenge.www_authenticate_header.contains("invalid_token"),
+                challenge: challenge
+                    .www_authenticate_header
+                    .chars()
+                    .filter(|char| !char.is_control())
+                    .take(200)
+                    .collect(),
             }),
             StreamableHttpError::InsufficientScope(_) => Some(Unreachable::Forbidden),
             StreamableHttpError::Client(http) => of_reqwest(http),

@@ -1,30 +1,10 @@
 //! Text laid out for people: durations rounded (`1.0s`, `2m30s`, never
 //! `1.001550807s`) and columns as wide as what they hold.
 
-use std::time::Duration;
-
 /// A duration for people, rounded to what they read: `40ms`, `1.5s`
-/// (tenths under ten seconds), `12s`, `3m05s`, `1h05m`. (The library's
-/// error messages round the same way.)
-pub(crate) fn human_duration(duration: Duration) -> String {
-    let millis = duration.as_millis();
-    if millis < 100 {
-        return format!("{millis}ms");
-    }
-    let tenths = (millis + 50) / 100;
-    if tenths < 100 {
-        return format!("{}.{}s", tenths / 10, tenths % 10);
-    }
-    let secs = (millis + 500) / 1000;
-    if secs < 60 {
-        return format!("{secs}s");
-    }
-    if secs < 3600 {
-        return format!("{}m{:02}s", secs / 60, secs % 60);
-    }
-    let minutes = (secs + 30) / 60;
-    format!("{}h{:02}m", minutes / 60, minutes % 60)
-}
+/// (tenths under ten seconds), `12s`, `3m05s`, `1h05m`: the library's, so
+/// that its error messages and the CLI's lines agree.
+pub(crate) use mcp_tasks::task::human_duration;
 
 /// How wide a column may grow, and what becomes of a longer cell.
 #[derive(Debug, Clone, Copy)]
@@ -90,26 +70,6 @@ pub(crate) fn columns(rows: &[Vec<String>], fits: &[Fit]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_are_rounded_for_people() {
-        let cases = [
-            (Duration::ZERO, "0ms"),
-            (Duration::from_millis(40), "40ms"),
-            (Duration::from_nanos(1_001_550_807), "1.0s"),
-            (Duration::from_millis(1_500), "1.5s"),
-            (Duration::from_millis(9_949), "9.9s"),
-            (Duration::from_millis(9_950), "10s"),
-            (Duration::from_secs(12), "12s"),
-            (Duration::from_millis(59_500), "1m00s"),
-            (Duration::from_secs(185), "3m05s"),
-            (Duration::from_secs(3_599), "59m59s"),
-            (Duration::from_secs(3_900), "1h05m"),
-        ];
-        for (duration, shown) in cases {
-            assert_eq!(human_duration(duration), shown, "{duration:?}");
-        }
-    }
 
     fn row(cells: &[&str]) -> Vec<String> {
         cells.iter().map(|&cell| cell.to_owned()).collect()

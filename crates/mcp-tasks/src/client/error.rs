@@ -255,7 +255,7 @@ pub enum Error {
     /// passed before the call or the wait ended; a task keeps running on
     /// the server. `stage` says what was running when it passed.
     #[error("gave up after {}, during {stage} ({})",
-        rounded(*waited),
+        crate::task::human_duration(*waited),
         match (task_id, last_state) {
             (None, _) => "no task was made".to_owned(),
             (Some(_), None) => "last status: none read".to_owned(),
@@ -377,7 +377,7 @@ pub enum Error {
         source: Box<rmcp::service::ClientInitializeError>,
     },
     /// The server did not complete the MCP lifecycle in time.
-    #[error("the server did not complete the MCP lifecycle within {}", rounded(*.0))]
+    #[error("the server did not complete the MCP lifecycle within {}", crate::task::human_duration(*.0))]
     ConnectTimeout(Duration),
 
     // --- the caller misused the API ---
@@ -787,29 +787,6 @@ fn unusable_by_name(error: &(dyn std::error::Error + 'static)) -> bool {
             .strip_prefix(variant)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with(['(', ' ', '{']))
     })
-}
-
-/// A duration as an error message gives it to people, rounded: `40ms`,
-/// `1.5s` (tenths under ten seconds), `12s`, `2m30s`, `1h05m`; never
-/// `1.001550807s`, which is `Debug`'s.
-fn rounded(duration: Duration) -> String {
-    let millis = duration.as_millis();
-    if millis < 100 {
-        return format!("{millis}ms");
-    }
-    let tenths = (millis + 50) / 100;
-    if tenths < 100 {
-        return format!("{}.{}s", tenths / 10, tenths % 10);
-    }
-    let secs = (millis + 500) / 1000;
-    if secs < 60 {
-        return format!("{secs}s");
-    }
-    if secs < 3600 {
-        return format!("{}m{:02}s", secs / 60, secs % 60);
-    }
-    let minutes = (secs + 30) / 60;
-    format!("{}h{:02}m", minutes / 60, minutes % 60)
 }
 
 #[cfg(test)]

@@ -290,7 +290,7 @@ fn durations_in_messages_are_rounded_for_people() {
         (Duration::from_secs(100 * 3600), "100h00m"),
     ];
     for (duration, shown) in cases {
-        assert_eq!(rounded(duration), shown, "{duration:?}");
+        assert_eq!(crate::task::human_duration(duration), shown, "{duration:?}");
     }
     let error = Error::Timeout {
         task_id: None,
