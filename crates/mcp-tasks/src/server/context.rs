@@ -33,14 +33,18 @@ use crate::task::{TaskId, TaskStatus};
 ///   message (`"3 of 20"`) and sends `notifications/progress` to a caller
 ///   that asked for it, where its era allows (it says which);
 ///   [`TaskContext::set_status_message`] sets free text.
-/// * **Cancellation**: when the task is cancelled (`tasks/cancel`, an
-///   operator's `admin cancel`) or expires, the runtime drops the tool's
-///   future: the tool stops at its next `.await` and code after it never
-///   runs. The task is then `cancelled` (its status message says who
-///   cancelled it). [`TaskContext::cancellation_token`] and
-///   [`TaskContext::cancelled`] are for work the tool spawned outside its
-///   own future (a thread, a `tokio::spawn`, a child process): they fire
-///   then, so that work can stop and clean up.
+/// * **Cancellation**: when the task is cancelled (`tasks/cancel` in either
+///   era, an operator's `admin cancel`), the runtime running it hears it at
+///   once (the store's change feed), drops the tool's future and records the
+///   task `cancelled`, its status message "cancelled by the caller" (or "by
+///   an operator") in place of the tool's last. The tool stops at the
+///   `.await` where it is suspended: code after it never runs, and its
+///   `Drop`s run. The same happens when the task expires (it ends `failed`,
+///   "task expired"). [`TaskContext::cancellation_token`] and
+///   [`TaskContext::cancelled`] fire then too, and when the tool has ended:
+///   they are for work the tool spawned outside its own future (a
+///   `tokio::spawn`, a thread, a child process), so that it stops and
+///   cleans up; the tool's own code needs neither to stop.
 ///
 /// When the tool runs synchronously (no task: the client did not declare
 /// the extension, or the tool's policy forbids tasks), status messages and
@@ -171,9 +175,10 @@ impl TaskContext {
         self.task.is_some()
     }
 
-    /// Fired by `tasks/cancel` and by expiry (the runtime then also stops
-    /// the tool's future), and when the task has ended: use it to stop work
-    /// the tool spawned.
+    /// Fired by `tasks/cancel` (and an operator's cancel) and by expiry (the
+    /// runtime then also drops the tool's future, which stops at its current
+    /// `.await`), and when the task has ended: use it to stop work the tool
+    /// spawned outside its future.
     pub fn cancellation_token(&self) -> CancellationToken {
         self.token.clone()
     }
