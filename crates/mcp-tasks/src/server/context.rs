@@ -70,8 +70,9 @@ pub struct TaskContext {
     resumable: bool,
     /// This run is a resumed one: the task's last checkpoint, if any.
     resumed: Option<Option<Arc<Value>>>,
-    /// Where [`TaskContext::progress`] sends `notifications/progress`.
-    progress: Option<ProgressSink>,
+    /// Where [`TaskContext::progress`] sends `notifications/progress`
+    /// (shared: a context is cloned into every tool argument).
+    progress: Option<Arc<ProgressSink>>,
 }
 
 /// The most bytes of JSON one checkpoint may take
@@ -113,7 +114,7 @@ impl TaskContext {
             stored: None,
             resumable: false,
             resumed: None,
-            progress: ProgressSink::for_call(context),
+            progress: ProgressSink::for_call(context).map(Arc::new),
         }
     }
 
@@ -139,7 +140,7 @@ impl TaskContext {
 
     /// This context, sending [`TaskContext::progress`] to `sink` too.
     pub(crate) fn with_progress(mut self, sink: Option<ProgressSink>) -> Self {
-        self.progress = sink;
+        self.progress = sink.map(Arc::new);
         self
     }
 

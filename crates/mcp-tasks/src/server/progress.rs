@@ -14,7 +14,7 @@
 //!   listen stream); the status message, read by `tasks/get` and pushed as
 //!   `notifications/tasks`, is how such a caller learns it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use rmcp::model::{JsonObject, NotificationMetaObject, ProgressNotificationParam, ProgressToken};
 use rmcp::service::RequestContext;
@@ -26,13 +26,12 @@ use super::legacy::wire::RELATED_TASK;
 use crate::task::TaskId;
 
 /// The caller's peer and the token it asked for progress with.
-#[derive(Clone)]
 pub(crate) struct ProgressSink {
     peer: Peer<RoleServer>,
     token: ProgressToken,
     /// The last progress sent: `progress` must increase, so a value that
     /// does not is not sent.
-    last: Arc<Mutex<Option<u64>>>,
+    last: Mutex<Option<u64>>,
 }
 
 impl ProgressSink {
@@ -54,7 +53,7 @@ impl ProgressSink {
         Some(Self {
             peer: context.peer.clone(),
             token,
-            last: Arc::default(),
+            last: Mutex::default(),
         })
     }
 
