@@ -64,8 +64,9 @@ async fn client_against(url: &str) {
     );
     for expected in [
         "the server offers tasks: true",
-        "(step 1 of 4)",
+        "(1 of 4)",
         "build: built",
+        "builds awaited together: 3 of 3 built",
         "the server asks: Deploy now?",
         "deploy: deployed",
         "forever: cancelled",

@@ -156,6 +156,7 @@ pub fn store_reads_record(data: &[u8]) {
         },
         Change::ProvideInput([("k".to_owned(), Value::Null)].into()),
         Change::RequestCancel,
+        Change::RequestCancelByOperator,
         Change::ExtendTtl(std::time::Duration::MAX),
         Change::KeepAlive,
         Change::Complete(Value::Null),

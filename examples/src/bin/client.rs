@@ -1,7 +1,7 @@
 //! A client of the example servers (`server_sqlite_http`, `server_macros`):
-//! it connects in one call, awaits a task with an observer, answers a form
-//! with a typed value, cancels a task and reads an id the server does not
-//! know.
+//! it connects in one call, awaits a task with an observer, starts several
+//! tasks and awaits them together, answers a form with a typed value,
+//! cancels a task and reads an id the server does not know.
 //!
 //! `cargo run -p mcp-tasks-examples --bin client -- [URL]` (default
 //! http://127.0.0.1:8080/mcp). Needs `mcp-tasks` with its default features.
@@ -45,7 +45,34 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     println!("build: {}", outcome.into_text()?);
 
-    // 2. Answer the server's form with a typed value; the library builds the
+    // 2. Start three builds without waiting, then await them together: one
+    // listen stream, one poll queue and one deadline for the set
+    // (`await_each` yields each as it finishes, `await_any` the first).
+    let mut builds = Vec::new();
+    for _ in 0..3 {
+        match client
+            .start_tool(
+                "build",
+                (),
+                CallOptions::default(),
+                &AwaitOptions::default(),
+            )
+            .await?
+        {
+            CallResponse::Task(task) => builds.push(task),
+            other => anyhow::bail!("build should have become a task: {other:?}"),
+        }
+    }
+    let together = AwaitOptions::default().with_deadline(Some(Duration::from_secs(30)));
+    let mut built = 0;
+    for (_id, outcome) in client.await_all(&builds, &together).await {
+        if outcome?.into_text()? == "built" {
+            built += 1;
+        }
+    }
+    println!("builds awaited together: {built} of {} built", builds.len());
+
+    // 3. Answer the server's form with a typed value; the library builds the
     // answer and checks it against the form before it is sent.
     let approving = AwaitOptions::default().with_input(InputMode::forms(|form| async move {
         println!("  the server asks: {}", form.message());
@@ -56,7 +83,7 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     println!("deploy: {}", outcome.into_text()?);
 
-    // 3. Start a task, then cancel it and wait until the server says so.
+    // 4. Start a task, then cancel it and wait until the server says so.
     let CallResponse::Task(task) = client
         .call_tool("forever", (), CallOptions::default())
         .await?
@@ -68,7 +95,7 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     println!("forever: {}", ended.status());
 
-    // 4. An id the server does not know (or that belongs to another caller).
+    // 5. An id the server does not know (or that belongs to another caller).
     let error = client.get(&"no-such-task".into()).await.unwrap_err();
     println!("no-such-task: {} error: {error}", error.kind());
     client.close().await;

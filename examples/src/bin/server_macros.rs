@@ -42,8 +42,10 @@ impl Server {
     /// Builds for two seconds, saying how far it got.
     #[tool]
     async fn build(&self, task: TaskContext) -> Result<String, ErrorData> {
-        for step in 1..=4 {
-            task.set_status_message(format!("step {step} of 4")).await?;
+        // "0 of 4" ... "3 of 4" as the status message (and progress
+        // notifications to a synchronous caller that asked for them).
+        for done in 0..4 {
+            task.progress(done, 4).await?;
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         Ok("built".into())

@@ -78,8 +78,10 @@ impl ServerHandler for Server {
 async fn run(name: String, task: TaskContext) -> Result<CallToolResult, ErrorData> {
     let text = match name.as_str() {
         "build" => {
-            for step in 1..=4 {
-                task.set_status_message(format!("step {step} of 4")).await?;
+            // "0 of 4" ... "3 of 4" as the status message (and progress
+            // notifications to a synchronous caller that asked for them).
+            for done in 0..4 {
+                task.progress(done, 4).await?;
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             "built".to_owned()

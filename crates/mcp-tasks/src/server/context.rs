@@ -19,18 +19,37 @@ use tokio_util::sync::CancellationToken;
 
 use super::era::is_old_tasks_era;
 use super::lease::{Lease, LeaseError, lost_lease};
+use super::progress::ProgressSink;
 use super::state::Inner;
 use super::wire::store_failure;
 use crate::form::Elicited;
 use crate::store::{Change, Modified, StoreErrorKind, TaskRecord, TransitionError};
 use crate::task::{TaskId, TaskStatus};
 
-/// The handle tool code uses while it runs: status messages, input
-/// requests, cancellation and TTL heartbeats.
+/// The handle tool code uses while it runs: progress and status messages,
+/// input requests, cancellation and TTL heartbeats.
+///
+/// * **Progress**: [`TaskContext::progress`]`(done, total)` sets the status
+///   message (`"3 of 20"`) and sends `notifications/progress` to a caller
+///   that asked for it, where its era allows (it says which);
+///   [`TaskContext::set_status_message`] sets free text.
+/// * **Cancellation**: when the task is cancelled (`tasks/cancel` in either
+///   era, an operator's `admin cancel`), the runtime running it hears it at
+///   once (the store's change feed), drops the tool's future and records the
+///   task `cancelled`, its status message "cancelled by the caller" (or "by
+///   an operator") in place of the tool's last. The tool stops at the
+///   `.await` where it is suspended: code after it never runs, and its
+///   `Drop`s run. The same happens when the task expires (it ends `failed`,
+///   "task expired"). [`TaskContext::cancellation_token`] and
+///   [`TaskContext::cancelled`] fire then too, and when the tool has ended:
+///   they are for work the tool spawned outside its own future (a
+///   `tokio::spawn`, a thread, a child process), so that it stops and
+///   cleans up; the tool's own code needs neither to stop.
 ///
 /// When the tool runs synchronously (no task: the client did not declare
 /// the extension, or the tool's policy forbids tasks), status messages and
-/// heartbeats do nothing, and asking for input fails with -32021 so the
+/// heartbeats do nothing (progress notifications still go to a caller that
+/// asked for them), and asking for input fails with -32021 so the
 /// client learns that the tool needs the Tasks extension; but on a session
 /// opened with `initialize` (2025-11-25 and before), whose clients answer
 /// the server's own requests, the input is asked for on the session (an
@@ -51,6 +70,9 @@ pub struct TaskContext {
     resumable: bool,
     /// This run is a resumed one: the task's last checkpoint, if any.
     resumed: Option<Option<Arc<Value>>>,
+    /// Where [`TaskContext::progress`] sends `notifications/progress`
+    /// (shared: a context is cloned into every tool argument).
+    progress: Option<Arc<ProgressSink>>,
 }
 
 /// The most bytes of JSON one checkpoint may take
@@ -92,6 +114,7 @@ impl TaskContext {
             stored: None,
             resumable: false,
             resumed: None,
+            progress: ProgressSink::for_call(context).map(Arc::new),
         }
     }
 
@@ -111,7 +134,14 @@ impl TaskContext {
             stored: None,
             resumable: false,
             resumed: None,
+            progress: None,
         }
+    }
+
+    /// This context, sending [`TaskContext::progress`] to `sink` too.
+    pub(crate) fn with_progress(mut self, sink: Option<ProgressSink>) -> Self {
+        self.progress = sink.map(Arc::new);
+        self
     }
 
     /// This context, for a tool whose task is stored only once `stored`
@@ -146,9 +176,10 @@ impl TaskContext {
         self.task.is_some()
     }
 
-    /// Fired by `tasks/cancel` and by expiry (the runtime then also stops
-    /// the tool's future), and when the task has ended: use it to stop work
-    /// the tool spawned.
+    /// Fired by `tasks/cancel` (and an operator's cancel) and by expiry (the
+    /// runtime then also drops the tool's future, which stops at its current
+    /// `.await`), and when the task has ended: use it to stop work the tool
+    /// spawned outside its future.
     pub fn cancellation_token(&self) -> CancellationToken {
         self.token.clone()
     }
@@ -284,9 +315,100 @@ impl TaskContext {
         Ok(())
     }
 
-    /// Sets the status message `tasks/get` shows.
+    /// Sets the status message `tasks/get` shows (and `notifications/tasks`
+    /// pushes): free text, as "waiting for the build farm". For counted
+    /// steps, [`TaskContext::progress`] writes the message and also reaches
+    /// callers that asked for progress notifications. A no-op when the tool
+    /// runs synchronously (there is no task to show it).
     pub async fn set_status_message(&self, message: impl Into<String>) -> Result<(), ErrorData> {
         self.change(Change::StatusMessage(message.into())).await
+    }
+
+    /// Reports how far the tool got: `done` units of `total` (`None` when
+    /// the total is not known), in the way each caller can hear it.
+    ///
+    /// * **The status message** of the task becomes `"3 of 20"` (`"3 done"`
+    ///   without a total), what `tasks/get`, `notifications/tasks` and the
+    ///   CLI show, in both eras.
+    /// * **`notifications/progress`** (`progress: done`, `total`) goes to a
+    ///   caller that put a `progressToken` in its `tools/call`'s `_meta`:
+    ///   for a synchronous call, in either era, on the call's own response
+    ///   stream (HTTP) or the connection (stdio); for a task of a 2025-11-25
+    ///   session (whose token stays valid for the task's life), on the
+    ///   session, tagged with the related-task `_meta`. Never for a task of
+    ///   2026-07-28: the Tasks extension does not support progress for
+    ///   tasks, so such a caller reads the status message. Progress must
+    ///   increase: a `done` not past the last one sent updates the status
+    ///   message but sends no notification. A notification that cannot be
+    ///   delivered (the caller went away) is dropped, not an error.
+    ///
+    /// Counts, not a fraction, because a tool counts things (files, rows,
+    /// steps) and a caller shows "3 of 20"; `total` takes a plain number or
+    /// `None` (`impl Into<Option<u64>>`): `task.progress(3, 20)`,
+    /// `task.progress(3, None)`. [`TaskContext::progress_with_message`]
+    /// says what the step is too.
+    ///
+    /// ```no_run
+    /// # use mcp_tasks::server::TaskContext;
+    /// # async fn copy(_file: &str) {}
+    /// # async fn tool(task: TaskContext, files: Vec<String>) -> Result<(), rmcp::ErrorData> {
+    /// let total = files.len() as u64;
+    /// for (done, file) in files.iter().enumerate() {
+    ///     task.progress(done as u64, total).await?; // "0 of 20", "1 of 20", ...
+    ///     copy(file).await;
+    /// }
+    /// task.progress(total, total).await?; // "20 of 20"
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskContext::set_status_message`]: -32603 when the task has
+    /// ended or is gone, or the store failed. Never for a synchronous call.
+    pub async fn progress(
+        &self,
+        done: u64,
+        total: impl Into<Option<u64>>,
+    ) -> Result<(), ErrorData> {
+        self.report_progress(done, total.into(), None).await
+    }
+
+    /// [`TaskContext::progress`] with what the step is: the status message
+    /// becomes `"3 of 20: copying a.txt"`, and a progress notification
+    /// carries `message` as its own.
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskContext::progress`].
+    pub async fn progress_with_message(
+        &self,
+        done: u64,
+        total: impl Into<Option<u64>>,
+        message: impl Into<String>,
+    ) -> Result<(), ErrorData> {
+        let message = message.into();
+        self.report_progress(done, total.into(), Some(&message))
+            .await
+    }
+
+    async fn report_progress(
+        &self,
+        done: u64,
+        total: Option<u64>,
+        message: Option<&str>,
+    ) -> Result<(), ErrorData> {
+        if self.task.is_some() {
+            self.change(Change::StatusMessage(progress_message(
+                done, total, message,
+            )))
+            .await?;
+        }
+        if let Some(sink) = &self.progress {
+            let task = self.task.as_ref().map(|(id, _)| id);
+            sink.send(done, total, message, task).await;
+        }
+        Ok(())
     }
 
     /// Keeps a working task alive: its TTL now ends no earlier than `by` from now.
@@ -493,6 +615,20 @@ impl Session {
     }
 }
 
+/// The status message of [`TaskContext::progress`]: `3 of 20`, `3 done`,
+/// then `: message` when there is one.
+fn progress_message(done: u64, total: Option<u64>, message: Option<&str>) -> String {
+    let mut text = match total {
+        Some(total) => format!("{done} of {total}"),
+        None => format!("{done} done"),
+    };
+    if let Some(message) = message {
+        text.push_str(": ");
+        text.push_str(message);
+    }
+    text
+}
+
 /// `state` as JSON, within [`MAX_CHECKPOINT_BYTES`].
 fn checkpoint_state<T: Serialize + ?Sized>(state: &T) -> Result<Value, ErrorData> {
     let bytes = serde_json::to_vec(state).map_err(|error| {
@@ -544,6 +680,16 @@ async fn read_patiently(inner: &Inner, id: &TaskId) -> Result<TaskRecord, ErrorD
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_reads_as_counts() {
+        assert_eq!(progress_message(3, Some(20), None), "3 of 20");
+        assert_eq!(progress_message(3, None, None), "3 done");
+        assert_eq!(
+            progress_message(3, Some(20), Some("copying a.txt")),
+            "3 of 20: copying a.txt"
+        );
+    }
 
     #[test]
     fn a_checkpoint_is_bounded_with_a_clear_error() {

@@ -102,6 +102,7 @@ mod once;
 pub mod operator;
 mod policy;
 mod principal;
+mod progress;
 mod router;
 mod runtime;
 mod state;

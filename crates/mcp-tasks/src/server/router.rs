@@ -16,6 +16,7 @@ use rmcp::{ErrorData, RoleServer};
 use super::budget::response_within;
 use super::context::TaskContext;
 use super::policy::ToolTasks;
+use super::progress::ProgressSink;
 use super::runtime::TaskRuntime;
 
 /// An rmcp [`ToolRouter`] (what `#[tool_router]` writes) whose tools run
@@ -194,8 +195,11 @@ where
         } else {
             CallToolRequestParams::new(request.name.clone())
         };
+        // A 2025-11-25 caller's progress token stays valid for its task.
+        let progress = ProgressSink::for_task(&request_context);
         self.runtime
             .start_task(caller, &described, tasks, move |task| {
+                let task = task.with_progress(progress);
                 let mut request_context = request_context;
                 request_context.ct = task.cancellation_token();
                 request_context.extensions.insert(task);

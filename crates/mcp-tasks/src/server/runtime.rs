@@ -32,6 +32,7 @@ use super::idempotent::Idempotent;
 use super::lease::{Lease, LeaseError};
 use super::policy::{TaskPolicy, ToolTasks};
 use super::principal::Principal;
+use super::progress::ProgressSink;
 use super::state::Inner;
 use super::supervise::{
     Waiting, catch_panics, outcome_of, record_outcome, spawn_supervision, supervise,
@@ -125,6 +126,9 @@ impl TaskRuntime {
             return Box::pin(self.run_once(&caller, request, tasks, &context.ct, run)).await;
         }
         let tasks = self.tasks_for_call(tasks, context);
+        // A 2025-11-25 caller's progress token stays valid for its task.
+        let progress = ProgressSink::for_task(context);
+        let run = move |task: TaskContext| run(task.with_progress(progress));
         // On the heap: a task's creation is most of a handler's future
         // (about 10 KB), and a transport that spawns a task per request
         // (rmcp's service loop does) copies the whole future as it spawns

@@ -45,8 +45,9 @@ pub use keyed::call_fingerprint;
 pub use memory::MemoryStore;
 pub use packed::PackedRecord;
 pub use record::{
-    Change, EXPIRED_CODE, EXPIRED_MESSAGE, HANDED_OFF_MESSAGE, Principal, RESTARTED_MESSAGE,
-    RESUMED_MESSAGE, STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
+    CANCELLED_BY_CALLER_MESSAGE, CANCELLED_BY_OPERATOR_MESSAGE, Change, EXPIRED_CODE,
+    EXPIRED_MESSAGE, HANDED_OFF_MESSAGE, Principal, RESTARTED_MESSAGE, RESUMED_MESSAGE,
+    STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
 };
 pub use replicas::{Orphan, Replicas, RunnerId, SeatId, SeatPool, Seating};
 

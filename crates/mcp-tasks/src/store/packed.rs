@@ -59,6 +59,7 @@ pub struct PackedRecord {
     keyed: Option<Box<KeyedCall>>,
     version: u64,
     cancel_requested: bool,
+    cancelled_by_operator: bool,
     inputs: Option<Box<Inputs>>,
     result: Option<PackedJson>,
     error: Option<PackedJson>,
@@ -167,6 +168,7 @@ impl PackedRecord {
             result,
             error,
             cancel_requested,
+            cancelled_by_operator,
             version,
             run,
             tool,
@@ -199,6 +201,7 @@ impl PackedRecord {
             keyed,
             version,
             cancel_requested,
+            cancelled_by_operator,
             inputs,
             result: result.map(PackedJson::pack),
             error: error.map(PackedJson::pack),
@@ -227,6 +230,7 @@ impl PackedRecord {
             result: self.result.as_ref().map(PackedJson::unpack),
             error: self.error.as_ref().map(PackedJson::unpack),
             cancel_requested: self.cancel_requested,
+            cancelled_by_operator: self.cancelled_by_operator,
             version: self.version,
             run: self.run.clone(),
             tool: self.tool.clone(),
@@ -313,6 +317,11 @@ impl PackedRecord {
     /// See [`TaskRecord::cancel_requested`].
     pub fn cancel_requested(&self) -> bool {
         self.cancel_requested
+    }
+
+    /// See [`TaskRecord::cancelled_by_operator`].
+    pub fn cancelled_by_operator(&self) -> bool {
+        self.cancelled_by_operator
     }
 
     /// See [`TaskRecord::version`].
@@ -446,6 +455,10 @@ mod tests {
         }
         assert_eq!(packed.input_requests(), record.input_requests());
         assert_eq!(packed.cancel_requested(), record.cancel_requested());
+        assert_eq!(
+            packed.cancelled_by_operator(),
+            record.cancelled_by_operator()
+        );
         assert_eq!(packed.version(), record.version());
         assert_eq!(packed.result_value().as_ref(), record.result());
         assert_eq!(packed.error_value().as_ref(), record.error());
@@ -483,6 +496,8 @@ mod tests {
         assert!(record().idle_ttl().is_some() && record().max_expires_at().is_some());
         let cancelling = after(&record(), &Change::RequestCancel);
         assert!(cancelling.cancel_requested());
+        let by_operator = after(&record(), &Change::RequestCancelByOperator);
+        assert!(by_operator.cancel_requested() && by_operator.cancelled_by_operator());
         let named = record().with_tool("slow");
         assert_eq!(named.tool(), Some("slow"));
         let keyed = record().with_idempotency(
@@ -505,6 +520,7 @@ mod tests {
             failed,
             run,
             cancelling,
+            by_operator,
             named,
         ] {
             let packed = PackedRecord::pack(original.clone());

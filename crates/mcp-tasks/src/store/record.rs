@@ -22,6 +22,13 @@ use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 pub const EXPIRED_CODE: i64 = -32603;
 /// The message of a task that ran past its TTL.
 pub const EXPIRED_MESSAGE: &str = "task expired";
+/// The status message of a task cancelled by its caller (`tasks/cancel`,
+/// in either era): what it says once `cancelled`, in place of the tool's
+/// last progress.
+pub const CANCELLED_BY_CALLER_MESSAGE: &str = "cancelled by the caller";
+/// The status message of a task cancelled by an operator
+/// ([`Change::RequestCancelByOperator`]: `mcp-tasks admin cancel`).
+pub const CANCELLED_BY_OPERATOR_MESSAGE: &str = "cancelled by an operator";
 /// The status message of tasks a restarted server found unfinished.
 pub const RESTARTED_MESSAGE: &str = "server restarted before the task finished";
 /// The status message of a task whose server stopped (its lease ran out)
@@ -112,6 +119,10 @@ pub struct TaskRecord {
     pub(super) result: Option<Value>,
     pub(super) error: Option<Value>,
     pub(super) cancel_requested: bool,
+    /// The cancel was an operator's ([`Change::RequestCancelByOperator`]):
+    /// the cancelled task's message says so.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub(super) cancelled_by_operator: bool,
     pub(super) version: u64,
     /// Who runs the task, in a store shared by several servers (boxed: most
     /// records have none, and the in-memory store keeps records inline).
@@ -179,8 +190,13 @@ pub enum Change {
     },
     /// Answers from `tasks/update`: keys that are not outstanding are ignored.
     ProvideInput(BTreeMap<String, Value>),
-    /// `tasks/cancel` was received.
+    /// `tasks/cancel` was received: the runtime stops the tool and ends the
+    /// task with [`Change::Cancel`], whose message says the caller cancelled it.
     RequestCancel,
+    /// An operator cancelled the task (`mcp-tasks admin cancel`): as
+    /// [`Change::RequestCancel`], and the cancelled task's message says an
+    /// operator cancelled it.
+    RequestCancelByOperator,
     /// Keep a working task alive: it expires no earlier than this long from now.
     ExtendTtl(Duration),
     /// The task's tool is still running (the runtime sends this at a bounded
@@ -191,7 +207,9 @@ pub enum Change {
     Complete(Value),
     /// The tool ended with a JSON-RPC error.
     Fail(Value),
-    /// The task was cancelled.
+    /// The task was cancelled: it ends `cancelled`, its status message
+    /// [`CANCELLED_BY_CALLER_MESSAGE`] (or [`CANCELLED_BY_OPERATOR_MESSAGE`]
+    /// after [`Change::RequestCancelByOperator`]) instead of the tool's last.
     Cancel,
     /// The TTL passed: an unfinished task fails with "task expired".
     Expire,
@@ -293,6 +311,7 @@ impl TaskRecord {
             result: None,
             error: None,
             cancel_requested: false,
+            cancelled_by_operator: false,
             version: 0,
             run: None,
             tool: None,
@@ -483,9 +502,15 @@ impl TaskRecord {
         self.error.as_ref()
     }
 
-    /// Whether `tasks/cancel` was received.
+    /// Whether `tasks/cancel` (or an operator's cancel) was received.
     pub fn cancel_requested(&self) -> bool {
         self.cancel_requested
+    }
+
+    /// Whether the cancel was an operator's
+    /// ([`Change::RequestCancelByOperator`]).
+    pub fn cancelled_by_operator(&self) -> bool {
+        self.cancelled_by_operator
     }
 
     /// Bumped on every change; compare-and-set compares it.
@@ -575,6 +600,10 @@ impl TaskRecord {
                 }
             }
             Change::RequestCancel => next.cancel_requested = true,
+            Change::RequestCancelByOperator => {
+                next.cancel_requested = true;
+                next.cancelled_by_operator = true;
+            }
             Change::ExtendTtl(by) => next.extend_to(now.saturating_add(*by)),
             Change::KeepAlive if next.status != TaskStatus::Working => {
                 return Err(TransitionError::NotWorking);
@@ -590,7 +619,14 @@ impl TaskRecord {
                 next.finish(TaskStatus::Failed, now, retention);
                 next.error = Some(error.clone());
             }
-            Change::Cancel => next.finish(TaskStatus::Cancelled, now, retention),
+            Change::Cancel => {
+                next.finish(TaskStatus::Cancelled, now, retention);
+                let message = match next.cancelled_by_operator {
+                    true => CANCELLED_BY_OPERATOR_MESSAGE,
+                    false => CANCELLED_BY_CALLER_MESSAGE,
+                };
+                next.status_message = Some(message.to_owned());
+            }
             Change::Resume(runner) => {
                 let Some(run) = next.run.as_deref_mut().filter(|run| run.call.is_some()) else {
                     return Err(TransitionError::NotResumable);
@@ -678,6 +714,12 @@ mod optional_millis {
     ) -> Result<Option<Duration>, D::Error> {
         Ok(Option::<u64>::deserialize(deserializer)?.map(Duration::from_millis))
     }
+}
+
+/// For serde: a `false` flag is left out.
+#[allow(clippy::trivially_copy_pass_by_ref, reason = "serde's signature")]
+fn is_false(flag: &bool) -> bool {
+    !*flag
 }
 
 #[cfg(test)]

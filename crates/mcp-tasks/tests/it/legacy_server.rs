@@ -356,6 +356,10 @@ async fn cancel_makes_it_cancelled_before_answering() {
             .unwrap();
         schema("CancelTaskResult", &cancelled);
         assert_eq!(cancelled["status"], "cancelled", "{transport}");
+        assert_eq!(
+            cancelled["statusMessage"], "cancelled by the caller",
+            "{transport}"
+        );
         let got = client
             .request("tasks/get", json!({"taskId": id}))
             .await
@@ -371,6 +375,67 @@ async fn cancel_makes_it_cancelled_before_answering() {
             .await
             .unwrap_err();
         assert_eq!(result["code"], -32603);
+    }
+}
+
+#[tokio::test]
+async fn a_task_hears_progress_on_its_session_when_its_call_asked_for_it() {
+    for (transport, mut client) in clients().await {
+        client.open_stream().await;
+        let created = client
+            .request(
+                "tools/call",
+                json!({"name": "counts", "arguments": {"n": 3, "ms": 30}, "task": {},
+                    "_meta": {"progressToken": "p-old"}}),
+            )
+            .await
+            .unwrap();
+        let id = created["task"]["taskId"].clone();
+        assert!(id.is_string(), "{transport}: a task: {created}");
+        let progress = |notes: &[Value]| -> Vec<Value> {
+            notes
+                .iter()
+                .filter(|note| note["method"] == "notifications/progress")
+                .map(|note| note["params"].clone())
+                .collect()
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while progress(&client.notifications).len() < 3 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{transport}: {:?}",
+                client.notifications
+            );
+            let more = client.notifications.len() + 1;
+            let heard =
+                tokio::time::timeout(Duration::from_secs(5), client.notifications_until(more))
+                    .await
+                    .is_ok();
+            assert!(heard, "{transport}: {:?}", client.notifications);
+        }
+        // The 2025-11-25 token stays valid for the task's life; each carries
+        // the related task.
+        let related = json!({"io.modelcontextprotocol/related-task": {"taskId": id}});
+        assert_eq!(
+            progress(&client.notifications),
+            (1..=3)
+                .map(
+                    |done| json!({"progressToken": "p-old", "progress": done as f64,
+                    "total": 3.0, "_meta": related})
+                )
+                .collect::<Vec<_>>(),
+            "{transport}"
+        );
+        for note in &client.notifications {
+            schema(
+                if note["method"] == "notifications/progress" {
+                    "ProgressNotification"
+                } else {
+                    "TaskStatusNotification"
+                },
+                note,
+            );
+        }
     }
 }
 

@@ -29,6 +29,7 @@ mod many;
 mod oauth;
 mod observe;
 mod one_run;
+mod progress;
 mod rate;
 mod read_ahead;
 mod restart;

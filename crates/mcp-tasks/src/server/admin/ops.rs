@@ -174,7 +174,8 @@ impl Admin {
     }
 
     /// Cancels the task named by `name` as `tasks/cancel` would: its tool
-    /// is stopped by whichever runtime runs it, which ends it `cancelled`.
+    /// is stopped by whichever runtime runs it, which ends it `cancelled`
+    /// with the status message [`CANCELLED_BY_OPERATOR_MESSAGE`](crate::store::CANCELLED_BY_OPERATOR_MESSAGE).
     /// Returns the record as the cancel left it.
     ///
     /// # Errors
@@ -191,12 +192,19 @@ impl Admin {
                 let now = runtime.inner.clock.now();
                 runtime
                     .inner
-                    .modify_at(&id, &Change::RequestCancel, None, now)
+                    .modify_at(&id, &Change::RequestCancelByOperator, None, now)
                     .await?
             }
             None => {
                 let now = UnixMillis::now();
-                modify(&*self.store, &id, &Change::RequestCancel, now, RETENTION).await?
+                modify(
+                    &*self.store,
+                    &id,
+                    &Change::RequestCancelByOperator,
+                    now,
+                    RETENTION,
+                )
+                .await?
             }
         };
         match modified {
@@ -363,7 +371,7 @@ mod tests {
             Err(AdminError::Finished(_))
         ));
         let cancelled = admin.cancel(&hash).await.expect("cancel");
-        assert!(cancelled.cancel_requested());
+        assert!(cancelled.cancel_requested() && cancelled.cancelled_by_operator());
 
         let dry = admin.purge(hour, true).await.expect("dry run");
         assert_eq!(dry.tasks, [admin.hasher().hash(&TaskId::new("a-old"))]);

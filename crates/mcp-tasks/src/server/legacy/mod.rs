@@ -53,7 +53,7 @@ mod answer;
 mod notify;
 pub(crate) mod outbound;
 mod reroute;
-mod wire;
+pub(crate) mod wire;
 
 pub(crate) use answer::{CALL, answer, call_tool};
 pub(crate) use reroute::{declares_extension, may_reroute, reroute};

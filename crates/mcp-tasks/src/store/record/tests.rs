@@ -49,6 +49,46 @@ fn terminal_states_never_change() {
 }
 
 #[test]
+fn a_cancelled_task_says_who_cancelled_it_instead_of_its_last_progress() {
+    let working = after(
+        &record(),
+        &Change::StatusMessage("3 of 20".into()),
+        1_100,
+        0,
+    );
+    // By its caller: tasks/cancel (then the runtime's Cancel), or the old
+    // era's tasks/cancel, which cancels at once.
+    let requested = after(&working, &Change::RequestCancel, 1_200, 0);
+    assert_eq!(requested.status_message(), Some("3 of 20"), "still working");
+    for cancelling in [&requested, &working] {
+        let cancelled = after(cancelling, &Change::Cancel, 1_300, 500);
+        assert_eq!(cancelled.status(), &TaskStatus::Cancelled);
+        assert_eq!(
+            cancelled.status_message(),
+            Some(CANCELLED_BY_CALLER_MESSAGE)
+        );
+    }
+    // By an operator.
+    let requested = after(&working, &Change::RequestCancelByOperator, 1_200, 0);
+    assert!(requested.cancel_requested() && requested.cancelled_by_operator());
+    let cancelled = after(&requested, &Change::Cancel, 1_300, 500);
+    assert_eq!(
+        cancelled.status_message(),
+        Some(CANCELLED_BY_OPERATOR_MESSAGE)
+    );
+    // The flag survives the record's serde form; records of older builds
+    // (without it) read as cancelled by their caller.
+    let json = serde_json::to_value(&requested).unwrap();
+    assert_eq!(json["cancelled_by_operator"], true);
+    assert_eq!(
+        serde_json::from_value::<TaskRecord>(json).unwrap(),
+        requested
+    );
+    let plain = serde_json::to_value(&working).unwrap();
+    assert!(plain.get("cancelled_by_operator").is_none(), "{plain}");
+}
+
+#[test]
 fn a_transition_expects_the_version_it_was_computed_from() {
     let one = record()
         .apply(&Change::StatusMessage("a".into()), at(1_100), ms(0))

@@ -35,7 +35,7 @@ pub(crate) fn runtime_on(store: impl IntoSharedStore) -> TaskRuntimeBuilder {
 }
 
 /// The policy of each tool, as 2025-11-25 clients read it in `tools/list`.
-pub(crate) const POLICIES: [(&str, TaskPolicy); 15] = [
+pub(crate) const POLICIES: [(&str, TaskPolicy); 16] = [
     ("slow", TaskPolicy::Optional),
     ("gated", TaskPolicy::Required),
     ("required_job", TaskPolicy::Required),
@@ -51,6 +51,7 @@ pub(crate) const POLICIES: [(&str, TaskPolicy); 15] = [
     ("ask_everything", TaskPolicy::Required),
     ("steps", TaskPolicy::Required),
     ("pay", TaskPolicy::Forbidden),
+    ("counts", TaskPolicy::Optional),
 ];
 
 impl RuntimeServer {
@@ -416,6 +417,25 @@ impl ServerHandler for RuntimeServer {
             "panics" => {
                 rt.call_tool(&request, &context, &ToolTasks::required(), |_| async {
                     panic!("tool bug");
+                })
+                .await
+            }
+            "counts" => {
+                // `n` steps of `ms`, reported with `progress` before each
+                // (1 of n, ..., n of n); `sync: true` runs it without a task.
+                let n = u64_arg(&request, "n", 3);
+                let sync =
+                    request.arguments.as_ref().and_then(|a| a.get("sync")) == Some(&json!(true));
+                let tasks = match sync {
+                    true => ToolTasks::forbidden(),
+                    false => ToolTasks::optional(),
+                };
+                rt.call_tool(&request, &context, &tasks, move |ctx| async move {
+                    for done in 1..=n {
+                        ctx.progress(done, n).await?;
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                    }
+                    Ok(text(format!("counted {n}")))
                 })
                 .await
             }
