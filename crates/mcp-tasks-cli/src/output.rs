@@ -227,10 +227,18 @@ impl Report {
 
     /// The status and, after a space, the status message, if any.
     pub(crate) fn status_line(&self) -> String {
-        match self.status_message.as_deref() {
-            Some(message) if !message.is_empty() => format!("{} {message}", self.status),
-            _ => self.status.clone(),
-        }
+        status_text(&self.status, self.status_message.as_deref())
+    }
+}
+
+/// A status and its message for people, as every status line shows them:
+/// `working step 2 of 3`; a message that says its status already
+/// (`cancelled by the caller`) is shown alone.
+pub(crate) fn status_text(status: &str, message: Option<&str>) -> String {
+    match message {
+        Some(message) if message.starts_with(status) => message.to_owned(),
+        Some(message) if !message.is_empty() => format!("{status} {message}"),
+        _ => status.to_owned(),
     }
 }
 

@@ -418,14 +418,11 @@ impl Display {
         let labels = self.labels.clone();
         let last: std::sync::Mutex<HashMap<TaskId, String>> = Default::default();
         options.with_observer(move |state: &TaskState| {
-            let message = state.status_message.as_deref().unwrap_or("");
             let line = format!(
-                "{} {} {message}",
+                "{} {}",
                 Self::label(&labels, &state.id),
-                state.status
-            )
-            .trim_end()
-            .to_owned();
+                crate::output::status_text(state.status.as_str(), state.status_message.as_deref())
+            );
             let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
             if last.get(&state.id) == Some(&line) {
                 return;

@@ -112,11 +112,8 @@ impl Watch {
         let options = options.with_observer(move |state: &TaskState| {
             let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
             seen.id = Some(state.id.clone());
-            let message = state.status_message.as_deref().unwrap_or("");
-            let line = match message {
-                "" => state.status.to_string(),
-                message => format!("{} {message}", state.status),
-            };
+            let line =
+                crate::output::status_text(state.status.as_str(), state.status_message.as_deref());
             match &bar {
                 Some(bar) => {
                     bar.set_message(line.clone());
