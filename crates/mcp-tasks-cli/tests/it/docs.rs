@@ -404,7 +404,7 @@ fn the_first_session_of_the_cli_guide_runs_as_written() {
         "STATUS",
         "sleep",
         url,
-        "\ncancelled\n",
+        "\ncancelled by the caller\n",
     ] {
         assert!(
             stdout.contains(shown),

@@ -48,7 +48,12 @@ fn get_and_cancel_print_the_state_line_on_stdout() {
 
     let cancelled = cli(&journal, &["cancel", &id]);
     assert_eq!(cancelled.status.code(), Some(3), "{cancelled:?}");
-    assert_eq!(text(&cancelled.stdout), "cancelled\n", "{cancelled:?}");
+    // Its status message says it was cancelled, and by whom.
+    assert_eq!(
+        text(&cancelled.stdout),
+        "cancelled by the caller\n",
+        "{cancelled:?}"
+    );
 
     // A failed task: its status on stdout, why on stderr.
     let failed = cli(&journal, &["call", "--url", &server.url, "failing_tool"]);

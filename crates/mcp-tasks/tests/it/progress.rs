@@ -283,15 +283,19 @@ async fn a_cancelled_task_says_who_cancelled_it_instead_of_its_last_progress() {
     let client = TasksClient::connect(Endpoint::url(url), (), ConnectOptions::default())
         .await
         .unwrap();
-    let long = || args(json!({"n": 1000, "ms": 20}));
-    // By its caller: tasks/cancel.
-    let CallResponse::Task(task) = client
-        .call_tool("counts", long(), CallOptions::default())
-        .await
-        .unwrap()
-    else {
-        panic!("a task")
+    // A long count, as a task.
+    let start = || async {
+        let long = args(json!({"n": 1000, "ms": 20}));
+        match client
+            .call_tool("counts", long, CallOptions::default())
+            .await
+        {
+            Ok(CallResponse::Task(task)) => task,
+            other => panic!("a task: {other:?}"),
+        }
     };
+    // By its caller: tasks/cancel.
+    let task = start().await;
     until_message(&client, &task.id, "2 of 1000").await;
     let outcome = client.cancel_and_wait(&task.id, &options()).await.unwrap();
     assert!(matches!(outcome, TaskOutcome::Cancelled(_)), "{outcome:?}");
@@ -302,13 +306,7 @@ async fn a_cancelled_task_says_who_cancelled_it_instead_of_its_last_progress() {
         Some(CANCELLED_BY_CALLER_MESSAGE)
     );
     // By an operator (`mcp-tasks admin cancel`), named by its hash.
-    let CallResponse::Task(task) = client
-        .call_tool("counts", long(), CallOptions::default())
-        .await
-        .unwrap()
-    else {
-        panic!("a task")
-    };
+    let task = start().await;
     until_message(&client, &task.id, "2 of 1000").await;
     admin.cancel(&admin.hasher().hash(&task.id)).await.unwrap();
     let outcome = client.await_task(&task.id, &options()).await.unwrap();
