@@ -8,6 +8,10 @@
 //! its route (an `Arc`) until it ends, so a route a reload removed or
 //! replaced keeps its connections for the calls it runs, and closes them
 //! when the last one ends: a reload fails no task.
+//!
+//! An upstream that cannot be reached when the gateway starts is
+//! [`Pending`] in the table instead: tried again in the background, and
+//! swapped in as a route (the clients told its tools came) once it answers.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock, Weak};
