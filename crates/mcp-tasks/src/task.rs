@@ -365,6 +365,29 @@ fn saturating_f64_to_i64(float: f64) -> i64 {
     }
 }
 
+/// `duration` as people read it in a message: `40ms`, `1.5s`, `12s`,
+/// `3m05s`, `1h05m` (rounded to the unit shown). The library's errors write
+/// durations so, and the CLI too.
+pub fn human_duration(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    if millis < 100 {
+        return format!("{millis}ms");
+    }
+    let tenths = (millis + 50) / 100;
+    if tenths < 100 {
+        return format!("{}.{}s", tenths / 10, tenths % 10);
+    }
+    let secs = (millis + 500) / 1000;
+    if secs < 60 {
+        return format!("{secs}s");
+    }
+    if secs < 3600 {
+        return format!("{}m{:02}s", secs / 60, secs % 60);
+    }
+    let minutes = (secs + 30) / 60;
+    format!("{}h{:02}m", minutes / 60, minutes % 60)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -423,27 +446,4 @@ mod tests {
         let sloppy = RpcError::from_json(&json!({}));
         assert_eq!((sloppy.code, sloppy.message.as_str()), (-32603, ""));
     }
-}
-
-/// `duration` as people read it in a message: `40ms`, `1.5s`, `12s`,
-/// `3m05s`, `1h05m` (rounded to the unit shown). The library's errors write
-/// durations so, and the CLI too.
-pub fn human_duration(duration: Duration) -> String {
-    let millis = duration.as_millis();
-    if millis < 100 {
-        return format!("{millis}ms");
-    }
-    let tenths = (millis + 50) / 100;
-    if tenths < 100 {
-        return format!("{}.{}s", tenths / 10, tenths % 10);
-    }
-    let secs = (millis + 500) / 1000;
-    if secs < 60 {
-        return format!("{secs}s");
-    }
-    if secs < 3600 {
-        return format!("{}m{:02}s", secs / 60, secs % 60);
-    }
-    let minutes = (secs + 30) / 60;
-    format!("{}h{:02}m", minutes / 60, minutes % 60)
 }
