@@ -123,7 +123,7 @@ pub(crate) async fn connect(
     connected.map_err(|error| {
         let error = anyhow::Error::new(error);
         match source.as_ref().and_then(|source| source.missing_scopes()) {
-            Some(scopes) => error.context(crate::explain::Hint(format!(
+            Some(scopes) => error.context(Hint(format!(
                 "the server needs the scope {scopes:?}, which the token was not granted \
                  (sign in again with --oauth-scopes naming it, after mcp-tasks logout URL)"
             ))),
@@ -185,4 +185,15 @@ fn prepare(
         }
     };
     Ok((endpoint, connect, source))
+}
+
+/// What to do, known better than the error says it (the context of a
+/// connection error): said instead of the error.
+#[derive(Debug)]
+pub(crate) struct Hint(pub(crate) String);
+
+impl std::fmt::Display for Hint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }

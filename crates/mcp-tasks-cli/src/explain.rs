@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use rmcp::service::ClientInitializeError;
 use rmcp::transport::streamable_http_client::StreamableHttpError;
 
-use crate::connect::Target;
+use crate::connect::{Hint, Target};
 
 /// `-v`'s count, for the details added to an error.
 static VERBOSE: AtomicU8 = AtomicU8::new(0);
@@ -86,17 +86,6 @@ fn closing_bracket(text: &str) -> Option<usize> {
         }
     }
     None
-}
-
-/// What to do, known better than the error says it (the context of a
-/// connection error): said instead of the error.
-#[derive(Debug)]
-pub(crate) struct Hint(pub(crate) String);
-
-impl std::fmt::Display for Hint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
 }
 
 /// The message for people of a connection to `target` that failed with

@@ -365,6 +365,18 @@ fn saturating_f64_to_i64(float: f64) -> i64 {
     }
 }
 
+/// The `_meta` key that ties a 2025-11-25 message to its task
+/// (`{"taskId": ...}`), on the server's notifications and the client's
+/// reading of them.
+#[cfg_attr(
+    not(feature = "server"),
+    allow(
+        dead_code,
+        reason = "read by the server, and by the client's 2025-11-25 handler"
+    )
+)]
+pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
 /// `duration` as people read it in a message: `40ms`, `1.5s`, `12s`,
 /// `3m05s`, `1h05m` (rounded to the unit shown). The library's errors write
 /// durations so, and the CLI too.

@@ -22,8 +22,7 @@ use rmcp::{Peer, RoleServer};
 use serde_json::json;
 
 use super::era::is_old_tasks_era;
-use super::legacy::wire::RELATED_TASK;
-use crate::task::TaskId;
+use crate::task::{RELATED_TASK, TaskId};
 
 /// The caller's peer and the token it asked for progress with.
 pub(crate) struct ProgressSink {

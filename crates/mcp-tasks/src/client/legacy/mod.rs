@@ -100,7 +100,7 @@ pub use tap::TapHttp;
 pub use tap::{Tap, TapRead};
 
 /// The `_meta` key that ties a message to a task.
-pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+pub(crate) use crate::task::RELATED_TASK;
 
 /// How many answers the tap keeps for their requests to pick up.
 const RAW_ANSWERS_KEPT: usize = 256;

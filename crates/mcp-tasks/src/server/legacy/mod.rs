@@ -53,7 +53,7 @@ mod answer;
 mod notify;
 pub(crate) mod outbound;
 mod reroute;
-pub(crate) mod wire;
+mod wire;
 
 pub(crate) use answer::{CALL, answer, call_tool};
 pub(crate) use reroute::{declares_extension, may_reroute, reroute};

@@ -14,7 +14,7 @@ use crate::store::PackedRecord;
 use crate::task::{TaskStatus, saturating_millis};
 
 /// The `_meta` key tying a message to its task.
-pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+pub(crate) use crate::task::RELATED_TASK;
 
 /// The longest status message made from a tool's error text.
 const MAX_MADE_MESSAGE: usize = 256;
