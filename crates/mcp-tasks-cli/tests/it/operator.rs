@@ -28,7 +28,7 @@ fn http(address: &str, method: &str, path: &str, headers: &[&str], body: &str) -
 }
 
 /// The scrape, parsed by `prometheus-parse`.
-fn scrape(admin: &str, token: &str) -> (String, prometheus_parse::Scrape) {
+pub(crate) fn scrape(admin: &str, token: &str) -> (String, prometheus_parse::Scrape) {
     let auth = format!("Authorization: Bearer {token}");
     let (status, text) = http(admin, "GET", "/metrics", &[&auth], "");
     assert_eq!(status, 200, "{text}");
@@ -40,7 +40,7 @@ fn scrape(admin: &str, token: &str) -> (String, prometheus_parse::Scrape) {
 
 /// The value of the sample `name` whose labels include `labels`, 0 when
 /// there is none (a counter never incremented is not shown).
-fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
     let matching: Vec<_> = scrape
         .samples
         .iter()

@@ -216,10 +216,30 @@ pub(crate) struct Pending {
     stop: CancellationToken,
 }
 
+impl Pending {
+    /// Waited for from now on (its gauge 1), tried again until it is
+    /// dropped.
+    fn new(config: UpstreamConfig) -> Arc<Self> {
+        waiting(&config.name, true);
+        Arc::new(Self {
+            config,
+            stop: CancellationToken::new(),
+        })
+    }
+}
+
 impl Drop for Pending {
     fn drop(&mut self) {
         self.stop.cancel();
+        // Served, or no longer configured: not waited for any more.
+        waiting(&self.config.name, false);
     }
+}
+
+/// Sets the gauge of whether the upstream `name` is waited for.
+fn waiting(name: &str, waited: bool) {
+    metrics::gauge!(crate::server::metrics::UPSTREAM_WAITING, "upstream" => name.to_owned())
+        .set(if waited { 1.0 } else { 0.0 });
 }
 
 /// Whether `error` says the upstream could not be reached (it may answer
@@ -360,10 +380,7 @@ impl Routes {
                         retry.restart_backoff_max.as_secs().max(1)
                     );
                     tracing::debug!(upstream = %name, error = ?error, "why the upstream cannot be reached");
-                    pending.push(Arc::new(Pending {
-                        config: upstream,
-                        stop: CancellationToken::new(),
-                    }));
+                    pending.push(Pending::new(upstream));
                 }
                 Err(error) => return Err(Error::upstream(&name, error)),
             }

@@ -70,6 +70,10 @@ pub const UPSTREAM_IN_USE: &str = "mcp_tasks_gateway_upstream_connections_in_use
 /// Whether an upstream's calls fail fast now (1) or go through (0), by
 /// `upstream` (gauge; see `gateway::CircuitBreaker`).
 pub const UPSTREAM_BREAKER_OPEN: &str = "mcp_tasks_gateway_upstream_breaker_open";
+/// Whether an upstream that could not be reached when the gateway started is
+/// still waited for (1; its tools are not served) or is served (0), by
+/// `upstream` (gauge; see `gateway::Gateway::start_many`).
+pub const UPSTREAM_WAITING: &str = "mcp_tasks_gateway_upstream_waiting";
 /// Fetches of an OAuth issuer's keys after the first, by `outcome` (`ok`, `error`) (counter).
 pub const OAUTH_KEY_FETCHES: &str = "mcp_tasks_oauth_key_fetches_total";
 /// Token introspections asked of an OAuth issuer, by `outcome` (`ok`, `error`) (counter).
@@ -498,6 +502,10 @@ pub fn describe() {
     describe_gauge!(
         UPSTREAM_BREAKER_OPEN,
         "Whether an upstream's calls fail fast now (1) or go through (0), by upstream."
+    );
+    describe_gauge!(
+        UPSTREAM_WAITING,
+        "Whether an upstream unreachable at the gateway's start is still waited for (1) or served (0), by upstream."
     );
     describe_counter!(
         OAUTH_KEY_FETCHES,

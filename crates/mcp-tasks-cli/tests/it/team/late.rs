@@ -25,7 +25,7 @@ async fn an_upstream_down_at_start_is_served_once_it_answers() {
     );
     let served = {
         let file = file.clone();
-        tokio::task::spawn_blocking(move || gateway(&file, &[]))
+        tokio::task::spawn_blocking(move || gateway(&file, &["--admin", "127.0.0.1:0"]))
             .await
             .expect("the gateway starts")
     };
@@ -35,6 +35,21 @@ async fn an_upstream_down_at_start_is_served_once_it_answers() {
         line.contains("the upstream \"late\" cannot be reached")
             && line.contains("starts without its tools"),
         "{line}"
+    );
+    // Operators see it waited for: the gauge is 1 for it alone.
+    let admin = served.admin.clone();
+    let waited = move || {
+        let (_, scrape) = crate::operator::scrape(&admin, "no-admin-tokens");
+        let gauge = "mcp_tasks_gateway_upstream_waiting";
+        (
+            crate::operator::value(&scrape, gauge, &[("upstream", "late")]),
+            crate::operator::value(&scrape, gauge, &[("upstream", "up")]),
+        )
+    };
+    let scraping = waited.clone();
+    assert_eq!(
+        tokio::task::spawn_blocking(scraping).await.unwrap(),
+        (1.0, 0.0)
     );
     assert_eq!(
         {
@@ -86,6 +101,11 @@ async fn an_upstream_down_at_start_is_served_once_it_answers() {
     );
     let line = served.stderr_line("\"late\" answers now", Duration::from_secs(5));
     assert!(line.contains("its tools (4) are served"), "{line}");
+    assert_eq!(
+        tokio::task::spawn_blocking(waited).await.unwrap(),
+        (0.0, 0.0),
+        "no longer waited for"
+    );
     let mut expected = prefixed("up");
     expected.extend(prefixed("late"));
     assert_eq!(
