@@ -63,8 +63,15 @@ fn without_type_paths(text: &str) -> String {
         };
         let path = &inner[..close];
         out.push_str(&rest[..open]);
-        // A Rust path has `::` and no space; anything else is kept.
-        let rust_path = path.contains("::") && !path.contains(' ');
+        // A Rust path: no space, and `::` before a name (not `[::1]`, an
+        // IPv6 address); anything else is kept.
+        let rust_path = !path.contains(' ')
+            && path.split("::").skip(1).any(|after| {
+                after
+                    .chars()
+                    .next()
+                    .is_some_and(|first| first.is_alphabetic() || first == '_')
+            });
         if !rust_path {
             out.push_str(&rest[open..open + 2 + close + 1]);
         }
@@ -197,10 +204,16 @@ impl Unreachable {
                  on this host and port?"
             ),
             Self::NoSuchHost => {
-                format!("cannot find the host of {at} (no such name): check the URL")
+                format!(
+                    "cannot resolve the host of {at}: check the URL (and that this machine \
+                     can resolve names)"
+                )
             }
             Self::NotTls => {
                 format!("{address} answered in plain HTTP, not HTTPS: try the URL with http://")
+            }
+            Self::NotPlainHttp if at.starts_with("https://") => {
+                format!("{address} closed the connection without an answer")
             }
             Self::NotPlainHttp => format!(
                 "{address} dropped the request without an HTTP answer: if it serves HTTPS, use \
@@ -462,6 +475,10 @@ mod tests {
             "a list [1, 2] and"
         );
         assert_eq!(without_type_paths("open [rmcp::x"), "open [rmcp::x");
+        assert_eq!(
+            without_type_paths("cannot listen on [::1]:8080"),
+            "cannot listen on [::1]:8080"
+        );
     }
 
     #[derive(Debug)]

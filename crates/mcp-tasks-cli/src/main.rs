@@ -273,7 +273,7 @@ fn main() -> ExitCode {
         }
     };
     explain::set_verbose(cli.verbose);
-    init_logging(cli.verbose);
+    init_logging(cli.verbose, matches!(cli.command, Command::Serve(_)));
     let endpoint = match &cli.command {
         Command::Serve(args) => args.otlp_endpoint(),
         _ => None,
@@ -307,10 +307,15 @@ const OWN_TARGETS: [&str; 4] = [
     "mcp_tasks_redis",
 ];
 
-fn init_logging(verbose: u8) {
-    let (own, others) = match verbose {
-        0 => ("warn", "off"),
-        1 => ("info", "warn"),
+/// Logging on stderr: our crates at warn, and at the default verbosity no
+/// other crate's line for a command at a terminal (a server keeps their
+/// errors: an operator's log wants hyper's or the OTLP exporter's);
+/// rmcp's, which the server reports in its own words, only with -v.
+fn init_logging(verbose: u8, serving: bool) {
+    let (own, others) = match (verbose, serving) {
+        (0, false) => ("warn", "off"),
+        (0, true) => ("warn", "error"),
+        (1, _) => ("info", "warn"),
         _ => ("debug", "info"),
     };
     // The admin API's audit lines (`mcp_tasks::audit`, INFO) are shown by

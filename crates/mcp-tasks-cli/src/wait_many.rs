@@ -443,6 +443,13 @@ impl Display {
         if let Some(bar) = &self.bar {
             bar.set_message(format!("{remaining} of {} tasks to go", self.total));
         }
+        // Its status message too ("cancelled by an operator"), when the
+        // report is of that status.
+        let status = if status == report.status {
+            report.status_line()
+        } else {
+            status.to_owned()
+        };
         let heading = format!("task {}: {status}", Self::label(&self.labels, id));
         let print = || {
             if json {

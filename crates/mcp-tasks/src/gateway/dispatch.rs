@@ -55,11 +55,17 @@ impl Gateway {
         table.find(name, caller).ok_or_else(|| {
             // A prefixed name of an upstream still waited for is said so
             // (its tools are not known yet: access cannot be told apart).
+            // Only to a caller the upstream is open to: to others, an
+            // unknown tool alike (no oracle of what is configured).
             let waited = table.pending.iter().find(|waiting| {
                 waiting.config.prefixed
                     && name
                         .strip_prefix(waiting.config.name.as_str())
                         .is_some_and(|rest| rest.starts_with(table.separator.as_str()))
+                    && waiting
+                        .config
+                        .compile()
+                        .is_ok_and(|rules| rules.open_to(caller))
             });
             match waited {
                 Some(waiting) => ErrorData::invalid_params(

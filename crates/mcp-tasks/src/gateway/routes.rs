@@ -374,8 +374,14 @@ impl Routes {
                 Ok(route) => routes.push(route),
                 Err(error) if !all_or_nothing && unreachable(&error) => {
                     let retry = &upstream.options;
+                    // A spawn's own reason is short and says it all (the
+                    // handshake's, rmcp's words, goes to debug).
+                    let why = match &error {
+                        Error::Spawn { source } => format!("{error}: {source}"),
+                        _ => error.to_string(),
+                    };
                     tracing::warn!(
-                        "the upstream {name:?} cannot be reached ({error}): the gateway starts \
+                        "the upstream {name:?} cannot be reached ({why}): the gateway starts \
                          without its tools, and tries again every {} s at most",
                         retry.restart_backoff_max.as_secs().max(1)
                     );
@@ -437,11 +443,39 @@ impl Routes {
                             "the upstream {:?} cannot be served ({error}); not tried again",
                             config.name
                         );
-                        return;
+                        return routes.forget_pending(&weak).await;
                     }
                 }
             }
         });
+    }
+
+    /// Takes `pending` out of the table, no longer waited for (it cannot be
+    /// served: its calls are unknown tools, its gauge 0), if the table
+    /// still holds it.
+    async fn forget_pending(&self, pending: &Weak<Pending>) {
+        let _one = self.reloading.lock().await;
+        let old = self.current();
+        let Some(pending) = pending.upgrade() else {
+            return;
+        };
+        if !old.pending.iter().any(|each| Arc::ptr_eq(each, &pending)) {
+            return;
+        }
+        let table = Table {
+            separator: old.separator.clone(),
+            routes: old.routes.clone(),
+            pending: old
+                .pending
+                .iter()
+                .filter(|each| !Arc::ptr_eq(each, &pending))
+                .cloned()
+                .collect(),
+        };
+        *self
+            .table
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(table);
     }
 
     /// Serves `route`, the upstream of `pending` that now answers, if the
@@ -473,7 +507,8 @@ impl Routes {
                 "the upstream {:?} answers now, but is not served: {error}",
                 pending.config.name
             );
-            return;
+            drop(_one);
+            return self.forget_pending(&Arc::downgrade(&pending)).await;
         }
         let tools = table.routes.last().map_or(0, |route| {
             let listed = route.link.cached_tools();

@@ -116,6 +116,46 @@ async fn an_upstream_down_at_start_is_served_once_it_answers() {
     );
 }
 
+#[test]
+fn a_late_upstream_whose_tools_clash_is_not_served_and_no_longer_waited_for() {
+    let port = crate::deploy::free_port();
+    let folder = Folder::new();
+    // Both unprefixed: the late one lists the same names.
+    let file = folder.write(
+        "gw.toml",
+        &format!(
+            "store = \"memory\"\npoll-interval = 50\n\n[[upstream]]\nname = \"up\"\ncommand = {}\n\
+             prefix = false\n\n[[upstream]]\nname = \"late\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
+             prefix = false\n",
+            demo()
+        ),
+    );
+    let served = gateway(&file, &["--admin", "127.0.0.1:0"]);
+    served.stderr_line("\"late\" cannot be reached", Duration::from_secs(10));
+    let _late = Served::start(&format!("127.0.0.1:{port}"), "memory", &[]);
+    let line = served.stderr_line("\"late\" answers now", Duration::from_secs(20));
+    assert!(
+        line.contains("is not served") && line.contains("would be served by two upstreams"),
+        "{line}"
+    );
+    // No longer waited for: its gauge is 0, and the tools are the first's.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, scrape) = crate::operator::scrape(&served.admin, "no-admin-tokens");
+        let gauge = "mcp_tasks_gateway_upstream_waiting";
+        if crate::operator::value(&scrape, gauge, &[("upstream", "late")]) == 0.0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still waited for");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut expected: Vec<String> = ["confirm_action", "failing_tool", "long_job", "sleep"]
+        .map(str::to_owned)
+        .to_vec();
+    expected.sort();
+    assert_eq!(tools(&served.url, None), expected);
+}
+
 /// The files of `examples/` that git does not track, nor ignore.
 fn untracked_in_examples() -> String {
     let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
