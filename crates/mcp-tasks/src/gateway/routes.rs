@@ -434,7 +434,7 @@ impl Routes {
                     return;
                 };
                 match Route::start(config.clone(), &routes.version).await {
-                    Ok(route) => return routes.serve_pending(&weak, route).await,
+                    Ok(route) => return routes.settle(&weak, Some(route)).await,
                     Err(error) if unreachable(&error) => {
                         tracing::debug!(upstream = %config.name, %error, "the upstream still cannot be reached");
                     }
@@ -443,45 +443,20 @@ impl Routes {
                             "the upstream {:?} cannot be served ({error}); not tried again",
                             config.name
                         );
-                        return routes.forget_pending(&weak).await;
+                        return routes.settle(&weak, None).await;
                     }
                 }
             }
         });
     }
 
-    /// Takes `pending` out of the table, no longer waited for (it cannot be
-    /// served: its calls are unknown tools, its gauge 0), if the table
-    /// still holds it.
-    async fn forget_pending(&self, pending: &Weak<Pending>) {
-        let _one = self.reloading.lock().await;
-        let old = self.current();
-        let Some(pending) = pending.upgrade() else {
-            return;
-        };
-        if !old.pending.iter().any(|each| Arc::ptr_eq(each, &pending)) {
-            return;
-        }
-        let table = Table {
-            separator: old.separator.clone(),
-            routes: old.routes.clone(),
-            pending: old
-                .pending
-                .iter()
-                .filter(|each| !Arc::ptr_eq(each, &pending))
-                .cloned()
-                .collect(),
-        };
-        *self
-            .table
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(table);
-    }
-
-    /// Serves `route`, the upstream of `pending` that now answers, if the
-    /// table still waits for it (a reload may have removed or changed it),
-    /// and tells the clients its tools came.
-    async fn serve_pending(&self, pending: &Weak<Pending>, route: Arc<Route>) {
+    /// Settles the waited-for `pending`, if the table still holds it (a
+    /// reload may have removed or changed it): with `route` (its upstream
+    /// now answers), serves it and tells the clients its tools came; without
+    /// (it cannot be served), or when its tools clash with another
+    /// upstream's, takes it out of the table, no longer waited for (its
+    /// calls unknown tools, its gauge 0).
+    async fn settle(&self, pending: &Weak<Pending>, route: Option<Arc<Route>>) {
         let _one = self.reloading.lock().await;
         let Some(pending) = pending.upgrade() else {
             return;
@@ -490,11 +465,10 @@ impl Routes {
         if !old.pending.iter().any(|each| Arc::ptr_eq(each, &pending)) {
             return;
         }
-        let mut routes = old.routes.clone();
-        routes.push(route);
-        let table = Table {
+        let name = &pending.config.name;
+        let settled = |route: Option<Arc<Route>>| Table {
             separator: old.separator.clone(),
-            routes,
+            routes: old.routes.iter().cloned().chain(route).collect(),
             pending: old
                 .pending
                 .iter()
@@ -502,32 +476,31 @@ impl Routes {
                 .cloned()
                 .collect(),
         };
-        if let Err(error) = table.check_clashes() {
-            tracing::warn!(
-                "the upstream {:?} answers now, but is not served: {error}",
-                pending.config.name
-            );
-            drop(_one);
-            return self.forget_pending(&Arc::downgrade(&pending)).await;
+        let served = route.is_some();
+        let mut table = settled(route);
+        if served && let Err(error) = table.check_clashes() {
+            tracing::warn!("the upstream {name:?} answers now, but is not served: {error}");
+            table = settled(None);
+        } else if served {
+            let tools = table.routes.last().map_or(0, |route| {
+                let listed = route.link.cached_tools();
+                listed
+                    .list
+                    .iter()
+                    .filter(|tool| route.rules.serves(&tool.name))
+                    .count()
+            });
+            // At the level of the line that said it was missing.
+            tracing::warn!("the upstream {name:?} answers now: its tools ({tools}) are served");
         }
-        let tools = table.routes.last().map_or(0, |route| {
-            let listed = route.link.cached_tools();
-            listed
-                .list
-                .iter()
-                .filter(|tool| route.rules.serves(&tool.name))
-                .count()
-        });
+        let changed = table.routes.len() != old.routes.len();
         *self
             .table
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(table);
-        self.version.send_modify(|version| *version += 1);
-        // At the level of the line that said it was missing.
-        tracing::warn!(
-            "the upstream {:?} answers now: its tools ({tools}) are served",
-            pending.config.name
-        );
+        if changed {
+            self.version.send_modify(|version| *version += 1);
+        }
     }
 
     /// The retired route the retry of the parked call `id`, named `exposed`,
