@@ -63,9 +63,9 @@ impl Gateway {
                         .strip_prefix(waiting.config.name.as_str())
                         .is_some_and(|rest| rest.starts_with(table.separator.as_str()))
                     && waiting
-                        .config
-                        .compile()
-                        .is_ok_and(|rules| rules.open_to(caller))
+                        .rules
+                        .as_ref()
+                        .is_some_and(|rules| rules.open_to(caller))
             });
             match waited {
                 Some(waiting) => ErrorData::invalid_params(

@@ -213,6 +213,8 @@ pub(crate) struct Table {
 /// removes or changes it.
 pub(crate) struct Pending {
     pub(crate) config: UpstreamConfig,
+    /// Its rules, compiled once (who may be told it is waited for).
+    pub(crate) rules: Option<Rules>,
     stop: CancellationToken,
 }
 
@@ -222,6 +224,9 @@ impl Pending {
     fn new(config: UpstreamConfig) -> Arc<Self> {
         waiting(&config.name, true);
         Arc::new(Self {
+            // It compiled before it failed to start (a config error is not
+            // left pending).
+            rules: config.compile().ok(),
             config,
             stop: CancellationToken::new(),
         })
