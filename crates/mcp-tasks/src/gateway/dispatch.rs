@@ -13,7 +13,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use super::routes::Route;
 use super::{Gateway, breaker, call, connection, pool, relay, rounds, sync};
 use crate::client::CallResponse;
-use crate::server::{TaskPolicy, ToolTasks};
+use crate::server::{NewTask, Plan, Principal, Synchronous, TaskPolicy, ToolTasks};
 
 impl Gateway {
     pub(super) async fn call(
@@ -86,14 +86,15 @@ impl Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = self.runtime.caller_of_call(&context, &request)?;
+        let call = self.runtime.read_call(&request, &context)?;
         // The retry of a call parked on a route a reload let go goes there.
         let retired = sync::parked_call_of(&request)
             .and_then(|id| self.routes.retired_holding(&request.name, id));
         let (route, tool) = match retired {
             Some(found) => found,
-            None => self.find(&request.name, &caller.principal).await?,
+            None => self.find(&request.name, call.principal()).await?,
         };
+        let principal = call.principal().clone();
         let policy = route.policy(&tool);
         let tasks = match policy {
             TaskPolicy::Forbidden => ToolTasks::forbidden(),
@@ -101,56 +102,45 @@ impl Gateway {
             _ => ToolTasks::optional(),
         };
         let marked = route.link.cached_tools().marked.get(&tool).copied();
-        let as_task = self.runtime.runs_as_task(&request, &context, &tasks)?;
-        let tasks = self.runtime.tasks_for_call(&tasks, &context);
-        tracing::debug!(upstream = route.name(), tool = %request.name, ?policy, as_task, "tools/call");
         // The task is named as the caller called it; the upstream is
         // called by its own name.
-        let described = CallToolRequestParams::new(request.name.clone());
+        let plan = self.runtime.decide(call, &request, &context, &tasks)?;
+        let as_task = matches!(plan, Plan::Task(_));
+        tracing::debug!(upstream = route.name(), tool = %request.name, ?policy, as_task, "tools/call");
         let mut upstream_request = request;
         upstream_request.name = tool.into();
         let request = upstream_request;
+        // A call that resumes an upstream's parked call runs synchronously.
+        let task = match plan {
+            Plan::Task(task) if sync::resumes(&request) => Err(task.into_synchronous()),
+            Plan::Task(task) => Ok(task),
+            Plan::Synchronous(call) => Err(call),
+        };
         let unavailable = route.link.health.check().err();
         if let Some(refusal) = unavailable {
-            if !as_task || sync::resumes(&request) {
-                return Err(refusal);
-            }
-            // The task says why, at once.
-            return self
-                .runtime
-                .start_task(caller, &described, &tasks, move |_task| async move {
-                    Err(refusal)
-                })
-                .await;
-        }
-        let pool = route.pool_for(&context, &caller.principal)?;
-        if !as_task || sync::resumes(&request) {
-            // Straight through, as the caller would have called the upstream,
-            // on a connection of its own; the upstream's requests go to the
-            // caller. Once under the call's idempotency key, as a task would
-            // be.
-            let cancelled = context.ct.clone();
-            let principal = caller.principal.clone();
-            let run = async move {
-                let sync = sync::SyncCall {
-                    pool: &pool,
-                    calls: &route.link.calls,
-                    parked: &route.parked,
-                    options: &route.options,
-                    principal,
-                };
-                // Held to the runtime's result budget by run_once.
-                bounded(&route, sync::call(sync, request, context)).await
+            return match task {
+                Err(_) => Err(refusal),
+                // The task says why, at once.
+                Ok(task) => {
+                    self.runtime
+                        .create(task, move |_task| async move { Err(refusal) })
+                        .await
+                }
             };
-            return self
-                .runtime
-                .run_once(&caller, &described, &tasks, &cancelled, run)
-                .await;
         }
+        let pool = route.pool_for(&context, &principal)?;
+        let task = match task {
+            Ok(task) => task,
+            Err(call) => {
+                return self
+                    .straight(route, pool, principal, call, request, context)
+                    .await;
+            }
+        };
         let connection = route.link.connection().await?;
         if call::upstream_makes_tasks(&connection, marked) {
             return self
-                .upstream_task(route, pool, connection, caller, &described, &tasks, request)
+                .upstream_task(route, pool, connection, task, request)
                 .await;
         }
         drop(connection);
@@ -164,7 +154,7 @@ impl Gateway {
         };
         let calls = route.link.calls.clone();
         self.runtime
-            .start_task(caller, &described, &tasks, move |task| async move {
+            .create(task, move |task| async move {
                 let lease = match lease {
                     Some(lease) => lease,
                     None => {
@@ -184,20 +174,45 @@ impl Gateway {
             .await
     }
 
+    /// A call straight through, as the caller would have called the
+    /// upstream, on a connection of its own; the upstream's requests go to
+    /// the caller. Once under the call's idempotency key, as a task would
+    /// be.
+    async fn straight(
+        &self,
+        route: Arc<Route>,
+        pool: Arc<pool::Pool>,
+        principal: Principal,
+        call: Synchronous,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let cancelled = context.ct.clone();
+        let run = async move {
+            let sync = sync::SyncCall {
+                pool: &pool,
+                calls: &route.link.calls,
+                parked: &route.parked,
+                options: &route.options,
+                principal,
+            };
+            // Held to the runtime's result budget by run_synchronous.
+            bounded(&route, sync::call(sync, request, context)).await
+        };
+        self.runtime.run_synchronous(call, &cancelled, run).await
+    }
+
     /// A call of an upstream that makes tasks itself: the upstream decides
     /// first, its result or MRTR round goes back as it is, and only its
     /// task becomes one of ours, awaited on the gateway's own connection
     /// (or, for a caller's identity, on a connection of that identity,
     /// held until the task ends).
-    #[allow(clippy::too_many_arguments)]
     async fn upstream_task(
         &self,
         route: Arc<Route>,
         pool: Arc<pool::Pool>,
         own: Arc<connection::Connection>,
-        caller: crate::server::admission::caller::Caller,
-        described: &CallToolRequestParams,
-        tasks: &ToolTasks,
+        task: NewTask,
         request: CallToolRequestParams,
     ) -> Result<CallToolResponse, ErrorData> {
         let held = if route.own_identity() {
@@ -220,7 +235,7 @@ impl Gateway {
         let finished = call::finished_upstream(&held, &upstream).await;
         let started = self
             .runtime
-            .start_task(caller, described, tasks, move |task| async move {
+            .create(task, move |task| async move {
                 match finished {
                     Some(outcome) => outcome,
                     None => bounded(&route, call::await_upstream(&held, upstream, task)).await,

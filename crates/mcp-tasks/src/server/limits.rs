@@ -13,10 +13,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use rmcp::ErrorData;
 use tokio_util::sync::CancellationToken;
 
-use super::admission::refusal::{RetryMark, caller_tasks, draining};
+use super::admission::refusal::{Refusal, caller_tasks, draining};
 use super::principal::Principal;
 use crate::store::FastMap;
 
@@ -54,23 +53,21 @@ pub(crate) struct Seat {
 
 impl LiveTasks {
     /// A seat for one more task of `principal`, unless it has `limit`
-    /// already or the runtime drains: then the refusal, which marks the
-    /// HTTP request's `mark`.
+    /// already or the runtime drains: then the refusal.
     pub(crate) fn take(
         self: &Arc<Self>,
         principal: &Principal,
         limit: Option<usize>,
-        mark: Option<&RetryMark>,
-    ) -> Result<Seat, ErrorData> {
+    ) -> Result<Seat, Refusal> {
         let mut counts = self.by_principal.lock().unwrap_or_else(|p| p.into_inner());
         if counts.closed {
-            return Err(draining(mark));
+            return Err(draining());
         }
         let count = counts.per_principal.entry(principal.clone()).or_default();
         if let Some(limit) = limit
             && *count >= limit
         {
-            return Err(caller_tasks(mark, u64::try_from(limit).unwrap_or(u64::MAX)));
+            return Err(caller_tasks(u64::try_from(limit).unwrap_or(u64::MAX)));
         }
         *count += 1;
         self.total.send_modify(|total| *total += 1);
@@ -221,23 +218,21 @@ mod tests {
     fn seats_are_counted_per_principal_and_freed_when_dropped() {
         let live = Arc::new(LiveTasks::default());
         let (alice, bob) = (Principal::new("alice"), Principal::new("bob"));
-        let first = live.take(&alice, Some(2), None).unwrap();
-        let second = live.take(&alice, Some(2), None).unwrap();
-        let refused = live.take(&alice, Some(2), None).unwrap_err();
+        let first = live.take(&alice, Some(2)).unwrap();
+        let second = live.take(&alice, Some(2)).unwrap();
+        let refused = live.take(&alice, Some(2)).unwrap_err().into_error(None);
         assert!(refused.message.contains("at most 2"), "{}", refused.message);
         assert_eq!(
             refused.data,
             Some(json!({"maxTasksPerCaller": 2, "reason": "callerTasks", "retryAfterMs": 1000}))
         );
-        let _bob = live
-            .take(&bob, Some(2), None)
-            .expect("another caller is served");
+        let _bob = live.take(&bob, Some(2)).expect("another caller is served");
         drop(first);
         assert_eq!(live.count(&alice), 1);
         let _third = live
-            .take(&alice, Some(2), None)
+            .take(&alice, Some(2))
             .expect("a freed seat is taken again");
         drop(second);
-        assert!(live.take(&alice, None, None).is_ok(), "no limit");
+        assert!(live.take(&alice, None).is_ok(), "no limit");
     }
 }

@@ -83,6 +83,7 @@ mod context;
 mod custom;
 mod drain;
 mod draining;
+mod engine;
 mod era;
 mod handoff;
 #[cfg(feature = "http")]
@@ -124,6 +125,7 @@ pub use builder::TaskRuntimeBuilder;
 pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use context::{MAX_CHECKPOINT_BYTES, TaskContext};
 pub use draining::DrainReport;
+pub use engine::{Call, NewTask, Plan, Synchronous};
 pub use era::{declares_tasks, missing_client_capabilities};
 pub use listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
 pub use metered::MeteredStore;

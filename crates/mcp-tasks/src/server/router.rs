@@ -15,6 +15,7 @@ use rmcp::{ErrorData, RoleServer};
 
 use super::budget::response_within;
 use super::context::TaskContext;
+use super::engine::{Plan, Synchronous};
 use super::policy::ToolTasks;
 use super::progress::ProgressSink;
 use super::runtime::TaskRuntime;
@@ -165,40 +166,43 @@ where
         &self,
         context: ToolCallContext<'_, S>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some(tasks) = self.policies.get(context.name()) else {
-            return self.call_once(context, &ToolTasks::forbidden()).await;
-        };
-        let mut request = CallToolRequestParams::new(context.name.clone());
-        request.arguments = context.arguments.clone();
-        if !self
-            .runtime
-            .runs_as_task(&request, &context.request_context, tasks)?
-        {
-            return self.call_once(context, tasks).await;
-        }
+        let tasks = self.policies.get(context.name());
         let service = context.service.clone();
         let ToolCallContext {
             request_context,
+            name,
+            arguments,
             input_responses,
             request_state,
             ..
         } = context;
+        let mut request = CallToolRequestParams::new(name);
+        request.arguments = arguments;
         request.input_responses = input_responses;
         request.request_state = request_state;
-        let caller = self.runtime.caller_of_call(&request_context, &request)?;
-        let tasks = self.runtime.tasks_for_call(tasks, &request_context);
-        let tasks = tasks.as_ref();
-        let tools = self.tools.clone();
-        // What a resumable task keeps of its call (see ToolTasks::resumable).
-        let described = if tasks.resumable {
-            request.clone()
-        } else {
-            CallToolRequestParams::new(request.name.clone())
+        let call = self.runtime.read_call(&request, &request_context)?;
+        let Some(tasks) = tasks else {
+            let call = self.runtime.synchronous(call, &request);
+            return self
+                .call_once(&service, request, request_context, call)
+                .await;
         };
+        let task = match self
+            .runtime
+            .decide(call, &request, &request_context, tasks)?
+        {
+            Plan::Task(task) => task,
+            Plan::Synchronous(call) => {
+                return self
+                    .call_once(&service, request, request_context, call)
+                    .await;
+            }
+        };
+        let tools = self.tools.clone();
         // A 2025-11-25 caller's progress token stays valid for its task.
         let progress = ProgressSink::for_task(&request_context);
         self.runtime
-            .start_task(caller, &described, tasks, move |task| {
+            .create(task, move |task| {
                 let task = task.with_progress(progress);
                 let mut request_context = request_context;
                 request_context.ct = task.cancellation_token();
@@ -228,38 +232,24 @@ where
     /// runtime's result budget ([`TaskRuntime::max_result_bytes`]).
     async fn call_once(
         &self,
-        context: ToolCallContext<'_, S>,
-        tasks: &ToolTasks,
+        service: &S,
+        request: CallToolRequestParams,
+        request_context: RequestContext<RoleServer>,
+        call: Synchronous,
     ) -> Result<CallToolResponse, ErrorData> {
-        let ToolCallContext {
-            request_context,
-            service,
-            name,
-            arguments,
-            input_responses,
-            request_state,
-            ..
-        } = context;
-        let mut request = CallToolRequestParams::new(name);
-        request.arguments = arguments;
-        request.input_responses = input_responses;
-        request.request_state = request_state;
-        let caller = self.runtime.caller_of_call(&request_context, &request)?;
         let limit = self.runtime.max_result_bytes();
-        if caller.idempotent.is_none() || !self.runtime.honours_idempotency() {
+        if !call.sent_key() || !self.runtime.honours_idempotency() {
             let call = ToolCallContext::new(service, request, request_context);
             return response_within(self.tools.call(call).await, limit);
         }
         let cancelled = request_context.ct.clone();
-        let (service, tools, call) = (service.clone(), self.tools.clone(), request.clone());
-        // Held to the budget by run_once, before it is kept for the key.
+        let (service, tools) = (service.clone(), self.tools.clone());
+        // Held to the budget by run_synchronous, before it is kept for the key.
         let run = async move {
-            let call = ToolCallContext::new(&service, call, request_context);
+            let call = ToolCallContext::new(&service, request, request_context);
             tools.call(call).await
         };
-        self.runtime
-            .run_once(&caller, &request, tasks, &cancelled, run)
-            .await
+        self.runtime.run_synchronous(call, &cancelled, run).await
     }
 
     /// `tools/list`, as `#[tool_handler]` calls it: rmcp's list.

@@ -237,7 +237,7 @@ fn run_again(
 ) {
     let id = record.id().clone();
     // Taken over, the task counts against its caller here, whatever the limit.
-    let Ok(seat) = inner.live.take(record.owner(), None, None) else {
+    let Ok(seat) = inner.live.take(record.owner(), None) else {
         return;
     };
     let token = CancellationToken::new();

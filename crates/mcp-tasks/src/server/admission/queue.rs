@@ -5,13 +5,12 @@
 //! by replicas the same bounds also hold across all of them
 //! ([`shared`](super::shared)).
 
-use rmcp::ErrorData;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::oneshot;
 
 use super::caller::Caller;
-use super::refusal::queue_full;
+use super::refusal::{Refusal, queue_full};
 use crate::server::principal::Principal;
 use crate::store::FastMap;
 
@@ -259,7 +258,7 @@ impl Admission {
 
     /// A slot now for a task of `tool` from `caller`, or a place in the
     /// queue, or the refusal of a full queue.
-    pub(crate) fn enter(self: &Arc<Self>, caller: &Caller, tool: &str) -> Result<Entry, ErrorData> {
+    pub(crate) fn enter(self: &Arc<Self>, caller: &Caller, tool: &str) -> Result<Entry, Refusal> {
         self.enter_as(caller, tool, true)
     }
 
@@ -277,7 +276,7 @@ impl Admission {
         caller: &Caller,
         tool: &str,
         may_refuse: bool,
-    ) -> Result<Entry, ErrorData> {
+    ) -> Result<Entry, Refusal> {
         let mut state = self.state();
         // Whenever a slot is free, every task that could take it has
         // (`dispatch`): so a free slot here is this task's.
@@ -297,10 +296,7 @@ impl Admission {
             && may_refuse
             && state.queued >= max
         {
-            return Err(queue_full(
-                caller.mark.as_ref(),
-                u64::try_from(max).unwrap_or(u64::MAX),
-            ));
+            return Err(queue_full(u64::try_from(max).unwrap_or(u64::MAX)));
         }
         let (start, started) = oneshot::channel();
         let number = state.next_number;
@@ -547,7 +543,7 @@ mod tests {
         let a = caller("a");
         let _running = run(admission.enter(&a, "t").unwrap());
         let _waiting = queued(admission.enter(&a, "t").unwrap());
-        let refused = admission.enter(&a, "t").unwrap_err();
+        let refused = admission.enter(&a, "t").unwrap_err().into_error(None);
         assert_eq!(refused.code.0, -32603);
         let data = refused.data.expect("data");
         assert_eq!(data["reason"], "queueFull");

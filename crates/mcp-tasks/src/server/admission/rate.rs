@@ -15,11 +15,10 @@ use std::time::Duration;
 use governor::clock::Clock as _;
 use governor::state::keyed::HashMapStateStore;
 use governor::{Quota, RateLimiter};
-use rmcp::ErrorData;
 use serde_json::{Map, json};
 
 use super::caller::Caller;
-use super::refusal::{Reason, refuse};
+use super::refusal::{Reason, Refusal};
 use crate::server::principal::Principal;
 
 /// How fast one caller may create tasks: `count` per second, minute or
@@ -215,7 +214,7 @@ impl RateLimits {
 
     /// Counts one creation for `caller`; the refusal for load
     /// ([`Reason::RateLimited`]) when it creates too fast.
-    pub(crate) fn check(&self, caller: &Caller) -> Result<(), ErrorData> {
+    pub(crate) fn check(&self, caller: &Caller) -> Result<(), Refusal> {
         let Err(not_until) = self.limiter.check_key(&caller.quota) else {
             return Ok(());
         };
@@ -227,8 +226,7 @@ impl RateLimits {
         let mut extra = Map::new();
         extra.insert("ratePerCaller".into(), json!(self.rate.to_string()));
         extra.insert("rateBurst".into(), json!(self.rate.burst.get()));
-        Err(refuse(
-            caller.mark.as_ref(),
+        Err(Refusal::new(
             Reason::RateLimited,
             format!(
                 "this caller creates tasks faster than {} (bursts of {}): try again in {} ms",
@@ -324,7 +322,7 @@ mod tests {
         let (alice, bob) = (caller("alice"), caller("bob"));
         limits.check(&alice).unwrap();
         limits.check(&alice).unwrap();
-        let refused = limits.check(&alice).unwrap_err();
+        let refused = limits.check(&alice).unwrap_err().into_error(None);
         assert_eq!(refused.code.0, -32603);
         assert_eq!(
             refused.data,
@@ -340,7 +338,7 @@ mod tests {
             .check(&bob)
             .expect("another caller has its own burst");
         tokio::time::advance(Duration::from_millis(249)).await;
-        let refused = limits.check(&alice).unwrap_err();
+        let refused = limits.check(&alice).unwrap_err().into_error(None);
         assert_eq!(refused.data.unwrap()["retryAfterMs"], 1);
         tokio::time::advance(Duration::from_millis(1)).await;
         limits

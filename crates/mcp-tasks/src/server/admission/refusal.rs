@@ -7,8 +7,13 @@
 //! `{"reason": "...", "retryAfterMs": N, ...}`, plus what the reason adds
 //! (the bound that was reached). Over HTTP the serving recipe answers such
 //! a refusal with status 503 and `Retry-After` (whole seconds, rounded up),
-//! so proxies and clients back off: the runtime marks the request through
-//! the [`RetryMark`] the recipe put in its extensions. An answer that is an
+//! so proxies and clients back off.
+//!
+//! Inside the runtime a refusal is a [`Refusal`] (the reason and the retry
+//! hint), never the wire's error: it becomes one at the edge, once, in
+//! [`Refusal::into_error`], which also marks the HTTP request through the
+//! [`RetryMark`] the recipe put in its extensions; the recipe's front
+//! (`http/front.rs`) turns that mark into the 503. An answer that is an
 //! event stream (a 2025-11-25 session's) has sent its status already and
 //! carries the error alone.
 
@@ -21,7 +26,6 @@ use serde_json::{Map, Value, json};
 
 /// Why a request was refused for load; `data.reason` on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // TEMP: the rate and stream bounds construct the rest
 pub(crate) enum Reason {
     /// The caller has as many unfinished tasks as it may.
     CallerTasks,
@@ -63,37 +67,90 @@ impl Reason {
     }
 }
 
-/// The error for a refusal: -32603 with `message`, and in `data` the reason,
-/// `retryAfterMs` and the fields of `extra`. Sets the HTTP request's
-/// `mark`, if the serving recipe put one (see [`RetryMark::of`]), so it
-/// answers 503.
-pub(crate) fn refuse(
-    mark: Option<&RetryMark>,
+/// A request refused for load, as the runtime's parts say it: why, what a
+/// person reads, when to try again, and what the reason adds (the bound
+/// that was reached). It stays this type through the runtime and becomes
+/// the wire's JSON-RPC error only at the edge ([`Refusal::into_error`]),
+/// where the serving recipe's [`RetryMark`] turns it into HTTP's 503.
+#[derive(Debug, Clone)]
+pub(crate) struct Refusal {
     reason: Reason,
-    message: impl Into<String>,
+    message: String,
     retry_after: Duration,
     extra: Map<String, Value>,
-) -> ErrorData {
-    if let Some(mark) = mark {
-        mark.set(retry_after);
+}
+
+impl Refusal {
+    /// A refusal for `reason`, telling the caller `message` and to try
+    /// again after `retry_after`; `extra` goes into the error's `data`.
+    pub(crate) fn new(
+        reason: Reason,
+        message: impl Into<String>,
+        retry_after: Duration,
+        extra: Map<String, Value>,
+    ) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+            retry_after,
+            extra,
+        }
     }
-    // A refused connection is counted as it is refused: its answer is
-    // written once, ahead of time.
-    if reason != Reason::Connections {
-        crate::server::metrics::refused(reason.cause());
+
+    /// The JSON-RPC error: -32603 with the message, and in `data` the
+    /// reason, `retryAfterMs` and the reason's own fields. Counted in the
+    /// metrics as it is answered (a refused connection is counted as it is
+    /// refused: its answer is written once, ahead of time), and sets the
+    /// HTTP request's `mark`, if the serving recipe put one (see
+    /// [`RetryMark::of`]), so that it answers 503.
+    pub(crate) fn into_error(self, mark: Option<&RetryMark>) -> ErrorData {
+        if let Some(mark) = mark {
+            mark.set(self.retry_after);
+        }
+        if self.reason != Reason::Connections {
+            crate::server::metrics::refused(self.reason.cause());
+        }
+        let data = data(self.reason, self.retry_after, self.extra);
+        ErrorData::internal_error(self.message, Some(data))
     }
-    ErrorData::internal_error(message.into(), Some(data(reason, retry_after, extra)))
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A step of a creation that did not go through: refused for load, or
+/// failed (a store that cannot be reached, a lease lost).
+#[derive(Debug)]
+pub(crate) enum Denial {
+    /// Refused for load: the caller may try again later.
+    Refused(Refusal),
+    /// Failed, with the wire's error.
+    Failed(ErrorData),
+}
+
+impl From<Refusal> for Denial {
+    fn from(refusal: Refusal) -> Self {
+        Self::Refused(refusal)
+    }
+}
+
+impl From<ErrorData> for Denial {
+    fn from(error: ErrorData) -> Self {
+        Self::Failed(error)
+    }
 }
 
 /// How long a caller refused for its cap or a full queue is told to wait.
 const BUSY_RETRY: Duration = Duration::from_secs(1);
 
 /// The refusal of a caller that has `limit` unfinished tasks already.
-pub(crate) fn caller_tasks(mark: Option<&RetryMark>, limit: u64) -> ErrorData {
+pub(crate) fn caller_tasks(limit: u64) -> Refusal {
     let mut extra = Map::new();
     extra.insert("maxTasksPerCaller".into(), json!(limit));
-    refuse(
-        mark,
+    Refusal::new(
         Reason::CallerTasks,
         format!(
             "too many unfinished tasks for this caller (at most {limit}): wait for some to \
@@ -105,11 +162,10 @@ pub(crate) fn caller_tasks(mark: Option<&RetryMark>, limit: u64) -> ErrorData {
 }
 
 /// The refusal of a creation when `max` tasks wait to run already.
-pub(crate) fn queue_full(mark: Option<&RetryMark>, max: u64) -> ErrorData {
+pub(crate) fn queue_full(max: u64) -> Refusal {
     let mut extra = Map::new();
     extra.insert("maxQueued".into(), json!(max));
-    refuse(
-        mark,
+    Refusal::new(
         Reason::QueueFull,
         format!("the server is busy: {max} tasks wait to run already; try again in a moment"),
         BUSY_RETRY,
@@ -123,9 +179,8 @@ pub(crate) fn queue_full(mark: Option<&RetryMark>, max: u64) -> ErrorData {
 pub(crate) const DRAINING_RETRY: Duration = Duration::from_secs(3);
 
 /// The refusal of a creation while the runtime drains.
-pub(crate) fn draining(mark: Option<&RetryMark>) -> ErrorData {
-    refuse(
-        mark,
+pub(crate) fn draining() -> Refusal {
+    Refusal::new(
         Reason::Draining,
         "the server is shutting down and takes no new task; call again (another replica or the \
          restarted server takes it)",
@@ -201,13 +256,13 @@ mod tests {
         extensions.insert(parts);
         let mut extra = Map::new();
         extra.insert("maxQueued".into(), json!(10));
-        let error = refuse(
-            RetryMark::of(&extensions),
+        let error = Refusal::new(
             Reason::QueueFull,
             "the queue is full",
             Duration::from_millis(1500),
             extra,
-        );
+        )
+        .into_error(RetryMark::of(&extensions));
         assert_eq!(error.code.0, -32603);
         assert_eq!(
             error.data,

@@ -30,7 +30,7 @@ use rmcp::ErrorData;
 
 use super::caller::Caller;
 use super::queue::AdmissionLimits;
-use super::refusal::{caller_tasks, queue_full};
+use super::refusal::{Denial, Refusal, caller_tasks, queue_full};
 use crate::server::lease::{Lease, LeaseError};
 use crate::server::principal::push_hex;
 use crate::server::wire::store_failure;
@@ -134,11 +134,10 @@ impl TaskSeats {
     pub(crate) async fn create(
         &self,
         store: &SharedStore,
-        caller: &Caller,
         record: TaskRecord,
         lease: &Lease,
         runs: bool,
-    ) -> Result<Seated, ErrorData> {
+    ) -> Result<Seated, Denial> {
         let replicas = store
             .replicas()
             .ok_or_else(|| ErrorData::internal_error("the store has no shared seats", None))?;
@@ -151,10 +150,10 @@ impl TaskSeats {
             {
                 Seating::Seated => return Ok(Seated::Running),
                 Seating::Full(index) if self.is_cap(index) => {
-                    return Err(self.refused_cap(caller));
+                    return Err(self.refused_cap().into());
                 }
                 Seating::Full(_) => {}
-                Seating::NoLease => return Err(LeaseError::Lost.into_error_data()),
+                Seating::NoLease => return Err(LeaseError::Lost.into_error_data().into()),
                 Seating::Existing => return Ok(Seated::Existing),
             }
         }
@@ -166,9 +165,9 @@ impl TaskSeats {
             .map_err(store_failure)?
         {
             Seating::Seated => Ok(Seated::Queued),
-            Seating::Full(index) if self.is_cap(index) => Err(self.refused_cap(caller)),
-            Seating::Full(_) => Err(queue_full(caller.mark.as_ref(), self.queued.1)),
-            Seating::NoLease => Err(LeaseError::Lost.into_error_data()),
+            Seating::Full(index) if self.is_cap(index) => Err(self.refused_cap().into()),
+            Seating::Full(_) => Err(queue_full(self.queued.1).into()),
+            Seating::NoLease => Err(LeaseError::Lost.into_error_data().into()),
             Seating::Existing => Ok(Seated::Existing),
         }
     }
@@ -282,11 +281,8 @@ impl TaskSeats {
         self.caller.is_some() && index == 0
     }
 
-    fn refused_cap(&self, caller: &Caller) -> ErrorData {
-        caller_tasks(
-            caller.mark.as_ref(),
-            self.caller.as_ref().map_or(0, |(_, cap)| *cap),
-        )
+    fn refused_cap(&self) -> Refusal {
+        caller_tasks(self.caller.as_ref().map_or(0, |(_, cap)| *cap))
     }
 }
 

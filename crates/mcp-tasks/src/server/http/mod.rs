@@ -81,7 +81,7 @@ pub use access::{
 };
 
 use crate::server::TaskRuntime;
-use crate::server::admission::refusal::{Reason, refuse, retry_after_secs};
+use crate::server::admission::refusal::{Reason, Refusal, retry_after_secs};
 use crate::server::auth::BearerTokens;
 
 /// Browser origins allowed by default: the loopback hosts, any port, `http`
@@ -626,13 +626,13 @@ fn answering(
 fn connections_refusal(max_connections: usize) -> Vec<u8> {
     let mut extra = serde_json::Map::new();
     extra.insert("maxConnections".into(), serde_json::json!(max_connections));
-    let error = refuse(
-        None,
+    let error = Refusal::new(
         Reason::Connections,
         "the server has as many connections open as it may; try again shortly",
         CONNECTIONS_RETRY_AFTER,
         extra,
-    );
+    )
+    .into_error(None);
     serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error})
         .to_string()
         .into_bytes()

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::SUBSCRIPTION_ID;
 use crate::server::admission::caller::Caller;
-use crate::server::admission::refusal::{Reason, refuse};
+use crate::server::admission::refusal::{Reason, Refusal};
 use crate::server::limits::StreamBound;
 use crate::server::runtime::TaskRuntime;
 use crate::server::state::Inner;
@@ -92,13 +92,8 @@ impl Slot {
             extra.insert(field.into(), json!(bound));
             let message = format!("{message}; poll tasks/get instead");
             return Err(Refused {
-                error: refuse(
-                    None,
-                    Reason::ListenStreams,
-                    message,
-                    LISTEN_RETRY_AFTER,
-                    extra,
-                ),
+                error: Refusal::new(Reason::ListenStreams, message, LISTEN_RETRY_AFTER, extra)
+                    .into_error(None),
                 retry_after: LISTEN_RETRY_AFTER,
             });
         }
