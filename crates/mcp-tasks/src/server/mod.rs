@@ -101,6 +101,7 @@ mod observe;
 mod once;
 #[cfg(feature = "http")]
 pub mod operator;
+mod plain;
 mod policy;
 mod principal;
 mod progress;

@@ -9,7 +9,7 @@
 //! what the transport costs (a fifth of a stdio server's CPU under a stream
 //! of calls, in the profile in BENCHMARKS.md). The reader's filter reads a
 //! plain call of a 2026-07-28 client from its bytes instead, as the HTTP
-//! fast path does (`http::fast::call::read_plain`, held to rmcp's own
+//! fast path does (`plain::read_plain`, held to rmcp's own
 //! reading by its tests and a fuzz target), and hands rmcp the message it
 //! would have parsed, through [`Prefetched`]; everything else, and every
 //! call of a connection opened with `initialize`, is parsed by rmcp as
@@ -17,7 +17,7 @@
 //! loop, its handler, its peer and its cancellation as a parsed one does,
 //! and in its turn: the reader gives rmcp no further line until the message
 //! read ahead has been taken (a cancellation sent right after a call finds
-//! the call started). Without the `http` feature no call is read ahead.
+//! the call started), with or without the `http` feature.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -227,22 +227,14 @@ impl LineFilter for TaskLines {
 /// A plain `tools/call` line (see the [module docs](self)) as the message
 /// rmcp's own reading makes of it, or `None` for rmcp to read.
 fn read_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-    #[cfg(feature = "http")]
-    {
-        // rmcp reads a line without its end (`\n`, and a `\r` before it).
-        let line = line.strip_suffix(b"\n").unwrap_or(line);
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let (id, call) = super::http::fast::call::read_plain(line)?;
-        Some(RxJsonRpcMessage::<RoleServer>::request(
-            rmcp::model::ClientRequest::CallToolRequest(call),
-            id,
-        ))
-    }
-    #[cfg(not(feature = "http"))]
-    {
-        let _ = line;
-        None
-    }
+    // rmcp reads a line without its end (`\n`, and a `\r` before it).
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let (id, call) = super::plain::read_plain(line)?;
+    Some(RxJsonRpcMessage::<RoleServer>::request(
+        rmcp::model::ClientRequest::CallToolRequest(call),
+        id,
+    ))
 }
 
 /// The message the reader's filter read ahead of rmcp, and the reader's
@@ -428,7 +420,6 @@ mod tests {
         serde_json::to_value(message).unwrap()
     }
 
-    #[cfg(feature = "http")]
     #[test]
     fn plain_calls_are_read_ahead_as_rmcp_reads_them() {
         let (mut lines, ahead) = ahead_lines();
@@ -468,7 +459,6 @@ mod tests {
         }
     }
 
-    #[cfg(feature = "http")]
     #[tokio::test]
     async fn nothing_passes_a_call_read_ahead_until_it_is_taken() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -54,7 +54,6 @@
 //! into an event stream. Delete this module the day rmcp's own path is as
 //! fast.
 
-use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::OnceLock;
@@ -66,24 +65,21 @@ use http::request::Parts;
 use http::{HeaderMap, StatusCode};
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, Extensions, GetExtensions,
-    GetMeta, Implementation, InitializeRequestParams, JsonObject, ProtocolVersion, RequestId,
-    RequestMetaObject, ServerJsonRpcMessage, ServerJsonRpcMessage as Message, ServerResult,
+    CallToolRequest, ClientRequest, ErrorCode, Extensions, GetExtensions, GetMeta, Implementation,
+    InitializeRequestParams, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
+    ServerJsonRpcMessage as Message, ServerResult,
 };
 use rmcp::service::{
     RequestContext, RoleServer, RunningService, RxJsonRpcMessage, Service, TxJsonRpcMessage,
     serve_directly,
 };
 use rmcp::transport::Transport;
-use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::body::create_task_answer;
 use crate::server::http::reply::json_body;
-
-/// The only protocol version served here.
-const VERSION: &str = "2026-07-28";
+use crate::server::plain::{VERSION, meta_takes, read_plain};
 
 /// `tools/call` answered by calling `server`'s handler directly; see the
 /// [module docs](self).
@@ -371,44 +367,10 @@ fn headers_take(headers: &HeaderMap) -> bool {
             .any(|name| name.as_str().starts_with("mcp-param-"))
 }
 
-/// True when the request's `_meta` is one this path takes.
-fn meta_takes(meta: &Map<String, Value>) -> bool {
-    meta.get("io.modelcontextprotocol/protocolVersion")
-        .is_some_and(|version| version == VERSION)
-        && meta
-            .get("io.modelcontextprotocol/clientCapabilities")
-            .is_some_and(Value::is_object)
-        && !meta.contains_key("progressToken")
-        && !meta.contains_key("io.modelcontextprotocol/logLevel")
-}
-
 /// True when `Mcp-Name` names the tool `name`: a Base64-encoded name is
 /// decoded by rmcp; a plain one must match.
 fn names(headers: &HeaderMap, name: &str) -> bool {
     only(headers, "mcp-name").is_some_and(|header| header == name && !header.starts_with("=?"))
-}
-
-/// A plain `tools/call`, as its bytes are read; any other key, at the top
-/// or in `params`, or a key given twice, fails the reading.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Envelope<'a> {
-    #[serde(borrow)]
-    jsonrpc: Cow<'a, str>,
-    id: RequestId,
-    #[serde(borrow)]
-    method: Cow<'a, str>,
-    params: Params,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Params {
-    #[serde(rename = "_meta")]
-    meta: JsonObject,
-    name: String,
-    #[serde(default)]
-    arguments: Option<JsonObject>,
 }
 
 /// The request id and rmcp's `CallToolRequest` of a plain call read from
@@ -421,29 +383,6 @@ fn read_bytes(headers: &HeaderMap, body: &[u8]) -> Option<(RequestId, CallToolRe
     }
     let (id, call) = read_plain(body)?;
     names(headers, &call.params.name).then_some((id, call))
-}
-
-/// The request id and rmcp's `CallToolRequest` of a plain call (see
-/// [`Envelope`]) whose `_meta` names 2026-07-28 and the client's
-/// capabilities and asks for no progress or log notifications, read from
-/// its bytes: what rmcp's own deserializer reads from them. `None` for any
-/// other message. Also the stdio transport's reading of a line
-/// (`server::transport`), where no header is checked.
-pub(crate) fn read_plain(body: &[u8]) -> Option<(RequestId, CallToolRequest)> {
-    let envelope: Envelope<'_> = serde_json::from_slice(body).ok()?;
-    let Params {
-        meta,
-        name,
-        arguments,
-    } = envelope.params;
-    if envelope.jsonrpc != "2.0" || envelope.method != "tools/call" || !meta_takes(&meta) {
-        return None;
-    }
-    let mut params = CallToolRequestParams::new(name);
-    params.arguments = arguments;
-    let mut call = CallToolRequest::new(params);
-    call.extensions.insert(RequestMetaObject::from(meta));
-    Some((envelope.id, call))
 }
 
 /// The one value of header `name`, if there is exactly one and it is text.
