@@ -21,7 +21,7 @@ mod watch;
 
 /// mimalloc, not glibc's allocator: a server that keeps many finished tasks
 /// for their TTL fragmented glibc's heap until a third of its CPU went to
-/// `malloc` (BENCHMARKS.md, "Against honest peers").
+/// `malloc` (docs/benchmarks-history.md, "Against honest peers").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,6 +1,7 @@
 //! The Redis store next to the memory and SQLite stores, in one run, and
 //! the cross-replica wake-up, and what seat pools cost: see BENCHMARKS.md
-//! ("Stores and replicas").
+//! for the latest results and docs/benchmarks-history.md ("Stores and
+//! replicas") for the runs.
 //!
 //! ```sh
 //! cargo bench -p mcp-tasks-redis --bench stores

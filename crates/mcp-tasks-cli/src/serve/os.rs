@@ -16,8 +16,8 @@
 //!   buffer, which hyper 1.12 sizes at 8 KiB at least), of which an idle
 //!   stream touches a page or less, cost their full size in RSS. With
 //!   `PR_SET_THP_DISABLE` only the pages touched are resident: an open
-//!   listen stream costs 12.4 KiB of RSS instead of 20.1 KiB (BENCHMARKS.md,
-//!   "Ten thousand listeners").
+//!   listen stream costs 12.4 KiB of RSS instead of 20.1 KiB
+//!   (docs/benchmarks-history.md, "Ten thousand listeners").
 
 /// Descriptors kept beside the connections: the listener, the store's
 /// files, the operator listener, an upstream's pipes, logs.

@@ -71,7 +71,8 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Traced<S> {
         // and a handler's future can be large (about 10 KB on a task
         // runtime before `TaskRuntime::call_tool` boxed its creation);
         // tokio copies a task's whole future as it spawns and first polls
-        // it, boxed only a pointer (see BENCHMARKS.md, a stdio server's calls).
+        // it, boxed only a pointer (see docs/benchmarks-history.md, a stdio
+        // server's calls).
         let answer = Box::pin(self.inner.handle_request(request, context));
         async move {
             let answer = answer.with_context(span.clone()).await;

@@ -7,7 +7,7 @@
 //! rmcp reads each line into its message types through serde's buffering
 //! (an untagged union, a flattened map): for a `tools/call` that is most of
 //! what the transport costs (a fifth of a stdio server's CPU under a stream
-//! of calls, in the profile in BENCHMARKS.md). The reader's filter reads a
+//! of calls, in the profile in docs/benchmarks-history.md). The reader's filter reads a
 //! plain call of a 2026-07-28 client from its bytes instead, as the HTTP
 //! fast path does (`plain::read_plain`, held to rmcp's own
 //! reading by its tests and a fuzz target), and hands rmcp the message it

@@ -57,7 +57,7 @@ use crate::task::{TaskId, UnixMillis};
 /// The hash map of the hot paths (the memory store, the runtime's
 /// bookkeeping of live tasks, waiters and admission): foldhash, seeded at
 /// random per map, where std's SipHash took about 3 % of a task
-/// creation's CPU (BENCHMARKS.md, issue 31). Their keys are task ids
+/// creation's CPU (docs/benchmarks-history.md, issue 31). Their keys are task ids
 /// (random), idempotency slots (SHA-256), principals and tool names: a
 /// caller cannot aim at collisions without the seed.
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

@@ -11,7 +11,7 @@
 //!
 //! Its accessors repeat [`TaskRecord`]'s on purpose: a packed record does
 //! not wrap a `TaskRecord` (holding one would hold the `Value` trees this
-//! type exists to drop, see BENCHMARKS.md, "Memory per finished task"), and
+//! type exists to drop, see docs/benchmarks-history.md, "Memory per finished task"), and
 //! its fields differ in layout (a shared `Arc<str>` id, a boxed message,
 //! boxed input state, JSON text), so each type reads its own fields. A
 //! trait over both would add a third copy of every signature without
