@@ -148,7 +148,7 @@ impl TaskRuntime {
     /// decides per call), so a server that serves both eras tells the
     /// runtime each tool's policy up front: [`TaskRouter::with_tool`]
     /// and the gateway do it themselves; a server that passes a
-    /// [`ToolTasks`] to [`TaskRuntime::call_tool`] calls this once per tool
+    /// [`ToolTasks`](super::ToolTasks) to [`TaskRuntime::call_tool`] calls this once per tool
     /// (a tool never announced is listed without `execution`, which that
     /// era reads as `forbidden`). The latest call for a name wins.
     ///
