@@ -1,4 +1,4 @@
-//! Entry points for the fuzz targets in `fuzz/` (feature `fuzzing`): every
+//! Entry points for the fuzz targets in `fuzz/` (feature `__fuzzing`): every
 //! place that decodes what a peer sent, reachable with bytes. Not an API.
 
 use http::{HeaderMap, HeaderName, HeaderValue};

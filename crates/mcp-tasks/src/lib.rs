@@ -6,7 +6,7 @@
 #![cfg_attr(
     not(all(
         feature = "gateway",
-        feature = "http",
+        feature = "http-server",
         feature = "http-client",
         feature = "contract"
     )),
@@ -18,7 +18,7 @@ pub mod form;
 pub mod idempotency;
 #[cfg(all(feature = "otel", any(feature = "client", feature = "server")))]
 #[cfg_attr(
-    not(all(feature = "client", feature = "server", feature = "http")),
+    not(all(feature = "client", feature = "server", feature = "http-server")),
     allow(dead_code, reason = "each half uses its own part")
 )]
 mod otel;
@@ -57,7 +57,7 @@ pub mod server;
 #[cfg(feature = "gateway")]
 pub mod gateway;
 
-#[cfg(feature = "fuzzing")]
+#[cfg(feature = "__fuzzing")]
 #[doc(hidden)]
 pub mod __fuzz;
 

@@ -167,7 +167,7 @@ pub fn in_scope<R>(step: impl FnOnce() -> R) -> R {
 /// loop of an HTTP session, see `server::http`). Should no span of ours
 /// follow, the next one entered on this thread ends it; meanwhile the
 /// thread's events go on to the subscriber they went to before.
-#[cfg(feature = "http")]
+#[cfg(feature = "http-server")]
 pub(crate) fn arm() {
     if activate(None) {
         let _ = THREAD.try_with(|thread| {

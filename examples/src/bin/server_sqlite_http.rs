@@ -6,7 +6,7 @@
 //! (default 127.0.0.1:8080, and mcp-tasks-example-tasks.db in the temporary
 //! folder); then `cargo run -p mcp-tasks-examples --bin client --
 //! http://ADDR/mcp`. Needs rmcp's `server` feature (`mcp-tasks`'s
-//! default `http` feature brings the rest) and `mcp-tasks-sqlite`.
+//! default `http-server` feature brings the rest) and `mcp-tasks-sqlite`.
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;

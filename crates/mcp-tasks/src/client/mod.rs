@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use answer_bound::DEFAULT_MAX_ANSWER_BYTES;
-#[cfg(any(feature = "gateway", feature = "fuzzing", test))]
+#[cfg(any(feature = "gateway", feature = "__fuzzing", test))]
 pub(crate) use call::read_call_result;
 pub use call::{CallOptions, CallResponse, arguments};
 pub use connect::{ConnectOptions, Endpoint};
@@ -51,7 +51,7 @@ pub use input::{FormRequest, InputError, InputMode, InputResolver, validate_inpu
 pub use line_check::{CheckedReader, LineCheck};
 pub use listen::{ListenChannel, ListenMode};
 pub use many::TaskOutcomes;
-#[cfg(feature = "fuzzing")]
+#[cfg(feature = "__fuzzing")]
 pub(crate) use read::{read_ack, read_task_result};
 pub use resume::{Resumed, ResumedTasks, Unfinished};
 use rmcp::model::{

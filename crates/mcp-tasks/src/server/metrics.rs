@@ -6,7 +6,7 @@
 //! is installed (a library user who never asked for metrics), each call is
 //! a no-op behind one atomic load, with no allocation (every label value
 //! here is a `&'static str`, or a tool name on task creation and end only).
-//! The operator listener (`server::operator`, feature `http`)
+//! The operator listener (`server::operator`, feature `operator`)
 //! installs the Prometheus recorder and renders it at `/metrics`. The
 //! gauges of what is open now (tasks by status, listen streams, running and
 //! queued tools) are not kept here: the listener reads them from the
@@ -20,8 +20,8 @@
 //! as `other`. Every metric is listed, with its type and labels, in
 //! `docs/operator.md`.
 
-// The request metrics are made by the HTTP front (feature `http`) only.
-#![cfg_attr(not(feature = "http"), allow(dead_code))]
+// The request metrics are made by the HTTP front (feature `http-server`) only.
+#![cfg_attr(not(feature = "http-server"), allow(dead_code))]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -61,7 +61,7 @@
 //! the TypeScript SDK v1 and the Python SDK 1.x among them) get that era's
 //! experimental tasks from the same runtime, store and policies (see
 //! [`legacy`]): serve over stdio with [`StdioTransport`] and over HTTP with
-//! [`http::StreamableHttpServer`][http-server] (feature `http`), and tell
+//! [`http::StreamableHttpServer`][http-server] (feature `http-server`), and tell
 //! the runtime each tool's policy with [`TaskRuntime::advertise_tool`]
 //! ([`TaskRouter`] does it), since those clients read it in `tools/list`
 //! before they call.
@@ -86,7 +86,7 @@ mod draining;
 mod engine;
 mod era;
 mod handoff;
-#[cfg(feature = "http")]
+#[cfg(feature = "http-server")]
 pub mod http;
 mod idempotent;
 mod lease;
@@ -99,7 +99,7 @@ pub mod metrics;
 pub mod oauth;
 mod observe;
 mod once;
-#[cfg(feature = "http")]
+#[cfg(feature = "operator")]
 pub mod operator;
 mod plain;
 mod policy;

@@ -284,7 +284,7 @@ impl Observers {
 
     /// How many tasks created here are unfinished now: `(working,
     /// input_required)`, as this process last wrote them.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))] // read by the operator listener
+    #[cfg_attr(not(feature = "operator"), allow(dead_code))] // read by the operator listener
     pub(crate) fn live(&self) -> (usize, usize) {
         let tracked = self.tracked();
         (tracked.tasks.len() - tracked.asking, tracked.asking)

@@ -1,4 +1,4 @@
-//! The operator listener (feature `http`): `/metrics` (Prometheus text),
+//! The operator listener (feature `operator`): `/metrics` (Prometheus text),
 //! `/healthz` (the process is up), `/readyz` (the store answers and the
 //! server is not draining), and whatever routes it is given (the admin
 //! API), on a listener of its own: never the MCP port, never behind the MCP

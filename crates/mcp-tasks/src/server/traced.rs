@@ -103,7 +103,7 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Traced<S> {
 /// [`RequestTrace::of`]).
 #[derive(Clone, Debug)]
 #[cfg_attr(
-    not(feature = "http"),
+    not(feature = "http-server"),
     allow(dead_code, reason = "made by the HTTP recipe")
 )]
 pub(crate) struct RequestTrace(pub(crate) Context);
@@ -114,14 +114,14 @@ impl RequestTrace {
     /// a handler in a task of its own, where the current context is not the
     /// request's.
     pub(crate) fn of(extensions: &rmcp::model::Extensions) -> Option<Context> {
-        #[cfg(feature = "http")]
+        #[cfg(feature = "http-server")]
         {
             extensions
                 .get::<http::request::Parts>()
                 .and_then(|parts| parts.extensions.get::<RequestTrace>())
                 .map(|trace| trace.0.clone())
         }
-        #[cfg(not(feature = "http"))]
+        #[cfg(not(feature = "http-server"))]
         {
             let _ = extensions;
             None
@@ -194,7 +194,7 @@ pub(crate) fn end(span: &Context, answer: &Result<ServerResult, ErrorData>) {
 /// Ends a request span with a JSON-RPC error or a plain answer (the fast
 /// paths' answers).
 #[cfg_attr(
-    not(feature = "http"),
+    not(feature = "http-server"),
     allow(dead_code, reason = "for the HTTP recipe")
 )]
 pub(crate) fn end_with(span: &Context, error: Option<&ErrorData>) {

@@ -17,7 +17,7 @@
 //! loop, its handler, its peer and its cancellation as a parsed one does,
 //! and in its turn: the reader gives rmcp no further line until the message
 //! read ahead has been taken (a cancellation sent right after a call finds
-//! the call started), with or without the `http` feature.
+//! the call started), with or without the `http-server` feature.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};

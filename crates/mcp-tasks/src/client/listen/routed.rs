@@ -106,7 +106,7 @@ pub(crate) struct Demux(Arc<Routes>);
 
 impl Demux {
     /// A demux with no stream registered (for the fuzz targets).
-    #[cfg(feature = "fuzzing")]
+    #[cfg(feature = "__fuzzing")]
     pub(crate) fn unrouted() -> Self {
         Self(Arc::default())
     }

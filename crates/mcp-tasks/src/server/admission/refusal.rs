@@ -201,7 +201,7 @@ pub(crate) fn data(reason: Reason, retry_after: Duration, extra: Map<String, Val
 }
 
 /// `Retry-After` in whole seconds, rounded up, at least 1.
-#[cfg_attr(not(feature = "http"), allow(dead_code))] // for HTTP's Retry-After
+#[cfg_attr(not(feature = "http-server"), allow(dead_code))] // for HTTP's Retry-After
 pub(crate) fn retry_after_secs(retry_after: Duration) -> u64 {
     u64::try_from(retry_after.as_millis().div_ceil(1000))
         .unwrap_or(u64::MAX)
@@ -229,7 +229,7 @@ impl RetryMark {
     }
 
     /// When to retry, if the request was refused.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))] // for HTTP's Retry-After
+    #[cfg_attr(not(feature = "http-server"), allow(dead_code))] // for HTTP's Retry-After
     pub(crate) fn get(&self) -> Option<Duration> {
         self.0.get().copied()
     }

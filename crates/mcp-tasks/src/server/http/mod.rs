@@ -1,4 +1,4 @@
-//! Serving over Streamable HTTP (feature `http`): the recipe in one place.
+//! Serving over Streamable HTTP (feature `http-server`): the recipe in one place.
 //!
 //! [`StreamableHttpServer`] builds the axum router for an rmcp server on our
 //! [`TaskRuntime`]: rmcp's `StreamableHttpService`, stateless for 2026-07-28

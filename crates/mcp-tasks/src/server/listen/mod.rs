@@ -20,7 +20,7 @@
 //!   into `ServerHandler::on_custom_request`); rmcp still frames, writes and
 //!   cancels it like any request;
 //! * over Streamable HTTP the serving recipe answers it in front of rmcp,
-//!   as an SSE stream of its own (see [`http`][http], feature `http`).
+//!   as an SSE stream of its own (see [`http`][http], feature `http-server`).
 //!
 //! Listen requests without `taskIds` go to rmcp untouched. A request that
 //! names `taskIds` and also other notification types is acknowledged for
@@ -60,7 +60,7 @@ pub use stdio::ListenReader;
 
 pub(crate) use stdio::{REROUTED, answer_rerouted};
 pub use subscription::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
-#[cfg(feature = "http")]
+#[cfg(feature = "http-server")]
 pub(crate) use subscription::{Slot, Subscription, requested_task_ids};
 
 /// The method of a listen request.

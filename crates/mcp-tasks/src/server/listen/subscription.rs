@@ -53,7 +53,7 @@ pub(crate) struct Refused {
     /// The JSON-RPC error (see [`refusal`](crate::server::admission::refusal)).
     pub(crate) error: ErrorData,
     /// When to try again (`Retry-After` over HTTP).
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    #[cfg_attr(not(feature = "http-server"), allow(dead_code))]
     pub(crate) retry_after: Duration,
 }
 
@@ -293,7 +293,7 @@ impl Subscription {
     }
 
     /// The JSON-RPC id of the listen request.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    #[cfg_attr(not(feature = "http-server"), allow(dead_code))]
     pub(crate) fn id(&self) -> &Value {
         &self.id
     }

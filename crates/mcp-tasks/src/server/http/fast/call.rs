@@ -448,7 +448,7 @@ fn plain_error(status: StatusCode, text: &str) -> Response {
 /// [`call_name`] and [`read_call`]). When the bytes reading takes a
 /// request, the `Value` one must take it too and read the same (the
 /// unit tests below and the fuzz target `server_reads_request`).
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(any(test, feature = "__fuzzing"))]
 pub(crate) fn both_readings(headers: &HeaderMap, body: &[u8]) -> (Option<Value>, Option<Value>) {
     let as_json = |(id, request): (RequestId, ClientRequest)| serde_json::json!({"id": id, "request": request});
     let bytes = read_bytes(headers, body)

@@ -118,7 +118,7 @@ fn internal(error: serde_json::Error) -> ErrorData {
     ErrorData::internal_error(format!("cannot encode the task: {error}"), None)
 }
 
-#[cfg_attr(any(test, feature = "fuzzing"), derive(PartialEq, Debug))]
+#[cfg_attr(any(test, feature = "__fuzzing"), derive(PartialEq, Debug))]
 pub(crate) enum Method {
     Get,
     Update(InputResponses),
@@ -137,7 +137,7 @@ impl Method {
 }
 
 /// An accepted `tasks/*` request.
-#[cfg_attr(any(test, feature = "fuzzing"), derive(PartialEq, Debug))]
+#[cfg_attr(any(test, feature = "__fuzzing"), derive(PartialEq, Debug))]
 pub(crate) struct Call {
     pub(super) id: Value,
     task_id: String,
@@ -150,7 +150,7 @@ pub(crate) struct Call {
 /// Both readers read it whatever the features, so that they stay alike;
 /// only the spans of feature `otel` use it.
 #[derive(Default)]
-#[cfg_attr(any(test, feature = "fuzzing"), derive(PartialEq, Debug))]
+#[cfg_attr(any(test, feature = "__fuzzing"), derive(PartialEq, Debug))]
 #[cfg_attr(not(feature = "otel"), allow(dead_code))]
 pub(crate) struct Trace {
     pub(super) parent: Option<String>,
