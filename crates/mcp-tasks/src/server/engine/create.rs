@@ -88,9 +88,11 @@ impl TaskRuntime {
         let launch = self.launch(&caller, tool, record, lease, &tasks, run).await;
         match (entry, seats) {
             (Entry::Run(slot), None) => self.store_running(&caller, tool, launch, seat, slot).await,
+            // On the heap: the rarer way, whose state would otherwise weigh
+            // on every creation's future.
             (entry, seats) => {
-                self.store_waiting(&caller, tool, launch, (seat, entry), seats)
-                    .await
+                let waiting = self.store_waiting(&caller, tool, launch, (seat, entry), seats);
+                Box::pin(waiting).await
             }
         }
     }
@@ -260,18 +262,16 @@ impl TaskRuntime {
                 .first_step_ended(id, outcome, lease, seat, created)
                 .await);
         }
-        let seats = (seat, slot);
-        let supervision = supervise(
+        spawn_supervision(supervise(
             inner.clone(),
             id,
             idle_ttl,
             token,
             future,
-            seats,
+            (seat, slot),
             None,
             lease,
-        );
-        spawn_supervision(supervision);
+        ));
         Ok(task_created(created))
     }
 
