@@ -77,6 +77,7 @@
 //!
 //! [tap-http]: https://docs.rs/mcp-tasks/latest/mcp_tasks/client/legacy/struct.Tap.html#method.http
 
+mod feed;
 mod handler;
 mod tap;
 mod wait;
