@@ -6,6 +6,10 @@
 //! of each state (the outcome, input answered, the stall, retries and the
 //! deadline) is the machine's and [`Wait`]'s, as in the extension.
 //!
+//! `cancel_and_wait` settles with the same feed: `tasks/get` at the
+//! settling interval, and the payload of a task that completed or failed
+//! first from `tasks/result`.
+//!
 //! Cancel safety as in the extension: dropping the future stops the wait
 //! and nothing else; input requests it had not answered are kept for the
 //! next wait on the same connection.
@@ -22,11 +26,11 @@ use tokio::time::Instant;
 
 use super::wire::ended_by_payload;
 use super::{Event, Route};
-use crate::client::TasksClient;
 use crate::client::error::{Error, Retry};
 use crate::client::state::{Era, TaskOutcome, TaskState};
-use crate::client::wait::{Feed, Heard, Machine, Retries, Wait};
+use crate::client::wait::{Feed, Heard, Machine, Retries, Wait, cancel_and_settle};
 use crate::client::wire::TaskRequests;
+use crate::client::{AwaitOptions, TasksClient};
 use crate::task::TaskStatus;
 
 type PayloadCall<'a> = Pin<Box<dyn Future<Output = Result<JsonObject, Error>> + Send + 'a>>;
@@ -40,19 +44,26 @@ impl<H: ClientHandler> TasksClient<H> {
         seed: Option<TaskState>,
     ) -> Result<TaskOutcome, Error> {
         let requests = self.requests();
-        let mut feed = LegacyFeed {
-            requests,
-            // Routed before tasks/result is sent: its input requests come on it.
-            route: self.legacy.as_ref().map(|link| link.route(&wait.id)),
-            payload: None,
-            payload_again: None,
-            retries: Retries::blocking("tasks/result", wait.options),
-            next_poll: None,
-        };
+        // Routed before tasks/result is sent: its input requests come on it.
+        let route = self.legacy.as_ref().map(|link| link.route(&wait.id));
+        let mut feed = LegacyFeed::new(requests, route, wait.options);
         if let Some(seed) = seed {
             wait.observe(carried(None, seed));
         }
         Machine::new(requests).run(wait, &mut feed).await
+    }
+
+    /// [`TasksClient::cancel_and_wait`] on a 2025-11-25 connection: the
+    /// outcome of a task that completed or failed first comes from its
+    /// `tasks/result` payload.
+    pub(crate) async fn cancel_and_wait_legacy(
+        &self,
+        wait: &mut Wait<'_>,
+    ) -> Result<TaskOutcome, Error> {
+        let requests = self.requests();
+        // Not routed: the task's input is for a wait on it, not for this.
+        let mut feed = LegacyFeed::new(requests, None, wait.options);
+        cancel_and_settle(requests, wait, &mut feed).await
     }
 }
 
@@ -167,9 +178,44 @@ impl<H: ClientHandler> Feed for LegacyFeed<'_, H> {
             .ok()?;
         believed(wait.current.as_ref(), read)
     }
+
+    async fn payload(
+        &mut self,
+        wait: &Wait<'_>,
+        state: &TaskState,
+    ) -> Result<Option<TaskState>, Error> {
+        let client = self.requests.client();
+        let mut state = state.clone();
+        // A finished task's tasks/result answers at once.
+        let answered = wait
+            .retrying("tasks/result", |timeout| {
+                client.result_legacy(&state.id, Some(timeout))
+            })
+            .await;
+        match answered {
+            Ok(result) => state.result = Some(result),
+            // A failed task's is the JSON-RPC error of the original request.
+            Err(error) if state.status == TaskStatus::Failed && error.rpc_error().is_some() => {
+                state.error = error.rpc_error().cloned();
+            }
+            Err(error) => return Err(error),
+        }
+        Ok(Some(state))
+    }
 }
 
-impl<H: ClientHandler> LegacyFeed<'_, H> {
+impl<'c, H: ClientHandler> LegacyFeed<'c, H> {
+    fn new(requests: TaskRequests<'c, H>, route: Option<Route>, options: &AwaitOptions) -> Self {
+        Self {
+            requests,
+            route,
+            payload: None,
+            payload_again: None,
+            retries: Retries::blocking("tasks/result", options),
+            next_poll: None,
+        }
+    }
+
     /// Sends `tasks/result` when none is in flight and it is due.
     fn send_payload(&mut self, wait: &Wait<'_>) -> Result<(), Error> {
         if self.payload.is_some() || self.payload_again.is_some_and(|at| Instant::now() < at) {

@@ -80,7 +80,6 @@
 mod feed;
 mod handler;
 mod tap;
-mod wait;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};

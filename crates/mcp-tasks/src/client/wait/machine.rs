@@ -35,6 +35,7 @@ use serde_json::Value;
 use super::listening::{Heard, Listening};
 use super::{AwaitOptions, INCOMPLETE_POLLS, Wait};
 use crate::client::error::{Error, ProtocolViolation};
+use crate::client::listen::ListenMode;
 use crate::client::state::{TaskOutcome, TaskState};
 use crate::client::unanswered::Unanswered;
 use crate::client::wire::TaskRequests;
@@ -79,12 +80,35 @@ pub(crate) trait Feed {
         let _ = wait;
         None
     }
+
+    /// `state`, finished without its payload, with the payload the feed
+    /// brings apart from the states (for
+    /// [`cancel_and_settle`](super::cancel_and_settle));
+    /// `None` (the default) when it brings none: `tasks/get` must carry it.
+    async fn payload(
+        &mut self,
+        wait: &Wait<'_>,
+        state: &TaskState,
+    ) -> Result<Option<TaskState>, Error> {
+        let _ = (wait, state);
+        Ok(None)
+    }
 }
 
 /// The feed of a wait on one task: its own listen stream, its own polls.
-struct Alone<'c, H: ClientHandler> {
+pub(super) struct Alone<'c, H: ClientHandler> {
     requests: TaskRequests<'c, H>,
     listening: Listening<'c, H>,
+}
+
+impl<'c, H: ClientHandler> Alone<'c, H> {
+    /// A feed that only polls, with `requests`.
+    pub(super) fn polling(requests: TaskRequests<'c, H>) -> Self {
+        Self {
+            requests,
+            listening: Listening::new(requests.client(), ListenMode::Poll),
+        }
+    }
 }
 
 impl<H: ClientHandler> Feed for Alone<'_, H> {

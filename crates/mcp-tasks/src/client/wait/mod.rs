@@ -28,7 +28,7 @@ use tokio::time::Instant;
 pub(crate) use listening::{Heard, is_stale};
 pub(crate) use machine::{Feed, Machine};
 
-use self::machine::await_extension;
+use self::machine::{Alone, await_extension};
 use super::deadline::Deadline;
 use super::error::{Error, ProtocolViolation, Retry, Stage};
 use super::listen::ListenMode;
@@ -542,49 +542,63 @@ impl<H: ClientHandler> TasksClient<H> {
         let mut wait = Wait::new(options, id.clone(), Deadline::start(options.deadline));
         let state = match requests.era() {
             Era::Legacy => self.cancel_and_wait_legacy(&mut wait).await,
-            Era::Extension => cancel_and_wait_extension(requests, &mut wait).await,
+            Era::Extension => {
+                cancel_and_settle(requests, &mut wait, &mut Alone::polling(requests)).await
+            }
         };
         self.flushed(&wait, state).await
     }
 }
 
-/// [`TasksClient::cancel_and_wait`] in the extension's era: `tasks/cancel`,
-/// then `tasks/get` at the settling interval until the task has its outcome.
-async fn cancel_and_wait_extension<H: ClientHandler>(
+/// [`TasksClient::cancel_and_wait`] in either era: `tasks/cancel`, then the
+/// task read by `feed` at the settling interval until it has its outcome,
+/// starting from the state `tasks/cancel` answered with where the era's
+/// does. A finished state without its payload gets it from `feed` where it
+/// comes apart from the states, else it is read again, a few times.
+pub(crate) async fn cancel_and_settle<H: ClientHandler>(
     requests: TaskRequests<'_, H>,
     wait: &mut Wait<'_>,
+    feed: &mut impl Feed,
 ) -> Result<TaskOutcome, Error> {
-    let (id, options) = (wait.id.clone(), wait.options);
-    wait.retrying("tasks/cancel", |timeout| {
-        requests.cancel(&id, Some(timeout))
-    })
-    .await?;
+    let id = wait.id.clone();
+    let mut read = wait
+        .retrying("tasks/cancel", |timeout| {
+            requests.cancel(&id, Some(timeout))
+        })
+        .await?;
     let mut settling = 0;
     // Finished states in a row that lacked their payload.
     let mut incomplete = 0u32;
     loop {
-        let state = wait
-            .retrying("tasks/get", |timeout| requests.get(&id, Some(timeout)))
-            .await?;
+        let state = match read.take() {
+            Some(state) => state,
+            None => feed.read(wait).await?,
+        };
         let current = wait.observe(state);
         if current.has_outcome() {
             return current.outcome();
         }
         if current.status.is_terminal() {
+            let finished = current.clone();
+            if let Some(state) = feed.payload(wait, &finished).await? {
+                return wait.observe(state).outcome();
+            }
             // As in a wait: tasks/get must carry the payload; read again
             // a few times before giving up on the server.
             incomplete += 1;
             if incomplete >= INCOMPLETE_POLLS {
                 return Err(Error::protocol(
                     ProtocolViolation::IncompleteTask {
-                        status: current.status.clone(),
+                        status: finished.status,
                         polls: incomplete,
                     },
-                    Some(current.raw.clone()),
+                    Some(finished.raw),
                 ));
             }
         }
-        let pause = options.settling_interval(settling, Some(current));
+        let pause = wait
+            .options
+            .settling_interval(settling, wait.current.as_ref());
         settling += 1;
         wait.sleep(pause).await?;
     }
