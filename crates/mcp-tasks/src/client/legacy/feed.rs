@@ -141,12 +141,9 @@ impl<H: ClientHandler> Feed for LegacyFeed<'_, H> {
     }
 
     async fn read(&mut self, wait: &Wait<'_>) -> Result<TaskState, Error> {
-        // A finished task is not read again: its payload is on its way.
-        if let Some(current) = &wait.current
-            && current.status.is_terminal()
-        {
-            return Ok(current.clone());
-        }
+        // Never asked while the task has ended (its payload is on its way):
+        // the machine reads only without a state in hand, `poll` and the
+        // settling loop only while the task works.
         let requests = self.requests;
         let read = wait
             .retrying("tasks/get", |timeout| requests.get(&wait.id, Some(timeout)))

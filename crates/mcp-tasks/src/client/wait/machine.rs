@@ -43,9 +43,9 @@ use crate::task::TaskStatus;
 
 /// Where a wait's next state comes from, for [`Machine::run`]: a wait of
 /// its own ([`Alone`]), one of a set sharing a listen stream and a poll
-/// queue ([`many`](crate::client::many)), or a wait on a 2025-11-25 task
-/// ([`legacy`](crate::client::legacy)), whose input and payload come apart
-/// from its states.
+/// queue ([`many`](crate::client::many)), or an era's feed whose input and
+/// payload come apart from the task's states (requests of the server's
+/// own, a result request kept open).
 pub(crate) trait Feed {
     /// Where the poll loop would sleep `pause` and then read `tasks/get`.
     /// A feed that reads a state on the way to the one it hands over
