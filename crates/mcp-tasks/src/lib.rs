@@ -16,18 +16,14 @@
 
 pub mod form;
 pub mod idempotency;
-#[cfg(all(feature = "otel", any(feature = "client", feature = "server")))]
-#[cfg_attr(
-    not(all(feature = "client", feature = "server", feature = "http-server")),
-    allow(dead_code, reason = "each half uses its own part")
-)]
-mod otel;
 pub mod private_files;
 #[cfg(any(feature = "client", feature = "server"))]
 pub mod quiet;
 #[cfg(any(feature = "client", feature = "server"))]
 mod stdio;
 pub mod task;
+#[cfg(any(feature = "client", feature = "server"))]
+mod telemetry;
 
 #[cfg(feature = "client")]
 pub mod client;

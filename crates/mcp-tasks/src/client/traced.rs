@@ -13,7 +13,7 @@ use opentelemetry::trace::{SpanKind, TraceContextExt};
 use rmcp::model::{ClientRequest, JsonObject, RequestId, ServerResult};
 
 use super::error::Error;
-use crate::otel::{self, Outcome, RequestAttributes};
+use crate::telemetry::otel::{self, Outcome, RequestAttributes};
 
 /// Starts the span of a request of `method` about to be sent, as a child of
 /// the current context.

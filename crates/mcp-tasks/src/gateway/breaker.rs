@@ -15,7 +15,7 @@ use rmcp::ErrorData;
 use tokio::time::Instant;
 
 use super::team::CircuitBreaker;
-use crate::server::metrics::UPSTREAM_BREAKER_OPEN;
+use crate::telemetry::names::UPSTREAM_BREAKER_OPEN;
 
 /// The name of the gateway's one upstream (of [`Gateway::start`](super::Gateway::start)),
 /// its metrics' `upstream` label.

@@ -163,7 +163,7 @@ pub(crate) async fn finished_upstream(
 fn counted(upstream: &str, answered: bool) {
     let outcome = if answered { "ok" } else { "error" };
     metrics::counter!(
-        crate::server::metrics::UPSTREAM_CALLS,
+        crate::telemetry::names::UPSTREAM_CALLS,
         "upstream" => upstream.to_owned(),
         "outcome" => outcome
     )

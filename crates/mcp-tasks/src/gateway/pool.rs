@@ -247,7 +247,7 @@ impl Pool {
 
     fn leased(self: &Arc<Self>, connection: Arc<Connection>, permit: Permit) -> Lease {
         metrics::gauge!(
-            crate::server::metrics::UPSTREAM_IN_USE,
+            crate::telemetry::names::UPSTREAM_IN_USE,
             "upstream" => self.shared.health.name.to_string()
         )
         .increment(1.0);
@@ -403,7 +403,7 @@ impl Deref for Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         metrics::gauge!(
-            crate::server::metrics::UPSTREAM_IN_USE,
+            crate::telemetry::names::UPSTREAM_IN_USE,
             "upstream" => self.pool.shared.health.name.to_string()
         )
         .decrement(1.0);

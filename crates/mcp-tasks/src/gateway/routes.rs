@@ -243,7 +243,7 @@ impl Drop for Pending {
 
 /// Sets the gauge of whether the upstream `name` is waited for.
 fn waiting(name: &str, waited: bool) {
-    metrics::gauge!(crate::server::metrics::UPSTREAM_WAITING, "upstream" => name.to_owned())
+    metrics::gauge!(crate::telemetry::names::UPSTREAM_WAITING, "upstream" => name.to_owned())
         .set(if waited { 1.0 } else { 0.0 });
 }
 

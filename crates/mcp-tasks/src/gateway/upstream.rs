@@ -345,7 +345,7 @@ impl Link {
                 self.pool.adopt(&connection);
                 tracing::info!("connected to the upstream server again");
                 metrics::counter!(
-                    crate::server::metrics::UPSTREAM_RESTARTS,
+                    crate::telemetry::names::UPSTREAM_RESTARTS,
                     "upstream" => self.health.name.to_string()
                 )
                 .increment(1);

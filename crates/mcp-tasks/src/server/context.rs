@@ -198,7 +198,7 @@ impl TaskContext {
         let hasher = inner
             .hasher
             .get_or_try_init(|| async {
-                Ok::<_, crate::store::StoreError>(super::task_hash::TaskHasher::new(
+                Ok::<_, crate::store::StoreError>(crate::telemetry::task_hash::TaskHasher::new(
                     &inner.store.hash_key().await?,
                 ))
             })

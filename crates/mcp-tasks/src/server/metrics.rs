@@ -1,4 +1,6 @@
-//! The server's metrics: their names, the [`MetricsObserver`] that counts
+//! The server's metrics: their names (kept with every other metric name in
+//! the crate's telemetry module, and re-exported here), the
+//! [`MetricsObserver`] that counts
 //! tasks from the runtime's task events, and the few calls the transports,
 //! the admission and the store make.
 //!
@@ -29,87 +31,7 @@ use std::time::Duration;
 
 use super::observe::{TaskEnded, TaskObserver, TaskOutcome};
 use crate::store::TaskRecord;
-
-/// Tasks created, by `tool` (counter).
-pub const TASKS_CREATED: &str = "mcp_tasks_tasks_created_total";
-/// Tasks ended, by `tool` and `outcome` (`completed`, `failed`,
-/// `cancelled`, `expired`) (counter).
-pub const TASKS_ENDED: &str = "mcp_tasks_tasks_ended_total";
-/// Unfinished tasks this process created, by `status` (gauge, read at scrape).
-pub const TASKS_LIVE: &str = "mcp_tasks_tasks_live";
-/// From a task's creation to its end, in seconds, by `tool` (histogram).
-pub const TASK_DURATION: &str = "mcp_tasks_task_duration_seconds";
-/// How long a task waited in `input_required`, in seconds, by `tool` (histogram).
-pub const TASK_INPUT_REQUIRED: &str = "mcp_tasks_task_input_required_seconds";
-/// Requests answered, by `transport`, `method` and `code` (`ok` or the
-/// JSON-RPC error code) (counter).
-pub const REQUESTS: &str = "mcp_tasks_requests_total";
-/// From a request's arrival to its answer, in seconds, by `transport` and
-/// `method` (histogram).
-pub const REQUEST_DURATION: &str = "mcp_tasks_request_duration_seconds";
-/// Listen streams open now (gauge, read at scrape).
-pub const LISTEN_STREAMS_OPEN: &str = "mcp_tasks_listen_streams_open";
-/// Tools running now in this process (gauge, read at scrape).
-pub const TOOLS_RUNNING: &str = "mcp_tasks_tools_running";
-/// Tasks waiting for a slot to run in this process (gauge, read at scrape).
-pub const TASKS_QUEUED: &str = "mcp_tasks_tasks_queued";
-/// Requests and connections refused, by `cause` (counter).
-pub const REFUSALS: &str = "mcp_tasks_refusals_total";
-/// Store operations, in seconds, by `store` and `operation` (histogram).
-pub const STORE_DURATION: &str = "mcp_tasks_store_operation_duration_seconds";
-/// Store operations that failed, by `store` and `operation` (counter).
-pub const STORE_ERRORS: &str = "mcp_tasks_store_errors_total";
-/// Calls the gateway made upstream, by `upstream` (its name) and `outcome`
-/// (`ok`, `error`) (counter).
-pub const UPSTREAM_CALLS: &str = "mcp_tasks_gateway_upstream_calls_total";
-/// Upstream connections the gateway started again after one failed, by
-/// `upstream` (counter).
-pub const UPSTREAM_RESTARTS: &str = "mcp_tasks_gateway_upstream_restarts_total";
-/// Upstream connections carrying a call now, by `upstream` (gauge).
-pub const UPSTREAM_IN_USE: &str = "mcp_tasks_gateway_upstream_connections_in_use";
-/// Whether an upstream's calls fail fast now (1) or go through (0), by
-/// `upstream` (gauge; see `gateway::CircuitBreaker`).
-pub const UPSTREAM_BREAKER_OPEN: &str = "mcp_tasks_gateway_upstream_breaker_open";
-/// Whether an upstream that could not be reached when the gateway started is
-/// still waited for (1; its tools are not served) or is served (0), by
-/// `upstream` (gauge; see `gateway::Gateway::start_many`).
-pub const UPSTREAM_WAITING: &str = "mcp_tasks_gateway_upstream_waiting";
-/// Fetches of an OAuth issuer's keys after the first, by `outcome` (`ok`, `error`) (counter).
-pub const OAUTH_KEY_FETCHES: &str = "mcp_tasks_oauth_key_fetches_total";
-/// Token introspections asked of an OAuth issuer, by `outcome` (`ok`, `error`) (counter).
-pub const OAUTH_INTROSPECTIONS: &str = "mcp_tasks_oauth_introspections_total";
-
-/// The methods a `method` label names; any other is `other`.
-pub const KNOWN_METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "tasks/get",
-    "tasks/update",
-    "tasks/cancel",
-    "tasks/list",
-    "tasks/result",
-    "subscriptions/listen",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "logging/setLevel",
-    "notifications/initialized",
-    "notifications/cancelled",
-];
-
-/// The JSON-RPC error codes a `code` label names; any other is `other`.
-pub const KNOWN_CODES: &[&str] = &[
-    "-32700", "-32600", "-32601", "-32602", "-32603", "-32002", "-32021", "-32042", "-32001",
-];
-
-/// The most tool names one [`MetricsObserver`] labels; later ones are `other`.
-pub const MAX_TOOL_LABELS: usize = 256;
+pub use crate::telemetry::names::*;
 
 /// `method` as a label: itself when known, else `other`.
 pub(crate) fn method_label(method: &str) -> &'static str {

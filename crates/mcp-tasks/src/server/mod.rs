@@ -110,7 +110,6 @@ mod runtime;
 mod state;
 mod supervise;
 mod takeover;
-mod task_hash;
 #[cfg(feature = "otel")]
 mod task_spans;
 #[cfg(feature = "otel")]
@@ -119,6 +118,7 @@ mod transport;
 mod waiters;
 mod wire;
 
+pub use crate::telemetry::task_hash::{TASK_HASH_LEN, TASK_HASH_PREFIX, TaskHasher};
 pub use admission::queue::{AdmissionLimits, DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUNNING, Load};
 pub use admission::rate::{CreationRate, InvalidCreationRate};
 pub use budget::DEFAULT_MAX_RESULT_BYTES;
@@ -139,7 +139,6 @@ pub use principal::{
 pub use router::TaskRouter;
 pub use runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
 pub use takeover::ResumeTool;
-pub use task_hash::{TASK_HASH_LEN, TASK_HASH_PREFIX, TaskHasher};
 #[cfg(feature = "otel")]
 pub use traced::Traced;
 pub use transport::StdioTransport;

@@ -26,10 +26,10 @@ use super::policy::TaskPolicy;
 use super::principal::Principal;
 use super::state::Inner;
 use super::supervise::sweep;
-use super::task_hash::TaskHasher;
 use super::wire::{detailed_task, store_failure, task_not_found};
 use crate::store::{Change, Modified, PackedRecord, SharedStore, StoreError};
 use crate::task::TaskId;
+use crate::telemetry::task_hash::TaskHasher;
 
 /// The longest a task may live, however long its tool keeps it alive,
 /// unless the builder says otherwise.

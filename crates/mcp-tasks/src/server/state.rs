@@ -27,7 +27,6 @@ use super::limits::{Listeners, LiveTasks};
 use super::observe::Observers;
 use super::policy::Advertised;
 use super::principal::PrincipalExtractor;
-use super::task_hash::TaskHasher;
 #[cfg(feature = "otel")]
 use super::task_spans::TaskSpans;
 use super::waiters::Waiters;
@@ -36,6 +35,7 @@ use crate::store::{
     Change, Freeing, Modified, RunnerId, SharedStore, StoreError, TaskRecord, modify_observed,
 };
 use crate::task::{TaskId, Ttl, UnixMillis};
+use crate::telemetry::task_hash::TaskHasher;
 
 /// What every clone of a runtime shares.
 pub(crate) struct Inner {

@@ -36,9 +36,9 @@ use opentelemetry::trace::{Link, SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 
 use super::observe::{TaskEnded, TaskObserver};
-use crate::otel;
 use crate::store::TaskRecord;
 use crate::task::{TaskId, TaskStatus};
+use crate::telemetry::otel;
 
 /// The task spans of the tasks this process created and has not seen end.
 #[derive(Debug, Default)]

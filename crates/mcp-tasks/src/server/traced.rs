@@ -23,7 +23,7 @@ use rmcp::service::{NotificationContext, RequestContext, Service};
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value};
 
-use crate::otel::{self, Outcome, RequestAttributes};
+use crate::telemetry::otel::{self, Outcome, RequestAttributes};
 
 /// An rmcp server whose requests each get a `SERVER` span (feature `otel`).
 ///

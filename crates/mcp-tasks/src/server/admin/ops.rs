@@ -12,10 +12,10 @@
 use std::time::Duration;
 
 use super::super::runtime::TaskRuntime;
-use super::super::task_hash::TaskHasher;
 use super::view::{Filter, Show, TaskView};
 use crate::store::{Change, Modified, SharedStore, StoreError, TaskRecord, modify};
 use crate::task::{TaskId, UnixMillis};
+use crate::telemetry::task_hash::TaskHasher;
 
 /// How many records one read of the store takes.
 const PAGE: usize = 256;

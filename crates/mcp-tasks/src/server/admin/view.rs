@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::super::task_hash::TaskHasher;
 use super::super::wire::timestamp;
 use crate::store::{Principal, TaskRecord};
 use crate::task::{TaskStatus, UnixMillis};
+use crate::telemetry::task_hash::TaskHasher;
 
 /// The label of a caller whose principal is not a token file's label:
 /// an unlabelled token (`token-sha256:...`).

@@ -16,8 +16,8 @@ use opentelemetry::Context;
 use opentelemetry::trace::TraceContextExt;
 use serde_json::{Map, Value};
 
-use crate::otel;
 use crate::server::traced::{RequestTrace, end_with, request_span};
+use crate::telemetry::otel;
 
 /// Starts the span of the JSON-RPC request `message` (nothing for a
 /// notification, a response or a batch) and leaves its context in

@@ -177,7 +177,7 @@ where
         // In the quiet scope (see `crate::quiet`), as rmcp's own handler
         // tasks are when its loop runs in it.
         #[cfg(feature = "otel")]
-        let span = crate::server::traced::span_of(&request, &context, crate::otel::TCP);
+        let span = crate::server::traced::span_of(&request, &context, crate::telemetry::otel::TCP);
         // Awaited here rather than spawned (a task of its own costs about
         // 3 % of a task's creation to spawn, schedule and join), on the
         // heap: the handler's future is large (about 10 KB, most of it the

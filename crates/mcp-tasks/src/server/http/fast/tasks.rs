@@ -48,7 +48,7 @@ pub(crate) async fn respond(runtime: &TaskRuntime, parts: Parts, call: Call) -> 
             None,
             Some(&call.id),
             &call.trace.meta(),
-            crate::otel::TCP,
+            crate::telemetry::otel::TCP,
             Some("2026-07-28"),
         );
         let (response, error) = answer(runtime, parts, call)
