@@ -92,7 +92,7 @@ pub(crate) struct Augmented {
 }
 
 /// Whether a call of the 2025-11-25 era runs as a task (see
-/// `TaskRuntime::runs_as_task`).
+/// `TaskRuntime::decide`).
 pub(crate) fn runs_as_task(
     request: &CallToolRequestParams,
     context: &RequestContext<RoleServer>,

@@ -3,8 +3,9 @@
 //! `_meta` where the call comes in, and the answer to a call whose key a
 //! task of the same caller already holds.
 //!
-//! The runtime looks the key up first thing in `start_task`, before any
-//! admission and before the tool's first step runs; the store's atomic
+//! The engine looks the key up at its first gate
+//! (`engine/gates/idempotency.rs`), before any admission and before the
+//! tool's first step runs; the store's atomic
 //! `create_keyed` settles two creations racing with one key. A call that
 //! runs synchronously is kept under its key too (`once.rs`).
 
