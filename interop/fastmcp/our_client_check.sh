@@ -33,20 +33,15 @@ SERVER=$HERE/server.py
 [ -x "$BIN" ] || command -v "$BIN" >/dev/null || { echo "no executable $BIN" >&2; exit 64; }
 "$PY" -c 'import fastmcp_tasks' 2>/dev/null || { echo "$PY cannot import fastmcp_tasks" >&2; exit 64; }
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/our-client-check.XXXXXX")
-SERVER_PID=
-cleanup() {
-  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+# pass, fail, json, finish, temp_dir, start_bg, listening, wait_for (its EXIT trap stops
+# the server and removes $WORK)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
+temp_dir WORK our-client-check
 
 export FIXTURE_TRACE=$WORK/trace.jsonl
 export FIXTURE_POLL_MS=100
 : >"$FIXTURE_TRACE"
-
-# pass, fail, json, expect, listening
-. "$(dirname "$0")/../lib.sh"
 
 # trace 'STMT; ...; EXPR' [SINCE]: evaluates over `ev` = trace events (lines after line SINCE).
 trace() {
@@ -68,6 +63,13 @@ run() {
   local name=$1; shift
   "$BIN" "$@" "${TARGET[@]}" --json >"$WORK/$name.json" 2>"$WORK/$name.err"
   RC=$?
+}
+# task_created SINCE: whether the trace shows a task created (after line SINCE).
+task_created() { [ -n "$(trace '[e for e in ev if e.get("outcome")=="CreateTaskResult"] or None' "$1")" ]; }
+# input_required NAME ID: `get ID` into $WORK/NAME.json (see run); whether it is input_required.
+input_required() {
+  run "$1" get "$2"
+  [ "$(json "$WORK/$1.json" 'd.get("status")')" = input_required ]
 }
 why() { echo "exit $RC, stdout $(head -c 300 "$WORK/$1.json"), stderr $(grep -v 'fail to close sink' "$WORK/$1.err" | tail -n 2 | head -c 300)"; }
 
@@ -130,11 +132,8 @@ checks() {
   # starts its own server process, so --no-wait then cancel cannot meet the same task).
   name=cancel-sigint; m=$(mark)
   "$BIN" call cancellable "${TARGET[@]}" --json >"$WORK/$name-$tr.json" 2>"$WORK/$name-$tr.err" &
-  local pid=$! i
-  for i in $(seq 100); do
-    [ -n "$(trace '[e for e in ev if e.get("outcome")=="CreateTaskResult"] or None' "$m")" ] && break
-    sleep 0.1
-  done
+  local pid=$!
+  wait_for 10 task_created "$m"
   sleep 0.3
   kill -INT "$pid" 2>/dev/null
   wait "$pid"; RC=$?
@@ -180,11 +179,7 @@ checks() {
     # --no-wait, look at the parked task with `get`, answer it with `wait --answer`.
     name=input-get-wait
     id=$("$BIN" call ask_name "${TARGET[@]}" --no-wait 2>"$WORK/$name-nowait.err")
-    for i in $(seq 50); do
-      run "$name-get-$tr" get "$id"
-      [ "$(json "$WORK/$name-get-$tr.json" 'd.get("status")')" = input_required ] && break
-      sleep 0.1
-    done
+    wait_for 5 input_required "$name-get-$tr" "$id"
     # `get --json` of an input_required task: {"status", "taskId", "result": {"inputRequests"}}
     local shape=$(json "$WORK/$name-get-$tr.json" "[__import__('re').fullmatch(__import__('re').escape(d['taskId']) + ':[0-9a-f]{16}', k) is not None for k in (res.get('inputRequests') or {})]")
     run "$name-$tr" wait "$id" --answer name=Ada --timeout 30
@@ -271,15 +266,8 @@ fi
 
 # --- Streamable HTTP -----------------------------------------------------------------------
 if [ "${ONLY:-http}" = http ]; then
-  "$PY" "$SERVER" http 127.0.0.1:0 >"$WORK/server.out" 2>"$WORK/server.err" &
-  SERVER_PID=$!
-  URL=
-  for i in $(seq 200); do
-    URL=$(sed -n 's/^listening on //p' "$WORK/server.out")
-    [ -n "$URL" ] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || break
-    sleep 0.1
-  done
+  start_bg "$WORK/server" "$PY" "$SERVER" http 127.0.0.1:0
+  URL=$(listening "$WORK/server.out" "$BG_PID" 20)
   if [ -z "$URL" ]; then
     fail "start/http" "server.py http printed no 'listening on' line: $(tail -n 3 "$WORK/server.err")"
   else
@@ -344,5 +332,4 @@ if [ "${ONLY:-http}" = http ]; then
   fi
 fi
 
-if [ "$FAILS" = 0 ]; then echo "# all checks passed"; else echo "# $FAILS check(s) failed"; fi
-[ "$FAILS" = 0 ]
+finish
