@@ -114,7 +114,8 @@ checks() {
       fail "$name/$tr" "call --no-wait: exit $RC, id '$id', $(tail -n 1 "$WORK/$name-nowait.err")"
     else
       run "$name-get-$tr" get "$id"
-      local before=$(json "$WORK/$name-get-$tr.json" 'd.get("status")')
+      local before
+      before=$(json "$WORK/$name-get-$tr.json" 'd.get("status")')
       run "$name-$tr" cancel "$id"
       local rc_cancel=$RC
       run "$name-after-$tr" get "$id"
@@ -181,7 +182,8 @@ checks() {
     id=$("$BIN" call ask_name "${TARGET[@]}" --no-wait 2>"$WORK/$name-nowait.err")
     wait_for 5 input_required "$name-get-$tr" "$id"
     # `get --json` of an input_required task: {"status", "taskId", "result": {"inputRequests"}}
-    local shape=$(json "$WORK/$name-get-$tr.json" "[__import__('re').fullmatch(__import__('re').escape(d['taskId']) + ':[0-9a-f]{16}', k) is not None for k in (res.get('inputRequests') or {})]")
+    local shape
+    shape=$(json "$WORK/$name-get-$tr.json" "[__import__('re').fullmatch(__import__('re').escape(d['taskId']) + ':[0-9a-f]{16}', k) is not None for k in (res.get('inputRequests') or {})]")
     run "$name-$tr" wait "$id" --answer name=Ada --timeout 30
     if [ "$shape" = '[true]' ] && [ "$RC" = 0 ] && [ "$(json "$WORK/$name-$tr.json" 't')" = "Hello, Ada!" ]; then
       pass "$name/$tr"
@@ -194,7 +196,8 @@ checks() {
   # --- an MRTR round, then a task -----------------------------------------------------
   name=mrtr-then-task; m=$(mark)
   run "$name-$tr" call mrtr_then_task --answer name=Bo --timeout 30
-  local rounds=$(trace 'calls = [e for e in ev if e["event"].startswith("tools/call")]; [[e["input_response_keys"], e2["outcome"]] for e, e2 in zip(calls[::2], calls[1::2])]' "$m")
+  local rounds
+  rounds=$(trace 'calls = [e for e in ev if e["event"].startswith("tools/call")]; [[e["input_response_keys"], e2["outcome"]] for e, e2 in zip(calls[::2], calls[1::2])]' "$m")
   if [ "$RC" = 0 ] && [ "$(json "$WORK/$name-$tr.json" 't')" = "Hello, Bo!" ] \
     && [ -n "$(json "$WORK/$name-$tr.json" 'd.get("taskId")')" ] \
     && [ "$rounds" = '[[[], "InputRequiredToolResult"], [["name"], "CreateTaskResult"]]' ]; then
@@ -206,8 +209,10 @@ checks() {
   # --- a required-task tool ---------------------------------------------------------
   name=required; m=$(mark)
   run "$name-$tr" call required_only --timeout 30
-  local declared=$(trace '[e["declared_tasks"] for e in ev if e["event"]=="tools/call"]' "$m")
-  local errors=$(trace '[e.get("code") for e in ev if e["event"]=="tools/call error"]' "$m")
+  local declared
+  declared=$(trace '[e["declared_tasks"] for e in ev if e["event"]=="tools/call"]' "$m")
+  local errors
+  errors=$(trace '[e.get("code") for e in ev if e["event"]=="tools/call error"]' "$m")
   if [ "$RC" = 0 ] && [ "$(json "$WORK/$name-$tr.json" 't')" = "required ok" ]; then
     pass "$name/$tr"
     if [ "$declared" = '[true]' ]; then
@@ -224,7 +229,8 @@ checks() {
     name=lib-retry-32021; m=$(mark)
     "$RETRY_BIN" "${TARGET[@]}" required_only >"$WORK/$name-$tr.json" 2>"$WORK/$name-$tr.err"
     RC=$?
-    local seen=$(trace '[e["declared_tasks"] if e["event"]=="tools/call" else e.get("code", e.get("outcome")) for e in ev if e["event"].startswith("tools/call")]' "$m")
+    local seen
+    seen=$(trace '[e["declared_tasks"] if e["event"]=="tools/call" else e.get("code", e.get("outcome")) for e in ev if e["event"].startswith("tools/call")]' "$m")
     if [ "$RC" = 0 ] && [ "$(json "$WORK/$name-$tr.json" 'd.get("text")')" = "required ok" ] \
       && [ "$seen" = '[false, -32021, true, "CreateTaskResult"]' ]; then
       pass "$name/$tr"

@@ -123,12 +123,14 @@ BOB=(--url "$GW" --header "Authorization: Bearer $TOKEN_BOB")
 # unprefixed); the others list the same tools to anyone, read directly.
 printf '#!/bin/sh\nexec %s\n' "$EVERYTHING_CMD" >"$WORK/run-everything"
 chmod +x "$WORK/run-everything"
-"$BIN" tools --stdio "'$BIN' serve --stdio --store memory --upstream '$WORK/run-everything'" --json \
-  >"$WORK/ref-everything.json" 2>"$WORK/ref.err"
-"$BIN" tools --stdio "$EVERYTHING_CMD" --json >"$WORK/direct-everything.json" 2>>"$WORK/ref.err"
-"$BIN" tools --url "$PLAIN_URL" --json >"$WORK/ref-plain.json" 2>>"$WORK/ref.err"
-"$BIN" tools --url "$WHO_URL" --json >"$WORK/ref-who.json" 2>>"$WORK/ref.err"
-"$BIN" tools --stdio "$OURS_CMD" --json >"$WORK/ref-ours.json" 2>>"$WORK/ref.err"
+{
+  "$BIN" tools --stdio "'$BIN' serve --stdio --store memory --upstream '$WORK/run-everything'" --json \
+    >"$WORK/ref-everything.json"
+  "$BIN" tools --stdio "$EVERYTHING_CMD" --json >"$WORK/direct-everything.json"
+  "$BIN" tools --url "$PLAIN_URL" --json >"$WORK/ref-plain.json"
+  "$BIN" tools --url "$WHO_URL" --json >"$WORK/ref-who.json"
+  "$BIN" tools --stdio "$OURS_CMD" --json >"$WORK/ref-ours.json"
+} 2>"$WORK/ref.err"
 export REF=$WORK/ref
 listing='sorted(t["name"] for t in d.get("tools", []))'
 own='(lambda u: sorted(t["name"] for t in json.load(open(env["REF"] + "-" + u + ".json"))["tools"]))'
@@ -140,14 +142,14 @@ listing_whole() {
 }
 wait_for --every 0.5 5 listing_whole
 for u in everything plain ours who; do
-  expect "tools of $u are listed as ${u}__TOOL, exactly the names $u lists" "$WORK/tools.json" $rc 0 "
+  expect "tools of $u are listed as ${u}__TOOL, exactly the names $u lists" "$WORK/tools.json" "$rc" 0 "
     sorted(n[len('${u}__'):] for n in $listing if n.startswith('${u}__')) == $own('$u') and len($own('$u')) > 3"
 done
-expect "no tool is listed without an upstream's prefix" "$WORK/tools.json" $rc 0 \
+expect "no tool is listed without an upstream's prefix" "$WORK/tools.json" "$rc" 0 \
   "all(n.split('__')[0] in ['everything', 'plain', 'ours', 'who'] for n in $listing) and len($listing) > 20"
-expect "every tool server-everything lists to a plain client is there" "$WORK/tools.json" $rc 0 \
+expect "every tool server-everything lists to a plain client is there" "$WORK/tools.json" "$rc" 0 \
   "{'everything__' + t['name'] for t in json.load(open('$WORK/direct-everything.json'))['tools']} <= set($listing)"
-expect "the four named tools are there" "$WORK/tools.json" $rc 0 \
+expect "the four named tools are there" "$WORK/tools.json" "$rc" 0 \
   "{'everything__echo', 'plain__greet', 'ours__sleep', 'who__whoami'} <= set($listing)"
 "$BIN" tools "${BOB[@]}" --json >"$WORK/tools-bob.json" 2>"$WORK/tools.err"; rc=$?
 expect "bob is listed the same tools" "$WORK/tools-bob.json" $rc 0 \
