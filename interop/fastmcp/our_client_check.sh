@@ -21,7 +21,7 @@
 set -u
 
 if [ $# -ne 2 ]; then
-  sed -n '4,7p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '5,8p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 64
 fi
 BIN=$1

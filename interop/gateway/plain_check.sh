@@ -25,7 +25,7 @@
 set -u
 
 if [ $# -ne 2 ]; then
-  sed -n "18,21p" "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n "17,20p" "$0" | sed 's/^# \{0,1\}//' >&2
   exit 64
 fi
 BIN=$1
