@@ -40,16 +40,11 @@ EVERYTHING=$HERE/../node_modules/@modelcontextprotocol/server-everything/dist/in
 [ -f "$EVERYTHING" ] || { echo "no server-everything at $EVERYTHING (npm ci in interop/)" >&2; exit 64; }
 command -v node >/dev/null || { echo "no node on PATH" >&2; exit 64; }
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/everything-check.XXXXXX")
-SERVER_PID=
-cleanup() {
-  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# pass, fail, json, expect, listening
-. "$(dirname "$0")/../lib.sh"
+# pass, fail, fail_log, expect, finish, temp_dir, start_bg, wait_for, free_port (its EXIT
+# trap stops the server and removes $WORK)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
+temp_dir WORK everything-check
 
 # sent WIRE PYTHON-EXPRESSION: evaluates over `calls` = the tools/call requests in WIRE.
 sent() {
@@ -124,17 +119,13 @@ if [ "${ONLY:-stdio}" = stdio ]; then
 fi
 
 if [ "${ONLY:-http}" = http ]; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  PORT=$port node -r "$HERE/loopback.cjs" "$EVERYTHING" streamableHttp \
-    >"$WORK/http-server.out" 2>"$WORK/http-server.err" &
-  SERVER_PID=$!
-  for _ in $(seq 1 100); do grep -q "listening on port" "$WORK/http-server.err" && break; sleep 0.1; done
-  if ! grep -q "listening on port" "$WORK/http-server.err"; then
-    fail "server-everything starts on HTTP" "$(tail -5 "$WORK/http-server.err")"
+  port=$(free_port)
+  start_bg "$WORK/http-server" env PORT="$port" node -r "$HERE/loopback.cjs" "$EVERYTHING" streamableHttp
+  if ! wait_for 10 grep -q "listening on port" "$WORK/http-server.err"; then
+    fail_log "server-everything starts on HTTP" "$WORK/http-server.err"
   else
     checks http --url "http://127.0.0.1:$port/mcp"
   fi
 fi
 
-echo "# $FAILS failed"
-[ "$FAILS" -eq 0 ]
+finish

@@ -21,7 +21,7 @@
 set -u
 
 if [ $# -ne 2 ]; then
-  sed -n '4,7p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '5,8p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 64
 fi
 BIN=$1
@@ -33,20 +33,15 @@ SERVER=$HERE/server.py
 [ -x "$BIN" ] || command -v "$BIN" >/dev/null || { echo "no executable $BIN" >&2; exit 64; }
 "$PY" -c 'import fastmcp_tasks' 2>/dev/null || { echo "$PY cannot import fastmcp_tasks" >&2; exit 64; }
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/our-client-check.XXXXXX")
-SERVER_PID=
-cleanup() {
-  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+# pass, fail, json, finish, temp_dir, start_bg, listening, wait_for (its EXIT trap stops
+# the server and removes $WORK)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
+temp_dir WORK our-client-check
 
 export FIXTURE_TRACE=$WORK/trace.jsonl
 export FIXTURE_POLL_MS=100
 : >"$FIXTURE_TRACE"
-
-# pass, fail, json, expect, listening
-. "$(dirname "$0")/../lib.sh"
 
 # trace 'STMT; ...; EXPR' [SINCE]: evaluates over `ev` = trace events (lines after line SINCE).
 trace() {
@@ -68,6 +63,13 @@ run() {
   local name=$1; shift
   "$BIN" "$@" "${TARGET[@]}" --json >"$WORK/$name.json" 2>"$WORK/$name.err"
   RC=$?
+}
+# task_created SINCE: whether the trace shows a task created (after line SINCE).
+task_created() { [ -n "$(trace '[e for e in ev if e.get("outcome")=="CreateTaskResult"] or None' "$1")" ]; }
+# input_required NAME ID: `get ID` into $WORK/NAME.json (see run); whether it is input_required.
+input_required() {
+  run "$1" get "$2"
+  [ "$(json "$WORK/$1.json" 'd.get("status")')" = input_required ]
 }
 why() { echo "exit $RC, stdout $(head -c 300 "$WORK/$1.json"), stderr $(grep -v 'fail to close sink' "$WORK/$1.err" | tail -n 2 | head -c 300)"; }
 
@@ -112,7 +114,8 @@ checks() {
       fail "$name/$tr" "call --no-wait: exit $RC, id '$id', $(tail -n 1 "$WORK/$name-nowait.err")"
     else
       run "$name-get-$tr" get "$id"
-      local before=$(json "$WORK/$name-get-$tr.json" 'd.get("status")')
+      local before
+      before=$(json "$WORK/$name-get-$tr.json" 'd.get("status")')
       run "$name-$tr" cancel "$id"
       local rc_cancel=$RC
       run "$name-after-$tr" get "$id"
@@ -130,11 +133,8 @@ checks() {
   # starts its own server process, so --no-wait then cancel cannot meet the same task).
   name=cancel-sigint; m=$(mark)
   "$BIN" call cancellable "${TARGET[@]}" --json >"$WORK/$name-$tr.json" 2>"$WORK/$name-$tr.err" &
-  local pid=$! i
-  for i in $(seq 100); do
-    [ -n "$(trace '[e for e in ev if e.get("outcome")=="CreateTaskResult"] or None' "$m")" ] && break
-    sleep 0.1
-  done
+  local pid=$!
+  wait_for 10 task_created "$m"
   sleep 0.3
   kill -INT "$pid" 2>/dev/null
   wait "$pid"; RC=$?
@@ -180,13 +180,10 @@ checks() {
     # --no-wait, look at the parked task with `get`, answer it with `wait --answer`.
     name=input-get-wait
     id=$("$BIN" call ask_name "${TARGET[@]}" --no-wait 2>"$WORK/$name-nowait.err")
-    for i in $(seq 50); do
-      run "$name-get-$tr" get "$id"
-      [ "$(json "$WORK/$name-get-$tr.json" 'd.get("status")')" = input_required ] && break
-      sleep 0.1
-    done
+    wait_for 5 input_required "$name-get-$tr" "$id"
     # `get --json` of an input_required task: {"status", "taskId", "result": {"inputRequests"}}
-    local shape=$(json "$WORK/$name-get-$tr.json" "[__import__('re').fullmatch(__import__('re').escape(d['taskId']) + ':[0-9a-f]{16}', k) is not None for k in (res.get('inputRequests') or {})]")
+    local shape
+    shape=$(json "$WORK/$name-get-$tr.json" "[__import__('re').fullmatch(__import__('re').escape(d['taskId']) + ':[0-9a-f]{16}', k) is not None for k in (res.get('inputRequests') or {})]")
     run "$name-$tr" wait "$id" --answer name=Ada --timeout 30
     if [ "$shape" = '[true]' ] && [ "$RC" = 0 ] && [ "$(json "$WORK/$name-$tr.json" 't')" = "Hello, Ada!" ]; then
       pass "$name/$tr"
@@ -199,7 +196,8 @@ checks() {
   # --- an MRTR round, then a task -----------------------------------------------------
   name=mrtr-then-task; m=$(mark)
   run "$name-$tr" call mrtr_then_task --answer name=Bo --timeout 30
-  local rounds=$(trace 'calls = [e for e in ev if e["event"].startswith("tools/call")]; [[e["input_response_keys"], e2["outcome"]] for e, e2 in zip(calls[::2], calls[1::2])]' "$m")
+  local rounds
+  rounds=$(trace 'calls = [e for e in ev if e["event"].startswith("tools/call")]; [[e["input_response_keys"], e2["outcome"]] for e, e2 in zip(calls[::2], calls[1::2])]' "$m")
   if [ "$RC" = 0 ] && [ "$(json "$WORK/$name-$tr.json" 't')" = "Hello, Bo!" ] \
     && [ -n "$(json "$WORK/$name-$tr.json" 'd.get("taskId")')" ] \
     && [ "$rounds" = '[[[], "InputRequiredToolResult"], [["name"], "CreateTaskResult"]]' ]; then
@@ -211,8 +209,10 @@ checks() {
   # --- a required-task tool ---------------------------------------------------------
   name=required; m=$(mark)
   run "$name-$tr" call required_only --timeout 30
-  local declared=$(trace '[e["declared_tasks"] for e in ev if e["event"]=="tools/call"]' "$m")
-  local errors=$(trace '[e.get("code") for e in ev if e["event"]=="tools/call error"]' "$m")
+  local declared
+  declared=$(trace '[e["declared_tasks"] for e in ev if e["event"]=="tools/call"]' "$m")
+  local errors
+  errors=$(trace '[e.get("code") for e in ev if e["event"]=="tools/call error"]' "$m")
   if [ "$RC" = 0 ] && [ "$(json "$WORK/$name-$tr.json" 't')" = "required ok" ]; then
     pass "$name/$tr"
     if [ "$declared" = '[true]' ]; then
@@ -229,7 +229,8 @@ checks() {
     name=lib-retry-32021; m=$(mark)
     "$RETRY_BIN" "${TARGET[@]}" required_only >"$WORK/$name-$tr.json" 2>"$WORK/$name-$tr.err"
     RC=$?
-    local seen=$(trace '[e["declared_tasks"] if e["event"]=="tools/call" else e.get("code", e.get("outcome")) for e in ev if e["event"].startswith("tools/call")]' "$m")
+    local seen
+    seen=$(trace '[e["declared_tasks"] if e["event"]=="tools/call" else e.get("code", e.get("outcome")) for e in ev if e["event"].startswith("tools/call")]' "$m")
     if [ "$RC" = 0 ] && [ "$(json "$WORK/$name-$tr.json" 'd.get("text")')" = "required ok" ] \
       && [ "$seen" = '[false, -32021, true, "CreateTaskResult"]' ]; then
       pass "$name/$tr"
@@ -271,15 +272,8 @@ fi
 
 # --- Streamable HTTP -----------------------------------------------------------------------
 if [ "${ONLY:-http}" = http ]; then
-  "$PY" "$SERVER" http 127.0.0.1:0 >"$WORK/server.out" 2>"$WORK/server.err" &
-  SERVER_PID=$!
-  URL=
-  for i in $(seq 200); do
-    URL=$(sed -n 's/^listening on //p' "$WORK/server.out")
-    [ -n "$URL" ] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || break
-    sleep 0.1
-  done
+  start_bg "$WORK/server" "$PY" "$SERVER" http 127.0.0.1:0
+  URL=$(listening "$WORK/server.out" "$BG_PID" 20)
   if [ -z "$URL" ]; then
     fail "start/http" "server.py http printed no 'listening on' line: $(tail -n 3 "$WORK/server.err")"
   else
@@ -344,5 +338,4 @@ if [ "${ONLY:-http}" = http ]; then
   fi
 fi
 
-if [ "$FAILS" = 0 ]; then echo "# all checks passed"; else echo "# $FAILS check(s) failed"; fi
-[ "$FAILS" = 0 ]
+finish

@@ -42,31 +42,26 @@ FASTMCP=$HERE/../fastmcp/server.py
 command -v node >/dev/null || { echo "no node on PATH" >&2; exit 64; }
 "$PY" -c 'import fastmcp' 2>/dev/null || { echo "no fastmcp in $PY (pip install -r interop/fastmcp/requirements.txt)" >&2; exit 64; }
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gateway-check.XXXXXX")
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+# pass, fail, fail_log, expect, finish, temp_dir, start_bg, start_server, stop_bg,
+# wait_for, free_port (its EXIT trap stops the servers and removes $WORK)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
+temp_dir WORK gateway-check
 export MCP_TASKS_JOURNAL=$WORK/journal.sqlite3
-
-# pass, fail, json, expect, listening
-. "$(dirname "$0")/../lib.sh"
 
 # gateway_http NAME ARGS...: starts `mcp-tasks serve --http` with ARGS; sets GATEWAY_URL.
 gateway_http() {
   local name=$1
   shift
-  "$BIN" serve --http 127.0.0.1:0 --store memory --poll-interval 100 "$@" \
-    >"$WORK/$name.out" 2>"$WORK/$name.err" &
-  local pid=$!
-  PIDS+=("$pid")
-  GATEWAY_URL=$(listening "$WORK/$name.out" "$pid")
-  if [ -z "$GATEWAY_URL" ]; then
-    fail "the gateway starts/$name" "$(tail -5 "$WORK/$name.err")"
-    return 1
-  fi
+  start_server GATEWAY_URL "the gateway starts/$name" "$WORK/$name" \
+    "$BIN" serve --http 127.0.0.1:0 --store memory --poll-interval 100 "$@"
+}
+
+# everything_http LOG PORT: starts server-everything on its Streamable HTTP on PORT (it
+# prints "listening on port" to LOG.err); sets EVERYTHING_PID.
+everything_http() {
+  start_bg "$1" env PORT="$2" node -r "$HERE/../everything/loopback.cjs" "$EVERYTHING" streamableHttp
+  EVERYTHING_PID=$BG_PID
 }
 
 everything_checks() {
@@ -123,14 +118,10 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = everything-stdio ]; then
 fi
 
 if [ -z "${ONLY:-}" ] || [ "$ONLY" = everything-http ]; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  PORT=$port node -r "$HERE/../everything/loopback.cjs" "$EVERYTHING" streamableHttp \
-    >"$WORK/everything-http-server.out" 2>"$WORK/everything-http-server.err" &
-  everything_pid=$!
-  PIDS+=("$everything_pid")
-  for _ in $(seq 100); do grep -q "listening on port" "$WORK/everything-http-server.err" && break; sleep 0.1; done
-  if ! grep -q "listening on port" "$WORK/everything-http-server.err"; then
-    fail "server-everything starts on HTTP" "$(tail -5 "$WORK/everything-http-server.err")"
+  port=$(free_port)
+  everything_http "$WORK/everything-http-server" "$port"
+  if ! wait_for 10 grep -q "listening on port" "$WORK/everything-http-server.err"; then
+    fail_log "server-everything starts on HTTP" "$WORK/everything-http-server.err"
   elif gateway_http everything-gateway --upstream-url "http://127.0.0.1:$port/mcp" --tasks echo=forbidden; then
     echo "# http: $BIN call --url $GATEWAY_URL (gateway in front of http://127.0.0.1:$port/mcp)"
     everything_checks everything-http --url "$GATEWAY_URL"
@@ -143,18 +134,16 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = everything-http ]; then
       --arg steps=30 >"$out" 2>"$WORK/restart.err" &
     cpid=$!
     sleep 2
-    kill "$everything_pid"; wait "$everything_pid" 2>/dev/null
-    PORT=$port node -r "$HERE/../everything/loopback.cjs" "$EVERYTHING" streamableHttp \
-      >"$WORK/everything-http-server2.out" 2>"$WORK/everything-http-server2.err" &
-    PIDS+=("$!")
+    stop_bg "$EVERYTHING_PID"
+    everything_http "$WORK/everything-http-server2" "$port"
     wait "$cpid"; rc=$?
     expect "a restarted upstream fails the task it cut off, saying so/everything-http" "$out" $rc 2 \
       'd["status"] == "failed" and d.get("taskId") and "exited or crashed, or stopped answering" in d["error"]["message"]'
-    for _ in $(seq 50); do
+    echo_again() {
       "$BIN" call --url "$GATEWAY_URL" --json echo --arg message=again >"$out" 2>"$WORK/restart.err"; rc=$?
-      [ "$rc" -eq 0 ] && break
-      sleep 0.5
-    done
+      [ "$rc" -eq 0 ]
+    }
+    wait_for --every 0.5 25 echo_again
     expect "the next call works on a new session/everything-http" "$out" $rc 0 't == "Echo: again"'
   fi
 fi
@@ -162,14 +151,10 @@ fi
 if [ -z "${ONLY:-}" ] || [ "$ONLY" = fastmcp ]; then
   trace=$WORK/fastmcp-trace.jsonl
   : >"$trace"
-  FIXTURE_TRACE=$trace FIXTURE_POLL_MS=100 "$PY" "$FASTMCP" http 127.0.0.1:0 \
-    >"$WORK/fastmcp.out" 2>"$WORK/fastmcp.err" &
-  pid=$!
-  PIDS+=("$pid")
-  upstream=$(listening "$WORK/fastmcp.out" "$pid")
-  if [ -z "$upstream" ]; then
-    fail "the fastmcp server starts" "$(tail -5 "$WORK/fastmcp.err")"
-  elif gateway_http fastmcp-gateway --upstream-url "$upstream" --tasks greet=forbidden; then
+  upstream=''  # set by start_server
+  if start_server upstream "the fastmcp server starts" "$WORK/fastmcp" \
+      env FIXTURE_TRACE="$trace" FIXTURE_POLL_MS=100 "$PY" "$FASTMCP" http 127.0.0.1:0 &&
+    gateway_http fastmcp-gateway --upstream-url "$upstream" --tasks greet=forbidden; then
     echo "# fastmcp: $BIN call --url $GATEWAY_URL (gateway in front of $upstream)"
     out=$WORK/fastmcp.json
     "$BIN" call --url "$GATEWAY_URL" --json slow --arg seconds=0.3 >"$out" 2>"$WORK/fastmcp.cerr"; rc=$?
@@ -203,13 +188,10 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = fastmcp ]; then
     kill -INT "$cpid"
     wait "$cpid"; rc=$?
     expect "Ctrl-C cancels the gateway task/fastmcp" "$out" $rc 3 'd["status"] == "cancelled"'
-    cancels=0
-    for _ in $(seq 50); do
-      cancels=$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if l.strip() and json.loads(l).get("event") == "tasks/cancel"))' "$trace")
-      [ "$cancels" -gt 0 ] && break
-      sleep 0.1
-    done
-    if [ "$cancels" -gt 0 ]; then
+    cancel_traced() {
+      [ "$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if l.strip() and json.loads(l).get("event") == "tasks/cancel"))' "$trace")" -gt 0 ] 2>/dev/null
+    }
+    if wait_for 5 cancel_traced; then
       pass "tasks/cancel is sent on to the fastmcp task/fastmcp"
     else
       fail "tasks/cancel is sent on to the fastmcp task/fastmcp" "no tasks/cancel in the fixture's trace"
@@ -217,5 +199,4 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = fastmcp ]; then
   fi
 fi
 
-echo "# $FAILS failed"
-[ "$FAILS" -eq 0 ]
+finish

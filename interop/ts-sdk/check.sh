@@ -38,16 +38,11 @@ SDK=$HERE/../node_modules/@modelcontextprotocol/sdk/package.json
 command -v node >/dev/null || { echo "no node on PATH" >&2; exit 64; }
 echo "# @modelcontextprotocol/sdk $(node -p "require('$SDK').version"), node $(node --version)"
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/ts-sdk-check.XXXXXX")
-SERVER_PID=
-cleanup() {
-  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# pass, fail, json, expect, listening
-. "$(dirname "$0")/../lib.sh"
+# pass, fail, fail_log, expect, finish, temp_dir, start_bg, wait_for, free_port (its EXIT
+# trap stops the server and removes $WORK)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
+temp_dir WORK ts-sdk-check
 
 # posts PYTHON-EXPRESSION: evaluates over `posts` = the server's log of answered POSTs.
 posts() {
@@ -64,14 +59,11 @@ print("" if v is None else v if isinstance(v, str) else json.dumps(v))
 EOF
 }
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-PORT=$port node "$HERE/server.mjs" >"$WORK/server.out" 2>"$WORK/server.err" &
-SERVER_PID=$!
-for _ in $(seq 1 100); do grep -q "^listening on" "$WORK/server.out" && break; sleep 0.1; done
-if ! grep -q "^listening on" "$WORK/server.out"; then
-  fail "the TypeScript SDK server starts" "$(tail -5 "$WORK/server.err")"
-  echo "# $FAILS failed"
-  exit 1
+port=$(free_port)
+start_bg "$WORK/server" env PORT="$port" node "$HERE/server.mjs"
+if ! wait_for 10 grep -q "^listening on" "$WORK/server.out"; then
+  fail_log "the TypeScript SDK server starts" "$WORK/server.err"
+  finish
 fi
 URL="http://127.0.0.1:$port/mcp"
 out=$WORK/out.json
@@ -141,5 +133,4 @@ else
   fail "on the wire: tasks/*" "methods: $methods"
 fi
 
-echo "# $FAILS failed"
-[ "$FAILS" -eq 0 ]
+finish
