@@ -438,7 +438,6 @@ impl<H: ClientHandler> TasksClient<H> {
         self.requests()
             .cancel(id, Some(DEFAULT_REQUEST_TIMEOUT))
             .await
-            .map(drop)
     }
 }
 
