@@ -1,7 +1,7 @@
 //! Every metric name the crate records, with its label vocabularies: the
 //! server's (tasks, requests, refusals, the store), the gateway's
 //! (`mcp_tasks_gateway_*`) and OAuth's (`mcp_tasks_oauth_*`). Public as
-//! [`server::metrics`](crate::server::metrics)' constants; every metric is
+//! the constants of `server::metrics`, which re-exports them; every metric is
 //! listed, with its type and labels, in `docs/operator.md`.
 
 /// Tasks created, by `tool` (counter).
@@ -82,6 +82,6 @@ pub const KNOWN_CODES: &[&str] = &[
     "-32700", "-32600", "-32601", "-32602", "-32603", "-32002", "-32021", "-32042", "-32001",
 ];
 
-/// The most tool names one [`MetricsObserver`](crate::server::MetricsObserver) labels; later
+/// The most tool names one `MetricsObserver` (the server's) labels; later
 /// ones are `other`.
 pub const MAX_TOOL_LABELS: usize = 256;
