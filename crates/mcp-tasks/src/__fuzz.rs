@@ -42,7 +42,7 @@ pub fn listen_lines(data: &[u8]) {
     let waker = futures::task::noop_waker();
     let mut cx = std::task::Context::from_waker(&waker);
     let _ = crate::client::listen::routed::Demux::unrouted().filter(data, &mut cx);
-    let _ = crate::server::listen::stdio::Reroute.filter(data, &mut cx);
+    let _ = crate::server::transport::listen::stdio::Reroute.filter(data, &mut cx);
     // The line check's shortcut never passes a line rmcp drops.
     if crate::client::line_check::is_plain_response(data) {
         assert!(serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(data).is_ok());
@@ -112,12 +112,14 @@ pub fn server_reads_request(data: &[u8]) {
             headers.append(name, value);
         }
     }
-    let _ = crate::server::http::guard::accepts_json_and_sse(&headers);
-    let quick = crate::server::http::fast::quick::accept(method, &headers, body);
+    let _ = crate::server::transport::http::guard::accepts_json_and_sse(&headers);
+    let quick = crate::server::transport::http::fast::quick::accept(method, &headers, body);
     let slow = serde_json::from_slice::<Value>(body)
         .ok()
-        .filter(|message| crate::server::http::guard::not_a_message(message).is_none())
-        .and_then(|message| crate::server::http::fast::tasks::accept(method, &headers, &message));
+        .filter(|message| crate::server::transport::http::guard::not_a_message(message).is_none())
+        .and_then(|message| {
+            crate::server::transport::http::fast::tasks::accept(method, &headers, &message)
+        });
     if matches!(method, "tasks/get" | "tasks/cancel") {
         assert_eq!(
             quick, slow,
@@ -127,7 +129,7 @@ pub fn server_reads_request(data: &[u8]) {
         assert_eq!(quick, None, "the typed reading reads polls only");
     }
     // A `tools/call` read from its bytes reads as the `Value` path reads it.
-    let (bytes, value) = crate::server::http::fast::call::both_readings(&headers, body);
+    let (bytes, value) = crate::server::transport::http::fast::call::both_readings(&headers, body);
     if bytes.is_some() {
         assert_eq!(
             bytes, value,

@@ -73,75 +73,49 @@
 //!
 //! [http-server]: https://docs.rs/mcp-tasks/latest/mcp_tasks/server/http/struct.StreamableHttpServer.html
 
-pub mod admin;
-pub(crate) mod admission;
 pub mod auth;
-pub(crate) mod budget;
-mod builder;
-mod clock;
-mod context;
-mod custom;
-mod drain;
-mod draining;
-mod engine;
-mod era;
-mod handoff;
-#[cfg(feature = "http-server")]
-pub mod http;
-mod idempotent;
-mod lease;
+pub(crate) mod engine;
 pub mod legacy;
-mod limits;
-pub mod listen;
-mod metered;
-pub mod metrics;
-#[cfg(feature = "oauth")]
-pub mod oauth;
-mod observe;
-mod once;
-#[cfg(feature = "operator")]
 pub mod operator;
-mod plain;
-mod policy;
-mod principal;
-mod progress;
-mod router;
-mod runtime;
-mod state;
-mod supervise;
-mod takeover;
 #[cfg(feature = "otel")]
 mod task_spans;
 #[cfg(feature = "otel")]
 pub(crate) mod traced;
-mod transport;
-mod waiters;
-mod wire;
+pub(crate) mod transport;
 
+pub use crate::telemetry::metered::MeteredStore;
+pub use crate::telemetry::metrics;
+pub use crate::telemetry::metrics::MetricsObserver;
+pub use crate::telemetry::observe::{TaskEnded, TaskObserver, TaskOutcome};
 pub use crate::telemetry::task_hash::{TASK_HASH_LEN, TASK_HASH_PREFIX, TaskHasher};
-pub use admission::queue::{AdmissionLimits, DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUNNING, Load};
-pub use admission::rate::{CreationRate, InvalidCreationRate};
-pub use budget::DEFAULT_MAX_RESULT_BYTES;
-pub use builder::TaskRuntimeBuilder;
-pub use clock::{Clock, ManualClock, SystemClock, TokioClock};
-pub use context::{MAX_CHECKPOINT_BYTES, TaskContext};
-pub use draining::DrainReport;
-pub use engine::{Call, NewTask, Plan, Synchronous};
-pub use era::{declares_tasks, missing_client_capabilities};
-pub use listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
-pub use metered::MeteredStore;
-pub use metrics::MetricsObserver;
-pub use observe::{TaskEnded, TaskObserver, TaskOutcome};
-pub use policy::{PolicySelector, TaskPolicy, ToolTasks};
-pub use principal::{
+#[cfg(feature = "oauth")]
+pub use auth::oauth;
+pub use auth::principal::{
     Authenticated, Principal, PrincipalExtractor, authenticated_principal, default_principal,
 };
-pub use router::TaskRouter;
-pub use runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
-pub use takeover::ResumeTool;
+pub use engine::admission::queue::{
+    AdmissionLimits, DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUNNING, Load,
+};
+pub use engine::admission::rate::{CreationRate, InvalidCreationRate};
+pub use engine::budget::DEFAULT_MAX_RESULT_BYTES;
+pub use engine::builder::TaskRuntimeBuilder;
+pub use engine::calls::router::TaskRouter;
+pub use engine::calls::{Call, NewTask, Plan, Synchronous};
+pub use engine::clock::{Clock, ManualClock, SystemClock, TokioClock};
+pub use engine::draining::DrainReport;
+pub use engine::era::{declares_tasks, missing_client_capabilities};
+pub use engine::policy::{PolicySelector, TaskPolicy, ToolTasks};
+pub use engine::tasks::context::{MAX_CHECKPOINT_BYTES, TaskContext};
+pub use engine::tasks::runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
+pub use engine::tasks::takeover::ResumeTool;
+pub use operator::admin;
 #[cfg(feature = "otel")]
 pub use traced::Traced;
-pub use transport::StdioTransport;
+#[cfg(feature = "http-server")]
+pub use transport::http;
+pub use transport::listen;
+pub use transport::listen::{DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER};
+pub use transport::stdio::StdioTransport;
 
 /// Writes the `get_task`, `update_task`, `cancel_task` and
 /// `on_custom_request` methods of an rmcp `ServerHandler` impl, delegating

@@ -35,9 +35,9 @@ use std::sync::Mutex;
 use opentelemetry::trace::{Link, SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 
-use super::observe::{TaskEnded, TaskObserver};
 use crate::store::TaskRecord;
 use crate::task::{TaskId, TaskStatus};
+use crate::telemetry::observe::{TaskEnded, TaskObserver};
 use crate::telemetry::otel;
 
 /// The task spans of the tasks this process created and has not seen end.

@@ -9,7 +9,13 @@
 //! half can name its metrics and tasks without reaching into another.
 
 #[cfg(feature = "server")]
+pub(crate) mod metered;
+#[cfg(feature = "server")]
+pub mod metrics;
+#[cfg(feature = "server")]
 pub(crate) mod names;
+#[cfg(feature = "server")]
+pub(crate) mod observe;
 #[cfg(all(feature = "otel", any(feature = "client", feature = "server")))]
 #[cfg_attr(
     not(all(feature = "client", feature = "server", feature = "http-server")),

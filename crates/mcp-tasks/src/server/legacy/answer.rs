@@ -16,9 +16,9 @@ use serde_json::{Map, Value, json};
 
 use super::wire::{self, RELATED_TASK};
 use super::{PREFIX, is_initialize_era, notify};
-use crate::server::era::Augmented;
-use crate::server::runtime::TaskRuntime;
-use crate::server::wire::{store_failure, task_not_found};
+use crate::server::engine::era::Augmented;
+use crate::server::engine::tasks::runtime::TaskRuntime;
+use crate::server::engine::wire::{store_failure, task_not_found};
 use crate::store::{Change, Modified, PackedRecord, Principal};
 use crate::task::{TaskId, TaskStatus};
 

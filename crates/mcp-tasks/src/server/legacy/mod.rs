@@ -60,7 +60,7 @@ pub(crate) use reroute::{declares_extension, may_reroute, reroute};
 
 #[cfg(doc)]
 use super::TaskRuntime;
-pub(crate) use super::era::is_initialize_era;
+pub(crate) use crate::server::engine::era::is_initialize_era;
 
 /// The prefix of the methods under which the transports hand the requests
 /// of this era's tasks to rmcp's custom-request hook.

@@ -11,7 +11,7 @@ use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
 use super::wire;
-use crate::server::runtime::TaskRuntime;
+use crate::server::engine::tasks::runtime::TaskRuntime;
 use crate::store::Principal;
 use crate::task::TaskId;
 

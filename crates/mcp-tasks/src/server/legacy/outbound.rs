@@ -13,8 +13,8 @@ use rmcp::transport::Transport;
 use serde_json::Value;
 
 use super::wire;
-use crate::server::runtime::TaskRuntime;
-use crate::server::state::Inner;
+use crate::server::engine::state::Inner;
+use crate::server::engine::tasks::runtime::TaskRuntime;
 
 /// The rewriting of one connection's (or HTTP session's) answers.
 #[derive(Debug)]

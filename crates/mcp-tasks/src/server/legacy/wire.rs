@@ -8,8 +8,8 @@ use rmcp::ErrorData;
 use rmcp::model::{ErrorCode, Task};
 use serde_json::{Map, Value, json};
 
-use super::super::policy::TaskPolicy;
-use super::super::wire::timestamp;
+use crate::server::engine::policy::TaskPolicy;
+use crate::server::engine::wire::timestamp;
 use crate::store::PackedRecord;
 use crate::task::{TaskStatus, saturating_millis};
 

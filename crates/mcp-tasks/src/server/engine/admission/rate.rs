@@ -1,0 +1,363 @@
+//! How fast one caller may create tasks: [`CreationRate`], and the keyed
+//! limiter the runtime checks at each creation ([`RateLimits`]).
+//!
+//! The limiter is `governor`'s (GCRA, keyed by the caller's quota
+//! principal), read on tokio's clock so tests run it under a paused clock.
+//! It is this process's: each replica of a server counts the creations it
+//! answers.
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::str::FromStr;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use governor::clock::Clock as _;
+use governor::state::keyed::HashMapStateStore;
+use governor::{Quota, RateLimiter};
+use serde_json::{Map, json};
+
+use super::caller::Caller;
+use super::refusal::{Reason, Refusal};
+use crate::server::auth::principal::Principal;
+
+/// How fast one caller may create tasks: `count` per second, minute or
+/// hour, with bursts of up to `burst` at once (default: `count`). Reads
+/// and writes as `10/s`, `600/min` or `100/h`.
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use mcp_tasks::server::CreationRate;
+///
+/// let rate: CreationRate = "10/s".parse().unwrap();
+/// let rate = rate.with_burst(NonZeroU32::new(20).unwrap());
+/// assert_eq!(rate.to_string(), "10/s");
+/// assert_eq!(rate.burst().get(), 20);
+/// assert!("10".parse::<CreationRate>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreationRate {
+    count: NonZeroU32,
+    per: Per,
+    burst: NonZeroU32,
+}
+
+/// The period of a [`CreationRate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Per {
+    Second,
+    Minute,
+    Hour,
+}
+
+impl Per {
+    fn unit(self) -> &'static str {
+        match self {
+            Per::Second => "s",
+            Per::Minute => "min",
+            Per::Hour => "h",
+        }
+    }
+
+    fn duration(self) -> Duration {
+        match self {
+            Per::Second => Duration::from_secs(1),
+            Per::Minute => Duration::from_secs(60),
+            Per::Hour => Duration::from_secs(3600),
+        }
+    }
+}
+
+impl CreationRate {
+    /// `count` creations a second, in bursts of up to `count`.
+    pub fn per_second(count: NonZeroU32) -> Self {
+        Self::new(count, Per::Second)
+    }
+
+    /// `count` creations a minute, in bursts of up to `count`.
+    pub fn per_minute(count: NonZeroU32) -> Self {
+        Self::new(count, Per::Minute)
+    }
+
+    /// `count` creations an hour, in bursts of up to `count`.
+    pub fn per_hour(count: NonZeroU32) -> Self {
+        Self::new(count, Per::Hour)
+    }
+
+    fn new(count: NonZeroU32, per: Per) -> Self {
+        Self {
+            count,
+            per,
+            burst: count,
+        }
+    }
+
+    /// How many creations a caller that has been quiet may make at once
+    /// (default: the rate's count). Past the burst, one creation is allowed
+    /// every period / count.
+    pub fn with_burst(mut self, burst: NonZeroU32) -> Self {
+        self.burst = burst;
+        self
+    }
+
+    /// How many creations a period allows.
+    pub fn count(&self) -> NonZeroU32 {
+        self.count
+    }
+
+    /// The period: a second, a minute or an hour.
+    pub fn period(&self) -> Duration {
+        self.per.duration()
+    }
+
+    /// How many creations a quiet caller may make at once.
+    pub fn burst(&self) -> NonZeroU32 {
+        self.burst
+    }
+
+    fn quota(&self) -> Quota {
+        let quota = match self.per {
+            Per::Second => Quota::per_second(self.count),
+            Per::Minute => Quota::per_minute(self.count),
+            Per::Hour => Quota::per_hour(self.count),
+        };
+        quota.allow_burst(self.burst)
+    }
+}
+
+impl fmt::Display for CreationRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.count, self.per.unit())
+    }
+}
+
+/// A text that is not a [`CreationRate`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidCreationRate {
+    /// The text has no `/`.
+    #[error("{0:?} is not a rate: write N/s, N/min or N/h, such as 10/s")]
+    NoUnit(String),
+    /// The count is not a whole number from 1 to 4294967295.
+    #[error("the count {0:?} is not a whole number from 1 to 4294967295")]
+    Count(String),
+    /// The unit is not `s`, `min` or `h`.
+    #[error("unknown unit {0:?}: use s, min or h (as in 10/s)")]
+    Unit(String),
+}
+
+impl FromStr for CreationRate {
+    type Err = InvalidCreationRate;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let Some((count, unit)) = text.trim().split_once('/') else {
+            return Err(InvalidCreationRate::NoUnit(text.to_owned()));
+        };
+        let count = count.trim();
+        let count = count
+            .parse::<NonZeroU32>()
+            .map_err(|_| InvalidCreationRate::Count(count.to_owned()))?;
+        match unit.trim() {
+            "s" => Ok(Self::per_second(count)),
+            "min" => Ok(Self::per_minute(count)),
+            "h" => Ok(Self::per_hour(count)),
+            other => Err(InvalidCreationRate::Unit(other.to_owned())),
+        }
+    }
+}
+
+/// How often idle callers' states are dropped from the limiter.
+const PRUNE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// `governor`'s clock on tokio's: the time since the limiter was made,
+/// which a paused tokio clock (tests) moves only when told.
+#[derive(Debug, Clone)]
+struct TokioElapsed(tokio::time::Instant);
+
+impl governor::clock::Clock for TokioElapsed {
+    type Instant = Duration;
+
+    fn now(&self) -> Duration {
+        self.0.elapsed()
+    }
+}
+
+/// The creation rate of every caller, keyed by its quota principal.
+pub(crate) struct RateLimits {
+    rate: CreationRate,
+    limiter: RateLimiter<
+        Principal,
+        HashMapStateStore<Principal>,
+        TokioElapsed,
+        governor::middleware::NoOpMiddleware<Duration>,
+    >,
+}
+
+impl fmt::Debug for RateLimits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimits")
+            .field("rate", &self.rate)
+            .field("callers", &self.limiter.len())
+            .finish()
+    }
+}
+
+impl RateLimits {
+    /// Limits at `rate`, starting now on tokio's clock.
+    pub(crate) fn new(rate: CreationRate) -> Self {
+        let clock = TokioElapsed(tokio::time::Instant::now());
+        Self {
+            rate,
+            limiter: RateLimiter::hashmap_with_clock(rate.quota(), clock),
+        }
+    }
+
+    /// Counts one creation for `caller`; the refusal for load
+    /// ([`Reason::RateLimited`]) when it creates too fast.
+    pub(crate) fn check(&self, caller: &Caller) -> Result<(), Refusal> {
+        let Err(not_until) = self.limiter.check_key(&caller.quota) else {
+            return Ok(());
+        };
+        // Whole milliseconds, rounded up: a retry after the hint is served.
+        let wait = not_until.wait_time_from(self.limiter.clock().now());
+        let retry_after = Duration::from_millis(
+            u64::try_from(wait.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX),
+        );
+        let mut extra = Map::new();
+        extra.insert("ratePerCaller".into(), json!(self.rate.to_string()));
+        extra.insert("rateBurst".into(), json!(self.rate.burst.get()));
+        Err(Refusal::new(
+            Reason::RateLimited,
+            format!(
+                "this caller creates tasks faster than {} (bursts of {}): try again in {} ms",
+                self.rate,
+                self.rate.burst,
+                retry_after.as_millis()
+            ),
+            retry_after,
+            extra,
+        ))
+    }
+
+    /// Drops the state of callers that have been quiet long enough to be
+    /// back at their full burst, every [`PRUNE_INTERVAL`], until the
+    /// runtime is dropped: the limiter holds the callers of the last
+    /// moments only, however many came before.
+    pub(crate) async fn prune(limits: Weak<RateLimits>) {
+        let mut interval = tokio::time::interval(PRUNE_INTERVAL);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval.tick().await;
+        loop {
+            interval.tick().await;
+            let Some(limits) = limits.upgrade() else {
+                return;
+            };
+            limits.limiter.retain_recent();
+            limits.limiter.shrink_to_fit();
+        }
+    }
+
+    /// How many callers the limiter holds a state for.
+    #[cfg(test)]
+    fn callers(&self) -> usize {
+        self.limiter.len()
+    }
+}
+
+/// The limits of `rate`, with their pruner running.
+pub(crate) fn start(rate: CreationRate) -> Arc<RateLimits> {
+    let limits = Arc::new(RateLimits::new(rate));
+    tokio::spawn(RateLimits::prune(Arc::downgrade(&limits)));
+    limits
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::Extensions;
+
+    use super::*;
+
+    fn caller(name: &str) -> Caller {
+        Caller::new(
+            Principal::new(name),
+            Principal::new(name),
+            &Extensions::new(),
+        )
+    }
+
+    fn nonzero(n: u32) -> NonZeroU32 {
+        NonZeroU32::new(n).unwrap()
+    }
+
+    #[test]
+    fn a_rate_reads_and_writes_as_count_per_unit() {
+        for (text, rate) in [
+            ("10/s", CreationRate::per_second(nonzero(10))),
+            (" 600 / min ", CreationRate::per_minute(nonzero(600))),
+            ("1/h", CreationRate::per_hour(nonzero(1))),
+        ] {
+            assert_eq!(text.parse::<CreationRate>(), Ok(rate));
+            assert_eq!(rate.to_string().parse::<CreationRate>(), Ok(rate));
+        }
+        assert_eq!(CreationRate::per_minute(nonzero(5)).to_string(), "5/min");
+        let error = |text: &str| text.parse::<CreationRate>().unwrap_err().to_string();
+        assert!(
+            error("10").contains("write N/s, N/min or N/h"),
+            "{}",
+            error("10")
+        );
+        assert!(error("0/s").contains("from 1 to"), "{}", error("0/s"));
+        assert!(error("-1/s").contains("from 1 to"), "{}", error("-1/s"));
+        assert!(error("1.5/s").contains("from 1 to"), "{}", error("1.5/s"));
+        assert!(
+            error("10/day").contains("use s, min or h"),
+            "{}",
+            error("10/day")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_caller_past_its_burst_waits_one_interval_and_others_are_served() {
+        let limits = RateLimits::new(CreationRate::per_second(nonzero(4)).with_burst(nonzero(2)));
+        let (alice, bob) = (caller("alice"), caller("bob"));
+        limits.check(&alice).unwrap();
+        limits.check(&alice).unwrap();
+        let refused = limits.check(&alice).unwrap_err().into_error(None);
+        assert_eq!(refused.code.0, -32603);
+        assert_eq!(
+            refused.data,
+            Some(json!({"reason": "rateLimited", "retryAfterMs": 250,
+                "ratePerCaller": "4/s", "rateBurst": 2}))
+        );
+        assert!(
+            refused.message.contains("faster than 4/s"),
+            "{}",
+            refused.message
+        );
+        limits
+            .check(&bob)
+            .expect("another caller has its own burst");
+        tokio::time::advance(Duration::from_millis(249)).await;
+        let refused = limits.check(&alice).unwrap_err().into_error(None);
+        assert_eq!(refused.data.unwrap()["retryAfterMs"], 1);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        limits
+            .check(&alice)
+            .expect("served once the hint has passed");
+        assert!(
+            limits.check(&alice).is_err(),
+            "one per interval past the burst"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quiet_callers_are_pruned() {
+        let limits = start(CreationRate::per_second(nonzero(1)));
+        for n in 0..100 {
+            limits.check(&caller(&format!("caller-{n}"))).unwrap();
+        }
+        assert_eq!(limits.callers(), 100);
+        tokio::time::sleep(PRUNE_INTERVAL + Duration::from_millis(1)).await;
+        assert_eq!(limits.callers(), 0, "quiet callers are back at full burst");
+    }
+}

@@ -1,0 +1,168 @@
+//! The first step of creation: who calls ([`Call`]), and whether the call
+//! runs synchronously or as a task ([`Plan`]).
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+
+use crate::server::auth::principal::Principal;
+use crate::server::engine::admission::caller::Caller;
+use crate::server::engine::era;
+use crate::server::engine::idempotent::Idempotent;
+use crate::server::engine::policy::{TaskPolicy, ToolTasks};
+use crate::server::engine::tasks::runtime::TaskRuntime;
+use crate::server::engine::wire::tasks_required;
+
+/// A `tools/call` as the runtime reads it before it decides: who sends it
+/// (the principal its task would be bound to) and under which idempotency
+/// key. Made by [`TaskRuntime::read_call`].
+#[derive(Debug)]
+pub struct Call {
+    caller: Caller,
+}
+
+impl Call {
+    /// The principal the call comes from: the owner of its task, if it
+    /// becomes one.
+    pub fn principal(&self) -> &Principal {
+        &self.caller.principal
+    }
+}
+
+/// What the runtime decided for a call ([`TaskRuntime::decide`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Plan {
+    /// The call runs synchronously: hand it to
+    /// [`TaskRuntime::run_synchronous`].
+    Synchronous(Synchronous),
+    /// The call becomes a task: hand it to [`TaskRuntime::create`].
+    Task(NewTask),
+}
+
+/// A call that runs synchronously, once under its idempotency key.
+#[derive(Debug)]
+pub struct Synchronous {
+    pub(super) caller: Caller,
+    pub(super) described: CallToolRequestParams,
+    pub(super) tasks: ToolTasks,
+}
+
+impl Synchronous {
+    /// Whether the call sent an idempotency key: without one (or on a
+    /// runtime that does not [honour keys](TaskRuntime::honours_idempotency)),
+    /// it needs no record and may be run straight away.
+    pub fn sent_key(&self) -> bool {
+        self.caller.idempotent.is_some()
+    }
+}
+
+/// A call that becomes a task, not created yet.
+#[derive(Debug)]
+pub struct NewTask {
+    pub(super) caller: Caller,
+    /// The call as the task keeps it: its tool's name, and its arguments
+    /// when the task is resumable.
+    pub(super) described: CallToolRequestParams,
+    pub(super) tasks: ToolTasks,
+}
+
+impl NewTask {
+    /// The same call run synchronously instead, for a caller that cannot
+    /// hold a task of this server (the gateway's calls that resume an
+    /// upstream's parked call).
+    pub fn into_synchronous(self) -> Synchronous {
+        Synchronous {
+            caller: self.caller,
+            described: self.described,
+            tasks: self.tasks,
+        }
+    }
+}
+
+impl TaskRuntime {
+    /// Reads `request`: its caller (by the runtime's principal extractor)
+    /// and its idempotency key; -32602 for a `_meta` key that is not one.
+    pub fn read_call(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Call, ErrorData> {
+        let idempotent = Idempotent::of(&context.meta, request)?;
+        let caller = self
+            .caller_of(&context.extensions)
+            .with_idempotent(idempotent);
+        Ok(Call { caller })
+    }
+
+    /// Decides whether `call` (of `request`, on the session of `context`)
+    /// runs as a task: by the tool's policy in `tasks`, and whether the
+    /// request declared the extension; -32021 when the tool requires a
+    /// task and the extension was not declared. On an `initialize`-era
+    /// session (2025-11-25 and before) that did not declare the extension,
+    /// the rules of that era apply instead: a task when the call asked for
+    /// one (`params.task`) and the policy allows it, -32601 when it asked
+    /// against a forbidden policy or did not ask for a required tool, and
+    /// the task's TTL is the one it asked for (within 1 s and the maximum
+    /// lifetime).
+    pub fn decide(
+        &self,
+        call: Call,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        tasks: &ToolTasks,
+    ) -> Result<Plan, ErrorData> {
+        let as_task = runs_as_task(request, context, tasks)?;
+        let tasks = era::with_requested_ttl(tasks, context, self.inner.settings.max_lifetime);
+        let described = match tasks.resumable {
+            true => request.clone(),
+            false => CallToolRequestParams::new(request.name.clone()),
+        };
+        let (caller, tasks) = (call.caller, tasks.into_owned());
+        Ok(match as_task {
+            true => Plan::Task(NewTask {
+                caller,
+                described,
+                tasks,
+            }),
+            false => Plan::Synchronous(Synchronous {
+                caller,
+                described,
+                tasks,
+            }),
+        })
+    }
+
+    /// `call` of `request` run synchronously without deciding: for a tool
+    /// that has no task policy at all (a tool of the handler's own, beside
+    /// those of a [`TaskRouter`](crate::server::TaskRouter)), whatever the
+    /// request asked for. Its record, when it sent an idempotency key,
+    /// lives for the runtime's default TTL.
+    pub fn synchronous(&self, call: Call, request: &CallToolRequestParams) -> Synchronous {
+        Synchronous {
+            caller: call.caller,
+            described: CallToolRequestParams::new(request.name.clone()),
+            tasks: ToolTasks::forbidden(),
+        }
+    }
+}
+
+/// Whether `request` runs as a task (see [`TaskRuntime::decide`]).
+fn runs_as_task(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    tasks: &ToolTasks,
+) -> Result<bool, ErrorData> {
+    if era::is_old_tasks_era(context) {
+        return era::runs_as_task(request, context, tasks.policy_for(request));
+    }
+    let declared = context
+        .client_capabilities()
+        .is_some_and(|capabilities| capabilities.supports_tasks());
+    match tasks.policy_for(request) {
+        TaskPolicy::Forbidden => Ok(false),
+        TaskPolicy::Optional => Ok(declared),
+        TaskPolicy::Required if declared => Ok(true),
+        TaskPolicy::Required => Err(tasks_required()),
+    }
+}

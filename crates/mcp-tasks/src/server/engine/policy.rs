@@ -1,0 +1,174 @@
+//! Whether a tool's calls become tasks: [`ToolTasks`] and [`TaskPolicy`].
+//! The protocol has no per-tool policy; this is the server's private
+//! configuration: the 2026-07-28 Tasks extension (SEP-2663) lets the server
+//! decide per call, and -32021 tells a client that did not declare it.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rmcp::model::CallToolRequestParams;
+
+use crate::task::Ttl;
+
+/// Whether a call becomes a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum TaskPolicy {
+    /// Always run synchronously.
+    Forbidden,
+    /// A task when the request declared the extension, else synchronous.
+    #[default]
+    Optional,
+    /// Always a task; without the declaration the call fails with -32021.
+    Required,
+}
+
+/// Decides the policy of one call from its request.
+pub type PolicySelector = Arc<dyn Fn(&CallToolRequestParams) -> TaskPolicy + Send + Sync>;
+
+/// How one tool uses tasks: its policy, and what its tasks look like.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct ToolTasks {
+    /// The policy (default optional).
+    pub policy: TaskPolicy,
+    /// Decides the policy per call instead of `policy`.
+    pub selector: Option<PolicySelector>,
+    /// The TTL of this tool's tasks (`None`: the runtime's default).
+    pub ttl: Option<Ttl>,
+    /// The `pollIntervalMs` suggested for this tool's tasks (`None`: the
+    /// runtime's default).
+    pub poll_interval: Option<Duration>,
+    /// Whether the TTL counts from creation only, extended by nothing but
+    /// the tool's own [`TaskContext::extend_ttl`](crate::server::TaskContext::extend_ttl)
+    /// heartbeats (default `false`: the TTL follows activity, see
+    /// [`TaskRuntimeBuilder::with_default_ttl`](crate::server::TaskRuntimeBuilder::with_default_ttl)).
+    pub ttl_from_creation: bool,
+    /// Whether the tool's task runs again when the server running it stops
+    /// (default false: the task fails with "the server running this task
+    /// stopped", or on SQLite "server restarted before the task finished"):
+    /// on another server of a shared store (Redis), or on the same server
+    /// started again on a store that outlives it (SQLite); only where the
+    /// runtime was given the code to run it again
+    /// ([`TaskRuntimeBuilder::with_resume`](crate::server::TaskRuntimeBuilder::with_resume)).
+    /// The task then keeps the call's name and arguments. The tool runs
+    /// again from its last [`TaskContext::checkpoint`](crate::server::TaskContext::checkpoint)
+    /// (read with [`TaskContext::resumed`](crate::server::TaskContext::resumed)), or
+    /// from the start if it made none: what it did since its last
+    /// checkpoint is done again, so checkpoint after each unit of work.
+    /// Input it asked for under a key is not asked again: the tool asking
+    /// under the same key gets the answer (or waits for it).
+    pub resumable: bool,
+}
+
+impl fmt::Debug for ToolTasks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolTasks")
+            .field("policy", &self.policy)
+            .field("selector", &self.selector.as_ref().map(|_| ".."))
+            .field("ttl", &self.ttl)
+            .field("poll_interval", &self.poll_interval)
+            .field("ttl_from_creation", &self.ttl_from_creation)
+            .field("resumable", &self.resumable)
+            .finish()
+    }
+}
+
+impl ToolTasks {
+    /// Never a task.
+    pub fn forbidden() -> Self {
+        Self::with_policy(TaskPolicy::Forbidden)
+    }
+
+    /// A task when the client declared the extension.
+    pub fn optional() -> Self {
+        Self::with_policy(TaskPolicy::Optional)
+    }
+
+    /// Always a task.
+    pub fn required() -> Self {
+        Self::with_policy(TaskPolicy::Required)
+    }
+
+    fn with_policy(policy: TaskPolicy) -> Self {
+        Self {
+            policy,
+            ..Self::default()
+        }
+    }
+
+    /// Decides the policy per call.
+    pub fn with_selector(
+        mut self,
+        selector: impl Fn(&CallToolRequestParams) -> TaskPolicy + Send + Sync + 'static,
+    ) -> Self {
+        self.selector = Some(Arc::new(selector));
+        self
+    }
+
+    /// This tool's TTL.
+    pub fn with_ttl(mut self, ttl: Ttl) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// The TTL counts from creation, as the extension defines it: the
+    /// runtime does not keep the task alive while the tool runs, and only
+    /// the tool's [`TaskContext::extend_ttl`](crate::server::TaskContext::extend_ttl)
+    /// heartbeats extend it (a tool that hangs then expires at its TTL,
+    /// however short). The maximum lifetime still bounds it.
+    pub fn with_ttl_from_creation(mut self) -> Self {
+        self.ttl_from_creation = true;
+        self
+    }
+
+    /// The poll interval suggested for this tool's tasks.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = Some(interval);
+        self
+    }
+
+    /// Whether another server may run this tool's task again when the
+    /// server running it stops (see [`ToolTasks::resumable`]).
+    pub fn with_resumable(mut self, resumable: bool) -> Self {
+        self.resumable = resumable;
+        self
+    }
+
+    /// The policy of the call `request`.
+    pub(crate) fn policy_for(&self, request: &CallToolRequestParams) -> TaskPolicy {
+        match &self.selector {
+            Some(select) => select(request),
+            None => self.policy,
+        }
+    }
+}
+
+/// The policy of each tool as the runtime announces it to 2025-11-25
+/// clients, which read it in `tools/list` (each tool's
+/// `execution.taskSupport`) before they call: the extension of 2026-07-28
+/// has no such field, the older era cannot do without it. Filled by
+/// [`TaskRuntime::advertise_tool`](crate::server::TaskRuntime::advertise_tool)
+/// ([`TaskRouter::with_tool`](crate::server::TaskRouter::with_tool) and the gateway
+/// call it).
+#[derive(Debug, Default)]
+pub(crate) struct Advertised(RwLock<HashMap<String, TaskPolicy>>);
+
+impl Advertised {
+    pub(crate) fn set(&self, name: String, policy: TaskPolicy) {
+        self.0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name, policy);
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<TaskPolicy> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .copied()
+    }
+}
