@@ -18,7 +18,7 @@ use super::wire::{self, RELATED_TASK};
 use super::{PREFIX, is_initialize_era, notify};
 use crate::server::engine::era::Augmented;
 use crate::server::engine::tasks::runtime::TaskRuntime;
-use crate::server::engine::wire::{store_failure, task_not_found};
+use crate::server::engine::wire::task_not_found;
 use crate::store::{Change, Modified, PackedRecord, Principal};
 use crate::task::{TaskId, TaskStatus};
 
@@ -181,31 +181,17 @@ async fn list(
         Some(_) => return Err(ErrorData::invalid_params("cursor must be a string", None)),
     };
     let mut records = runtime
-        .inner
-        .store
-        .list_owned(principal, after.as_ref(), LIST_PAGE + 1)
-        .await
-        .map_err(store_failure)?;
+        .list_tasks_as(principal, after.as_ref(), LIST_PAGE + 1)
+        .await?;
     let more = records.len() > LIST_PAGE;
     records.truncate(LIST_PAGE);
     let next = more
         .then(|| records.last().map(|record| cursor(record.id())))
         .flatten();
-    let now = runtime.inner.clock.now();
-    let mut tasks = Vec::with_capacity(records.len());
-    for record in records {
-        let due = !record.status().is_terminal() && record.is_due(now);
-        let record = if due {
-            // As `tasks/get` shows it: expired, even before the sweeper ran.
-            match runtime.current(record.id(), principal).await {
-                Ok(record) => record,
-                Err(_) => continue,
-            }
-        } else {
-            std::sync::Arc::new(PackedRecord::pack(record))
-        };
-        tasks.push(Value::Object(wire::task(&record)));
-    }
+    let tasks = records
+        .iter()
+        .map(|record| Value::Object(wire::task(record)))
+        .collect();
     let mut answer = Map::new();
     answer.insert("tasks".into(), Value::Array(tasks));
     if let Some(next) = next {
@@ -215,8 +201,8 @@ async fn list(
 }
 
 /// The cursor after the task `id`. Opaque to clients: they hand it back.
-fn cursor(id: &TaskId) -> String {
-    format!("after-{}", id.expose())
+fn cursor(id: &str) -> String {
+    format!("after-{id}")
 }
 
 /// The task id a [`cursor`] names; -32602 for anything else.
@@ -326,7 +312,7 @@ mod tests {
     #[test]
     fn cursors_are_read_back_and_anything_else_is_refused() {
         let id = TaskId::new("0193a1b2c3d4e5f60123456789abcdef0123456789ab".to_owned());
-        assert_eq!(read_cursor(&cursor(&id)).unwrap(), id);
+        assert_eq!(read_cursor(&cursor(id.expose())).unwrap(), id);
         for bad in [
             "",
             "after-",

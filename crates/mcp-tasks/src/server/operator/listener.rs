@@ -357,9 +357,7 @@ fn loopback_only(request: &Request) -> Result<(), Response> {
 
 /// `/metrics`: the gauges of now, read from the runtime, then the text.
 fn scrape(runtime: &TaskRuntime, handle: &PrometheusHandle) -> Response {
-    let inner = &runtime.inner;
-    if let Some(observers) = &inner.observers {
-        let (working, asking) = observers.live();
+    if let Some((working, asking)) = runtime.live_by_status() {
         metrics::gauge!(TASKS_LIVE, "status" => "working").set(working as f64);
         metrics::gauge!(TASKS_LIVE, "status" => "input_required").set(asking as f64);
     }

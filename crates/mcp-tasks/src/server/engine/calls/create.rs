@@ -40,7 +40,7 @@ use crate::server::engine::tasks::supervise::{
     supervise, supervise_queued,
 };
 use crate::server::engine::tasks::takeover::resumable_call;
-use crate::server::engine::wire::{new_task_id, store_failure, wire_task};
+use crate::server::engine::wire::{store_failure, wire_task};
 use crate::store::{Change, Keyed, Modified, TaskRecord};
 
 /// A task about to be stored: its record, and its tool ready to run in its
@@ -107,18 +107,7 @@ impl TaskRuntime {
         lease: Option<&Arc<Lease>>,
     ) -> Result<TaskRecord, ErrorData> {
         let inner = &self.inner;
-        let settings = &inner.settings;
-        // One reading of the runtime's clock for the id's time and `createdAt`.
-        let now = inner.clock.now();
-        let mut record = TaskRecord::new(
-            new_task_id(now)?,
-            caller.principal.clone(),
-            now,
-            tasks.ttl.unwrap_or(settings.default_ttl),
-            Some(tasks.poll_interval.unwrap_or(settings.poll_interval)),
-        )
-        .with_lifetime(settings.max_lifetime, !tasks.ttl_from_creation)
-        .with_tool(&described.name);
+        let (mut record, _) = self.fresh_record(caller, &described.name, tasks, true)?;
         if let Some(idempotent) = &caller.idempotent {
             record = record.with_idempotency(&idempotent.key, idempotent.fingerprint.clone());
         }

@@ -33,6 +33,7 @@ mod create;
 mod gates;
 pub(crate) mod once;
 mod plan;
+mod record;
 pub(crate) mod router;
 mod stop;
 

@@ -51,7 +51,7 @@ use crate::server::engine::idempotent::Idempotent;
 use crate::server::engine::lease::{Lease, LeaseError};
 use crate::server::engine::policy::ToolTasks;
 use crate::server::engine::tasks::runtime::TaskRuntime;
-use crate::server::engine::wire::{error_json, new_task_id, store_failure, tool_panicked};
+use crate::server::engine::wire::{error_json, store_failure, tool_panicked};
 use crate::store::{Change, Keyed, PackedRecord, StoreErrorKind, TaskRecord};
 use crate::task::{TaskId, TaskStatus};
 
@@ -172,19 +172,10 @@ impl TaskRuntime {
         request: &CallToolRequestParams,
         tasks: &ToolTasks,
     ) -> Result<(TaskRecord, Option<Arc<Lease>>), ErrorData> {
-        let inner = &self.inner;
-        let settings = &inner.settings;
-        let now = inner.clock.now();
-        let mut record = TaskRecord::new(
-            new_task_id(now)?,
-            caller.principal.clone(),
-            now,
-            tasks.ttl.unwrap_or(settings.default_ttl),
-            None,
-        )
-        .with_lifetime(settings.max_lifetime, false)
-        .with_tool(&request.name)
-        .for_synchronous_call(&idempotent.key, idempotent.fingerprint.clone());
+        let settings = &self.inner.settings;
+        let (record, now) = self.fresh_record(caller, &request.name, tasks, false)?;
+        let mut record =
+            record.for_synchronous_call(&idempotent.key, idempotent.fingerprint.clone());
         record = record
             .apply(
                 &Change::StatusMessage(SYNCHRONOUS_CALL_MESSAGE.to_owned()),

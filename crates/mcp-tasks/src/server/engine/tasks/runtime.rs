@@ -28,7 +28,7 @@ use crate::server::engine::policy::TaskPolicy;
 use crate::server::engine::state::Inner;
 use crate::server::engine::wire::{detailed_task, store_failure, task_not_found};
 use crate::store::{Change, Modified, PackedRecord, SharedStore, StoreError};
-use crate::task::TaskId;
+use crate::task::{TaskId, UnixMillis};
 use crate::telemetry::task_hash::TaskHasher;
 
 /// The longest a task may live, however long its tool keeps it alive,
@@ -192,6 +192,51 @@ impl TaskRuntime {
     ) -> Result<GetTaskResult, ErrorData> {
         let record = self.current(id, principal).await?;
         Ok(GetTaskResult::new(detailed_task(&record)?))
+    }
+
+    /// `principal`'s own tasks, a page of at most `limit` after the task
+    /// `after` (in the store's order of ids), each as
+    /// [`TaskRuntime::get_task_as`] shows it: an unfinished task past its TTL
+    /// reads as expired. No other caller's task is ever listed.
+    pub async fn list_tasks_as(
+        &self,
+        principal: &Principal,
+        after: Option<&TaskId>,
+        limit: usize,
+    ) -> Result<Vec<Arc<PackedRecord>>, ErrorData> {
+        let records = self
+            .inner
+            .store
+            .list_owned(principal, after, limit)
+            .await
+            .map_err(store_failure)?;
+        let now = self.inner.clock.now();
+        let mut listed = Vec::with_capacity(records.len());
+        for record in records {
+            if !record.status().is_terminal() && record.is_due(now) {
+                // As `tasks/get` shows it: expired, even before the sweeper ran.
+                if let Ok(record) = self.current(record.id(), principal).await {
+                    listed.push(record);
+                }
+            } else {
+                listed.push(Arc::new(PackedRecord::pack(record)));
+            }
+        }
+        Ok(listed)
+    }
+
+    /// The time now, by the runtime's clock.
+    pub(crate) fn now(&self) -> UnixMillis {
+        self.inner.clock.now()
+    }
+
+    /// How many tasks of this process are working and how many wait for
+    /// input, when the runtime has observers (they count them).
+    pub(crate) fn live_by_status(&self) -> Option<(usize, usize)> {
+        self.inner
+            .observers
+            .as_ref()
+            .map(|observers| observers.live())
     }
 
     /// The record as `tasks/get` shows it now, if it exists and `principal`

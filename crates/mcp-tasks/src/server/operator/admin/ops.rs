@@ -105,7 +105,7 @@ impl Admin {
     /// The time now: the runtime's clock, or the system's.
     pub fn now(&self) -> UnixMillis {
         match &self.runtime {
-            Some(runtime) => runtime.inner.clock.now(),
+            Some(runtime) => runtime.now(),
             None => UnixMillis::now(),
         }
     }
@@ -189,7 +189,7 @@ impl Admin {
         let id = record.id().clone();
         let modified = match &self.runtime {
             Some(runtime) => {
-                let now = runtime.inner.clock.now();
+                let now = runtime.now();
                 runtime
                     .inner
                     .modify_at(&id, &Change::RequestCancelByOperator, None, now)
