@@ -7,7 +7,7 @@
 //! tool that returns 200 MB would cost that much in the store and again in
 //! every answer. So every outcome is measured on its way to becoming a
 //! record ([`outcome_within`], which every path a tool's outcome takes calls:
-//! a supervised task, the first step of a creation (`engine/create.rs`), a
+//! a supervised task, the first step of a creation (`engine/calls/create.rs`), a
 //! resumed task, the gateway's tasks) or an answer ([`response_within`], every synchronous
 //! call's, from `once.rs` and `TaskRouter`),
 //! and one past the budget becomes a JSON-RPC error naming both sizes

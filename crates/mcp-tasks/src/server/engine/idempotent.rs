@@ -4,7 +4,7 @@
 //! task of the same caller already holds.
 //!
 //! The engine looks the key up at its first gate
-//! (`engine/gates/idempotency.rs`), before any admission and before the
+//! (`engine/calls/gates/idempotency.rs`), before any admission and before the
 //! tool's first step runs; the store's atomic
 //! `create_keyed` settles two creations racing with one key. A call that
 //! runs synchronously is kept under its key too (`once.rs`).

@@ -1,6 +1,6 @@
 //! A plain `tools/call` read straight from its bytes, for the transports
 //! that read ahead of rmcp: the HTTP fast path (`http/fast/call.rs`, after
-//! its header checks) and the stdio transport (`transport.rs`, a line at a
+//! its header checks) and the stdio transport (`stdio.rs`, a line at a
 //! time). Neither transport's module owns it, so that each works without
 //! the other's feature.
 //!

@@ -1,6 +1,6 @@
 //! What each caller holds in this process, counted: its unfinished tasks
 //! (the count, and the seat a task holds while its tool runs) and its open
-//! listen streams ([`Listeners`]; the streams themselves are in `listen/`).
+//! listen streams ([`Listeners`]; the streams themselves are in `transport/listen/`).
 //!
 //! The counts are this process's: each replica of a server counts the
 //! tasks its own tools run and the streams it serves. Both sit in the

@@ -13,7 +13,7 @@
 //! hint), never the wire's error: it becomes one at the edge, once, in
 //! [`Refusal::into_error`], which also marks the HTTP request through the
 //! [`RetryMark`] the recipe put in its extensions; the recipe's front
-//! (`http/front.rs`) turns that mark into the 503. An answer that is an
+//! (`transport/http/front.rs`) turns that mark into the 503. An answer that is an
 //! event stream (a 2025-11-25 session's) has sent its status already and
 //! carries the error alone.
 

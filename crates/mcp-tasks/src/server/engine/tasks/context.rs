@@ -64,7 +64,7 @@ pub struct TaskContext {
     lease: Option<Arc<Lease>>,
     token: CancellationToken,
     /// Set once the task is in the store: the tool's first step runs before
-    /// (see `engine/create.rs`), and what touches the task waits.
+    /// (see `engine/calls/create.rs`), and what touches the task waits.
     stored: Option<Arc<SetOnce<()>>>,
     /// Whether the task keeps its call, to run again if its server stops.
     resumable: bool,

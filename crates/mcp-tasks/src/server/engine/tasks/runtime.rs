@@ -1,12 +1,12 @@
 //! [`TaskRuntime`]: answers `tasks/*`, and binds every task to its
 //! principal.
 //!
-//! The runtime is a handle on its shared state (`Inner`, in `state.rs`,
-//! one floor down); what is built on the handle lives above it, in the file
-//! of its concern: creation (deciding between a synchronous run and a
-//! task, the gates, the store write) in `engine/`, making one in
-//! `builder.rs`, the requests rmcp cannot parse in `custom.rs` (listens and
-//! 2025-11-25 tasks).
+//! The runtime is a handle on its shared state (`Inner`, in the engine's
+//! `state.rs`, a floor down); what is built on the handle lives above it,
+//! in the file of its concern: creation (deciding between a synchronous run
+//! and a task, the gates, the store write) in the engine's `calls/`, making
+//! one in its `builder.rs`, the requests rmcp cannot parse in the transport
+//! wing's `custom.rs` (listens and 2025-11-25 tasks).
 
 use std::fmt;
 use std::sync::Arc;
