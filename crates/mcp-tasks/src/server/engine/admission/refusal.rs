@@ -97,6 +97,11 @@ impl Refusal {
         }
     }
 
+    /// When the caller may try again.
+    pub(crate) fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+
     /// The JSON-RPC error: -32603 with the message, and in `data` the
     /// reason, `retryAfterMs` and the reason's own fields. Counted in the
     /// metrics as it is answered (a refused connection is counted as it is

@@ -9,6 +9,7 @@
 
 pub(crate) mod context;
 pub(crate) mod handoff;
+pub(crate) mod listening;
 pub(crate) mod runtime;
 pub(crate) mod supervise;
 pub(crate) mod takeover;

@@ -232,6 +232,10 @@ impl TaskRuntime {
 
     /// How many tasks of this process are working and how many wait for
     /// input, when the runtime has observers (they count them).
+    #[cfg_attr(
+        not(feature = "operator"),
+        allow(dead_code, reason = "the operator listener's scrape reads it")
+    )]
     pub(crate) fn live_by_status(&self) -> Option<(usize, usize)> {
         self.inner
             .observers

@@ -35,8 +35,9 @@ use super::fast::{listen, quick, tasks};
 use super::guard::{self, Admitted, Guard};
 use crate::server::TaskRuntime;
 use crate::server::engine::admission::refusal::{RetryMark, retry_after_secs};
+use crate::server::engine::tasks::listening::ListenSlot;
 use crate::server::legacy;
-use crate::server::transport::listen::{LISTEN, Slot};
+use crate::server::transport::listen::LISTEN;
 use crate::telemetry::metrics;
 
 /// What the middleware needs: the guard's settings, the runtime for
@@ -159,11 +160,12 @@ where
         let mut extensions = rmcp::model::Extensions::new();
         extensions.insert(parts.clone());
         let quota = front.runtime.caller_of(&extensions).quota;
-        let slot = match Slot::take(&front.runtime.inner, &quota) {
+        let slot = match front.runtime.listen_slot(&quota) {
             Ok(slot) => slot,
-            Err(refused) => {
+            Err(refusal) => {
                 let id = message.get("id").cloned().unwrap_or(Value::Null);
-                return listen::busy(&id, &refused.error, refused.retry_after);
+                let retry_after = refusal.retry_after();
+                return listen::busy(&id, &refusal.into_error(None), retry_after);
             }
         };
         let response = rmcp_traced(next, parts, bytes, &message).await;
@@ -279,7 +281,10 @@ impl HttpBody for Quiet {
 }
 
 /// A body that holds a listen stream's place until it is dropped.
-struct Holding(Body, #[allow(dead_code, reason = "held for its Drop")] Slot);
+struct Holding(
+    Body,
+    #[allow(dead_code, reason = "held for its Drop")] ListenSlot,
+);
 
 impl HttpBody for Holding {
     type Data = Bytes;

@@ -3,19 +3,17 @@
 //! and the result that ends it.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
 use rmcp::ErrorData;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::SUBSCRIPTION_ID;
 use crate::server::engine::admission::caller::Caller;
-use crate::server::engine::admission::limits::StreamBound;
-use crate::server::engine::admission::refusal::{Reason, Refusal};
-use crate::server::engine::state::Inner;
+use crate::server::engine::admission::refusal::Refusal;
+use crate::server::engine::tasks::listening::ListenSlot;
 use crate::server::engine::tasks::runtime::TaskRuntime;
 use crate::server::engine::waiters::Waiter;
 use crate::server::engine::wire::detailed_task;
@@ -31,11 +29,6 @@ pub(crate) const MAX_TASKS_PER_STREAM: usize = 1024;
 /// a shared store).
 const REREAD_EVERY: Duration = Duration::from_secs(30);
 
-/// When a client refused a stream may try again (`retryAfterMs`,
-/// `Retry-After`): streams end with their tasks, so seconds, not less;
-/// meanwhile the client polls.
-pub(crate) const LISTEN_RETRY_AFTER: Duration = Duration::from_secs(5);
-
 /// A listen stream refused for load: the caller or the server has no
 /// stream left.
 #[derive(Debug)]
@@ -47,56 +40,15 @@ pub(crate) struct Refused {
     pub(crate) retry_after: Duration,
 }
 
-/// A place among the open streams, the server's and its caller's; given
-/// back when dropped.
-pub(crate) struct Slot {
-    inner: Arc<Inner>,
-    quota: Principal,
-}
-
-impl Slot {
-    /// A place for a stream of the caller counted as `quota`, or the
-    /// refusal when the caller's bound or the server's is reached.
-    pub(crate) fn take(inner: &Arc<Inner>, quota: &Principal) -> Result<Self, Refused> {
-        let settings = &inner.settings;
-        let entered = inner.listeners.enter(
-            quota,
-            settings.max_listen_streams,
-            settings.max_listen_streams_per_caller,
-        );
-        if let Err(bound) = entered {
-            let (field, bound, message) = match bound {
-                StreamBound::PerCaller => (
-                    "maxListenStreamsPerCaller",
-                    settings.max_listen_streams_per_caller,
-                    "this caller has as many listen streams open as it may",
-                ),
-                StreamBound::Total => (
-                    "maxListenStreams",
-                    settings.max_listen_streams,
-                    "the server has as many listen streams open as it may",
-                ),
-            };
-            tracing::debug!(bound = field, "listen stream refused");
-            let mut extra = Map::new();
-            extra.insert(field.into(), json!(bound));
-            let message = format!("{message}; poll tasks/get instead");
-            return Err(Refused {
-                error: Refusal::new(Reason::ListenStreams, message, LISTEN_RETRY_AFTER, extra)
-                    .into_error(None),
-                retry_after: LISTEN_RETRY_AFTER,
-            });
+impl From<Refusal> for Refused {
+    /// The refusal as a listen stream's transport answers it: the JSON-RPC
+    /// error, and when to try again.
+    fn from(refusal: Refusal) -> Self {
+        let retry_after = refusal.retry_after();
+        Self {
+            error: refusal.into_error(None),
+            retry_after,
         }
-        Ok(Self {
-            inner: inner.clone(),
-            quota: quota.clone(),
-        })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.inner.listeners.leave(&self.quota);
     }
 }
 
@@ -134,7 +86,7 @@ pub(crate) struct Subscription {
     principal: Principal,
     watched: Vec<Watched>,
     ending: CancellationToken,
-    _slot: Slot,
+    _slot: ListenSlot,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -158,7 +110,7 @@ impl Subscription {
     ) -> Result<(Value, Self), Refused> {
         let inner = &runtime.inner;
         let ending = inner.listeners.ending();
-        let slot = Slot::take(inner, &caller.quota)?;
+        let slot = runtime.listen_slot(&caller.quota)?;
         let principal = caller.principal.clone();
         let mut watched = Vec::new();
         let mut seen = HashSet::new();
