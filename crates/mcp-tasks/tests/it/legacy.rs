@@ -969,6 +969,148 @@ async fn after_an_answer_a_task_asking_for_nothing_new_stalls_as_in_the_extensio
     assert!(connected.log.of("tasks/cancel").is_empty());
 }
 
+/// A server as the TypeScript SDK one of `interop/ts-sdk` (a task
+/// `input_required` from its creation, polled every 200 ms), whose
+/// elicitation the test pushes apart from any request of the client (as
+/// that server sends it on its GET stream), and whose `tasks/get` still
+/// says `input_required` for `lag` polls after the answer before the task
+/// completes with what was answered (`tasks/result` is held until then).
+fn acts_late_on_the_answer(lag: usize) -> impl FnMut(&Value) -> Vec<Value> + Send + 'static {
+    let every = json!({"pollInterval": 200});
+    let mut held: Vec<Value> = Vec::new();
+    let mut action: Option<String> = None;
+    let mut polls_after = 0usize;
+    move |m| match m["method"].as_str() {
+        Some("tools/list") => vec![reply(m, tools(&[("confirm", Some("optional"))]))],
+        Some("tools/call") => {
+            let mut created = created(every.clone());
+            created["task"]["status"] = json!("input_required");
+            vec![reply(m, created)]
+        }
+        Some("tasks/get") => {
+            let Some(action) = &action else {
+                return vec![reply(m, task("input_required", every.clone()))];
+            };
+            polls_after += 1;
+            if polls_after <= lag {
+                return vec![reply(m, task("input_required", every.clone()))];
+            }
+            let done = not_confirmed(action);
+            let mut out = vec![reply(m, task("completed", every.clone()))];
+            out.extend(held.drain(..).map(|held| reply(&held, done.clone())));
+            out
+        }
+        Some("tasks/result") => match &action {
+            Some(action) if polls_after > lag => vec![reply(m, not_confirmed(action))],
+            _ => {
+                held.push(m.clone());
+                Vec::new()
+            }
+        },
+        None if m["id"] == "e1" => {
+            action = m["result"]["action"].as_str().map(str::to_owned);
+            Vec::new()
+        }
+        _ => unknown(m),
+    }
+}
+
+/// What the server of [`acts_late_on_the_answer`] ends with.
+fn not_confirmed(action: &str) -> Value {
+    text(&format!("Not confirmed: drop ({action})"), false)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_declined_answer_ends_the_task_that_stays_input_required_a_while_after_it() {
+    // Whenever the request comes (at once, between two polls, just at a
+    // poll, a few polls in), the answer goes out once, and the polls of the
+    // task still input_required after it (fewer than stall_polls) wait for
+    // it to act on the answer: they are no stall.
+    for at in [0, 1, 150, 200, 201, 450, 1000] {
+        let lag = 10;
+        let connected = connect(
+            Server::legacy(all_tasks()),
+            Handler::default(),
+            acts_late_on_the_answer(lag),
+        )
+        .await;
+        let CallResponse::Task(state) = connected
+            .client
+            .call_tool("confirm", (), CallOptions::default())
+            .await
+            .unwrap()
+        else {
+            panic!("confirm should be a task");
+        };
+        let options = options().with_input(resolver(json!({"action": "decline"})));
+        let (outcome, ()) = tokio::join!(connected.client.await_task(state, &options), async {
+            tokio::time::sleep(ms(at)).await;
+            connected.push(elicitation("e1"));
+        });
+        let outcome = outcome.unwrap_or_else(|error| panic!("request at {at} ms: {error}"));
+        assert_eq!(
+            completed_text(&outcome),
+            "Not confirmed: drop (decline)",
+            "request at {at} ms"
+        );
+        let answer = answer_to(&connected.log, "e1").expect("the elicitation was answered");
+        assert_eq!(answer["result"], json!({"action": "decline"}));
+        let answered_at = connected
+            .log
+            .all()
+            .into_iter()
+            .find(|received| received.message["id"] == "e1" && received.method().is_empty())
+            .map(|received| received.at)
+            .unwrap();
+        let polls_after = connected
+            .log
+            .of("tasks/get")
+            .into_iter()
+            .filter(|get| get.at > answered_at)
+            .count();
+        assert_eq!(polls_after, lag + 1, "request at {at} ms");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_the_server_lost_ends_as_a_stall_after_stall_polls() {
+    // The same server, whose elicitation never reaches the client (the
+    // TypeScript SDK drops a request sent on a GET stream not open yet):
+    // the task asks for nothing the wait holds, for 60 states (the one the
+    // call answered with, then 59 polls, 200 ms apart).
+    let connected = connect(
+        Server::legacy(all_tasks()),
+        Handler::default(),
+        acts_late_on_the_answer(0),
+    )
+    .await;
+    let CallResponse::Task(state) = connected
+        .client
+        .call_tool("confirm", (), CallOptions::default())
+        .await
+        .unwrap()
+    else {
+        panic!("confirm should be a task");
+    };
+    let options = options().with_input(resolver(json!({"action": "decline"})));
+    let started = Instant::now();
+    let error = connected
+        .client
+        .await_task(state, &options)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "the task stayed input_required with nothing new to answer for 60 polls"
+    );
+    assert!(
+        matches!(error, Error::Stalled { polls: 60, .. }),
+        "{error:?}"
+    );
+    assert_eq!(started.elapsed(), ms(59 * 200));
+    assert_eq!(connected.log.of("tasks/get").len(), 59);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_deadline_ends_a_wait_with_the_last_state_and_notifications_do_not_put_polls_off() {
     let mut gets = 0;
