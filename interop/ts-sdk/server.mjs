@@ -32,7 +32,11 @@
 // _meta (and the task set to input_required, as the SDK's sendRequest does)
 // on the session's standalone GET stream, where 2025-11-25 says clients
 // should expect it too. SEND_VIA_QUEUE=1 uses the SDK's queue instead, to
-// show the drop.
+// show the drop. The transport drops a request sent on that stream before
+// the client's GET has opened it (silently: no event store to replay it
+// from), and a client opens it beside its first requests, so the task
+// could ask first and wait for ever: it asks once the stream is open
+// (waiting for it at most 5 s).
 
 import { createServer } from "node:http";
 import { randomUUID } from "node:crypto";
@@ -134,6 +138,7 @@ function newServer() {
         );
       } else {
         await taskStore.updateTaskStatus(taskId, "input_required", "Waiting for confirmation");
+        await Promise.race([getStream(extra.sessionId).opened, sleep(5000)]);
         answer = await server.server.elicitInput({
           ...params,
           _meta: { [RELATED_TASK_META_KEY]: { taskId } },
@@ -180,6 +185,21 @@ function newServer() {
 
 // Session id -> transport.
 const sessions = new Map();
+
+// Session id -> {opened, open}: `opened` resolves once the session's
+// standalone GET stream is open (its answer's head is written, after the
+// transport registered the stream).
+const getStreams = new Map();
+function getStream(sessionId) {
+  let stream = getStreams.get(sessionId);
+  if (!stream) {
+    let open;
+    const opened = new Promise((resolve) => (open = resolve));
+    stream = { opened, open };
+    getStreams.set(sessionId, stream);
+  }
+  return stream;
+}
 
 async function readBody(req) {
   const chunks = [];
@@ -242,7 +262,10 @@ const http = createServer(async (req, res) => {
         });
         const { server, taskStore } = newServer();
         transport.onclose = () => {
-          if (transport.sessionId) sessions.delete(transport.sessionId);
+          if (transport.sessionId) {
+            sessions.delete(transport.sessionId);
+            getStreams.delete(transport.sessionId);
+          }
           taskStore.cleanup();
         };
         await server.connect(transport);
@@ -256,6 +279,13 @@ const http = createServer(async (req, res) => {
       if (!known) {
         refuse(res, sessionId ? 404 : 400, -32000, "Bad Request: no valid session");
         return;
+      }
+      if (req.method === "GET") {
+        const writeHead = res.writeHead;
+        res.writeHead = function (status, ...rest) {
+          if (status === 200) getStream(sessionId).open();
+          return writeHead.call(this, status, ...rest);
+        };
       }
       await known.handleRequest(req, res);
     } else {

@@ -545,7 +545,7 @@ struct Member<'s, H: ClientHandler> {
 }
 
 impl<H: ClientHandler> Feed for Member<'_, H> {
-    async fn wait(&mut self, wait: &Wait<'_>, pause: Duration) -> Result<Heard, Error> {
+    async fn wait(&mut self, wait: &mut Wait<'_>, pause: Duration) -> Result<Heard, Error> {
         let Some(mail) = self.mail.as_mut() else {
             return Ok(Heard::Sleep);
         };

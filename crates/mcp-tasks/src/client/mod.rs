@@ -438,6 +438,7 @@ impl<H: ClientHandler> TasksClient<H> {
         self.requests()
             .cancel(id, Some(DEFAULT_REQUEST_TIMEOUT))
             .await
+            .map(drop)
     }
 }
 

@@ -112,16 +112,22 @@ impl<'c, H: ClientHandler> TaskRequests<'c, H> {
         }
     }
 
-    /// `tasks/cancel`: asks the server to cancel task `id`.
-    pub(crate) async fn cancel(&self, id: &TaskId, timeout: Option<Duration>) -> Result<(), Error> {
+    /// `tasks/cancel`: asks the server to cancel task `id`. The task's
+    /// state when the era's answer carries one (2025-11-25's does; the
+    /// extension's is an ack).
+    pub(crate) async fn cancel(
+        &self,
+        id: &TaskId,
+        timeout: Option<Duration>,
+    ) -> Result<Option<TaskState>, Error> {
         match self.era {
-            Era::Legacy => self.client.cancel_legacy(id, timeout).await.map(drop),
+            Era::Legacy => self.client.cancel_legacy(id, timeout).await.map(Some),
             Era::Extension => {
                 let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
                     CancelTaskParams::new(id.expose()),
                 ));
                 let result = self.send("tasks/cancel", request, timeout).await?;
-                read_ack("tasks/cancel", result)
+                read_ack("tasks/cancel", result).map(|()| None)
             }
         }
     }

@@ -864,6 +864,381 @@ async fn a_stalled_task_is_given_up_and_cancelled() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_task_asking_for_what_the_resolver_leaves_unanswered_stalls_with_the_request() {
+    let mut asked = false;
+    let connected = connect(Server::legacy(all_tasks()), Handler::default(), move |m| {
+        match m["method"].as_str() {
+            Some("tools/list") => vec![reply(m, tools(&[("slow", Some("required"))]))],
+            Some("tools/call") => vec![reply(m, created(json!({})))],
+            Some("tasks/get") => vec![reply(m, task("input_required", json!({})))],
+            // The first tasks/result carries the question, and stays open.
+            Some("tasks/result") if !asked => {
+                asked = true;
+                vec![elicitation("e1")]
+            }
+            Some("tasks/cancel") => vec![reply(m, task("cancelled", json!({})))],
+            _ => Vec::new(),
+        }
+    })
+    .await;
+    let state = slow_task(&connected).await;
+    let offered = Arc::new(Mutex::new(0usize));
+    let count = offered.clone();
+    // A resolver that answers none of what it is offered.
+    let declines = InputMode::resolver(move |_: BTreeMap<String, Value>| {
+        *count.lock().unwrap() += 1;
+        async { Ok::<_, InputError>(InputResponses::new()) }
+    });
+    let options = options().with_input(declines).with_stall_detection(3, true);
+    let started = Instant::now();
+    let error = connected
+        .client
+        .await_task(state, &options)
+        .await
+        .unwrap_err();
+    let Error::Stalled {
+        state,
+        polls,
+        cancel_sent,
+    } = error
+    else {
+        panic!("expected a stall: {error}");
+    };
+    assert_eq!((polls, cancel_sent), (3, true));
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(3),
+        "three polls, a second apart"
+    );
+    assert_eq!(state.status, TaskStatus::InputRequired);
+    assert_eq!(
+        state.input_requests["e1"]["method"], "elicitation/create",
+        "the stall hands back the request in hand"
+    );
+    assert!(*offered.lock().unwrap() >= 1);
+    assert!(
+        answer_to(&connected.log, "e1").is_none(),
+        "nothing was sent"
+    );
+    assert_eq!(connected.log.of("tasks/cancel").len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_an_answer_a_task_asking_for_nothing_new_stalls_as_in_the_extension() {
+    let mut asked = false;
+    let connected = connect(Server::legacy(all_tasks()), Handler::default(), move |m| {
+        match m["method"].as_str() {
+            Some("tools/list") => vec![reply(m, tools(&[("slow", Some("required"))]))],
+            Some("tools/call") => vec![reply(m, created(json!({})))],
+            // Answered or not, the task keeps saying it waits for input.
+            Some("tasks/get") => vec![reply(m, task("input_required", json!({})))],
+            Some("tasks/result") if !asked => {
+                asked = true;
+                vec![elicitation("e1")]
+            }
+            _ => Vec::new(),
+        }
+    })
+    .await;
+    let state = slow_task(&connected).await;
+    let options = options().with_stall_detection(3, false);
+    let started = Instant::now();
+    let error = connected
+        .client
+        .await_task(state, &options)
+        .await
+        .unwrap_err();
+    let Error::Stalled {
+        polls, cancel_sent, ..
+    } = error
+    else {
+        panic!("expected a stall: {error}");
+    };
+    assert_eq!((polls, cancel_sent), (3, false));
+    assert!(
+        answer_to(&connected.log, "e1").is_some(),
+        "the handler answered"
+    );
+    // The answer went out before the first poll; each of the three polls
+    // after it found nothing new, as the extension's wait counts them.
+    assert_eq!(
+        connected.log.gaps("tasks/get", started),
+        [ms(1000), ms(1000), ms(1000)]
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+    assert!(connected.log.of("tasks/cancel").is_empty());
+}
+
+/// A server as the TypeScript SDK one of `interop/ts-sdk` (a task
+/// `input_required` from its creation, polled every 200 ms), whose
+/// elicitation the test pushes apart from any request of the client (as
+/// that server sends it on its GET stream), and whose `tasks/get` still
+/// says `input_required` for `lag` polls after the answer before the task
+/// completes with what was answered (`tasks/result` is held until then).
+fn acts_late_on_the_answer(lag: usize) -> impl FnMut(&Value) -> Vec<Value> + Send + 'static {
+    let every = json!({"pollInterval": 200});
+    let mut held: Vec<Value> = Vec::new();
+    let mut action: Option<String> = None;
+    let mut polls_after = 0usize;
+    move |m| match m["method"].as_str() {
+        Some("tools/list") => vec![reply(m, tools(&[("confirm", Some("optional"))]))],
+        Some("tools/call") => {
+            let mut created = created(every.clone());
+            created["task"]["status"] = json!("input_required");
+            vec![reply(m, created)]
+        }
+        Some("tasks/get") => {
+            let Some(action) = &action else {
+                return vec![reply(m, task("input_required", every.clone()))];
+            };
+            polls_after += 1;
+            if polls_after <= lag {
+                return vec![reply(m, task("input_required", every.clone()))];
+            }
+            let done = not_confirmed(action);
+            let mut out = vec![reply(m, task("completed", every.clone()))];
+            out.extend(held.drain(..).map(|held| reply(&held, done.clone())));
+            out
+        }
+        Some("tasks/result") => match &action {
+            Some(action) if polls_after > lag => vec![reply(m, not_confirmed(action))],
+            _ => {
+                held.push(m.clone());
+                Vec::new()
+            }
+        },
+        None if m["id"] == "e1" => {
+            action = m["result"]["action"].as_str().map(str::to_owned);
+            Vec::new()
+        }
+        _ => unknown(m),
+    }
+}
+
+/// What the server of [`acts_late_on_the_answer`] ends with.
+fn not_confirmed(action: &str) -> Value {
+    text(&format!("Not confirmed: drop ({action})"), false)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_declined_answer_ends_the_task_that_stays_input_required_a_while_after_it() {
+    // Whenever the request comes (at once, between two polls, just at a
+    // poll, a few polls in), the answer goes out once, and the polls of the
+    // task still input_required after it (fewer than stall_polls) wait for
+    // it to act on the answer: they are no stall.
+    for at in [0, 1, 150, 200, 201, 450, 1000] {
+        let lag = 10;
+        let connected = connect(
+            Server::legacy(all_tasks()),
+            Handler::default(),
+            acts_late_on_the_answer(lag),
+        )
+        .await;
+        let CallResponse::Task(state) = connected
+            .client
+            .call_tool("confirm", (), CallOptions::default())
+            .await
+            .unwrap()
+        else {
+            panic!("confirm should be a task");
+        };
+        let options = options().with_input(resolver(json!({"action": "decline"})));
+        let (outcome, ()) = tokio::join!(connected.client.await_task(state, &options), async {
+            tokio::time::sleep(ms(at)).await;
+            connected.push(elicitation("e1"));
+        });
+        let outcome = outcome.unwrap_or_else(|error| panic!("request at {at} ms: {error}"));
+        assert_eq!(
+            completed_text(&outcome),
+            "Not confirmed: drop (decline)",
+            "request at {at} ms"
+        );
+        let answer = answer_to(&connected.log, "e1").expect("the elicitation was answered");
+        assert_eq!(answer["result"], json!({"action": "decline"}));
+        let answered_at = connected
+            .log
+            .all()
+            .into_iter()
+            .find(|received| received.message["id"] == "e1" && received.method().is_empty())
+            .map(|received| received.at)
+            .unwrap();
+        let polls_after = connected
+            .log
+            .of("tasks/get")
+            .into_iter()
+            .filter(|get| get.at > answered_at)
+            .count();
+        assert_eq!(polls_after, lag + 1, "request at {at} ms");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_the_server_lost_ends_as_a_stall_after_stall_polls() {
+    // The same server, whose elicitation never reaches the client (the
+    // TypeScript SDK drops a request sent on a GET stream not open yet):
+    // the task asks for nothing the wait holds, for 60 states (the one the
+    // call answered with, then 59 polls, 200 ms apart).
+    let connected = connect(
+        Server::legacy(all_tasks()),
+        Handler::default(),
+        acts_late_on_the_answer(0),
+    )
+    .await;
+    let CallResponse::Task(state) = connected
+        .client
+        .call_tool("confirm", (), CallOptions::default())
+        .await
+        .unwrap()
+    else {
+        panic!("confirm should be a task");
+    };
+    let options = options().with_input(resolver(json!({"action": "decline"})));
+    let started = Instant::now();
+    let error = connected
+        .client
+        .await_task(state, &options)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "the task stayed input_required with nothing new to answer for 60 polls"
+    );
+    assert!(
+        matches!(error, Error::Stalled { polls: 60, .. }),
+        "{error:?}"
+    );
+    assert_eq!(started.elapsed(), ms(59 * 200));
+    assert_eq!(connected.log.of("tasks/get").len(), 59);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_ends_a_wait_with_the_last_state_and_notifications_do_not_put_polls_off() {
+    let mut gets = 0;
+    let connected = connect(Server::legacy(all_tasks()), Handler::default(), move |m| {
+        match m["method"].as_str() {
+            Some("tools/list") => vec![reply(m, tools(&[("slow", Some("required"))]))],
+            Some("tools/call") => vec![reply(m, created(json!({})))],
+            Some("tasks/get") => {
+                gets += 1;
+                let message = format!("step {gets}");
+                vec![reply(m, task("working", json!({"statusMessage": message})))]
+            }
+            // tasks/result stays open: the task never ends.
+            _ => Vec::new(),
+        }
+    })
+    .await;
+    let state = slow_task(&connected).await;
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let record = seen.clone();
+    let options = options()
+        .with_deadline(Some(ms(3500)))
+        .with_observer(move |state| record.lock().unwrap().push(state.status_message.clone()));
+    let started = Instant::now();
+    let (outcome, ()) = tokio::join!(connected.client.await_task(state, &options), async {
+        tokio::time::sleep(ms(1500)).await;
+        connected.push(status(task("working", json!({"statusMessage": "heard"}))));
+    });
+    let error = outcome.unwrap_err();
+    assert!(error.is_timeout(), "{error}");
+    assert_eq!(started.elapsed(), ms(3500));
+    let last = error.task_state().expect("the last state read");
+    assert_eq!(
+        (&last.status, last.status_message.as_deref()),
+        (&TaskStatus::Working, Some("step 3"))
+    );
+    assert_eq!(
+        connected.log.gaps("tasks/get", started),
+        [ms(1000), ms(1000), ms(1000)],
+        "the notification at 1.5 s did not move the poll at 2 s"
+    );
+    let seen = seen.lock().unwrap();
+    let messages: Vec<Option<&str>> = seen.iter().map(Option::as_deref).collect();
+    assert_eq!(
+        messages,
+        [
+            None,
+            Some("step 1"),
+            Some("heard"),
+            Some("step 2"),
+            Some("step 3")
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_and_wait_settles_at_the_settling_interval_and_reads_a_failure_first() {
+    // tasks/cancel answers before the task has stopped; the polls settle it.
+    let mut gets = 0;
+    let connected =
+        connect(
+            Server::legacy(all_tasks()),
+            Handler::default(),
+            move |m| match m["method"].as_str() {
+                Some("tasks/cancel") => vec![reply(m, task("working", json!({})))],
+                Some("tasks/get") => {
+                    gets += 1;
+                    let status = if gets < 3 { "working" } else { "cancelled" };
+                    vec![reply(m, task(status, json!({})))]
+                }
+                _ => unknown(m),
+            },
+        )
+        .await;
+    let (seen, observed) = statuses();
+    let started = Instant::now();
+    let outcome = connected
+        .client
+        .cancel_and_wait(&TaskId::new(TASK), &observed)
+        .await
+        .unwrap();
+    assert!(matches!(outcome, TaskOutcome::Cancelled(_)), "{outcome:?}");
+    assert_eq!(
+        connected.log.gaps("tasks/get", started),
+        [ms(50), ms(100), ms(200)],
+        "from the minimum interval, doubling"
+    );
+    use TaskStatus::{Cancelled, Working};
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [Working, Working, Working, Cancelled],
+        "the state tasks/cancel answered with is the first"
+    );
+    assert!(connected.log.of("tasks/result").is_empty());
+
+    // The task had failed: tasks/cancel is refused, and the outcome is the
+    // JSON-RPC error its tasks/result answers with.
+    let connected = connect(
+        Server::legacy(all_tasks()),
+        Handler::default(),
+        |m| match m["method"].as_str() {
+            Some("tasks/cancel") => vec![refuse(
+                m,
+                -32602,
+                "Cannot cancel task in terminal status: failed",
+            )],
+            Some("tasks/get") => vec![reply(m, task("failed", json!({})))],
+            Some("tasks/result") => vec![refuse(m, -32000, "upstream down")],
+            _ => unknown(m),
+        },
+    )
+    .await;
+    let outcome = connected
+        .client
+        .cancel_and_wait(&TaskId::new(TASK), &options())
+        .await
+        .unwrap();
+    let TaskOutcome::Failed(failure) = outcome else {
+        panic!("expected failed: {outcome:?}");
+    };
+    assert_eq!(
+        (failure.error.code, failure.error.message.as_str()),
+        (-32000, "upstream down")
+    );
+    assert_eq!(connected.log.of("tasks/result").len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_server_of_both_eras_is_used_in_the_new_one() {
     let server = Server {
         discover: Some(discover_result(true)),

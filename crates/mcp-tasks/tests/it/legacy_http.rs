@@ -14,9 +14,10 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use mcp_tasks::error::ProtocolViolation;
 use mcp_tasks::{
-    CallOptions, CallResponse, ConnectOptions, Endpoint, Era, TaskOutcome, TaskStatus, TasksClient,
-    Ttl,
+    CallOptions, CallResponse, ConnectOptions, Endpoint, Era, Error, TaskOutcome, TaskStatus,
+    TasksClient, Ttl,
 };
 use serde_json::{Value, json};
 
@@ -41,6 +42,8 @@ struct Seen {
     gets: HashMap<String, usize>,
     cancelled: HashSet<String>,
     created: usize,
+    /// `tasks/result`s answered with something that is not JSON-RPC.
+    garbled: usize,
 }
 
 #[derive(Clone)]
@@ -92,12 +95,13 @@ impl Scripted {
             "tools/list" => json!({"tools": [
                 {"name": "research", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}},
                 {"name": "fails", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
+                {"name": "garbled", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}},
                 {"name": "echo", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "forbidden"}}]}),
             "tools/call" => {
                 let name = params["name"].as_str().unwrap_or_default();
                 match (name, params.get("task").is_some()) {
                     ("echo", false) => json!({"content": [{"type": "text", "text": "echo: hi"}]}),
-                    ("research" | "fails", true) => {
+                    ("research" | "fails" | "garbled", true) => {
                         let mut seen = self.seen.lock().unwrap();
                         seen.created += 1;
                         json!({"task": task(&format!("{name}-{}", seen.created), "working")})
@@ -152,6 +156,19 @@ async fn post(State(server): State<Scripted>, headers: HeaderMap, body: Bytes) -
         return Response::builder()
             .status(StatusCode::ACCEPTED)
             .body(Body::empty())
+            .unwrap();
+    }
+    if method == Some("tasks/result")
+        && message["params"]["taskId"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("garbled"))
+    {
+        // What a proxy in the way might answer: not a JSON-RPC message.
+        server.seen.lock().unwrap().garbled += 1;
+        return Response::builder()
+            .header("content-type", "text/html")
+            .header("mcp-session-id", SESSION)
+            .body(Body::from("<html>502 Bad Gateway</html>"))
             .unwrap();
     }
     let mut answer = json!({"jsonrpc": "2.0", "id": message["id"]});
@@ -319,4 +336,37 @@ async fn tasks_run_alike_over_json_bodies_and_over_sse() {
             "{answers:?}: every request was answered so"
         );
     }
+}
+
+#[tokio::test]
+async fn a_tasks_result_answered_with_garbage_ends_the_wait_after_three_answers() {
+    let server = Scripted {
+        answers: Answers::Json,
+        seen: Arc::default(),
+    };
+    let url = serve(server.clone()).await;
+    let client = TasksClient::connect(
+        Endpoint::url(url),
+        Handler::default(),
+        ConnectOptions::default(),
+    )
+    .await
+    .expect("the client connects");
+    let CallResponse::Task(state) = client
+        .call_tool("garbled", (), CallOptions::default())
+        .await
+        .unwrap()
+    else {
+        panic!("garbled should be a task");
+    };
+    let outcome = client.await_task(state, &options()).await;
+    let Err(Error::Protocol {
+        violation: ProtocolViolation::UnusableAnswers { method, attempts },
+        ..
+    }) = &outcome
+    else {
+        panic!("a protocol error expected, got {outcome:?}")
+    };
+    assert_eq!((*method, *attempts), ("tasks/result", 3));
+    assert_eq!(server.seen.lock().unwrap().garbled, 3);
 }

@@ -77,9 +77,9 @@
 //!
 //! [tap-http]: https://docs.rs/mcp-tasks/latest/mcp_tasks/client/legacy/struct.Tap.html#method.http
 
+mod feed;
 mod handler;
 mod tap;
-mod wait;
 mod wire;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};

@@ -14,7 +14,8 @@ use crate::client::error::{Error, Stage};
 use crate::client::listen::{self, Event, ListenMode, Refusal, Stream};
 use crate::client::state::TaskState;
 
-/// What the wait does next, as [`Listening::wait`] decides.
+/// What the wait does next, as [`Listening::wait`] (or another
+/// [`Feed`](super::Feed)) decides.
 #[derive(Debug)]
 pub(crate) enum Heard {
     /// A notification: act on it as on a poll result.
@@ -27,6 +28,9 @@ pub(crate) enum Heard {
     ReadNow,
     /// Not listening: sleep the pause and poll.
     Sleep,
+    /// Input requests came apart from the task's states (a feed's, never a
+    /// listen stream's): decide again on the state in hand, answering them.
+    Input,
 }
 
 enum State {

@@ -3,10 +3,11 @@
 //!
 //! This file holds what a wait is given ([`AwaitOptions`], [`AwaitFrom`]),
 //! its entry points, and [`Wait`]: the deadline-bounded steps every loop
-//! takes (a request retried with backoff, a pause, a state observed). The
-//! era is told once, at the start, and picks the loop: the extension's is
-//! the state machine of `machine.rs`, fed by `listening.rs` (or by a set's
-//! stream, [`many`](super::many)); the 2025-11-25 era's is in
+//! takes (a request retried with backoff, [`Retries`], a pause, a state
+//! observed). The wait itself is the state machine of `machine.rs`, in
+//! either era; the era is told once, at the start, and picks what feeds it:
+//! in the extension's, `listening.rs` (or a set's stream,
+//! [`many`](super::many)); in the 2025-11-25 era's, the feed of
 //! [`legacy`](super::legacy). The requests they send are `wire.rs`'s.
 //!
 //! Cancel safety: dropping the future stops the wait and closes its listen
@@ -27,7 +28,7 @@ use tokio::time::Instant;
 pub(crate) use listening::{Heard, is_stale};
 pub(crate) use machine::{Feed, Machine};
 
-use self::machine::await_extension;
+use self::machine::{Alone, await_extension};
 use super::deadline::Deadline;
 use super::error::{Error, ProtocolViolation, Retry, Stage};
 use super::listen::ListenMode;
@@ -346,7 +347,7 @@ impl<'a> Wait<'a> {
     /// with doubling backoff until the deadline. An answer that is not a
     /// JSON-RPC message is retried too, at most [`UNUSABLE_ANSWERS`] times in
     /// a row, deadline or not: a server that keeps answering garbage is not
-    /// worth waiting for.
+    /// worth waiting for (see [`Retries`]).
     pub(super) async fn retrying<T, F, Fut>(
         &self,
         method: &'static str,
@@ -356,36 +357,14 @@ impl<'a> Wait<'a> {
         F: FnMut(Duration) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        let mut backoff = self.options.retry_backoff;
-        let mut unusable = 0u32;
+        let mut retries = Retries::new(method, self.options);
         loop {
             match self.request(method, &mut request).await {
-                Err(error) if error.retry() != Retry::No => {
-                    if error.retry() == Retry::Garbage {
-                        unusable += 1;
-                        if unusable >= UNUSABLE_ANSWERS {
-                            tracing::debug!(%error, method, "the server keeps answering garbage");
-                            return Err(Error::protocol(
-                                ProtocolViolation::UnusableAnswers {
-                                    method,
-                                    attempts: unusable,
-                                },
-                                None,
-                            ));
-                        }
-                    }
-                    tracing::debug!(%error, ?backoff, method, "failed in transport; retrying");
-                    // An answer, however wrong, never makes the wait send
-                    // faster than its interval; a lost one is retried sooner.
-                    let pause = if error.retry() == Retry::Garbage {
-                        backoff.max(self.options.interval_for(self.current.as_ref()))
-                    } else {
-                        backoff
-                    };
+                Err(error) => {
+                    let pause = retries.after(self, error)?;
                     self.sleep_in(pause, Stage::Request { method }).await?;
-                    backoff = (backoff * 2).min(self.options.max_interval);
                 }
-                other => return other,
+                answered => return answered,
             }
         }
     }
@@ -396,6 +375,81 @@ impl<'a> Wait<'a> {
             observer(&state);
         }
         self.current.insert(state)
+    }
+}
+
+/// The retries of one request of a wait: the pause before each further
+/// attempt (from `retry_backoff`, doubling up to `max_interval`), and the
+/// answers that were not JSON-RPC messages, at most [`UNUSABLE_ANSWERS`] in
+/// a row. [`Wait::retrying`] runs a request with it; a request kept open
+/// beside the wait's reads, one that blocks until the task ends, runs it by
+/// hand ([`Retries::blocking`]).
+pub(crate) struct Retries {
+    method: &'static str,
+    backoff: Duration,
+    unusable: u32,
+    blocking: bool,
+}
+
+impl Retries {
+    /// The retries of a `method` request that answers at once.
+    pub(crate) fn new(method: &'static str, options: &AwaitOptions) -> Self {
+        Self {
+            method,
+            backoff: options.retry_backoff,
+            unusable: 0,
+            blocking: false,
+        }
+    }
+
+    /// The retries of a `method` request that blocks until the task ends:
+    /// running out of its own time is how it says "not yet", so it is sent
+    /// again at once, and that breaks a row of unusable answers.
+    pub(crate) fn blocking(method: &'static str, options: &AwaitOptions) -> Self {
+        Self {
+            blocking: true,
+            ..Self::new(method, options)
+        }
+    }
+
+    /// After an attempt failed with `error`: the pause before the next
+    /// one, or the error that ends the request (one not worth retrying, or
+    /// the last of [`UNUSABLE_ANSWERS`] unusable answers).
+    pub(crate) fn after(&mut self, wait: &Wait<'_>, error: Error) -> Result<Duration, Error> {
+        let method = self.method;
+        match error.retry() {
+            Retry::No => return Err(error),
+            Retry::Garbage => {
+                self.unusable += 1;
+                if self.unusable >= UNUSABLE_ANSWERS {
+                    tracing::debug!(%error, method, "the server keeps answering garbage");
+                    return Err(Error::protocol(
+                        ProtocolViolation::UnusableAnswers {
+                            method,
+                            attempts: self.unusable,
+                        },
+                        None,
+                    ));
+                }
+            }
+            Retry::Fault if self.blocking && error.is_request_timeout() => {
+                tracing::debug!(method, "ran out of its time; sending it again");
+                self.unusable = 0;
+                return Ok(Duration::ZERO);
+            }
+            Retry::Fault => {}
+        }
+        let backoff = self.backoff;
+        tracing::debug!(%error, ?backoff, method, "failed in transport; retrying");
+        // An answer, however wrong, never makes the wait send faster than
+        // its interval; a lost one is retried sooner.
+        let pause = if error.retry() == Retry::Garbage {
+            backoff.max(wait.options.interval_for(wait.current.as_ref()))
+        } else {
+            backoff
+        };
+        self.backoff = (backoff * 2).min(wait.options.max_interval);
+        Ok(pause)
     }
 }
 
@@ -442,7 +496,7 @@ impl<H: ClientHandler> TasksClient<H> {
             AwaitFrom::State(state) => (state.id.clone(), Some(*state)),
             AwaitFrom::Id(id) => (id, None),
         };
-        // The era, told once: each era has its own loop.
+        // The era, told once: each era feeds the machine its own way.
         let requests = self.requests();
         let mut wait = Wait::new(options, id, deadline);
         let outcome = match requests.era() {
@@ -488,49 +542,63 @@ impl<H: ClientHandler> TasksClient<H> {
         let mut wait = Wait::new(options, id.clone(), Deadline::start(options.deadline));
         let state = match requests.era() {
             Era::Legacy => self.cancel_and_wait_legacy(&mut wait).await,
-            Era::Extension => cancel_and_wait_extension(requests, &mut wait).await,
+            Era::Extension => {
+                cancel_and_settle(requests, &mut wait, &mut Alone::polling(requests)).await
+            }
         };
         self.flushed(&wait, state).await
     }
 }
 
-/// [`TasksClient::cancel_and_wait`] in the extension's era: `tasks/cancel`,
-/// then `tasks/get` at the settling interval until the task has its outcome.
-async fn cancel_and_wait_extension<H: ClientHandler>(
+/// [`TasksClient::cancel_and_wait`] in either era: `tasks/cancel`, then the
+/// task read by `feed` at the settling interval until it has its outcome,
+/// starting from the state `tasks/cancel` answered with where the era's
+/// does. A finished state without its payload gets it from `feed` where it
+/// comes apart from the states, else it is read again, a few times.
+pub(crate) async fn cancel_and_settle<H: ClientHandler>(
     requests: TaskRequests<'_, H>,
     wait: &mut Wait<'_>,
+    feed: &mut impl Feed,
 ) -> Result<TaskOutcome, Error> {
-    let (id, options) = (wait.id.clone(), wait.options);
-    wait.retrying("tasks/cancel", |timeout| {
-        requests.cancel(&id, Some(timeout))
-    })
-    .await?;
+    let id = wait.id.clone();
+    let mut read = wait
+        .retrying("tasks/cancel", |timeout| {
+            requests.cancel(&id, Some(timeout))
+        })
+        .await?;
     let mut settling = 0;
     // Finished states in a row that lacked their payload.
     let mut incomplete = 0u32;
     loop {
-        let state = wait
-            .retrying("tasks/get", |timeout| requests.get(&id, Some(timeout)))
-            .await?;
+        let state = match read.take() {
+            Some(state) => state,
+            None => feed.read(wait).await?,
+        };
         let current = wait.observe(state);
         if current.has_outcome() {
             return current.outcome();
         }
         if current.status.is_terminal() {
+            let finished = current.clone();
+            if let Some(state) = feed.payload(wait, &finished).await? {
+                return wait.observe(state).outcome();
+            }
             // As in a wait: tasks/get must carry the payload; read again
             // a few times before giving up on the server.
             incomplete += 1;
             if incomplete >= INCOMPLETE_POLLS {
                 return Err(Error::protocol(
                     ProtocolViolation::IncompleteTask {
-                        status: current.status.clone(),
+                        status: finished.status,
                         polls: incomplete,
                     },
-                    Some(current.raw.clone()),
+                    Some(finished.raw),
                 ));
             }
         }
-        let pause = options.settling_interval(settling, Some(current));
+        let pause = wait
+            .options
+            .settling_interval(settling, wait.current.as_ref());
         settling += 1;
         wait.sleep(pause).await?;
     }
