@@ -85,6 +85,7 @@ mod drain;
 mod draining;
 mod engine;
 mod era;
+mod follower;
 mod handoff;
 #[cfg(feature = "http-server")]
 pub mod http;
