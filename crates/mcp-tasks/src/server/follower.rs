@@ -99,6 +99,12 @@ impl Follower {
         self
     }
 
+    /// Makes the next step read at once, unwoken: for a caller that has
+    /// learnt otherwise that the task may have changed (it wrote to it).
+    pub(crate) fn reread(&mut self) {
+        self.due = true;
+    }
+
     /// The task's id.
     pub(crate) fn id(&self) -> &TaskId {
         &self.id
