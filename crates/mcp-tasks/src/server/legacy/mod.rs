@@ -56,7 +56,7 @@ mod reroute;
 mod wire;
 
 pub(crate) use answer::{CALL, answer, call_tool};
-pub(crate) use reroute::{declares_extension, may_reroute, reroute};
+pub(crate) use reroute::{Lines, reroute};
 
 #[cfg(doc)]
 use super::TaskRuntime;
