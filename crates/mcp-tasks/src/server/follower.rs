@@ -26,14 +26,16 @@ use crate::task::TaskId;
 /// The change feed wakes a follower at once for every change any replica
 /// makes (and every follower when the feed lagged or a shared store
 /// reports a gap), so this re-read is only a safety net: for a change the
-/// feed lost and nothing reported. 5 s, the shortest of the intervals the
-/// three loops this replaced had (a blocked `tasks/result` re-read every
-/// 5 s, status notifications every 10 s, listen streams every 30 s), so
-/// that no caller waits longer for such a change than before, and a closed
-/// 2025-11-25 session is noticed sooner. The price is a read of each
-/// followed task every 5 s: a fifth of what a client polling `tasks/get`
-/// at the runtime's default poll interval (1 s) costs, which is what
-/// listens and a blocking `tasks/result` exist to save.
+/// feed lost and nothing reported. 5 s because a blocked `tasks/result`
+/// has a client waiting on it that does not poll meanwhile: such a change
+/// must not hold it for long (it re-read every 5 s before this follower).
+/// Listen streams and status notifications, whose clients poll anyway,
+/// take the same value (they re-read every 30 s and 10 s before): none of
+/// the three waits longer than it did, and a closed 2025-11-25 session is
+/// noticed sooner. The price is a read of each followed task every 5 s:
+/// a fifth of what a client polling `tasks/get` at the runtime's default
+/// poll interval (1 s) costs, which is what listens and a blocking
+/// `tasks/result` exist to save.
 pub(crate) const REREAD_EVERY: Duration = Duration::from_secs(5);
 
 /// One task followed for one principal (see the [module docs](self)).
