@@ -4,14 +4,19 @@
 //!
 //! One floor below everything that reads it: the runtime's handle
 //! (`runtime.rs`), tool contexts (`context.rs`), supervision
-//! (`supervise.rs`), takeover (`takeover.rs`), listen streams and the
-//! 2025-11-25 tasks all hold an `Arc<Inner>` (or a weak one) and read it;
+//! (`supervise.rs`), takeover (`takeover.rs`) and the follower of a task's
+//! changes (`follower.rs`) all hold an `Arc<Inner>` (or a weak one) and read it;
 //! this file imports only the parts it is made of (admission, the caller
 //! and stream counts, the lease, the clock, the waiters), never the files
 //! above. The builder (`builder.rs`) makes it.
 //!
 //! Every change of a task's record goes through [`Inner::modify_at`], which
 //! tells the runtime's observers (`observe.rs`) after the write succeeded.
+//!
+//! The state is the engine's own: its fields, and the runtime's handle on
+//! it, are visible inside `server::engine` only. The transports, the
+//! 2025-11-25 era and the operator listener reach it through
+//! [`TaskRuntime`](crate::server::TaskRuntime)'s methods.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,56 +44,56 @@ use crate::telemetry::task_hash::TaskHasher;
 
 /// What every clone of a runtime shares.
 pub(crate) struct Inner {
-    pub(crate) store: SharedStore,
-    pub(crate) live: Arc<LiveTasks>,
+    pub(in crate::server::engine) store: SharedStore,
+    pub(in crate::server::engine) live: Arc<LiveTasks>,
     /// The bounds on running and queued tasks, and the queue.
-    pub(crate) admission: Arc<Admission>,
+    pub(in crate::server::engine) admission: Arc<Admission>,
     /// What a drain tells the supervision of each task.
-    pub(crate) draining: Draining,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) principal: PrincipalExtractor,
-    pub(crate) waiters: Waiters,
-    pub(crate) listeners: Listeners,
-    pub(crate) settings: Settings,
+    pub(in crate::server::engine) draining: Draining,
+    pub(in crate::server::engine) clock: Arc<dyn Clock>,
+    pub(in crate::server::engine) principal: PrincipalExtractor,
+    pub(in crate::server::engine) waiters: Waiters,
+    pub(in crate::server::engine) listeners: Listeners,
+    pub(in crate::server::engine) settings: Settings,
     /// This process's leases, on a store shared by several processes.
-    pub(crate) leasing: Option<Leasing>,
+    pub(in crate::server::engine) leasing: Option<Leasing>,
     /// Whether a resumable task taken over from a stopped server runs
     /// again here (the builder was given the code, which the takeover in
     /// `takeover.rs` holds: it names the `TaskContext`, a floor above).
-    pub(crate) resumes: bool,
+    pub(in crate::server::engine) resumes: bool,
     /// The runner this runtime names in the resumable tasks it runs on a
     /// store of one process (on a shared store, its lease names them), so
     /// that the next process on the store (SQLite) resumes them.
-    pub(crate) runner: RunnerId,
+    pub(in crate::server::engine) runner: RunnerId,
     /// Each tool's policy as 2025-11-25 clients read it in `tools/list`.
-    pub(crate) advertised: Advertised,
+    pub(in crate::server::engine) advertised: Advertised,
     /// Each caller's creation rate, when limited.
-    pub(crate) rate: Option<Arc<RateLimits>>,
+    pub(in crate::server::engine) rate: Option<Arc<RateLimits>>,
     /// The spans of the sampled tasks this process created.
     #[cfg(feature = "otel")]
-    pub(crate) task_spans: Arc<TaskSpans>,
+    pub(in crate::server::engine) task_spans: Arc<TaskSpans>,
     /// What hears each task's events, if anything does.
-    pub(crate) observers: Option<Observers>,
+    pub(in crate::server::engine) observers: Option<Observers>,
     /// The task hasher of the store's key, read from the store once.
-    pub(crate) hasher: tokio::sync::OnceCell<TaskHasher>,
+    pub(in crate::server::engine) hasher: tokio::sync::OnceCell<TaskHasher>,
 }
 
 /// The runtime's settings, as the builder set them.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
-    pub(crate) default_ttl: Ttl,
-    pub(crate) poll_interval: Duration,
-    pub(crate) retention: Duration,
-    pub(crate) sweep_interval: Duration,
-    pub(crate) max_tasks_per_caller: Option<usize>,
-    pub(crate) max_lifetime: Option<Duration>,
-    pub(crate) max_listen_streams: usize,
-    pub(crate) max_listen_streams_per_caller: usize,
-    pub(crate) lease_period: Duration,
-    pub(crate) quota_by_header: bool,
-    pub(crate) rate_per_caller: Option<CreationRate>,
+    pub(in crate::server::engine) default_ttl: Ttl,
+    pub(in crate::server::engine) poll_interval: Duration,
+    pub(in crate::server::engine) retention: Duration,
+    pub(in crate::server::engine) sweep_interval: Duration,
+    pub(in crate::server::engine) max_tasks_per_caller: Option<usize>,
+    pub(in crate::server::engine) max_lifetime: Option<Duration>,
+    pub(in crate::server::engine) max_listen_streams: usize,
+    pub(in crate::server::engine) max_listen_streams_per_caller: usize,
+    pub(in crate::server::engine) lease_period: Duration,
+    pub(in crate::server::engine) quota_by_header: bool,
+    pub(in crate::server::engine) rate_per_caller: Option<CreationRate>,
     /// The most bytes of JSON one tool outcome may weigh (`None`: no bound).
-    pub(crate) max_result_bytes: Option<usize>,
+    pub(in crate::server::engine) max_result_bytes: Option<usize>,
 }
 
 impl Inner {

@@ -3,7 +3,6 @@
 //! `tasks/result`, `tasks/list` and `tasks/cancel`.
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -17,6 +16,7 @@ use serde_json::{Map, Value, json};
 use super::wire::{self, RELATED_TASK};
 use super::{PREFIX, is_initialize_era, notify};
 use crate::server::engine::era::Augmented;
+use crate::server::engine::tasks::follower::Follower;
 use crate::server::engine::tasks::runtime::TaskRuntime;
 use crate::server::engine::wire::task_not_found;
 use crate::store::{Change, Modified, PackedRecord, Principal};
@@ -24,11 +24,6 @@ use crate::task::{TaskId, TaskStatus};
 
 /// How many tasks one `tasks/list` page holds.
 pub(crate) const LIST_PAGE: usize = 50;
-
-/// How often a blocked `tasks/result` reads its task again without a
-/// wake-up: the safety net for changes the change feed cannot announce
-/// (another process writing to a shared store).
-const REREAD_EVERY: Duration = Duration::from_secs(5);
 
 /// The method a rerouted `tools/call` (one that asked for a task) reaches
 /// rmcp's custom-request hook under.
@@ -158,7 +153,7 @@ async fn cancel(
     if record.status().is_terminal() {
         return Err(ended(&record));
     }
-    let cancelled = match runtime.inner.modify(id, &Change::Cancel).await? {
+    let cancelled = match runtime.apply(id, &Change::Cancel).await? {
         Modified::Applied(next) => next,
         Modified::Refused(now, _) if *now.status() == TaskStatus::Cancelled => now,
         Modified::Refused(now, _) => return Err(ended(&PackedRecord::pack(now))),
@@ -232,39 +227,44 @@ async fn result(
     principal: &Principal,
     context: &RequestContext<RoleServer>,
 ) -> Result<CustomResult, ErrorData> {
-    let mut waiter = runtime.inner.waiters.register(id);
+    let mut follower = Follower::new(runtime, id.clone(), principal.clone());
     let mut asking = FuturesUnordered::new();
     // Asked on this stream (answered or not): a client that fails to answer
     // is not asked the same again here; a later `tasks/result` asks again.
     let mut asked = HashSet::new();
     loop {
-        let record = runtime.current(id, principal).await?;
-        if record.status().is_terminal() {
-            return wire::payload(&record).map(CustomResult::new);
-        }
-        for (key, request) in record.input_requests() {
-            if asked.insert(key.clone()) {
-                // Polled inside this handler, so rmcp sends each request on
-                // the stream of this `tasks/result` (over HTTP, its SSE answer).
-                asking.push(ask(context, id, key.clone(), request.clone()));
-            }
-        }
         tokio::select! {
-            () = waiter.wait(REREAD_EVERY) => {}
-            Some((key, answer)) = asking.next(), if !asking.is_empty() => match answer {
-                Ok(answer) => {
-                    let answers = BTreeMap::from([(key, answer)]);
-                    match runtime.update_task_as(id, answers, principal).await {
-                        Ok(()) => {}
-                        // Gone meanwhile: the next read says so.
-                        Err(error) if error.code == ErrorCode::INVALID_PARAMS => {}
-                        Err(error) => return Err(error),
+            next = follower.next() => {
+                // `None` only once the runtime is gone.
+                let record = next.unwrap_or_else(|| Err(task_not_found()))?;
+                if record.status().is_terminal() {
+                    return wire::payload(&record).map(CustomResult::new);
+                }
+                for (key, request) in record.input_requests() {
+                    if asked.insert(key.clone()) {
+                        // Polled inside this handler, so rmcp sends each request on
+                        // the stream of this `tasks/result` (over HTTP, its SSE answer).
+                        asking.push(ask(context, id, key.clone(), request.clone()));
                     }
                 }
-                Err(error) => {
-                    tracing::debug!(%error, "the client did not answer a task's input request");
+            }
+            Some((key, answer)) = asking.next(), if !asking.is_empty() => {
+                match answer {
+                    Ok(answer) => {
+                        let answers = BTreeMap::from([(key, answer)]);
+                        match runtime.update_task_as(id, answers, principal).await {
+                            Ok(()) => {}
+                            // Gone meanwhile: the next read says so.
+                            Err(error) if error.code == ErrorCode::INVALID_PARAMS => {}
+                            Err(error) => return Err(error),
+                        }
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "the client did not answer a task's input request");
+                    }
                 }
-            },
+                follower.reread();
+            }
             () = context.ct.cancelled() => {
                 return Err(ErrorData::internal_error("tasks/result was cancelled", None));
             }

@@ -56,7 +56,9 @@ mod reroute;
 mod wire;
 
 pub(crate) use answer::{CALL, answer, call_tool};
-pub(crate) use reroute::{declares_extension, may_reroute, reroute};
+pub(crate) use reroute::Lines;
+#[cfg(feature = "http-server")]
+pub(crate) use reroute::reroute;
 
 #[cfg(doc)]
 use super::TaskRuntime;

@@ -4,8 +4,6 @@
 //! each tool's `execution.taskSupport` in `tools/list`. The answers are
 //! turned into rmcp's `CustomResult` (any JSON) with the fields added.
 
-use std::sync::{Arc, Weak};
-
 use rmcp::RoleServer;
 use rmcp::model::{ClientRequest, CustomResult, JsonRpcMessage, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
@@ -13,13 +11,12 @@ use rmcp::transport::Transport;
 use serde_json::Value;
 
 use super::wire;
-use crate::server::engine::state::Inner;
-use crate::server::engine::tasks::runtime::TaskRuntime;
+use crate::server::engine::tasks::runtime::{TaskRuntime, WeakRuntime};
 
 /// The rewriting of one connection's (or HTTP session's) answers.
 #[derive(Debug)]
 pub(crate) struct Outbound {
-    runtime: Weak<Inner>,
+    runtime: WeakRuntime,
     /// The connection was opened with `initialize`.
     initialize_era: bool,
     /// Its `InitializeResult` declared the Tasks extension, so this era's
@@ -33,7 +30,7 @@ impl Outbound {
     /// request ([`Outbound::received`]).
     pub(crate) fn new(runtime: &TaskRuntime, initialize_era: bool) -> Self {
         Self {
-            runtime: Arc::downgrade(&runtime.inner),
+            runtime: runtime.downgrade(),
             initialize_era,
             tasks: false,
         }
@@ -71,7 +68,7 @@ impl Outbound {
                 })
             }
             ServerResult::ListToolsResult(result) if self.tasks => {
-                let runtime = self.runtime.upgrade().map(|inner| TaskRuntime { inner });
+                let runtime = self.runtime.upgrade();
                 serde_json::to_value(result).ok().map(|mut value| {
                     if let (Some(runtime), Some(Value::Array(tools))) =
                         (runtime, value.get_mut("tools"))

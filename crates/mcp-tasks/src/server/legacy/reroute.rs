@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::PREFIX;
+use crate::stdio::{Line, contains};
 
 /// The methods of this era's tasks, as the client sends them, and the
 /// extension's `tasks/update`, which this era lacks (rmcp would answer it
@@ -65,10 +66,50 @@ pub(crate) fn reroute(message: &mut Map<String, Value>) -> bool {
 
 /// True when a raw line may hold a request [`reroute`] renames: the cheap
 /// test before a line is parsed.
-pub(crate) fn may_reroute(line: &[u8]) -> bool {
-    crate::stdio::contains(line, b"tasks/")
-        || (crate::stdio::contains(line, b"tools/call")
-            && crate::stdio::contains(line, b"\"task\""))
+fn may_reroute(line: &[u8]) -> bool {
+    contains(line, b"tasks/") || (contains(line, b"tools/call") && contains(line, b"\"task\""))
+}
+
+/// This era's part of a newline-delimited connection's reader (the
+/// [`StdioTransport`](crate::server::StdioTransport)'s): once the
+/// connection opened with an `initialize` that declares no Tasks extension,
+/// each request of this era's tasks is renamed (see [`reroute`]).
+#[derive(Debug, Default)]
+pub(crate) struct Lines {
+    /// The connection speaks this era's tasks.
+    on: bool,
+}
+
+impl Lines {
+    /// For a connection whose first request is `first`: on when it is an
+    /// `initialize` that declares no Tasks extension (a client that
+    /// declares it there, as rmcp's may, is served in the new era).
+    pub(crate) fn opened_with(first: &Map<String, Value>) -> Self {
+        let params = first.get("params");
+        Self {
+            on: first.contains_key("id")
+                && first.get("method").and_then(Value::as_str) == Some("initialize")
+                && !declares_extension(params.and_then(|params| params.get("capabilities"))),
+        }
+    }
+
+    /// What becomes of `line` if it is this era's to judge (a request it
+    /// may rename): renamed, or passed unchanged; `None` for any other
+    /// line.
+    pub(crate) fn filter(&self, line: &[u8]) -> Option<Line> {
+        if !self.on || !may_reroute(line) {
+            return None;
+        }
+        let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(line) else {
+            return Some(Line::Pass);
+        };
+        if !reroute(&mut message) {
+            return Some(Line::Pass);
+        }
+        let mut renamed = Value::Object(message).to_string().into_bytes();
+        renamed.push(b'\n');
+        Some(Line::Replace(renamed))
+    }
 }
 
 #[cfg(test)]

@@ -158,10 +158,8 @@ impl<R: AsyncRead + Unpin> AsyncRead for TaskReader<R> {
 /// ahead of rmcp, into `ahead` (see the [module docs](self)).
 #[derive(Debug, Default)]
 pub(crate) struct TaskLines {
-    /// The client opened with `initialize`, declaring no Tasks extension:
-    /// it speaks 2025-11-25 tasks (a client that declared the extension in
-    /// `initialize`, as rmcp's may, is served in the new era).
-    old_tasks: bool,
+    /// The 2025-11-25 tasks' renaming.
+    old_tasks: legacy::Lines,
     /// The first request has been seen.
     opened: bool,
     /// The first request was `initialize`.
@@ -179,48 +177,34 @@ impl LineFilter for TaskLines {
     }
 
     fn filter(&mut self, line: &[u8], cx: &mut Context<'_>) -> Line {
-        let legacy = if self.old_tasks {
-            legacy::may_reroute(line)
-        } else {
-            !self.opened && contains(line, b"\"initialize\"")
-        };
-        if !legacy {
-            if !self.opened && contains(line, b"\"method\"") && contains(line, b"\"id\"") {
-                // A first request that is not `initialize`: a 2026-07-28 client.
-                self.opened = true;
+        if !self.opened && contains(line, b"\"initialize\"") {
+            // Perhaps the first request, and an `initialize`.
+            if let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(line) {
+                self.opened = message.contains_key("id") && message.contains_key("method");
+                self.initialized = message.get("method").and_then(Value::as_str)
+                    == Some("initialize")
+                    && message.contains_key("id");
+                self.old_tasks = legacy::Lines::opened_with(&message);
             }
-            if let Some(ahead) = &self.ahead
-                && self.opened
-                && !self.initialized
-                && contains(line, b"\"tools/call\"")
-                && let Some(message) = read_call(line)
-            {
-                ahead.put(message);
-                return Line::Consume;
-            }
-            return Reroute.filter(line, cx);
-        }
-        let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(line) else {
-            return Line::Pass;
-        };
-        if !self.opened {
-            self.opened = message.contains_key("id") && message.contains_key("method");
-            self.initialized = message.get("method").and_then(Value::as_str) == Some("initialize")
-                && message.contains_key("id");
-            self.old_tasks = self.initialized
-                && !legacy::declares_extension(
-                    message
-                        .get("params")
-                        .and_then(|params| params.get("capabilities")),
-                );
             return Line::Pass;
         }
-        if !legacy::reroute(&mut message) {
-            return Line::Pass;
+        if let Some(line) = self.old_tasks.filter(line) {
+            return line;
         }
-        let mut rerouted = Value::Object(message).to_string().into_bytes();
-        rerouted.push(b'\n');
-        Line::Replace(rerouted)
+        if !self.opened && contains(line, b"\"method\"") && contains(line, b"\"id\"") {
+            // A first request that is not `initialize`: a 2026-07-28 client.
+            self.opened = true;
+        }
+        if let Some(ahead) = &self.ahead
+            && self.opened
+            && !self.initialized
+            && contains(line, b"\"tools/call\"")
+            && let Some(message) = read_call(line)
+        {
+            ahead.put(message);
+            return Line::Consume;
+        }
+        Reroute.filter(line, cx)
     }
 }
 

@@ -8,6 +8,7 @@
 //! import it.
 
 pub(crate) mod context;
+pub(crate) mod follower;
 pub(crate) mod handoff;
 pub(crate) mod listening;
 pub(crate) mod runtime;

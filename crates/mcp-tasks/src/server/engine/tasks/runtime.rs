@@ -9,7 +9,7 @@
 //! wing's `custom.rs` (listens and 2025-11-25 tasks).
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -47,7 +47,27 @@ pub const DEFAULT_MAX_TASKS_PER_CALLER: usize = 1000;
 /// ([`delegate_task_methods!`](crate::delegate_task_methods) writes those three).
 #[derive(Clone)]
 pub struct TaskRuntime {
-    pub(crate) inner: Arc<Inner>,
+    pub(in crate::server::engine) inner: Arc<Inner>,
+}
+
+/// A runtime's handle that does not keep it alive: for what lives as long
+/// as a connection, not as long as the runtime.
+#[derive(Clone)]
+pub(crate) struct WeakRuntime(Weak<Inner>);
+
+impl fmt::Debug for WeakRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeakRuntime")
+            .field("alive", &(self.0.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl WeakRuntime {
+    /// The runtime, if it is still there.
+    pub(crate) fn upgrade(&self) -> Option<TaskRuntime> {
+        self.0.upgrade().map(|inner| TaskRuntime { inner })
+    }
 }
 
 impl fmt::Debug for TaskRuntime {
@@ -223,6 +243,32 @@ impl TaskRuntime {
             }
         }
         Ok(listed)
+    }
+
+    /// A handle that does not keep the runtime alive (see [`WeakRuntime`]).
+    pub(crate) fn downgrade(&self) -> WeakRuntime {
+        WeakRuntime(Arc::downgrade(&self.inner))
+    }
+
+    /// Applies `change` to task `id` as is, whoever owns it: for the callers
+    /// that checked the owner themselves (the 2025-11-25 `tasks/cancel`).
+    pub(crate) async fn apply(&self, id: &TaskId, change: &Change) -> Result<Modified, ErrorData> {
+        self.inner.modify(id, change).await
+    }
+
+    /// An operator's cancel of task `id` (the admin API), told to the
+    /// observers like every change.
+    pub(crate) async fn cancel_by_operator(&self, id: &TaskId) -> Result<Modified, StoreError> {
+        let now = self.inner.clock.now();
+        self.inner
+            .modify_at(id, &Change::RequestCancelByOperator, None, now)
+            .await
+    }
+
+    /// Deletes task `id`'s record (the admin API's purge), told to the
+    /// observers.
+    pub(crate) async fn delete(&self, id: &TaskId) -> Result<(), StoreError> {
+        self.inner.delete(id).await
     }
 
     /// The time now, by the runtime's clock.

@@ -188,13 +188,7 @@ impl Admin {
         }
         let id = record.id().clone();
         let modified = match &self.runtime {
-            Some(runtime) => {
-                let now = runtime.now();
-                runtime
-                    .inner
-                    .modify_at(&id, &Change::RequestCancelByOperator, None, now)
-                    .await?
-            }
+            Some(runtime) => runtime.cancel_by_operator(&id).await?,
             None => {
                 let now = UnixMillis::now();
                 modify(
@@ -243,7 +237,7 @@ impl Admin {
                 }
                 if !dry_run {
                     match &self.runtime {
-                        Some(runtime) => runtime.inner.delete(record.id()).await?,
+                        Some(runtime) => runtime.delete(record.id()).await?,
                         None => self.store.delete(record.id()).await?,
                     }
                 }

@@ -13,21 +13,15 @@ use tokio_util::sync::CancellationToken;
 use super::SUBSCRIPTION_ID;
 use crate::server::engine::admission::caller::Caller;
 use crate::server::engine::admission::refusal::Refusal;
+use crate::server::engine::tasks::follower::Follower;
 use crate::server::engine::tasks::listening::ListenSlot;
 use crate::server::engine::tasks::runtime::TaskRuntime;
-use crate::server::engine::waiters::Waiter;
 use crate::server::engine::wire::detailed_task;
-use crate::store::Principal;
 use crate::task::TaskId;
 
 /// The most task ids one stream reports on; further ids are left out of
 /// its acknowledgement.
 pub(crate) const MAX_TASKS_PER_STREAM: usize = 1024;
-
-/// How often a stream re-reads its tasks without a wake-up: the safety net
-/// for changes the change feed cannot announce (another process writing to
-/// a shared store).
-const REREAD_EVERY: Duration = Duration::from_secs(30);
 
 /// A listen stream refused for load: the caller or the server has no
 /// stream left.
@@ -67,24 +61,11 @@ pub(crate) fn requested_task_ids(params: &Value) -> Option<Result<Vec<String>, E
     })
 }
 
-/// One task a stream reports on.
-struct Watched {
-    id: TaskId,
-    waiter: Waiter,
-    /// The version last sent or seen when the stream opened.
-    version: u64,
-    /// Woken since it was last read.
-    dirty: bool,
-    /// Finished or gone: nothing more to send.
-    done: bool,
-}
-
 /// One open listen stream for tasks. Dropping it frees everything it holds.
 pub(crate) struct Subscription {
-    runtime: TaskRuntime,
     id: Value,
-    principal: Principal,
-    watched: Vec<Watched>,
+    /// The tasks it reports on, each followed (see [`Follower`]).
+    followed: Vec<Follower>,
     ending: CancellationToken,
     _slot: ListenSlot,
 }
@@ -92,7 +73,7 @@ pub(crate) struct Subscription {
 impl std::fmt::Debug for Subscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Subscription")
-            .field("tasks", &self.watched.len())
+            .field("tasks", &self.followed.len())
             .finish_non_exhaustive()
     }
 }
@@ -108,42 +89,33 @@ impl Subscription {
         id: Value,
         requested: Vec<String>,
     ) -> Result<(Value, Self), Refused> {
-        let inner = &runtime.inner;
-        let ending = inner.listeners.ending();
+        let ending = runtime.subscriptions_ending();
         let slot = runtime.listen_slot(&caller.quota)?;
-        let principal = caller.principal.clone();
-        let mut watched = Vec::new();
+        let mut followed = Vec::new();
         let mut seen = HashSet::new();
         for id in requested {
-            if watched.len() >= MAX_TASKS_PER_STREAM {
+            if followed.len() >= MAX_TASKS_PER_STREAM {
                 break;
             }
             if !seen.insert(id.clone()) {
                 continue;
             }
-            let id = TaskId::new(id);
-            // Registered before the read: a change after it wakes us.
-            let waiter = inner.waiters.register(&id);
-            if let Ok(record) = runtime.current(&id, &principal).await {
-                watched.push(Watched {
-                    id,
-                    waiter,
-                    version: record.version(),
-                    dirty: false,
-                    done: record.status().is_terminal(),
-                });
+            // Its first read is the task as it is now: not sent, the stream
+            // reports changes from here (a task ended already is
+            // acknowledged and then has nothing more to say).
+            let mut follower = Follower::new(runtime, TaskId::new(id), caller.principal.clone());
+            if let Some(Ok(_)) = follower.read().await {
+                followed.push(follower);
             }
         }
-        let accepted: Vec<&str> = watched.iter().map(|task| task.id.expose()).collect();
+        let accepted: Vec<&str> = followed.iter().map(|task| task.id().expose()).collect();
         let acknowledgement = json!({
             "_meta": {SUBSCRIPTION_ID: id},
             "notifications": {"taskIds": accepted},
         });
         let subscription = Self {
-            runtime: runtime.clone(),
             id,
-            principal,
-            watched,
+            followed,
             ending,
             _slot: slot,
         };
@@ -156,7 +128,7 @@ impl Subscription {
     /// again by the next call.
     pub(crate) async fn next(&mut self) -> Option<Value> {
         loop {
-            if self.ending.is_cancelled() || self.watched.iter().all(|task| task.done) {
+            if self.ending.is_cancelled() {
                 return None;
             }
             // Boxed: the reads' state lives on the heap only while they run,
@@ -164,59 +136,32 @@ impl Subscription {
             if let Some(params) = Box::pin(self.changed_task()).await {
                 return Some(params);
             }
-            let woken = {
-                let waits = self
-                    .watched
+            if self.followed.iter().all(Follower::is_over) {
+                return None;
+            }
+            let woken = futures::future::select_all(
+                self.followed
                     .iter_mut()
-                    .enumerate()
-                    .filter(|(_, task)| !task.done)
-                    .map(|(index, task)| {
-                        async move {
-                            task.waiter.changed().await;
-                            index
-                        }
-                        .boxed()
-                    });
-                let any = futures::future::select_all(waits);
-                tokio::select! {
-                    (index, _, _) = any => Some(index),
-                    () = self.ending.cancelled() => return None,
-                    () = tokio::time::sleep(REREAD_EVERY) => None,
-                }
-            };
-            for (index, task) in self.watched.iter_mut().enumerate() {
-                if woken.is_none_or(|woken| woken == index) {
-                    task.dirty = true;
-                }
+                    .filter(|task| !task.is_over())
+                    .map(|task| task.woken().boxed()),
+            );
+            tokio::select! {
+                _ = woken => {}
+                () = self.ending.cancelled() => return None,
             }
         }
     }
 
-    /// Reads the woken tasks; the params of the first one that changed
-    /// since it was last sent.
+    /// Reads the tasks due for a read, in order; the params of the first
+    /// one that changed since it was last sent.
     async fn changed_task(&mut self) -> Option<Value> {
-        for task in self
-            .watched
-            .iter_mut()
-            .filter(|task| task.dirty && !task.done)
-        {
-            let record = match self.runtime.current(&task.id, &self.principal).await {
-                Ok(record) => record,
-                Err(error) if error.code == rmcp::model::ErrorCode::INVALID_PARAMS => {
-                    // Gone (deleted after its retention): nothing more to say.
-                    task.done = true;
-                    continue;
-                }
-                // A store failure (logged by the runtime): read it again on
-                // the next wake-up.
-                Err(_) => continue,
-            };
-            task.dirty = false;
-            if record.version() == task.version {
+        for task in &mut self.followed {
+            // `None`: not due, unchanged, or over. An error: gone (the
+            // follower is over: nothing more to say), or a store failure
+            // (logged by the runtime: read again on its next wake-up).
+            let Some(Ok(record)) = task.read().await else {
                 continue;
-            }
-            task.version = record.version();
-            task.done = record.status().is_terminal();
+            };
             let Ok(detailed) = detailed_task(&record) else {
                 continue;
             };
