@@ -28,14 +28,13 @@ use super::waiters::Waiters;
 use super::wire::store_failure;
 use crate::server::auth::principal::PrincipalExtractor;
 use crate::server::engine::admission::limits::{Listeners, LiveTasks};
-#[cfg(feature = "otel")]
-use crate::server::task_spans::TaskSpans;
 use crate::store::{
     Change, Freeing, Modified, RunnerId, SharedStore, StoreError, TaskRecord, modify_observed,
 };
 use crate::task::{TaskId, Ttl, UnixMillis};
 use crate::telemetry::observe::Observers;
 use crate::telemetry::task_hash::TaskHasher;
+use crate::telemetry::task_spans::TaskSpans;
 
 /// What every clone of a runtime shares.
 pub(crate) struct Inner {
@@ -64,8 +63,8 @@ pub(crate) struct Inner {
     pub(crate) advertised: Advertised,
     /// Each caller's creation rate, when limited.
     pub(crate) rate: Option<Arc<RateLimits>>,
-    /// The spans of the sampled tasks this process created.
-    #[cfg(feature = "otel")]
+    /// The spans of the sampled tasks this process created (zero-sized
+    /// without feature `otel`).
     pub(crate) task_spans: Arc<TaskSpans>,
     /// What hears each task's events, if anything does.
     pub(crate) observers: Option<Observers>,
