@@ -186,6 +186,9 @@ pub(crate) struct RequestTrace {
 #[derive(Clone, Debug)]
 pub(super) struct InExtensions(pub(super) Context);
 
+#[cfg(not(feature = "otel"))]
+const _: () = assert!(size_of::<RequestTrace>() == 0);
+
 impl RequestTrace {
     /// The context the serving recipe left in the HTTP parts among
     /// `extensions` (those of an rmcp `RequestContext`), if any.

@@ -59,6 +59,9 @@ pub(crate) struct TaskSpans {
     live: Mutex<HashMap<TaskId, (Context, Option<TaskStatus>)>>,
 }
 
+#[cfg(not(feature = "otel"))]
+const _: () = assert!(size_of::<TaskSpans>() == 0);
+
 #[cfg(feature = "otel")]
 impl TaskSpans {
     /// The trace context the tool of task `id` works in: the task's span,

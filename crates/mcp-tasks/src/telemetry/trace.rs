@@ -30,6 +30,10 @@ pub(crate) struct Trace {
     pub(super) context: Context,
 }
 
+// Free without `otel`: nothing to carry (checked as the crate builds).
+#[cfg(not(feature = "otel"))]
+const _: () = assert!(size_of::<Trace>() == 0 && size_of::<Attached>() == 0);
+
 impl Trace {
     /// The current trace context (the caller's span, or none).
     #[cfg(feature = "otel")]
