@@ -34,15 +34,7 @@ pub(crate) mod names;
 #[cfg(feature = "server")]
 pub(crate) mod observe;
 #[cfg(feature = "otel")]
-#[cfg_attr(
-    not(all(feature = "client", feature = "server", feature = "http-server")),
-    allow(dead_code, reason = "each half uses its own part")
-)]
 mod otel;
-#[cfg_attr(
-    not(all(feature = "client", feature = "server", feature = "http-server")),
-    allow(dead_code, reason = "each half uses its own part")
-)]
 mod outcome;
 #[cfg(feature = "server")]
 #[cfg_attr(
@@ -54,19 +46,13 @@ pub(crate) mod server_spans;
 pub(crate) mod task_hash;
 #[cfg(feature = "server")]
 pub(crate) mod task_spans;
-#[cfg_attr(
-    not(all(feature = "client", feature = "server", feature = "http-server")),
-    allow(dead_code, reason = "each half uses its own part")
-)]
 mod trace;
 
 #[cfg_attr(
     not(all(feature = "client", feature = "server", feature = "http-server")),
     allow(unused_imports, reason = "each half uses its own part")
 )]
-pub(crate) use outcome::{Outcome, SpanError};
-#[cfg_attr(
-    not(all(feature = "client", feature = "server", feature = "http-server")),
-    allow(unused_imports, reason = "each half uses its own part")
-)]
-pub(crate) use trace::{ENABLED, Trace, instrument};
+pub(crate) use self::{
+    outcome::{Outcome, SpanError},
+    trace::{ENABLED, Trace, instrument},
+};

@@ -40,6 +40,11 @@
 //! OTLP exporter, and the W3C TraceContext propagator). Until it does, both
 //! are no-ops and a span costs a few pointer moves.
 
+#![cfg_attr(
+    not(all(feature = "client", feature = "server", feature = "http-server")),
+    allow(dead_code, reason = "each half uses its own part")
+)]
+
 use std::borrow::Cow;
 
 use opentelemetry::propagation::{Extractor, Injector};

@@ -3,6 +3,11 @@
 //! client's error in the client half. Whatever the features, so that the
 //! halves name them without `cfg`; only feature `otel` reads them.
 
+#![cfg_attr(
+    not(all(feature = "client", feature = "server", feature = "http-server")),
+    allow(dead_code, reason = "each half uses its own part")
+)]
+
 use rmcp::ErrorData;
 
 /// How a request ended, for its span.

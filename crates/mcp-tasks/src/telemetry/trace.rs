@@ -6,6 +6,11 @@
 //! the compiler removes, as rustls's logging macros expand to nothing
 //! without its `logging` feature. Callers write no `cfg` of their own.
 
+#![cfg_attr(
+    not(all(feature = "client", feature = "server", feature = "http-server")),
+    allow(dead_code, reason = "each half uses its own part")
+)]
+
 use std::future::Future;
 
 #[cfg(feature = "otel")]
