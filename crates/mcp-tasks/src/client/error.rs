@@ -15,6 +15,7 @@ use super::answer_bound::too_large_of;
 use super::state::{TaskFailure, TaskState};
 use super::unanswered::Unanswered;
 use crate::task::{RpcError, TaskId, TaskStatus, grouped};
+use crate::telemetry::{Outcome, SpanError};
 
 /// JSON-RPC "invalid params": an unknown, expired or foreign task id on `tasks/*`.
 pub const INVALID_PARAMS: i64 = -32602;
@@ -787,6 +788,21 @@ fn unusable_by_name(error: &(dyn std::error::Error + 'static)) -> bool {
             .strip_prefix(variant)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with(['(', ' ', '{']))
     })
+}
+
+/// What a request's span says of the error it ended with: the JSON-RPC
+/// error the server sent, else `timeout` or `_OTHER`.
+impl SpanError for Error {
+    fn outcome(&self) -> Outcome<'_> {
+        match self.rpc_error() {
+            Some(rpc) => Outcome::Error {
+                code: rpc.code,
+                message: &rpc.message,
+            },
+            None if self.is_timeout() => Outcome::Failed("timeout"),
+            None => Outcome::Failed("_OTHER"),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -31,8 +31,6 @@ pub mod many;
 mod read;
 pub mod resume;
 mod state;
-#[cfg(feature = "otel")]
-mod traced;
 mod unanswered;
 mod wait;
 mod wire;
@@ -66,6 +64,7 @@ pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 use self::error::ProtocolViolation;
 use self::line_check::UnusableLine;
 use crate::task::{TASKS_EXTENSION, TaskId};
+use crate::telemetry::client_spans;
 
 /// Adds the Tasks extension to a capabilities value, for callers who want
 /// to declare it client-wide (for example in their `ClientHandler::get_info`).
@@ -330,8 +329,7 @@ impl<H: ClientHandler> TasksClient<H> {
         meta.set_client_capabilities(capabilities);
         // The current trace context (`traceparent`, `tracestate`), so that
         // the server continues the trace; a caller's own entries still win.
-        #[cfg(feature = "otel")]
-        traced::inject(&mut meta.0.0);
+        client_spans::inject_current(&mut meta.0.0);
         meta.0.0.extend(caller.clone());
         meta
     }
@@ -345,12 +343,10 @@ impl<H: ClientHandler> TasksClient<H> {
         caller_meta: &JsonObject,
         timeout: Option<Duration>,
     ) -> Result<ServerResult, Error> {
-        #[cfg(feature = "otel")]
-        let span = traced::start(method, &request);
+        let span = client_spans::start(method, &request);
         let meta = {
             // The request's span is the context its `_meta` carries.
-            #[cfg(feature = "otel")]
-            let _current = span.clone().attach();
+            let _current = span.attach();
             self.request_meta(declare, caller_meta)
         };
         let mut options = PeerRequestOptions::no_options().with_meta(meta);
@@ -360,16 +356,13 @@ impl<H: ClientHandler> TasksClient<H> {
             Ok(handle) => handle,
             Err(error) => {
                 let error = Error::from_service(method, error);
-                #[cfg(feature = "otel")]
-                traced::end_error(&span, &error);
+                span.end_error(&error);
                 return Err(error);
             }
         };
-        #[cfg(feature = "otel")]
-        traced::sent(&span, &handle.id);
+        span.sent(&handle.id);
         let answer = self.answer(method, handle, unusable).await;
-        #[cfg(feature = "otel")]
-        traced::end(&span, &answer);
+        span.end_answer(&answer);
         answer
     }
 

@@ -14,6 +14,8 @@ use super::routes::Route;
 use super::{Gateway, breaker, call, connection, pool, relay, rounds, sync};
 use crate::client::CallResponse;
 use crate::server::{NewTask, Plan, Principal, Synchronous, TaskPolicy, ToolTasks};
+use crate::telemetry::instrument;
+use crate::telemetry::server_spans::RequestTrace;
 
 impl Gateway {
     pub(super) async fn call(
@@ -23,20 +25,12 @@ impl Gateway {
     ) -> Result<CallToolResponse, ErrorData> {
         // In the request's trace context, wherever rmcp runs the handler:
         // the upstream calls continue the caller's trace.
-        #[cfg(feature = "otel")]
-        let trace = crate::server::traced::RequestTrace::of(&context.extensions)
-            .unwrap_or_else(opentelemetry::Context::current);
+        let trace = RequestTrace::of(&context.extensions).or_current();
         // On the heap: the call's future is large (in a debug build, more
         // than a 2 MiB worker stack holds where a 2025-era stdio session
         // polls it).
         let call = Box::pin(self.route_call(request, context));
-        #[cfg(feature = "otel")]
-        {
-            use opentelemetry::context::FutureExt as _;
-            call.with_context(trace).await
-        }
-        #[cfg(not(feature = "otel"))]
-        call.await
+        instrument(call, trace).await
     }
 
     /// The route and upstream tool `name` calls for `caller`, the tool

@@ -77,16 +77,14 @@ pub mod auth;
 pub(crate) mod engine;
 pub mod legacy;
 pub mod operator;
-#[cfg(feature = "otel")]
-mod task_spans;
-#[cfg(feature = "otel")]
-pub(crate) mod traced;
 pub(crate) mod transport;
 
 pub use crate::telemetry::metered::MeteredStore;
 pub use crate::telemetry::metrics;
 pub use crate::telemetry::metrics::MetricsObserver;
 pub use crate::telemetry::observe::{TaskEnded, TaskObserver, TaskOutcome};
+#[cfg(feature = "otel")]
+pub use crate::telemetry::server_spans::Traced;
 pub use crate::telemetry::task_hash::{TASK_HASH_LEN, TASK_HASH_PREFIX, TaskHasher};
 #[cfg(feature = "oauth")]
 pub use auth::oauth;
@@ -109,8 +107,6 @@ pub use engine::tasks::context::{MAX_CHECKPOINT_BYTES, TaskContext};
 pub use engine::tasks::runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};
 pub use engine::tasks::takeover::ResumeTool;
 pub use operator::admin;
-#[cfg(feature = "otel")]
-pub use traced::Traced;
 #[cfg(feature = "http-server")]
 pub use transport::http;
 pub use transport::listen;

@@ -1,7 +1,9 @@
 //! OpenTelemetry for MCP (feature `otel`): the span names, kinds and
 //! attributes of the semantic conventions for MCP, and trace context carried
-//! in a request's `params._meta`. A leaf that the client, the server and the
-//! gateway share.
+//! in a request's `params._meta`, which the spans of the client
+//! ([`client_spans`](super::client_spans)), the server
+//! ([`server_spans`](super::server_spans), [`http_spans`](super::http_spans))
+//! and the tasks ([`task_spans`](super::task_spans)) share.
 //!
 //! The conventions followed are OpenTelemetry's
 //! [semantic conventions for the Model Context Protocol](https://opentelemetry.io/docs/specs/semconv/gen-ai/mcp/)
@@ -30,7 +32,7 @@
 //! the session, so it is not written where an operator's tools keep it; the
 //! 2026-07-28 era has no sessions anyway), and every task id: a task is
 //! named by its keyed hash only (`mcp_tasks.task.hash`, see
-//! `TaskRuntime`'s task spans in the server half).
+//! [`task_spans`](super::task_spans)).
 //!
 //! Only the `opentelemetry` API is used here: spans go to the global tracer
 //! provider and context through the global text-map propagator, which the
@@ -38,20 +40,23 @@
 //! OTLP exporter, and the W3C TraceContext propagator). Until it does, both
 //! are no-ops and a span costs a few pointer moves.
 
+#![cfg_attr(
+    not(all(feature = "client", feature = "server", feature = "http-server")),
+    allow(dead_code, reason = "each half uses its own part")
+)]
+
 use std::borrow::Cow;
 
 use opentelemetry::propagation::{Extractor, Injector};
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue, global};
+use rmcp::model::RequestId;
 use serde_json::{Map, Value};
+
+use super::outcome::Outcome;
 
 /// The instrumentation scope of every span this crate makes.
 pub(crate) const SCOPE: &str = "mcp-tasks";
-
-/// `network.transport` of Streamable HTTP.
-pub(crate) const TCP: &str = "tcp";
-/// `network.transport` of stdio (and any newline-delimited pipe).
-pub(crate) const PIPE: &str = "pipe";
 
 /// The tracer of this crate, from the global provider.
 pub(crate) fn tracer() -> global::BoxedTracer {
@@ -67,7 +72,7 @@ pub(crate) struct RequestAttributes<'a> {
     pub(crate) tool: Option<&'a str>,
     /// The JSON-RPC id, written as `jsonrpc.request.id` in its string form.
     pub(crate) request_id: Option<&'a Value>,
-    /// `network.transport`: [`TCP`] or [`PIPE`].
+    /// `network.transport`: `tcp` (Streamable HTTP) or `pipe` (stdio).
     pub(crate) transport: Option<&'static str>,
     /// `mcp.protocol.version`.
     pub(crate) protocol_version: Option<&'a str>,
@@ -125,20 +130,6 @@ pub(crate) fn start_request(
     context
 }
 
-/// How a request ended, for its span.
-#[derive(Debug)]
-pub(crate) enum Outcome<'a> {
-    /// Answered with a result.
-    Answered,
-    /// Answered with a `CallToolResult` whose `isError` is true.
-    ToolError,
-    /// Answered with a JSON-RPC error.
-    Error { code: i64, message: &'a str },
-    /// No answer (the transport failed, the wait ended): `error.type` is
-    /// the class given.
-    Failed(&'static str),
-}
-
 /// Ends the span of `context` with `outcome`.
 pub(crate) fn end_request(context: &Context, outcome: &Outcome<'_>) {
     let span = context.span();
@@ -163,6 +154,19 @@ pub(crate) fn end_request(context: &Context, outcome: &Outcome<'_>) {
         }
     }
     span.end();
+}
+
+/// Records on the span of `context` the id its request was sent with.
+pub(crate) fn record_request_id(context: &Context, id: &RequestId) {
+    let span = context.span();
+    if span.is_recording()
+        && let Some(id) = serde_json::to_value(id)
+            .ok()
+            .as_ref()
+            .and_then(request_id_text)
+    {
+        span.set_attribute(KeyValue::new("jsonrpc.request.id", id));
+    }
 }
 
 /// The trace context a request's `_meta` carries (`traceparent`,

@@ -48,21 +48,14 @@ impl<H: ClientHandler> TasksClient<H> {
         meta: &JsonObject,
         timeout: Option<Duration>,
     ) -> Result<Value, Error> {
-        #[cfg(feature = "otel")]
-        let span = crate::client::traced::start_raw(method, &params);
+        let span = crate::telemetry::client_spans::start_raw(method, &params);
         let request = ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)));
         let mut options = PeerRequestOptions::no_options();
-        #[cfg(feature = "otel")]
-        let meta = &{
-            // The request's trace context; the caller's entries win.
-            let mut traced = JsonObject::new();
-            crate::client::traced::inject_span(&span, &mut traced);
-            traced.extend(meta.clone());
-            traced
-        };
+        // The request's trace context; the caller's entries win.
+        let meta = crate::telemetry::client_spans::with_trace(&span, meta);
         if !meta.is_empty() {
             options = options.with_meta(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
-                meta.clone(),
+                meta.into_owned(),
             )));
         }
         options.timeout = timeout;
@@ -72,17 +65,14 @@ impl<H: ClientHandler> TasksClient<H> {
             .send_request_with_option(request, options)
             .await
             .map_err(|error| Error::from_service(method, error));
-        #[cfg(feature = "otel")]
         if let Err(error) = &handle {
-            crate::client::traced::end_error(&span, error);
+            span.end_error(error);
         }
         let handle = handle?;
-        #[cfg(feature = "otel")]
-        crate::client::traced::sent(&span, &handle.id);
+        span.sent(&handle.id);
         let id = handle.id.clone();
         let typed = self.answer(method, handle, unusable).await;
-        #[cfg(feature = "otel")]
-        crate::client::traced::end(&span, &typed);
+        span.end_answer(&typed);
         let typed = typed?;
         match self.legacy.as_ref().and_then(|link| link.take_answer(&id)) {
             Some(raw) => Ok(raw),

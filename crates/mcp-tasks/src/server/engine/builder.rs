@@ -32,7 +32,9 @@ use crate::server::engine::tasks::takeover::{
 };
 use crate::store::{IntoSharedStore, SharedStore};
 use crate::task::Ttl;
+use crate::telemetry;
 use crate::telemetry::observe::{Observers, TaskObserver};
+use crate::telemetry::task_spans::TaskSpans;
 
 /// The most listen streams open at once in a runtime, all callers
 /// together, unless its builder says otherwise: half the HTTP serving
@@ -335,13 +337,13 @@ impl TaskRuntimeBuilder {
             .then(|| Leasing::new(period));
         let gaps = self.store.replicas().map(|replicas| replicas.feed_gaps());
         let rate = self.settings.rate_per_caller.map(rate::start);
-        #[allow(unused_mut, reason = "without feature otel, only the builder's")]
         let mut observers = self.observers;
-        // The task spans hear the tasks' events as any observer does.
-        #[cfg(feature = "otel")]
-        let task_spans = Arc::new(crate::server::task_spans::TaskSpans::default());
-        #[cfg(feature = "otel")]
-        observers.push(task_spans.clone());
+        // The task spans hear the tasks' events as any observer does (with
+        // feature `otel`: without it they have nothing to hear).
+        let task_spans = Arc::new(TaskSpans::default());
+        if telemetry::ENABLED {
+            observers.push(task_spans.clone());
+        }
         let inner = Arc::new(Inner {
             store: self.store,
             clock: self.clock,
@@ -357,7 +359,6 @@ impl TaskRuntimeBuilder {
             runner: fresh_runner(),
             advertised: Advertised::default(),
             rate,
-            #[cfg(feature = "otel")]
             task_spans,
             observers: Observers::new(observers),
             hasher: tokio::sync::OnceCell::new(),

@@ -33,14 +33,13 @@ use super::waiters::Waiters;
 use super::wire::store_failure;
 use crate::server::auth::principal::PrincipalExtractor;
 use crate::server::engine::admission::limits::{Listeners, LiveTasks};
-#[cfg(feature = "otel")]
-use crate::server::task_spans::TaskSpans;
 use crate::store::{
     Change, Freeing, Modified, RunnerId, SharedStore, StoreError, TaskRecord, modify_observed,
 };
 use crate::task::{TaskId, Ttl, UnixMillis};
 use crate::telemetry::observe::Observers;
 use crate::telemetry::task_hash::TaskHasher;
+use crate::telemetry::task_spans::TaskSpans;
 
 /// What every clone of a runtime shares.
 pub(crate) struct Inner {
@@ -69,8 +68,8 @@ pub(crate) struct Inner {
     pub(in crate::server::engine) advertised: Advertised,
     /// Each caller's creation rate, when limited.
     pub(in crate::server::engine) rate: Option<Arc<RateLimits>>,
-    /// The spans of the sampled tasks this process created.
-    #[cfg(feature = "otel")]
+    /// The spans of the sampled tasks this process created (zero-sized
+    /// without feature `otel`).
     pub(in crate::server::engine) task_spans: Arc<TaskSpans>,
     /// What hears each task's events, if anything does.
     pub(in crate::server::engine) observers: Option<Observers>,

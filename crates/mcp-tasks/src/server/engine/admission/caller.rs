@@ -5,6 +5,7 @@ use rmcp::model::Extensions;
 use super::refusal::RetryMark;
 use crate::server::auth::principal::{Principal, authenticated_principal};
 use crate::server::engine::idempotent::Idempotent;
+use crate::telemetry::server_spans::RequestTrace;
 
 /// The one principal every unauthenticated HTTP caller's caps and rates
 /// count against, unless the runtime counts them by their principal
@@ -26,8 +27,7 @@ pub(crate) struct Caller {
     /// The trace context of the request, when the serving recipe put it in
     /// the request's extensions (rmcp runs the handler where the current
     /// context is not the request's).
-    #[cfg(feature = "otel")]
-    pub(crate) trace: Option<opentelemetry::Context>,
+    pub(crate) trace: RequestTrace,
     /// The call's idempotency key and fingerprint, when it sent a key.
     pub(crate) idempotent: Option<Idempotent>,
 }
@@ -39,8 +39,7 @@ impl Caller {
             quota: principal.clone(),
             principal,
             mark: None,
-            #[cfg(feature = "otel")]
-            trace: None,
+            trace: RequestTrace::default(),
             idempotent: None,
         }
     }
@@ -58,8 +57,7 @@ impl Caller {
             principal,
             quota,
             mark: RetryMark::of(extensions).cloned(),
-            #[cfg(feature = "otel")]
-            trace: crate::server::traced::RequestTrace::of(extensions),
+            trace: RequestTrace::of(extensions),
             idempotent: None,
         }
     }

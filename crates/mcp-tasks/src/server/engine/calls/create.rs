@@ -42,6 +42,7 @@ use crate::server::engine::tasks::supervise::{
 use crate::server::engine::tasks::takeover::resumable_call;
 use crate::server::engine::wire::{store_failure, wire_task};
 use crate::store::{Change, Keyed, Modified, TaskRecord};
+use crate::telemetry::{Trace, instrument};
 
 /// A task about to be stored: its record, and its tool ready to run in its
 /// context.
@@ -152,17 +153,8 @@ impl TaskRuntime {
         let context = TaskContext::task(id, inner.clone(), token.clone(), lease.clone())
             .stored_when(stored.clone())
             .resumable(tasks.resumable && inner.resumes);
-        #[cfg(feature = "otel")]
-        let future = {
-            use opentelemetry::context::FutureExt as _;
-            let work = self.task_span(caller, record.id(), tool).await;
-            Box::pin(catch_panics(run(context).with_context(work)))
-        };
-        #[cfg(not(feature = "otel"))]
-        let future = {
-            let _ = (caller, tool);
-            Box::pin(catch_panics(run(context)))
-        };
+        let work = self.task_span(caller, record.id(), tool).await;
+        let future = Box::pin(catch_panics(instrument(run(context), work)));
         Launch {
             record,
             token,
@@ -173,26 +165,18 @@ impl TaskRuntime {
     }
 
     /// The trace context the tool of task `id` works in: the task's span
-    /// when the call's request is sampled, else the current context.
-    #[cfg(feature = "otel")]
-    async fn task_span(
-        &self,
+    /// when the call's request is sampled, else the current context (with
+    /// feature `otel`; nothing without it, and the hasher is not read).
+    fn task_span<'a>(
+        &'a self,
         caller: &Caller,
-        id: &crate::task::TaskId,
-        tool: &str,
-    ) -> opentelemetry::Context {
-        let request_trace = caller
-            .trace
-            .clone()
-            .unwrap_or_else(opentelemetry::Context::current);
-        let traced = match crate::server::task_spans::TaskSpans::wanted(&request_trace) {
-            true => self.task_hasher().await.ok().map(|hasher| {
-                let hash = hasher.hash(id);
-                self.inner.task_spans.start(id, hash, tool, &request_trace)
-            }),
-            false => None,
-        };
-        traced.unwrap_or_else(opentelemetry::Context::current)
+        id: &'a crate::task::TaskId,
+        tool: &'a str,
+    ) -> impl Future<Output = Trace> + Send + 'a {
+        let hash = async move { Some(self.task_hasher().await.ok()?.hash(id)) };
+        self.inner
+            .task_spans
+            .work(id, tool, caller.trace.or_current(), hash)
     }
 
     /// Stores a task whose tool may run now, and supervises it.

@@ -57,7 +57,6 @@ pub(crate) async fn listen_for_changes(
                 match next {
                     Ok(id) => {
                         inner.waiters.wake(&id);
-                        #[cfg(feature = "otel")]
                         follow_task_span(&inner, &id).await;
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => inner.waiters.wake_all(),
@@ -78,7 +77,7 @@ pub(crate) async fn listen_for_changes(
 /// A change of task `id` heard on the feed, when this process has a span
 /// for it: the span ends if the task ended (another replica may have ended
 /// it: an expiry, a takeover). The events come from the observer's calls.
-#[cfg(feature = "otel")]
+/// Without feature `otel` no task has a span.
 async fn follow_task_span(inner: &Inner, id: &TaskId) {
     if !inner.task_spans.tracks(id) {
         return;

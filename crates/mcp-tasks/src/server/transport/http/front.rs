@@ -38,6 +38,7 @@ use crate::server::engine::admission::refusal::{RetryMark, retry_after_secs};
 use crate::server::engine::tasks::listening::ListenSlot;
 use crate::server::legacy;
 use crate::server::transport::listen::LISTEN;
+use crate::telemetry::http_spans;
 use crate::telemetry::metrics;
 
 /// What the middleware needs: the guard's settings, the runtime for
@@ -178,30 +179,17 @@ where
 }
 
 /// rmcp's answer to the request `message` (read from `bytes`), in its
-/// span with feature `otel` (see [`traced`](super::traced)).
+/// span with feature `otel` (see `telemetry::http_spans`).
 async fn rmcp_traced(
     next: Next,
     parts: http::request::Parts,
     bytes: Bytes,
     message: &Value,
 ) -> Response {
-    #[cfg(feature = "otel")]
-    {
-        use opentelemetry::context::FutureExt as _;
-        let mut parts = parts;
-        let Some(span) = super::traced::start(&mut parts, message) else {
-            return rmcp(next, Request::from_parts(parts, Body::from(bytes))).await;
-        };
-        let response = rmcp(next, Request::from_parts(parts, Body::from(bytes)))
-            .with_context(span.clone())
-            .await;
-        super::traced::finish(&span, response).await
-    }
-    #[cfg(not(feature = "otel"))]
-    {
-        let _ = message;
-        rmcp(next, Request::from_parts(parts, Body::from(bytes))).await
-    }
+    http_spans::traced(parts, message, |parts| {
+        rmcp(next, Request::from_parts(parts, Body::from(bytes)))
+    })
+    .await
 }
 
 /// `response` as a 503 with `Retry-After` when the request was refused for

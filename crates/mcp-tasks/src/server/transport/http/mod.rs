@@ -63,8 +63,6 @@ mod front;
 pub(crate) mod guard;
 mod reply;
 mod sessions;
-#[cfg(feature = "otel")]
-mod traced;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -80,6 +80,7 @@ use tokio_util::sync::CancellationToken;
 use super::body::create_task_answer;
 use crate::server::transport::http::reply::json_body;
 use crate::server::transport::plain::{VERSION, meta_takes, read_plain};
+use crate::telemetry::server_spans;
 
 /// `tools/call` answered by calling `server`'s handler directly; see the
 /// [module docs](self).
@@ -176,8 +177,7 @@ where
         let server = self.server.clone();
         // In the quiet scope (see `crate::quiet`), as rmcp's own handler
         // tasks are when its loop runs in it.
-        #[cfg(feature = "otel")]
-        let span = crate::server::traced::span_of(&request, &context, crate::telemetry::otel::TCP);
+        let span = server_spans::span_of(&request, &context, server_spans::TCP);
         // Awaited here rather than spawned (a task of its own costs about
         // 3 % of a task's creation to spawn, schedule and join), on the
         // heap: the handler's future is large (about 10 KB, most of it the
@@ -185,20 +185,11 @@ where
         // `RunsToEnd` keeps what the spawn gave: a client that goes away
         // before the answer drops this future, and the handler's rest is
         // then spawned to run to its end; a panic is caught.
+        // With feature `otel`, in the request's span, boxed too:
+        // `with_context` moves the future it wraps, and the future moves
+        // again as it is awaited.
         let handler = RunsToEnd::new(crate::quiet::scope(async move {
-            #[cfg(feature = "otel")]
-            {
-                use opentelemetry::context::FutureExt as _;
-                // Boxed too: `with_context` moves the future it wraps, and
-                // the future moves again as it is awaited.
-                let answer = Box::pin(server.handle_request(request, context))
-                    .with_context(span.clone())
-                    .await;
-                crate::server::traced::end(&span, &answer);
-                answer
-            }
-            #[cfg(not(feature = "otel"))]
-            server.handle_request(request, context).await
+            server_spans::answer(span, server.handle_request(request, context)).await
         }));
         // A client that goes away before the answer cancels the handler's token.
         let disconnect = request_ct.clone().drop_guard();

@@ -27,6 +27,8 @@ use crate::server::TaskRuntime;
 use crate::server::engine::wire::detailed_task;
 use crate::server::transport::http::{reply, reply::json_body};
 use crate::task::{TASKS_EXTENSION, TaskId};
+use crate::telemetry::instrument;
+use crate::telemetry::server_spans;
 
 /// The `tasks/*` method a request's `Mcp-Method` header names, if any.
 pub(crate) fn tasks_method(headers: &HeaderMap) -> Option<&'static str> {
@@ -40,25 +42,17 @@ pub(crate) fn tasks_method(headers: &HeaderMap) -> Option<&'static str> {
 
 /// Answers an accepted `tasks/*` request from the runtime.
 pub(crate) async fn respond(runtime: &TaskRuntime, parts: Parts, call: Call) -> Response {
-    #[cfg(feature = "otel")]
-    {
-        use opentelemetry::context::FutureExt as _;
-        let span = crate::server::traced::request_span(
-            call.method.name(),
-            None,
-            Some(&call.id),
-            &call.trace.meta(),
-            crate::telemetry::otel::TCP,
-            Some("2026-07-28"),
-        );
-        let (response, error) = answer(runtime, parts, call)
-            .with_context(span.clone())
-            .await;
-        crate::server::traced::end_with(&span, error.as_ref());
-        response
-    }
-    #[cfg(not(feature = "otel"))]
-    answer(runtime, parts, call).await.0
+    let span = server_spans::request_span_w3c(
+        call.method.name(),
+        &call.id,
+        call.trace.parent.as_deref(),
+        call.trace.state.as_deref(),
+        server_spans::TCP,
+        Some("2026-07-28"),
+    );
+    let (response, error) = instrument(answer(runtime, parts, call), span.clone()).await;
+    span.end_with(error.as_ref());
+    response
 }
 
 /// The answer to an accepted `tasks/*` request, with its JSON-RPC error if
@@ -151,7 +145,6 @@ pub(crate) struct Call {
 /// only the spans of feature `otel` use it.
 #[derive(Default)]
 #[cfg_attr(any(test, feature = "__fuzzing"), derive(PartialEq, Debug))]
-#[cfg_attr(not(feature = "otel"), allow(dead_code))]
 pub(crate) struct Trace {
     pub(super) parent: Option<String>,
     pub(super) state: Option<String>,
@@ -165,19 +158,6 @@ impl Trace {
             parent: text("traceparent"),
             state: text("tracestate"),
         }
-    }
-
-    /// As the `_meta` entries a propagator reads.
-    #[cfg(feature = "otel")]
-    fn meta(&self) -> serde_json::Map<String, Value> {
-        let mut meta = serde_json::Map::new();
-        if let Some(parent) = &self.parent {
-            meta.insert("traceparent".to_owned(), Value::String(parent.clone()));
-        }
-        if let Some(state) = &self.state {
-            meta.insert("tracestate".to_owned(), Value::String(state.clone()));
-        }
-        meta
     }
 }
 

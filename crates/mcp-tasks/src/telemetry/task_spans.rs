@@ -1,5 +1,8 @@
 //! One OpenTelemetry span per task (feature `otel`), from its creation to
-//! the terminal status this process sees, with an event per status change.
+//! the terminal status this process sees, with an event per status change;
+//! without the feature, [`TaskSpans`] is zero-sized and its calls empty.
+//! The server's runtime creates it and registers it as a [`TaskObserver`]
+//! of its tasks only with the feature ([`ENABLED`](super::ENABLED)).
 //!
 //! * **Name and attributes.** `task {tool}` (kind `INTERNAL`), with
 //!   `gen_ai.tool.name`, `mcp_tasks.task.hash` (the task's keyed hash,
@@ -29,41 +32,60 @@
 //! * **Cost.** Only tasks whose creating request is sampled get a span and
 //!   a place in the table; the others cost one check.
 
+#[cfg(feature = "otel")]
 use std::collections::HashMap;
+use std::future::Future;
+#[cfg(feature = "otel")]
 use std::sync::Mutex;
 
+#[cfg(feature = "otel")]
 use opentelemetry::trace::{Link, SpanKind, Status, TraceContextExt, Tracer};
+#[cfg(feature = "otel")]
 use opentelemetry::{Context, KeyValue};
 
+use super::Trace;
+use super::observe::{TaskEnded, TaskObserver};
+#[cfg(feature = "otel")]
+use super::otel;
 use crate::store::TaskRecord;
 use crate::task::{TaskId, TaskStatus};
-use crate::telemetry::observe::{TaskEnded, TaskObserver};
-use crate::telemetry::otel;
 
-/// The task spans of the tasks this process created and has not seen end.
+/// The task spans of the tasks this process created and has not seen end
+/// (zero-sized without `otel`).
 #[derive(Debug, Default)]
 pub(crate) struct TaskSpans {
     /// Each open span, with the last status it recorded.
+    #[cfg(feature = "otel")]
     live: Mutex<HashMap<TaskId, (Context, Option<TaskStatus>)>>,
 }
 
+#[cfg(not(feature = "otel"))]
+const _: () = assert!(size_of::<TaskSpans>() == 0);
+
+#[cfg(feature = "otel")]
 impl TaskSpans {
-    /// Whether a task created under `request` (the creating request's
-    /// context) gets a span: when that request is sampled.
-    pub(crate) fn wanted(request: &Context) -> bool {
-        request.span().span_context().is_sampled()
+    /// The trace context the tool of task `id` works in: the task's span,
+    /// named by the hash `hash` gives, when the creating `request` is
+    /// sampled; else the current context. `hash` is awaited only then.
+    pub(crate) async fn work<H>(&self, id: &TaskId, tool: &str, request: Trace, hash: H) -> Trace
+    where
+        H: Future<Output = Option<String>>,
+    {
+        if !request.is_sampled() {
+            return Trace::current();
+        }
+        match hash.await {
+            Some(hash) => Trace {
+                context: self.start(id, hash, tool, &request.context),
+            },
+            None => Trace::current(),
+        }
     }
 
     /// Starts the span of task `id` (named by `hash`) of `tool`, created by
     /// the request whose context is `request`, and returns a context holding
     /// it, for the tool's work.
-    pub(crate) fn start(
-        &self,
-        id: &TaskId,
-        hash: String,
-        tool: &str,
-        request: &Context,
-    ) -> Context {
+    fn start(&self, id: &TaskId, hash: String, tool: &str, request: &Context) -> Context {
         let tracer = otel::tracer();
         let mut builder = tracer
             .span_builder(format!("task {tool}"))
@@ -89,10 +111,19 @@ impl TaskSpans {
         self.live.lock().is_ok_and(|live| live.contains_key(id))
     }
 
+    /// Task `record` was created or changed status (the runtime's observer
+    /// calls, after each store write: the exact order of this process's
+    /// changes): an event when the status differs from the last one
+    /// recorded. A terminal status waits for [`TaskSpans::ended`], which
+    /// follows.
+    pub(crate) fn changed(&self, record: &TaskRecord) {
+        self.status(record, None);
+    }
+
     /// Task `record` has the status it has now: an event when it differs
     /// from the last one recorded. A terminal status ends the span with
     /// `outcome` when given; without one the span waits for
-    /// [`TaskObserver::task_ended`], which follows.
+    /// [`TaskSpans::ended`], which follows.
     fn status(&self, record: &TaskRecord, outcome: Option<&str>) {
         let status = record.status();
         let context = {
@@ -125,7 +156,7 @@ impl TaskSpans {
     }
 
     /// Ends the span of the task `record` that ended as `outcome`.
-    fn ended(&self, record: &TaskRecord, outcome: &str) {
+    pub(crate) fn ended(&self, record: &TaskRecord, outcome: &str) {
         let context = self
             .live
             .lock()
@@ -158,14 +189,14 @@ impl TaskSpans {
 }
 
 /// The runtime's calls after each store write (`observe.rs`): the exact
-/// order of this process's changes.
+/// order of this process's changes. Registered only with `otel`.
 impl TaskObserver for TaskSpans {
     fn task_created(&self, record: &TaskRecord, _tool: &str) {
-        self.status(record, None);
+        self.changed(record);
     }
 
     fn status_changed(&self, _before: &TaskStatus, record: &TaskRecord) {
-        self.status(record, None);
+        self.changed(record);
     }
 
     fn task_ended(&self, ended: &TaskEnded<'_>) {
@@ -179,6 +210,7 @@ impl TaskObserver for TaskSpans {
 
 /// Ends a task span at terminal `status`, reached as `outcome`
 /// (`completed`, `failed`, `cancelled`, `expired`).
+#[cfg(feature = "otel")]
 fn end(context: &Context, status: &TaskStatus, outcome: &str) {
     let span = context.span();
     span.set_attribute(KeyValue::new(
@@ -191,4 +223,55 @@ fn end(context: &Context, status: &TaskStatus, outcome: &str) {
         span.set_status(Status::error(outcome.to_owned()));
     }
     span.end();
+}
+
+/// Without `otel`: no span, and every call empty.
+#[cfg(not(feature = "otel"))]
+impl TaskSpans {
+    /// The current context; `hash` is never awaited.
+    #[inline]
+    pub(crate) fn work<'a, H>(
+        &'a self,
+        id: &'a TaskId,
+        tool: &'a str,
+        request: Trace,
+        hash: H,
+    ) -> impl Future<Output = Trace> + Send + 'a
+    where
+        H: Future<Output = Option<String>> + Send + 'a,
+    {
+        let _ = (id, tool, request, hash);
+        std::future::ready(Trace::default())
+    }
+
+    /// No task has a span.
+    #[inline]
+    pub(crate) fn tracks(&self, id: &TaskId) -> bool {
+        let _ = id;
+        false
+    }
+
+    /// Nothing to record.
+    #[inline]
+    pub(crate) fn changed(&self, record: &TaskRecord) {
+        let _ = record;
+    }
+
+    /// Nothing to end.
+    #[inline]
+    pub(crate) fn ended(&self, record: &TaskRecord, outcome: &str) {
+        let _ = (record, outcome);
+    }
+
+    /// Nothing to end.
+    #[inline]
+    pub(crate) fn heard(&self, record: &TaskRecord) {
+        let _ = record;
+    }
+
+    /// Nothing to end.
+    #[inline]
+    pub(crate) fn removed(&self, id: &TaskId) {
+        let _ = id;
+    }
 }
