@@ -19,23 +19,23 @@ use serde_json::{Value, json};
 /// The server: tools that show every part of the runtime. `events` is
 /// what tools report from outside their own future (their spawned work).
 #[derive(Clone)]
-pub(crate) struct RuntimeServer {
-    pub(crate) runtime: TaskRuntime,
-    pub(crate) events: Arc<Mutex<Vec<String>>>,
+pub struct RuntimeServer {
+    pub runtime: TaskRuntime,
+    pub events: Arc<Mutex<Vec<String>>>,
     /// What the `gated` tool waits for at each step.
-    pub(crate) gate: Arc<tokio::sync::Semaphore>,
+    pub gate: Arc<tokio::sync::Semaphore>,
     /// Whether `server/discover` declares that the server honours
     /// idempotency keys, as a server of this library does.
-    pub(crate) declares_idempotency: bool,
+    pub declares_idempotency: bool,
 }
 
 /// A runtime builder on `store` suggesting 20 ms polls.
-pub(crate) fn runtime_on(store: impl IntoSharedStore) -> TaskRuntimeBuilder {
+pub fn runtime_on(store: impl IntoSharedStore) -> TaskRuntimeBuilder {
     TaskRuntime::builder(store).with_poll_interval(Duration::from_millis(20))
 }
 
 /// The policy of each tool, as 2025-11-25 clients read it in `tools/list`.
-pub(crate) const POLICIES: [(&str, TaskPolicy); 16] = [
+pub const POLICIES: [(&str, TaskPolicy); 16] = [
     ("slow", TaskPolicy::Optional),
     ("gated", TaskPolicy::Required),
     ("required_job", TaskPolicy::Required),
@@ -55,7 +55,7 @@ pub(crate) const POLICIES: [(&str, TaskPolicy); 16] = [
 ];
 
 impl RuntimeServer {
-    pub(crate) fn new(runtime: TaskRuntime) -> Self {
+    pub fn new(runtime: TaskRuntime) -> Self {
         for (name, policy) in POLICIES {
             runtime.advertise_tool(name, policy);
         }
@@ -70,13 +70,13 @@ impl RuntimeServer {
     /// This server, declaring nothing of idempotency keys in
     /// `server/discover` (as a server of another library): its runtime
     /// still keeps them, but a client may not know it.
-    pub(crate) fn undeclared(mut self) -> Self {
+    pub fn undeclared(mut self) -> Self {
         self.declares_idempotency = false;
         self
     }
 
     /// How many times the `pay` tool ran.
-    pub(crate) fn payments(&self) -> usize {
+    pub fn payments(&self) -> usize {
         self.events()
             .iter()
             .filter(|event| *event == "pay ran")
@@ -84,13 +84,13 @@ impl RuntimeServer {
     }
 
     /// Lets the `gated` tool take one more step.
-    pub(crate) fn open_gate(&self) {
+    pub fn open_gate(&self) {
         self.gate.add_permits(1);
     }
 
     /// A server on `runtime` (a builder) whose `steps` tasks run again,
     /// from their checkpoint, when a server stopped before they finished.
-    pub(crate) fn resuming(runtime: TaskRuntimeBuilder) -> Self {
+    pub fn resuming(runtime: TaskRuntimeBuilder) -> Self {
         let events: Arc<Mutex<Vec<String>>> = Arc::default();
         let kept = events.clone();
         let runtime = runtime
@@ -104,16 +104,16 @@ impl RuntimeServer {
         server
     }
 
-    pub(crate) fn in_memory() -> Self {
+    pub fn in_memory() -> Self {
         Self::new(runtime_on(MemoryStore::new()).build())
     }
 
-    pub(crate) fn events(&self) -> Vec<String> {
+    pub fn events(&self) -> Vec<String> {
         self.events.lock().unwrap().clone()
     }
 }
 
-pub(crate) fn form(message: &str, field: &str) -> InputRequest {
+pub fn form(message: &str, field: &str) -> InputRequest {
     serde_json::from_value(
         json!({"method": "elicitation/create", "params": {"mode": "form",
         "message": message, "requestedSchema": {"type": "object",
@@ -512,12 +512,12 @@ impl ServerHandler for RuntimeServer {
 
 /// Serves `server` over Streamable HTTP on 127.0.0.1 with the library's
 /// serving recipe; returns the URL.
-pub(crate) async fn serve_http(server: RuntimeServer) -> String {
+pub async fn serve_http(server: RuntimeServer) -> String {
     serve_http_with(server, |recipe| recipe).await
 }
 
 /// [`serve_http`] with the recipe's settings changed by `configure`.
-pub(crate) async fn serve_http_with(
+pub async fn serve_http_with(
     server: RuntimeServer,
     configure: impl FnOnce(StreamableHttpServer<RuntimeServer>) -> StreamableHttpServer<RuntimeServer>,
 ) -> String {

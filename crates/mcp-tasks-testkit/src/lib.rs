@@ -1,19 +1,40 @@
-//! What the tests of this binary share: a client handler, connections to
-//! the test servers, and small helpers. Each submodule is one kind of peer
-//! or check.
+//! The test kit of the mcp-tasks workspace: what the integration tests and
+//! benches of several crates share. **Not published** (`publish = false`),
+//! as rustls keeps `rustls-test`: no API promise, it changes with the tests.
+//!
+//! * peers: a client [`Handler`], a server on our runtime
+//!   ([`runtime_server`]), scripted servers ([`scripted`] for the
+//!   2026-07-28 era, [`legacy`] for 2025-11-25), a raw 2025-11-25 client
+//!   ([`old_client`]), counting and listening clients ([`counting`],
+//!   [`listening`]), a proxy that loses an answer ([`lossy_proxy`]);
+//! * [`serve`]: the one harness that starts a server binary (`mcp-tasks
+//!   serve`, a fixture) and reads the address of its `listening on` line;
+//! * [`schema`]: checks against the official JSON schemas;
+//! * [`wait`]: temp files, free ports, waiting for a condition;
+//! * [`stats`]: the percentiles and medians the benches print.
+//!
+//! Only integration tests (`tests/`) and benches use it: a crate's unit
+//! tests would see a second copy of `mcp-tasks` (the kit depends on the
+//! library, the library dev-depends on the kit).
 
 // Sampling is deprecated (SEP-2577) but still part of the protocol: the
 // handler answers it.
 #![allow(deprecated)]
+// A kit of test peers: its structs are documented as a whole, their fields
+// by the struct's doc, and they are test fixtures, not values to print.
+#![allow(missing_docs, missing_debug_implementations)]
 
-pub(crate) mod counting;
-pub(crate) mod legacy;
-pub(crate) mod listening;
-pub(crate) mod lossy_proxy;
-pub(crate) mod old_client;
-pub(crate) mod runtime_server;
-pub(crate) mod schema;
-pub(crate) mod scripted;
+pub mod counting;
+pub mod legacy;
+pub mod listening;
+pub mod lossy_proxy;
+pub mod old_client;
+pub mod runtime_server;
+pub mod schema;
+pub mod scripted;
+pub mod serve;
+pub mod stats;
+pub mod wait;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,10 +50,10 @@ use rmcp::service::{ClientLifecycleMode, RequestContext, serve_client_with_lifec
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-pub(crate) use runtime_server::RuntimeServer;
+pub use runtime_server::RuntimeServer;
 
 /// The extension's identifier, for raw JSON.
-pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
+pub const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 /// A client handler that declares form elicitation (and, if asked, URL
 /// elicitation, sampling and roots), answers every form with
@@ -40,7 +61,7 @@ pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
 /// with "Paris"; it counts the elicitations. With `failing`, every
 /// elicitation fails with -32603; with `hanging`, none is ever answered.
 #[derive(Clone, Default)]
-pub(crate) struct Handler {
+pub struct Handler {
     pub elicitations: Arc<Mutex<u32>>,
     pub roots: bool,
     pub sampling: bool,
@@ -103,19 +124,19 @@ impl ClientHandler for Handler {
 }
 
 /// A 2026-07-28 connection (`server/discover`, no `initialize`).
-pub(crate) fn lifecycle() -> ClientLifecycleMode {
+pub fn lifecycle() -> ClientLifecycleMode {
     ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     }
 }
 
 /// A client connected to `server` over an in-process duplex.
-pub(crate) async fn in_process(server: RuntimeServer) -> TasksClient<Handler> {
+pub async fn in_process(server: RuntimeServer) -> TasksClient<Handler> {
     in_process_with(server, Handler::default()).await
 }
 
 /// [`in_process`] with a chosen handler.
-pub(crate) async fn in_process_with(
+pub async fn in_process_with(
     server: RuntimeServer,
     handler: Handler,
 ) -> TasksClient<Handler> {
@@ -132,12 +153,12 @@ pub(crate) async fn in_process_with(
 }
 
 /// Wait options for the tests: a 20 s deadline.
-pub(crate) fn options() -> AwaitOptions {
+pub fn options() -> AwaitOptions {
     AwaitOptions::default().with_deadline(Some(Duration::from_secs(20)))
 }
 
 /// Calls `tool`, which must answer with a task, and returns its seed state.
-pub(crate) async fn task_of<H: ClientHandler>(
+pub async fn task_of<H: ClientHandler>(
     client: &TasksClient<H>,
     tool: &str,
     arguments: Value,
@@ -153,7 +174,7 @@ pub(crate) async fn task_of<H: ClientHandler>(
 }
 
 /// Tool arguments from a JSON object literal.
-pub(crate) fn args(value: Value) -> Option<JsonObject> {
+pub fn args(value: Value) -> Option<JsonObject> {
     match value {
         Value::Object(object) => Some(object),
         _ => None,
@@ -161,7 +182,7 @@ pub(crate) fn args(value: Value) -> Option<JsonObject> {
 }
 
 /// The first text of a completed outcome; panics on any other outcome.
-pub(crate) fn completed_text(outcome: &TaskOutcome) -> String {
+pub fn completed_text(outcome: &TaskOutcome) -> String {
     match outcome {
         TaskOutcome::Completed(result) => result
             .content

@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// The proxy's state, shared with the test.
 #[derive(Debug, Default)]
-pub(crate) struct LossyProxy {
+pub struct LossyProxy {
     /// Set once the first `tools/call` went through.
     lost_one: AtomicBool,
     /// How many `tools/call` requests went through (the first included).
@@ -23,7 +23,7 @@ pub(crate) struct LossyProxy {
 impl LossyProxy {
     /// Starts a proxy on 127.0.0.1 in front of `upstream` (`host:port`);
     /// returns it and its address.
-    pub(crate) async fn start(upstream: String) -> (Arc<Self>, String) {
+    pub async fn start(upstream: String) -> (Arc<Self>, String) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address").to_string();
         let proxy = Arc::new(Self::default());
@@ -43,12 +43,12 @@ impl LossyProxy {
     }
 
     /// Whether the first `tools/call`'s answer was lost already.
-    pub(crate) fn lost_one(&self) -> bool {
+    pub fn lost_one(&self) -> bool {
         self.lost_one.load(Ordering::SeqCst)
     }
 
     /// How many `tools/call` requests went through.
-    pub(crate) fn calls(&self) -> usize {
+    pub fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
     }
 

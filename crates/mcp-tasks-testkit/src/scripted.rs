@@ -14,11 +14,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::time::Instant;
 
-use super::Handler;
+use crate::Handler;
 
 /// What the script answers to one request.
 #[allow(dead_code)]
-pub(crate) enum Reply {
+pub enum Reply {
     /// A JSON-RPC result.
     Result(Value),
     /// A JSON-RPC error `{code, message, data?}`.
@@ -36,16 +36,16 @@ pub(crate) enum Reply {
 
 /// A request the server received.
 #[derive(Debug, Clone)]
-pub(crate) struct Received {
+pub struct Received {
     pub at: Instant,
     pub message: Value,
 }
 
 impl Received {
-    pub(crate) fn method(&self) -> &str {
+    pub fn method(&self) -> &str {
         self.message["method"].as_str().unwrap_or_default()
     }
-    pub(crate) fn params(&self) -> &Value {
+    pub fn params(&self) -> &Value {
         &self.message["params"]
     }
 }
@@ -54,27 +54,27 @@ type Script = Box<dyn FnMut(&str, &Value) -> Reply + Send>;
 
 /// The server's log of received messages.
 #[derive(Clone, Default)]
-pub(crate) struct Log(Arc<Mutex<Vec<Received>>>);
+pub struct Log(Arc<Mutex<Vec<Received>>>);
 
 impl Log {
     /// Records a message the server received, at the current (paused) time.
-    pub(crate) fn push(&self, message: Value) {
+    pub fn push(&self, message: Value) {
         self.0.lock().unwrap().push(Received {
             at: Instant::now(),
             message,
         });
     }
-    pub(crate) fn all(&self) -> Vec<Received> {
+    pub fn all(&self) -> Vec<Received> {
         self.0.lock().unwrap().clone()
     }
-    pub(crate) fn of(&self, method: &str) -> Vec<Received> {
+    pub fn of(&self, method: &str) -> Vec<Received> {
         self.all()
             .into_iter()
             .filter(|r| r.method() == method)
             .collect()
     }
     /// The gaps between successive `method` requests, and from `start` to the first.
-    pub(crate) fn gaps(&self, method: &str, start: Instant) -> Vec<Duration> {
+    pub fn gaps(&self, method: &str, start: Instant) -> Vec<Duration> {
         let mut last = start;
         self.of(method)
             .into_iter()
@@ -88,7 +88,7 @@ impl Log {
 }
 
 /// The discover result of a server that supports the extension (or not).
-pub(crate) fn discover_result(tasks: bool) -> Value {
+pub fn discover_result(tasks: bool) -> Value {
     let extensions = if tasks {
         json!({"io.modelcontextprotocol/tasks": {}})
     } else {
@@ -104,7 +104,7 @@ pub(crate) fn discover_result(tasks: bool) -> Value {
 }
 
 /// A task object in wire shape, with `extra` fields merged over the defaults.
-pub(crate) fn task(status: &str, extra: Value) -> Value {
+pub fn task(status: &str, extra: Value) -> Value {
     let mut base = json!({
         "taskId": "task-secret-1", "status": status,
         "createdAt": "2026-07-28T10:30:00Z", "lastUpdatedAt": "2026-07-28T10:30:00Z",
@@ -117,37 +117,37 @@ pub(crate) fn task(status: &str, extra: Value) -> Value {
 }
 
 /// A `tasks/get` result.
-pub(crate) fn got(status: &str, extra: Value) -> Reply {
+pub fn got(status: &str, extra: Value) -> Reply {
     let mut value = task(status, extra);
     value["resultType"] = json!("complete");
     Reply::Result(value)
 }
 
 /// A `CreateTaskResult`.
-pub(crate) fn created(extra: Value) -> Reply {
+pub fn created(extra: Value) -> Reply {
     let mut value = task("working", extra);
     value["resultType"] = json!("task");
     Reply::Result(value)
 }
 
 /// The empty ack of `tasks/update` and `tasks/cancel`.
-pub(crate) fn ack() -> Reply {
+pub fn ack() -> Reply {
     Reply::Result(json!({"resultType": "complete"}))
 }
 
 /// A text tool result.
-pub(crate) fn text_result(text: &str) -> Value {
+pub fn text_result(text: &str) -> Value {
     json!({"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": false})
 }
 
 /// An elicitation form asking for a name.
-pub(crate) fn name_form() -> Value {
+pub fn name_form() -> Value {
     json!({"method": "elicitation/create", "params": {"mode": "form", "message": "Your name?",
         "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}})
 }
 
 /// Starts the scripted server and a client connected to it (discover lifecycle).
-pub(crate) async fn connect(
+pub async fn connect(
     handler: Handler,
     script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
 ) -> (TasksClient<Handler>, Log) {
@@ -169,7 +169,7 @@ fn start(
 /// Like [`connect`] with a chosen `server/discover` result; `Value::Null`
 /// makes an initialize-era server (discover is -32601, the script answers
 /// `initialize`) and the client falls back to `initialize`.
-pub(crate) async fn connect_with<H: rmcp::ClientHandler>(
+pub async fn connect_with<H: rmcp::ClientHandler>(
     handler: H,
     discover: Value,
     script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
@@ -189,7 +189,7 @@ pub(crate) async fn connect_with<H: rmcp::ClientHandler>(
 }
 
 /// Like [`connect`], with the client's reader in a listen channel.
-pub(crate) async fn connect_listening(
+pub async fn connect_listening(
     handler: Handler,
     script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
 ) -> (TasksClient<Handler>, Log) {
@@ -210,14 +210,14 @@ pub(crate) async fn connect_listening(
 
 /// Like [`connect`], with a [`LineCheck`] on the client's reader: the
 /// client hears of the lines rmcp drops.
-pub(crate) async fn connect_checked(
+pub async fn connect_checked(
     handler: Handler,
     script: impl FnMut(&str, &Value) -> Reply + Send + 'static,
 ) -> (TasksClient<Handler>, Log) {
     let (client_io, log) = start(script, discover_result(true));
     let (read, write) = tokio::io::split(client_io);
     let (check, read) = LineCheck::stdio(read);
-    let running = serve_client_with_lifecycle(handler, (read, write), super::lifecycle())
+    let running = serve_client_with_lifecycle(handler, (read, write), crate::lifecycle())
         .await
         .expect("the client connects to the scripted server");
     (TasksClient::new(running).with_line_check(check), log)
@@ -286,16 +286,16 @@ async fn serve(io: tokio::io::DuplexStream, mut script: Script, discover: Value,
     }
 }
 
-pub(crate) fn ms(n: u64) -> Duration {
+pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-pub(crate) fn task_id() -> TaskId {
+pub fn task_id() -> TaskId {
     TaskId::new("task-secret-1")
 }
 
 /// A script that answers `tasks/get` from a list, repeating the last entry.
-pub(crate) fn gets(replies: Vec<Value>) -> impl FnMut(&str, &Value) -> Reply + Send + 'static {
+pub fn gets(replies: Vec<Value>) -> impl FnMut(&str, &Value) -> Reply + Send + 'static {
     let mut n = 0;
     move |method, _| match method {
         "tasks/get" => {
@@ -309,14 +309,14 @@ pub(crate) fn gets(replies: Vec<Value>) -> impl FnMut(&str, &Value) -> Reply + S
     }
 }
 
-pub(crate) fn get_value(status: &str, extra: Value) -> Value {
+pub fn get_value(status: &str, extra: Value) -> Value {
     match got(status, extra) {
         Reply::Result(value) => value,
         _ => unreachable!(),
     }
 }
 
-pub(crate) fn input_required(key: &str, request: Value) -> Value {
+pub fn input_required(key: &str, request: Value) -> Value {
     let mut requests = serde_json::Map::new();
     requests.insert(key.to_owned(), request);
     get_value(

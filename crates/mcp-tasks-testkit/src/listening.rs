@@ -13,11 +13,11 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
-use super::{Handler, RuntimeServer, lifecycle};
+use crate::{Handler, RuntimeServer, lifecycle};
 
 /// The two transports the listen tests run on.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Transport {
+pub enum Transport {
     /// Newline-delimited JSON-RPC over an in-process pipe: the stdio
     /// framing, with the server's reader wrapped in `ListenReader` and the
     /// client's in `ListenChannel::stdio`.
@@ -26,15 +26,15 @@ pub(crate) enum Transport {
     Http,
 }
 
-pub(crate) const TRANSPORTS: [Transport; 2] = [Transport::Stdio, Transport::Http];
+pub const TRANSPORTS: [Transport; 2] = [Transport::Stdio, Transport::Http];
 
 /// A listening client of `server` over `transport`.
-pub(crate) async fn client(server: &RuntimeServer, transport: Transport) -> TasksClient<Handler> {
+pub async fn client(server: &RuntimeServer, transport: Transport) -> TasksClient<Handler> {
     client_with(server, transport, Handler::default()).await
 }
 
 /// [`client`] with a chosen handler.
-pub(crate) async fn client_with(
+pub async fn client_with(
     server: &RuntimeServer,
     transport: Transport,
     handler: Handler,
@@ -42,14 +42,14 @@ pub(crate) async fn client_with(
     match transport {
         Transport::Stdio => stdio_client(server.clone(), handler).await,
         Transport::Http => {
-            let url = super::runtime_server::serve_http(server.clone()).await;
+            let url = crate::runtime_server::serve_http(server.clone()).await;
             http_client(&url, None, handler).await
         }
     }
 }
 
 /// A client of `server` over an in-process newline-delimited pipe.
-pub(crate) async fn stdio_client(server: RuntimeServer, handler: Handler) -> TasksClient<Handler> {
+pub async fn stdio_client(server: RuntimeServer, handler: Handler) -> TasksClient<Handler> {
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
         let (read, write) = tokio::io::split(server_io);
@@ -66,7 +66,7 @@ pub(crate) async fn stdio_client(server: RuntimeServer, handler: Handler) -> Tas
 }
 
 /// A listening client of the HTTP endpoint `url`, with a bearer `token`.
-pub(crate) async fn http_client(
+pub async fn http_client(
     url: &str,
     token: Option<&str>,
     handler: Handler,
@@ -85,7 +85,7 @@ pub(crate) async fn http_client(
 
 /// A `subscriptions/listen` request for `task_ids`, declaring the
 /// extension when `declare`.
-pub(crate) fn listen_request(id: Value, task_ids: &[&str], declare: bool) -> Value {
+pub fn listen_request(id: Value, task_ids: &[&str], declare: bool) -> Value {
     let extensions = if declare {
         json!({"io.modelcontextprotocol/tasks": {}})
     } else {
@@ -100,19 +100,19 @@ pub(crate) fn listen_request(id: Value, task_ids: &[&str], declare: bool) -> Val
 }
 
 /// A raw HTTP listen stream: the messages of its SSE response.
-pub(crate) struct RawStream {
+pub struct RawStream {
     /// The response's status and headers.
-    pub(crate) status: u16,
-    pub(crate) headers: reqwest::header::HeaderMap,
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
     body: futures::stream::BoxStream<'static, reqwest::Result<axum::body::Bytes>>,
     text: String,
     /// Comment lines seen so far.
-    pub(crate) comments: usize,
+    pub comments: usize,
 }
 
 impl RawStream {
     /// POSTs `message` to `url` with a bearer `token`.
-    pub(crate) async fn open(url: &str, token: Option<&str>, message: &Value) -> Self {
+    pub async fn open(url: &str, token: Option<&str>, message: &Value) -> Self {
         let mut request = reqwest::Client::new()
             .post(url)
             .header("accept", "application/json, text/event-stream")
@@ -135,7 +135,7 @@ impl RawStream {
 
     /// The next JSON-RPC message, or `None` when the response ended or
     /// nothing came within `within`.
-    pub(crate) async fn next_within(&mut self, within: Duration) -> Option<Value> {
+    pub async fn next_within(&mut self, within: Duration) -> Option<Value> {
         tokio::time::timeout(within, self.next())
             .await
             .ok()
@@ -143,7 +143,7 @@ impl RawStream {
     }
 
     /// The next JSON-RPC message, or `None` when the response ended.
-    pub(crate) async fn next(&mut self) -> Option<Value> {
+    pub async fn next(&mut self) -> Option<Value> {
         loop {
             if let Some(end) = self.text.find("\n\n") {
                 let event: String = self.text.drain(..end + 2).collect();
@@ -168,7 +168,7 @@ impl RawStream {
     }
 
     /// The whole body of a plain (non-SSE) answer.
-    pub(crate) async fn json(mut self) -> Value {
+    pub async fn json(mut self) -> Value {
         let mut text = String::new();
         while let Some(Ok(bytes)) = self.body.next().await {
             text.push_str(&String::from_utf8_lossy(&bytes));

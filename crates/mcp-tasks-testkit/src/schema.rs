@@ -42,7 +42,7 @@ static LEGACY: LazyLock<Option<Value>> = LazyLock::new(|| {
 });
 
 /// Validate a value against a named def of the 2025-11-25 schema (the legacy tasks era).
-pub(crate) fn check_legacy(def: &str, value: &Value) -> Result<(), String> {
+pub fn check_legacy(def: &str, value: &Value) -> Result<(), String> {
     let Some(schema) = LEGACY.as_ref() else {
         return Ok(());
     };
@@ -78,7 +78,7 @@ pub(crate) fn check_legacy(def: &str, value: &Value) -> Result<(), String> {
 }
 
 /// Where the official schemas are, or None (saying once that the schema checks were NOT run).
-pub(crate) fn spec_dir() -> Option<PathBuf> {
+pub fn spec_dir() -> Option<PathBuf> {
     static NOTICE: Once = Once::new();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec");
     let core_and_ext = ["2026-07-28/schema.json", "ext-tasks/schema.json"];
@@ -158,7 +158,7 @@ fn check_all(mut all: Vec<String>, value: &Value) -> Result<(), String> {
 
 /// Validate a whole JSON-RPC request against the schema def for its method; for `tasks/*` also
 /// check `params` against core `RequestParams`, as the ext defs leave out the required `_meta`.
-pub(crate) fn check_request(message: &Value) -> Result<(), String> {
+pub fn check_request(message: &Value) -> Result<(), String> {
     if SPEC.is_none() {
         return Ok(());
     }
@@ -180,12 +180,12 @@ pub(crate) fn check_request(message: &Value) -> Result<(), String> {
 }
 
 /// Validate a value against a named def of the core schema, else of the ext-tasks schema.
-pub(crate) fn check_def(def: &str, value: &Value) -> Result<(), String> {
+pub fn check_def(def: &str, value: &Value) -> Result<(), String> {
     check_all(errors(def, value, "")?, value)
 }
 
 /// The official example files for a def name, parsed, sorted by file name (empty when absent).
-pub(crate) fn examples(def: &str) -> Vec<(String, Value)> {
+pub fn examples(def: &str) -> Vec<(String, Value)> {
     let dir = spec_dir().map(|d| d.join("2026-07-28/examples").join(def));
     let Some(Ok(entries)) = dir.map(std::fs::read_dir) else {
         return Vec::new();

@@ -15,16 +15,16 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::Handler;
-use super::scripted::Log;
+use crate::Handler;
+use crate::scripted::Log;
 
 /// The id of every scripted task.
-pub(crate) const TASK: &str = "task-secret-1";
+pub const TASK: &str = "task-secret-1";
 
 type Script = Box<dyn FnMut(&Value) -> Vec<Value> + Send>;
 
 /// How the scripted server is set up.
-pub(crate) struct Server {
+pub struct Server {
     /// `server/discover` answers this (a server of both eras), else -32601.
     pub discover: Option<Value>,
     /// What `initialize` answers.
@@ -35,7 +35,7 @@ pub(crate) struct Server {
 
 impl Server {
     /// A 2025-11-25 server with these `capabilities.tasks`, on a tapped transport.
-    pub(crate) fn legacy(tasks: Value) -> Self {
+    pub fn legacy(tasks: Value) -> Self {
         Self {
             discover: None,
             initialize: initialize(tasks),
@@ -45,7 +45,7 @@ impl Server {
 }
 
 /// A connected client, the server's log, and a way to push messages.
-pub(crate) struct Connected {
+pub struct Connected {
     pub client: TasksClient<legacy::Handler>,
     pub log: Log,
     push: mpsc::UnboundedSender<Value>,
@@ -53,14 +53,14 @@ pub(crate) struct Connected {
 
 impl Connected {
     /// Sends a raw message from the server now.
-    pub(crate) fn push(&self, message: Value) {
+    pub fn push(&self, message: Value) {
         self.push.send(message).expect("the scripted server runs");
     }
 }
 
 /// The `InitializeResult` of a 2025-11-25 server with these `capabilities.tasks`
 /// (`null`: none).
-pub(crate) fn initialize(tasks: Value) -> Value {
+pub fn initialize(tasks: Value) -> Value {
     let mut capabilities = json!({"tools": {"listChanged": true}});
     if !tasks.is_null() {
         capabilities["tasks"] = tasks;
@@ -70,12 +70,12 @@ pub(crate) fn initialize(tasks: Value) -> Value {
 }
 
 /// The tasks capability of a server that takes task-augmented `tools/call`.
-pub(crate) fn all_tasks() -> Value {
+pub fn all_tasks() -> Value {
     json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }
 
 /// Starts the server and a client connected to it.
-pub(crate) async fn connect(
+pub async fn connect(
     server: Server,
     handler: Handler,
     script: impl FnMut(&Value) -> Vec<Value> + Send + 'static,
@@ -150,7 +150,7 @@ async fn serve(
 }
 
 /// The result `result` for the request `message`.
-pub(crate) fn reply(message: &Value, result: Value) -> Value {
+pub fn reply(message: &Value, result: Value) -> Value {
     let mut reply = json!({"jsonrpc": "2.0", "id": message["id"]});
     reply["result"] = result;
     reply
@@ -158,7 +158,7 @@ pub(crate) fn reply(message: &Value, result: Value) -> Value {
 
 /// What a script sends for a message it has no case for: -32601 for a
 /// request, nothing for a notification or an answer.
-pub(crate) fn unknown(message: &Value) -> Vec<Value> {
+pub fn unknown(message: &Value) -> Vec<Value> {
     if message.get("method").is_some() && message.get("id").is_some() {
         vec![refuse(message, -32601, "Method not found")]
     } else {
@@ -167,12 +167,12 @@ pub(crate) fn unknown(message: &Value) -> Vec<Value> {
 }
 
 /// The JSON-RPC error `{code, message}` for the request `message`.
-pub(crate) fn refuse(message: &Value, code: i64, text: &str) -> Value {
+pub fn refuse(message: &Value, code: i64, text: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": message["id"], "error": {"code": code, "message": text}})
 }
 
 /// A 2025-11-25 task with `extra` merged over the defaults (`ttl` 60 s, `pollInterval` 1 s).
-pub(crate) fn task(status: &str, extra: Value) -> Value {
+pub fn task(status: &str, extra: Value) -> Value {
     let mut base = json!({
         "taskId": TASK, "status": status,
         "createdAt": "2025-11-25T10:30:00Z", "lastUpdatedAt": "2025-11-25T10:30:00Z",
@@ -185,17 +185,17 @@ pub(crate) fn task(status: &str, extra: Value) -> Value {
 }
 
 /// A `CreateTaskResult`: the task nested under `task`.
-pub(crate) fn created(extra: Value) -> Value {
+pub fn created(extra: Value) -> Value {
     json!({"task": task("working", extra)})
 }
 
 /// A text tool result.
-pub(crate) fn text(text: &str, is_error: bool) -> Value {
+pub fn text(text: &str, is_error: bool) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": is_error})
 }
 
 /// A `tools/list` page: `(name, taskSupport)`; `None` leaves `execution` out.
-pub(crate) fn tools(tools: &[(&str, Option<&str>)]) -> Value {
+pub fn tools(tools: &[(&str, Option<&str>)]) -> Value {
     let tools: Vec<Value> = tools
         .iter()
         .map(|(name, support)| {
@@ -210,7 +210,7 @@ pub(crate) fn tools(tools: &[(&str, Option<&str>)]) -> Value {
 }
 
 /// A server-to-client `elicitation/create` asking for a name, tied to the task.
-pub(crate) fn elicitation(id: &str) -> Value {
+pub fn elicitation(id: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
         "mode": "form", "message": "Your name?",
         "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
@@ -218,14 +218,14 @@ pub(crate) fn elicitation(id: &str) -> Value {
 }
 
 /// A `notifications/tasks/status` carrying `task`.
-pub(crate) fn status(task: Value) -> Value {
+pub fn status(task: Value) -> Value {
     let mut notification = json!({"jsonrpc": "2.0", "method": "notifications/tasks/status"});
     notification["params"] = task;
     notification
 }
 
 /// The client's answer to the server's request `id`, if it sent one.
-pub(crate) fn answer_to(log: &Log, id: &str) -> Option<Value> {
+pub fn answer_to(log: &Log, id: &str) -> Option<Value> {
     log.all()
         .into_iter()
         .map(|received| received.message)

@@ -13,13 +13,13 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::RuntimeServer;
+use crate::RuntimeServer;
 
 /// How long any one answer may take before the test fails.
 const PATIENCE: Duration = Duration::from_secs(20);
 
 /// Answers the server's requests: the request, its answer (a result).
-pub(crate) type Answerer = Box<dyn FnMut(&Value) -> Value + Send>;
+pub type Answerer = Box<dyn FnMut(&Value) -> Value + Send>;
 
 /// How the messages travel.
 enum Wire {
@@ -40,38 +40,38 @@ enum Wire {
 }
 
 /// A raw initialize-era client.
-pub(crate) struct OldClient {
+pub struct OldClient {
     wire: Wire,
     next_id: u64,
     /// Notifications received, in order.
-    pub(crate) notifications: Vec<Value>,
+    pub notifications: Vec<Value>,
     /// The server's requests, in order.
-    pub(crate) asked: Vec<Value>,
+    pub asked: Vec<Value>,
     answer: Answerer,
     /// The `InitializeResult`.
-    pub(crate) initialized: Value,
+    pub initialized: Value,
 }
 
 /// The capabilities the client declares unless told otherwise.
-pub(crate) fn capabilities() -> Value {
+pub fn capabilities() -> Value {
     json!({"elicitation": {"form": {}}, "tasks": {"list": {}, "cancel": {}}})
 }
 
 impl OldClient {
     /// A client of `server` over an in-process pipe, initialized.
-    pub(crate) async fn stdio(server: RuntimeServer) -> Self {
+    pub async fn stdio(server: RuntimeServer) -> Self {
         Self::start(Self::pipe(server, true)).await
     }
 
     /// A raw connection to `server` over an in-process pipe that sends no
     /// `initialize`: what a 2026-07-28 client would see, request by request.
-    pub(crate) fn stdio_uninitialized(server: RuntimeServer) -> Self {
+    pub fn stdio_uninitialized(server: RuntimeServer) -> Self {
         Self::unstarted(Self::pipe(server, true))
     }
 
     /// [`OldClient::stdio_uninitialized`], the server reading plain calls
     /// ahead of rmcp or not (see `StdioTransport::with_read_ahead`).
-    pub(crate) fn stdio_reading_ahead(server: RuntimeServer, read_ahead: bool) -> Self {
+    pub fn stdio_reading_ahead(server: RuntimeServer, read_ahead: bool) -> Self {
         Self::unstarted(Self::pipe(server, read_ahead))
     }
 
@@ -101,7 +101,7 @@ impl OldClient {
 
     /// A client of the Streamable HTTP endpoint `url`, initialized in a
     /// session, sending `authorization` on every request.
-    pub(crate) async fn http(url: &str, authorization: Option<&str>) -> Self {
+    pub async fn http(url: &str, authorization: Option<&str>) -> Self {
         let (sender, incoming) = mpsc::unbounded_channel();
         Self::start(Wire::Http {
             url: url.to_owned(),
@@ -143,7 +143,7 @@ impl OldClient {
     }
 
     /// Answers the server's requests with `answer` from now on.
-    pub(crate) fn answering(&mut self, answer: impl FnMut(&Value) -> Value + Send + 'static) {
+    pub fn answering(&mut self, answer: impl FnMut(&Value) -> Value + Send + 'static) {
         self.answer = Box::new(answer);
     }
 
@@ -208,7 +208,7 @@ impl OldClient {
 
     /// Writes `messages` to the pipe in one write, a line each, so that the
     /// server reads them together (over a pipe only).
-    pub(crate) async fn send_at_once(&mut self, messages: &[Value]) {
+    pub async fn send_at_once(&mut self, messages: &[Value]) {
         let Wire::Lines { write, .. } = &mut self.wire else {
             panic!("only a pipe writes lines");
         };
@@ -220,7 +220,7 @@ impl OldClient {
     }
 
     /// The next message the server sends within `patience`, if any.
-    pub(crate) async fn next_within(&mut self, patience: Duration) -> Option<Value> {
+    pub async fn next_within(&mut self, patience: Duration) -> Option<Value> {
         let incoming = match &mut self.wire {
             Wire::Lines { incoming, .. } | Wire::Http { incoming, .. } => incoming,
         };
@@ -242,7 +242,7 @@ impl OldClient {
 
     /// Sends a request; its result, or its error object. Meanwhile the
     /// server's requests are answered and its notifications kept.
-    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Result<Value, Value> {
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         self.next_id += 1;
         let id = self.next_id;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
@@ -270,7 +270,7 @@ impl OldClient {
     }
 
     /// Waits until `count` notifications have arrived (or fails).
-    pub(crate) async fn notifications_until(&mut self, count: usize) -> &[Value] {
+    pub async fn notifications_until(&mut self, count: usize) -> &[Value] {
         while self.notifications.len() < count {
             let message = self.next_message().await;
             if message.get("method").is_some() && message.get("id").is_none() {
@@ -282,7 +282,7 @@ impl OldClient {
 
     /// Opens the session's standalone stream (`GET`), where the server's
     /// messages without a request of their own arrive (HTTP only).
-    pub(crate) async fn open_stream(&mut self) {
+    pub async fn open_stream(&mut self) {
         let Wire::Http {
             url,
             session,
@@ -309,7 +309,7 @@ impl OldClient {
     }
 
     /// The session id (HTTP only).
-    pub(crate) fn session(&self) -> Option<&str> {
+    pub fn session(&self) -> Option<&str> {
         match &self.wire {
             Wire::Http { session, .. } => session.as_deref(),
             Wire::Lines { .. } => None,

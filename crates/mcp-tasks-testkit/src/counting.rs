@@ -23,12 +23,12 @@ use rmcp::service::serve_client_with_lifecycle;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::listening::{Transport, http_client};
-use super::{Handler, RuntimeServer, lifecycle};
+use crate::listening::{Transport, http_client};
+use crate::{Handler, RuntimeServer, lifecycle};
 
 /// The requests a server received, by method.
 #[derive(Clone, Default)]
-pub(crate) struct Counts(Arc<Mutex<Tally>>);
+pub struct Counts(Arc<Mutex<Tally>>);
 
 #[derive(Default)]
 struct Tally {
@@ -39,13 +39,13 @@ struct Tally {
 
 impl Counts {
     /// How many `method` requests came.
-    pub(crate) fn of(&self, method: &str) -> usize {
+    pub fn of(&self, method: &str) -> usize {
         let tally = self.0.lock().unwrap();
         tally.received.get(method).copied().unwrap_or(0)
     }
 
     /// The most `method` requests in flight at once (HTTP only).
-    pub(crate) fn most_in_flight(&self, method: &str) -> usize {
+    pub fn most_in_flight(&self, method: &str) -> usize {
         let tally = self.0.lock().unwrap();
         tally.most_in_flight.get(method).copied().unwrap_or(0)
     }
@@ -110,7 +110,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Tap<R> {
 }
 
 /// A listening client of `server` over `transport`, and the server's counts.
-pub(crate) async fn counted_client(
+pub async fn counted_client(
     server: &RuntimeServer,
     transport: Transport,
 ) -> (TasksClient<Handler>, Counts) {
@@ -119,7 +119,7 @@ pub(crate) async fn counted_client(
 
 /// [`counted_client`] with a chosen handler; with `refuse_listen` (HTTP
 /// only) the server answers `subscriptions/listen` with -32601.
-pub(crate) async fn counted_client_with(
+pub async fn counted_client_with(
     server: &RuntimeServer,
     transport: Transport,
     handler: Handler,
