@@ -9,6 +9,7 @@
 //!   [`listening`]), a proxy that loses an answer ([`lossy_proxy`]);
 //! * [`serve`]: the one harness that starts a server binary (`mcp-tasks
 //!   serve`, a fixture) and reads the address of its `listening on` line;
+//! * [`calls`]: the text of a result, a wait that returns at input;
 //! * [`schema`]: checks against the official JSON schemas;
 //! * [`wait`]: temp files, free ports, waiting for a condition;
 //! * [`stats`]: the percentiles and medians the benches print.
@@ -24,6 +25,7 @@
 // by the struct's doc, and they are test fixtures, not values to print.
 #![allow(missing_docs, missing_debug_implementations)]
 
+pub mod calls;
 pub mod counting;
 pub mod legacy;
 pub mod listening;
@@ -136,10 +138,7 @@ pub async fn in_process(server: RuntimeServer) -> TasksClient<Handler> {
 }
 
 /// [`in_process`] with a chosen handler.
-pub async fn in_process_with(
-    server: RuntimeServer,
-    handler: Handler,
-) -> TasksClient<Handler> {
+pub async fn in_process_with(server: RuntimeServer, handler: Handler) -> TasksClient<Handler> {
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
         if let Ok(running) = server.serve(server_io).await {

@@ -533,3 +533,18 @@ pub async fn serve_http_with(
     tokio::spawn(recipe.serve(listener));
     format!("http://{address}/mcp")
 }
+
+/// Serves any `handler` whose tasks live in `runtime` (a gateway, a
+/// fixture) with the library's serving recipe on a fresh loopback port, in
+/// the background: its endpoint's URL.
+pub async fn serve_recipe<S>(handler: S, runtime: TaskRuntime) -> String
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("an address"));
+    tokio::spawn(StreamableHttpServer::new(handler, runtime).serve(listener));
+    url
+}

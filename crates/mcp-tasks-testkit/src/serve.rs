@@ -14,13 +14,15 @@ use std::time::{Duration, Instant};
 
 use mcp_tasks::TasksClient;
 use mcp_tasks::client::ListenChannel;
-use rmcp::ClientHandler;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitationCapability, Implementation, ProtocolVersion,
 };
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::IntoTransport;
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClient;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient};
 
 /// The prefix of the line a server prints once it listens.
 pub const LISTENING_ON: &str = "listening on ";
@@ -69,6 +71,8 @@ pub struct Served {
     pub listening: Duration,
     /// Its stderr lines, when kept ([`Served::spawn`]).
     logs: Option<Logs>,
+    /// The thread that reads them, joined once the server is gone.
+    reader: Option<std::thread::JoinHandle<()>>,
     /// How many of `logs` [`Served::stderr_line`] has read past.
     read: std::cell::Cell<usize>,
 }
@@ -100,7 +104,8 @@ impl Served {
     /// Spawns `command` (any server binary; its stderr as the command says
     /// unless `logs` keeps it) and reads its `listening on` line, then its
     /// `operator listener on` line if its arguments have `--admin`; panics
-    /// with what it said if it ends first.
+    /// with what it said if it ends first. Its stdin is a pipe left open
+    /// until it is dropped.
     pub fn command(command: Command, logs: Option<&Logs>) -> Self {
         Self::try_command(command, logs).unwrap_or_else(|error| panic!("{error}"))
     }
@@ -108,7 +113,9 @@ impl Served {
     /// [`Served::command`], with an error instead of a panic (for benches).
     pub fn try_command(mut command: Command, logs: Option<&Logs>) -> Result<Self, String> {
         let wants_admin = command.get_args().any(|arg| arg == "--admin");
-        command.stdin(Stdio::null()).stdout(Stdio::piped());
+        // Its stdin stays open while it runs: fixtures such as
+        // `rmcp-task-server http` stop at its end.
+        command.stdin(Stdio::piped()).stdout(Stdio::piped());
         if logs.is_some() {
             command.stderr(Stdio::piped());
         }
@@ -162,6 +169,7 @@ impl Served {
             admin: String::new(),
             listening,
             logs: logs.cloned(),
+            reader,
             read: std::cell::Cell::new(0),
         };
         served.url = url?;
@@ -183,10 +191,14 @@ impl Served {
         self.child.id()
     }
 
-    /// SIGKILL: no chance to end, hand over or write anything.
+    /// SIGKILL: no chance to end, hand over or write anything. Its kept
+    /// stderr ([`Served::spawn`]'s `logs`) is then read to its end.
     pub fn kill_9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
     }
 
     /// Sends `signal` (`TERM`, `INT`) to the server.
@@ -221,6 +233,13 @@ impl Served {
             Some(0),
             "the server did not stop cleanly on SIGINT"
         );
+    }
+
+    /// Every line of its stderr read so far (kept with [`Served::spawn`]'s
+    /// `logs`; all of them once [`Served::kill_9`] returned).
+    pub fn stderr(&self) -> Vec<String> {
+        let logs = self.logs.as_ref().expect("started with its stderr kept");
+        logs.lock().unwrap().clone()
     }
 
     /// The next line of its stderr (kept with [`Served::spawn`]'s `logs`)
@@ -289,6 +308,25 @@ pub async fn client_of(url: &str, token: Option<&str>) -> TasksClient<Forms> {
     let http = reqwest::Client::new();
     let channel = ListenChannel::http(http.clone(), &config);
     let transport = StreamableHttpClientTransport::with_client(http, config);
+    discover(transport).await.with_listen(channel)
+}
+
+/// A 2026-07-28 client of the MCP endpoint at `url` over `http` (reqwest's
+/// client, rmcp's `AuthClient`) that polls: no listen stream.
+pub async fn polling_client_over<C>(url: &str, http: C) -> TasksClient<Forms>
+where
+    C: StreamableHttpClient + Send + Sync + 'static,
+{
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    discover(StreamableHttpClientTransport::with_client(http, config)).await
+}
+
+/// A [`Forms`] client over `transport`, opened with `server/discover`.
+async fn discover<T, E, A>(transport: T) -> TasksClient<Forms>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
@@ -297,5 +335,4 @@ pub async fn client_of(url: &str, token: Option<&str>) -> TasksClient<Forms> {
             .await
             .expect("connect"),
     )
-    .with_listen(channel)
 }

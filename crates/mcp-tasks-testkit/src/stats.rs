@@ -1,5 +1,6 @@
 //! The statistics the benches print: nearest-rank percentiles of sorted
-//! samples and medians of runs, one copy for every crate's benches.
+//! samples, medians of runs, the load average; one copy for every crate's
+//! benches.
 
 use std::time::Duration;
 
@@ -41,4 +42,15 @@ pub fn ms(duration: Duration) -> f64 {
 /// `PASS` or `MISS`, for a goal a bench checks.
 pub fn verdict(pass: bool) -> &'static str {
     if pass { "PASS" } else { "MISS" }
+}
+
+/// The machine's load averages over 1, 5 and 15 minutes (`/proc/loadavg`),
+/// or nothing where there is no such file.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
