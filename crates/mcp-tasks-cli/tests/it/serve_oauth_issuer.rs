@@ -3,28 +3,24 @@
 //! from a 401 with rmcp's own client auth and calls a task; every refusal has
 //! its status and `WWW-Authenticate`; a rotated key is picked up; callers'
 //! tasks stay apart; opaque tokens are introspected; the tokens file and the
-//! gateway work beside it. The key cache's reliability: `oauth_keys.rs`.
+//! gateway work beside it. The key cache's reliability: `serve_oauth_issuer_keys.rs`.
 
 use std::time::{Duration, Instant};
 
 use mcp_tasks::{TaskId, TasksClient};
-use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::auth::{
     AuthClient, AuthorizationManager, AuthorizationMetadataSource, ClientCredentialsConfig,
 };
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::deploy::free_port;
 use crate::oidc::{
     INTROSPECTION_CLIENT, Key, MACHINE_ALICE, MACHINE_BOB, Provider, SCOPES, claims_of, now,
     secret_of,
 };
 use crate::serving::{Forms, Served, client_of, returned, start, text_of};
 use crate::support::raw_http;
+use mcp_tasks_testkit::wait::free_port;
 
 /// A provider and `serve` trusting it, requiring [`SCOPES`].
 pub(crate) struct Rig {
@@ -66,7 +62,7 @@ pub(crate) fn serve(provider: &Provider, extra: &[&str]) -> Served {
         SCOPES,
     ];
     args.extend_from_slice(extra);
-    Served::spawn(&args, &[], None)
+    Served::spawn(crate::support::BIN, &args, &[], None)
 }
 
 /// What one request to the MCP endpoint got back.
@@ -138,18 +134,7 @@ async fn connect<C>(url: &str, http: C) -> TasksClient<Forms>
 where
     C: rmcp::transport::streamable_http_client::StreamableHttpClient + Send + Sync + 'static,
 {
-    let transport = StreamableHttpClientTransport::with_client(
-        http,
-        StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
-    );
-    let lifecycle = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    TasksClient::new(
-        serve_client_with_lifecycle(Forms, transport, lifecycle)
-            .await
-            .expect("connect"),
-    )
+    mcp_tasks_testkit::serve::polling_client_over(url, http).await
 }
 
 fn get_json(url: &str) -> (u16, Value) {

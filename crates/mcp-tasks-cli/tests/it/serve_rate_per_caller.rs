@@ -145,8 +145,7 @@ fn a_caller_past_its_rate_gets_503_with_retry_after_and_is_told_why() {
         "{}",
         served.body
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill_9();
 }
 
 #[test]

@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::oauth::{Rig, assert_invalid_token, list_tools, rig};
 use crate::oidc::{JwksMode, Key, MACHINE_ALICE, SCOPES};
+use crate::serve_oauth_issuer::{Rig, assert_invalid_token, list_tools, rig};
 
 /// How long a request with a cached key may take while the provider is in
 /// trouble (a loaded 2-core CI machine; the slow JWKS answers after 10 s).
@@ -147,7 +147,7 @@ fn serve_does_not_start_without_an_issuers_metadata_and_keys() {
         )
     };
     // Nothing listens there: the metadata address it tried, and why.
-    let closed = format!("http://127.0.0.1:{}", crate::deploy::free_port());
+    let closed = format!("http://127.0.0.1:{}", mcp_tasks_testkit::wait::free_port());
     let (code, stderr) = serve(&closed);
     assert_eq!(code, Some(69), "{stderr}");
     assert!(

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::journal::{wait_output, with_journal};
 use crate::serving::Served;
 use crate::support::{json_of, run};
+use crate::wait_last_and_ls::{wait_output, with_journal};
 
 /// What the proxy does with the answer of the first `tools/call`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +161,7 @@ fn serve() -> Served {
     ];
     let mut args = args.to_vec();
     args.extend_from_slice(&["--admin", "127.0.0.1:0"]);
-    Served::spawn(&args, &[], None)
+    Served::spawn(crate::support::BIN, &args, &[], None)
 }
 
 /// How many tasks the server holds, by its admin listing.

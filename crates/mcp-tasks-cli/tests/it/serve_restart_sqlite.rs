@@ -16,7 +16,7 @@ async fn a_server_killed_mid_task_resumes_long_job_from_its_checkpoint_on_sqlite
     let dir = tempfile::tempdir().expect("a temp dir");
     let store = format!("sqlite:{}", dir.path().join("tasks.db").display());
     let flags = ["--poll-interval", "50"];
-    let mut first = Served::start("127.0.0.1:0", &store, &flags);
+    let mut first = Served::start(crate::support::BIN, "127.0.0.1:0", &store, &flags);
     let client = first.client().await;
     let job = start(&client, "long_job", json!({"steps": 6, "step_ms": 400})).await;
     let sleeper = start(&client, "sleep", json!({"ms": 60_000})).await;
@@ -28,7 +28,7 @@ async fn a_server_killed_mid_task_resumes_long_job_from_its_checkpoint_on_sqlite
     first.kill_9();
 
     // Started again on the same port and file.
-    let second = Served::start(first.address(), &store, &flags);
+    let second = Served::start(crate::support::BIN, first.address(), &store, &flags);
     let client = second.client().await;
     // From now on the job shows only the steps after its checkpoint.
     let mut seen = Vec::new();
@@ -81,7 +81,12 @@ fn sqlite_sync_is_refused_on_another_store_and_full_serves() {
 async fn a_server_with_full_sync_keeps_its_tasks() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let store = format!("sqlite:{}", dir.path().join("tasks.db").display());
-    let server = Served::start("127.0.0.1:0", &store, &["--sqlite-sync", "full"]);
+    let server = Served::start(
+        crate::support::BIN,
+        "127.0.0.1:0",
+        &store,
+        &["--sqlite-sync", "full"],
+    );
     let client = server.client().await;
     let job = start(&client, "long_job", json!({"steps": 2, "step_ms": 10})).await;
     let outcome = client
@@ -99,7 +104,7 @@ async fn a_server_with_full_sync_keeps_its_tasks() {
 async fn a_synchronous_call_cut_by_a_kill_is_not_run_again_after_the_restart() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let store = format!("sqlite:{}", dir.path().join("tasks.db").display());
-    let mut first = Served::start("127.0.0.1:0", &store, &[]);
+    let mut first = Served::start(crate::support::BIN, "127.0.0.1:0", &store, &[]);
     let key = mcp_tasks::IdempotencyKey::new("deploy-42").expect("a key");
     let call = || {
         mcp_tasks::CallOptions::default()
@@ -122,7 +127,7 @@ async fn a_synchronous_call_cut_by_a_kill_is_not_run_again_after_the_restart() {
         .expect_err("the server was killed");
     assert!(cut.is_transport(), "{cut}");
 
-    let second = Served::start(first.address(), &store, &[]);
+    let second = Served::start(crate::support::BIN, first.address(), &store, &[]);
     let client = second.client().await;
     let started = std::time::Instant::now();
     let again = client

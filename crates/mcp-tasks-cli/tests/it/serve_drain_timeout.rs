@@ -20,7 +20,7 @@ fn served(extra: &[&str]) -> Served {
     let mut args = vec!["--http", "127.0.0.1:0", "--admin", "127.0.0.1:0"];
     args.extend_from_slice(&["--poll-interval", "50"]);
     args.extend_from_slice(extra);
-    Served::spawn(&args, &[], Some(&Logs::default()))
+    Served::spawn(crate::support::BIN, &args, &[], Some(&Logs::default()))
 }
 
 /// One plain HTTP/1.1 request: status, `Retry-After` if any, and the body.

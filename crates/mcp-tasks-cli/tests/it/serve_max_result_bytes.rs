@@ -5,54 +5,26 @@
 //! budget fails its task naming both sizes, one far past it is not read,
 //! and nothing of either reaches the store.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
-
 use mcp_tasks_conformance::hostile::Scenario;
 use mcp_tasks_redis::testing::RedisServer;
+use mcp_tasks_testkit::serve::Served;
 
 use crate::support::{bin, hostile_server, json_of, run};
 
-/// A gateway on HTTP; killed when dropped.
-struct Gateway {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// `serve --http` with `store` and a budget of 100,000 bytes, in front of
 /// a hostile server whose task completes with a text of `bytes` bytes.
-fn gateway(store: &str, bytes: usize) -> Gateway {
+fn gateway(store: &str, bytes: usize) -> Served {
     let (upstream, _) = hostile_server(Scenario::BigResult(bytes));
-    let mut child = bin()
+    let mut command = bin();
+    command
         .args(["serve", "--http", "127.0.0.1:0", "--poll-interval", "50"])
         .args(["--store", store, "--max-result-bytes", "100000"])
-        .args(["--upstream-url", &upstream])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the gateway starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the gateway prints where it listens");
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    Gateway { child, url }
+        .args(["--upstream-url", &upstream]);
+    Served::command(command, None)
 }
 
 /// `call --json job` on `gateway`: its failed task's id and error message.
-fn failed_call(gateway: &Gateway) -> (String, String) {
+fn failed_call(gateway: &Served) -> (String, String) {
     let output = run(&["call", "--url", &gateway.url, "--json", "job"]);
     let (code, value) = json_of(&output);
     assert_eq!(code, 2, "failed: {value}");
