@@ -66,11 +66,7 @@ pub async fn stdio_client(server: RuntimeServer, handler: Handler) -> TasksClien
 }
 
 /// A listening client of the HTTP endpoint `url`, with a bearer `token`.
-pub async fn http_client(
-    url: &str,
-    token: Option<&str>,
-    handler: Handler,
-) -> TasksClient<Handler> {
+pub async fn http_client(url: &str, token: Option<&str>, handler: Handler) -> TasksClient<Handler> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
     if let Some(token) = token {
         config = config.auth_header(token.to_owned());
@@ -175,4 +171,33 @@ impl RawStream {
         }
         serde_json::from_str(&text).expect("a JSON body")
     }
+}
+
+/// A server that suggests polling every 10 minutes: a wait on it that ends
+/// within seconds heard its notifications.
+pub fn patient_server() -> RuntimeServer {
+    RuntimeServer::new(
+        crate::runtime_server::runtime_on(mcp_tasks::store::MemoryStore::new())
+            .with_poll_interval(Duration::from_secs(600))
+            .build(),
+    )
+}
+
+/// Waits that allow the server's 10 minutes, listen as `mode`, and end after 20 s.
+pub fn listening(mode: mcp_tasks::ListenMode) -> mcp_tasks::AwaitOptions {
+    mcp_tasks::AwaitOptions::default()
+        .with_deadline(Some(Duration::from_secs(20)))
+        .with_interval_bounds(Duration::from_millis(10), Duration::from_secs(600))
+        .with_listen(mode)
+}
+
+/// Waits until `server` has no open listen stream; fails after 10 s.
+pub async fn until_closed(server: &RuntimeServer) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while server.runtime.open_subscriptions() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("every stream closes");
 }

@@ -118,9 +118,9 @@ async fn a_lost_synchronous_call_is_sent_again_to_our_server_and_runs_once() {
 /// A `tools/call` of `pay` (a forbidden tool: it runs synchronously)
 /// posted as is, under the idempotency key `key`.
 async fn pay(url: &str, arguments: Value, key: &str) -> Value {
-    crate::idempotent::call(
+    crate::server::idempotent::call(
         url,
-        crate::idempotent::ALICE,
+        crate::server::idempotent::ALICE,
         "pay",
         arguments,
         Some(json!(key)),

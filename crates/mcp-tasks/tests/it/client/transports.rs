@@ -4,7 +4,6 @@
 //! on 127.0.0.1, and transient HTTP failures retried inside the deadline.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -16,9 +15,9 @@ use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TaskOutcome, TaskStatus
 use rmcp::service::serve_client_with_lifecycle;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
+use crate::support::serve::Served;
 use crate::support::{Handler, args, completed_text, lifecycle};
 
 /// The fixture server binary, a binary of the conformance crate
@@ -27,46 +26,18 @@ use crate::support::{Handler, args, completed_text, lifecycle};
 /// program. `cargo test --workspace` builds it with the other packages'
 /// binaries before any test runs; `cargo test -p mcp-tasks` alone does not.
 pub(crate) fn server_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary has a path");
-    let dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    let path = dir.join(format!("rmcp-task-server{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace` (which builds \
-         every package's binaries) or `cargo build -p mcp-tasks-conformance --bin \
-         rmcp-task-server` first",
-        path.display()
-    );
-    path
+    mcp_tasks_testkit::serve::beside_tests("rmcp-task-server")
 }
 
 /// Starts the fixture server over HTTP; the child lives as long as the value.
-pub(crate) async fn http_server() -> (Child, String) {
-    let mut child = Command::new(server_binary())
-        .args(["http", "127.0.0.1:0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the fixture server starts");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut line = String::new();
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        BufReader::new(stdout).read_line(&mut line),
-    )
-    .await
-    .expect("the fixture server says where it listens within 30 s")
-    .expect("read the fixture server's stdout");
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    (child, url)
+pub(crate) async fn http_server() -> (Served, String) {
+    let mut command = std::process::Command::new(server_binary());
+    command.args(["http", "127.0.0.1:0"]);
+    let server = tokio::task::spawn_blocking(move || Served::command(command, None))
+        .await
+        .expect("the fixture server says where it listens");
+    let url = server.url.clone();
+    (server, url)
 }
 
 /// The same scenario on every transport.

@@ -12,9 +12,9 @@ use serde_json::json;
 use tokio::process::Command;
 
 use super::listening;
+use crate::client::transports::{http_server, server_binary};
 use crate::support::listening::http_client;
 use crate::support::{Handler, args, completed_text, lifecycle};
-use crate::transports::{http_server, server_binary};
 
 async fn scenario(client: &TasksClient<Handler>) {
     assert!(client.can_listen());

@@ -15,9 +15,8 @@ use rmcp::service::SubscriptionContext;
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Value, json};
 
-use super::listening;
 use crate::support::counting::counted_client;
-use crate::support::listening::{RawStream, TRANSPORTS, http_client, listen_request};
+use crate::support::listening::{RawStream, TRANSPORTS, http_client, listen_request, listening};
 use crate::support::runtime_server::{runtime_on, serve_http, serve_http_with};
 use crate::support::{Handler, RuntimeServer, completed_text, task_of};
 

@@ -21,9 +21,9 @@ use mcp_tasks::{
 use serde::Serialize;
 use serde_json::json;
 
+use crate::client::transports::server_binary;
 use crate::support::runtime_server::{runtime_on, serve_http, serve_http_with};
 use crate::support::{Handler, RuntimeServer, completed_text, in_process};
-use crate::transports::server_binary;
 
 /// A server that suggests polling every 10 minutes: a wait that polls
 /// would end at its deadline, one that listens ends with the task.

@@ -8,8 +8,9 @@ use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{ListenMode, TasksClient};
 use serde_json::{Value, json};
 
-use super::{listening, patient_server, until_closed};
-use crate::support::listening::{RawStream, http_client, listen_request};
+use crate::support::listening::{
+    RawStream, http_client, listen_request, listening, patient_server, until_closed,
+};
 use crate::support::runtime_server::{runtime_on, serve_http, serve_http_with};
 use crate::support::schema::check_def;
 use crate::support::{Handler, RuntimeServer, task_of};

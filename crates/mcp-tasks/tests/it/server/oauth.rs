@@ -17,7 +17,7 @@ use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::oauth::{OAuthConfig, OAuthResourceServer};
 use serde_json::{Value, json};
 
-use crate::access::{Endpoint, get, refused_everywhere, served_everywhere, task};
+use crate::server::access::{Endpoint, get, refused_everywhere, served_everywhere, task};
 
 const AUDIENCE: &str = "https://tasks.example.test/mcp";
 const METADATA_URL: &str = "https://tasks.example.test/.well-known/oauth-protected-resource/mcp";

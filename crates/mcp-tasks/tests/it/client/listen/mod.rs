@@ -6,9 +6,7 @@
 //! task's notifications (a poll would come 10 minutes late), and a wait
 //! that falls back to polling runs against a server that suggests 20 ms.
 
-mod budget;
 mod edges;
-mod http;
 mod peers;
 
 use std::sync::{Arc, Mutex};
@@ -19,30 +17,13 @@ use mcp_tasks::{AwaitOptions, ListenMode, TaskOutcome, TaskState};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::support::listening::{TRANSPORTS, client};
+use crate::support::listening::{TRANSPORTS, client, listening, patient_server, until_closed};
 use crate::support::runtime_server::{runtime_on, serve_http};
 use crate::support::{Handler, RuntimeServer, completed_text, task_of};
-
-/// A server that suggests polling every 10 minutes.
-fn patient_server() -> RuntimeServer {
-    RuntimeServer::new(
-        runtime_on(MemoryStore::new())
-            .with_poll_interval(Duration::from_secs(600))
-            .build(),
-    )
-}
 
 /// A server that suggests polling every 20 ms.
 fn eager_server() -> RuntimeServer {
     RuntimeServer::new(runtime_on(MemoryStore::new()).build())
-}
-
-/// Waits that allow the server's 10 minutes, listen as `mode`, and end after 20 s.
-fn listening(mode: ListenMode) -> AwaitOptions {
-    AwaitOptions::default()
-        .with_deadline(Some(Duration::from_secs(20)))
-        .with_interval_bounds(Duration::from_millis(10), Duration::from_secs(600))
-        .with_listen(mode)
 }
 
 /// `options` with an observer that sends every state it sees.
@@ -52,17 +33,6 @@ fn observed(options: AwaitOptions) -> (AwaitOptions, mpsc::UnboundedReceiver<Tas
         let _ = sender.send(state.clone());
     });
     (options, states)
-}
-
-/// Waits until `server` has no open listen stream; fails after 10 s.
-async fn until_closed(server: &RuntimeServer) {
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while server.runtime.open_subscriptions() > 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("every stream closes");
 }
 
 /// Receives states until one has `message`; fails after 10 s.
