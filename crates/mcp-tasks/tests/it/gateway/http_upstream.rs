@@ -26,7 +26,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
-use crate::support::{serve_gateway, text};
+use crate::support::calls::text;
+use crate::support::runtime_server::serve_recipe as serve_gateway;
 
 /// A task-less 2025-11-25 server with one tool, `ask`, that asks its
 /// client for a name and answers `hello NAME`.

@@ -16,7 +16,9 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
-use crate::support::{args, serve_gateway, text, waiting};
+use crate::support::args;
+use crate::support::calls::{text, waiting};
+use crate::support::runtime_server::serve_recipe as serve_gateway;
 
 /// The fixture server on HTTP (its runtime returned), the gateway in front
 /// of it on HTTP, and a client of the gateway.
