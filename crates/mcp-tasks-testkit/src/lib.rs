@@ -12,7 +12,8 @@
 //! * [`calls`]: the text of a result, a wait that returns at input;
 //! * [`schema`]: checks against the official JSON schemas;
 //! * [`wait`]: temp files, free ports, waiting for a condition;
-//! * [`stats`]: the percentiles and medians the benches print.
+//! * [`stats`]: the percentiles and medians the benches print, and
+//!   [`bench_peers`]: the two task servers the library's benches compare.
 //!
 //! Only integration tests (`tests/`) and benches use it: a crate's unit
 //! tests would see a second copy of `mcp-tasks` (the kit depends on the
@@ -25,6 +26,7 @@
 // by the struct's doc, and they are test fixtures, not values to print.
 #![allow(missing_docs, missing_debug_implementations)]
 
+pub mod bench_peers;
 pub mod calls;
 pub mod counting;
 pub mod legacy;
