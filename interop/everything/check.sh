@@ -24,7 +24,7 @@
 # Every task lives in the session that made it, so get/wait/cancel by id from a new
 # process cannot reach it; cancel is checked with Ctrl-C during the call, and the
 # binary's get/wait/cancel against a 2025-11-25 server run in its own tests
-# (crates/mcp-tasks-cli/tests/it/legacy.rs).
+# (crates/mcp-tasks-cli/tests/it/call_2025_11_25.rs).
 
 set -u
 

@@ -35,6 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+use mcp_tasks_testkit::stats::{percentile_ms as percentile, verdict};
 use serde_json::Value;
 
 #[path = "support/serve.rs"]
@@ -147,14 +148,6 @@ async fn creation_rate(url: &str, inflight: usize, run: Duration) -> anyhow::Res
     Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index].as_secs_f64() * 1000.0
-}
-
 /// Probes `tasks/get` of one task every 5 ms until `stop`; the latencies.
 async fn probe(url: String, id: String, stop: Arc<AtomicBool>) -> (Vec<Duration>, u64) {
     let http = reqwest::Client::new();
@@ -216,10 +209,6 @@ async fn flood(
     stop.store(true, Ordering::Relaxed);
     let (latencies, failed) = probing.await?;
     Ok((answers, latencies, failed, took))
-}
-
-fn verdict(pass: bool) -> &'static str {
-    if pass { "PASS" } else { "MISS" }
 }
 
 async fn run(full: bool) -> anyhow::Result<()> {

@@ -48,6 +48,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
+use mcp_tasks_testkit::stats::{
+    loadavg as load_average, median, percentile_ms as percentile, verdict,
+};
 use serde_json::Value;
 
 #[path = "support/serve.rs"]
@@ -233,34 +236,6 @@ async fn latencies(url: &str, mode: Mode, count: usize) -> anyhow::Result<Vec<Du
     Ok(seen)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index].as_secs_f64() * 1000.0
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-fn verdict(pass: bool) -> &'static str {
-    if pass { "PASS" } else { "MISS" }
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default()
-}
-
 async fn run(full: bool) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
@@ -279,25 +254,25 @@ async fn run(full: bool) -> anyhow::Result<()> {
         (
             "direct (upstream over HTTP, no task)",
             &direct.url,
-            vec![direct.child.id()],
+            vec![direct.pid()],
             Mode::Direct,
         ),
         (
             "the same server, as a task (no gateway)",
             &direct.url,
-            vec![direct.child.id()],
+            vec![direct.pid()],
             Mode::Task,
         ),
         (
             "gateway, stdio upstream (task)",
             &stdio.url,
-            vec![stdio.child.id()],
+            vec![stdio.pid()],
             Mode::Task,
         ),
         (
             "gateway, HTTP upstream (task)",
             &url.url,
-            vec![url.child.id(), http_upstream.child.id()],
+            vec![url.pid(), http_upstream.pid()],
             Mode::Task,
         ),
     ];

@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use mcp_tasks_testkit::stats::{loadavg, percentile_f64 as percentile};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -296,13 +297,6 @@ async fn cancel_all(
     Ok(sent.iter().map(|at| at.expect("sent")).collect())
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 fn summary(delays: &mut [f64]) -> String {
     delays.sort_by(f64::total_cmp);
     format!(
@@ -312,17 +306,6 @@ fn summary(delays: &mut [f64]) -> String {
         delays.last().copied().unwrap_or(f64::NAN),
         delays.len()
     )
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default()
 }
 
 /// The listeners of one task each, then the shared task's.

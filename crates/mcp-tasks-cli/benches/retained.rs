@@ -47,6 +47,7 @@ use futures::StreamExt as _;
 use mcp_tasks::store::{Change, Principal, TaskRecord, TaskStore as _};
 use mcp_tasks::{TaskId, Ttl, UnixMillis};
 use mcp_tasks_sqlite::{SqliteOptions, SqliteStore};
+use mcp_tasks_testkit::stats::{loadavg, median, ms, percentile_ms as percentile, verdict};
 use serde_json::{Value, json};
 
 #[path = "support/serve.rs"]
@@ -282,35 +283,6 @@ async fn read_range(
     Ok(all)
 }
 
-fn ms(took: Duration) -> f64 {
-    took.as_secs_f64() * 1000.0
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    ms(sorted[((sorted.len() as f64 - 1.0) * p).round() as usize])
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-fn verdict(pass: bool) -> &'static str {
-    if pass { "PASS" } else { "MISS" }
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Writes the tokens file: `TOKEN owner-k` for every owner.
 fn write_tokens(path: &Path) -> anyhow::Result<()> {
     let mut file = std::fs::OpenOptions::new()
@@ -408,11 +380,11 @@ async fn run(full: bool) -> anyhow::Result<()> {
             }
         }
     }
-    let cold_ms = median(cold.clone());
+    let cold_ms = median(&mut cold.clone());
     println!(
         "start to first tasks/get: cold median {cold_ms:.0} ms (all {cold:.0?}; listening after {:.0} ms), warm median {:.0} ms (all {warm:.0?})",
-        median(listen_cold),
-        median(warm.clone()),
+        median(&mut listen_cold),
+        median(&mut warm.clone()),
     );
     println!(
         "{} first tasks/get within 2 s of start (cold median {cold_ms:.0} ms, slowest {:.0} ms)",

@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use mcp_tasks_redis::testing::RedisServer;
+use mcp_tasks_testkit::stats::{loadavg, median, verdict};
 use serde_json::Value;
 
 #[path = "support/serve.rs"]
@@ -369,23 +370,12 @@ impl Counts {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-fn verdict(pass: bool) -> &'static str {
-    if pass { "PASS" } else { "MISS" }
-}
-
 async fn run(full: bool) -> anyhow::Result<()> {
     let has_wrk = Command::new("wrk").arg("-v").output().is_ok();
     println!(
         "mcp-tasks stores over HTTP ({}): `serve --http --max-tasks-per-caller 0` as a child, wrk on the same machine; load average {}",
         if full { "full run" } else { "smoke run" },
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .trim()
+        loadavg()
     );
     let redis = RedisServer::start_with(&["--appendfsync", "everysec", "--save", ""]);
     let dir = tempfile::tempdir()?;
@@ -452,9 +442,9 @@ async fn run(full: bool) -> anyhow::Result<()> {
         let medians: Vec<(Point, Point)> = (0..3)
             .map(|n| {
                 let pick = |points: &Vec<Point>| Point {
-                    rate: median(points.iter().map(|p| p.rate).collect()),
-                    cpu_us: median(points.iter().map(|p| p.cpu_us).collect()),
-                    redis_us: median(points.iter().map(|p| p.redis_us).collect()),
+                    rate: median(&mut points.iter().map(|p| p.rate).collect::<Vec<_>>()),
+                    cpu_us: median(&mut points.iter().map(|p| p.cpu_us).collect::<Vec<_>>()),
+                    redis_us: median(&mut points.iter().map(|p| p.redis_us).collect::<Vec<_>>()),
                     errors: points.iter().map(|p| p.errors).sum(),
                 };
                 (pick(&gets[n]), pick(&creations[n]))

@@ -28,6 +28,7 @@ use mcp_tasks::{
 use mcp_tasks_redis::testing::RedisServer;
 use mcp_tasks_redis::{RedisOptions, RedisStore};
 use mcp_tasks_sqlite::{SqliteOptions, SqliteStore, SqliteSync};
+use mcp_tasks_testkit::stats::percentile_ms;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, InputRequest,
     ProtocolVersion, ServerCapabilities, ServerConfig,
@@ -471,8 +472,7 @@ async fn through_the_runtime(scale: &Scale, subjects: &[Subject]) -> anyhow::Res
 
 fn percentiles(name: &str, mut times: Vec<Duration>) {
     times.sort();
-    let at =
-        |p: f64| times[((times.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0;
+    let at = |p: f64| percentile_ms(&times, p);
     println!(
         "{name:<52} {:>4} samples: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         times.len(),

@@ -24,6 +24,7 @@ use mcp_tasks::server::{
     DEFAULT_MAX_LISTEN_STREAMS, DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER, TaskRuntime, ToolTasks,
 };
 use mcp_tasks::store::MemoryStore;
+use mcp_tasks_testkit::stats::percentile_duration as percentile;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ServerCapabilities, ServerConfig,
 };
@@ -181,14 +182,6 @@ async fn load(
         all.extend(seen??);
     }
     Ok(all)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
 }
 
 fn ms(duration: Duration) -> String {

@@ -29,6 +29,7 @@ use mcp_tasks::server::http::StreamableHttpServer;
 use mcp_tasks::server::{TaskRuntime, ToolTasks};
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, ListenMode, TaskState, TasksClient};
+use mcp_tasks_testkit::stats::percentile_duration as percentile;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ProtocolVersion,
     ServerCapabilities, ServerConfig,
@@ -222,14 +223,6 @@ async fn latencies(scale: &Scale, url: &str, mode: ListenMode) -> anyhow::Result
     let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
     seen.sort();
     Ok(seen)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
 }
 
 fn ms(duration: Duration) -> String {

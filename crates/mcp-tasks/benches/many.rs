@@ -36,6 +36,7 @@ use mcp_tasks::server::http::{HttpLimits, StreamableHttpServer, serve_with_limit
 use mcp_tasks::server::{TaskRuntime, ToolTasks};
 use mcp_tasks::store::MemoryStore;
 use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, ListenMode, TaskState, TasksClient};
+use mcp_tasks_testkit::stats::{percentile_duration as percentile, verdict};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ProtocolVersion,
     ServerCapabilities, ServerConfig,
@@ -379,14 +380,6 @@ async fn one_task(times: u64, spread: Spread, round: u64) -> anyhow::Result<Run>
     Ok(merged)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
 fn ms(duration: Duration) -> String {
     format!("{:.2} ms", duration.as_secs_f64() * 1000.0)
 }
@@ -444,7 +437,6 @@ async fn main() -> anyhow::Result<()> {
 
     println!("\n== targets");
     let streams_bound = n.div_ceil(mcp_tasks::client::many::TASKS_PER_STREAM) as u64;
-    let verdict = |met: bool| if met { "PASS" } else { "MISS" };
     println!(
         "{} {n} tasks on at most {streams_bound} listen stream(s): {} opened, {} open at once \
          (separate waits: {} opened)",

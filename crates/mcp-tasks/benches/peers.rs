@@ -46,151 +46,24 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use mcp_tasks::server::http::StreamableHttpServer;
-use mcp_tasks::server::{AdmissionLimits, TaskRuntime, ToolTasks};
+use mcp_tasks::server::{AdmissionLimits, TaskRuntime};
 use mcp_tasks::store::{Change, MemoryStore, Principal, SharedStore, TaskRecord};
 use mcp_tasks::{TaskId, Ttl, UnixMillis};
 use mcp_tasks_sqlite::SqliteStore;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, GetTaskParams, GetTaskResult, ServerCapabilities, ServerConfig,
-};
-use rmcp::service::{RequestContext, RoleServer};
-use rmcp::task_manager::{TaskManager, TaskOptions};
+use mcp_tasks_testkit::bench_peers::{LIVE, OurServer, POLL_MS, RmcpServer, TTL_MS};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, ServerHandler};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 const PROTOCOL: &str = "2026-07-28";
 const TASKS: &str = "io.modelcontextprotocol/tasks";
-const TTL_MS: u64 = 3_600_000;
-const POLL_MS: u64 = 1_000;
 const CONCURRENCY: [usize; 5] = [1, 4, 16, 64, 256];
 const RETAINED: usize = 100_000;
 /// The connection counts at which creation with live tools is measured.
 const LIVE_LEVELS: [usize; 2] = [16, 64];
 
 // ----------------------------------------------------------------- servers
-
-fn done() -> CallToolResult {
-    CallToolResult::success(vec![ContentBlock::text("done")])
-}
-
-fn capabilities() -> ServerConfig {
-    ServerConfig::new(
-        ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tasks()
-            .build(),
-    )
-}
-
-/// How long the `live` tool runs: long enough that thousands of tasks are
-/// live at once under load, as with real tools.
-const LIVE: Duration = Duration::from_millis(100);
-
-/// Our runtime: `wait` runs forever, `instant` returns at once, `live`
-/// returns after [`LIVE`].
-#[derive(Clone)]
-struct OurServer {
-    runtime: TaskRuntime,
-}
-
-impl ServerHandler for OurServer {
-    fn get_info(&self) -> ServerConfig {
-        capabilities()
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let (runtime, tasks) = (&self.runtime, ToolTasks::required());
-        match request.name.as_ref() {
-            "wait" => {
-                runtime
-                    .call_tool(&request, &context, &tasks, |_| {
-                        std::future::pending::<Result<CallToolResult, ErrorData>>()
-                    })
-                    .await
-            }
-            "instant" => {
-                runtime
-                    .call_tool(&request, &context, &tasks, |_| async { Ok(done()) })
-                    .await
-            }
-            "live" => {
-                runtime
-                    .call_tool(&request, &context, &tasks, |_| async {
-                        tokio::time::sleep(LIVE).await;
-                        Ok(done())
-                    })
-                    .await
-            }
-            other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
-        }
-    }
-
-    mcp_tasks::delegate_task_methods!(runtime);
-}
-
-/// The same two tools on rmcp's `TaskManager`.
-#[derive(Clone, Default)]
-struct RmcpServer {
-    tasks: TaskManager,
-}
-
-impl ServerHandler for RmcpServer {
-    fn get_info(&self) -> ServerConfig {
-        capabilities()
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let options = TaskOptions::new()
-            .with_ttl_ms(TTL_MS)
-            .with_poll_interval_ms(POLL_MS);
-        let task = match request.name.as_ref() {
-            "wait" => self.tasks.spawn(options, |_| {
-                Box::pin(std::future::pending::<
-                    Result<CallToolResult, rmcp::task_manager::TaskExit>,
-                >())
-            }),
-            "instant" => self
-                .tasks
-                .spawn(options, |_| Box::pin(async { Ok(done()) })),
-            "live" => self.tasks.spawn(options, |_| {
-                Box::pin(async {
-                    tokio::time::sleep(LIVE).await;
-                    Ok(done())
-                })
-            }),
-            other => return Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
-        };
-        Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
-    }
-
-    async fn get_task(
-        &self,
-        request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, ErrorData> {
-        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
-    }
-
-    async fn cancel_task(
-        &self,
-        request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.tasks.cancel_task(&request.task_id)
-    }
-}
 
 /// The lean anchor's request: what it reads of a JSON-RPC message.
 #[derive(Deserialize)]

@@ -35,22 +35,17 @@ use anyhow::Context as _;
 use futures::future::BoxFuture;
 use mcp_tasks::IdempotencyKey;
 use mcp_tasks::server::http::StreamableHttpServer;
-use mcp_tasks::server::{TaskRuntime, ToolTasks};
 use mcp_tasks::store::{
-    Change, Keyed, MemoryStore, Principal, SharedStore, StoreError, Swap, TaskRecord, TaskStore,
-    Transition,
+    Change, Keyed, MemoryStore, Principal, StoreError, Swap, TaskRecord, TaskStore, Transition,
 };
 use mcp_tasks::{CallOptions, CallResponse, TaskId, TasksClient, Ttl, UnixMillis};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, GetTaskParams, GetTaskResult, ProtocolVersion, ServerCapabilities,
-    ServerConfig,
-};
-use rmcp::service::{ClientLifecycleMode, RequestContext, RoleServer, serve_client_with_lifecycle};
-use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
+use mcp_tasks_testkit::bench_peers::{OurServer, POLL_MS, RmcpServer, TTL_MS, rmcp_options};
+use rmcp::model::{CallToolResult, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::task_manager::{TaskExit, TaskManager};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use rmcp::{ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 use tokio::sync::broadcast;
@@ -61,9 +56,6 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const PROTOCOL: &str = "2026-07-28";
 const TASKS: &str = "io.modelcontextprotocol/tasks";
-/// TTL of every task here: none expires during the run.
-const TTL_MS: u64 = 3_600_000;
-const POLL_MS: u64 = 1_000;
 /// Requests in flight on the one in-process connection.
 const IN_PROCESS_CONCURRENCY: usize = 8;
 /// Requests in flight over HTTP.
@@ -164,122 +156,6 @@ fn runtime_record(rng: &mut Rng, owner: &str, now: UnixMillis) -> TaskRecord {
 }
 
 // ----------------------------------------------------------------- servers
-
-fn done() -> CallToolResult {
-    CallToolResult::success(vec![ContentBlock::text("done")])
-}
-
-fn capabilities() -> ServerConfig {
-    ServerConfig::new(
-        ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tasks()
-            .build(),
-    )
-}
-
-/// A server on our runtime: `wait` runs forever, `instant` returns at once.
-#[derive(Clone)]
-struct OurServer {
-    runtime: TaskRuntime,
-}
-
-impl OurServer {
-    fn new(store: SharedStore) -> Self {
-        Self {
-            // One caller makes every task here: no per-caller cap (its
-            // default, 1,000 unfinished tasks, would refuse the 10,000
-            // running ones), and no bound on running tools (its default,
-            // 1,024, would queue most of them).
-            runtime: TaskRuntime::builder(store)
-                .with_max_tasks_per_caller(None)
-                .with_admission(mcp_tasks::server::AdmissionLimits::unbounded())
-                .build(),
-        }
-    }
-}
-
-impl ServerHandler for OurServer {
-    fn get_info(&self) -> ServerConfig {
-        capabilities()
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let (runtime, tasks) = (&self.runtime, ToolTasks::required());
-        match request.name.as_ref() {
-            "wait" => {
-                runtime
-                    .call_tool(&request, &context, &tasks, |_| {
-                        std::future::pending::<Result<CallToolResult, ErrorData>>()
-                    })
-                    .await
-            }
-            "instant" => {
-                runtime
-                    .call_tool(&request, &context, &tasks, |_| async { Ok(done()) })
-                    .await
-            }
-            other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
-        }
-    }
-
-    mcp_tasks::delegate_task_methods!(runtime);
-}
-
-/// The same two tools on rmcp's own `TaskManager`.
-#[derive(Clone, Default)]
-struct RmcpServer {
-    tasks: TaskManager,
-}
-
-fn rmcp_options() -> TaskOptions {
-    TaskOptions::new()
-        .with_ttl_ms(TTL_MS)
-        .with_poll_interval_ms(POLL_MS)
-}
-
-impl ServerHandler for RmcpServer {
-    fn get_info(&self) -> ServerConfig {
-        capabilities()
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let task = match request.name.as_ref() {
-            "wait" => self.tasks.spawn(rmcp_options(), |_| {
-                Box::pin(std::future::pending::<Result<CallToolResult, TaskExit>>())
-            }),
-            "instant" => self
-                .tasks
-                .spawn(rmcp_options(), |_| Box::pin(async { Ok(done()) })),
-            other => return Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
-        };
-        Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
-    }
-
-    async fn get_task(
-        &self,
-        request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, ErrorData> {
-        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
-    }
-
-    async fn cancel_task(
-        &self,
-        request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        self.tasks.cancel_task(&request.task_id)
-    }
-}
 
 /// A `MemoryStore` that counts reads, to see what the runtime reads unasked.
 #[derive(Default)]

@@ -1,13 +1,14 @@
 //! The `mcp-tasks serve --http` child that the benches of this crate
-//! measure, with what they read of it from `/proc`. Each bench includes
+//! measure (started by the test kit's harness), with what they read of it
+//! from `/proc`. Each bench includes
 //! this file with `#[path = "support/serve.rs"] mod serve;` and uses the
 //! part it needs.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use mcp_tasks_testkit::serve::Served;
 
 /// This build's `mcp-tasks`.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
@@ -21,23 +22,17 @@ pub(crate) fn binary() -> String {
     std::env::var("MCP_TASKS_BIN").unwrap_or_else(|_| BIN.to_owned())
 }
 
-/// A `serve --http 127.0.0.1:0` child, its log off; killed (`kill -9`)
-/// when dropped (a stdio upstream of a gateway ends with its stdin).
+/// A `serve --http 127.0.0.1:0` child (the test kit's harness), its log
+/// off; killed (`kill -9`) when dropped (a stdio upstream of a gateway ends
+/// with its stdin).
 pub(crate) struct Server {
-    pub(crate) child: Child,
+    served: Served,
     /// The endpoint its first line names (`listening on URL`).
     pub(crate) url: String,
     /// When it was spawned.
     pub(crate) spawned: Instant,
     /// From spawn to the `listening on` line.
     pub(crate) listening: Duration,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -50,33 +45,24 @@ impl Server {
     /// [`Server::start`] of the `mcp-tasks` binary at `binary`.
     pub(crate) fn start_binary(binary: &str, args: &[&str]) -> anyhow::Result<Self> {
         let spawned = Instant::now();
-        let mut child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .args(["serve", "--http", "127.0.0.1:0"])
             .args(args)
             .env("RUST_LOG", "off")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("start {binary} serve"))?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-        let listening = spawned.elapsed();
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .with_context(|| format!("serve {args:?}: unexpected first line {line:?}"))?
-            .to_owned();
+            .stderr(Stdio::null());
+        let served = Served::try_command(command, None)
+            .map_err(|error| anyhow::anyhow!("{binary} serve {args:?}: {error}"))?;
         Ok(Self {
-            child,
-            url,
+            url: served.url.clone(),
+            listening: served.listening,
             spawned,
-            listening,
+            served,
         })
     }
 
     pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
+        self.served.pid()
     }
 
     /// `HOST:PORT` of [`Server::url`].

@@ -6,59 +6,25 @@
 //! SQLite file refused with a message naming `--server`; the audit line
 //! with the hash and never the id.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use mcp_tasks_redis::testing::RedisServer;
+use mcp_tasks_testkit::serve::Served;
 use serde_json::Value;
 
 use crate::support::{bin, run};
 
-/// A `serve` process; killed when dropped.
-struct Served {
-    child: Child,
-    url: String,
-    admin: Option<String>,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// `mcp-tasks serve --http 127.0.0.1:0` with `extra`, its stderr into `log`.
 fn serve(extra: &[&str], log: &Path) -> Served {
-    let mut child = bin()
+    let mut command = bin();
+    command
         .args(["serve", "--http", "127.0.0.1:0", "--poll-interval", "50"])
         .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).expect("log file"))
-        .spawn()
-        .expect("the server starts");
-    let wants_admin = extra.contains(&"--admin");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let (mut url, mut admin) = (None, None);
-    while url.is_none() || (wants_admin && admin.is_none()) {
-        let line = lines
-            .next()
-            .unwrap_or_else(|| panic!("the server ended early: {}", read(log)))
-            .expect("a line");
-        if let Some(rest) = line.strip_prefix("listening on ") {
-            url = Some(rest.trim().to_owned());
-        } else if let Some(rest) = line.strip_prefix("operator listener on ") {
-            admin = Some(rest.trim().to_owned());
-        }
-    }
-    Served {
-        child,
-        url: url.expect("url"),
-        admin,
-    }
+        .stderr(std::fs::File::create(log).expect("log file"));
+    Served::try_command(command, None)
+        .unwrap_or_else(|error| panic!("{error}; its log: {}", read(log)))
 }
 
 fn read(path: &Path) -> String {
@@ -165,7 +131,7 @@ fn admin_through_the_operator_listener_of_a_server_on_sqlite() {
         &log,
     );
     let url = server.url.clone();
-    let admin_url = server.admin.clone().expect("the operator listener");
+    let admin_url = format!("http://{}", server.admin);
     let target = [
         "--server",
         admin_url.as_str(),

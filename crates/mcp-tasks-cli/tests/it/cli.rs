@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use mcp_tasks_conformance::hostile::Scenario;
+use mcp_tasks_testkit::serve::{Logs, Served};
 
 use crate::support::{
     BIN, bin, fixture_server, hostile_server, http_server, json_of, on_stdio, run, stdio_server,
@@ -474,9 +475,8 @@ fn ctrl_c_cancels_the_task_and_reports_it() {
 }
 
 /// `mcp-tasks serve --http` with extra flags and environment, its stderr
-/// piped; returns the child and the URL.
-pub(crate) fn serve_logged(extra: &[&str], env: &[(&str, &str)]) -> (std::process::Child, String) {
-    use std::io::{BufRead, BufReader};
+/// kept ([`Served::stderr`]); returns the server and its URL.
+pub(crate) fn serve_logged(extra: &[&str], env: &[(&str, &str)]) -> (Served, String) {
     let mut command = bin();
     command
         .args([
@@ -489,23 +489,10 @@ pub(crate) fn serve_logged(extra: &[&str], env: &[(&str, &str)]) -> (std::proces
             "50",
         ])
         .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    let mut child = command.spawn().expect("the server starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the server prints where it listens");
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("a URL")
-        .to_owned();
-    (child, url)
+        .envs(env.iter().copied());
+    let server = Served::command(command, Some(&Logs::default()));
+    let url = server.url.clone();
+    (server, url)
 }
 
 #[test]
@@ -566,9 +553,8 @@ fn task_ids_never_reach_a_log_at_any_verbosity() {
         let sleeping = sleeping["taskId"].as_str().expect("a task id").to_owned();
         command(&["get", "--url", &url, &sleeping, "--json"]);
         command(&["cancel", "--url", &url, &sleeping, "--json"]);
-        let _ = server.kill();
-        let output = server.wait_with_output().expect("the server's output");
-        let server_logs = String::from_utf8_lossy(&output.stderr);
+        server.kill_9();
+        let server_logs = server.stderr().join("\n");
         assert_eq!(ids.len(), 5, "five answers name a task: {ids:?}");
         assert!(
             !server_logs.is_empty() && !client_logs.is_empty(),
@@ -617,8 +603,7 @@ fn unauthenticated_callers_share_one_task_cap_unless_counted_by_header() {
             .contains("too many unfinished tasks"),
         "{value}"
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill_9();
     // --quota-by-header: each header is a caller of its own.
     let (mut server, url) =
         serve_logged(&["--max-tasks-per-caller", "2", "--quota-by-header"], &[]);
@@ -628,8 +613,7 @@ fn unauthenticated_callers_share_one_task_cap_unless_counted_by_header() {
     assert_eq!(exit, 2, "{value}");
     assert_eq!(value["error"]["data"]["maxTasksPerCaller"], 2, "{value}");
     assert_eq!(start(&url, "bob").0, 0, "another caller is served");
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill_9();
 }
 
 #[test]
@@ -678,8 +662,7 @@ fn connection_and_listen_bounds_are_flags_and_a_budget_without_reserve_is_refuse
 
     // Without --max-listen-streams the budget is half the connections.
     let (mut server, _) = serve_logged(&["--max-connections", "100"], &[]);
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill_9();
 
     // Accepted and applied: past 2 connections, none of them idle, a 503 at once.
     let (mut server, url) = serve_logged(
@@ -738,8 +721,7 @@ fn connection_and_listen_bounds_are_flags_and_a_budget_without_reserve_is_refuse
     );
     assert!(answer.contains(r#""maxConnections":2"#), "{answer}");
     drop(busy);
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill_9();
 }
 
 #[test]
@@ -782,8 +764,7 @@ fn a_running_task_outlives_its_ttl_but_not_the_maximum_lifetime() {
         took >= Duration::from_secs(3) && took < Duration::from_secs(10),
         "ended at the 3 s lifetime, not the tool's minute: {took:?}"
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill_9();
 }
 
 #[test]

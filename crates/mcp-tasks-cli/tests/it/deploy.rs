@@ -11,13 +11,14 @@
 //! nginx must be installed (`.ci/run` installs it): without it the test
 //! fails with a message saying so, it is never skipped.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mcp_tasks_testkit::serve::Served;
+use mcp_tasks_testkit::wait::free_port;
 use serde_json::{Value, json};
 
 use crate::support::{BIN, json_of, run};
@@ -28,15 +29,8 @@ const BOB: &str = "bob-0123456789abcdef0123456789ab";
 
 /// A `mcp-tasks serve --http` replica; killed when dropped.
 struct Replica {
-    child: Child,
+    _served: Served,
     address: SocketAddr,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn replica(store: &Path, tokens: &Path) -> Replica {
@@ -45,29 +39,23 @@ fn replica(store: &Path, tokens: &Path) -> Replica {
 
 /// A replica on the store `store` (`--store`), with `extra` flags.
 fn replica_on(store: &str, extra: &[&str], tokens: &Path) -> Replica {
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .args(["serve", "--http", "127.0.0.1:0", "--store", store])
         .args(extra)
         .args(["--allowed-host", NAME, "--auth-tokens"])
         .arg(tokens)
         // A poll a minute: a wait that ends within seconds listened.
-        .args(["--poll-interval", "60000"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the replica starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the replica prints where it listens");
-    let address = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .and_then(|rest| rest.strip_suffix("/mcp"))
-        .and_then(|address| address.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
-    Replica { child, address }
+        .args(["--poll-interval", "60000"]);
+    let served = Served::command(command, None);
+    let address = served
+        .address()
+        .parse()
+        .unwrap_or_else(|_| panic!("not an address: {}", served.url));
+    Replica {
+        _served: served,
+        address,
+    }
 }
 
 /// nginx in the foreground with a configuration of its own in `dir`;
@@ -112,13 +100,6 @@ pub(crate) fn nginx_binary() -> PathBuf {
                  with it: install Debian's nginx (`apt-get install nginx`, as .ci/run does)"
             )
         })
-}
-
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// The deployment guide, whose nginx recipe this test runs as it is written.

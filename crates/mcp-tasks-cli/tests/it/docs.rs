@@ -8,9 +8,10 @@
 //! against it. (The deployment guide's nginx recipe runs in `deploy.rs`.)
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+
+use mcp_tasks_testkit::serve::Served;
 
 use crate::support::BIN;
 
@@ -332,32 +333,13 @@ fn the_first_session_of_the_cli_guide_runs_as_written() {
             word.as_str()
         }
     });
-    let mut serve = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .args(args)
         .env("HOME", home.path())
-        .env("XDG_DATA_HOME", home.path().join("data"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the server starts");
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let stdout = serve.stdout.take().expect("stdout");
-    let _serve = Kill(serve);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the server prints where it listens");
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        .env("XDG_DATA_HOME", home.path().join("data"));
+    let serve = Served::command(command, None);
+    let url = serve.url.as_str();
     // Its default store: a SQLite file in the (temporary) data directory.
     assert!(
         walk(&home.path().join("data"))

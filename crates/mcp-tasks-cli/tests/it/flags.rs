@@ -166,6 +166,7 @@ fn every_flag_that_cannot_apply_is_refused_with_why() {
 fn http_and_sign_in_flags_where_they_apply_still_start() {
     let dir = tempfile::tempdir().unwrap();
     let served = Served::start(
+        BIN,
         "127.0.0.1:0",
         "memory",
         &[
@@ -293,6 +294,7 @@ fn access_admission_and_operator_flags_where_they_apply_still_start() {
     let dir = tempfile::tempdir().unwrap();
     let files = files(dir.path());
     let served = Served::start(
+        BIN,
         "127.0.0.1:0",
         "memory",
         &[
@@ -322,6 +324,7 @@ fn store_and_gateway_flags_where_they_apply_still_start() {
     // SQLite's flag on SQLite; then admin on that file (no server holds it
     // once this one is gone), with its audit log.
     drop(Served::start(
+        BIN,
         "127.0.0.1:0",
         &store,
         &["--sqlite-sync", "full"],
@@ -339,7 +342,7 @@ fn store_and_gateway_flags_where_they_apply_still_start() {
         "--redis-key-prefix",
         "flags-test:",
     ];
-    drop(Served::start("127.0.0.1:0", &redis.url(), &prefix));
+    drop(Served::start(BIN, "127.0.0.1:0", &redis.url(), &prefix));
     let output = run(&[
         "admin",
         "ls",
@@ -352,6 +355,7 @@ fn store_and_gateway_flags_where_they_apply_still_start() {
     // One upstream's flags with it.
     let upstream = format!("{BIN} serve --stdio --store memory");
     let gateway = Served::start(
+        BIN,
         "127.0.0.1:0",
         "memory",
         &[

@@ -3,46 +3,20 @@
 //! tasks: the gateway awaits them and relays their status and input), over
 //! stdio and over HTTP, its flags, and a gateway on SQLite killed and
 //! started again. The gateway in front of a task-less server is tested in
-//! `crates/mcp-tasks-conformance/tests/it/gateway.rs`, and in front of
+//! `crates/mcp-tasks-conformance/tests/it/gateway/stdio.rs`, and in front of
 //! server-everything and fastmcp by `interop/run`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use mcp_tasks_testkit::serve::Served;
 
 use crate::support::{BIN, bin, http_server, json_of, on_stdio, run, stdio_server};
 
-/// A gateway on HTTP; killed when dropped.
-struct Gateway {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn http_gateway(extra: &[&str]) -> Gateway {
-    let mut child = bin()
+/// A gateway on HTTP (`serve --http` with `extra`); killed when dropped.
+fn http_gateway(extra: &[&str]) -> Served {
+    let mut command = bin();
+    command
         .args(["serve", "--http", "127.0.0.1:0", "--poll-interval", "50"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the gateway starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the gateway prints where it listens");
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    Gateway { child, url }
+        .args(extra);
+    Served::command(command, None)
 }
 
 #[test]

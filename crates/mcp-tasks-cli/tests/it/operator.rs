@@ -18,7 +18,7 @@ const OPERATOR: &str = "operator-token-0123456789abcdef";
 fn serve(extra: &[&str]) -> Served {
     let mut args = vec!["--http", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    Served::spawn(&args, &[], None)
+    Served::spawn(crate::support::BIN, &args, &[], None)
 }
 
 /// One plain HTTP/1.1 request to `address`: the status and the body.

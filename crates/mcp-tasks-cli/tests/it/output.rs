@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use crate::journal::{wait_output, with_journal};
 use crate::support::{BIN, fixture_server, http_server, run};
+use crate::wait_last_and_ls::{wait_output, with_journal};
 
 /// Runs the binary with `journal` to its end.
 fn cli(journal: &Path, args: &[&str]) -> std::process::Output {

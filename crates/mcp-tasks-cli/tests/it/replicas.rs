@@ -33,7 +33,7 @@ fn replica_with(redis: &str, prefix: &str, extra: &[&str]) -> Replica {
     flags.extend_from_slice(extra);
     // Polling would take a minute: whatever is seen sooner was heard.
     flags.extend_from_slice(&["--poll-interval", "60000"]);
-    Replica::start("127.0.0.1:0", redis, &flags)
+    Replica::start(BIN, "127.0.0.1:0", redis, &flags)
 }
 
 /// SIGKILLs `replica` while it runs task `id`, and reads the task through

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 use mcp_tasks_redis::testing::RedisServer;
 use serde_json::{Value, json};
 
-use crate::deploy::{free_port, nginx_main, run_nginx};
+use crate::deploy::{nginx_main, run_nginx};
 use crate::serving::{Logs, Served};
 use crate::support::raw_http;
+use mcp_tasks_testkit::wait::free_port;
 
 const TASKS: usize = 100;
 const STEPS: u64 = 40;
@@ -46,7 +47,7 @@ fn replica(port: u16, redis: &str, logs: &Logs) -> Served {
         ("RUST_LOG", "warn,mcp_tasks::serve::tools=debug"),
         ("NO_COLOR", "1"),
     ];
-    Served::spawn(&args, &env, Some(logs))
+    Served::spawn(crate::support::BIN, &args, &env, Some(logs))
 }
 
 /// SIGTERM, then the exit code (within 30 s).

@@ -32,6 +32,7 @@ impl Setup {
         let state = tempfile::tempdir().unwrap();
         let idp = Provider::start_with(state.path(), 0, &["--access-token-ttl", &ttl.to_string()]);
         let server = Served::start(
+            BIN,
             "127.0.0.1:0",
             "memory",
             &["--oauth-issuer", &idp.issuer, "--oauth-scopes", SCOPES],
@@ -472,6 +473,7 @@ fn a_server_that_wants_a_token_but_names_no_authorization_server_says_so() {
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     let server = Served::start(
+        BIN,
         "127.0.0.1:0",
         "memory",
         &["--auth-tokens", &tokens.display().to_string()],

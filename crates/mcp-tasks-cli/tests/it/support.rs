@@ -90,7 +90,7 @@ pub(crate) fn http_server_with(extra: &[&str]) -> HttpServer {
 pub(crate) fn http_server_with_env(extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
     let mut args = vec!["--http", "127.0.0.1:0", "--store", "memory"];
     args.extend_from_slice(extra);
-    HttpServer::spawn(&args, env, None)
+    HttpServer::spawn(BIN, &args, env, None)
 }
 
 pub(crate) fn on_stdio<'a>(server: &'a str, rest: &[&'a str]) -> Vec<&'a str> {

@@ -71,7 +71,7 @@ pub(crate) fn gateway(file: &Path, extra: &[&str]) -> Served {
     let logs = Logs::default();
     let mut args = vec!["--http", "127.0.0.1:0", "--config", path_str(file)];
     args.extend_from_slice(extra);
-    Served::spawn(&args, &[], Some(&logs))
+    Served::spawn(BIN, &args, &[], Some(&logs))
 }
 
 pub(crate) fn path_str(path: &Path) -> &str {

@@ -208,7 +208,7 @@ fn wait_all_awaits_the_unfinished_tasks_of_the_journal() {
 fn several_ids_on_a_2025_11_25_server() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let journal = dir.path().join("journal.sqlite3");
-    let server = crate::legacy::legacy_server(&dir);
+    let server = crate::call_2025_11_25::legacy_server(&dir);
     let args = ["wait", "--stdio", &server, "legacy-a", "legacy-b", "--json"];
     let output = cli(&journal, &args);
     let lines = objects(&output);

@@ -5,91 +5,32 @@
 //! exists, every acknowledged answer is in the file, every completion seen
 //! is still there.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mcp_tasks::{CallOptions, CallResponse, TaskId, TaskStatus, TasksClient};
-use rmcp::ClientHandler;
-use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitationCapability, Implementation, ProtocolVersion,
-};
-use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use mcp_tasks_testkit::serve::{Forms, Served, polling_client_over};
 use serde_json::{Value, json};
 
 use crate::support::args;
 
 const BIN: &str = env!("CARGO_BIN_EXE_conformance-server");
 
-/// Declares form elicitation; answers nothing itself (the tests update).
-#[derive(Debug, Clone, Default)]
-struct Forms;
-
-impl ClientHandler for Forms {
-    fn get_info(&self) -> ClientConfig {
-        let mut capabilities = ClientCapabilities::default();
-        capabilities.elicitation = Some(ElicitationCapability::default());
-        ClientConfig::new(capabilities, Implementation::new("fault-tests", "0"))
-    }
+/// `conformance-server --http` on the SQLite file `store`, through the
+/// kit's harness; killed when dropped.
+fn start(store: &Path) -> Served {
+    let mut command = Command::new(BIN);
+    command
+        .args(["--http", "127.0.0.1:0", "--poll-interval", "20", "--store"])
+        .arg(format!("sqlite:{}", store.display()))
+        .stderr(Stdio::null());
+    Served::command(command, None)
 }
 
-/// `conformance-server --http` on the SQLite file `store`; killed when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Server {
-    fn start(store: &Path) -> Self {
-        let mut child = Command::new(BIN)
-            .args(["--http", "127.0.0.1:0", "--poll-interval", "20", "--store"])
-            .arg(format!("sqlite:{}", store.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the server prints where it listens");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Self { child, url }
-    }
-
-    /// SIGKILL: no chance to flush, close or finish anything.
-    fn kill_9(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    async fn client(&self) -> TasksClient<Forms> {
-        let transport = StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(self.url.clone()),
-        );
-        let lifecycle = ClientLifecycleMode::Discover {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        };
-        TasksClient::new(
-            serve_client_with_lifecycle(Forms, transport, lifecycle)
-                .await
-                .expect("connect"),
-        )
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A client of `server` that polls (no listen stream to lose when it dies).
+async fn connect(server: &Served) -> TasksClient<Forms> {
+    polling_client_over(&server.url, reqwest::Client::new()).await
 }
 
 /// The stored JSON of task `id`, read from the file behind the store's back
@@ -110,8 +51,8 @@ fn raw_record(store: &Path, id: &TaskId) -> Option<Value> {
 async fn sigkill_during_creation_loses_no_acknowledged_task() {
     let folder = tempfile::tempdir().unwrap();
     let store = folder.path().join("tasks.db");
-    let server = Server::start(&store);
-    let client = server.client().await;
+    let mut server = start(&store);
+    let client = connect(&server).await;
     let (sent, mut received) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..400 {
         let client = client.clone();
@@ -142,8 +83,8 @@ async fn sigkill_during_creation_loses_no_acknowledged_task() {
     }
     assert!(acknowledged.len() < 400, "the kill came mid-creation");
 
-    let restarted = Server::start(&store);
-    let client = restarted.client().await;
+    let restarted = start(&store);
+    let client = connect(&restarted).await;
     for id in &acknowledged {
         let state = client
             .get(id)
@@ -161,8 +102,8 @@ async fn sigkill_during_creation_loses_no_acknowledged_task() {
 async fn sigkill_right_after_an_acknowledged_update_keeps_the_answer() {
     let folder = tempfile::tempdir().unwrap();
     let store = folder.path().join("tasks.db");
-    let server = Server::start(&store);
-    let client = server.client().await;
+    let mut server = start(&store);
+    let client = connect(&server).await;
     // Two questions: one answer leaves the task waiting for the other, so
     // the answer stays in the file for the tool to read.
     let CallResponse::Task(state) = client
@@ -193,8 +134,12 @@ async fn sigkill_right_after_an_acknowledged_update_keeps_the_answer() {
         "{record}"
     );
 
-    let restarted = Server::start(&store);
-    let read = restarted.client().await.get(&state.id).await.expect("kept");
+    let restarted = start(&store);
+    let read = connect(&restarted)
+        .await
+        .get(&state.id)
+        .await
+        .expect("kept");
     assert_eq!(read.status, TaskStatus::Failed);
 }
 
@@ -202,8 +147,8 @@ async fn sigkill_right_after_an_acknowledged_update_keeps_the_answer() {
 async fn sigkill_while_tasks_complete_keeps_every_completion_seen() {
     let folder = tempfile::tempdir().unwrap();
     let store = folder.path().join("tasks.db");
-    let server = Server::start(&store);
-    let client = server.client().await;
+    let mut server = start(&store);
+    let client = connect(&server).await;
     let mut tasks = Vec::new();
     // Half finish within a third of a second of their creation, half run
     // for a minute: some are done and some running at the kill, however
@@ -246,8 +191,8 @@ async fn sigkill_while_tasks_complete_keeps_every_completion_seen() {
         completed.len()
     );
 
-    let restarted = Server::start(&store);
-    let client = restarted.client().await;
+    let restarted = start(&store);
+    let client = connect(&restarted).await;
     for (id, result) in &completed {
         let read = client.get(id).await.expect("kept");
         assert_eq!(

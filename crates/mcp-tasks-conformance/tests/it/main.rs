@@ -1,14 +1,9 @@
-//! Integration tests of the `conformance-server` binary, and of the client
-//! against the `hostile-server`.
+//! Integration tests of the `conformance-server` binary, of the client
+//! against the `hostile-server`, and of the task gateway in front of the
+//! `plain-upstream` child process.
 
 mod faults;
 mod gateway;
-mod gateway_budget;
-mod gateway_http;
-mod gateway_mrtr;
-mod gateway_roots;
-mod gateway_sync;
-mod gateway_tasks;
 mod hostile;
 mod logs;
 mod server;

@@ -1,14 +1,14 @@
 //! The real `conformance-server` binary over HTTP and over stdio, with
 //! both stores, and its usage errors.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_tasks::store::{SharedStore, StoreErrorKind};
 use mcp_tasks::{AwaitOptions, CallOptions, CallResponse, TaskOutcome, TasksClient};
 use mcp_tasks_sqlite::SqliteStore;
+use mcp_tasks_testkit::serve::Served;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -18,16 +18,6 @@ use serde_json::json;
 use crate::support::{args, completed_text, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_conformance-server");
-
-/// A server process; killed when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn lifecycle() -> ClientLifecycleMode {
     ClientLifecycleMode::Discover {
@@ -48,26 +38,16 @@ async fn tool_names(client: &TasksClient<()>) -> Vec<String> {
 
 #[tokio::test]
 async fn http_prints_the_bound_address_then_serves_the_fixtures() {
-    let mut child = Command::new(BIN)
-        .args(["--http", "127.0.0.1:0", "--poll-interval", "100"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the server starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let _server = Server(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("the server prints where it listens");
-    let url = line
-        .strip_suffix('\n')
-        .and_then(|line| line.strip_prefix("listening on http://127.0.0.1:"))
+    let mut command = Command::new(BIN);
+    command.args(["--http", "127.0.0.1:0", "--poll-interval", "100"]);
+    let server = Served::command(command, None);
+    let url = server
+        .url
+        .strip_prefix("http://127.0.0.1:")
         .and_then(|rest| rest.strip_suffix("/mcp"))
         .filter(|port| port.parse::<u16>().is_ok_and(|port| port != 0))
         .map(|port| format!("http://127.0.0.1:{port}/mcp"))
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        .unwrap_or_else(|| panic!("unexpected address {:?}", server.url));
 
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url),

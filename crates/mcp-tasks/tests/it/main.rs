@@ -1,44 +1,17 @@
-//! Integration tests of `mcp-tasks`: the client against a scripted
-//! in-process server and against rmcp's own task server over stdio and
-//! Streamable HTTP, and a scripted 2025-11-25 server in process and over
-//! HTTP (JSON and SSE answers); the server runtime in process and over HTTP, its
-//! clock-driven expiry, and a restart on SQLite.
+//! Integration tests of `mcp-tasks`, by half: `client` (the client against
+//! scripted servers, rmcp's own task server over stdio and Streamable HTTP,
+//! a scripted 2025-11-25 server in process and over HTTP, and our runtime),
+//! `server` (the runtime in process and over HTTP, its clock-driven expiry,
+//! a restart on SQLite, the 2025-11-25 era it serves), `gateway` (any MCP
+//! server's tools served as tasks). `cargo test -p mcp-tasks --test it
+//! server::` runs one half. The peers and helpers come from the workspace's
+//! test kit (`support`); the `mcp-tasks` binary's end-to-end tests are the
+//! CLI crate's.
 
 mod support;
 
-mod access;
-mod admission;
-mod budget;
 mod client;
-mod connect;
-mod connections;
-mod deadline;
-mod drain;
-mod expiry;
-mod first_step;
-mod http;
-mod idempotent;
-mod input;
-mod journal;
-mod legacy;
-mod legacy_http;
-mod legacy_server;
-mod listen;
-mod many;
-#[cfg(feature = "oauth")]
-mod oauth;
-mod observe;
-mod one_run;
-mod progress;
-mod rate;
-mod read_ahead;
-mod restart;
-mod resume;
-mod router;
+#[cfg(feature = "gateway")]
+mod gateway;
 mod schema;
 mod server;
-mod steps;
-mod store_outage;
-#[cfg(feature = "otel")]
-mod traces;
-mod transports;

@@ -40,6 +40,7 @@ fn upstream(folder: &Folder) -> Served {
         ],
     );
     Served::spawn(
+        crate::support::BIN,
         &[
             "--http",
             "127.0.0.1:0",

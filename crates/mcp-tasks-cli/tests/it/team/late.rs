@@ -13,7 +13,7 @@ use crate::support::BIN;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_down_at_start_is_served_once_it_answers() {
-    let port = crate::deploy::free_port();
+    let port = mcp_tasks_testkit::wait::free_port();
     let folder = Folder::new();
     let file = folder.write(
         "gw.toml",
@@ -84,7 +84,7 @@ async fn an_upstream_down_at_start_is_served_once_it_answers() {
         .expect("a listen stream for tool list changes");
     // The late upstream comes up on its port.
     let _late = tokio::task::spawn_blocking(move || {
-        Served::start(&format!("127.0.0.1:{port}"), "memory", &[])
+        Served::start(BIN, &format!("127.0.0.1:{port}"), "memory", &[])
     })
     .await
     .expect("the late upstream starts");
@@ -118,7 +118,7 @@ async fn an_upstream_down_at_start_is_served_once_it_answers() {
 
 #[test]
 fn a_late_upstream_whose_tools_clash_is_not_served_and_no_longer_waited_for() {
-    let port = crate::deploy::free_port();
+    let port = mcp_tasks_testkit::wait::free_port();
     let folder = Folder::new();
     // Both unprefixed: the late one lists the same names.
     let file = folder.write(
@@ -132,7 +132,7 @@ fn a_late_upstream_whose_tools_clash_is_not_served_and_no_longer_waited_for() {
     );
     let served = gateway(&file, &["--admin", "127.0.0.1:0"]);
     served.stderr_line("\"late\" cannot be reached", Duration::from_secs(10));
-    let _late = Served::start(&format!("127.0.0.1:{port}"), "memory", &[]);
+    let _late = Served::start(BIN, &format!("127.0.0.1:{port}"), "memory", &[]);
     let line = served.stderr_line("\"late\" answers now", Duration::from_secs(20));
     assert!(
         line.contains("is not served") && line.contains("would be served by two upstreams"),
@@ -181,6 +181,7 @@ fn the_shipped_gateway_example_starts_as_shipped_and_leaves_nothing() {
     // "jobs" upstream is not running, and its "everything" upstream needs
     // npx, which may or may not fetch it here: either way it serves.
     let mut served = Served::spawn(
+        BIN,
         &[
             "--config",
             example,
