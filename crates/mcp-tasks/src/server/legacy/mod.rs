@@ -39,6 +39,12 @@
 //! A task made by a 2025-11-25 client is the same record a 2026-07-28
 //! client of the same principal reads and cancels with the extension.
 //!
+//! The era wing, an adapter: it may import the engine (through
+//! [`TaskRuntime`]'s methods; the engine's state is not its to read) and the
+//! auth wing; the transports register it (`transport/custom.rs` routes its
+//! methods here, the stdio reader and the HTTP sessions wrap their lines in
+//! its `Lines` and `Outbound`), and nothing else of the server imports it.
+//!
 //! How the requests get here: rmcp parses `tools/call` without its `task`,
 //! and answers `tasks/get` and `tasks/cancel` with the extension's rules.
 //! So the transports rename these requests, on initialize-era sessions
