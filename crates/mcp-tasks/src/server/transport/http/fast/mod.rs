@@ -43,9 +43,9 @@
 //! `quick`'s and `call`'s unit tests and the fuzz target
 //! `server_reads_request` (a bytes reader takes only what the `Value`
 //! reader takes, and reads the same call; `quick` takes all of it), `body`'s (its bytes are serde's JSON for every status), `tasks`'
-//! and `listen`'s (only exact requests are taken); in `tests/it`: `http.rs`
-//! (`polls_read_from_their_bytes_answer_as_the_value_path`,
-//! `every_malformed_request_gets_a_json_rpc_error`), `server.rs`
+//! and `listen`'s (only exact requests are taken); in `tests/it/server/`:
+//! `http.rs` (`polls_read_from_their_bytes_answer_as_the_value_path`,
+//! `every_malformed_request_gets_a_json_rpc_error`), `runtime.rs`
 //! (`over_http_tasks_belong_to_the_bearer_that_made_them`: what the path
 //! leaves gets rmcp's -32020 and -32021), `access.rs` (the guard admits
 //! exactly what rmcp admits, and every route, fast or not, is guarded
