@@ -8,15 +8,14 @@
 //! any replica changes the task) and one re-read interval,
 //! [`REREAD_EVERY`], after which it reads the task even unwoken.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ErrorData;
 use rmcp::model::ErrorCode;
 use tokio::time::Instant;
 
-use super::runtime::TaskRuntime;
-use crate::server::engine::state::Inner;
+use super::runtime::{TaskRuntime, WeakRuntime};
 use crate::server::engine::waiters::Waiter;
 use crate::store::{PackedRecord, Principal};
 use crate::task::TaskId;
@@ -41,7 +40,7 @@ pub(crate) const REREAD_EVERY: Duration = Duration::from_secs(5);
 /// One task followed for one principal (see the [module docs](self)).
 /// Holds only a weak reference to the runtime: a follower ends with it.
 pub(crate) struct Follower {
-    inner: Weak<Inner>,
+    runtime: WeakRuntime,
     id: TaskId,
     principal: Principal,
     waiter: Waiter,
@@ -83,7 +82,7 @@ impl Follower {
         waiter: Waiter,
     ) -> Self {
         Self {
-            inner: Arc::downgrade(&runtime.inner),
+            runtime: runtime.downgrade(),
             id,
             principal,
             waiter,
@@ -160,13 +159,11 @@ impl Follower {
         if self.over || !self.due {
             return None;
         }
-        let Some(inner) = self.inner.upgrade() else {
+        let Some(runtime) = self.runtime.upgrade() else {
             self.over = true;
             return None;
         };
-        let read = TaskRuntime { inner }
-            .current(&self.id, &self.principal)
-            .await;
+        let read = runtime.current(&self.id, &self.principal).await;
         // Read: the wake-ups so far are answered (a step cut short above
         // leaves `due` set, and is read again).
         self.due = false;

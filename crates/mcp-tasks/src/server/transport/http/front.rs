@@ -165,8 +165,8 @@ where
             Ok(slot) => slot,
             Err(refusal) => {
                 let id = message.get("id").cloned().unwrap_or(Value::Null);
-                let retry_after = refusal.retry_after();
-                return listen::busy(&id, &refusal.into_error(None), retry_after);
+                let refused = crate::server::transport::listen::Refused::from(refusal);
+                return listen::busy(&id, &refused.error, refused.retry_after);
             }
         };
         let response = rmcp_traced(next, parts, bytes, &message).await;

@@ -63,7 +63,7 @@ pub use crate::server::engine::builder::{
 };
 pub(crate) use stdio::{REROUTED, answer_rerouted};
 #[cfg(feature = "http-server")]
-pub(crate) use subscription::{Subscription, requested_task_ids};
+pub(crate) use subscription::{Refused, Subscription, requested_task_ids};
 
 /// The method of a listen request.
 pub(crate) const LISTEN: &str = "subscriptions/listen";
