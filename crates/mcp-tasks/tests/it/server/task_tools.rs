@@ -270,8 +270,14 @@ async fn the_task_tools_are_listed_only_to_callers_without_tasks_and_only_when_o
 async fn a_question_is_answered_through_tasks_answer() {
     for era in ERAS {
         let mut caller = caller(server(on()), era, false).await;
-        // `ask` requires a task: without task tools it is refused.
+        // `ask` requires a task: without task tools it is refused. Its
+        // question can only be answered by a tool: the handle comes at once.
+        let started = tokio::time::Instant::now();
         let handle = caller.call("ask", json!({})).await.unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{era:?}: the window was waited out"
+        );
         let id = task_id(&handle);
         let shown = &handle["structuredContent"];
         assert_eq!(shown["status"], "input_required", "{handle}");
@@ -288,6 +294,10 @@ async fn a_question_is_answered_through_tasks_answer() {
         assert_eq!(
             waited["structuredContent"]["status"], "input_required",
             "{waited}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{era:?}: tasks_wait waited"
         );
 
         let answered = caller
@@ -421,5 +431,35 @@ async fn tasks_cancel_stops_the_tool_and_an_unknown_id_is_told_apart_from_nothin
             .unwrap()
             .contains("timeoutSeconds"),
         "{error}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_client_of_this_crate_awaits_a_handle_as_the_task_it_names() {
+    use mcp_tasks::client::{CallOptions, CallResponse};
+    use mcp_tasks_testkit::{args, completed_text, in_process, options};
+
+    let client = in_process(server(on())).await;
+    let plain = CallOptions::default().with_declare_tasks(false);
+    let response = client
+        .call_tool("slow", args(json!({"ms": 10_000})), plain.clone())
+        .await
+        .expect("the call");
+    let CallResponse::Task(state) = response else {
+        panic!("a handle is read as its task: {response:?}");
+    };
+    let outcome = client
+        .await_task(&state, &options())
+        .await
+        .expect("the outcome");
+    assert_eq!(completed_text(&outcome), "slept 10000 ms");
+    // A quick call is still a plain result.
+    let response = client
+        .call_tool("slow", args(json!({"ms": 10})), plain)
+        .await
+        .expect("the call");
+    assert!(
+        matches!(response, CallResponse::Complete(_)),
+        "{response:?}"
     );
 }
