@@ -119,7 +119,7 @@ async function start(what, command, args) {
 const work = mkdtempSync(join(tmpdir(), 'ts-notasks-'));
 const tokensFile = join(work, 'tokens');
 const TOKENS = { alice: 'alice-secret-token-1', bob: 'bob-secret-token-2' };
-writeFileSync(tokensFile, `${TOKENS.alice} alice\n${TOKENS.bob} bob\n`);
+writeFileSync(tokensFile, `${TOKENS.alice} alice\n${TOKENS.bob} bob\n`, { mode: 0o600 });
 
 // The server's flags, with and without the task tools.
 const common = ['--store', 'memory', '--poll-interval', '100'];
