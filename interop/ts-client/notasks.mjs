@@ -19,14 +19,18 @@
 //                  (structuredContent {taskId, status: working, tool, next: tasks_wait,
 //                  suggestedWaitSeconds}, _meta io.github.mcp-tasks/handle, a text naming the
 //                  id and tasks_wait; not isError); tasks_wait gives the tool's own result,
-//                  shaped as a plain short sleep's
+//                  shaped as a plain short sleep's, and the same again when called again
 //   fast           sleep {ms: 50} answers the same JSON as a `serve` without --task-tools
 //   cancel         sleep {ms: 60000}: handle, tasks_cancel, tasks_status says cancelled;
 //                  tasks_wait then answers isError with status cancelled
+//   sdk-timeout    (the one call with a request timeout: 1000 ms, inside the window) sleep
+//                  {ms: 60000}: tasks_list shows its task working while the call waits; the SDK
+//                  gives up (-32001) and sends notifications/cancelled; that task is cancelled
 //   input-tool     confirm_action (its elicitation, to a client that cannot be asked): the
-//                  handle says input_required with inputRequests, tasks_list and tasks_status
-//                  show it, tasks_answer (accept + content fitting the requested schema)
-//                  answers it, tasks_wait gives "confirmed: ACTION"
+//                  handle says input_required with inputRequests, next: tasks_answer and a
+//                  text naming tasks_answer; tasks_list and tasks_status show it, tasks_answer
+//                  (accept + content fitting the requested schema) answers it, tasks_wait
+//                  gives "confirmed: ACTION"
 //   input-session  a second client declaring elicitation (form) with an ElicitRequestSchema
 //                  handler that accepts: confirm_action (then tasks_wait if a handle came)
 //                  completes, and the handler was asked
@@ -35,11 +39,12 @@
 //                  alice's task is still working
 //   long-op        (everything-*) server-everything's trigger-long-running-operation {duration:
 //                  10, steps: 5} through the gateway: handle, tasks_wait, its own result
-//   nap            (plain-*) the plain fastmcp server's nap {seconds: 10}: handle, tasks_wait,
+//   nap            (plain-*) the plain fastmcp server (on its Streamable HTTP, the gateway
+//                  on stdio or HTTP in front of it)'s nap {seconds: 10}: handle, tasks_wait,
 //                  "slept 10 s"
 //   nap-cancel     (plain-*) nap {seconds: 60}: handle, tasks_cancel; the cancel reaches the
 //                  tool (naps_cancelled counts it)
-//   timeout        no callTool came near the SDK's own 60 s request timeout (all under 30 s)
+//   timeout        (default request options) no callTool came near the SDK's own 60 s request timeout (all under 30 s)
 //                  and none failed with -32001
 
 import { spawn } from 'node:child_process';
@@ -170,27 +175,32 @@ async function connect({ tools = true, caller = 'alice', elicit } = {}) {
 }
 
 const text = (result) => result?.content?.find((block) => block.type === 'text')?.text;
-// isHandle(RESULT): the call answered with a handle rather than the tool's result.
-const isHandle = (result) => result?.structuredContent?.next === 'tasks_wait' && typeof result.structuredContent.taskId === 'string';
+// isHandle(RESULT): the call (or tasks_wait) answered with a handle, a task that has not
+// ended, rather than the tool's result.
+const isHandle = (result) =>
+  typeof result?.structuredContent?.taskId === 'string' && ['working', 'input_required'].includes(result.structuredContent.status) && typeof result.structuredContent.next === 'string';
+// The handle's `next`: tasks_wait, or tasks_answer while the task waits for input (the server
+// chose this; issue 52's first contract said tasks_wait for both).
+const nextFor = (status) => (status === 'input_required' ? 'tasks_answer' : 'tasks_wait');
 // handleOf(RESULT, TOOL, STATUS): the handle's structuredContent, after checking its shape.
 function handleOf(result, tool, status) {
   const handle = result?.structuredContent;
   assert(!result.isError, `isError: ${show(result)}`);
   assert(isHandle(result), `not a handle: ${show(result)}`);
-  assert(handle.status === status && handle.tool === tool, `status/tool: ${show(handle)}`);
+  assert(handle.status === status && handle.tool === tool && handle.next === nextFor(status), `status/tool/next: ${show(handle)}`);
   assert(Number.isFinite(handle.suggestedWaitSeconds), `suggestedWaitSeconds: ${show(handle)}`);
   assert(result._meta?.['io.github.mcp-tasks/handle']?.taskId === handle.taskId, `_meta: ${show(result._meta)}`);
   const said = result.content?.[0]?.text ?? '';
   assert(said.includes(handle.taskId) && said.includes('tasks_wait'), `content[0] text: ${show(said)}`);
   return handle;
 }
-// waitFor(CALL, ID, DONE): tasks_wait (timeoutSeconds 20) until it answers something else
-// than a handle (at most 3 times); the last answer.
+// waitFor(CALL, ID): tasks_wait (timeoutSeconds 20) until it answers something else than a
+// task still working (at most 3 times); the last answer.
 async function waitFor(call, taskId) {
   let result;
   for (let i = 0; i < 3; i += 1) {
     result = await call('tasks_wait', { taskId, timeoutSeconds: 20 });
-    if (!isHandle(result)) break;
+    if (result?.structuredContent?.status !== 'working') break;
   }
   return result;
 }
@@ -235,7 +245,7 @@ const seconds = (ms) => `${(ms / 1000).toFixed(2)} s`;
 async function demoChecks() {
   const alice = await connect();
   const plain = await connect({ tools: false });
-  const { call, listed } = alice;
+  const { call, listed, client } = alice;
 
   await check('tools', async () => {
     const names = listed.map((tool) => tool.name);
@@ -262,6 +272,8 @@ async function demoChecks() {
     assert(!done.isError && !isHandle(done), `tasks_wait: ${show(done)}`);
     assert(text(done) === text(short).replace('50', '10000'), `tasks_wait: ${show(done)} (a short sleep: ${show(short)})`);
     assert(isDeepStrictEqual(Object.keys(done).sort(), Object.keys(short).sort()), `keys: ${show(done)} vs ${show(short)}`);
+    const again = await call('tasks_wait', { taskId: handle.taskId, timeoutSeconds: 20 });
+    assert(isDeepStrictEqual(again, done), `tasks_wait again: ${show(again)}, first ${show(done)}`);
   });
 
   await check('fast', async () => {
@@ -281,6 +293,25 @@ async function demoChecks() {
     assert(status?.status === 'cancelled', `tasks_status: ${show(await statusOf(call, handle.taskId))}`);
     const waited = await call('tasks_wait', { taskId: handle.taskId, timeoutSeconds: 5 });
     assert(waited.isError && waited.structuredContent?.status === 'cancelled', `tasks_wait: ${show(waited)}`);
+  });
+
+  await check('sdk-timeout', async () => {
+    const before = new Set((await call('tasks_list', {})).structuredContent?.tasks?.map((task) => task.taskId));
+    const timedOutCall = client.callTool({ name: 'sleep', arguments: { ms: 60000 } }, undefined, { timeout: 1000 }).then(
+      (result) => ({ result }),
+      (error) => ({ error })
+    );
+    await sleep(400);
+    const listed = (await call('tasks_list', {})).structuredContent?.tasks ?? [];
+    const task = listed.find((t) => !before.has(t.taskId) && t.tool === 'sleep');
+    assert(task?.status === 'working', `tasks_list during the window: ${show(listed)}`);
+    const { result, error } = await timedOutCall;
+    assert(error?.code === -32001, `the call with timeout 1000: ${show(result ?? String(error))}`);
+    const status = await until(5, async () => {
+      const seen = await statusOf(call, task.taskId);
+      return seen.status === 'cancelled' ? seen : null;
+    });
+    assert(status, `after the SDK's timeout (notifications/cancelled): ${show(await statusOf(call, task.taskId))}`);
   });
 
   await check('input-tool', async () => {
@@ -390,11 +421,10 @@ async function gatewayChecks() {
 
 try {
   if (profile === 'everything') upstream = ['--upstream', `node ${everything} stdio`];
-  if (profile === 'plain' && transport === 'stdio') {
-    // One connection: naps_cancelled reads the counter of the process the nap ran in.
-    upstream = ['--upstream', `${python} ${plainServer} stdio`, '--upstream-connections', '1'];
-  }
-  if (profile === 'plain' && transport === 'http') {
+  if (profile === 'plain') {
+    // Over its HTTP, for both of the gateway's transports: one process whose count of cancelled
+    // naps outlives the connection. (A stdio upstream's process is ended with its connection,
+    // which the gateway closes after sending notifications/cancelled: its count goes with it.)
     upstream = ['--upstream-url', await start('the fastmcp server', python, [plainServer, 'http', '127.0.0.1:0'])];
   }
   if (transport === 'http') {
