@@ -22,9 +22,11 @@
 //! result, but one a caller that declared tasks never gets, hence off by
 //! default (docs/task-tools.md argues it).
 //!
-//! It may import the engine's creation path and live tasks (it is one more
-//! way to answer a `tools/call`); the transports, the gateway and the
-//! servers of the CLI import it, never the reverse.
+//! It imports live tasks (the runtime, the follower, asking on a
+//! connection), the era's rules, the policies and the result budget; the
+//! creation path (`calls`) imports its window, and the doors a
+//! `tools/call` comes in by (`TaskRouter`, the gateway, the CLI's servers)
+//! its two entry points, never the reverse.
 //!
 //! [`TaskRuntimeBuilder::with_task_tools`]: crate::server::TaskRuntimeBuilder::with_task_tools
 
