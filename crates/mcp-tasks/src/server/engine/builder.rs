@@ -13,6 +13,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, Extensions};
 
 use super::admission::queue::{Admission, AdmissionLimits};
 use super::admission::rate::{self, CreationRate};
+use super::asked::AskedNow;
 use super::budget::DEFAULT_MAX_RESULT_BYTES;
 use super::clock::{Clock, SystemClock};
 use super::draining::Draining;
@@ -379,6 +380,7 @@ impl TaskRuntimeBuilder {
             task_spans,
             observers: Observers::new(observers),
             hasher: tokio::sync::OnceCell::new(),
+            asked_now: AskedNow::default(),
         });
         tokio::spawn(listen_for_changes(
             Arc::downgrade(&inner),

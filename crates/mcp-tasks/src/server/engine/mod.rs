@@ -9,6 +9,7 @@
 //! 2025-11-25 era (`legacy`), which all build on it.
 
 pub(crate) mod admission;
+pub(crate) mod asked;
 pub(crate) mod budget;
 pub(crate) mod builder;
 pub(crate) mod calls;

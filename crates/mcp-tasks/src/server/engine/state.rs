@@ -25,6 +25,7 @@ use rmcp::ErrorData;
 
 use super::admission::queue::Admission;
 use super::admission::rate::{CreationRate, RateLimits};
+use super::asked::AskedNow;
 use super::clock::Clock;
 use super::draining::Draining;
 use super::lease::{Lease, LeaseError, Leasing};
@@ -75,6 +76,9 @@ pub(crate) struct Inner {
     pub(in crate::server::engine) observers: Option<Observers>,
     /// The task hasher of the store's key, read from the store once.
     pub(in crate::server::engine) hasher: tokio::sync::OnceCell<TaskHasher>,
+    /// The input requests the task tools asked on a caller's connection
+    /// and that are not answered yet.
+    pub(in crate::server::engine) asked_now: AskedNow,
 }
 
 /// The runtime's settings, as the builder set them.

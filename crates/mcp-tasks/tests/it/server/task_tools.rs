@@ -463,3 +463,90 @@ async fn the_client_of_this_crate_awaits_a_handle_as_the_task_it_names() {
         "{response:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_on_the_connection_after_the_window_answers_the_task_and_is_not_asked_again() {
+    let mut caller = caller(server(on()), Era::Old, true).await;
+    caller
+        .client
+        .send_at_once(
+            &[json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
+            "params": {"name": "ask", "arguments": {}}})],
+        )
+        .await;
+    // The question, left unanswered (a person thinking), then the handle.
+    let mut asked = None;
+    let mut handle = None;
+    while asked.is_none() || handle.is_none() {
+        let message = caller
+            .client
+            .next_within(Duration::from_secs(10))
+            .await
+            .expect("a message");
+        if message["method"] == "elicitation/create" {
+            asked = Some(message);
+        } else if message["id"] == 900 {
+            handle = Some(message["result"].clone());
+        }
+    }
+    let (asked, handle) = (asked.unwrap(), handle.unwrap());
+    assert_eq!(
+        handle["structuredContent"]["status"], "input_required",
+        "{handle}"
+    );
+    let id = task_id(&handle);
+    // Answered after the window: it answers the task.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    caller
+        .client
+        .send_at_once(&[json!({"jsonrpc": "2.0", "id": asked["id"],
+            "result": {"action": "accept", "content": {"name": "Cy"}}})])
+        .await;
+    let done = caller
+        .call("tasks_wait", json!({"taskId": id, "timeoutSeconds": 10}))
+        .await
+        .unwrap();
+    assert_eq!(text(&done), "Hello, Cy!", "{done}");
+    assert!(
+        caller.client.asked.is_empty(),
+        "asked again: {:?}",
+        caller.client.asked
+    );
+
+    // A question still out when tasks_wait comes is not asked again either.
+    caller
+        .client
+        .send_at_once(
+            &[json!({"jsonrpc": "2.0", "id": 901, "method": "tools/call",
+            "params": {"name": "ask", "arguments": {}}})],
+        )
+        .await;
+    let mut asked = None;
+    let mut handle = None;
+    while asked.is_none() || handle.is_none() {
+        let message = caller
+            .client
+            .next_within(Duration::from_secs(10))
+            .await
+            .expect("a message");
+        if message["method"] == "elicitation/create" {
+            asked = Some(message);
+        } else if message["id"] == 901 {
+            handle = Some(message["result"].clone());
+        }
+    }
+    let id = task_id(&handle.unwrap());
+    let waited = caller
+        .call("tasks_wait", json!({"taskId": id, "timeoutSeconds": 3}))
+        .await
+        .unwrap();
+    assert_eq!(
+        waited["structuredContent"]["status"], "input_required",
+        "{waited}"
+    );
+    assert!(
+        caller.client.asked.is_empty(),
+        "asked again: {:?}",
+        caller.client.asked
+    );
+}

@@ -3,16 +3,16 @@
 //! caller's tools can answer, or the caller goes; meanwhile
 //! each of its input requests that the caller's session takes (a
 //! 2025-11-25 session that declared elicitation, sampling or roots) is
-//! asked on the caller's own connection, and the answer answers the task.
+//! asked on the caller's own connection, once (`asked.rs`), and the
+//! answer answers the task whenever it comes.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
-use rmcp::model::{CallToolResult, ClientCapabilities, ErrorCode};
+use rmcp::model::{CallToolResult, ClientCapabilities};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
+use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -80,6 +80,50 @@ async fn teed_out(teed: &mut Option<Teed>) -> Result<CallToolResult, ErrorData> 
     }
 }
 
+/// Asks the caller of `context` for input `key` of task `id` (`request`)
+/// on its connection, unless it is out there already: its answer answers
+/// the task whenever it comes, after the wait that asked too (the store's
+/// change then wakes whichever wait follows the task).
+fn ask_once(
+    runtime: &TaskRuntime,
+    context: &RequestContext<RoleServer>,
+    id: &TaskId,
+    principal: &Principal,
+    key: &str,
+    request: &Value,
+) {
+    if !runtime.inner.asked_now.mark(id.expose(), key) {
+        return;
+    }
+    let weak = runtime.downgrade();
+    let peer = context.peer.clone();
+    let (id, principal, key, request) = (
+        id.clone(),
+        principal.clone(),
+        key.to_owned(),
+        request.clone(),
+    );
+    tokio::spawn(async move {
+        let (key, answer) = ask(&peer, &id, key, request).await;
+        let Some(runtime) = weak.upgrade() else {
+            return;
+        };
+        match answer {
+            Ok(answer) => {
+                let answers = BTreeMap::from([(key.clone(), answer)]);
+                // Gone or answered meanwhile: nothing to do.
+                if let Err(error) = runtime.update_task_as(&id, answers, &principal).await {
+                    tracing::debug!(%error, "a task's input answered on the connection was not taken");
+                }
+            }
+            Err(error) => {
+                tracing::debug!(%error, "the caller did not answer a task's input request");
+            }
+        }
+        runtime.inner.asked_now.clear(id.expose(), &key);
+    });
+}
+
 impl Wait<'_> {
     /// Waits (see the [module docs](self)); `teed` hands over the tool's
     /// outcome as it returns, for the window.
@@ -93,8 +137,6 @@ impl Wait<'_> {
         } = self;
         let capabilities = asks(context);
         let mut follower = Follower::new(runtime, id.clone(), principal.clone());
-        let mut asking = FuturesUnordered::new();
-        let mut asked = HashSet::new();
         let mut latest = None;
         let deadline = tokio::time::sleep_until(until);
         tokio::pin!(deadline);
@@ -115,9 +157,7 @@ impl Wait<'_> {
                     for (key, request) in record.input_requests() {
                         match &capabilities {
                             Some(capabilities) if takes(capabilities, request) => {
-                                if asked.insert(key.clone()) {
-                                    asking.push(ask(&context.peer, id, key.clone(), request.clone()));
-                                }
+                                ask_once(runtime, context, id, principal, key, request);
                             }
                             _ => unaskable = true,
                         }
@@ -128,23 +168,6 @@ impl Wait<'_> {
                         return Ok(Followed::Pending(record));
                     }
                     latest = Some(record);
-                }
-                Some((key, answer)) = asking.next(), if !asking.is_empty() => {
-                    match answer {
-                        Ok(answer) => {
-                            let answers = BTreeMap::from([(key, answer)]);
-                            match runtime.update_task_as(id, answers, principal).await {
-                                // Gone meanwhile: the next read says so.
-                                Ok(()) => {}
-                                Err(error) if error.code == ErrorCode::INVALID_PARAMS => {}
-                                Err(error) => return Err(error),
-                            }
-                        }
-                        Err(error) => {
-                            tracing::debug!(%error, "the caller did not answer a task's input request");
-                        }
-                    }
-                    follower.reread();
                 }
                 () = context.ct.cancelled() => return Ok(Followed::Abandoned),
                 () = &mut deadline, if latest.is_some() => {
