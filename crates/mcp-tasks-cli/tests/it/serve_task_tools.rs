@@ -3,8 +3,10 @@
 //! nothing): a call within the window answered byte for byte as without
 //! the flag; `--task-tools=TOOL` covering only that tool; the config
 //! file's keys; a second caller refused as for an unknown id; a restart on
-//! SQLite mid-task leaving the handle usable; the gateway in front of
-//! `serve`, and a gateway refusing an upstream tool named as a task tool.
+//! SQLite mid-task leaving the handle usable; two replicas on Redis
+//! sharing a handle's task; the operator's `admin ls` and metrics showing
+//! it; the gateway in front of `serve`, and a gateway refusing an
+//! upstream tool named as a task tool.
 //! (The official SDKs' clients against `serve` and the gateway, in front
 //! of server-everything and FastMCP, are in `interop/`.)
 
@@ -368,4 +370,86 @@ for line in sys.stdin:
         stderr.contains("\"tasks_wait\"") && stderr.contains("task tool"),
         "{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_made_on_one_replica_is_followed_and_answered_on_another_on_redis() {
+    let redis = mcp_tasks_redis::testing::RedisServer::start();
+    let flags = [
+        "--redis-key-prefix",
+        "task-tools-test:",
+        "--task-tools",
+        "--task-tools-wait",
+        "0.3",
+    ];
+    let a = Served::start(BIN, "127.0.0.1:0", &redis.url(), &flags);
+    let b = Served::start(BIN, "127.0.0.1:0", &redis.url(), &flags);
+    let mut on_a = plain(&a.url, None).await;
+    let mut on_b = plain(&b.url, None).await;
+    let handle = call(&mut on_a, "sleep", json!({"ms": 2_000})).await;
+    let id = task_id(&handle);
+    let listed = call(&mut on_b, "tasks_list", json!({})).await;
+    assert_eq!(
+        listed["structuredContent"]["tasks"][0]["taskId"],
+        id.as_str(),
+        "{listed}"
+    );
+    let done = call(&mut on_b, "tasks_wait", json!({"taskId": id})).await;
+    assert_eq!(text(&done), "slept 2000 ms", "{done}");
+    // A question asked on A, answered through B's tool.
+    let handle = call(&mut on_a, "confirm_action", json!({"action": "ship"})).await;
+    let id = task_id(&handle);
+    call(
+        &mut on_b,
+        "tasks_answer",
+        json!({"taskId": id, "answers": {"confirm": {"confirm": true}}}),
+    )
+    .await;
+    let done = call(&mut on_a, "tasks_wait", json!({"taskId": id})).await;
+    assert_eq!(text(&done), "confirmed: ship", "{done}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_sees_a_handles_task_in_admin_ls_and_the_metrics() {
+    let served = Served::spawn(
+        BIN,
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--admin",
+            "127.0.0.1:0",
+            "--task-tools",
+            "--task-tools-wait",
+            "0.2",
+        ],
+        &[],
+        None,
+    );
+    let mut client = plain(&served.url, None).await;
+    let handle = call(&mut client, "sleep", json!({"ms": 60_000})).await;
+    assert_eq!(handle["structuredContent"]["status"], "working", "{handle}");
+    let admin = format!("http://{}", served.admin);
+    let output = crate::support::run(&["admin", "ls", "--server", &admin, "--json"]);
+    assert!(output.status.success(), "{output:?}");
+    let listed: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let tasks = listed.as_array().expect("an array");
+    assert_eq!(tasks.len(), 1, "{listed}");
+    assert_eq!(tasks[0]["tool"], "sleep", "{listed}");
+    assert!(
+        tasks[0].get("id").is_none(),
+        "no id without --show-ids: {listed}"
+    );
+    let metrics = crate::support::raw_http(&served.admin, "GET", "/metrics", &[], "");
+    let created = metrics
+        .body
+        .lines()
+        .find(|line| {
+            line.starts_with("mcp_tasks_tasks_created_total") && line.contains("tool=\"sleep\"")
+        })
+        .unwrap_or_else(|| panic!("{}", metrics.body));
+    assert!(created.ends_with(" 1"), "{created}");
+    // No task id in what the operator sees.
+    assert!(!metrics.body.contains(&task_id(&handle)));
 }
