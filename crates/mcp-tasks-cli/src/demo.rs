@@ -54,6 +54,7 @@ async fn tour() -> anyhow::Result<bool> {
         max_listen_streams: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS,
         max_listen_streams_per_caller: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER,
         max_result_bytes: Some(mcp_tasks::server::DEFAULT_MAX_RESULT_BYTES),
+        task_tools: mcp_tasks::server::TaskTools::off(),
         observers: Vec::new(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

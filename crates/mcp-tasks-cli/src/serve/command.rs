@@ -18,6 +18,7 @@ use mcp_tasks::server::http::{
 };
 use mcp_tasks::server::{
     AdmissionLimits, CreationRate, DEFAULT_MAX_LISTEN_STREAMS, InvalidCreationRate, TaskRuntime,
+    TaskTools,
 };
 
 use mcp_tasks_sqlite::SqliteSync;
@@ -155,6 +156,25 @@ pub(crate) struct ServeArgs {
     /// more for the message around it) of an upstream's answer (see docs/operator.md).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     max_result_bytes: Option<usize>,
+    /// Durable tasks for callers that declare none (most hosts: coding agents, chat apps, CLIs):
+    /// a call of a tool whose policy allows a task runs as one; if it outlasts --task-tools-wait
+    /// the caller gets a handle naming the task instead of waiting on, and the task tools
+    /// (tasks_wait, tasks_status, tasks_cancel, tasks_answer, tasks_list) follow it. Alone: every
+    /// such tool; =TOOL,TOOL: only those, as callers call them. Off by default: the spec has a
+    /// caller without tasks wait synchronously (see docs/task-tools.md).
+    #[arg(
+        long,
+        value_name = "TOOL,...",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "*",
+        value_delimiter = ','
+    )]
+    task_tools: Option<Vec<String>>,
+    /// With --task-tools: how long a caller without tasks waits for its task before it gets a
+    /// handle, in seconds (decimals allowed; 0: at once) [default: 5].
+    #[arg(long, value_name = "SECS", requires = "task_tools", value_parser = parse_window)]
+    task_tools_wait: Option<Duration>,
     /// With --http: also answer requests whose Host is NAME (NAME:PORT for one port only), as
     /// behind a reverse proxy; the loopback names are always answered (repeatable).
     #[arg(long = "allowed-host", value_name = "NAME")]
@@ -237,6 +257,34 @@ fn parse_burst(text: &str) -> Result<NonZeroU32, String> {
 
 /// Reads `--max-result-bytes`: a number of bytes, or one followed by KiB,
 /// MiB or GiB.
+/// `--task-tools-wait`: seconds, from 0 to an hour.
+fn parse_window(text: &str) -> Result<Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!(
+            "{text:?} is not a number of seconds from 0 to 3600"
+        )),
+    }
+}
+
+/// `--task-tools` and `--task-tools-wait` as the runtime takes them.
+fn task_tools(args: &ServeArgs) -> TaskTools {
+    let tools = match args.task_tools.as_deref() {
+        None => return TaskTools::off(),
+        Some(names) if names.iter().any(|name| name == "*") => TaskTools::all(),
+        Some(names) => TaskTools::only(
+            names
+                .iter()
+                .map(|name| name.trim())
+                .filter(|name| !name.is_empty()),
+        ),
+    };
+    match args.task_tools_wait {
+        Some(window) => tools.with_window(window),
+        None => tools,
+    }
+}
+
 fn parse_bytes(text: &str) -> Result<usize, String> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
@@ -460,6 +508,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             Some(0) => None,
             Some(limit) => Some(limit),
         },
+        task_tools: task_tools(&args),
     };
     let tokens = args.auth_tokens.clone().zip(access.tokens.clone());
     match gateway {

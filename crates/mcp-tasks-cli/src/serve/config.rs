@@ -237,8 +237,21 @@ fn arg_values(
             text.into()
         })
     };
+    // A flag whose value is optional and given with `=` (`--task-tools[=a,b]`):
+    // true is the flag alone, a list its values joined.
+    let optional =
+        arg.is_require_equals_set() && arg.get_num_args().is_some_and(|n| n.min_values() == 0);
     match value {
-        toml::Value::Boolean(on) if switch => Ok(if *on { vec![flag.into()] } else { vec![] }),
+        toml::Value::Boolean(on) if switch || optional => {
+            Ok(if *on { vec![flag.into()] } else { vec![] })
+        }
+        toml::Value::Array(values) if optional => {
+            let values: Result<Vec<String>, String> = values
+                .iter()
+                .map(|value| one(value).map(|value| value.to_string_lossy().into_owned()))
+                .collect();
+            Ok(vec![format!("{flag}={}", values?.join(",")).into()])
+        }
         _ if switch => Err(format!("`{key}` is true or false")),
         toml::Value::Array(values) if repeatable => {
             let mut args = Vec::new();

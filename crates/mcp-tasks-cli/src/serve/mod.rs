@@ -41,7 +41,9 @@ use mcp_tasks::server::http::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, LOOPBACK_HOSTS, LOOPBACK_ORIGINS,
     StreamableHttpServer,
 };
-use mcp_tasks::server::{AdmissionLimits, StdioTransport, TaskRuntime, TaskRuntimeBuilder};
+use mcp_tasks::server::{
+    AdmissionLimits, StdioTransport, TaskRuntime, TaskRuntimeBuilder, TaskTools,
+};
 use mcp_tasks::store::{MemoryStore, SharedStore};
 use mcp_tasks_redis::{RedisOptions, RedisStore};
 use mcp_tasks_sqlite::{SqliteOptions, SqliteStore, SqliteSync};
@@ -216,6 +218,8 @@ pub(crate) struct ServeOptions {
     pub(crate) max_listen_streams_per_caller: usize,
     /// The most bytes of JSON one tool outcome may weigh; `None`: no bound.
     pub(crate) max_result_bytes: Option<usize>,
+    /// Handles and the task tools for callers that declare no tasks.
+    pub(crate) task_tools: TaskTools,
     /// What hears each task's events (the metrics of `--admin`).
     pub(crate) observers: Vec<Arc<dyn mcp_tasks::server::TaskObserver>>,
 }
@@ -241,7 +245,8 @@ impl ServeOptions {
             .with_max_lifetime(self.max_lifetime)
             .with_max_listen_streams(self.max_listen_streams)
             .with_max_listen_streams_per_caller(self.max_listen_streams_per_caller)
-            .with_max_result_bytes(self.max_result_bytes);
+            .with_max_result_bytes(self.max_result_bytes)
+            .with_task_tools(self.task_tools.clone());
         if let Some(ttl) = self.ttl {
             runtime = runtime.with_default_ttl(Ttl::Limited(ttl));
         }
@@ -290,9 +295,10 @@ impl ServerHandler for DemoServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools::list()))
+        let listed = self.runtime.list_tools_for(tools::list(), &context);
+        Ok(ListToolsResult::with_all_items(listed))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

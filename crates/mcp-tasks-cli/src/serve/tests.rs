@@ -47,6 +47,7 @@ pub(crate) fn options(store: SharedStore) -> ServeOptions {
         max_listen_streams: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS,
         max_listen_streams_per_caller: mcp_tasks::server::DEFAULT_MAX_LISTEN_STREAMS_PER_CALLER,
         max_result_bytes: Some(mcp_tasks::server::DEFAULT_MAX_RESULT_BYTES),
+        task_tools: mcp_tasks::server::TaskTools::off(),
         observers: Vec::new(),
     }
 }

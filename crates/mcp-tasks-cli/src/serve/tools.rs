@@ -231,14 +231,19 @@ pub(crate) async fn call(
     request: CallToolRequestParams,
     context: RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
+    if let Some(answered) = runtime.call_task_tool(&request, &context).await {
+        return answered.map(CallToolResponse::from);
+    }
     let Some(tool) = TOOLS.iter().find(|tool| tool.name == request.name) else {
         return Err(invalid(format!("no tool named {:?}", request.name)));
     };
     let args = Args(request.arguments.clone().unwrap_or_default());
-    let body = (tool.start)(&args, Some(&context))?;
-    runtime
-        .call_tool(&request, &context, &(tool.tasks)(), body)
-        .await
+    let tasks = (tool.tasks)();
+    // A caller that gets a handle answers its task's input through the
+    // task tools: what it declared does not matter.
+    let handed = !declares_tasks(&context) && runtime.hands_out(&request.name, tasks.policy);
+    let body = (tool.start)(&args, (!handed).then_some(&context))?;
+    runtime.call_tool(&request, &context, &tasks, body).await
 }
 
 /// Runs a resumable tool's task again, from its name and arguments, on this

@@ -23,6 +23,9 @@ impl Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(answered) = self.runtime.call_task_tool(&request, &context).await {
+            return answered.map(CallToolResponse::from);
+        }
         // In the request's trace context, wherever rmcp runs the handler:
         // the upstream calls continue the caller's trace.
         let trace = RequestTrace::of(&context.extensions).or_current();

@@ -428,6 +428,27 @@ pub const ANSWER_ENVELOPE: usize = 64 << 10;
 
 /// `config` with each upstream's bound on an answer that has none set from
 /// `runtime`'s result budget (see [`GatewayOptions::max_answer_bytes`]).
+/// Refuses an upstream tool served under the name of a task tool
+/// ([`TaskTools`](crate::server::TaskTools)), naming both.
+fn refuse_task_tool_names(table: &routes::Table) -> Result<(), Error> {
+    let clash = table
+        .tools(None)
+        .into_iter()
+        .find(|(tool, _, _)| crate::server::is_task_tool(&tool.name));
+    match clash {
+        Some((tool, route, upstream_tool)) => Err(Error::Config {
+            message: format!(
+                "the upstream {:?}'s tool {upstream_tool:?} would be served as {:?}, the name of a \
+                 task tool (--task-tools); prefix the upstream, deny the tool, or list only other \
+                 tools in --task-tools",
+                route.name(),
+                tool.name
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 fn answers_bounded(mut config: GatewayConfig, runtime: &TaskRuntime) -> GatewayConfig {
     let bound = runtime
         .max_result_bytes()
@@ -511,6 +532,9 @@ impl Gateway {
     ) -> Result<Self, Error> {
         let config = answers_bounded(config, &runtime);
         let routes = Routes::start(config, all_or_nothing).await?;
+        if runtime.task_tools().is_on() {
+            refuse_task_tool_names(&routes.current())?;
+        }
         let legacy_peers = Arc::default();
         tokio::spawn(tell_legacy_peers(
             routes.version.subscribe(),
@@ -650,6 +674,7 @@ impl ServerHandler for Gateway {
                 .advertise_tool(tool.name.as_ref(), route.policy(&name));
             listed.push(tool);
         }
+        let listed = self.runtime.list_tools_for(listed, &context);
         Ok(ListToolsResult::with_all_items(listed))
     }
 

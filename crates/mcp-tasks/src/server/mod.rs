@@ -102,6 +102,10 @@ pub use engine::calls::{Call, NewTask, Plan, Synchronous};
 pub use engine::clock::{Clock, ManualClock, SystemClock, TokioClock};
 pub use engine::draining::DrainReport;
 pub use engine::era::{declares_tasks, missing_client_capabilities};
+pub use engine::handles::{
+    DEFAULT_TASK_TOOLS_WINDOW, HANDLE_META, TASK_TOOL_NAMES, TASKS_ANSWER, TASKS_CANCEL,
+    TASKS_LIST, TASKS_STATUS, TASKS_WAIT, TaskTools, is_task_tool,
+};
 pub use engine::policy::{PolicySelector, TaskPolicy, ToolTasks};
 pub use engine::tasks::context::{MAX_CHECKPOINT_BYTES, TaskContext};
 pub use engine::tasks::runtime::{DEFAULT_MAX_LIFETIME, DEFAULT_MAX_TASKS_PER_CALLER, TaskRuntime};

@@ -16,6 +16,7 @@ use super::admission::rate::{self, CreationRate};
 use super::budget::DEFAULT_MAX_RESULT_BYTES;
 use super::clock::{Clock, SystemClock};
 use super::draining::Draining;
+use super::handles::TaskTools;
 use super::lease::{DEFAULT_LEASE_PERIOD, Leasing, fresh_runner};
 use super::policy::Advertised;
 use super::state::{Inner, Settings};
@@ -92,6 +93,7 @@ impl TaskRuntimeBuilder {
                 quota_by_header: false,
                 rate_per_caller: None,
                 max_result_bytes: Some(DEFAULT_MAX_RESULT_BYTES),
+                task_tools: TaskTools::off(),
             },
             clock: Arc::new(SystemClock),
             principal: Arc::new(default_principal),
@@ -266,6 +268,21 @@ impl TaskRuntimeBuilder {
     /// upstream answer.
     pub fn with_max_result_bytes(mut self, limit: Option<usize>) -> Self {
         self.settings.max_result_bytes = limit;
+        self
+    }
+
+    /// Durable tasks for callers that declare none (default
+    /// [`TaskTools::off`]): with [`TaskTools::all`] or
+    /// [`TaskTools::only`], a call of a covered tool whose policy allows a
+    /// task, from a caller that declared no tasks (neither the extension
+    /// nor 2025-11-25's `params.task`), runs as a task; if it ends within
+    /// the window ([`TaskTools::with_window`]) the caller gets its plain
+    /// result as before, otherwise a handle (a plain `CallToolResult` that
+    /// names the task), and the task tools (`tasks_wait`, `tasks_status`,
+    /// `tasks_cancel`, `tasks_answer`, `tasks_list`) follow it. See
+    /// [`TaskTools`] and docs/task-tools.md.
+    pub fn with_task_tools(mut self, tools: TaskTools) -> Self {
+        self.settings.task_tools = tools;
         self
     }
 

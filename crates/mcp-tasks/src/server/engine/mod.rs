@@ -16,6 +16,7 @@ pub(crate) mod clock;
 pub(crate) mod drain;
 pub(crate) mod draining;
 pub(crate) mod era;
+pub(crate) mod handles;
 pub(crate) mod idempotent;
 pub(crate) mod lease;
 pub(crate) mod policy;

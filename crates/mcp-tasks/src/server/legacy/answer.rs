@@ -7,15 +7,16 @@ use std::collections::{BTreeMap, HashSet};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, ServerRequest,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use super::wire::{self, RELATED_TASK};
+use super::wire;
 use super::{PREFIX, is_initialize_era, notify};
 use crate::server::engine::era::Augmented;
+use crate::server::engine::tasks::asking::ask;
 use crate::server::engine::tasks::follower::Follower;
 use crate::server::engine::tasks::runtime::TaskRuntime;
 use crate::server::engine::wire::task_not_found;
@@ -214,9 +215,6 @@ fn read_cursor(cursor: &str) -> Result<TaskId, ErrorData> {
         .ok_or_else(|| ErrorData::invalid_params("Invalid cursor", None))
 }
 
-/// What asking the client for one input ended with.
-type Asked = (String, Result<Value, rmcp::service::ServiceError>);
-
 /// `tasks/result`: blocks until the task ends and answers its payload;
 /// meanwhile every outstanding input request goes to the client on this
 /// request's stream, tagged with the task, and each answer answers the
@@ -244,7 +242,7 @@ async fn result(
                     if asked.insert(key.clone()) {
                         // Polled inside this handler, so rmcp sends each request on
                         // the stream of this `tasks/result` (over HTTP, its SSE answer).
-                        asking.push(ask(context, id, key.clone(), request.clone()));
+                        asking.push(ask(&context.peer, id, key.clone(), request.clone()));
                     }
                 }
             }
@@ -270,39 +268,6 @@ async fn result(
             }
         }
     }
-}
-
-/// Sends the stored input request `request` (`{method, params}`) to the
-/// client, tagged with task `id`; its answer, as `tasks/update` takes it.
-async fn ask(
-    context: &RequestContext<RoleServer>,
-    id: &TaskId,
-    key: String,
-    request: Value,
-) -> Asked {
-    let method = request
-        .get("method")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let mut params = match request.get("params") {
-        Some(Value::Object(params)) => params.clone(),
-        _ => Map::new(),
-    };
-    let meta = params
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(meta) = meta {
-        meta.insert(RELATED_TASK.into(), json!({"taskId": id.expose()}));
-    }
-    let sent =
-        ServerRequest::CustomRequest(CustomRequest::new(method, Some(Value::Object(params))));
-    let answer = context
-        .peer
-        .send_request(sent)
-        .await
-        .map(|result| serde_json::to_value(result).unwrap_or(Value::Null));
-    (key, answer)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use rmcp::transport::Transport;
 use serde_json::Value;
 
 use super::wire;
+use crate::server::engine::policy::TaskPolicy;
 use crate::server::engine::tasks::runtime::{TaskRuntime, WeakRuntime};
 
 /// The rewriting of one connection's (or HTTP session's) answers.
@@ -77,7 +78,8 @@ impl Outbound {
                             let policy = tool
                                 .get("name")
                                 .and_then(Value::as_str)
-                                .and_then(|name| runtime.advertised_policy(name));
+                                .and_then(|name| Some((name, runtime.advertised_policy(name)?)))
+                                .map(|(name, policy)| shown_policy(&runtime, name, policy));
                             if let Some(policy) = policy {
                                 tool.insert(
                                     "execution".into(),
@@ -95,6 +97,20 @@ impl Outbound {
             response.result = ServerResult::CustomResult(CustomResult::new(value));
         }
         JsonRpcMessage::Response(response)
+    }
+}
+
+/// The policy a session of this era reads for the tool `name`: a tool that
+/// hands a caller without tasks a handle ([`TaskTools`]) reads `optional`
+/// where it requires a task, or the TypeScript SDK refuses to call it
+/// without one (this era's `tools/list` cannot tell a session that holds
+/// tasks from one that does not).
+///
+/// [`TaskTools`]: crate::server::TaskTools
+fn shown_policy(runtime: &TaskRuntime, name: &str, policy: TaskPolicy) -> TaskPolicy {
+    match policy {
+        TaskPolicy::Required if runtime.hands_out(name, policy) => TaskPolicy::Optional,
+        policy => policy,
     }
 }
 

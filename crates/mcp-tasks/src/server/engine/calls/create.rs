@@ -72,6 +72,7 @@ impl TaskRuntime {
             caller,
             described,
             tasks,
+            handle: _,
         } = task;
         let ask = Ask {
             runtime: self,

@@ -44,6 +44,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use tokio_util::sync::CancellationToken;
 
+use super::handles::window;
 use super::policy::ToolTasks;
 use super::progress::ProgressSink;
 use crate::server::engine::tasks::context::TaskContext;
@@ -66,8 +67,10 @@ impl TaskRuntime {
     /// returns from it has its outcome written before the answer, which
     /// says so too. So that step should not block: the answer waits for it.
     ///
-    /// The same as [`TaskRuntime::read_call`], [`TaskRuntime::decide`],
-    /// then [`TaskRuntime::create`] or [`TaskRuntime::run_synchronous`].
+    /// The same as [`TaskRuntime::call_task_tool`] (a call of a task
+    /// tool, when they are on), else [`TaskRuntime::read_call`],
+    /// [`TaskRuntime::decide`], then [`TaskRuntime::create`] or
+    /// [`TaskRuntime::run_synchronous`].
     pub async fn call_tool<F, Fut>(
         &self,
         request: &CallToolRequestParams,
@@ -79,6 +82,9 @@ impl TaskRuntime {
         F: FnOnce(TaskContext) -> Fut,
         Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
     {
+        if let Some(answered) = self.call_task_tool(request, context).await {
+            return answered.map(CallToolResponse::from);
+        }
         let call = self.read_call(request, context)?;
         let task = match self.decide(call, request, context, tasks)? {
             Plan::Synchronous(call) => {
@@ -108,14 +114,36 @@ impl TaskRuntime {
         Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
     {
         let mark = task.caller.mark.clone();
+        let mut task = task;
+        let handle = task.handle.take();
+        let principal = handle.as_ref().map(|_| task.caller.principal.clone());
+        // The window of a call that hands out a handle answers with the
+        // tool's outcome itself, as a synchronous call would.
+        let (tee, teed) = window::tee(handle.as_deref());
+        let run = move |context: TaskContext| {
+            let running = run(context);
+            async move {
+                let out = running.await;
+                if let Some(tee) = tee {
+                    let _ = tee.send(out.clone());
+                }
+                out
+            }
+        };
         // On the heap: a task's creation is most of a handler's future
         // (about 10 KB), and a transport that spawns a task per request
         // (rmcp's service loop does) copies the whole future as it spawns
         // and polls it; boxed, the caller's future stays small (and a debug
         // build's stack holds the gateway's).
-        match Box::pin(self.start(task, run)).await {
-            Ok(created) => Ok(created),
-            Err(stop) => stop.into_answer(mark.as_ref()),
+        let created = match Box::pin(self.start(task, run)).await {
+            Ok(created) => created,
+            Err(stop) => return stop.into_answer(mark.as_ref()),
+        };
+        match (handle, principal) {
+            (Some(handle), Some(principal)) => {
+                Box::pin(self.within_window(created, *handle, &principal, teed)).await
+            }
+            _ => Ok(created),
         }
     }
 

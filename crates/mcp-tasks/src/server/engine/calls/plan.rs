@@ -8,6 +8,7 @@ use rmcp::{ErrorData, RoleServer};
 use crate::server::auth::principal::Principal;
 use crate::server::engine::admission::caller::Caller;
 use crate::server::engine::era;
+use crate::server::engine::handles::window::Handle;
 use crate::server::engine::idempotent::Idempotent;
 use crate::server::engine::policy::{TaskPolicy, ToolTasks};
 use crate::server::engine::tasks::runtime::TaskRuntime;
@@ -65,6 +66,9 @@ pub struct NewTask {
     /// when the task is resumable.
     pub(super) described: CallToolRequestParams,
     pub(super) tasks: ToolTasks,
+    /// For a caller that declared no tasks: the window it waits before it
+    /// gets a handle ([`TaskTools`](crate::server::TaskTools)).
+    pub(super) handle: Option<Box<Handle>>,
 }
 
 impl NewTask {
@@ -104,7 +108,10 @@ impl TaskRuntime {
     /// one (`params.task`) and the policy allows it, -32601 when it asked
     /// against a forbidden policy or did not ask for a required tool, and
     /// the task's TTL is the one it asked for (within 1 s and the maximum
-    /// lifetime).
+    /// lifetime). A call that declared no tasks in either era, of a tool
+    /// whose policy allows a task and that the runtime's
+    /// [`TaskTools`](crate::server::TaskTools) cover, becomes a task that
+    /// answers with its result or, past the window, a handle.
     pub fn decide(
         &self,
         call: Call,
@@ -112,20 +119,33 @@ impl TaskRuntime {
         context: &RequestContext<RoleServer>,
         tasks: &ToolTasks,
     ) -> Result<Plan, ErrorData> {
-        let as_task = runs_as_task(request, context, tasks)?;
+        let mode = self.mode_of(request, context, tasks)?;
         let tasks = era::with_requested_ttl(tasks, context, self.inner.settings.max_lifetime);
         let described = match tasks.resumable {
             true => request.clone(),
             false => CallToolRequestParams::new(request.name.clone()),
         };
         let (caller, tasks) = (call.caller, tasks.into_owned());
-        Ok(match as_task {
-            true => Plan::Task(NewTask {
+        let handle = |window| {
+            Some(Box::new(Handle {
+                window,
+                context: context.clone(),
+            }))
+        };
+        Ok(match mode {
+            Mode::Task => Plan::Task(NewTask {
                 caller,
                 described,
                 tasks,
+                handle: None,
             }),
-            false => Plan::Synchronous(Synchronous {
+            Mode::Handle => Plan::Task(NewTask {
+                caller,
+                described,
+                tasks,
+                handle: handle(self.task_tools().window()),
+            }),
+            Mode::Synchronous => Plan::Synchronous(Synchronous {
                 caller,
                 described,
                 tasks,
@@ -147,22 +167,39 @@ impl TaskRuntime {
     }
 }
 
-/// Whether `request` runs as a task (see [`TaskRuntime::decide`]).
-fn runs_as_task(
-    request: &CallToolRequestParams,
-    context: &RequestContext<RoleServer>,
-    tasks: &ToolTasks,
-) -> Result<bool, ErrorData> {
-    if era::is_old_tasks_era(context) {
-        return era::runs_as_task(request, context, tasks.policy_for(request));
-    }
-    let declared = context
-        .client_capabilities()
-        .is_some_and(|capabilities| capabilities.supports_tasks());
-    match tasks.policy_for(request) {
-        TaskPolicy::Forbidden => Ok(false),
-        TaskPolicy::Optional => Ok(declared),
-        TaskPolicy::Required if declared => Ok(true),
-        TaskPolicy::Required => Err(tasks_required()),
+/// How a call runs (see [`TaskRuntime::decide`]).
+enum Mode {
+    Synchronous,
+    Task,
+    /// A task, for a caller that declared none: a handle past the window.
+    Handle,
+}
+
+impl TaskRuntime {
+    /// How `request` runs (see [`TaskRuntime::decide`]).
+    fn mode_of(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        tasks: &ToolTasks,
+    ) -> Result<Mode, ErrorData> {
+        let policy = tasks.policy_for(request);
+        if !era::declares_tasks(context) && self.hands_out(&request.name, policy) {
+            return Ok(Mode::Handle);
+        }
+        let as_task = match era::is_old_tasks_era(context) {
+            true => era::runs_as_task(request, context, policy)?,
+            false => match policy {
+                TaskPolicy::Forbidden => false,
+                TaskPolicy::Optional => era::declares_tasks(context),
+                TaskPolicy::Required if era::declares_tasks(context) => true,
+                TaskPolicy::Required => return Err(tasks_required()),
+            },
+        };
+        Ok(if as_task {
+            Mode::Task
+        } else {
+            Mode::Synchronous
+        })
     }
 }

@@ -120,7 +120,22 @@ where
 {
     /// Routes `tools` on `runtime`. Every tool runs synchronously until
     /// [`TaskRouter::with_tool`] gives it a policy.
+    ///
+    /// # Panics
+    ///
+    /// If `runtime` serves the task tools
+    /// ([`TaskRuntimeBuilder::with_task_tools`](crate::server::TaskRuntimeBuilder::with_task_tools))
+    /// and `tools` has a tool of the same name as one of them.
     pub fn new(tools: ToolRouter<S>, runtime: TaskRuntime) -> Self {
+        if runtime.task_tools().is_on()
+            && let Some(name) = crate::server::TASK_TOOL_NAMES
+                .into_iter()
+                .find(|name| tools.has_route(name))
+        {
+            panic!(
+                "TaskRouter::new: the router's tool {name:?} has the name of a task tool (--task-tools)"
+            );
+        }
         Self {
             tools: Arc::new(tools),
             runtime,
@@ -180,6 +195,13 @@ where
         request.arguments = arguments;
         request.input_responses = input_responses;
         request.request_state = request_state;
+        if let Some(answered) = self
+            .runtime
+            .call_task_tool(&request, &request_context)
+            .await
+        {
+            return answered.map(CallToolResponse::from);
+        }
         let call = self.runtime.read_call(&request, &request_context)?;
         let Some(tasks) = tasks else {
             let call = self.runtime.synchronous(call, &request);
@@ -255,6 +277,16 @@ where
     /// `tools/list`, as `#[tool_handler]` calls it: rmcp's list.
     pub fn list_all(&self) -> Vec<Tool> {
         self.tools.list_all()
+    }
+
+    /// `tools/list` for the caller of `context`: rmcp's list, with the
+    /// task tools for a caller that declared no tasks when the runtime
+    /// serves them ([`TaskRuntime::list_tools_for`]). `#[tool_handler]`
+    /// writes a `list_tools` that calls [`TaskRouter::list_all`] unless the
+    /// impl has its own: a server with task tools on writes
+    /// `list_tools` to call this.
+    pub fn list_for(&self, context: &RequestContext<RoleServer>) -> Vec<Tool> {
+        self.runtime.list_tools_for(self.tools.list_all(), context)
     }
 
     /// One tool's definition, as `#[tool_handler]` calls it.

@@ -7,6 +7,7 @@
 //! shapes, budgets, policies); the creation path (`calls`) and the builder
 //! import it.
 
+pub(crate) mod asking;
 pub(crate) mod context;
 pub(crate) mod follower;
 pub(crate) mod handoff;
