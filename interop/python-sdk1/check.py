@@ -24,6 +24,8 @@ elicitation) unless a check says otherwise. Checks (names end in /stdio or /http
                  accepted form built from the requested schema; tasks_wait -> its result
   elicit         a session with elicitation_callback=: confirm_action (and tasks_wait on a
                  handle) completes, the callback having been asked
+  elicit-slow    the same with a user slower than the window (the callback answers after
+                 WINDOW + 1.5 s): the late answer answers the task, the user is asked once
   list           tasks_list lists the caller's unfinished task
   host-timeout   a call the SDK gives up on before the window (read timeout 1 s; it sends no
                  notifications/cancelled) leaves its task running, and tasks_list finds it
@@ -317,6 +319,7 @@ async def common_checks(tr: str, on: Target, off: Target) -> None:
             raise
         report(f"session/{tr}", False, why(error))
     await check(f"elicit/{tr}", elicit_check(on), 40)
+    await check(f"elicit-slow/{tr}", slow_elicit_check(on), 40)
 
 
 async def session_checks(tr: str, on: Target, off: Target) -> None:
@@ -470,6 +473,40 @@ def elicit_check(on: Target) -> Callable[[], Awaitable[None]]:
             note(f"elicit: answered on the connection ({len(asked)} elicitation(s)); {how}")
 
     return elicit
+
+
+def slow_elicit_check(on: Target) -> Callable[[], Awaitable[None]]:
+    """Input on the connection from a user slower than the window: the answer comes after the
+    call's window has ended (the handle sent); it must answer the task, asked once."""
+
+    async def elicit_slow() -> None:
+        asked: list[float] = []
+        started = time.monotonic()
+
+        async def slow_accept(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            asked.append(time.monotonic() - started)
+            await anyio.sleep(WINDOW + 1.5)  # a person reading the form
+            schema = getattr(params, "requestedSchema", None) or {}
+            return types.ElicitResult(action="accept", content=form_answer(schema))
+
+        async with on.session(elicitation_callback=slow_accept) as session:
+            result, took = await call(session, "confirm_action", {"action": "think it over"}, PATIENCE)
+            body = structured(result)
+            steps = [f"the call: {body.get('status') or text_of(result)!r} after {took:.1f} s"]
+            if body.get("taskId") and body.get("next") in ("tasks_wait", "tasks_answer"):
+                task_id = body["taskId"]
+                await anyio.sleep(0.5)  # the answer went out before the call's result was read
+                state, _ = await call(session, "tasks_status", {"taskId": task_id})
+                steps.append(f"tasks_status after the answer: {structured(state).get('status')}")
+                result, waited = await call(session, "tasks_wait", {"taskId": task_id, "timeoutSeconds": 20})
+                steps.append(f"tasks_wait: {text_of(result)!r} after {waited:.1f} s")
+            how = "; ".join(steps)
+            expect(not result.isError and text_of(result) == "confirmed: think it over", f"{how}: {dump(result)}")
+            expect(len(asked) == 1, f"the user was asked {len(asked)} times (at "
+                   f"{', '.join(f'{t:.1f}' for t in asked)} s), the first answer lost: {how}")
+            note(f"elicit-slow: asked once; {how}")
+
+    return elicit_slow
 
 
 async def foreign_check(on: Target) -> None:
