@@ -22,6 +22,8 @@ elicitation) unless a check says otherwise. Checks (names end in /stdio or /http
   cancel         sleep 60 s -> handle; tasks_cancel; tasks_status says cancelled; tasks_wait too
   answer         confirm_action -> input_required with inputRequests; tasks_answer with an
                  accepted form built from the requested schema; tasks_wait -> its result
+  host-cancel    the same call followed by notifications/cancelled for it (as a host that says
+                 so, inside the window): the task is cancelled (not left in tasks_list)
   elicit         a session with elicitation_callback=: confirm_action (and tasks_wait on a
                  handle) completes, the callback having been asked
   elicit-slow    the same with a user slower than the window (the callback answers after
@@ -440,6 +442,23 @@ async def session_checks(tr: str, on: Target, off: Target) -> None:
             await call(session, "tasks_cancel", {"taskId": new[0]["taskId"]})
             note("host-timeout: a call given up after 1 s (window 2 s) left its task running, found by tasks_list")
 
+        async def host_cancel() -> None:
+            # A host that says so when it gives up (as the TypeScript SDK does on its timeout):
+            # notifications/cancelled for the call, inside the window, cancels the task.
+            before = {row["taskId"] for row in structured((await call(session, "tasks_list", {}))[0]).get("tasks", [])}
+            request_id = session._request_id  # the id the next request gets (ClientSession's counter)
+            try:
+                await call(session, "sleep", {"ms": 60000}, 1)
+                raise CheckFailed("no timeout")
+            except McpError:
+                pass
+            await session.send_notification(types.ClientNotification(types.CancelledNotification(
+                params=types.CancelledNotificationParams(requestId=request_id, reason="the host gave up"))))
+            await anyio.sleep(WINDOW)
+            rows = structured((await call(session, "tasks_list", {}))[0]).get("tasks", [])
+            left = [row for row in rows if row["taskId"] not in before]
+            expect(not left, f"the call cancelled at 1 s (window {WINDOW} s) left unfinished: {left}")
+
         await check(f"listing/{tr}", listing, 30)
         await check(f"handle/{tr}", handle, 40)
         await check(f"fast/{tr}", fast, 30)
@@ -447,6 +466,7 @@ async def session_checks(tr: str, on: Target, off: Target) -> None:
         await check(f"answer/{tr}", answer, 40)
         await check(f"list/{tr}", listed, 20)
         await check(f"host-timeout/{tr}", host_timeout, 20)
+        await check(f"host-cancel/{tr}", host_cancel, 20)
 
 
 
