@@ -60,7 +60,12 @@ pub fn capabilities() -> Value {
 impl OldClient {
     /// A client of `server` over an in-process pipe, initialized.
     pub async fn stdio(server: RuntimeServer) -> Self {
-        Self::start(Self::pipe(server, true)).await
+        Self::start(Self::pipe(server, true), capabilities()).await
+    }
+
+    /// [`OldClient::stdio`], declaring `capabilities` in `initialize`.
+    pub async fn stdio_declaring(server: RuntimeServer, capabilities: Value) -> Self {
+        Self::start(Self::pipe(server, true), capabilities).await
     }
 
     /// A raw connection to `server` over an in-process pipe that sends no
@@ -102,15 +107,27 @@ impl OldClient {
     /// A client of the Streamable HTTP endpoint `url`, initialized in a
     /// session, sending `authorization` on every request.
     pub async fn http(url: &str, authorization: Option<&str>) -> Self {
+        Self::http_declaring(url, authorization, capabilities()).await
+    }
+
+    /// [`OldClient::http`], declaring `capabilities` in `initialize`.
+    pub async fn http_declaring(
+        url: &str,
+        authorization: Option<&str>,
+        capabilities: Value,
+    ) -> Self {
         let (sender, incoming) = mpsc::unbounded_channel();
-        Self::start(Wire::Http {
-            url: url.to_owned(),
-            session: None,
-            authorization: authorization.map(str::to_owned),
-            http: reqwest::Client::new(),
-            sender,
-            incoming,
-        })
+        Self::start(
+            Wire::Http {
+                url: url.to_owned(),
+                session: None,
+                authorization: authorization.map(str::to_owned),
+                http: reqwest::Client::new(),
+                sender,
+                incoming,
+            },
+            capabilities,
+        )
         .await
     }
 
@@ -125,12 +142,12 @@ impl OldClient {
         }
     }
 
-    async fn start(wire: Wire) -> Self {
+    async fn start(wire: Wire, capabilities: Value) -> Self {
         let mut client = Self::unstarted(wire);
         let initialized = client
             .request(
                 "initialize",
-                json!({"protocolVersion": "2025-11-25", "capabilities": capabilities(),
+                json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
                     "clientInfo": {"name": "old-client", "version": "1"}}),
             )
             .await

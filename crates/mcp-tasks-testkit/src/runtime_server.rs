@@ -210,17 +210,19 @@ impl ServerHandler for RuntimeServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let schema = Arc::new(JsonObject::from_iter([(
             "type".to_owned(),
             json!("object"),
         )]));
+        let tools = POLICIES
+            .iter()
+            .map(|(name, _)| Tool::new(*name, "a test tool", schema.clone()))
+            .collect();
+        // The task tools too, to a caller without tasks, when they are on.
         Ok(ListToolsResult::with_all_items(
-            POLICIES
-                .iter()
-                .map(|(name, _)| Tool::new(*name, "a test tool", schema.clone()))
-                .collect(),
+            self.runtime.list_tools_for(tools, &context),
         ))
     }
 
@@ -229,6 +231,10 @@ impl ServerHandler for RuntimeServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // A server that routes by name itself asks for the task tools first.
+        if let Some(answered) = self.runtime.call_task_tool(&request, &context).await {
+            return answered.map(CallToolResponse::from);
+        }
         let ms = ms_arg(&request);
         let rt = &self.runtime;
         match request.name.as_ref() {

@@ -35,7 +35,9 @@ pub use form::Elicited;
 pub use idempotency::{
     IDEMPOTENCY_EXTENSION, IDEMPOTENCY_KEY_META, IdempotencyKey, InvalidIdempotencyKey,
 };
-pub use task::{RpcError, TASKS_EXTENSION, TaskId, TaskStatus, Timestamp, Ttl, UnixMillis};
+pub use task::{
+    HANDLE_META, RpcError, TASKS_EXTENSION, TaskId, TaskStatus, Timestamp, Ttl, UnixMillis,
+};
 
 #[cfg(feature = "client")]
 pub use client::{

@@ -377,6 +377,13 @@ fn saturating_f64_to_i64(float: f64) -> i64 {
 )]
 pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
+/// The `_meta` key of a handle (`{"taskId": ...}`): the plain result a
+/// server of this crate gives a caller that declared no tasks when the task
+/// it started outlasts the window (see `TaskRuntimeBuilder::with_task_tools`
+/// and docs/task-tools.md). `TasksClient` reads a result that carries it
+/// as the task it names.
+pub const HANDLE_META: &str = "io.github.mcp-tasks/handle";
+
 /// `duration` as people read it in a message: `40ms`, `1.5s`, `12s`,
 /// `3m05s`, `1h05m` (rounded to the unit shown). The library's errors write
 /// durations so, and the CLI too.

@@ -252,6 +252,9 @@ fn arg_values(
                 .collect();
             Ok(vec![format!("{flag}={}", values?.join(",")).into()])
         }
+        value if optional => Ok(vec![
+            format!("{flag}={}", one(value)?.to_string_lossy()).into(),
+        ]),
         _ if switch => Err(format!("`{key}` is true or false")),
         toml::Value::Array(values) if repeatable => {
             let mut args = Vec::new();

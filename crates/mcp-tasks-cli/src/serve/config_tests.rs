@@ -301,3 +301,41 @@ fn the_result_budget_is_bytes_or_a_size_with_its_unit() {
         );
     }
 }
+
+#[test]
+fn task_tools_are_on_for_true_a_list_or_a_string_and_off_for_false() {
+    let flags = |text: &str| {
+        let (_dir, path) = file(&format!("stdio = true\n{text}"));
+        let argv = expanded(&path, &[]).unwrap();
+        argv[4..].to_vec()
+    };
+    let want = |rest: &[&str]| -> Vec<String> {
+        let mut want: Vec<String> = rest.iter().map(|arg| (*arg).to_owned()).collect();
+        want.push("--stdio".to_owned());
+        want.sort();
+        want
+    };
+    let sorted = |mut argv: Vec<String>| {
+        argv.sort();
+        argv
+    };
+    assert_eq!(
+        sorted(flags("task-tools = true\ntask-tools-wait = 2.5\n")),
+        want(&["--task-tools", "--task-tools-wait", "2.5"])
+    );
+    assert_eq!(
+        sorted(flags("task-tools = [\"sleep\", \"long_job\"]\n")),
+        want(&["--task-tools=sleep,long_job"])
+    );
+    assert_eq!(
+        sorted(flags("task-tools = \"sleep\"\n")),
+        want(&["--task-tools=sleep"])
+    );
+    assert_eq!(sorted(flags("task-tools = false\n")), want(&[]));
+    let (_dir, path) = file("stdio = true\ntask-tools = true\ntask-tools-wait = \"soon\"\n");
+    let error = expanded(&path, &[]).unwrap_err().to_string();
+    assert!(
+        error.contains(":3:") && error.contains("seconds"),
+        "{error}"
+    );
+}

@@ -26,6 +26,11 @@ const GUIDES: &[(&str, &str, usize)] = &[
         4,
     ),
     (
+        "docs/task-tools.md",
+        include_str!("../../../../docs/task-tools.md"),
+        3,
+    ),
+    (
         "docs/deployment.md",
         include_str!("../../../../docs/deployment.md"),
         1,
@@ -177,7 +182,9 @@ fn flags_of_help(help: &str) -> BTreeSet<String> {
         }
         let names = line.split("  ").next().unwrap_or_default();
         for name in names.split([',', ' ']) {
+            // `--task-tools[=<TOOL,...>]`: a value that may be left out.
             let name = name.trim_end_matches("...");
+            let name = name.split(['[', '=']).next().unwrap_or_default();
             if name.starts_with('-') {
                 flags.insert(name.to_owned());
             }

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::deadline::Deadline;
 use super::error::{ProtocolViolation, Retry, Stage};
 use super::read::{parse_call_tool_result, result_type, to_value};
+use super::state::Era;
 use super::unanswered::Unanswered;
 use super::{AwaitOptions, Error, TaskOutcome, TaskState, TasksClient};
 use crate::idempotency::{IDEMPOTENCY_KEY_META, IdempotencyKey};
@@ -310,9 +311,10 @@ impl<H: ClientHandler> TasksClient<H> {
         options: CallOptions,
     ) -> Result<CallResponse, Error> {
         if self.initialize_era() {
-            return self
+            let response = self
                 .call_tool_legacy(name.into(), arguments, &options)
                 .await;
+            return response.map(|response| handed_task(response, Era::Legacy));
         }
         let mut params = CallToolRequestParams::new(name.into());
         params.arguments = arguments;
@@ -328,7 +330,7 @@ impl<H: ClientHandler> TasksClient<H> {
                 options.timeout,
             )
             .await?;
-        read_call_result(result)
+        read_call_result(result).map(|response| handed_task(response, Era::Extension))
     }
 
     /// Calls a tool and answers what it asks before a task exists, without
@@ -507,6 +509,38 @@ enum Started {
     Complete(CallToolResult),
     /// An input request the wait did not answer, and why.
     Unanswered(InputRequiredResult, Unanswered),
+}
+
+/// `response`, or the task it names when it is a handle
+/// ([`HANDLE_META`](crate::HANDLE_META)): the plain result a server of this
+/// crate gives a call that declared no tasks when its task outlasts the
+/// window. Awaited as any task of `era` (`tasks/get` reads it: it is the
+/// caller's own).
+fn handed_task(response: CallResponse, era: Era) -> CallResponse {
+    let CallResponse::Complete(result) = &response else {
+        return response;
+    };
+    let handed = result
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get(crate::HANDLE_META))
+        .and_then(|handle| handle.get("taskId"))
+        .and_then(Value::as_str);
+    let shown = result.structured_content.as_ref();
+    let status = shown
+        .and_then(|shown| shown.get("status"))
+        .and_then(Value::as_str);
+    let (Some(id), Some(status)) = (handed, status) else {
+        return response;
+    };
+    let mut seed = serde_json::json!({"taskId": id, "status": status});
+    if let Some(message) = shown.and_then(|shown| shown.get("statusMessage")) {
+        seed["statusMessage"] = message.clone();
+    }
+    match TaskState::from_json(seed) {
+        Ok(state) => CallResponse::Task(state.in_era(era)),
+        Err(_) => response,
+    }
 }
 
 /// Reads a `tools/call` result by its `resultType`.

@@ -25,5 +25,6 @@ mod restart;
 mod router;
 mod runtime;
 mod store_outage;
+mod task_tools;
 #[cfg(feature = "otel")]
 mod traces;

@@ -1,5 +1,6 @@
 //! The wait the window and `tasks_wait` share: a task followed for its
-//! caller until it ends, a deadline passes, or the caller goes; meanwhile
+//! caller until it ends, a deadline passes, it asks a question only the
+//! caller's tools can answer, or the caller goes; meanwhile
 //! each of its input requests that the caller's session takes (a
 //! 2025-11-25 session that declared elicitation, sampling or roots) is
 //! asked on the caller's own connection, and the answer answers the task.
@@ -21,7 +22,7 @@ use crate::server::engine::tasks::follower::Follower;
 use crate::server::engine::tasks::runtime::TaskRuntime;
 use crate::server::engine::wire::task_not_found;
 use crate::store::{PackedRecord, Principal};
-use crate::task::TaskId;
+use crate::task::{TaskId, TaskStatus};
 
 /// The tool's own outcome, handed over as it returns (before it is
 /// stored), to the window of the call that started it.
@@ -110,12 +111,21 @@ impl Wait<'_> {
                         }
                         return Ok(Followed::Ended(record));
                     }
-                    if let Some(capabilities) = &capabilities {
-                        for (key, request) in record.input_requests() {
-                            if takes(capabilities, request) && asked.insert(key.clone()) {
-                                asking.push(ask(&context.peer, id, key.clone(), request.clone()));
+                    let mut unaskable = false;
+                    for (key, request) in record.input_requests() {
+                        match &capabilities {
+                            Some(capabilities) if takes(capabilities, request) => {
+                                if asked.insert(key.clone()) {
+                                    asking.push(ask(&context.peer, id, key.clone(), request.clone()));
+                                }
                             }
+                            _ => unaskable = true,
                         }
+                    }
+                    // A question only the caller's tools can answer: nothing
+                    // to wait for until it does.
+                    if unaskable && *record.status() == TaskStatus::InputRequired {
+                        return Ok(Followed::Pending(record));
                     }
                     latest = Some(record);
                 }

@@ -33,7 +33,7 @@ mod shown;
 mod tools;
 pub(crate) mod window;
 
-pub use shown::HANDLE_META;
+pub use crate::task::HANDLE_META;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -11,11 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::{TASKS_ANSWER, TASKS_WAIT};
 use crate::store::PackedRecord;
-use crate::task::TaskStatus;
-
-/// The `_meta` key a handle carries (`{"taskId"}`), by which a client of
-/// this crate knows it for one of a task of this server.
-pub const HANDLE_META: &str = "io.github.mcp-tasks/handle";
+use crate::task::{HANDLE_META, TaskStatus};
 
 /// How long a `tasks_wait` waits by default, and what a handle suggests.
 pub(crate) const DEFAULT_WAIT_SECS: u64 = 25;
