@@ -1,9 +1,11 @@
-//! Whether a tool's calls become tasks: [`ToolTasks`] and [`TaskPolicy`].
+//! Whether a tool's calls become tasks: [`ToolTasks`] and [`TaskPolicy`];
+//! and which tools hand a caller that declared no tasks a handle
+//! ([`TaskTools`], served by `handles`).
 //! The protocol has no per-tool policy; this is the server's private
 //! configuration: the 2026-07-28 Tasks extension (SEP-2663) lets the server
 //! decide per call, and -32021 tells a client that did not declare it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -170,5 +172,94 @@ impl Advertised {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(name)
             .copied()
+    }
+}
+
+/// How long a caller that declared no tasks waits for its task before it
+/// gets a handle, by default: long enough for a tool that is quick most of
+/// the time to answer as before, far below every host's own timeout.
+pub const DEFAULT_TASK_TOOLS_WINDOW: Duration = Duration::from_secs(5);
+
+/// Which tools hand a caller that declared no tasks a handle, and how long
+/// it waits first ([`TaskRuntimeBuilder::with_task_tools`]).
+///
+/// [`TaskRuntimeBuilder::with_task_tools`]: crate::server::TaskRuntimeBuilder::with_task_tools
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskTools {
+    covered: Covered,
+    window: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Covered {
+    None,
+    All,
+    Only(Arc<BTreeSet<String>>),
+}
+
+impl Default for TaskTools {
+    fn default() -> Self {
+        Self::off()
+    }
+}
+
+impl TaskTools {
+    /// Off: a caller that declared no tasks gets synchronous calls, as the
+    /// spec says (the default).
+    pub fn off() -> Self {
+        Self {
+            covered: Covered::None,
+            window: DEFAULT_TASK_TOOLS_WINDOW,
+        }
+    }
+
+    /// On for every tool whose policy allows a task (optional or
+    /// required).
+    pub fn all() -> Self {
+        Self {
+            covered: Covered::All,
+            ..Self::off()
+        }
+    }
+
+    /// On for the tools `names` only (as callers call them), where their
+    /// policy allows a task.
+    pub fn only<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let names: BTreeSet<String> = names.into_iter().map(Into::into).collect();
+        Self {
+            covered: Covered::Only(Arc::new(names)),
+            ..Self::off()
+        }
+    }
+
+    /// How long the caller waits for its task before it gets a handle
+    /// (default [`DEFAULT_TASK_TOOLS_WINDOW`]; zero: a handle at once,
+    /// unless the tool's first step finished it).
+    pub fn with_window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// The window ([`TaskTools::with_window`]).
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// Whether any tool is covered: the task tools are served.
+    pub fn is_on(&self) -> bool {
+        self.covered != Covered::None
+    }
+
+    /// Whether the tool `name` is covered (its policy decides the rest).
+    pub fn covers(&self, name: &str) -> bool {
+        match &self.covered {
+            Covered::None => false,
+            Covered::All => true,
+            Covered::Only(names) => names.contains(name),
+        }
     }
 }

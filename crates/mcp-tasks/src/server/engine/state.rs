@@ -94,7 +94,7 @@ pub(crate) struct Settings {
     /// The most bytes of JSON one tool outcome may weigh (`None`: no bound).
     pub(in crate::server::engine) max_result_bytes: Option<usize>,
     /// Which tools answer a caller that declared no tasks with a handle.
-    pub(in crate::server::engine) task_tools: crate::server::engine::handles::TaskTools,
+    pub(in crate::server::engine) task_tools: crate::server::engine::policy::TaskTools,
 }
 
 impl Inner {

@@ -184,16 +184,17 @@ impl TaskRuntime {
         tasks: &ToolTasks,
     ) -> Result<Mode, ErrorData> {
         let policy = tasks.policy_for(request);
-        if !era::declares_tasks(context) && self.hands_out(&request.name, policy) {
+        // Off (the default): not a look at what the caller declared more.
+        if self.hands_out(&request.name, policy) && !era::declares_tasks(context) {
             return Ok(Mode::Handle);
         }
         let as_task = match era::is_old_tasks_era(context) {
             true => era::runs_as_task(request, context, policy)?,
-            false => match policy {
-                TaskPolicy::Forbidden => false,
-                TaskPolicy::Optional => era::declares_tasks(context),
-                TaskPolicy::Required if era::declares_tasks(context) => true,
-                TaskPolicy::Required => return Err(tasks_required()),
+            false => match (policy, era::declares_tasks(context)) {
+                (TaskPolicy::Forbidden, _) => false,
+                (TaskPolicy::Optional, declared) => declared,
+                (TaskPolicy::Required, true) => true,
+                (TaskPolicy::Required, false) => return Err(tasks_required()),
             },
         };
         Ok(if as_task {

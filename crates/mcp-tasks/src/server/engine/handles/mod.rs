@@ -22,9 +22,11 @@
 //! result, but one a caller that declared tasks never gets, hence off by
 //! default (docs/task-tools.md argues it).
 //!
-//! It may import the engine's creation path and live tasks (it is one more
-//! way to answer a `tools/call`); the transports, the gateway and the
-//! servers of the CLI import it, never the reverse.
+//! It imports live tasks (the runtime, the follower, asking on a
+//! connection), the era's rules, the policies and the result budget; the
+//! creation path (`calls`) imports its window, and the doors a
+//! `tools/call` comes in by (`TaskRouter`, the gateway, the CLI's servers)
+//! its two entry points, never the reverse.
 //!
 //! [`TaskRuntimeBuilder::with_task_tools`]: crate::server::TaskRuntimeBuilder::with_task_tools
 
@@ -33,11 +35,8 @@ mod shown;
 mod tools;
 pub(crate) mod window;
 
+pub use crate::server::engine::policy::{DEFAULT_TASK_TOOLS_WINDOW, TaskTools};
 pub use crate::task::HANDLE_META;
-
-use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use rmcp::service::RequestContext;
@@ -46,11 +45,6 @@ use rmcp::{ErrorData, RoleServer};
 use super::era;
 use super::policy::TaskPolicy;
 use super::tasks::runtime::TaskRuntime;
-
-/// How long a caller that declared no tasks waits for its task before it
-/// gets a handle, by default: long enough for a tool that is quick most of
-/// the time to answer as before, far below every host's own timeout.
-pub const DEFAULT_TASK_TOOLS_WINDOW: Duration = Duration::from_secs(5);
 
 /// The tool that waits for a task's outcome.
 pub const TASKS_WAIT: &str = "tasks_wait";
@@ -77,90 +71,6 @@ pub const TASK_TOOL_NAMES: [&str; 5] = [
 /// Whether `name` is one of the task tools.
 pub fn is_task_tool(name: &str) -> bool {
     TASK_TOOL_NAMES.contains(&name)
-}
-
-/// Which tools hand a caller that declared no tasks a handle, and how long
-/// it waits first ([`TaskRuntimeBuilder::with_task_tools`]).
-///
-/// [`TaskRuntimeBuilder::with_task_tools`]: crate::server::TaskRuntimeBuilder::with_task_tools
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskTools {
-    covered: Covered,
-    window: Duration,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Covered {
-    None,
-    All,
-    Only(Arc<BTreeSet<String>>),
-}
-
-impl Default for TaskTools {
-    fn default() -> Self {
-        Self::off()
-    }
-}
-
-impl TaskTools {
-    /// Off: a caller that declared no tasks gets synchronous calls, as the
-    /// spec says (the default).
-    pub fn off() -> Self {
-        Self {
-            covered: Covered::None,
-            window: DEFAULT_TASK_TOOLS_WINDOW,
-        }
-    }
-
-    /// On for every tool whose policy allows a task (optional or
-    /// required).
-    pub fn all() -> Self {
-        Self {
-            covered: Covered::All,
-            ..Self::off()
-        }
-    }
-
-    /// On for the tools `names` only (as callers call them), where their
-    /// policy allows a task.
-    pub fn only<I, S>(names: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        let names: BTreeSet<String> = names.into_iter().map(Into::into).collect();
-        Self {
-            covered: Covered::Only(Arc::new(names)),
-            ..Self::off()
-        }
-    }
-
-    /// How long the caller waits for its task before it gets a handle
-    /// (default [`DEFAULT_TASK_TOOLS_WINDOW`]; zero: a handle at once,
-    /// unless the tool's first step finished it).
-    pub fn with_window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
-    }
-
-    /// The window ([`TaskTools::with_window`]).
-    pub fn window(&self) -> Duration {
-        self.window
-    }
-
-    /// Whether any tool is covered: the task tools are served.
-    pub fn is_on(&self) -> bool {
-        self.covered != Covered::None
-    }
-
-    /// Whether the tool `name` is covered (its policy decides the rest).
-    pub fn covers(&self, name: &str) -> bool {
-        match &self.covered {
-            Covered::None => false,
-            Covered::All => true,
-            Covered::Only(names) => names.contains(name),
-        }
-    }
 }
 
 impl TaskRuntime {

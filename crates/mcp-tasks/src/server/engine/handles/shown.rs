@@ -13,6 +13,9 @@ use super::{TASKS_ANSWER, TASKS_WAIT};
 use crate::store::PackedRecord;
 use crate::task::{HANDLE_META, TaskStatus};
 
+/// An answer to a form, as `tasks_answer` takes it.
+pub(crate) const FORM_ANSWER: &str = r#"{"action": "accept", "content": {...its fields}}"#;
+
 /// How long a `tasks_wait` waits by default, and what a handle suggests.
 pub(crate) const DEFAULT_WAIT_SECS: u64 = 25;
 
@@ -78,16 +81,23 @@ pub(crate) fn unfinished(record: &PackedRecord, first: bool) -> CallToolResult {
     if *record.status() == TaskStatus::InputRequired {
         text.push_str(" It needs input before it can go on:");
         questions(&mut text, record);
+        let answers: Map<String, Value> = record
+            .input_requests()
+            .keys()
+            .map(|key| (key.clone(), Value::from("ANSWER")))
+            .collect();
+        let arguments = json!({"taskId": id, "answers": answers});
         let _ = write!(
             text,
-            "\nCall {TASKS_ANSWER} with {{\"taskId\": \"{id}\", \"answers\": {{KEY: ANSWER}}}} \
-             (for a form: {{\"action\": \"accept\", \"content\": {{...its fields}}}}), then {TASKS_WAIT}."
+            "\nCall {TASKS_ANSWER} with {arguments} (for a form, ANSWER is {FORM_ANSWER}), then \
+             {TASKS_WAIT}."
         );
         facts.insert("next".into(), TASKS_ANSWER.into());
     } else {
+        let arguments = json!({"taskId": id});
         let _ = write!(
             text,
-            " Call {TASKS_WAIT} with {{\"taskId\": \"{id}\"}} to get its outcome (each call waits up to \
+            " Call {TASKS_WAIT} with {arguments} to get its outcome (each call waits up to \
              {DEFAULT_WAIT_SECS} s)."
         );
         facts.insert("next".into(), TASKS_WAIT.into());

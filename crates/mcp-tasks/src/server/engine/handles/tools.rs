@@ -11,12 +11,15 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::follow::{Followed, Wait};
-use super::shown::{self, DEFAULT_WAIT_SECS, MAX_WAIT_SECS};
+use super::shown::{self, DEFAULT_WAIT_SECS, FORM_ANSWER, MAX_WAIT_SECS};
 use super::{TASKS_ANSWER, TASKS_CANCEL, TASKS_LIST, TASKS_STATUS, TASKS_WAIT};
 use crate::server::engine::tasks::runtime::TaskRuntime;
 use crate::server::engine::wire::task_not_found;
 use crate::store::{PackedRecord, Principal};
 use crate::task::TaskId;
+
+/// An answer that refuses a form.
+const DECLINE: &str = r#"{"action": "decline"}"#;
 
 /// How many tasks `tasks_list` shows at most.
 const LISTED: usize = 50;
@@ -89,8 +92,7 @@ pub(super) fn definitions() -> Vec<Tool> {
             format!(
                 "Answers the questions of a task whose status is input_required. answers maps each \
                  question's key (as {TASKS_WAIT} or {TASKS_STATUS} listed them) to its answer: for a \
-                 question with a form, {{\"action\": \"accept\", \"content\": {{...the form's \
-                 fields}}}}, or {{\"action\": \"decline\"}} to refuse. Then call {TASKS_WAIT}."
+                 question with a form, {FORM_ANSWER}, or {DECLINE} to refuse. Then call {TASKS_WAIT}."
             ),
             schema(json!({
                 "type": "object",
