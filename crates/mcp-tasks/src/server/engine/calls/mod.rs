@@ -44,7 +44,6 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-use super::handles::window;
 use super::policy::ToolTasks;
 use super::progress::ProgressSink;
 use crate::server::engine::tasks::context::TaskContext;
@@ -117,19 +116,6 @@ impl TaskRuntime {
         let mut task = task;
         let handle = task.handle.take();
         let principal = handle.as_ref().map(|_| task.caller.principal.clone());
-        // The window of a call that hands out a handle answers with the
-        // tool's outcome itself, as a synchronous call would.
-        let (tee, teed) = window::tee(handle.as_deref());
-        let run = move |context: TaskContext| {
-            let running = run(context);
-            async move {
-                let out = running.await;
-                if let Some(tee) = tee {
-                    let _ = tee.send(out.clone());
-                }
-                out
-            }
-        };
         // On the heap: a task's creation is most of a handler's future
         // (about 10 KB), and a transport that spawns a task per request
         // (rmcp's service loop does) copies the whole future as it spawns
@@ -141,7 +127,7 @@ impl TaskRuntime {
         };
         match (handle, principal) {
             (Some(handle), Some(principal)) => {
-                Box::pin(self.within_window(created, *handle, &principal, teed)).await
+                Box::pin(self.within_window(created, *handle, &principal)).await
             }
             _ => Ok(created),
         }

@@ -9,11 +9,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResult, ClientCapabilities};
+use rmcp::model::ClientCapabilities;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::server::engine::era;
@@ -24,14 +23,8 @@ use crate::server::engine::wire::task_not_found;
 use crate::store::{PackedRecord, Principal};
 use crate::task::{TaskId, TaskStatus};
 
-/// The tool's own outcome, handed over as it returns (before it is
-/// stored), to the window of the call that started it.
-pub(crate) type Teed = oneshot::Receiver<Result<CallToolResult, ErrorData>>;
-
 /// How a wait ended.
 pub(super) enum Followed {
-    /// The tool returned this (the window only).
-    Teed(Result<CallToolResult, ErrorData>),
     /// The task ended: its final record.
     Ended(Arc<PackedRecord>),
     /// The deadline passed first: the task as it is.
@@ -62,22 +55,6 @@ fn asks(context: &RequestContext<RoleServer>) -> Option<ClientCapabilities> {
         .peer
         .peer_info()
         .map(|info| info.capabilities.clone())
-}
-
-/// The tool's outcome once `teed` hands it over; never when it is gone (a
-/// tool that panicked, or no tee at all).
-async fn teed_out(teed: &mut Option<Teed>) -> Result<CallToolResult, ErrorData> {
-    let out = match teed.as_mut() {
-        Some(receiver) => receiver.await,
-        None => std::future::pending().await,
-    };
-    match out {
-        Ok(out) => out,
-        Err(_) => {
-            *teed = None;
-            std::future::pending().await
-        }
-    }
 }
 
 /// Asks the caller of `context` for input `key` of task `id` (`request`)
@@ -125,9 +102,8 @@ fn ask_once(
 }
 
 impl Wait<'_> {
-    /// Waits (see the [module docs](self)); `teed` hands over the tool's
-    /// outcome as it returns, for the window.
-    pub(super) async fn follow(self, mut teed: Option<Teed>) -> Result<Followed, ErrorData> {
+    /// Waits (see the [module docs](self)).
+    pub(super) async fn follow(self) -> Result<Followed, ErrorData> {
         let Wait {
             runtime,
             id,
@@ -143,14 +119,10 @@ impl Wait<'_> {
         loop {
             tokio::select! {
                 biased;
-                out = teed_out(&mut teed) => return Ok(Followed::Teed(out)),
                 next = follower.next() => {
                     // `None` only once the runtime is gone.
                     let record = next.unwrap_or_else(|| Err(task_not_found()))?;
                     if record.status().is_terminal() {
-                        if let Some(Ok(out)) = teed.as_mut().map(oneshot::Receiver::try_recv) {
-                            return Ok(Followed::Teed(out));
-                        }
                         return Ok(Followed::Ended(record));
                     }
                     let mut unaskable = false;

@@ -137,11 +137,9 @@ pub(crate) fn ended(record: &PackedRecord) -> Result<CallToolResult, ErrorData> 
     let id = record.id();
     match record.status() {
         TaskStatus::Completed => {
-            let mut value = record.result_value().unwrap_or(Value::Null);
-            if let Value::Object(result) = &mut value {
-                // As the extension stores it; answered as a plain result.
-                result.remove("resultType");
-            }
+            // As the tool returned it (`resultType` too: rmcp leaves it out
+            // for a caller of an older protocol, as for any result).
+            let value = record.result_value().unwrap_or(Value::Null);
             serde_json::from_value(value)
                 .map_err(|_| ErrorData::internal_error("the stored task has no result", None))
         }

@@ -265,9 +265,9 @@ async fn cancelled(
         context,
         until: Instant::now() + STOPPING,
     };
-    let record = match wait.follow(None).await? {
+    let record = match wait.follow().await? {
         Followed::Ended(record) | Followed::Pending(record) => record,
-        Followed::Teed(_) | Followed::Abandoned => runtime.current(id, principal).await?,
+        Followed::Abandoned => runtime.current(id, principal).await?,
     };
     Ok(shown::cancelled(&record))
 }
@@ -293,10 +293,9 @@ async fn wait(
         context,
         until: Instant::now() + timeout,
     };
-    match wait.follow(None).await? {
+    match wait.follow().await? {
         Followed::Ended(record) => shown::ended(&record),
         Followed::Pending(record) => Ok(shown::unfinished(&record, false)),
-        Followed::Teed(out) => out,
         Followed::Abandoned => Err(ErrorData::internal_error(
             format!("{TASKS_WAIT} was cancelled"),
             None,

@@ -4,15 +4,13 @@
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolResponse, CallToolResult};
+use rmcp::model::CallToolResponse;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::follow::{Followed, Teed, Wait};
+use super::follow::{Followed, Wait};
 use super::shown;
-use crate::server::engine::budget::response_within;
 use crate::server::engine::tasks::runtime::TaskRuntime;
 use crate::store::Principal;
 use crate::task::TaskId;
@@ -35,27 +33,12 @@ impl std::fmt::Debug for Handle {
     }
 }
 
-/// Where the tool hands its outcome to the window, and where the window
-/// reads it; neither without a handle.
-pub(crate) fn tee(
-    handle: Option<&Handle>,
-) -> (
-    Option<oneshot::Sender<Result<CallToolResult, ErrorData>>>,
-    Option<Teed>,
-) {
-    match handle {
-        Some(_) => {
-            let (sender, receiver) = oneshot::channel();
-            (Some(sender), Some(receiver))
-        }
-        None => (None, None),
-    }
-}
-
 impl TaskRuntime {
     /// Answers the call of `handle`, whose task `created` was: the tool's
     /// outcome when the task ends within the window, as a synchronous call
-    /// answers it (held to the result budget); the handle otherwise. A
+    /// answers it (its result as the tool returned it, or its error, read
+    /// back from the store: a result past the budget is the same error
+    /// either way); the handle otherwise. A
     /// caller that cancels its call meanwhile cancels the task: it never
     /// learnt its id.
     pub(crate) async fn within_window(
@@ -63,7 +46,6 @@ impl TaskRuntime {
         created: CallToolResponse,
         handle: Handle,
         principal: &Principal,
-        teed: Option<Teed>,
     ) -> Result<CallToolResponse, ErrorData> {
         let CallToolResponse::Task(created) = created else {
             return Ok(created);
@@ -76,10 +58,7 @@ impl TaskRuntime {
             context: &handle.context,
             until: Instant::now() + handle.window,
         };
-        match wait.follow(teed).await? {
-            Followed::Teed(out) => {
-                response_within(out.map(CallToolResponse::from), self.max_result_bytes())
-            }
+        match wait.follow().await? {
             Followed::Ended(record) => shown::ended_as_call(&record).map(CallToolResponse::from),
             Followed::Pending(record) => Ok(shown::unfinished(&record, true).into()),
             Followed::Abandoned => {
