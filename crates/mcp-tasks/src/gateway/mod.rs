@@ -426,8 +426,6 @@ impl GatewayOptions {
 /// envelope, a task's fields): 64 KiB.
 pub const ANSWER_ENVELOPE: usize = 64 << 10;
 
-/// `config` with each upstream's bound on an answer that has none set from
-/// `runtime`'s result budget (see [`GatewayOptions::max_answer_bytes`]).
 /// Refuses an upstream tool served under the name of a task tool
 /// ([`TaskTools`](crate::server::TaskTools)), naming both.
 fn refuse_task_tool_names(table: &routes::Table) -> Result<(), Error> {
@@ -449,6 +447,8 @@ fn refuse_task_tool_names(table: &routes::Table) -> Result<(), Error> {
     }
 }
 
+/// `config` with each upstream's bound on an answer that has none set from
+/// `runtime`'s result budget (see [`GatewayOptions::max_answer_bytes`]).
 fn answers_bounded(mut config: GatewayConfig, runtime: &TaskRuntime) -> GatewayConfig {
     let bound = runtime
         .max_result_bytes()

@@ -126,12 +126,6 @@ impl TaskRuntime {
             false => CallToolRequestParams::new(request.name.clone()),
         };
         let (caller, tasks) = (call.caller, tasks.into_owned());
-        let handle = |window| {
-            Some(Box::new(Handle {
-                window,
-                context: context.clone(),
-            }))
-        };
         Ok(match mode {
             Mode::Task => Plan::Task(NewTask {
                 caller,
@@ -143,7 +137,10 @@ impl TaskRuntime {
                 caller,
                 described,
                 tasks,
-                handle: handle(self.task_tools().window()),
+                handle: Some(Box::new(Handle {
+                    window: self.task_tools().window(),
+                    context: context.clone(),
+                })),
             }),
             Mode::Synchronous => Plan::Synchronous(Synchronous {
                 caller,
@@ -184,7 +181,7 @@ impl TaskRuntime {
         tasks: &ToolTasks,
     ) -> Result<Mode, ErrorData> {
         let policy = tasks.policy_for(request);
-        // Off (the default): not a look at what the caller declared more.
+        // Task tools off (the default): nothing more of the request is read.
         if self.hands_out(&request.name, policy) && !era::declares_tasks(context) {
             return Ok(Mode::Handle);
         }
