@@ -5,7 +5,7 @@
 //! file's keys; a second caller refused as for an unknown id; a restart on
 //! SQLite mid-task leaving the handle usable; two replicas on Redis
 //! sharing a handle's task; the operator's `admin ls` and metrics showing
-//! it; the gateway in front of `serve`, and a gateway refusing an
+//! it; a caller's cap counting them; the gateway in front of `serve`, and a gateway refusing an
 //! upstream tool named as a task tool.
 //! (The official SDKs' clients against `serve` and the gateway, in front
 //! of server-everything and FastMCP, are in `interop/`.)
@@ -452,4 +452,41 @@ async fn the_operator_sees_a_handles_task_in_admin_ls_and_the_metrics() {
     assert!(created.ends_with(" 1"), "{created}");
     // No task id in what the operator sees.
     assert!(!metrics.body.contains(&task_id(&handle)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_cap_counts_the_tasks_behind_its_handles() {
+    let served = Served::spawn(
+        BIN,
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--max-tasks-per-caller",
+            "1",
+            "--task-tools",
+            "--task-tools-wait",
+            "0.2",
+        ],
+        &[],
+        None,
+    );
+    let mut client = plain(&served.url, None).await;
+    let handle = call(&mut client, "sleep", json!({"ms": 60_000})).await;
+    let id = task_id(&handle);
+    // Refused as a task would be: the caller's one task is running.
+    let refused = client
+        .request(
+            "tools/call",
+            json!({"name": "sleep", "arguments": {"ms": 60_000}}),
+        )
+        .await
+        .expect_err("over the cap");
+    assert_eq!(refused["data"]["reason"], "callerTasks", "{refused}");
+    assert!(refused["data"]["retryAfterMs"].is_u64(), "{refused}");
+    // Its place comes back once the task is cancelled.
+    call(&mut client, "tasks_cancel", json!({"taskId": id})).await;
+    let next = call(&mut client, "sleep", json!({"ms": 10})).await;
+    assert_eq!(text(&next), "slept 10 ms", "{next}");
 }
