@@ -658,6 +658,7 @@ fn refuse_inapplicable(args: &ServeArgs, file: Option<&ConfigFile>) -> Result<()
         .or_else(|| admission_refusal(args, gateway))
         .or_else(|| store_refusal(args, store.as_ref()))
         .or_else(|| gateway_refusal(args, entries))
+        .or_else(|| task_tools_refusal(args, gateway))
         .or_else(|| {
             (args.admin_tokens.is_some() && args.admin.is_none()).then(|| {
                 "--admin-tokens applies to --admin only: it guards the operator listener, and \
@@ -757,6 +758,24 @@ fn admission_refusal(args: &ServeArgs, gateway: bool) -> Option<String> {
     Some(format!(
         "--tool-concurrency {tool}={count} names no tool of this server: it serves the demo \
          tools, {} (an upstream's tools are its own: --upstream)",
+        tools.join(", ")
+    ))
+}
+
+/// `--task-tools=TOOL,...` naming a tool the demo server does not have
+/// (`gateway`: the tools are an upstream's, unknown here).
+fn task_tools_refusal(args: &ServeArgs, gateway: bool) -> Option<String> {
+    if gateway {
+        return None;
+    }
+    let names = args.task_tools.as_deref()?;
+    let unknown = names.iter().map(|name| name.trim()).find(|name| {
+        *name != "*" && !name.is_empty() && !super::tools::names().any(|tool| tool == *name)
+    })?;
+    let tools: Vec<_> = super::tools::names().collect();
+    Some(format!(
+        "--task-tools={unknown} names no tool of this server: it serves the demo tools, {} (an \
+         upstream's tools are its own: --upstream)",
         tools.join(", ")
     ))
 }

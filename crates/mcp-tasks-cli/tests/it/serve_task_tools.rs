@@ -117,6 +117,10 @@ fn the_flags_are_checked() {
         "seconds",
     );
     refused(&["--stdio", "--task-tools", "sleep"], "sleep");
+    refused(
+        &["--stdio", "--task-tools=sleep,nap"],
+        "--task-tools=nap names no tool of this server",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -124,7 +124,9 @@ impl TaskRuntime {
     /// Answers `request` when it calls one of the task tools and they are
     /// on (`None` otherwise: route the call as usual). Every door a
     /// `tools/call` comes in by asks this first: [`TaskRuntime::call_tool`],
-    /// [`TaskRouter`](crate::server::TaskRouter), the gateway.
+    /// [`TaskRouter`](crate::server::TaskRouter), the gateway; so does a
+    /// handler that routes calls by their tool's name before it reaches
+    /// `call_tool` (or answers an unknown name itself).
     pub async fn call_task_tool(
         &self,
         request: &CallToolRequestParams,
