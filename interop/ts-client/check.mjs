@@ -26,12 +26,11 @@
 //   legacy-task    (everything-*) server-everything's simulate-research-query, a tool that
 //                  the upstream itself runs only as a 2025-11-25 task, through the gateway
 
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { start, stopAll, withTimeout } from './serving.mjs';
 
 const [target, bin] = process.argv.slice(2);
 const TARGETS = ['demo-stdio', 'demo-http', 'gateway-stdio', 'gateway-http', 'everything-stdio', 'everything-http'];
@@ -60,8 +59,6 @@ async function check(name, body) {
 function assert(condition, why) {
   if (!condition) throw new Error(why);
 }
-const withTimeout = (promise, ms, what) =>
-  Promise.race([promise, new Promise((_, reject) => setTimeout(() => reject(new Error(`${what}: no answer in ${ms} ms`)), ms))]);
 
 // The server's command line: our demo server, or the gateway in front of one.
 const demo = `${bin} serve --store memory --poll-interval 100`;
@@ -79,23 +76,7 @@ function serveArgs() {
   }
 }
 
-const servers = [];
-async function startHttp() {
-  const child = spawn(bin, ['serve', '--http', '127.0.0.1:0', ...serveArgs()], { stdio: ['ignore', 'pipe', 'inherit'] });
-  servers.push(child);
-  const lines = createInterface({ input: child.stdout });
-  return withTimeout(
-    new Promise((resolve, reject) => {
-      lines.on('line', (line) => {
-        const match = line.match(/^listening on (\S+)/);
-        if (match) resolve(match[1]);
-      });
-      child.on('exit', (code) => reject(new Error(`the server exited (${code})`)));
-    }),
-    30000,
-    'the server start'
-  );
-}
+const startHttp = () => start('the server', bin, ['serve', '--http', '127.0.0.1:0', ...serveArgs()]);
 
 let url;
 // A connected client; over HTTP `token` goes in Authorization (a caller of its own).
@@ -266,6 +247,6 @@ try {
 } catch (error) {
   fail('run', error?.stack ?? String(error));
 } finally {
-  for (const child of servers) child.kill();
+  stopAll();
 }
 process.exit(failures ? 1 : 0);

@@ -47,16 +47,15 @@
 //   timeout        (default request options) no callTool came near the SDK's own 60 s request timeout (all under 30 s)
 //                  and none failed with -32001
 
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { isDeepStrictEqual } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { start, stopAll, withTimeout } from './serving.mjs';
 
 const [target, bin, python] = process.argv.slice(2);
 const TARGETS = ['demo-stdio', 'demo-http', 'everything-stdio', 'everything-http', 'plain-stdio', 'plain-http'];
@@ -97,28 +96,7 @@ function assert(condition, why) {
 }
 const show = (value) => JSON.stringify(value);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const withTimeout = (promise, ms, what) =>
-  Promise.race([promise, new Promise((_, reject) => setTimeout(() => reject(new Error(`${what}: no answer in ${ms} ms`)), ms))]);
 
-// The servers this run starts (HTTP servers, the fastmcp upstream), killed at the end.
-const servers = [];
-// start(LOG-NAME, CMD, ARGS): a server that prints "listening on URL" on stdout; its URL.
-async function start(what, command, args) {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  servers.push(child);
-  const lines = createInterface({ input: child.stdout });
-  return withTimeout(
-    new Promise((resolve, reject) => {
-      lines.on('line', (line) => {
-        const match = line.match(/^listening on (\S+)/);
-        if (match) resolve(match[1]);
-      });
-      child.on('exit', (code) => reject(new Error(`${what} exited (${code})`)));
-    }),
-    30000,
-    `${what} start`
-  );
-}
 
 // Two callers over HTTP (--auth-tokens: one `TOKEN LABEL` a line).
 const work = mkdtempSync(join(tmpdir(), 'ts-notasks-'));
@@ -443,7 +421,7 @@ try {
 } catch (error) {
   fail('run', error?.stack ?? String(error));
 } finally {
-  for (const child of servers) child.kill();
+  stopAll();
   rmSync(work, { recursive: true, force: true });
 }
 console.log(`# ${passes} passed, ${failures} failed`);

@@ -29,6 +29,7 @@
 pub mod bench_peers;
 pub mod calls;
 pub mod counting;
+pub mod handles;
 pub mod legacy;
 pub mod listening;
 pub mod lossy_proxy;

@@ -14,6 +14,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mcp_tasks_testkit::handles::{task_id, text};
 use mcp_tasks_testkit::old_client::OldClient;
 use mcp_tasks_testkit::serve::Served;
 use serde_json::{Value, json};
@@ -22,6 +23,15 @@ use crate::support::{BIN, bin, stdio_server};
 
 const ALICE: &str = "alice-0123456789abcdef0123456789";
 const BOB: &str = "bob-0123456789abcdef0123456789ab";
+
+/// `serve --http` on memory with task tools on (a 0.2 s window) and
+/// `extra`.
+fn served(extra: &[&str]) -> Served {
+    let mut args = vec!["--http", "127.0.0.1:0", "--store", "memory"];
+    args.extend_from_slice(&["--task-tools", "--task-tools-wait", "0.2"]);
+    args.extend_from_slice(extra);
+    Served::spawn(BIN, &args, &[], None)
+}
 
 /// A raw 2025-11-25 session over HTTP that declares nothing.
 async fn plain(url: &str, token: Option<&str>) -> OldClient {
@@ -34,17 +44,6 @@ async fn call(client: &mut OldClient, name: &str, arguments: Value) -> Value {
         .request("tools/call", json!({"name": name, "arguments": arguments}))
         .await
         .unwrap_or_else(|error| panic!("{name}: {error}"))
-}
-
-fn text(result: &Value) -> &str {
-    result["content"][0]["text"].as_str().unwrap_or_default()
-}
-
-fn task_id(result: &Value) -> String {
-    result["structuredContent"]["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a handle: {result}"))
-        .to_owned()
 }
 
 /// The raw line `serve --stdio EXTRA` answers a plain `tools/call` of
@@ -178,22 +177,7 @@ async fn another_caller_gets_the_answer_of_an_unknown_id() {
         0o600,
     );
     let tokens = tokens.display().to_string();
-    let served = Served::spawn(
-        BIN,
-        &[
-            "--http",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--auth-tokens",
-            &tokens,
-            "--task-tools",
-            "--task-tools-wait",
-            "0.2",
-        ],
-        &[],
-        None,
-    );
+    let served = served(&["--auth-tokens", &tokens]);
     let mut alice = plain(&served.url, Some(ALICE)).await;
     let mut bob = plain(&served.url, Some(BOB)).await;
     let handle = call(&mut alice, "sleep", json!({"ms": 60_000})).await;
@@ -260,22 +244,7 @@ async fn a_handle_outlives_a_restart_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_hands_out_handles_for_its_upstream_tools() {
     let upstream = stdio_server();
-    let served = Served::spawn(
-        BIN,
-        &[
-            "--http",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--upstream",
-            &upstream,
-            "--task-tools",
-            "--task-tools-wait",
-            "0.5",
-        ],
-        &[],
-        None,
-    );
+    let served = served(&["--upstream", &upstream]);
     let mut client = plain(&served.url, None).await;
     let listed = client.request("tools/list", json!({})).await.unwrap();
     let names: Vec<&str> = listed["tools"]
@@ -415,22 +384,7 @@ async fn a_handle_made_on_one_replica_is_followed_and_answered_on_another_on_red
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_sees_a_handles_task_in_admin_ls_and_the_metrics() {
-    let served = Served::spawn(
-        BIN,
-        &[
-            "--http",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--admin",
-            "127.0.0.1:0",
-            "--task-tools",
-            "--task-tools-wait",
-            "0.2",
-        ],
-        &[],
-        None,
-    );
+    let served = served(&["--admin", "127.0.0.1:0"]);
     let mut client = plain(&served.url, None).await;
     let handle = call(&mut client, "sleep", json!({"ms": 60_000})).await;
     assert_eq!(handle["structuredContent"]["status"], "working", "{handle}");
@@ -460,22 +414,7 @@ async fn the_operator_sees_a_handles_task_in_admin_ls_and_the_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callers_cap_counts_the_tasks_behind_its_handles() {
-    let served = Served::spawn(
-        BIN,
-        &[
-            "--http",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--max-tasks-per-caller",
-            "1",
-            "--task-tools",
-            "--task-tools-wait",
-            "0.2",
-        ],
-        &[],
-        None,
-    );
+    let served = served(&["--max-tasks-per-caller", "1"]);
     let mut client = plain(&served.url, None).await;
     let handle = call(&mut client, "sleep", json!({"ms": 60_000})).await;
     let id = task_id(&handle);

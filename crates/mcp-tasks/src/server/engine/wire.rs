@@ -4,7 +4,8 @@
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolResult, ClientCapabilities, DetailedTask, InputRequests, JsonObject, Task, TaskPayload,
+    CallToolResult, ClientCapabilities, DetailedTask, ErrorCode, InputRequests, JsonObject, Task,
+    TaskPayload,
 };
 use serde_json::{Value, json};
 
@@ -194,6 +195,22 @@ pub(crate) fn error_json(error: &ErrorData) -> Value {
         fields.insert("data".into(), data.clone());
     }
     Value::Object(fields)
+}
+
+/// The JSON-RPC error a failed task keeps ([`error_json`]), read back;
+/// -32603 with `fallback` for what is not one.
+pub(crate) fn error_from_json(error: &Value, fallback: &str) -> ErrorData {
+    let code = error
+        .get("code")
+        .and_then(Value::as_i64)
+        .and_then(|code| i32::try_from(code).ok())
+        .unwrap_or(ErrorCode::INTERNAL_ERROR.0);
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or(fallback)
+        .to_owned();
+    ErrorData::new(ErrorCode(code), message, error.get("data").cloned())
 }
 
 /// -32021 naming the Tasks extension.

@@ -5,11 +5,11 @@
 //! `tools/list`.
 
 use rmcp::ErrorData;
-use rmcp::model::{ErrorCode, Task};
+use rmcp::model::Task;
 use serde_json::{Map, Value, json};
 
 use crate::server::engine::policy::TaskPolicy;
-use crate::server::engine::wire::timestamp;
+use crate::server::engine::wire::{error_from_json, timestamp};
 use crate::store::PackedRecord;
 use crate::task::{TaskStatus, saturating_millis};
 
@@ -161,21 +161,7 @@ pub(crate) fn payload(record: &PackedRecord) -> Result<Value, ErrorData> {
         }
         TaskStatus::Failed => {
             let error = record.error_value().unwrap_or(Value::Null);
-            let code = error
-                .get("code")
-                .and_then(Value::as_i64)
-                .and_then(|code| i32::try_from(code).ok())
-                .unwrap_or(ErrorCode::INTERNAL_ERROR.0);
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("the task failed")
-                .to_owned();
-            Err(ErrorData::new(
-                ErrorCode(code),
-                message,
-                error.get("data").cloned(),
-            ))
+            Err(error_from_json(&error, "the task failed"))
         }
         _ => Err(ErrorData::internal_error("the task was cancelled", None)),
     }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use mcp_tasks::server::{HANDLE_META, TASK_TOOL_NAMES, TaskTools};
 use mcp_tasks::store::MemoryStore;
+use mcp_tasks_testkit::handles::{task_id, text};
 use mcp_tasks_testkit::old_client::OldClient;
 use mcp_tasks_testkit::runtime_server::{RuntimeServer, runtime_on};
 use serde_json::{Value, json};
@@ -83,6 +84,14 @@ impl Caller {
             .await
     }
 
+    /// `tasks_wait` on task `id` for at most `seconds`.
+    async fn wait(&mut self, id: &str, seconds: u64) -> Value {
+        let arguments = json!({"taskId": id, "timeoutSeconds": seconds});
+        self.call("tasks_wait", arguments)
+            .await
+            .expect("tasks_wait")
+    }
+
     async fn list(&mut self) -> Vec<Value> {
         let listed = self
             .request("tools/list", json!({}))
@@ -90,17 +99,6 @@ impl Caller {
             .expect("tools/list");
         listed["tools"].as_array().cloned().unwrap_or_default()
     }
-}
-
-fn text(result: &Value) -> &str {
-    result["content"][0]["text"].as_str().unwrap_or_default()
-}
-
-fn task_id(result: &Value) -> String {
-    result["structuredContent"]["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a handle: {result}"))
-        .to_owned()
 }
 
 #[tokio::test(start_paused = true)]
@@ -161,10 +159,7 @@ async fn a_call_past_the_window_gets_a_handle_that_tasks_wait_follows_to_its_res
             status["structuredContent"]["statusMessage"], "halfway",
             "{status}"
         );
-        let not_yet = caller
-            .call("tasks_wait", json!({"taskId": id, "timeoutSeconds": 1}))
-            .await
-            .unwrap();
+        let not_yet = caller.wait(&id, 1).await;
         assert_eq!(
             not_yet["structuredContent"]["status"], "working",
             "{not_yet}"
@@ -177,10 +172,7 @@ async fn a_call_past_the_window_gets_a_handle_that_tasks_wait_follows_to_its_res
             "{listed}"
         );
 
-        let done = caller
-            .call("tasks_wait", json!({"taskId": id, "timeoutSeconds": 15}))
-            .await
-            .unwrap();
+        let done = caller.wait(&id, 15).await;
         assert_eq!(text(&done), "slept 10000 ms", "{era:?}: {done}");
         let ran = started.elapsed();
         assert!(
@@ -287,10 +279,7 @@ async fn a_question_is_answered_through_tasks_answer() {
             "{handle}"
         );
         assert!(text(&handle).contains("Name?"), "{handle}");
-        let waited = caller
-            .call("tasks_wait", json!({"taskId": id, "timeoutSeconds": 5}))
-            .await
-            .unwrap();
+        let waited = caller.wait(&id, 5).await;
         assert_eq!(
             waited["structuredContent"]["status"], "input_required",
             "{waited}"
@@ -334,10 +323,7 @@ async fn a_session_that_takes_elicitation_is_asked_on_its_connection() {
         .await
         .unwrap();
     let id = task_id(&handle);
-    let done = caller
-        .call("tasks_wait", json!({"taskId": id, "timeoutSeconds": 10}))
-        .await
-        .unwrap();
+    let done = caller.wait(&id, 10).await;
     assert_eq!(text(&done), "Hello, Bob!", "{done}");
     assert_eq!(caller.client.asked.len(), 2);
 }
@@ -464,19 +450,16 @@ async fn the_client_of_this_crate_awaits_a_handle_as_the_task_it_names() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_answer_on_the_connection_after_the_window_answers_the_task_and_is_not_asked_again() {
-    let mut caller = caller(server(on()), Era::Old, true).await;
+/// Calls `ask` as request `id` and reads, without answering it, the
+/// question it asks on the connection, and the call's answer: the
+/// question and the handle.
+async fn ask_unanswered(caller: &mut Caller, id: u64) -> (Value, Value) {
     caller
         .client
-        .send_at_once(
-            &[json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
-            "params": {"name": "ask", "arguments": {}}})],
-        )
+        .send_at_once(&[json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "ask", "arguments": {}}})])
         .await;
-    // The question, left unanswered (a person thinking), then the handle.
-    let mut asked = None;
-    let mut handle = None;
+    let (mut asked, mut handle) = (None, None);
     while asked.is_none() || handle.is_none() {
         let message = caller
             .client
@@ -485,11 +468,18 @@ async fn an_answer_on_the_connection_after_the_window_answers_the_task_and_is_no
             .expect("a message");
         if message["method"] == "elicitation/create" {
             asked = Some(message);
-        } else if message["id"] == 900 {
+        } else if message["id"] == id {
             handle = Some(message["result"].clone());
         }
     }
-    let (asked, handle) = (asked.unwrap(), handle.unwrap());
+    (asked.unwrap(), handle.unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_on_the_connection_after_the_window_answers_the_task_and_is_not_asked_again() {
+    let mut caller = caller(server(on()), Era::Old, true).await;
+    // The question, left unanswered (a person thinking), then the handle.
+    let (asked, handle) = ask_unanswered(&mut caller, 900).await;
     assert_eq!(
         handle["structuredContent"]["status"], "input_required",
         "{handle}"
@@ -502,10 +492,7 @@ async fn an_answer_on_the_connection_after_the_window_answers_the_task_and_is_no
         .send_at_once(&[json!({"jsonrpc": "2.0", "id": asked["id"],
             "result": {"action": "accept", "content": {"name": "Cy"}}})])
         .await;
-    let done = caller
-        .call("tasks_wait", json!({"taskId": id, "timeoutSeconds": 10}))
-        .await
-        .unwrap();
+    let done = caller.wait(&id, 10).await;
     assert_eq!(text(&done), "Hello, Cy!", "{done}");
     assert!(
         caller.client.asked.is_empty(),
@@ -514,32 +501,9 @@ async fn an_answer_on_the_connection_after_the_window_answers_the_task_and_is_no
     );
 
     // A question still out when tasks_wait comes is not asked again either.
-    caller
-        .client
-        .send_at_once(
-            &[json!({"jsonrpc": "2.0", "id": 901, "method": "tools/call",
-            "params": {"name": "ask", "arguments": {}}})],
-        )
-        .await;
-    let mut asked = None;
-    let mut handle = None;
-    while asked.is_none() || handle.is_none() {
-        let message = caller
-            .client
-            .next_within(Duration::from_secs(10))
-            .await
-            .expect("a message");
-        if message["method"] == "elicitation/create" {
-            asked = Some(message);
-        } else if message["id"] == 901 {
-            handle = Some(message["result"].clone());
-        }
-    }
-    let id = task_id(&handle.unwrap());
-    let waited = caller
-        .call("tasks_wait", json!({"taskId": id, "timeoutSeconds": 3}))
-        .await
-        .unwrap();
+    let (_asked, handle) = ask_unanswered(&mut caller, 901).await;
+    let id = task_id(&handle);
+    let waited = caller.wait(&id, 3).await;
     assert_eq!(
         waited["structuredContent"]["status"], "input_required",
         "{waited}"

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::ClientCapabilities;
 use rmcp::service::RequestContext;
@@ -35,13 +36,13 @@ pub(super) enum Followed {
 
 /// What a wait follows, and for whom.
 pub(super) struct Wait<'a> {
-    pub(super) runtime: &'a TaskRuntime,
-    pub(super) id: &'a TaskId,
-    pub(super) principal: &'a Principal,
+    runtime: &'a TaskRuntime,
+    id: &'a TaskId,
+    principal: &'a Principal,
     /// The request that waits: its connection asks, its cancellation ends
     /// the wait.
-    pub(super) context: &'a RequestContext<RoleServer>,
-    pub(super) until: Instant,
+    context: &'a RequestContext<RoleServer>,
+    until: Instant,
 }
 
 /// The capabilities of a caller whose session takes the server's requests
@@ -101,7 +102,25 @@ fn ask_once(
     });
 }
 
-impl Wait<'_> {
+impl<'a> Wait<'a> {
+    /// A wait of the request of `context` for task `id` of `principal`, of
+    /// at most `within` from now.
+    pub(super) fn within(
+        runtime: &'a TaskRuntime,
+        id: &'a TaskId,
+        principal: &'a Principal,
+        context: &'a RequestContext<RoleServer>,
+        within: Duration,
+    ) -> Self {
+        Wait {
+            runtime,
+            id,
+            principal,
+            context,
+            until: Instant::now() + within,
+        }
+    }
+
     /// Waits (see the [module docs](self)).
     pub(super) async fn follow(self) -> Result<Followed, ErrorData> {
         let Wait {

@@ -6,10 +6,11 @@
 use std::fmt::Write as _;
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, MetaObject};
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{Map, Value, json};
 
 use super::{TASKS_ANSWER, TASKS_WAIT};
+use crate::server::engine::wire::error_from_json;
 use crate::store::PackedRecord;
 use crate::task::{HANDLE_META, TaskStatus};
 
@@ -171,21 +172,7 @@ pub(crate) fn ended_as_call(record: &PackedRecord) -> Result<CallToolResult, Err
         TaskStatus::Cancelled => Err(ErrorData::internal_error("the call was cancelled", None)),
         _ => {
             let error = record.error_value().unwrap_or(Value::Null);
-            let code = error
-                .get("code")
-                .and_then(Value::as_i64)
-                .and_then(|code| i32::try_from(code).ok())
-                .unwrap_or(ErrorCode::INTERNAL_ERROR.0);
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("the tool failed")
-                .to_owned();
-            Err(ErrorData::new(
-                ErrorCode(code),
-                message,
-                error.get("data").cloned(),
-            ))
+            Err(error_from_json(&error, "the tool failed"))
         }
     }
 }

@@ -8,7 +8,6 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, JsonObject, 
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value, json};
-use tokio::time::Instant;
 
 use super::follow::{Followed, Wait};
 use super::shown::{self, DEFAULT_WAIT_SECS, FORM_ANSWER, MAX_WAIT_SECS};
@@ -258,13 +257,7 @@ async fn cancelled(
     principal: &Principal,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, ErrorData> {
-    let wait = Wait {
-        runtime,
-        id,
-        principal,
-        context,
-        until: Instant::now() + STOPPING,
-    };
+    let wait = Wait::within(runtime, id, principal, context, STOPPING);
     let record = match wait.follow().await? {
         Followed::Ended(record) | Followed::Pending(record) => record,
         Followed::Abandoned => runtime.current(id, principal).await?,
@@ -286,13 +279,7 @@ async fn wait(
     if record.status().is_terminal() {
         return shown::ended(&record);
     }
-    let wait = Wait {
-        runtime,
-        id,
-        principal,
-        context,
-        until: Instant::now() + timeout,
-    };
+    let wait = Wait::within(runtime, id, principal, context, timeout);
     match wait.follow().await? {
         Followed::Ended(record) => shown::ended(&record),
         Followed::Pending(record) => Ok(shown::unfinished(&record, false)),

@@ -7,7 +7,6 @@ use std::time::Duration;
 use rmcp::model::CallToolResponse;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
-use tokio::time::Instant;
 
 use super::follow::{Followed, Wait};
 use super::shown;
@@ -51,13 +50,7 @@ impl TaskRuntime {
             return Ok(created);
         };
         let id = TaskId::new(created.task.task_id);
-        let wait = Wait {
-            runtime: self,
-            id: &id,
-            principal,
-            context: &handle.context,
-            until: Instant::now() + handle.window,
-        };
+        let wait = Wait::within(self, &id, principal, &handle.context, handle.window);
         match wait.follow().await? {
             Followed::Ended(record) => shown::ended_as_call(&record).map(CallToolResponse::from),
             Followed::Pending(record) => Ok(shown::unfinished(&record, true).into()),
