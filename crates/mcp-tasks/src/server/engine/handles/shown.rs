@@ -78,6 +78,9 @@ pub(crate) fn unfinished(record: &PackedRecord, first: bool) -> CallToolResult {
         true => format!("{tool} is still running, as task {id}; the work goes on."),
         false => format!("Task {id} ({tool}) has not finished yet."),
     };
+    if let Some(message) = record.status_message() {
+        let _ = write!(text, " Its status: {message}.");
+    }
     let mut facts = facts(record);
     if *record.status() == TaskStatus::InputRequired {
         text.push_str(" It needs input before it can go on:");

@@ -23,6 +23,10 @@ const DECLINE: &str = r#"{"action": "decline"}"#;
 /// How many tasks `tasks_list` shows at most.
 const LISTED: usize = 50;
 
+/// How many pages of a caller's records (of 100) `tasks_list` reads at
+/// most: a caller with thousands of finished tasks kept costs it no more.
+const PAGES: usize = 10;
+
 fn schema(value: Value) -> Arc<JsonObject> {
     match value {
         Value::Object(object) => Arc::new(object),
@@ -290,11 +294,13 @@ async fn wait(
     }
 }
 
-/// `tasks_list`: the caller's unfinished tasks, the first [`LISTED`].
+/// `tasks_list`: the caller's unfinished tasks, the first [`LISTED`] of
+/// its first [`PAGES`] pages of records (a synchronous call's record, kept
+/// for its idempotency key, is no task of its).
 async fn list(runtime: &TaskRuntime, principal: &Principal) -> Result<CallToolResult, ErrorData> {
     let mut unfinished: Vec<Arc<PackedRecord>> = Vec::new();
     let mut after: Option<TaskId> = None;
-    loop {
+    for _ in 0..PAGES {
         let page = runtime
             .list_tasks_as(principal, after.as_ref(), 100)
             .await?;
@@ -303,7 +309,7 @@ async fn list(runtime: &TaskRuntime, principal: &Principal) -> Result<CallToolRe
         let last_page = page.len() < 100;
         unfinished.extend(
             page.into_iter()
-                .filter(|record| !record.status().is_terminal()),
+                .filter(|record| !record.status().is_terminal() && !record.ran_synchronously()),
         );
         if last_page || unfinished.len() >= LISTED {
             break;
