@@ -223,15 +223,19 @@ impl TaskTools {
     }
 
     /// On for the tools `names` only (as callers call them), where their
-    /// policy allows a task.
+    /// policy allows a task; off when `names` is empty.
     pub fn only<I, S>(names: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
         let names: BTreeSet<String> = names.into_iter().map(Into::into).collect();
+        let covered = match names.is_empty() {
+            true => Covered::None,
+            false => Covered::Only(Arc::new(names)),
+        };
         Self {
-            covered: Covered::Only(Arc::new(names)),
+            covered,
             ..Self::off()
         }
     }
@@ -261,5 +265,25 @@ impl TaskTools {
             Covered::All => true,
             Covered::Only(names) => names.contains(name),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_tools_cover_all_some_or_no_tools() {
+        assert!(!TaskTools::off().is_on() && !TaskTools::off().covers("sleep"));
+        assert_eq!(TaskTools::default(), TaskTools::off());
+        let all = TaskTools::all();
+        assert!(all.is_on() && all.covers("sleep") && all.covers("anything"));
+        assert_eq!(all.window(), DEFAULT_TASK_TOOLS_WINDOW);
+        let some = TaskTools::only(["sleep"]).with_window(Duration::ZERO);
+        assert!(some.is_on() && some.covers("sleep") && !some.covers("long_job"));
+        assert_eq!(some.window(), Duration::ZERO);
+        // No names: nothing covered, so no task tools either.
+        let none = TaskTools::only(Vec::<String>::new());
+        assert!(!none.is_on() && !none.covers("sleep"));
     }
 }
