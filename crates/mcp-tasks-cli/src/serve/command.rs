@@ -18,7 +18,6 @@ use mcp_tasks::server::http::{
 };
 use mcp_tasks::server::{
     AdmissionLimits, CreationRate, DEFAULT_MAX_LISTEN_STREAMS, InvalidCreationRate, TaskRuntime,
-    TaskTools,
 };
 
 use mcp_tasks_sqlite::SqliteSync;
@@ -173,7 +172,7 @@ pub(crate) struct ServeArgs {
     task_tools: Option<Vec<String>>,
     /// With --task-tools: how long a caller without tasks waits for its task before it gets a
     /// handle, in seconds (decimals allowed; 0: at once) [default: 5].
-    #[arg(long, value_name = "SECS", requires = "task_tools", value_parser = parse_window)]
+    #[arg(long, value_name = "SECS", requires = "task_tools", value_parser = super::task_tools::parse_window)]
     task_tools_wait: Option<Duration>,
     /// With --http: also answer requests whose Host is NAME (NAME:PORT for one port only), as
     /// behind a reverse proxy; the loopback names are always answered (repeatable).
@@ -257,34 +256,6 @@ fn parse_burst(text: &str) -> Result<NonZeroU32, String> {
 
 /// Reads `--max-result-bytes`: a number of bytes, or one followed by KiB,
 /// MiB or GiB.
-/// `--task-tools-wait`: seconds, from 0 to an hour.
-fn parse_window(text: &str) -> Result<Duration, String> {
-    match text.trim().parse::<f64>() {
-        Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(Duration::from_secs_f64(secs)),
-        _ => Err(format!(
-            "{text:?} is not a number of seconds from 0 to 3600"
-        )),
-    }
-}
-
-/// `--task-tools` and `--task-tools-wait` as the runtime takes them.
-fn task_tools(args: &ServeArgs) -> TaskTools {
-    let tools = match args.task_tools.as_deref() {
-        None => return TaskTools::off(),
-        Some(names) if names.iter().any(|name| name == "*") => TaskTools::all(),
-        Some(names) => TaskTools::only(
-            names
-                .iter()
-                .map(|name| name.trim())
-                .filter(|name| !name.is_empty()),
-        ),
-    };
-    match args.task_tools_wait {
-        Some(window) => tools.with_window(window),
-        None => tools,
-    }
-}
-
 fn parse_bytes(text: &str) -> Result<usize, String> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
@@ -508,7 +479,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             Some(0) => None,
             Some(limit) => Some(limit),
         },
-        task_tools: task_tools(&args),
+        task_tools: super::task_tools::task_tools(args.task_tools.as_deref(), args.task_tools_wait),
     };
     let tokens = args.auth_tokens.clone().zip(access.tokens.clone());
     match gateway {
@@ -658,7 +629,7 @@ fn refuse_inapplicable(args: &ServeArgs, file: Option<&ConfigFile>) -> Result<()
         .or_else(|| admission_refusal(args, gateway))
         .or_else(|| store_refusal(args, store.as_ref()))
         .or_else(|| gateway_refusal(args, entries))
-        .or_else(|| task_tools_refusal(args, gateway))
+        .or_else(|| super::task_tools::refusal(args.task_tools.as_deref(), gateway))
         .or_else(|| {
             (args.admin_tokens.is_some() && args.admin.is_none()).then(|| {
                 "--admin-tokens applies to --admin only: it guards the operator listener, and \
@@ -758,24 +729,6 @@ fn admission_refusal(args: &ServeArgs, gateway: bool) -> Option<String> {
     Some(format!(
         "--tool-concurrency {tool}={count} names no tool of this server: it serves the demo \
          tools, {} (an upstream's tools are its own: --upstream)",
-        tools.join(", ")
-    ))
-}
-
-/// `--task-tools=TOOL,...` naming a tool the demo server does not have
-/// (`gateway`: the tools are an upstream's, unknown here).
-fn task_tools_refusal(args: &ServeArgs, gateway: bool) -> Option<String> {
-    if gateway {
-        return None;
-    }
-    let names = args.task_tools.as_deref()?;
-    let unknown = names.iter().map(|name| name.trim()).find(|name| {
-        *name != "*" && !name.is_empty() && !super::tools::names().any(|tool| tool == *name)
-    })?;
-    let tools: Vec<_> = super::tools::names().collect();
-    Some(format!(
-        "--task-tools={unknown} names no tool of this server: it serves the demo tools, {} (an \
-         upstream's tools are its own: --upstream)",
         tools.join(", ")
     ))
 }

@@ -25,6 +25,7 @@ mod oauth;
 mod operator;
 mod os;
 mod reload;
+mod task_tools;
 mod tools;
 
 pub(crate) use command::{ServeArgs, run};

@@ -24,24 +24,12 @@ pub(crate) const DEFAULT_WAIT_SECS: u64 = 25;
 /// TypeScript SDK gives a request up by default.
 pub(crate) const MAX_WAIT_SECS: u64 = 50;
 
-/// The wire name of a status.
-fn status_name(status: &TaskStatus) -> &str {
-    match status {
-        TaskStatus::Working => "working",
-        TaskStatus::InputRequired => "input_required",
-        TaskStatus::Completed => "completed",
-        TaskStatus::Failed => "failed",
-        TaskStatus::Cancelled => "cancelled",
-        TaskStatus::Unknown(status) => status,
-    }
-}
-
 /// What the task's record says of it, for a program: its id, status, tool,
 /// status message and (when it waits for them) its questions.
 fn facts(record: &PackedRecord) -> Map<String, Value> {
     let mut facts = Map::new();
     facts.insert("taskId".into(), record.id().into());
-    facts.insert("status".into(), status_name(record.status()).into());
+    facts.insert("status".into(), record.status().as_str().into());
     if let Some(tool) = record.tool() {
         facts.insert("tool".into(), tool.into());
     }
@@ -160,7 +148,7 @@ pub(crate) fn ended(record: &PackedRecord) -> Result<CallToolResult, ErrorData> 
         status => {
             let text = match status {
                 TaskStatus::Cancelled => format!("Task {id} was cancelled; it has no result."),
-                _ => format!("Task {id} ended ({}).", status_name(status)),
+                _ => format!("Task {id} ended ({}).", status.as_str()),
             };
             Ok(result(text, facts(record), true))
         }
@@ -186,7 +174,7 @@ pub(crate) fn status(record: &PackedRecord) -> CallToolResult {
         return unfinished(record, false);
     }
     let id = record.id();
-    let status = status_name(record.status());
+    let status = record.status().as_str();
     let text = match record.status() {
         TaskStatus::Completed => {
             format!("Task {id} has completed: call {TASKS_WAIT} for its result.")
@@ -204,7 +192,7 @@ pub(crate) fn cancelled(record: &PackedRecord) -> CallToolResult {
         status if status.is_terminal() => {
             format!(
                 "Task {id} had already ended ({}); nothing was cancelled.",
-                status_name(status)
+                status.as_str()
             )
         }
         _ => format!("Cancel requested: task {id} is stopping."),
@@ -215,7 +203,7 @@ pub(crate) fn cancelled(record: &PackedRecord) -> CallToolResult {
 /// `tasks_answer`: what was done, and the task now.
 pub(crate) fn acted(record: &PackedRecord, done: &str) -> CallToolResult {
     let id = record.id();
-    let status = status_name(record.status());
+    let status = record.status().as_str();
     let text = format!("{done} Task {id} is now {status}; call {TASKS_WAIT} for its outcome.");
     result(text, facts(record), false)
 }
@@ -238,7 +226,7 @@ pub(crate) fn listed(records: &[std::sync::Arc<PackedRecord>]) -> CallToolResult
         .map(|record| {
             let mut task = Map::new();
             task.insert("taskId".into(), record.id().into());
-            task.insert("status".into(), status_name(record.status()).into());
+            task.insert("status".into(), record.status().as_str().into());
             if let Some(tool) = record.tool() {
                 task.insert("tool".into(), tool.into());
             }
@@ -255,7 +243,7 @@ pub(crate) fn listed(records: &[std::sync::Arc<PackedRecord>]) -> CallToolResult
             text,
             "\n- {} ({tool}): {}",
             record.id(),
-            status_name(record.status())
+            record.status().as_str()
         );
     }
     let facts = Map::from_iter([("tasks".to_owned(), Value::Array(tasks))]);
