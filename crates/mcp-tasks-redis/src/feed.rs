@@ -16,11 +16,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mcp_tasks::TaskId;
-use mcp_tasks::store::{StoreError, StoreErrorKind};
+use mcp_tasks::store::{FeedCache, StoreError, StoreErrorKind};
 use redis::aio::PubSub;
 use tokio::sync::{broadcast, watch};
-
-use crate::cache::Cache;
 
 /// How often the subscription is checked with a ping.
 const PING_EVERY: Duration = Duration::from_secs(2);
@@ -62,7 +60,7 @@ pub(crate) struct Senders {
     pub(crate) freed: watch::Sender<u64>,
     /// The store's read cache: an id drops its entry before the runtime
     /// hears of it; a lost subscription empties it.
-    pub(crate) cache: Arc<Cache>,
+    pub(crate) cache: Arc<FeedCache>,
 }
 
 /// Forwards published ids to the store's feed for as long as the task runs

@@ -2,7 +2,6 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod admin;
-mod cache;
 mod feed;
 mod scripts;
 mod seats;
@@ -13,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_tasks::store::{
-    BoxFuture, HashKey, Keyed, Orphan, PackedRecord, Principal, Replicas, RunnerId, SeatId,
-    SeatPool, Seating, StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore, Transition,
-    idempotency_slot,
+    BoxFuture, CacheTicket, FeedCache, HashKey, Keyed, Orphan, PackedRecord, Principal, Replicas,
+    RunnerId, SeatId, SeatPool, Seating, StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore,
+    Transition, idempotency_slot,
 };
 use mcp_tasks::{IdempotencyKey, TaskId, UnixMillis};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -109,7 +108,7 @@ pub struct RedisStore {
     freed: watch::Receiver<u64>,
     listener: AbortHandle,
     /// Records this replica wrote or read, dropped by the feed.
-    cache: Arc<cache::Cache>,
+    cache: Arc<FeedCache>,
     /// The task hash key, once read.
     hash_key: tokio::sync::OnceCell<HashKey>,
 }
@@ -236,10 +235,7 @@ impl RedisStore {
         let (sender, _) = broadcast::channel(FEED_CAPACITY);
         let (gaps_sender, gaps) = watch::channel(0);
         let (freed_sender, freed) = watch::channel(0);
-        let cache = Arc::new(cache::Cache::new(
-            options.cache_records,
-            options.cache_bytes,
-        ));
+        let cache = Arc::new(FeedCache::new(options.cache_records, options.cache_bytes));
         let listener = tokio::spawn(feed::forward(
             client,
             keys.channel.clone(),
@@ -413,7 +409,7 @@ impl RedisStore {
     /// cache, and announced on this store's own change feed. A creation is
     /// not published to the other replicas (see `scripts::CREATE_RECORD`),
     /// but this process's feed still tells of it, as every store's does.
-    fn created(&self, ticket: Option<cache::Ticket<'_>>, record: TaskRecord) {
+    fn created(&self, ticket: Option<CacheTicket<'_>>, record: TaskRecord) {
         let id = record.id().clone();
         self.cache
             .created(ticket, &Arc::new(PackedRecord::pack(record)));

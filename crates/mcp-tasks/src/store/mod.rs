@@ -23,6 +23,7 @@
 //! This module is the cargo feature `store`, which a backend crate can
 //! depend on without the server runtime; `contract` adds the test suite.
 
+mod feed_cache;
 mod hash_key;
 mod keyed;
 mod memory;
@@ -40,6 +41,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+pub use feed_cache::{CacheTicket, FeedCache};
 pub use hash_key::{HASH_KEY_LEN, HashKey};
 pub use keyed::call_fingerprint;
 pub use memory::MemoryStore;

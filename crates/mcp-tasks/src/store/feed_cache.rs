@@ -1,25 +1,33 @@
-//! The bounded read cache of one replica, kept coherent by the change feed,
-//! so that a `tasks/get` (and the read before a compare-and-set) costs no
-//! round trip to Redis when the record is known.
+//! The bounded read cache of one replica of a store shared by several
+//! processes, kept coherent by the store's change feed ([`FeedCache`]), so
+//! that a `tasks/get` (and the read before a compare-and-set) costs no round
+//! trip to the store when the record is known. The Redis and PostgreSQL
+//! stores use it; a backend whose feed has the property below can too.
 //!
-//! It is filled by this replica's own writes (once Redis answered them) and
-//! by its reads, and emptied by the feed: every write script but a
-//! creation's publishes the task id on the `changes` channel, and an id on
-//! the feed drops its entry before the runtime hears of it; a lost
+//! It is filled by this replica's own writes (once the store answered them)
+//! and by its reads, and emptied by the feed: every write but a creation
+//! announces the task id on the store's feed, and an id on the feed drops
+//! its entry ([`FeedCache::changed`]) before the runtime hears of it; a lost
 //! subscription empties the cache and turns it off until the feed is
-//! subscribed again (whatever was published in between is unknown). So a
+//! subscribed again (whatever was announced in between is unknown). So a
 //! write on another replica is seen by this replica's next read once the
 //! write returned and this replica's feed has its id; a finished record
-//! never changes (only its deletion, which the delete script announces
-//! too); an entry past its `expiresAt` is never answered.
+//! never changes (only its deletion, which is announced too); an entry past
+//! its `expiresAt` is never answered.
+//!
+//! What the feed must give: every write's announcement reaches every
+//! subscriber, after the write is visible to reads, and the announcements
+//! of the writes of one record arrive in the order of those writes (Redis
+//! runs scripts one at a time and delivers a channel's messages in that
+//! order; PostgreSQL delivers the `NOTIFY` of transactions in the order
+//! they commit, and two writes of one row commit one after the other).
 //!
 //! The race this module exists for: a read (or a write) is sent, another
 //! replica writes the record, its id arrives on the feed, and only then the
 //! older answer arrives and would be installed after the invalidation that
-//! should have dropped it. Redis runs scripts one at a time and delivers a
-//! channel's messages in that order, so counting the feed's messages for an
-//! id while an operation on it is in flight ([`Ticket`]) tells which answers
-//! may be kept:
+//! should have dropped it. Counting the feed's messages for an id while an
+//! operation on it is in flight ([`CacheTicket`]) tells which answers may be
+//! kept:
 //!
 //! * a read with no message for its id since it was sent is current, and the
 //!   next message drops it;
@@ -35,17 +43,18 @@
 //!
 //! An entry is never replaced by an older version. Records leave in the
 //! order they were last written or read once the cache holds more than its
-//! record count or its bytes (as the SQLite store's cache does).
+//! record count or its bytes.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mcp_tasks::UnixMillis;
-use mcp_tasks::store::PackedRecord;
+use super::PackedRecord;
+use crate::task::UnixMillis;
 
-/// The cache. Shared by the store and its feed task.
+/// The read cache of one replica: see the [module docs](self). Shared by
+/// the store and the task that reads its feed.
 #[derive(Debug)]
-pub(crate) struct Cache {
+pub struct FeedCache {
     inner: Mutex<Inner>,
     max_records: usize,
     max_bytes: usize,
@@ -98,14 +107,14 @@ enum Answer {
 /// An operation on one id in flight, taken before it is sent: it counts the
 /// feed's messages for the id until it is settled or dropped.
 #[derive(Debug)]
-pub(crate) struct Ticket<'a> {
-    cache: &'a Cache,
+pub struct CacheTicket<'a> {
+    cache: &'a FeedCache,
     id: Arc<str>,
     messages: u64,
     epoch: u64,
 }
 
-impl Drop for Ticket<'_> {
+impl Drop for CacheTicket<'_> {
     fn drop(&mut self) {
         let mut inner = self.cache.lock();
         if let Some(flight) = inner.flights.get_mut(&self.id) {
@@ -117,10 +126,10 @@ impl Drop for Ticket<'_> {
     }
 }
 
-impl Cache {
+impl FeedCache {
     /// A cache of at most `max_records` records and `max_bytes` bytes of
     /// them (`max_records` 0: none), live (the feed is subscribed first).
-    pub(crate) fn new(max_records: usize, max_bytes: usize) -> Self {
+    pub fn new(max_records: usize, max_bytes: usize) -> Self {
         Self {
             inner: Mutex::new(Inner {
                 records: HashMap::new(),
@@ -147,7 +156,7 @@ impl Cache {
     }
 
     /// The cached record with this id, unless it expired by `now`.
-    pub(crate) fn get(&self, id: &str, now: UnixMillis) -> Option<Arc<PackedRecord>> {
+    pub fn get(&self, id: &str, now: UnixMillis) -> Option<Arc<PackedRecord>> {
         if self.max_records == 0 {
             return None;
         }
@@ -163,7 +172,7 @@ impl Cache {
     }
 
     /// A ticket for an operation on `id`, to take before sending it.
-    pub(crate) fn ticket(&self, id: &str) -> Option<Ticket<'_>> {
+    pub fn ticket(&self, id: &str) -> Option<CacheTicket<'_>> {
         if self.max_records == 0 {
             return None;
         }
@@ -176,7 +185,7 @@ impl Cache {
         let flight = inner.flights.entry(Arc::clone(&id)).or_default();
         flight.operations += 1;
         let messages = flight.messages;
-        Some(Ticket {
+        Some(CacheTicket {
             cache: self,
             id,
             messages,
@@ -185,25 +194,25 @@ impl Cache {
     }
 
     /// Keeps what a read of the ticket's id found, if it is still current.
-    pub(crate) fn read(&self, ticket: Option<Ticket<'_>>, found: Option<&Arc<PackedRecord>>) {
+    pub fn read(&self, ticket: Option<CacheTicket<'_>>, found: Option<&Arc<PackedRecord>>) {
         self.settle(ticket, found, Answer::Read);
     }
 
-    /// Keeps `record`, which this replica's write stored (Redis answered),
+    /// Keeps `record`, which this replica's write stored (the store answered),
     /// if it is still current.
-    pub(crate) fn wrote(&self, ticket: Option<Ticket<'_>>, record: &Arc<PackedRecord>) {
+    pub fn wrote(&self, ticket: Option<CacheTicket<'_>>, record: &Arc<PackedRecord>) {
         self.settle(ticket, Some(record), Answer::Wrote);
     }
 
-    /// Keeps `record`, which this replica's creation stored (Redis answered;
+    /// Keeps `record`, which this replica's creation stored (the store answered;
     /// a creation is not announced on the feed), if it is still current.
-    pub(crate) fn created(&self, ticket: Option<Ticket<'_>>, record: &Arc<PackedRecord>) {
+    pub fn created(&self, ticket: Option<CacheTicket<'_>>, record: &Arc<PackedRecord>) {
         self.settle(ticket, Some(record), Answer::Created);
     }
 
     fn settle(
         &self,
-        ticket: Option<Ticket<'_>>,
+        ticket: Option<CacheTicket<'_>>,
         found: Option<&Arc<PackedRecord>>,
         answer: Answer,
     ) {
@@ -272,12 +281,12 @@ impl Cache {
 
     /// Forgets the record with this id (this replica deleted it, or found
     /// it missing).
-    pub(crate) fn forget(&self, id: &str) {
+    pub fn forget(&self, id: &str) {
         self.lock().remove(id);
     }
 
     /// The feed announced a change of `id`.
-    pub(crate) fn changed(&self, id: &str) {
+    pub fn changed(&self, id: &str) {
         let mut inner = self.lock();
         if let Some(flight) = inner.flights.get_mut(id) {
             flight.messages += 1;
@@ -290,15 +299,15 @@ impl Cache {
     }
 
     /// The feed's subscription was lost: nothing is answered nor kept until
-    /// [`Cache::subscribed`].
-    pub(crate) fn lost(&self) {
+    /// [`FeedCache::subscribed`].
+    pub fn lost(&self) {
         let mut inner = self.lock();
         inner.clear();
         inner.live = false;
     }
 
     /// The feed is subscribed (again): the cache starts empty.
-    pub(crate) fn subscribed(&self) {
+    pub fn subscribed(&self) {
         let mut inner = self.lock();
         inner.clear();
         inner.live = true;
@@ -328,8 +337,8 @@ impl Inner {
 
 #[cfg(test)]
 mod tests {
-    use mcp_tasks::store::{Principal, TaskRecord};
-    use mcp_tasks::{TaskId, Ttl, UnixMillis};
+    use crate::store::{Principal, TaskRecord};
+    use crate::task::{TaskId, Ttl};
 
     use super::*;
 
@@ -351,7 +360,7 @@ mod tests {
 
     #[test]
     fn a_read_is_kept_unless_its_id_was_announced_while_in_flight() {
-        let cache = Cache::new(10, usize::MAX);
+        let cache = FeedCache::new(10, usize::MAX);
         let ticket = cache.ticket("a");
         cache.read(ticket, Some(&live("a")));
         assert!(cache.get("a", NOW).is_some());
@@ -372,7 +381,7 @@ mod tests {
 
     #[test]
     fn a_write_outlives_its_own_announcement_and_no_other() {
-        let cache = Cache::new(10, usize::MAX);
+        let cache = FeedCache::new(10, usize::MAX);
         // The answer came before the announcement.
         let ticket = cache.ticket("a");
         cache.wrote(ticket, &live("a"));
@@ -397,7 +406,7 @@ mod tests {
 
     #[test]
     fn a_creation_is_kept_until_the_first_announcement_of_its_id() {
-        let cache = Cache::new(10, usize::MAX);
+        let cache = FeedCache::new(10, usize::MAX);
         // No announcement of its own: the next message is a later write's.
         let ticket = cache.ticket("a");
         cache.created(ticket, &live("a"));
@@ -413,7 +422,7 @@ mod tests {
 
     #[test]
     fn a_lost_feed_empties_it_and_stops_it_until_subscribed() {
-        let cache = Cache::new(10, usize::MAX);
+        let cache = FeedCache::new(10, usize::MAX);
         cache.wrote(cache.ticket("a"), &live("a"));
         let in_flight = cache.ticket("b");
         cache.lost();
@@ -432,7 +441,7 @@ mod tests {
 
     #[test]
     fn expired_records_are_not_answered_and_bounds_hold() {
-        let cache = Cache::new(2, usize::MAX);
+        let cache = FeedCache::new(2, usize::MAX);
         // Created at 1,000 ms with a TTL of 500 ms: expired at 2,000.
         let short = record("x", Ttl::Limited(std::time::Duration::from_millis(500)));
         cache.wrote(cache.ticket("x"), &short);
@@ -443,7 +452,7 @@ mod tests {
         }
         assert_eq!(cache.len(), 2);
         assert!(cache.get("a", NOW).is_none(), "the oldest left");
-        let none = Cache::new(0, usize::MAX);
+        let none = FeedCache::new(0, usize::MAX);
         none.wrote(none.ticket("a"), &live("a"));
         assert!(
             none.get("a", NOW).is_none(),

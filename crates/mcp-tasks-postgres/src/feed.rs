@@ -1,0 +1,170 @@
+//! The change feed across processes: one connection of its own that
+//! `LISTEN`s on the store's channel, which every write after a creation
+//! notifies in its transaction (`pg_notify`, delivered when it commits),
+//! turned into the store's local broadcast of ids (and the empty payload,
+//! which says seats were freed, into the store's counter of freeings). A
+//! creation is told on the creating store's broadcast only.
+//!
+//! A connection that is lost (PostgreSQL restarted, the network dropped, a
+//! ping unanswered) is made again with a capped backoff; whatever was
+//! notified in between is lost, so after each new `LISTEN` the gap counter
+//! goes up and the runtime wakes every waiter, which re-reads its task. The
+//! runtime's own periodic re-reads bound a gap that nothing reported (a
+//! connection that died silently between two pings).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use mcp_tasks::TaskId;
+use mcp_tasks::store::{FeedCache, StoreError, StoreErrorKind};
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+use tokio_postgres::AsyncMessage;
+
+use crate::failure;
+use crate::tls::Tls;
+
+/// How often the connection is checked with a ping.
+const PING_EVERY: Duration = Duration::from_secs(2);
+/// The longest pause between two attempts to listen again.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Where the feed's news go.
+#[derive(Debug)]
+pub(crate) struct Senders {
+    /// The ids of changed tasks.
+    pub(crate) changes: broadcast::Sender<TaskId>,
+    /// Bumped after each new `LISTEN`.
+    pub(crate) gaps: watch::Sender<u64>,
+    /// Bumped when seats were freed (an empty payload), and after each new
+    /// `LISTEN` (a freeing may have been missed).
+    pub(crate) freed: watch::Sender<u64>,
+    /// The store's read cache: an id drops its entry before the runtime
+    /// hears of it; a lost connection empties it.
+    pub(crate) cache: Arc<FeedCache>,
+}
+
+impl Senders {
+    fn deliver(&self, payload: &str) {
+        if payload.is_empty() {
+            bump(&self.freed);
+        } else {
+            self.cache.changed(payload);
+            // No receiver is not an error.
+            drop(self.changes.send(TaskId::new(payload)));
+        }
+    }
+}
+
+fn bump(counter: &watch::Sender<u64>) {
+    counter.send_modify(|count| *count = count.wrapping_add(1));
+}
+
+/// A connection that listens, and the task that reads its notifications.
+#[derive(Debug)]
+pub(crate) struct Listening {
+    client: tokio_postgres::Client,
+    driver: JoinHandle<()>,
+}
+
+/// Connects and listens on `channel`, within `timeout`: once this returns,
+/// every later notification reaches `senders`.
+pub(crate) async fn listen(
+    config: &tokio_postgres::Config,
+    tls: &Tls,
+    channel: &str,
+    timeout: Duration,
+    senders: &Arc<Senders>,
+) -> Result<Listening, StoreError> {
+    let listening = async {
+        let (client, mut connection) = config
+            .connect(tls.clone())
+            .await
+            .map_err(|error| failure("cannot connect the change feed to PostgreSQL", error))?;
+        let senders = Arc::clone(senders);
+        let driver = tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = messages.next().await {
+                match message {
+                    Ok(AsyncMessage::Notification(notification)) => {
+                        senders.deliver(notification.payload());
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        let listened = client
+            .batch_execute(&format!("LISTEN \"{channel}\""))
+            .await
+            .map_err(|error| failure("PostgreSQL refused the change feed's LISTEN", error));
+        match listened {
+            Ok(()) => Ok(Listening { client, driver }),
+            Err(error) => {
+                driver.abort();
+                Err(error)
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, listening).await {
+        Ok(answer) => answer,
+        Err(_) => Err(StoreError::msg(format!(
+            "PostgreSQL did not answer the change feed's LISTEN within {timeout:?}"
+        ))
+        .with_kind(StoreErrorKind::Unavailable)),
+    }
+}
+
+/// Keeps the feed listening for as long as the task runs (the store aborts
+/// it when dropped), connecting and listening again whenever the
+/// connection is lost.
+pub(crate) async fn forward(
+    config: tokio_postgres::Config,
+    tls: Tls,
+    channel: String,
+    mut listening: Listening,
+    senders: Arc<Senders>,
+    timeout: Duration,
+) {
+    loop {
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.tick().await;
+        loop {
+            tokio::select! {
+                _ = &mut listening.driver => break,
+                _ = ping.tick() => {
+                    let answered =
+                        tokio::time::timeout(timeout, listening.client.simple_query("SELECT 1")).await;
+                    if !matches!(answered, Ok(Ok(_))) {
+                        break;
+                    }
+                }
+            }
+        }
+        listening.driver.abort();
+        senders.cache.lost();
+        tracing::warn!("the PostgreSQL change feed's connection was lost; listening again");
+        let mut pause = Duration::from_millis(20);
+        listening = loop {
+            match listen(&config, &tls, &channel, timeout, &senders).await {
+                Ok(listening) => break listening,
+                Err(error) => {
+                    tracing::debug!(%error, "listening to the PostgreSQL change feed failed");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_BACKOFF);
+                }
+            }
+        };
+        tracing::info!("the PostgreSQL change feed listens again; waiters re-read their tasks");
+        senders.cache.subscribed();
+        bump(&senders.gaps);
+        bump(&senders.freed);
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}

@@ -1,0 +1,289 @@
+//! Leases, takeover and seats in PostgreSQL (see
+//! [`mcp_tasks::store::replicas`]): each operation is one statement, most a
+//! function of the schema (see `schema.rs`), so admission adds no round
+//! trip to a creation, one to a queued task's start, and none to a task's
+//! end (its seats are freed in the transaction of its last write).
+
+use std::time::Duration;
+
+use mcp_tasks::TaskId;
+use mcp_tasks::store::{
+    BoxFuture, HashKey, Orphan, Replicas, RunnerId, SeatId, SeatPool, Seating, StoreError, Swap,
+    TaskRecord, Transition,
+};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use crate::{Columns, PostgresStore, column};
+
+/// How many hex digits of a pool name's SHA-256 name its row.
+pub(crate) const POOL_ID_LEN: usize = 32;
+
+/// A pool's id in its row: the first [`POOL_ID_LEN`] hex digits of the
+/// SHA-256 of its name, so a name (which may hold a principal) is not
+/// stored.
+pub(crate) fn pool_id(pool: &SeatPool) -> String {
+    use std::fmt::Write;
+    let digest = Sha256::digest(pool.as_str().as_bytes());
+    let mut id = String::with_capacity(POOL_ID_LEN);
+    for byte in &digest[..POOL_ID_LEN / 2] {
+        let _ = write!(id, "{byte:02x}");
+    }
+    id
+}
+
+/// A random name (16 hex digits): a sweeper's.
+pub(crate) fn random_name() -> Result<String, StoreError> {
+    let mut name = HashKey::random()?.to_hex();
+    name.truncate(16);
+    Ok(name)
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The pools' ids and their limits, as the functions take them.
+fn pools_and_limits(take: &[(SeatPool, u64)]) -> (Vec<String>, Vec<i64>) {
+    take.iter()
+        .map(|(pool, limit)| (pool_id(pool), i64::try_from(*limit).unwrap_or(i64::MAX)))
+        .unzip()
+}
+
+fn pool_ids(pools: &[SeatPool]) -> Vec<String> {
+    pools.iter().map(pool_id).collect()
+}
+
+/// What a function's answer about taking seats in `pools` pools says.
+fn seating(answer: i32, pools: usize) -> Result<Seating, StoreError> {
+    match answer {
+        0 => Ok(Seating::Seated),
+        -1 => Ok(Seating::NoLease),
+        full => usize::try_from(full - 1)
+            .ok()
+            .filter(|index| *index < pools)
+            .map(Seating::Full)
+            .ok_or_else(|| {
+                StoreError::msg("PostgreSQL answered a take of seats with something unexpected")
+            }),
+    }
+}
+
+impl PostgresStore {
+    async fn move_seats_in_postgres(
+        &self,
+        seat: &SeatId,
+        runner: Option<&RunnerId>,
+        take: &[(SeatPool, u64)],
+        free: &[SeatPool],
+    ) -> Result<Seating, StoreError> {
+        let runner = runner.map_or("", RunnerId::as_str);
+        let (pools, limits) = pools_and_limits(take);
+        let free = pool_ids(free);
+        let rows = self
+            .query(
+                "PostgreSQL could not take or free seats",
+                &self.sql.move_seats,
+                &[&runner, &seat.as_str(), &pools, &limits, &free],
+            )
+            .await?;
+        let answer = rows
+            .first()
+            .ok_or_else(|| StoreError::msg("PostgreSQL answered a take of seats with nothing"))?
+            .try_get::<_, i32>(0)
+            .map_err(column)?;
+        seating(answer, take.len())
+    }
+
+    async fn create_seated_in_postgres(
+        &self,
+        record: TaskRecord,
+        seat: &SeatId,
+        runner: &RunnerId,
+        take: &[(SeatPool, u64)],
+    ) -> Result<Seating, StoreError> {
+        let row = Columns::of(&record)?;
+        let (pools, limits) = pools_and_limits(take);
+        let ticket = self.cache.ticket(record.id().expose());
+        let rows = self
+            .query(
+                "PostgreSQL could not take seats and create the task",
+                &self.sql.create_seated,
+                &[
+                    &record.id().expose(),
+                    &row.owner,
+                    &row.version,
+                    &row.record,
+                    &row.runner,
+                    &row.expires_at,
+                    &row.keyed,
+                    &runner.as_str(),
+                    &seat.as_str(),
+                    &pools,
+                    &limits,
+                ],
+            )
+            .await?;
+        let answer = rows
+            .first()
+            .ok_or_else(|| StoreError::msg("PostgreSQL answered a creation with nothing"))?
+            .try_get::<_, i32>(0)
+            .map_err(column)?;
+        match answer {
+            -2 => return Err(StoreError::msg("a task with this id exists")),
+            -3 => return Ok(Seating::Existing),
+            0 => self.created(ticket, record),
+            _ => {}
+        }
+        seating(answer, take.len())
+    }
+}
+
+impl Replicas for PostgresStore {
+    fn acquire<'a>(
+        &'a self,
+        runner: &'a RunnerId,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let taken = self
+                .execute(
+                    "PostgreSQL could not take the lease",
+                    &self.sql.acquire,
+                    &[&runner.as_str(), &millis(hold)],
+                )
+                .await?;
+            if taken == 0 {
+                return Err(StoreError::msg(
+                    "this runner's lease was claimed: take a lease under a new runner",
+                ));
+            }
+            Ok(())
+        })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        runner: &'a RunnerId,
+        hold: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let renewed = self
+                .execute(
+                    "PostgreSQL could not renew the lease",
+                    &self.sql.renew,
+                    &[&runner.as_str(), &millis(hold)],
+                )
+                .await?;
+            Ok(renewed == 1)
+        })
+    }
+
+    fn orphans(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Orphan>, StoreError>> {
+        Box::pin(async move {
+            if limit == 0 {
+                return Ok(Vec::new());
+            }
+            let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+            let rows = self
+                .query(
+                    "PostgreSQL could not list the tasks of stopped servers",
+                    &self.sql.orphans,
+                    &[&limit],
+                )
+                .await?;
+            rows.iter()
+                .map(|row| {
+                    let id: &str = row.try_get(0).map_err(column)?;
+                    let runner: &str = row.try_get(1).map_err(column)?;
+                    Ok(Orphan::new(TaskId::new(id), RunnerId::new(runner)))
+                })
+                .collect()
+        })
+    }
+
+    fn feed_gaps(&self) -> watch::Receiver<u64> {
+        self.gaps.clone()
+    }
+
+    fn move_seats<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+        free: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        Box::pin(self.move_seats_in_postgres(seat, Some(runner), take, free))
+    }
+
+    fn create_seated<'a>(
+        &'a self,
+        record: TaskRecord,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        Box::pin(self.create_seated_in_postgres(record, seat, runner, take))
+    }
+
+    fn free_seats<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        pools: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let _ = self.move_seats_in_postgres(seat, None, &[], pools).await?;
+            Ok(())
+        })
+    }
+
+    fn frees_with_swap(&self) -> bool {
+        true
+    }
+
+    fn compare_and_swap_freeing<'a>(
+        &'a self,
+        transition: Transition,
+        seat: &'a SeatId,
+        free: &'a [SeatPool],
+    ) -> BoxFuture<'a, Result<Swap, StoreError>> {
+        Box::pin(self.swap(transition, Some((seat.as_str(), pool_ids(free)))))
+    }
+
+    fn seats_taken<'a>(&'a self, pool: &'a SeatPool) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let rows = self
+                .query(
+                    "PostgreSQL could not count the seats of a pool",
+                    &self.sql.seats_taken,
+                    &[&pool_id(pool)],
+                )
+                .await?;
+            let taken: i64 = rows
+                .first()
+                .ok_or_else(|| StoreError::msg("PostgreSQL counted no seats"))?
+                .try_get(0)
+                .map_err(column)?;
+            Ok(u64::try_from(taken).unwrap_or(0))
+        })
+    }
+
+    fn seats_freed(&self) -> watch::Receiver<u64> {
+        self.freed.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_is_named_by_a_hash_of_its_name() {
+        let id = pool_id(&SeatPool::new("caller:secret token"));
+        assert_eq!(id.len(), POOL_ID_LEN);
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(id, pool_id(&SeatPool::new("caller:secret token ")));
+        assert_eq!(seating(2, 2).ok(), Some(Seating::Full(1)));
+        assert!(seating(3, 2).is_err());
+    }
+}

@@ -1,0 +1,391 @@
+//! The tables and functions in the store's schema, and their versioned
+//! migrations.
+//!
+//! Every object lives in one schema of its own (`PostgresOptions::schema`,
+//! default `mcp_tasks`), so several deployments can share a database. The
+//! schema's version is the highest row of `SCHEMA.migrations`; a store
+//! reads it at connect and:
+//!
+//! * at this binary's version, changes nothing (a role without DDL grants
+//!   runs a server on a schema an operator migrated);
+//! * behind it, applies the missing migrations in order in one
+//!   transaction, under an advisory lock, so replicas starting at once
+//!   apply each once (unless told to only check: then it refuses, naming
+//!   `mcp-tasks admin migrate`);
+//! * ahead of it (a newer binary migrated), refuses to run, since this
+//!   binary does not know what the newer schema means.
+//!
+//! # What is kept where
+//!
+//! * `tasks`: one row per task: its id (`COLLATE "C"`, so ids sort in byte
+//!   order), owner, version, the record's JSON (the same JSON the other
+//!   stores keep), its runner while it is unfinished, its `expiresAt` in
+//!   Unix milliseconds, and its idempotency slot (unique while the row
+//!   lives). Indexes: by owner and id (`tasks/list`), by expiry (the
+//!   sweeper), by runner (takeover), by slot.
+//! * `runners`: one row per lease: its end in the database's clock
+//!   (milliseconds) and whether it was claimed.
+//! * `pools` and `seats`: a pool's count of seats (no row for an empty
+//!   pool), and each seat with the runner that holds it. A pool is named by
+//!   the first 32 hex digits of the SHA-256 of its name (which may hold a
+//!   principal). Every change of a pool happens under a transaction-scoped
+//!   advisory lock on it, taken in one order (the lock keys sorted), after
+//!   the runner's row when a lease is needed: takes, moves, frees and claims
+//!   never deadlock.
+//! * `meta`: the task hash key.
+//! * `sweeper`: which store sweeps expired tasks, and until when.
+//!
+//! Writes that need more than one statement are functions, so that each
+//! costs one round trip and runs in one transaction.
+
+use mcp_tasks::store::StoreError;
+use tokio_postgres::Client;
+
+use crate::failure;
+
+/// The migrations, in order: the version each brings the schema to, and
+/// its SQL, where `{s}` is the schema (quoted) and `{channel}` the change
+/// feed's channel name (a string literal).
+pub(crate) const MIGRATIONS: &[(i32, &str)] = &[(1, V1)];
+
+/// The version this binary's schema is at.
+pub(crate) const VERSION: i32 = 1;
+
+/// The first schema.
+const V1: &str = r#"
+CREATE TABLE {s}.tasks (
+  id text COLLATE "C" PRIMARY KEY,
+  owner text COLLATE "C" NOT NULL,
+  version bigint NOT NULL,
+  record text NOT NULL,
+  runner text,
+  expires_at bigint,
+  keyed text
+);
+CREATE INDEX tasks_owner ON {s}.tasks (owner, id);
+CREATE INDEX tasks_expiry ON {s}.tasks (expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX tasks_runner ON {s}.tasks (runner) WHERE runner IS NOT NULL;
+CREATE UNIQUE INDEX tasks_keyed ON {s}.tasks (keyed) WHERE keyed IS NOT NULL;
+
+CREATE TABLE {s}.meta (key text PRIMARY KEY, value text NOT NULL);
+
+CREATE TABLE {s}.runners (
+  runner text PRIMARY KEY,
+  until bigint NOT NULL,
+  claimed boolean NOT NULL DEFAULT false
+);
+CREATE INDEX runners_until ON {s}.runners (until) WHERE NOT claimed;
+
+CREATE TABLE {s}.pools (pool text PRIMARY KEY, taken bigint NOT NULL);
+CREATE TABLE {s}.seats (
+  pool text NOT NULL,
+  seat text NOT NULL,
+  runner text NOT NULL,
+  PRIMARY KEY (pool, seat)
+);
+CREATE INDEX seats_runner ON {s}.seats (runner);
+
+CREATE TABLE {s}.sweeper (id int PRIMARY KEY, holder text NOT NULL, until bigint NOT NULL);
+
+-- The database's clock, in Unix milliseconds: leases are measured by it,
+-- so the replicas' clocks need not agree.
+CREATE FUNCTION {s}.now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+$$;
+
+-- Locks the pools given for the rest of the transaction, in one order.
+CREATE FUNCTION {s}.lock_pools(p_pools text[]) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE k bigint;
+BEGIN
+  FOR k IN SELECT DISTINCT hashtextextended({schema_literal} || ':' || p, 0) AS k
+           FROM unnest(p_pools) AS p ORDER BY k LOOP
+    PERFORM pg_advisory_xact_lock(k);
+  END LOOP;
+END $$;
+
+-- Takes p_seat for p_runner in every pool of p_pools with room (fewer
+-- seats than the limit beside it, or this seat already), all or nothing.
+-- The caller locked the runner's row and the pools. Returns 0 taken, i when
+-- the i-th pool (from 1) is full; nothing is written unless it returns 0.
+CREATE FUNCTION {s}.take_locked(p_runner text, p_seat text, p_pools text[], p_limits bigint[])
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE i int;
+BEGIN
+  FOR i IN 1 .. coalesce(array_length(p_pools, 1), 0) LOOP
+    IF NOT EXISTS (SELECT 1 FROM {s}.seats s WHERE s.pool = p_pools[i] AND s.seat = p_seat)
+       AND coalesce((SELECT p.taken FROM {s}.pools p WHERE p.pool = p_pools[i]), 0) >= p_limits[i] THEN
+      RETURN i;
+    END IF;
+  END LOOP;
+  FOR i IN 1 .. coalesce(array_length(p_pools, 1), 0) LOOP
+    INSERT INTO {s}.seats (pool, seat, runner) VALUES (p_pools[i], p_seat, p_runner)
+      ON CONFLICT DO NOTHING;
+    IF FOUND THEN
+      INSERT INTO {s}.pools (pool, taken) VALUES (p_pools[i], 1)
+        ON CONFLICT (pool) DO UPDATE SET taken = {s}.pools.taken + 1;
+    END IF;
+  END LOOP;
+  RETURN 0;
+END $$;
+
+-- Gives p_seat up in every pool of p_pools that holds it, whichever runner
+-- took it, and announces a freeing (the empty payload) if one was.
+CREATE FUNCTION {s}.free_seats(p_seat text, p_pools text[]) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE freed text[];
+BEGIN
+  IF coalesce(array_length(p_pools, 1), 0) = 0 THEN RETURN; END IF;
+  PERFORM {s}.lock_pools(p_pools);
+  WITH d AS (DELETE FROM {s}.seats s WHERE s.seat = p_seat AND s.pool = ANY (p_pools) RETURNING s.pool)
+  SELECT array_agg(d.pool) INTO freed FROM d;
+  IF freed IS NULL THEN RETURN; END IF;
+  UPDATE {s}.pools p SET taken = p.taken - 1 WHERE p.pool = ANY (freed);
+  DELETE FROM {s}.pools p WHERE p.pool = ANY (freed) AND p.taken <= 0;
+  PERFORM pg_notify({channel}, '');
+END $$;
+
+-- Whether p_runner holds a lease (one not claimed), locking its row so that
+-- no claim frees its seats before this transaction ends.
+CREATE FUNCTION {s}.leased(p_runner text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM 1 FROM {s}.runners r WHERE r.runner = p_runner AND NOT r.claimed FOR SHARE;
+  RETURN FOUND;
+END $$;
+
+-- Takes p_seat in the pools of p_take (all or nothing) and gives it up in
+-- those of p_free. Returns 0 done, i when the i-th pool to take is full, -1
+-- when the runner holds no lease (taking needs one; freeing alone does not).
+CREATE FUNCTION {s}.move_seats(p_runner text, p_seat text, p_take text[], p_limits bigint[], p_free text[])
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE taken int;
+BEGIN
+  IF coalesce(array_length(p_take, 1), 0) > 0 THEN
+    IF NOT {s}.leased(p_runner) THEN RETURN -1; END IF;
+    PERFORM {s}.lock_pools(p_take || p_free);
+    taken := {s}.take_locked(p_runner, p_seat, p_take, p_limits);
+    IF taken <> 0 THEN RETURN taken; END IF;
+  END IF;
+  PERFORM {s}.free_seats(p_seat, p_free);
+  RETURN 0;
+END $$;
+
+-- Creates a task unless a task holds its idempotency slot. Returns 0
+-- created, 1 with the task holding the slot, 2 for an existing id.
+CREATE FUNCTION {s}.create_keyed(p_id text, p_owner text, p_version bigint, p_record text,
+  p_runner text, p_expires bigint, p_keyed text)
+RETURNS TABLE (o_code int, o_id text, o_version bigint, o_record text) LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_keyed IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtextextended({schema_literal} || ':keyed:' || p_keyed, 0));
+    RETURN QUERY SELECT 1, t.id::text, t.version, t.record FROM {s}.tasks t WHERE t.keyed = p_keyed;
+    IF FOUND THEN RETURN; END IF;
+  END IF;
+  INSERT INTO {s}.tasks (id, owner, version, record, runner, expires_at, keyed)
+    VALUES (p_id, p_owner, p_version, p_record, p_runner, p_expires, p_keyed)
+    ON CONFLICT (id) DO NOTHING;
+  IF FOUND THEN
+    RETURN QUERY SELECT 0, NULL::text, NULL::bigint, NULL::text;
+  ELSE
+    RETURN QUERY SELECT 2, NULL::text, NULL::bigint, NULL::text;
+  END IF;
+END $$;
+
+-- Takes seats as move_seats does and creates the task only when they were
+-- taken. Returns 0 created, -2 for an existing id, -3 when a task holds the
+-- idempotency slot (nothing taken either way), else as move_seats.
+CREATE FUNCTION {s}.create_seated(p_id text, p_owner text, p_version bigint, p_record text,
+  p_runner text, p_expires bigint, p_keyed text,
+  p_lease text, p_seat text, p_pools text[], p_limits bigint[])
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE taken int;
+BEGIN
+  IF p_keyed IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtextextended({schema_literal} || ':keyed:' || p_keyed, 0));
+  END IF;
+  IF EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.id = p_id) THEN RETURN -2; END IF;
+  IF p_keyed IS NOT NULL AND EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.keyed = p_keyed) THEN
+    RETURN -3;
+  END IF;
+  IF NOT {s}.leased(p_lease) THEN RETURN -1; END IF;
+  PERFORM {s}.lock_pools(p_pools);
+  taken := {s}.take_locked(p_lease, p_seat, p_pools, p_limits);
+  IF taken <> 0 THEN RETURN taken; END IF;
+  INSERT INTO {s}.tasks (id, owner, version, record, runner, expires_at, keyed)
+    VALUES (p_id, p_owner, p_version, p_record, p_runner, p_expires, p_keyed);
+  RETURN 0;
+END $$;
+
+-- Compare-and-set: replaces the task if it still has p_expected, announces
+-- it, and then gives p_seat up in p_free (when given). Returns 2 swapped, 1
+-- with the current version and record on a conflict, 0 when missing.
+CREATE FUNCTION {s}.swap(p_id text, p_expected bigint, p_owner text, p_version bigint,
+  p_record text, p_runner text, p_expires bigint, p_seat text, p_free text[])
+RETURNS TABLE (o_code int, o_version bigint, o_record text) LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE {s}.tasks t SET owner = p_owner, version = p_version, record = p_record,
+      runner = p_runner, expires_at = p_expires
+    WHERE t.id = p_id AND t.version = p_expected;
+  IF FOUND THEN
+    PERFORM pg_notify({channel}, p_id);
+    IF p_seat IS NOT NULL THEN PERFORM {s}.free_seats(p_seat, p_free); END IF;
+    RETURN QUERY SELECT 2, NULL::bigint, NULL::text;
+    RETURN;
+  END IF;
+  RETURN QUERY SELECT 1, t.version, t.record FROM {s}.tasks t WHERE t.id = p_id;
+  IF NOT FOUND THEN RETURN QUERY SELECT 0, NULL::bigint, NULL::text; END IF;
+END $$;
+
+-- Claims the leases that ran out (freeing every seat of their runners),
+-- lists at most p_limit unfinished tasks of claimed runners, and forgets
+-- claimed runners with none left.
+CREATE FUNCTION {s}.orphans(p_limit int)
+RETURNS TABLE (o_id text, o_runner text) LANGUAGE plpgsql AS $$
+DECLARE claimed text[];
+DECLARE pools text[];
+BEGIN
+  WITH c AS (
+    UPDATE {s}.runners r SET claimed = true
+    WHERE r.runner IN (SELECT x.runner FROM {s}.runners x
+                       WHERE NOT x.claimed AND x.until < {s}.now_ms()
+                       ORDER BY x.until LIMIT 64 FOR UPDATE SKIP LOCKED)
+    RETURNING r.runner)
+  SELECT array_agg(c.runner) INTO claimed FROM c;
+  IF claimed IS NOT NULL THEN
+    SELECT array_agg(DISTINCT s.pool) INTO pools FROM {s}.seats s WHERE s.runner = ANY (claimed);
+    IF pools IS NOT NULL THEN
+      PERFORM {s}.lock_pools(pools);
+      WITH d AS (DELETE FROM {s}.seats s WHERE s.runner = ANY (claimed) RETURNING s.pool),
+           n AS (SELECT d.pool, count(*) AS freed FROM d GROUP BY d.pool)
+      UPDATE {s}.pools p SET taken = p.taken - n.freed FROM n WHERE p.pool = n.pool;
+      DELETE FROM {s}.pools p WHERE p.pool = ANY (pools) AND p.taken <= 0;
+      PERFORM pg_notify({channel}, '');
+    END IF;
+  END IF;
+  RETURN QUERY SELECT t.id::text, t.runner FROM {s}.tasks t
+    WHERE t.runner IN (SELECT r.runner FROM {s}.runners r WHERE r.claimed)
+    LIMIT p_limit;
+  DELETE FROM {s}.runners r WHERE r.claimed
+    AND NOT EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.runner = r.runner);
+END $$;
+"#;
+
+/// What a schema's migration did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Migrated {
+    /// The schema's version before (0: there was none).
+    pub from: i32,
+    /// Its version now: this binary's.
+    pub to: i32,
+}
+
+/// `sql` for schema `schema`, whose change feed is `channel`.
+pub(crate) fn render(sql: &str, schema: &str, channel: &str) -> String {
+    sql.replace("{s}", &format!("\"{schema}\""))
+        .replace("{schema_literal}", &format!("'{schema}'"))
+        .replace("{channel}", &format!("'{channel}'"))
+}
+
+/// The schema's version: 0 when it has none.
+pub(crate) async fn version(client: &Client, schema: &str) -> Result<i32, StoreError> {
+    let table = format!("\"{schema}\".migrations");
+    let row = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+        .await
+        .map_err(|error| failure("PostgreSQL could not read the schema's version", error))?;
+    if !row.get::<_, bool>(0) {
+        return Ok(0);
+    }
+    let row = client
+        .query_one(
+            &format!("SELECT coalesce(max(version), 0) FROM {table}"),
+            &[],
+        )
+        .await
+        .map_err(|error| failure("PostgreSQL could not read the schema's version", error))?;
+    Ok(row.get(0))
+}
+
+/// Refuses a schema newer than this binary's.
+pub(crate) fn check_not_newer(schema: &str, found: i32) -> Result<(), StoreError> {
+    if found > VERSION {
+        return Err(StoreError::msg(format!(
+            "the PostgreSQL schema {schema:?} is at version {found}, newer than this \
+             binary's {VERSION}: a newer mcp-tasks migrated it; run that version (or newer)"
+        )));
+    }
+    Ok(())
+}
+
+/// Brings the schema to this binary's version, applying what is missing
+/// in one transaction under an advisory lock (replicas starting at once
+/// apply each migration once).
+pub(crate) async fn migrate(
+    client: &mut Client,
+    schema: &str,
+    channel: &str,
+) -> Result<Migrated, StoreError> {
+    let failed = |error| failure("PostgreSQL could not migrate the schema", error);
+    let transaction = client.transaction().await.map_err(failed)?;
+    transaction
+        .execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+            &[&format!("{schema}:migrate")],
+        )
+        .await
+        .map_err(failed)?;
+    transaction
+        .batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
+             CREATE TABLE IF NOT EXISTS \"{schema}\".migrations (
+               version int PRIMARY KEY,
+               applied_at timestamptz NOT NULL DEFAULT now()
+             );"
+        ))
+        .await
+        .map_err(failed)?;
+    let from: i32 = transaction
+        .query_one(
+            &format!("SELECT coalesce(max(version), 0) FROM \"{schema}\".migrations"),
+            &[],
+        )
+        .await
+        .map_err(failed)?
+        .get(0);
+    check_not_newer(schema, from)?;
+    for (version, sql) in MIGRATIONS.iter().filter(|(version, _)| *version > from) {
+        transaction
+            .batch_execute(&render(sql, schema, channel))
+            .await
+            .map_err(failed)?;
+        transaction
+            .execute(
+                &format!("INSERT INTO \"{schema}\".migrations (version) VALUES ($1)"),
+                &[version],
+            )
+            .await
+            .map_err(failed)?;
+    }
+    transaction.commit().await.map_err(failed)?;
+    Ok(Migrated { from, to: VERSION })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_migration_is_this_binarys_version_and_every_placeholder_is_filled() {
+        assert_eq!(
+            MIGRATIONS.last().map(|(version, _)| *version),
+            Some(VERSION)
+        );
+        assert!(MIGRATIONS.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        let sql = render(V1, "mcp_tasks", "mcp_tasks_changes");
+        assert!(
+            !sql.contains("{s}") && !sql.contains("{channel}") && !sql.contains("{schema_literal}")
+        );
+        assert!(sql.contains("pg_notify('mcp_tasks_changes', p_id)"));
+        assert!(check_not_newer("s", VERSION + 1).is_err());
+        assert!(check_not_newer("s", VERSION).is_ok());
+    }
+}

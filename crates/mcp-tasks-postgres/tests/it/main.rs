@@ -1,0 +1,4 @@
+//! The PostgreSQL store against real PostgreSQL servers (started by each
+//! test with `mcp_tasks_postgres::testing::PostgresServer`; never skipped).
+
+mod contract;
