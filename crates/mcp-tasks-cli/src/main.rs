@@ -300,11 +300,12 @@ fn main() -> ExitCode {
 
 /// Our own crates: what they log at warn is for the user; every other
 /// crate's lines (rmcp's, a TLS verifier's) are details, shown with -v.
-const OWN_TARGETS: [&str; 4] = [
+const OWN_TARGETS: [&str; 5] = [
     "mcp_tasks",
     "mcp_tasks_cli",
     "mcp_tasks_sqlite",
     "mcp_tasks_redis",
+    "mcp_tasks_postgres",
 ];
 
 /// Logging on stderr: our crates at warn, and at the default verbosity no

@@ -34,6 +34,9 @@ pub const DEFAULT_SCHEMA: &str = "mcp_tasks";
 /// How many ids the change feed buffers for a slow receiver.
 const FEED_CAPACITY: usize = 4096;
 
+/// How many connections the lease's renewals have of their own.
+const LEASE_CONNECTIONS: usize = 2;
+
 /// How long one store holds the sweeper's turn once it took it.
 const SWEEP_TURN: Duration = Duration::from_secs(30);
 
@@ -134,6 +137,9 @@ impl PostgresOptions {
 #[derive(Debug)]
 pub struct PostgresStore {
     pool: Pool,
+    /// Two connections of their own for the lease's renewals, so that they
+    /// never wait behind the tasks' writes for one of the pool's.
+    lease_pool: Pool,
     sql: Sql,
     options: PostgresOptions,
     feed: broadcast::Sender<TaskId>,
@@ -227,12 +233,9 @@ impl Sql {
             acquire: format!(
                 "INSERT INTO {s}.runners (runner, until) VALUES ($1, {s}.now_ms() + $2) \
                  ON CONFLICT (runner) DO UPDATE SET until = EXCLUDED.until \
-                 WHERE NOT {s}.runners.claimed"
+                 WHERE NOT {s}.runners.claimed RETURNING 1"
             ),
-            renew: format!(
-                "UPDATE {s}.runners SET until = {s}.now_ms() + $2 \
-                 WHERE runner = $1 AND NOT claimed"
-            ),
+            renew: format!("SELECT {s}.renew($1, $2)"),
             orphans: format!("SELECT o_id, o_runner FROM {s}.orphans($1)"),
             move_seats: format!("SELECT {s}.move_seats($1, $2, $3, $4, $5)"),
             create_seated: format!(
@@ -262,13 +265,21 @@ pub(crate) fn failure(message: &str, error: tokio_postgres::Error) -> StoreError
         Some(_) => StoreErrorKind::Other,
         None => StoreErrorKind::Unavailable,
     };
-    StoreError::new(message, error).with_kind(kind)
+    // The server's words, never its detail (which may quote a key's value,
+    // a task id among them).
+    let reason = match error.as_db_error() {
+        Some(db) => format!("{message}: {} ({})", db.message(), db.code().code()),
+        None if error.is_closed() => format!("{message}: the connection is closed"),
+        None => format!("{message}: {error}"),
+    };
+    StoreError::new(reason, error).with_kind(kind)
 }
 
 fn pool_failure(message: &str, error: PoolError) -> StoreError {
     match error {
         PoolError::Backend(error) => failure(message, error),
-        other => StoreError::new(message, other).with_kind(StoreErrorKind::Unavailable),
+        other => StoreError::new(format!("{message}: {other}"), other)
+            .with_kind(StoreErrorKind::Unavailable),
     }
 }
 
@@ -329,14 +340,18 @@ impl PostgresStore {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(1))
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(options.timeout))
-            .create_timeout(Some(options.timeout))
-            .recycle_timeout(Some(options.timeout))
-            .build()
-            .map_err(|error| StoreError::new("cannot make the PostgreSQL pool", error))?;
+        let pool = make_pool(manager, options.pool_size, options.timeout)?;
+        let lease_pool = make_pool(
+            Manager::from_config(
+                target.config.clone(),
+                tls.clone(),
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            ),
+            LEASE_CONNECTIONS,
+            options.timeout,
+        )?;
         let sql = Sql::new(&options.schema);
         prepare_schema(&pool, &sql, &options).await?;
         let (sender, _) = broadcast::channel(FEED_CAPACITY);
@@ -369,6 +384,7 @@ impl PostgresStore {
         .abort_handle();
         Ok(Self {
             pool,
+            lease_pool,
             sql,
             options,
             feed: sender,
@@ -433,9 +449,28 @@ impl PostgresStore {
         sql: &str,
         params: Params<'_>,
     ) -> Result<Vec<Row>, StoreError> {
+        self.query_on(&self.pool, what, sql, params).await
+    }
+
+    /// [`PostgresStore::query`] on a connection of the lease's own.
+    pub(crate) async fn query_lease(
+        &self,
+        what: &'static str,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Vec<Row>, StoreError> {
+        self.query_on(&self.lease_pool, what, sql, params).await
+    }
+
+    async fn query_on(
+        &self,
+        pool: &Pool,
+        what: &'static str,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Vec<Row>, StoreError> {
         self.bounded(what, async {
-            let client = self
-                .pool
+            let client = pool
                 .get()
                 .await
                 .map_err(|error| pool_failure(what, error))?;
@@ -593,6 +628,19 @@ impl PostgresStore {
             })
             .collect()
     }
+}
+
+/// A pool of at most `size` connections, each operation waiting for one
+/// at most `timeout`.
+fn make_pool(manager: Manager, size: usize, timeout: Duration) -> Result<Pool, StoreError> {
+    Pool::builder(manager)
+        .max_size(size.max(1))
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(timeout))
+        .create_timeout(Some(timeout))
+        .recycle_timeout(Some(timeout))
+        .build()
+        .map_err(|error| StoreError::new("cannot make the PostgreSQL pool", error))
 }
 
 /// Applies or checks the migrations, as the options say.

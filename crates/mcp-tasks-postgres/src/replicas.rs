@@ -147,13 +147,13 @@ impl Replicas for PostgresStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let taken = self
-                .execute(
+                .query_lease(
                     "PostgreSQL could not take the lease",
                     &self.sql.acquire,
                     &[&runner.as_str(), &millis(hold)],
                 )
                 .await?;
-            if taken == 0 {
+            if taken.is_empty() {
                 return Err(StoreError::msg(
                     "this runner's lease was claimed: take a lease under a new runner",
                 ));
@@ -168,14 +168,17 @@ impl Replicas for PostgresStore {
         hold: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let renewed = self
-                .execute(
+            let rows = self
+                .query_lease(
                     "PostgreSQL could not renew the lease",
                     &self.sql.renew,
                     &[&runner.as_str(), &millis(hold)],
                 )
                 .await?;
-            Ok(renewed == 1)
+            rows.first()
+                .ok_or_else(|| StoreError::msg("PostgreSQL answered a renewal with nothing"))?
+                .try_get::<_, bool>(0)
+                .map_err(column)
         })
     }
 

@@ -29,9 +29,11 @@
 //!   pool), and each seat with the runner that holds it. A pool is named by
 //!   the first 32 hex digits of the SHA-256 of its name (which may hold a
 //!   principal). Every change of a pool happens under a transaction-scoped
-//!   advisory lock on it, taken in one order (the lock keys sorted), after
-//!   the runner's row when a lease is needed: takes, moves, frees and claims
-//!   never deadlock.
+//!   advisory lock on it, taken in one order (the lock keys sorted): takes,
+//!   moves, frees and claims never deadlock. A take reads the runner's lease
+//!   without locking its row (renewals never wait for takes); a seat a take
+//!   wrote while its runner was being claimed is freed by the next claim,
+//!   which frees every seat whose runner holds no lease.
 //! * `meta`: the task hash key.
 //! * `sweeper`: which store sweeps expired tasks, and until when.
 //!
@@ -93,6 +95,18 @@ CREATE FUNCTION {s}.now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS $$
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint
 $$;
 
+-- Renews a lease unless it was claimed. Its commit does not wait for the
+-- disk (a renewal lost in a crash only makes the lease look older; the
+-- next write that waits for the disk writes this one too), so renewals
+-- stay quick while the disk is busy with the tasks' writes.
+CREATE FUNCTION {s}.renew(p_runner text, p_hold bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  UPDATE {s}.runners r SET until = {s}.now_ms() + p_hold
+    WHERE r.runner = p_runner AND NOT r.claimed;
+  RETURN FOUND;
+END $$;
+
 -- Locks the pools given for the rest of the transaction, in one order.
 CREATE FUNCTION {s}.lock_pools(p_pools text[]) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE k bigint;
@@ -143,13 +157,12 @@ BEGIN
   PERFORM pg_notify({channel}, '');
 END $$;
 
--- Whether p_runner holds a lease (one not claimed), locking its row so that
--- no claim frees its seats before this transaction ends.
-CREATE FUNCTION {s}.leased(p_runner text) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM 1 FROM {s}.runners r WHERE r.runner = p_runner AND NOT r.claimed FOR SHARE;
-  RETURN FOUND;
-END $$;
+-- Whether p_runner holds a lease (one not claimed). No lock is taken: a
+-- seat taken while the lease is claimed (a race of a moment) belongs to a
+-- claimed runner, and the next claim's sweep frees it with the others.
+CREATE FUNCTION {s}.leased(p_runner text) RETURNS boolean LANGUAGE sql STABLE AS $$
+  SELECT EXISTS (SELECT 1 FROM {s}.runners r WHERE r.runner = p_runner AND NOT r.claimed)
+$$;
 
 -- Takes p_seat in the pools of p_take (all or nothing) and gives it up in
 -- those of p_free. Returns 0 done, i when the i-th pool to take is full, -1
@@ -234,37 +247,39 @@ BEGIN
   IF NOT FOUND THEN RETURN QUERY SELECT 0, NULL::bigint, NULL::text; END IF;
 END $$;
 
--- Claims the leases that ran out (freeing every seat of their runners),
--- lists at most p_limit unfinished tasks of claimed runners, and forgets
--- claimed runners with none left.
+-- Claims the leases that ran out, frees every seat held by a runner
+-- without a lease (claimed now or before, or forgotten: a seat a take wrote
+-- while its runner was being claimed is freed here too), lists at most
+-- p_limit unfinished tasks of claimed runners, and forgets claimed runners
+-- with none left.
 CREATE FUNCTION {s}.orphans(p_limit int)
 RETURNS TABLE (o_id text, o_runner text) LANGUAGE plpgsql AS $$
-DECLARE claimed text[];
 DECLARE pools text[];
 BEGIN
-  WITH c AS (
-    UPDATE {s}.runners r SET claimed = true
+  UPDATE {s}.runners r SET claimed = true
     WHERE r.runner IN (SELECT x.runner FROM {s}.runners x
                        WHERE NOT x.claimed AND x.until < {s}.now_ms()
-                       ORDER BY x.until LIMIT 64 FOR UPDATE SKIP LOCKED)
-    RETURNING r.runner)
-  SELECT array_agg(c.runner) INTO claimed FROM c;
-  IF claimed IS NOT NULL THEN
-    SELECT array_agg(DISTINCT s.pool) INTO pools FROM {s}.seats s WHERE s.runner = ANY (claimed);
-    IF pools IS NOT NULL THEN
-      PERFORM {s}.lock_pools(pools);
-      WITH d AS (DELETE FROM {s}.seats s WHERE s.runner = ANY (claimed) RETURNING s.pool),
-           n AS (SELECT d.pool, count(*) AS freed FROM d GROUP BY d.pool)
-      UPDATE {s}.pools p SET taken = p.taken - n.freed FROM n WHERE p.pool = n.pool;
-      DELETE FROM {s}.pools p WHERE p.pool = ANY (pools) AND p.taken <= 0;
-      PERFORM pg_notify({channel}, '');
-    END IF;
+                       ORDER BY x.until LIMIT 64 FOR UPDATE SKIP LOCKED);
+  SELECT array_agg(DISTINCT s.pool) INTO pools FROM {s}.seats s
+    WHERE NOT {s}.leased(s.runner);
+  IF pools IS NOT NULL THEN
+    PERFORM {s}.lock_pools(pools);
+    WITH d AS (DELETE FROM {s}.seats s WHERE s.pool = ANY (pools) AND NOT {s}.leased(s.runner)
+               RETURNING s.pool),
+         n AS (SELECT d.pool, count(*) AS freed FROM d GROUP BY d.pool)
+    UPDATE {s}.pools p SET taken = p.taken - n.freed FROM n WHERE p.pool = n.pool;
+    DELETE FROM {s}.pools p WHERE p.pool = ANY (pools) AND p.taken <= 0;
+    PERFORM pg_notify({channel}, '');
   END IF;
   RETURN QUERY SELECT t.id::text, t.runner FROM {s}.tasks t
     WHERE t.runner IN (SELECT r.runner FROM {s}.runners r WHERE r.claimed)
     LIMIT p_limit;
-  DELETE FROM {s}.runners r WHERE r.claimed
-    AND NOT EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.runner = r.runner);
+  -- SKIP LOCKED: two replicas forgetting at once never wait for each other
+  -- (each would hold rows the other wants: a deadlock).
+  DELETE FROM {s}.runners r WHERE r.runner IN (
+    SELECT x.runner FROM {s}.runners x WHERE x.claimed
+      AND NOT EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.runner = x.runner)
+    FOR UPDATE SKIP LOCKED);
 END $$;
 "#;
 

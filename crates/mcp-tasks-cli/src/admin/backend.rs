@@ -14,13 +14,14 @@ use mcp_tasks::server::admin::{
 };
 use mcp_tasks::store::{SharedStore, StoreErrorKind};
 use mcp_tasks::{TaskId, UnixMillis};
+use mcp_tasks_postgres::{Migrations, PostgresOptions, PostgresStore};
 use mcp_tasks_redis::{RedisOptions, RedisStore};
 use mcp_tasks_sqlite::SqliteStore;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::serve::StoreChoice;
+use crate::serve::{Namespace, StoreChoice};
 
 /// Why a command failed, and so its exit code.
 #[derive(Debug)]
@@ -82,7 +83,7 @@ impl Backend {
     /// The store `text` (as `serve --store` takes it), opened here.
     pub(crate) async fn local(
         text: &str,
-        key_prefix: &str,
+        namespace: Namespace<'_>,
         audit_log: Option<PathBuf>,
     ) -> Result<Self, Failure> {
         let store: SharedStore = match StoreChoice::parse(text)
@@ -118,14 +119,34 @@ impl Backend {
                     }
                 }
             }
+            StoreChoice::Postgres(url) => {
+                // An operator's command reads the schema as it is: migrating
+                // is `admin migrate`'s (or a server's) to do.
+                let options = PostgresOptions::default()
+                    .with_schema(namespace.postgres_schema)
+                    .with_migrations(Migrations::Check);
+                Arc::new(
+                    PostgresStore::connect_with(&url, options)
+                        .await
+                        .map_err(|error| {
+                            Failure::Unreachable(
+                                anyhow::Error::new(error)
+                                    .context("cannot open the PostgreSQL task store"),
+                            )
+                        })?,
+                )
+            }
             StoreChoice::Redis(url) => Arc::new(
-                RedisStore::connect_with(&url, RedisOptions::default().with_key_prefix(key_prefix))
-                    .await
-                    .map_err(|error| {
-                        Failure::Unreachable(
-                            anyhow::Error::new(error).context("cannot open the Redis task store"),
-                        )
-                    })?,
+                RedisStore::connect_with(
+                    &url,
+                    RedisOptions::default().with_key_prefix(namespace.redis_key_prefix),
+                )
+                .await
+                .map_err(|error| {
+                    Failure::Unreachable(
+                        anyhow::Error::new(error).context("cannot open the Redis task store"),
+                    )
+                })?,
             ),
         };
         let admin = Admin::of_store(store)

@@ -2,7 +2,9 @@
 //! over `mcp_tasks::server::admin`, through a running server's operator
 //! listener (`--server`, the only way for a SQLite file a server holds) or
 //! a store opened here (`--store`: a SQLite file no server holds, or Redis
-//! at any time, whose replicas hear every change on its change feed).
+//! or PostgreSQL at any time, whose replicas hear every change on its
+//! change feed). `migrate` brings a PostgreSQL schema to this binary's
+//! version.
 //!
 //! Tasks are shown by their keyed hash (`th_...`) unless `--show-ids`;
 //! callers by their token's label. Every action but `hash` writes an audit
@@ -20,6 +22,7 @@ use mcp_tasks::server::admin::{Filter, Show, TaskView};
 
 use self::backend::{Backend, Failure};
 use crate::output::{code, error_chain};
+use crate::serve::{Namespace, StoreChoice};
 
 /// `mcp-tasks admin ...`.
 #[derive(Debug, Args)]
@@ -43,6 +46,9 @@ enum Action {
     /// Make a running server reread its --config file (its upstreams) and its --auth-tokens
     /// file, as SIGHUP does; a file it refuses changes nothing.
     Reload(ReloadArgs),
+    /// Bring a PostgreSQL store's schema to this binary's version (servers also do at start,
+    /// when their role may); a schema newer than this binary is refused.
+    Migrate(MigrateArgs),
 }
 
 /// Where to act.
@@ -59,12 +65,19 @@ struct Target {
     /// A file holding the admin token for --server (else the env MCP_TASKS_ADMIN_TOKEN).
     #[arg(long, value_name = "FILE", requires = "server")]
     admin_token_file: Option<PathBuf>,
-    /// A store no server holds (sqlite:PATH), or Redis at any time (redis://HOST:PORT/DB).
-    #[arg(long, value_name = "sqlite:PATH|redis://HOST:PORT/DB")]
+    /// A store no server holds (sqlite:PATH), or Redis or PostgreSQL at any time
+    /// (redis://HOST:PORT/DB, postgres://USER@HOST:PORT/DB).
+    #[arg(
+        long,
+        value_name = "sqlite:PATH|redis://HOST:PORT/DB|postgres://USER@HOST/DB"
+    )]
     store: Option<String>,
     /// With a Redis --store: the servers' key prefix [default: mcp-tasks:].
     #[arg(long, value_name = "PREFIX")]
     redis_key_prefix: Option<String>,
+    /// With a PostgreSQL --store: the servers' schema [default: mcp_tasks].
+    #[arg(long, value_name = "NAME")]
+    postgres_schema: Option<String>,
     /// With --store: also append each audit line to this file (not with hash, which writes none).
     #[arg(long, value_name = "FILE", requires = "store")]
     audit_log: Option<PathBuf>,
@@ -155,6 +168,20 @@ struct HashArgs {
 }
 
 #[derive(Debug, Args)]
+struct MigrateArgs {
+    /// The PostgreSQL store (postgres://USER@HOST:PORT/DB; the PG* variables and ~/.pgpass fill
+    /// in what it leaves out).
+    #[arg(long, value_name = "postgres://USER@HOST/DB")]
+    store: String,
+    /// The schema [default: mcp_tasks].
+    #[arg(long, value_name = "NAME")]
+    postgres_schema: Option<String>,
+    /// Print JSON instead of a line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
 struct ReloadArgs {
     /// The server's operator listener (its `serve --admin ADDR`), e.g. http://127.0.0.1:9090.
     #[arg(long, value_name = "URL")]
@@ -197,6 +224,7 @@ pub(crate) async fn run(args: AdminArgs) -> ExitCode {
         Action::Purge(args) => purge(args).await,
         Action::Hash(args) => hash(args).await,
         Action::Reload(args) => reload(args).await,
+        Action::Migrate(args) => migrate(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -228,11 +256,11 @@ async fn backend(target: &Target, audit: Audit) -> Result<Backend, Failure> {
             Backend::remote(server, admin_token(target.admin_token_file.as_ref())?)
         }
         (None, Some(store)) => {
-            let prefix = target
-                .redis_key_prefix
-                .as_deref()
-                .unwrap_or(mcp_tasks_redis::DEFAULT_KEY_PREFIX);
-            Backend::local(store, prefix, target.audit_log.clone()).await
+            let namespace = Namespace::of(
+                target.redis_key_prefix.as_deref(),
+                target.postgres_schema.as_deref(),
+            );
+            Backend::local(store, namespace, target.audit_log.clone()).await
         }
         _ => Err(Failure::Usage("give one of --server or --store".into())),
     }
@@ -243,20 +271,24 @@ async fn backend(target: &Target, audit: Audit) -> Result<Backend, Failure> {
 /// none, an audit log for an action that writes no audit line. (clap says
 /// the rest: `--admin-token-file` needs `--server`, `--audit-log` `--store`.)
 fn inapplicable(target: &Target, audit: Audit) -> Result<(), String> {
-    let redis = target.store.as_deref().is_some_and(|store| {
-        matches!(
-            crate::serve::StoreChoice::parse(store),
-            Ok(crate::serve::StoreChoice::Redis(_))
-        )
-    });
-    if target.redis_key_prefix.is_some() && !redis {
-        let store = match &target.store {
-            Some(store) => format!("the store {store}"),
-            None => "a server's operator listener (--server), whose server has its own".to_owned(),
-        };
+    let choice = target
+        .store
+        .as_deref()
+        .and_then(|store| StoreChoice::parse(store).ok());
+    let store = match &target.store {
+        Some(store) => format!("the store {}", crate::serve::redacted(store)),
+        None => "a server's operator listener (--server), whose server has its own".to_owned(),
+    };
+    if target.redis_key_prefix.is_some() && !matches!(choice, Some(StoreChoice::Redis(_))) {
         return Err(format!(
             "--redis-key-prefix applies to a Redis store (--store redis://...); this command \
              reaches {store}"
+        ));
+    }
+    if target.postgres_schema.is_some() && !matches!(choice, Some(StoreChoice::Postgres(_))) {
+        return Err(format!(
+            "--postgres-schema applies to a PostgreSQL store (--store postgres://...); this \
+             command reaches {store}"
         ));
     }
     if target.audit_log.is_some() && audit == Audit::None {
@@ -297,6 +329,49 @@ async fn reload(args: ReloadArgs) -> Result<(), Failure> {
     } else {
         // The server's own line.
         println!("{}", reloaded["summary"].as_str().unwrap_or("reloaded"));
+    }
+    Ok(())
+}
+
+/// `admin migrate`: the PostgreSQL schema brought to this binary's version.
+async fn migrate(args: MigrateArgs) -> Result<(), Failure> {
+    let url = match StoreChoice::parse(&args.store) {
+        Ok(StoreChoice::Postgres(url)) => url,
+        Ok(_) => {
+            return Err(Failure::Usage(format!(
+                "migrate applies to a PostgreSQL store (--store postgres://...), not {}: a \
+                 SQLite file brings its schema up to date when a server opens it, and Redis \
+                 keeps none",
+                crate::serve::redacted(&args.store)
+            )));
+        }
+        Err(error) => return Err(Failure::Usage(format!("--store: {error:#}"))),
+    };
+    let schema = Namespace::of(None, args.postgres_schema.as_deref()).postgres_schema;
+    let migrated = mcp_tasks_postgres::PostgresStore::migrate(&url, schema)
+        .await
+        .map_err(|error| {
+            Failure::Unreachable(anyhow::Error::new(error).context(format!(
+                "cannot migrate the schema {schema} of {}",
+                crate::serve::redacted(&url)
+            )))
+        })?;
+    if args.json {
+        print_json(&serde_json::json!({
+            "schema": schema,
+            "from": migrated.from,
+            "to": migrated.to,
+        }));
+    } else if migrated.from == migrated.to {
+        println!(
+            "schema {schema} is at version {}: nothing to do",
+            migrated.to
+        );
+    } else {
+        println!(
+            "schema {schema} migrated from version {} to {}",
+            migrated.from, migrated.to
+        );
     }
     Ok(())
 }

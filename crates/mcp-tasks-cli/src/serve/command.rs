@@ -28,7 +28,7 @@ use super::oauth::OAuthArgs;
 use super::operator::BadFlag;
 use super::operator::Operator;
 use super::reload::{Reloader, on_sighup};
-use super::{DemoServer, HttpAccess, ServeOptions, StoreChoice};
+use super::{DemoServer, HttpAccess, Namespace, ServeOptions, StoreChoice};
 
 /// The connection bound (HTTP) and the listen budgets, from the flags.
 #[derive(Debug, Clone, Copy)]
@@ -61,21 +61,30 @@ pub(crate) struct ServeArgs {
     /// Serve on stdin/stdout (the default).
     #[arg(long)]
     stdio: bool,
-    /// Where tasks are kept: memory, sqlite:PATH, or redis://HOST:PORT/DB (also rediss://) for
-    /// several replicas sharing their tasks (default: SQLite in the user's data directory).
-    #[arg(long, value_name = "memory|sqlite:PATH|redis://HOST:PORT/DB")]
+    /// Where tasks are kept: memory, sqlite:PATH, or for several replicas sharing their tasks
+    /// redis://HOST:PORT/DB (also rediss://) or postgres://USER@HOST:PORT/DB (also postgresql://;
+    /// what the URL leaves out comes from the PG* variables and ~/.pgpass) (default: SQLite in
+    /// the user's data directory).
+    #[arg(
+        long,
+        value_name = "memory|sqlite:PATH|redis://HOST:PORT/DB|postgres://USER@HOST/DB"
+    )]
     store: Option<String>,
     /// With Redis: put before every key, so several deployments can share one Redis
     /// [default: mcp-tasks:].
     #[arg(long, value_name = "PREFIX")]
     redis_key_prefix: Option<String>,
+    /// With PostgreSQL: the schema of every table, so several deployments can share one
+    /// database (migrated at start if it is behind this binary) [default: mcp_tasks].
+    #[arg(long, value_name = "NAME")]
+    postgres_schema: Option<String>,
     /// On SIGTERM or Ctrl-C: how long to wait for running tasks before ending them (0: do not
     /// wait). New tasks are refused meanwhile (HTTP 503 with Retry-After); resumable ones are
     /// suspended on SQLite (they continue at the next start), handed over on Redis.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     drain_timeout: u64,
-    /// With Redis: when a replica dies, another ends its tasks (or runs the resumable ones
-    /// again) within this many milliseconds [default: 10000].
+    /// With Redis or PostgreSQL: when a replica dies, another ends its tasks (or runs the
+    /// resumable ones again) within this many milliseconds [default: 10000].
     #[arg(long, value_name = "MS")]
     lease_period: Option<u64>,
     /// With SQLite: when a commit reaches the disk. `normal` (the default) survives the death
@@ -442,16 +451,16 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => StoreChoice::default_sqlite()?,
     };
     // (--sqlite-sync on another store, or --redis-key-prefix on one that is
-    // not Redis, were refused by `refuse_inapplicable`.)
+    // not Redis, and so on, were refused by `refuse_inapplicable`.)
     let sync = match args.sqlite_sync {
         None | Some(SqliteSyncArg::Normal) => SqliteSync::Normal,
         Some(SqliteSyncArg::Full) => SqliteSync::Full,
     };
-    let prefix = args
-        .redis_key_prefix
-        .as_deref()
-        .unwrap_or(mcp_tasks_redis::DEFAULT_KEY_PREFIX);
-    let store = choice.open(prefix, sync).await?;
+    let namespace = Namespace::of(
+        args.redis_key_prefix.as_deref(),
+        args.postgres_schema.as_deref(),
+    );
+    let store = choice.open(namespace, sync).await?;
     let (store, observers) = match &operator {
         Some(operator) => operator.instrument(store, &choice)?,
         None => (store, Vec::new()),
@@ -740,10 +749,11 @@ fn store_refusal(args: &ServeArgs, store: Option<&StoreChoice>) -> Option<String
         None => "SQLite in the user's data directory (the default)".to_owned(),
         Some(StoreChoice::Memory) => "memory".to_owned(),
         Some(StoreChoice::Sqlite(path)) => format!("sqlite:{}", path.display()),
-        Some(StoreChoice::Redis(url)) => super::redacted(url),
+        Some(StoreChoice::Redis(url) | StoreChoice::Postgres(url)) => super::redacted(url),
     };
     let sqlite = matches!(store, None | Some(StoreChoice::Sqlite(_)));
     let redis = matches!(store, Some(StoreChoice::Redis(_)));
+    let postgres = matches!(store, Some(StoreChoice::Postgres(_)));
     let refused = [
         (
             args.sqlite_sync.is_some() && !sqlite,
@@ -751,14 +761,20 @@ fn store_refusal(args: &ServeArgs, store: Option<&StoreChoice>) -> Option<String
             "not a SQLite file",
         ),
         (
-            args.lease_period.is_some() && !redis,
-            "--lease-period applies to a Redis store (--store redis://...)",
+            args.lease_period.is_some() && !redis && !postgres,
+            "--lease-period applies to a store replicas share (--store redis://... or \
+             postgres://...)",
             "which one process holds: it has no leases",
         ),
         (
             args.redis_key_prefix.is_some() && !redis,
             "--redis-key-prefix applies to a Redis store (--store redis://...)",
             "which has no keys to prefix",
+        ),
+        (
+            args.postgres_schema.is_some() && !postgres,
+            "--postgres-schema applies to a PostgreSQL store (--store postgres://...)",
+            "which has no schema",
         ),
     ];
     let (_, applies, why) = refused.iter().find(|(refused, _, _)| *refused)?;

@@ -3,10 +3,12 @@
 //! `subscriptions/listen` for tasks on both (`notifications/tasks` pushed
 //! as tasks change; see `mcp_tasks::server::listen`).
 //!
-//! With `--store redis://HOST:PORT/DB` (or `rediss://`) several `serve`
-//! processes share their tasks (see the crate `mcp-tasks-redis`): any of
-//! them answers for any task, and when one dies another ends its tasks
-//! within `--lease-period`, running `long_job` and `confirm_action` again.
+//! With `--store redis://HOST:PORT/DB` (or `rediss://`), or
+//! `--store postgres://...` (or `postgresql://`), several `serve`
+//! processes share their tasks (see the crates `mcp-tasks-redis` and
+//! `mcp-tasks-postgres`): any of them answers for any task, and when one
+//! dies another ends its tasks within `--lease-period`, running `long_job`
+//! and `confirm_action` again.
 //!
 //! Over HTTP the endpoint is `/mcp`, served by the library's recipe, which
 //! checks on every route the `Host` header (loopback names, and those of
@@ -46,6 +48,7 @@ use mcp_tasks::server::{
     AdmissionLimits, StdioTransport, TaskRuntime, TaskRuntimeBuilder, TaskTools,
 };
 use mcp_tasks::store::{MemoryStore, SharedStore};
+use mcp_tasks_postgres::{PostgresOptions, PostgresStore};
 use mcp_tasks_redis::{RedisOptions, RedisStore};
 use mcp_tasks_sqlite::{SqliteOptions, SqliteStore, SqliteSync};
 use rmcp::model::{
@@ -65,10 +68,40 @@ pub(crate) enum StoreChoice {
     /// Redis (`redis://HOST:PORT/DB` or `rediss://`): several replicas share
     /// the tasks.
     Redis(String),
+    /// PostgreSQL (`postgres://...` or `postgresql://...`): several replicas
+    /// share the tasks.
+    Postgres(String),
+}
+
+/// What names a shared store's objects, so several deployments can share
+/// one server: Redis's key prefix, PostgreSQL's schema.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Namespace<'a> {
+    /// Put before every Redis key.
+    pub(crate) redis_key_prefix: &'a str,
+    /// The PostgreSQL schema of every table.
+    pub(crate) postgres_schema: &'a str,
+}
+
+impl<'a> Namespace<'a> {
+    /// The flags' values, or the stores' defaults.
+    pub(crate) fn of(redis_key_prefix: Option<&'a str>, postgres_schema: Option<&'a str>) -> Self {
+        Self {
+            redis_key_prefix: redis_key_prefix.unwrap_or(mcp_tasks_redis::DEFAULT_KEY_PREFIX),
+            postgres_schema: postgres_schema.unwrap_or(mcp_tasks_postgres::DEFAULT_SCHEMA),
+        }
+    }
+}
+
+impl Default for Namespace<'_> {
+    fn default() -> Self {
+        Self::of(None, None)
+    }
 }
 
 impl StoreChoice {
-    /// Reads `memory`, `sqlite:PATH`, `redis://...` or `rediss://...`.
+    /// Reads `memory`, `sqlite:PATH`, `redis://...`, `rediss://...`,
+    /// `postgres://...` or `postgresql://...`.
     pub(crate) fn parse(text: &str) -> anyhow::Result<Self> {
         match text.split_once(':') {
             _ if text == "memory" => Ok(Self::Memory),
@@ -82,8 +115,13 @@ impl StoreChoice {
             Some(("redis" | "rediss", _)) => {
                 anyhow::bail!("a Redis store is a URL, as in redis://127.0.0.1:6379/0")
             }
+            _ if mcp_tasks_postgres::is_postgres_url(text) => Ok(Self::Postgres(text.to_owned())),
+            Some(("postgres" | "postgresql", _)) => {
+                anyhow::bail!("a PostgreSQL store is a URL, as in postgres://USER@HOST:5432/DB")
+            }
             _ => anyhow::bail!(
-                "unknown store {:?}: use memory, sqlite:PATH or redis://HOST:PORT/DB",
+                "unknown store {:?}: use memory, sqlite:PATH, redis://HOST:PORT/DB or \
+                 postgres://USER@HOST:PORT/DB",
                 redacted(text)
             ),
         }
@@ -109,10 +147,11 @@ impl StoreChoice {
     /// I/O: call this at start-up), syncing as `sync` says; its unfinished
     /// tasks from an earlier run are failed, but for the resumable ones,
     /// which the runtime runs again. Redis is connected to (within 2 s)
-    /// under `key_prefix`.
+    /// under the namespace's key prefix; PostgreSQL in its schema, which
+    /// is migrated to this binary's version if it is behind.
     pub(crate) async fn open(
         &self,
-        key_prefix: &str,
+        namespace: Namespace<'_>,
         sync: SqliteSync,
     ) -> anyhow::Result<SharedStore> {
         Ok(match self {
@@ -133,8 +172,16 @@ impl StoreChoice {
                     },
                 )?,
             ),
+            Self::Postgres(url) => {
+                let options = PostgresOptions::default().with_schema(namespace.postgres_schema);
+                Arc::new(
+                    PostgresStore::connect_with(url, options)
+                        .await
+                        .with_context(|| format!("cannot open the task store {}", redacted(url)))?,
+                )
+            }
             Self::Redis(url) => {
-                let options = RedisOptions::default().with_key_prefix(key_prefix);
+                let options = RedisOptions::default().with_key_prefix(namespace.redis_key_prefix);
                 Arc::new(
                     RedisStore::connect_with(url, options)
                         .await
@@ -179,15 +226,32 @@ impl Default for HttpAccess {
     }
 }
 
-/// `text` with any password of a URL in it replaced by `***`.
+/// `text` with any password of a URL in it replaced by `***`: the user
+/// part, and a `password=` parameter (PostgreSQL's URLs may carry one).
 pub(crate) fn redacted(text: &str) -> String {
     let Some((scheme, rest)) = text.split_once("://") else {
         return text.to_owned();
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let url = match rest[..authority_end].rfind('@') {
         Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
         None => text.to_owned(),
+    };
+    match url.split_once('?') {
+        Some((base, query)) => {
+            let query: Vec<&str> = query
+                .split('&')
+                .map(|pair| {
+                    if pair.starts_with("password=") {
+                        "password=***"
+                    } else {
+                        pair
+                    }
+                })
+                .collect();
+            format!("{base}?{}", query.join("&"))
+        }
+        None => url,
     }
 }
 

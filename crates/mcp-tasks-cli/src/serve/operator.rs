@@ -83,6 +83,7 @@ impl Operator {
             StoreChoice::Memory => "memory",
             StoreChoice::Sqlite(_) => "sqlite",
             StoreChoice::Redis(_) => "redis",
+            StoreChoice::Postgres(_) => "postgres",
         };
         Ok((MeteredStore::shared(store, name), vec![metrics_observer()]))
     }

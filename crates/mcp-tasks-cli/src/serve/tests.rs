@@ -320,6 +320,16 @@ fn store_choices_parse() {
             StoreChoice::Redis(url.to_owned())
         );
     }
+    for url in [
+        "postgres://app:pw@db:5432/tasks",
+        "postgresql://db/tasks?sslmode=require",
+        "postgres://",
+    ] {
+        assert_eq!(
+            StoreChoice::parse(url).unwrap(),
+            StoreChoice::Postgres(url.to_owned())
+        );
+    }
     for bad in [
         "",
         "sqlite:",
@@ -328,6 +338,8 @@ fn store_choices_parse() {
         "redis://",
         "redis:host",
         "Memory",
+        "postgres:db",
+        "postgresql:",
     ] {
         assert!(StoreChoice::parse(bad).is_err(), "{bad:?}");
     }
@@ -346,6 +358,14 @@ fn passwords_in_urls_are_redacted() {
         "redis://127.0.0.1:6379/0"
     );
     assert_eq!(redacted("redis://h/0?x=a@b"), "redis://h/0?x=a@b");
+    assert_eq!(
+        redacted("postgres://app:secret@db/tasks?sslmode=require&password=other"),
+        "postgres://***@db/tasks?sslmode=require&password=***"
+    );
+    assert_eq!(
+        redacted("postgresql://app:secret@db?password=x"),
+        "postgresql://***@db?password=***"
+    );
 }
 
 #[tokio::test]
@@ -359,7 +379,7 @@ async fn a_sqlite_store_in_the_data_folder_keeps_tasks() {
     assert!(data.path().join("mcp-tasks").is_dir());
     let mut options = options(
         choice
-            .open("", mcp_tasks_sqlite::SqliteSync::Normal)
+            .open(Namespace::default(), mcp_tasks_sqlite::SqliteSync::Normal)
             .await
             .unwrap(),
     );
@@ -384,7 +404,10 @@ async fn a_sqlite_store_in_the_data_folder_keeps_tasks() {
             )
             .unwrap();
     assert_eq!(status, "completed");
-    let Err(held) = choice.open("", mcp_tasks_sqlite::SqliteSync::Normal).await else {
+    let Err(held) = choice
+        .open(Namespace::default(), mcp_tasks_sqlite::SqliteSync::Normal)
+        .await
+    else {
         panic!("a second store on a file the server holds");
     };
     assert!(
@@ -394,7 +417,7 @@ async fn a_sqlite_store_in_the_data_folder_keeps_tasks() {
     );
     assert!(
         StoreChoice::Memory
-            .open("", mcp_tasks_sqlite::SqliteSync::Full)
+            .open(Namespace::default(), mcp_tasks_sqlite::SqliteSync::Full)
             .await
             .is_ok()
     );

@@ -37,6 +37,7 @@ mod serve_restart_sqlite;
 mod serve_stdio_connect;
 mod serve_task_tools;
 mod serving;
+mod shared_store;
 mod signin;
 mod team;
 mod wait_last_and_ls;

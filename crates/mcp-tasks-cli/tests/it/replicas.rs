@@ -1,5 +1,6 @@
 //! Three `mcp-tasks serve` processes over HTTP on one real `redis-server`,
-//! as replicas behind one address would be: a task made on A is read and
+//! and the same on one real PostgreSQL, as replicas behind one address
+//! would be: a task made on A is read and
 //! answered on B, cancelled on C, heard on C while it runs on A; A is
 //! killed with SIGKILL mid-task, and its tasks end honestly within one lease
 //! period, read from B (the resumable one runs again elsewhere). And two
@@ -12,28 +13,35 @@ use std::time::{Duration, Instant};
 
 use mcp_tasks::store::STOPPED_MESSAGE;
 use mcp_tasks::{CallOptions, ListenMode, TaskId, TaskState, TaskStatus, TasksClient};
-use mcp_tasks_redis::testing::RedisServer;
 use serde_json::json;
 
 use crate::serving::{Forms, Served as Replica, args, returned, start, text_of, until};
+use crate::shared_store::Shared;
 use crate::support::BIN;
 
 /// The lease period of the replicas.
 const LEASE: Duration = Duration::from_secs(4);
 
-/// A replica: `mcp-tasks serve --http` on the Redis at `redis`.
-fn replica(redis: &str) -> Replica {
-    replica_with(redis, "replicas-test:", &[])
+/// A replica: `mcp-tasks serve --http` on the shared `store`.
+fn replica(store: &Shared) -> Replica {
+    replica_with(store, "replicas-test", &[])
 }
 
-/// [`replica`] with the key prefix `prefix` and further flags.
-fn replica_with(redis: &str, prefix: &str, extra: &[&str]) -> Replica {
+/// [`replica`] in the deployment `name` (a key prefix or a schema of its
+/// own) with further flags.
+fn replica_with(store: &Shared, name: &str, extra: &[&str]) -> Replica {
     let lease = LEASE.as_millis().to_string();
-    let mut flags = vec!["--redis-key-prefix", prefix, "--lease-period", &lease];
+    let namespace = store.namespace(name);
+    let mut flags = vec![
+        namespace[0].as_str(),
+        &namespace[1],
+        "--lease-period",
+        &lease,
+    ];
     flags.extend_from_slice(extra);
     // Polling would take a minute: whatever is seen sooner was heard.
     flags.extend_from_slice(&["--poll-interval", "60000"]);
-    Replica::start(BIN, "127.0.0.1:0", redis, &flags)
+    Replica::start(BIN, "127.0.0.1:0", &store.url(), &flags)
 }
 
 /// SIGKILLs `replica` while it runs task `id`, and reads the task through
@@ -55,10 +63,18 @@ async fn killed_mid_task(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_on_one_redis_share_tasks_and_survive_a_sigkill() {
-    let redis = RedisServer::start();
-    let mut a = replica(&redis.url());
-    let b = replica(&redis.url());
-    let c = replica(&redis.url());
+    three_replicas_share_tasks_and_survive_a_sigkill(Shared::redis()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_on_one_postgres_share_tasks_and_survive_a_sigkill() {
+    three_replicas_share_tasks_and_survive_a_sigkill(Shared::postgres()).await;
+}
+
+async fn three_replicas_share_tasks_and_survive_a_sigkill(store: Shared) {
+    let mut a = replica(&store);
+    let b = replica(&store);
+    let c = replica(&store);
     let (on_a, on_b, on_c) = (a.client().await, b.client().await, c.client().await);
 
     // Made on A, read and answered on B: the tool parked on A goes on.
@@ -147,7 +163,7 @@ fn upstream_tasks(path: &std::path::Path, status: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gateway_replicas_on_one_redis_relay_each_others_callers() {
-    let redis = RedisServer::start();
+    let redis = Shared::redis();
     let folder = tempfile::tempdir().unwrap();
     // Each gateway runs its own upstream, `mcp-tasks serve --stdio` on a
     // SQLite file of its own, so what the upstream did can be read after.
@@ -160,9 +176,9 @@ async fn two_gateway_replicas_on_one_redis_relay_each_others_callers() {
     };
     let (a_db, b_db) = (upstream_db("upstream-a"), upstream_db("upstream-b"));
     let (a_upstream, b_upstream) = (upstream(&a_db), upstream(&b_db));
-    let prefix = "gateway-replicas-test:";
-    let mut a = replica_with(&redis.url(), prefix, &["--upstream", &a_upstream]);
-    let b = replica_with(&redis.url(), prefix, &["--upstream", &b_upstream]);
+    let name = "gateway-replicas-test";
+    let mut a = replica_with(&redis, name, &["--upstream", &a_upstream]);
+    let b = replica_with(&redis, name, &["--upstream", &b_upstream]);
     let (on_a, on_b) = (a.client().await, b.client().await);
     let stranger = b.client_as(Some("someone-else")).await;
 
@@ -241,7 +257,15 @@ const WAITING_FOR_SEATS: &str = "queued: waiting for a free slot on the servers"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_on_one_redis_hold_the_running_bound_and_the_cap_together() {
-    let redis = RedisServer::start();
+    two_replicas_hold_the_running_bound_and_the_cap_together(Shared::redis()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_one_postgres_hold_the_running_bound_and_the_cap_together() {
+    two_replicas_hold_the_running_bound_and_the_cap_together(Shared::postgres()).await;
+}
+
+async fn two_replicas_hold_the_running_bound_and_the_cap_together(store: Shared) {
     let flags = [
         "--max-running",
         "2",
@@ -249,8 +273,8 @@ async fn two_replicas_on_one_redis_hold_the_running_bound_and_the_cap_together()
         "4",
         "--quota-by-header",
     ];
-    let mut a = replica_with(&redis.url(), "admission-test:", &flags);
-    let b = replica_with(&redis.url(), "admission-test:", &flags);
+    let mut a = replica_with(&store, "admission-test", &flags);
+    let b = replica_with(&store, "admission-test", &flags);
     let (alice_a, alice_b) = (
         a.client_as(Some("Bearer alice")).await,
         b.client_as(Some("Bearer alice")).await,

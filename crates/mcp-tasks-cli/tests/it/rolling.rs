@@ -1,5 +1,6 @@
-//! A rolling restart under load, as the issue asks: a redis-server and two
-//! `mcp-tasks serve --http --store redis://...` replicas behind Debian's
+//! A rolling restart under load, as the issue asks: a redis-server (and
+//! then a PostgreSQL) and two `mcp-tasks serve --http --store redis://...`
+//! (`postgres://...`) replicas behind Debian's
 //! nginx (round robin, `proxy_next_upstream error timeout http_503`), 100
 //! resumable `long_job` tasks running, created through nginx; each replica
 //! in turn gets SIGTERM, exits 0 and is started again on the same port
@@ -13,11 +14,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use mcp_tasks_redis::testing::RedisServer;
 use serde_json::{Value, json};
 
 use crate::deploy::{nginx_main, run_nginx};
 use crate::serving::{Logs, Served};
+use crate::shared_store::Shared;
 use crate::support::raw_http;
 use mcp_tasks_testkit::wait::free_port;
 
@@ -27,15 +28,17 @@ const STEP_MS: u64 = 250;
 
 /// Starts a replica on 127.0.0.1:`port`, logging each `long_job` step
 /// into `logs`.
-fn replica(port: u16, redis: &str, logs: &Logs) -> Served {
+fn replica(port: u16, store: &Shared, logs: &Logs) -> Served {
     let address = format!("127.0.0.1:{port}");
+    let url = store.url();
+    let namespace = store.namespace("rolling");
     let args = [
         "--http",
         &address,
         "--store",
-        redis,
-        "--redis-key-prefix",
-        "rolling:",
+        &url,
+        &namespace[0],
+        &namespace[1],
         "--lease-period",
         "2000",
         "--drain-timeout",
@@ -180,13 +183,20 @@ fn step_of(line: &str) -> Option<(String, u64)> {
 
 #[test]
 fn a_rolling_restart_behind_nginx_fails_loses_and_repeats_nothing() {
-    let redis_server = RedisServer::start();
-    let redis = redis_server.url();
+    rolling_restart(&Shared::redis());
+}
+
+#[test]
+fn a_rolling_restart_on_postgres_behind_nginx_fails_loses_and_repeats_nothing() {
+    rolling_restart(&Shared::postgres());
+}
+
+fn rolling_restart(store: &Shared) {
     let logs = Logs::default();
     let ports = [free_port(), free_port()];
     let mut replicas: Vec<Served> = ports
         .iter()
-        .map(|&port| replica(port, &redis, &logs))
+        .map(|&port| replica(port, store, &logs))
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let nginx_port = free_port();
@@ -219,7 +229,7 @@ fn a_rolling_restart_behind_nginx_fails_loses_and_repeats_nothing() {
     for (n, port) in ports.iter().enumerate() {
         let code = terminate(&mut replicas[n]);
         assert_eq!(code, Some(0), "replica {n} exits 0 after its drain");
-        replicas[n] = replica(*port, &redis, &logs);
+        replicas[n] = replica(*port, store, &logs);
         let running = read_all(nginx_port, &ids)
             .iter()
             .filter(|task| task["status"] == "working")
