@@ -13,6 +13,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, Extensions};
 
 use super::admission::queue::{Admission, AdmissionLimits};
 use super::admission::rate::{self, CreationRate};
+use super::admission::shared;
 use super::asked::AskedNow;
 use super::budget::DEFAULT_MAX_RESULT_BYTES;
 use super::clock::{Clock, SystemClock};
@@ -354,7 +355,11 @@ impl TaskRuntimeBuilder {
             .is_some()
             .then(|| Leasing::new(period));
         let gaps = self.store.replicas().map(|replicas| replicas.feed_gaps());
-        let rate = self.settings.rate_per_caller.map(rate::start);
+        let turns_in_store = shared::turns_in_store(&self.store, &self.admission);
+        let rate = self
+            .settings
+            .rate_per_caller
+            .map(|rate| rate::start(rate, &self.store));
         let mut observers = self.observers;
         // The task spans hear the tasks' events as any observer does (with
         // feature `otel`: without it they have nothing to hear).
@@ -368,7 +373,7 @@ impl TaskRuntimeBuilder {
             principal: self.principal,
             waiters: Waiters::default(),
             live: Arc::default(),
-            admission: Admission::new(self.admission),
+            admission: Admission::with_turns(self.admission, turns_in_store),
             draining: Draining::default(),
             listeners: Listeners::default(),
             settings: self.settings,

@@ -128,6 +128,12 @@ impl AdmissionLimits {
         self
     }
 
+    /// What one slot adds to the share count of the caller counted as
+    /// `quota`: a larger weight is a smaller share.
+    pub(crate) fn share(&self, quota: &Principal) -> u64 {
+        SHARE / u64::from(self.weights.get(quota).copied().unwrap_or(1))
+    }
+
     /// The bound on running tools.
     pub fn max_running(&self) -> Option<usize> {
         self.max_running
@@ -158,6 +164,10 @@ pub struct Load {
 #[derive(Debug)]
 pub(crate) struct Admission {
     limits: AdmissionLimits,
+    /// Whether the store keeps the bounds and the fair turns for all
+    /// replicas ([`shared`](super::shared)): then every task has a slot
+    /// here at once, and waits for its turn in the store.
+    turns_in_store: bool,
     state: Mutex<State>,
 }
 
@@ -224,9 +234,18 @@ pub(crate) struct Place {
 }
 
 impl Admission {
+    #[cfg(test)]
     pub(crate) fn new(limits: AdmissionLimits) -> Arc<Self> {
+        Self::with_turns(limits, false)
+    }
+
+    /// Admission whose bounds and fair turns are kept by the store when
+    /// `turns_in_store`: this process then counts its running tools but
+    /// bounds nothing and queues nothing.
+    pub(crate) fn with_turns(limits: AdmissionLimits, turns_in_store: bool) -> Arc<Self> {
         Arc::new(Self {
             limits,
+            turns_in_store,
             state: Mutex::default(),
         })
     }
@@ -242,18 +261,20 @@ impl Admission {
 
     /// Whether a task of `tool` may start now.
     fn has_room(&self, state: &State, tool: &str) -> bool {
-        self.limits
-            .max_running
-            .is_none_or(|max| state.running < max)
-            && self
+        self.turns_in_store
+            || self
                 .limits
-                .per_tool
-                .get(tool)
-                .is_none_or(|max| state.running_by_tool.get(tool).copied().unwrap_or(0) < *max)
+                .max_running
+                .is_none_or(|max| state.running < max)
+                && self
+                    .limits
+                    .per_tool
+                    .get(tool)
+                    .is_none_or(|max| state.running_by_tool.get(tool).copied().unwrap_or(0) < *max)
     }
 
     fn share_of(&self, quota: &Principal) -> u64 {
-        SHARE / u64::from(self.limits.weights.get(quota).copied().unwrap_or(1))
+        self.limits.share(quota)
     }
 
     /// A slot now for a task of `tool` from `caller`, or a place in the
