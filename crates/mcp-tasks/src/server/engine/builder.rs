@@ -232,8 +232,8 @@ impl TaskRuntimeBuilder {
         self
     }
 
-    /// How fast one caller may create tasks (default `None`: no limit), in
-    /// this process: a creation past the rate is refused with a JSON-RPC
+    /// How fast one caller may create tasks (default `None`: no limit): a
+    /// creation past the rate is refused with a JSON-RPC
     /// error (-32603, `data: {"reason": "rateLimited", "retryAfterMs": N,
     /// "ratePerCaller": "10/s", "rateBurst": 20}`), over HTTP with status
     /// 503 and `Retry-After` (whole seconds, rounded up). Callers are
@@ -241,11 +241,17 @@ impl TaskRuntimeBuilder {
     ///
     /// Only calls that become tasks count: a synchronous call (a tool whose
     /// policy forbids tasks, or a client that does not declare the
-    /// extension) is neither counted nor refused. The count is per process:
-    /// N replicas of a server allow N times the rate. Time is read on
-    /// tokio's clock (under a paused clock in tests, the rate moves with
-    /// it), and the state of callers quiet long enough to be back at their
-    /// full burst is dropped every 30 s.
+    /// extension) is neither counted nor refused.
+    ///
+    /// On a shared store that [counts rates](crate::store::Replicas::supports_rate)
+    /// (Redis) the rate holds for all replicas together: each caller's
+    /// bucket is kept in the store, on the store's clock (one round trip per
+    /// creation), and a store that cannot be reached fails the creation with
+    /// its error. Elsewhere the count is per process (N replicas of a server
+    /// allow N times the rate), time is read on tokio's clock (under a
+    /// paused clock in tests, the rate moves with it), and the state of
+    /// callers quiet long enough to be back at their full burst is dropped
+    /// every 30 s.
     pub fn with_rate_per_caller(mut self, rate: Option<CreationRate>) -> Self {
         self.settings.rate_per_caller = rate;
         self

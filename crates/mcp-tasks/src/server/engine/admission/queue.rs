@@ -3,7 +3,8 @@
 //! [`RunSlot`]s and [`Ticket`]s. How it behaves is told where users read it,
 //! on [`AdmissionLimits`]. The counts are this process's; on a store shared
 //! by replicas the same bounds also hold across all of them
-//! ([`shared`](super::shared)).
+//! ([`shared`](super::shared)), and on one that keeps fair turns this queue
+//! bounds nothing: the store decides the turns.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
@@ -53,7 +54,13 @@ const SHARE: u64 = 720_720 * 1_000;
 /// that can run.
 ///
 /// The bounds hold per process on memory and SQLite, and for all replicas
-/// together on a store they share (Redis).
+/// together on a store they share (Redis). The fair turns too, on a shared
+/// store that [keeps them](crate::store::Replicas::supports_fair_share)
+/// (Redis) while `max_running` is set: a running slot then goes to a caller
+/// that is the least served of those waiting on every replica, a queued
+/// task says `queued: waiting for a free slot on the servers` instead of
+/// how many are ahead, and a slot held back 2 s for a caller that does not
+/// take it (its replica died, its tool is at its bound) goes to another.
 ///
 /// ```
 /// use mcp_tasks::server::AdmissionLimits;
