@@ -192,7 +192,8 @@ end
 /// `ARGV[first_arg]` on. `fair_turn(f)`, before any seat is written,
 /// decides: `{go = false}` when it is not the caller's turn (then `held` is
 /// set if it was not), else what `fair_after(f, turn)` writes once the
-/// seats are taken and freed.
+/// seats are taken and freed. A take of running seats while no caller
+/// waits costs one `EXISTS` and writes nothing.
 const FAIR: &str = r"
 local function fair_args(first_key, first_arg, prefix)
   return {w = KEYS[first_key], i = KEYS[first_key + 1], s = KEYS[first_key + 2],
@@ -222,8 +223,9 @@ local function fair_least(f, last)
   end
 end
 local function fair_turn(f)
-  local last = tonumber(redis.call('HGET', f.s, 'last') or '0')
   local turn = {go = true}
+  if f.gate ~= 0 and redis.call('EXISTS', f.w) == 0 then return turn end
+  local last = tonumber(redis.call('HGET', f.s, 'last') or '0')
   local waits = redis.call('EXISTS', f.pool) == 1
   local in_w = fair_score(f.w, f.id)
   local earned = math.max(in_w or fair_score(f.i, f.id) or 0, last)
@@ -259,6 +261,10 @@ local function fair_after(f, turn)
       redis.call('ZADD', f.w, served, f.id)
     else
       redis.call('ZREM', f.w, f.id)
+      if redis.call('EXISTS', f.w) == 0 then
+        redis.call('DEL', f.i, f.s)
+        return
+      end
       redis.call('ZADD', f.i, served, f.id)
     end
     redis.call('ZREMRANGEBYSCORE', f.i, '-inf', fair_number(turn.mine))

@@ -101,7 +101,7 @@
 //! * **Fair turns** at the running seats ([`Replicas::create_seated_fairly`]
 //!   and [`Replicas::move_seats_fairly`], when
 //!   [`Replicas::supports_fair_share`]): the weighted fair share of
-//!   [`AdmissionLimits`](crate::server::AdmissionLimits) between callers,
+//!   `AdmissionLimits` (the server's admission) between callers,
 //!   decided in the store for the tasks queued on every replica. See
 //!   [`FairTurn`] for the exact rules.
 //!

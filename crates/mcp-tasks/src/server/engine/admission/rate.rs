@@ -411,6 +411,30 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_emission_interval_is_the_period_over_the_count() {
+        let interval = |text: &str| text.parse::<CreationRate>().unwrap().emission_interval();
+        assert_eq!(interval("4/s"), Duration::from_millis(250));
+        assert_eq!(interval("600/min"), Duration::from_millis(100));
+        assert_eq!(interval("3/h"), Duration::from_secs(1200));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn on_a_store_of_one_process_the_rate_is_counted_here() {
+        let store: SharedStore = Arc::new(crate::store::MemoryStore::new());
+        let limits = start(CreationRate::per_minute(nonzero(1)), &store);
+        assert!(!limits.in_store);
+        let alice = caller("alice");
+        limits.check_in(&store, &alice).await.expect("the first");
+        match limits.check_in(&store, &alice).await {
+            Err(Denial::Refused(refusal)) => {
+                assert_eq!(refusal.retry_after(), Duration::from_secs(60));
+            }
+            other => panic!("not refused for rate: {other:?}"),
+        }
+        assert_eq!(limits.callers(), 1, "counted in this process's limiter");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn quiet_callers_are_pruned() {
         let store: SharedStore = Arc::new(crate::store::MemoryStore::new());
