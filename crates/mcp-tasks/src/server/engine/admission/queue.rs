@@ -56,7 +56,7 @@ const SHARE: u64 = 720_720 * 1_000;
 /// The bounds hold per process on memory and SQLite, and for all replicas
 /// together on a store they share (Redis). The fair turns too, on a shared
 /// store that [keeps them](crate::store::Replicas::supports_fair_share)
-/// (Redis) while `max_running` is set: a running slot then goes to a caller
+/// (Redis) when some caller has a weight and `max_running` is set: a running slot then goes to a caller
 /// that is the least served of those waiting on every replica, a queued
 /// task says `queued: waiting for a free slot on the servers` instead of
 /// how many are ahead, and a slot held back 2 s for a caller that does not
@@ -139,6 +139,11 @@ impl AdmissionLimits {
     /// `quota`: a larger weight is a smaller share.
     pub(crate) fn share(&self, quota: &Principal) -> u64 {
         SHARE / u64::from(self.weights.get(quota).copied().unwrap_or(1))
+    }
+
+    /// Whether some caller has a weight of its own.
+    pub(crate) fn has_weights(&self) -> bool {
+        !self.weights.is_empty()
     }
 
     /// The bound on running tools.

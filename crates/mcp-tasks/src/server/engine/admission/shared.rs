@@ -22,8 +22,9 @@
 //! nothing for them; a task that took no seat (no cap, no running or tool
 //! bound, never queued) frees none at its end either.
 //!
-//! **Fair turns across replicas.** When the running tools are bounded and
-//! the store [keeps fair turns](crate::store::Replicas::supports_fair_share)
+//! **Fair turns across replicas.** When some caller has a weight, the
+//! running tools are bounded and the store
+//! [keeps fair turns](crate::store::Replicas::supports_fair_share)
 //! (Redis), the fair share between callers (their
 //! [weights](crate::server::AdmissionLimits::with_weight)) is decided in the
 //! store, for the tasks queued on every replica ([`FairTurn`]): a queued
@@ -36,7 +37,10 @@
 //! and a queued one asks again whenever seats are freed (or every second).
 //! Its status message says it waits for a free slot on the servers, not
 //! how many tasks are ahead. A store error while a queued task asks is
-//! logged and the task asks again later, as for any seat.
+//! logged and the task asks again later, as for any seat. Not kept yet: the
+//! order of one caller's own queued tasks (any of them may take the caller's
+//! turn), and a bound on how many queued tasks ask at once (every one asks
+//! when seats are freed).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,10 +65,15 @@ const RETRY_EVERY: Duration = Duration::from_secs(1);
 pub(crate) const PATIENCE: Duration = Duration::from_secs(2);
 
 /// Whether the store keeps the bounds and the fair turns of `limits` for
-/// all replicas: the running tools are bounded, and the store is shared
-/// and [keeps fair turns](crate::store::Replicas::supports_fair_share).
+/// all replicas: some caller has a weight, the running tools are bounded,
+/// and the store is shared and
+/// [keeps fair turns](crate::store::Replicas::supports_fair_share).
+/// Without weights each replica keeps its own fair queue, as before: a
+/// caller's tasks then start in the order they came on each replica, which
+/// the store's turns do not keep (see the module docs).
 pub(crate) fn turns_in_store(store: &SharedStore, limits: &AdmissionLimits) -> bool {
-    limits.max_running().is_some()
+    limits.has_weights()
+        && limits.max_running().is_some()
         && store
             .replicas()
             .is_some_and(|replicas| replicas.supports_fair_share())
