@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_tasks::store::{
-    BoxFuture, CacheTicket, FeedCache, HashKey, Keyed, Orphan, PackedRecord, Principal, Replicas,
-    RunnerId, SeatId, SeatPool, Seating, StoreError, StoreErrorKind, Swap, TaskRecord, TaskStore,
-    Transition, idempotency_slot,
+    BoxFuture, CacheTicket, FairTurn, FeedCache, HashKey, Keyed, Orphan, PackedRecord, Principal,
+    RateBucket, RateTake, Replicas, RunnerId, SeatId, SeatPool, Seating, StoreError,
+    StoreErrorKind, Swap, TaskRecord, TaskStore, Transition, idempotency_slot,
 };
 use mcp_tasks::{IdempotencyKey, TaskId, UnixMillis};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -741,7 +741,49 @@ impl Replicas for RedisStore {
         take: &'a [(SeatPool, u64)],
         free: &'a [SeatPool],
     ) -> BoxFuture<'a, Result<Seating, StoreError>> {
-        Box::pin(self.move_seats_in_redis(seat, Some(runner), take, free))
+        Box::pin(self.move_seats_in_redis(seat, Some(runner), take, free, None))
+    }
+
+    fn supports_rate(&self) -> bool {
+        true
+    }
+
+    fn take_rate<'a>(
+        &'a self,
+        bucket: &'a RateBucket,
+        interval: Duration,
+        burst: u32,
+    ) -> BoxFuture<'a, Result<RateTake, StoreError>> {
+        Box::pin(self.take_rate_in_redis(bucket, interval, burst))
+    }
+
+    fn supports_fair_share(&self) -> bool {
+        true
+    }
+
+    fn create_seated_fairly<'a>(
+        &'a self,
+        record: TaskRecord,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+        fair: &'a FairTurn,
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        Box::pin(async move {
+            self.create_seated_in_redis(record, seat, runner, take, Some(fair))
+                .await
+        })
+    }
+
+    fn move_seats_fairly<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+        free: &'a [SeatPool],
+        fair: &'a FairTurn,
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        Box::pin(self.move_seats_in_redis(seat, Some(runner), take, free, Some(fair)))
     }
 
     fn create_seated<'a>(
@@ -752,7 +794,7 @@ impl Replicas for RedisStore {
         take: &'a [(SeatPool, u64)],
     ) -> BoxFuture<'a, Result<Seating, StoreError>> {
         Box::pin(async move {
-            self.create_seated_in_redis(record, seat, runner, take)
+            self.create_seated_in_redis(record, seat, runner, take, None)
                 .await
         })
     }
@@ -776,7 +818,9 @@ impl Replicas for RedisStore {
         pools: &'a [SeatPool],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let _ = self.move_seats_in_redis(seat, None, &[], pools).await?;
+            let _ = self
+                .move_seats_in_redis(seat, None, &[], pools, None)
+                .await?;
             Ok(())
         })
     }

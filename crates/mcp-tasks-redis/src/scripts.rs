@@ -17,7 +17,11 @@
 //! created under an idempotency key, `SLOT` the hex SHA-256 of its owner
 //! and key, kept as long as the record: see `TaskStore::create_keyed`; the
 //! record's hash names it in `k`, and a look-up checks that the record
-//! still does), and the channel `P changes` (ids of changed tasks, or the empty
+//! still does), `P rate:ID` (a creation-rate bucket: its theoretical
+//! arrival time in microseconds of Redis's clock, expiring when it passes;
+//! `ID` as a pool's, from the bucket's name), `P fair:waiting`,
+//! `P fair:idle` and `P fair:state` (the fair turns at the running seats,
+//! see [`FAIR`]), and the channel `P changes` (ids of changed tasks, or the empty
 //! string when seats were freed). Empty hashes and sets are dropped by
 //! Redis, so pools and runners without seats cost nothing. The scripts build the
 //! keys they derive from the prefix, so the store needs one Redis node (a
@@ -137,14 +141,16 @@ return keyed_live(ARGV[1], ARGV[2]) or {{}}
     ))
 });
 
-/// Takes a seat in pools, all or nothing:
-/// `take_seats(runners, held, runner, seat, first_key, first_arg, n)`
-/// reads the `n` pool keys from `KEYS[first_key]` on and their limit and
-/// pool id from `ARGV[first_arg]` on (limit, id, limit, id...). Returns 0
-/// taken, `i` when the `i`-th pool (from 1) is full, -1 when the runner
-/// holds no lease; nothing is written unless it returns 0.
+/// Takes a seat in pools, all or nothing, in two halves (a fair turn is
+/// decided between them): `seats_room(runners, runner, seat, first_key,
+/// first_arg, n)` reads the `n` pool keys from `KEYS[first_key]` on and
+/// their limit and pool id from `ARGV[first_arg]` on (limit, id, limit,
+/// id...) and returns 0 when every pool has room, `i` when the `i`-th pool
+/// (from 1) is full, -1 when the runner holds no lease, writing nothing;
+/// `seats_write(held, runner, seat, first_key, first_arg, n)` then takes
+/// the seats. `take_seats(runners, held, ...)` does both.
 const TAKE_SEATS: &str = r"
-local function take_seats(runners, held, runner, seat, first_key, first_arg, n)
+local function seats_room(runners, runner, seat, first_key, first_arg, n)
   if not redis.call('ZSCORE', runners, runner) then return -1 end
   for i = 1, n do
     local pool = KEYS[first_key + i - 1]
@@ -153,14 +159,124 @@ local function take_seats(runners, held, runner, seat, first_key, first_arg, n)
       return i
     end
   end
+  return 0
+end
+local function seats_write(held, runner, seat, first_key, first_arg, n)
   for i = 1, n do
     if redis.call('HSETNX', KEYS[first_key + i - 1], seat, runner) == 1 then
       redis.call('SADD', held, ARGV[first_arg + 2 * i - 1] .. seat)
     end
   end
+end
+local function take_seats(runners, held, runner, seat, first_key, first_arg, n)
+  local room = seats_room(runners, runner, seat, first_key, first_arg, n)
+  if room ~= 0 then return room end
+  seats_write(held, runner, seat, first_key, first_arg, n)
   return 0
 end
 ";
+
+/// Fair turns at the running seats (`mcp_tasks::store::FairTurn` states
+/// the rules). Keys: `P fair:waiting` (a sorted set of the callers that
+/// wait, by served count; a caller is the pool id of its queued seats,
+/// and waits while `P seats:ID` exists), `P fair:idle` (the same for
+/// callers that do not wait, kept only above `last`), `P fair:state` (a
+/// hash: `last`, and `held`, the Redis time in ms since when a free seat
+/// was held back). All three expire [`FAIR_KEEP_MS`] after their last
+/// write, and are deleted whenever no caller waits.
+///
+/// `fair_args(first_key, first_arg, prefix)` reads the keys waiting, idle,
+/// state and the caller's pool from `KEYS[first_key]` on, and the caller's
+/// pool id, share, gate (0 for a take that queues, else the 1-based index
+/// of the shared pool among those taken) and patience in ms from
+/// `ARGV[first_arg]` on. `fair_turn(f)`, before any seat is written,
+/// decides: `{go = false}` when it is not the caller's turn (then `held` is
+/// set if it was not), else what `fair_after(f, turn)` writes once the
+/// seats are taken and freed. A take of running seats while no caller
+/// waits costs one `EXISTS` and writes nothing.
+const FAIR: &str = r"
+local function fair_args(first_key, first_arg, prefix)
+  return {w = KEYS[first_key], i = KEYS[first_key + 1], s = KEYS[first_key + 2],
+    pool = KEYS[first_key + 3], id = ARGV[first_arg], share = tonumber(ARGV[first_arg + 1]),
+    gate = tonumber(ARGV[first_arg + 2]), patience = tonumber(ARGV[first_arg + 3]),
+    prefix = prefix}
+end
+local function fair_keep(f)
+  for _, key in ipairs({f.w, f.i, f.s}) do redis.call('PEXPIRE', key, FAIR_KEEP_MS) end
+end
+local function fair_number(x) return string.format('%d', x) end
+local function fair_score(key, id)
+  local score = redis.call('ZSCORE', key, id)
+  if score then return tonumber(score) end
+  return nil
+end
+local function fair_least(f, last)
+  while true do
+    local low = redis.call('ZRANGE', f.w, 0, 0, 'WITHSCORES')
+    if #low == 0 then
+      redis.call('DEL', f.i, f.s)
+      return nil
+    end
+    if redis.call('EXISTS', f.prefix .. 'seats:' .. low[1]) == 1 then return tonumber(low[2]) end
+    redis.call('ZREM', f.w, low[1])
+    if tonumber(low[2]) > last then redis.call('ZADD', f.i, low[2], low[1]) end
+  end
+end
+local function fair_turn(f)
+  local turn = {go = true}
+  if f.gate ~= 0 and redis.call('EXISTS', f.w) == 0 then return turn end
+  local last = tonumber(redis.call('HGET', f.s, 'last') or '0')
+  local waits = redis.call('EXISTS', f.pool) == 1
+  local in_w = fair_score(f.w, f.id)
+  local earned = math.max(in_w or fair_score(f.i, f.id) or 0, last)
+  if f.gate == 0 then
+    if not waits or not in_w then turn.joins = earned end
+    return turn
+  end
+  local least = fair_least(f, last)
+  if not least then return turn end
+  local mine = earned
+  if waits and in_w then mine = in_w end
+  turn.least, turn.mine = least, mine
+  if mine <= least then return turn end
+  local held = redis.call('HGET', f.s, 'held')
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  if held and now - tonumber(held) >= f.patience then return turn end
+  if not held then
+    redis.call('HSET', f.s, 'held', fair_number(now))
+    fair_keep(f)
+  end
+  return {go = false}
+end
+local function fair_after(f, turn)
+  if turn.joins then
+    redis.call('ZREM', f.i, f.id)
+    redis.call('ZADD', f.w, fair_number(turn.joins), f.id)
+  elseif turn.least then
+    local served = fair_number(turn.mine + f.share)
+    redis.call('HSET', f.s, 'last', fair_number(turn.mine))
+    if turn.mine <= turn.least then redis.call('HDEL', f.s, 'held') end
+    if redis.call('EXISTS', f.pool) == 1 then
+      redis.call('ZADD', f.w, served, f.id)
+    else
+      redis.call('ZREM', f.w, f.id)
+      if redis.call('EXISTS', f.w) == 0 then
+        redis.call('DEL', f.i, f.s)
+        return
+      end
+      redis.call('ZADD', f.i, served, f.id)
+    end
+    redis.call('ZREMRANGEBYSCORE', f.i, '-inf', fair_number(turn.mine))
+  else
+    return
+  end
+  fair_keep(f)
+end
+";
+
+/// How long the fair turns are kept after their last write.
+pub(crate) const FAIR_KEEP_MS: u64 = 600_000;
 
 /// [`CREATE`] with seats: takes a seat in pools as [`MOVE_SEATS`] does and
 /// creates the record only when they were taken. KEYS: task, expiry,
@@ -175,6 +291,31 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return -2 end
 if keyed_live(ARGV[8], ARGV[10]) then return -3 end
 local taken = take_seats(KEYS[4], KEYS[5], ARGV[11], ARGV[12], 6, 14, tonumber(ARGV[13]))
 if taken ~= 0 then return taken end
+{CREATE_RECORD}
+return 0
+"
+    ))
+});
+
+/// [`CREATE_SEATED`] with a fair turn. KEYS: [`CREATE_SEATED`]'s, then
+/// fair waiting, idle, state and the caller's pool (see [`FAIR`]). ARGV:
+/// [`CREATE_SEATED`]'s, then the caller's pool id, share, gate, patience
+/// ms. Returns as [`CREATE_SEATED`]; a turn not come is the gate's
+/// index, as a full pool.
+pub(crate) static CREATE_SEATED_FAIRLY: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"local FAIR_KEEP_MS = {FAIR_KEEP_MS}
+{KEEP_OWNED}{TAKE_SEATS}{KEYED_LIVE}{FAIR}
+if redis.call('EXISTS', KEYS[1]) == 1 then return -2 end
+if keyed_live(ARGV[8], ARGV[10]) then return -3 end
+local n = tonumber(ARGV[13])
+local room = seats_room(KEYS[4], ARGV[11], ARGV[12], 6, 14, n)
+if room ~= 0 then return room end
+local f = fair_args(6 + n, 14 + 2 * n, ARGV[8])
+local turn = fair_turn(f)
+if not turn.go then return f.gate end
+seats_write(KEYS[5], ARGV[11], ARGV[12], 6, 14, n)
+fair_after(f, turn)
 {CREATE_RECORD}
 return 0
 "
@@ -396,6 +537,27 @@ return 1
     ))
 });
 
+/// A take from a GCRA bucket (see `mcp_tasks::store::replicas`, "Rates
+/// and fair turns") on Redis's clock, in microseconds. KEYS: the bucket
+/// (its value the theoretical arrival time; it expires once that passed).
+/// ARGV: emission interval, burst. Returns 0 taken, else how long to wait.
+pub(crate) static TAKE_RATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local interval = tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local over = tat - now - interval * (tonumber(ARGV[2]) - 1)
+if over > 0 then return over end
+tat = tat + interval
+redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', string.format('%d', math.ceil((tat - now) / 1000)))
+return 0
+",
+    )
+});
+
 /// Claims the leases that ran out (freeing every seat their runners held)
 /// and lists unfinished tasks of claimed runners, as a flat list id,
 /// runner, id, runner... KEYS: runners, claimed. ARGV: limit, prefix.
@@ -437,6 +599,30 @@ for _, runner in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   end
 end
 return found
+"
+    ))
+});
+
+/// [`MOVE_SEATS`] with a fair turn, and at least one pool to take. KEYS:
+/// [`MOVE_SEATS`]'s, then fair waiting, idle, state and the caller's pool
+/// (see [`FAIR`]). ARGV: [`MOVE_SEATS`]'s, then the caller's pool id,
+/// share, gate, patience ms. Returns as [`MOVE_SEATS`]; a turn not come
+/// is the gate's index, as a full pool.
+pub(crate) static MOVE_SEATS_FAIRLY: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        r"local FAIR_KEEP_MS = {FAIR_KEEP_MS}
+{TAKE_SEATS}{FREE_SEATS}{FAIR}
+local runner, seat, n, prefix = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local m = #KEYS - 6 - n
+local room = seats_room(KEYS[1], runner, seat, 3, 5, n)
+if room ~= 0 then return room end
+local f = fair_args(3 + n + m, 5 + 2 * n + m, prefix)
+local turn = fair_turn(f)
+if not turn.go then return f.gate end
+seats_write(KEYS[2], runner, seat, 3, 5, n)
+free_seats(prefix, seat, 3 + n, 5 + 2 * n, m)
+fair_after(f, turn)
+return 0
 "
     ))
 });

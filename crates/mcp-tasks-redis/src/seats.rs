@@ -1,9 +1,15 @@
 //! Seat pools in Redis (see [`mcp_tasks::store::replicas`], "Seats"): one
 //! script per take, move or free, and one that takes seats and creates a
 //! task, so admission adds no round trip to a creation, and one to a
-//! queued task's start and to a task's end.
+//! queued task's start and to a task's end. With a fair turn, the same
+//! steps run in scripts that also keep the turns (`scripts::FAIR`); a
+//! creation rate is one script of its own (`scripts::TAKE_RATE`).
 
-use mcp_tasks::store::{RunnerId, SeatId, SeatPool, Seating, StoreError, TaskRecord};
+use std::time::Duration;
+
+use mcp_tasks::store::{
+    FairTurn, RateBucket, RateTake, RunnerId, SeatId, SeatPool, Seating, StoreError, TaskRecord,
+};
 use sha2::{Digest, Sha256};
 
 use crate::scripts::{self, POOL_ID_LEN};
@@ -13,8 +19,14 @@ use crate::{Keys, RedisStore};
 /// SHA-256 of its name, so a name (which may hold a principal) is neither
 /// stored nor able to break a key.
 pub(crate) fn pool_id(pool: &SeatPool) -> String {
+    name_id(pool.as_str())
+}
+
+/// The first [`POOL_ID_LEN`] hex digits of the SHA-256 of `name`: how a
+/// pool or a rate bucket is named in its key.
+fn name_id(name: &str) -> String {
     use std::fmt::Write;
-    let digest = Sha256::digest(pool.as_str().as_bytes());
+    let digest = Sha256::digest(name.as_bytes());
     let mut id = String::with_capacity(POOL_ID_LEN);
     for byte in &digest[..POOL_ID_LEN / 2] {
         let _ = write!(id, "{byte:02x}");
@@ -32,6 +44,28 @@ impl Keys {
     fn held(&self, runner: &str) -> String {
         format!("{}held:{runner}", self.prefix)
     }
+
+    /// The key of a rate bucket.
+    fn rate(&self, bucket: &RateBucket) -> String {
+        format!("{}rate:{}", self.prefix, name_id(bucket.as_str()))
+    }
+}
+
+/// Adds a fair turn's keys and arguments to a script's invocation (see
+/// `scripts::FAIR`).
+fn push_fair(keys: &Keys, invocation: &mut redis::ScriptInvocation<'_>, fair: &FairTurn) {
+    let id = pool_id(&fair.caller);
+    let gate = fair.gate.map_or(0, |gate| gate + 1);
+    let patience = u64::try_from(fair.patience.as_millis()).unwrap_or(u64::MAX);
+    invocation
+        .key(format!("{}fair:waiting", keys.prefix))
+        .key(format!("{}fair:idle", keys.prefix))
+        .key(format!("{}fair:state", keys.prefix))
+        .key(keys.pool(&id))
+        .arg(id)
+        .arg(fair.share)
+        .arg(gate)
+        .arg(patience);
 }
 
 impl RedisStore {
@@ -43,9 +77,16 @@ impl RedisStore {
         runner: Option<&RunnerId>,
         take: &[(SeatPool, u64)],
         free: &[SeatPool],
+        fair: Option<&FairTurn>,
     ) -> Result<Seating, StoreError> {
         let runner = runner.map_or("", RunnerId::as_str);
-        let mut invocation = scripts::MOVE_SEATS.key(&self.keys.runners);
+        // A fair turn is kept only for a take (a free alone changes no turn).
+        let fair = fair.filter(|_| !take.is_empty());
+        let script = match fair {
+            Some(_) => &scripts::MOVE_SEATS_FAIRLY,
+            None => &scripts::MOVE_SEATS,
+        };
+        let mut invocation = script.key(&self.keys.runners);
         invocation
             .key(self.keys.held(runner))
             .arg(runner)
@@ -60,6 +101,9 @@ impl RedisStore {
             let id = pool_id(pool);
             invocation.key(self.keys.pool(&id)).arg(id);
         }
+        if let Some(fair) = fair {
+            push_fair(&self.keys, &mut invocation, fair);
+        }
         let mut connection = self.connection.clone();
         let answer: i64 = self
             .bounded(
@@ -70,15 +114,21 @@ impl RedisStore {
         seating(answer, take.len())
     }
 
-    /// [`Replicas::create_seated`](mcp_tasks::store::Replicas::create_seated).
+    /// [`Replicas::create_seated`](mcp_tasks::store::Replicas::create_seated),
+    /// and with `fair`, `create_seated_fairly`.
     pub(crate) async fn create_seated_in_redis(
         &self,
         record: TaskRecord,
         seat: &SeatId,
         runner: &RunnerId,
         take: &[(SeatPool, u64)],
+        fair: Option<&FairTurn>,
     ) -> Result<Seating, StoreError> {
-        let mut invocation = self.creation(&scripts::CREATE_SEATED, &record)?;
+        let script = match fair {
+            Some(_) => &scripts::CREATE_SEATED_FAIRLY,
+            None => &scripts::CREATE_SEATED,
+        };
+        let mut invocation = self.creation(script, &record)?;
         invocation
             .key(&self.keys.runners)
             .key(self.keys.held(runner.as_str()))
@@ -88,6 +138,9 @@ impl RedisStore {
         for (pool, limit) in take {
             let id = pool_id(pool);
             invocation.key(self.keys.pool(&id)).arg(*limit).arg(id);
+        }
+        if let Some(fair) = fair {
+            push_fair(&self.keys, &mut invocation, fair);
         }
         let mut connection = self.connection.clone();
         let ticket = self.cache.ticket(record.id().expose());
@@ -119,6 +172,35 @@ impl RedisStore {
             let id = pool_id(pool);
             invocation.key(self.keys.pool(&id)).arg(id);
         }
+    }
+
+    /// [`Replicas::take_rate`](mcp_tasks::store::Replicas::take_rate): one
+    /// script, in microseconds of Redis's clock (an interval below one
+    /// microsecond counts as one).
+    pub(crate) async fn take_rate_in_redis(
+        &self,
+        bucket: &RateBucket,
+        interval: Duration,
+        burst: u32,
+    ) -> Result<RateTake, StoreError> {
+        let interval = u64::try_from(interval.as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let mut invocation = scripts::TAKE_RATE.key(self.keys.rate(bucket));
+        invocation.arg(interval).arg(burst.max(1));
+        let mut connection = self.connection.clone();
+        let wait: u64 = self
+            .bounded(
+                "Redis could not count a creation rate",
+                invocation.invoke_async(&mut connection),
+            )
+            .await?;
+        Ok(match wait {
+            0 => RateTake::Allowed,
+            micros => RateTake::Limited {
+                retry_after: Duration::from_micros(micros),
+            },
+        })
     }
 
     /// [`Replicas::seats_taken`](mcp_tasks::store::Replicas::seats_taken).

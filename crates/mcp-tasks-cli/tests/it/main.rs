@@ -33,6 +33,7 @@ mod serve_max_running;
 mod serve_oauth_issuer;
 mod serve_oauth_issuer_keys;
 mod serve_rate_per_caller;
+mod serve_rate_replicas;
 mod serve_restart_sqlite;
 mod serve_stdio_connect;
 mod serve_task_tools;

@@ -10,19 +10,19 @@ use serde_json::{Value, json};
 use crate::cli::serve_logged;
 use crate::support::{json_of, raw_http, run};
 
-const ALICE: &str = "alice-0123456789abcdef0123456789";
+pub(crate) const ALICE: &str = "alice-0123456789abcdef0123456789";
 const BOB: &str = "bob-0123456789abcdef0123456789ab";
 
 /// An HTTP answer: status, `Retry-After` if any, and the JSON body.
-struct Answer {
-    status: u16,
-    retry_after: Option<u64>,
-    body: Value,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) retry_after: Option<u64>,
+    pub(crate) body: Value,
 }
 
 /// Posts a 2026-07-28 `tools/call` of `sleep` (a minute) to `url` with
 /// `token`, over a connection of its own.
-fn post_call(url: &str, token: &str) -> Answer {
+pub(crate) fn post_call(url: &str, token: &str) -> Answer {
     let rest = url.strip_prefix("http://").expect("an http URL");
     let (address, path) = rest.split_at(rest.find('/').expect("a path"));
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {

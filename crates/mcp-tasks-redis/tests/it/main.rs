@@ -10,4 +10,5 @@ mod owned;
 mod pause;
 mod replicas;
 mod seats;
+mod shared_admission;
 mod support;

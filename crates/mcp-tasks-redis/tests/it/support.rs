@@ -182,6 +182,13 @@ pub(crate) fn text(text: impl Into<String>) -> CallToolResult {
     CallToolResult::success(vec![ContentBlock::text(text.into())])
 }
 
+impl Tools {
+    /// The tools of replica `name` on `runtime`.
+    pub(crate) fn new(runtime: TaskRuntime, name: &'static str) -> Self {
+        Self { runtime, name }
+    }
+}
+
 impl ServerHandler for Tools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(

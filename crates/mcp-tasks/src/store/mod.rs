@@ -51,7 +51,9 @@ pub use record::{
     EXPIRED_MESSAGE, HANDED_OFF_MESSAGE, Principal, RESTARTED_MESSAGE, RESUMED_MESSAGE,
     STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
 };
-pub use replicas::{Orphan, Replicas, RunnerId, SeatId, SeatPool, Seating};
+pub use replicas::{
+    FairTurn, Orphan, RateBucket, RateTake, Replicas, RunnerId, SeatId, SeatPool, Seating,
+};
 
 use crate::idempotency::IdempotencyKey;
 use crate::task::{TaskId, UnixMillis};

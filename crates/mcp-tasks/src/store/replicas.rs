@@ -81,10 +81,35 @@
 //!   keys as it is (it may hold a principal): the Redis store keys a pool by
 //!   a hash of its name.
 //!
+//! # Rates and fair turns
+//!
+//! Two more things a store may keep for all replicas, each behind a
+//! `supports_…` switch whose default (`false`) leaves the runtime counting
+//! them in memory, per process, as on a store of one process:
+//!
+//! * **Creation rates** ([`Replicas::take_rate`], when
+//!   [`Replicas::supports_rate`]): a GCRA bucket per [`RateBucket`] name,
+//!   read on the *store's* clock. A bucket holds one number, its
+//!   *theoretical arrival time* `tat` (nothing, or a `tat` in the past, is
+//!   the same as `tat = now`). A take at `now` with emission interval `T`
+//!   and burst `b` computes `t = max(tat, now)`; if `t - now > (b - 1) * T`
+//!   it is refused with `retry_after = t - now - (b - 1) * T` and nothing
+//!   changes, else `tat` becomes `t + T`. A bucket whose `tat` passed may be
+//!   forgotten at any time (the Redis store lets its key expire then), so
+//!   quiet callers cost nothing. As for pools, the name may hold a principal:
+//!   a store keys a bucket by a hash of it.
+//! * **Fair turns** at the running seats ([`Replicas::create_seated_fairly`]
+//!   and [`Replicas::move_seats_fairly`], when
+//!   [`Replicas::supports_fair_share`]): the weighted fair share of
+//!   `AdmissionLimits` (the server's admission) between callers,
+//!   decided in the store for the tasks queued on every replica. See
+//!   [`FairTurn`] for the exact rules.
+//!
 //! Stores kept by one process have no [`Replicas`]: the runtime counts its
 //! bounds in memory there.
 
 use std::fmt;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -192,6 +217,12 @@ impl SeatPool {
         Self(format!("caller:{}", principal.as_str()))
     }
 
+    /// `waiting:<principal>`: the queued tasks of `principal`, which name
+    /// it in the store's [fair turns](FairTurn).
+    pub fn waiting(principal: &super::Principal) -> Self {
+        Self(format!("waiting:{}", principal.as_str()))
+    }
+
     /// `tool:<name>`: the running calls of tool `name`.
     pub fn tool(name: &str) -> Self {
         Self(format!("tool:{name}"))
@@ -220,6 +251,117 @@ pub enum Seating {
     /// nothing changed; [`TaskStore::find_keyed`](super::TaskStore::find_keyed)
     /// reads it.
     Existing,
+}
+
+/// A named creation-rate bucket (see [Rates and fair turns](self#rates-and-fair-turns)):
+/// `caller:<principal>` for a caller's creation rate. Its name may hold a
+/// principal: stores key a bucket by a hash of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RateBucket(String);
+
+impl RateBucket {
+    /// The bucket named `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    /// `caller:<principal>`: the creations counted against `principal`.
+    pub fn caller(principal: &super::Principal) -> Self {
+        Self(format!("caller:{}", principal.as_str()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What [`Replicas::take_rate`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum RateTake {
+    /// The take was counted.
+    Allowed,
+    /// Too soon: nothing was counted; a take after `retry_after` (on the
+    /// store's clock) is allowed, unless others take first.
+    Limited {
+        /// How long until the bucket allows one take.
+        retry_after: Duration,
+    },
+}
+
+/// A caller's claim to a fair turn at the running seats, given with a take
+/// of seats on a store that [supports fair share](Replicas::supports_fair_share).
+///
+/// The store keeps, per caller, a *served* count (a number; the caller's
+/// key is [`FairTurn::caller`], the pool of the caller's queued seats, so
+/// the caller *waits* while that pool holds a seat), one number *last*
+/// (the served count of the caller that took the last turn) and one time
+/// *held since* (empty, or since when a free running seat was held back for
+/// a less served caller). With [`FairTurn::gate`] `None` (a task that
+/// queues) the take goes as [`Replicas::take_seats`] and, if it took a seat
+/// in `caller` and that pool was empty before, the caller's served count
+/// becomes `max(served, last)` (an idle caller does not save up turns).
+/// With `gate` `Some(i)` (a task that takes running seats; the pool at
+/// index `i` of the take is the shared one), in the same atomic step, after
+/// the lease and the room of every pool were checked as usual:
+///
+/// 1. *mine* is the caller's served count if it waits, else
+///    `max(served, last)`; *least* is the lowest served count among the
+///    callers that wait (the caller itself included).
+/// 2. The take may go on when no caller waits, or *mine* ≤ *least*, or a
+///    seat has been held back for at least [`FairTurn::patience`] (so a
+///    less served caller whose tasks cannot start, its replica dead or its
+///    tool at its bound, delays the others by that much at most). Else the
+///    answer is [`Seating::Full`]`(i)`, nothing is taken, and *held since*
+///    is set to now if it was empty.
+/// 3. When it goes on and some caller waits: *last* = *mine*, the caller's
+///    served count = *mine* + [`FairTurn::share`]; and if *mine* ≤ *least*,
+///    *held since* is emptied. When no caller waits, nothing is written.
+///
+/// Served counts at or below *last* may be forgotten for callers that do
+/// not wait (they read as *last*); once no caller waits, everything may be
+/// forgotten; a store may also forget it all after a while with no take
+/// (the Redis store: ten minutes). A caller whose queued seats were freed
+/// by a claim (its replica died) stops waiting then, with no write of its
+/// own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FairTurn {
+    /// The pool of the caller's queued seats (`waiting:<principal>`), which
+    /// also names the caller in the store.
+    pub caller: SeatPool,
+    /// What one turn adds to the caller's served count: a larger weight is
+    /// a smaller share.
+    pub share: u64,
+    /// The index, in the pools to take, of the pool whose free seats are
+    /// shared fairly (`running`); `None` for a take that queues.
+    pub gate: Option<usize>,
+    /// How long a free seat may be held back for a less served caller.
+    pub patience: Duration,
+}
+
+impl FairTurn {
+    /// A queued take for the caller whose queued seats are in `caller`.
+    pub fn queue(caller: SeatPool, share: u64) -> Self {
+        Self {
+            caller,
+            share,
+            gate: None,
+            patience: Duration::ZERO,
+        }
+    }
+
+    /// A take of running seats, the pool at `gate` shared fairly, holding a
+    /// seat back at most `patience`.
+    pub fn start(caller: SeatPool, share: u64, gate: usize, patience: Duration) -> Self {
+        Self {
+            caller,
+            share,
+            gate: Some(gate),
+            patience,
+        }
+    }
 }
 
 /// Leases and feed gaps of a store shared by several server processes. See
@@ -330,6 +472,68 @@ pub trait Replicas: Send + Sync {
 
     /// How many seats `pool` holds (the seats of claimed runners are gone).
     fn seats_taken<'a>(&'a self, pool: &'a SeatPool) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// Whether [`Replicas::take_rate`] counts creation rates for all
+    /// replicas. `false` (the default): the runtime counts them per process.
+    fn supports_rate(&self) -> bool {
+        false
+    }
+
+    /// Takes one from the GCRA bucket `bucket` with emission interval
+    /// `interval` and burst `burst` (at least 1), on the store's clock, in
+    /// one atomic step (see [Rates and fair turns](self#rates-and-fair-turns)):
+    /// [`RateTake::Limited`] with the wait when too soon (nothing counted).
+    /// Needs no lease. A store whose [`Replicas::supports_rate`] is `false`
+    /// answers an error.
+    fn take_rate<'a>(
+        &'a self,
+        bucket: &'a RateBucket,
+        interval: Duration,
+        burst: u32,
+    ) -> BoxFuture<'a, Result<RateTake, StoreError>> {
+        let _ = (bucket, interval, burst);
+        Box::pin(std::future::ready(Err(StoreError::msg(
+            "this store cannot count creation rates",
+        ))))
+    }
+
+    /// Whether [`Replicas::create_seated_fairly`] and
+    /// [`Replicas::move_seats_fairly`] keep fair turns for all replicas.
+    /// `false` (the default): they ignore the turn, and the runtime keeps
+    /// its fair queue per process.
+    fn supports_fair_share(&self) -> bool {
+        false
+    }
+
+    /// [`Replicas::create_seated`] with a fair turn ([`FairTurn`]), in the
+    /// same atomic step; a turn not come yet answers
+    /// [`Seating::Full`] of the turn's gate. The default ignores `fair`.
+    fn create_seated_fairly<'a>(
+        &'a self,
+        record: TaskRecord,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+        fair: &'a FairTurn,
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        let _ = fair;
+        self.create_seated(record, seat, runner, take)
+    }
+
+    /// [`Replicas::move_seats`] with a fair turn ([`FairTurn`]), in the same
+    /// atomic step; a turn not come yet answers [`Seating::Full`] of the
+    /// turn's gate. The default ignores `fair`.
+    fn move_seats_fairly<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+        free: &'a [SeatPool],
+        fair: &'a FairTurn,
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        let _ = fair;
+        self.move_seats(seat, runner, take, free)
+    }
 
     /// A counter bumped whenever seats were freed, on any replica: a queued
     /// task may find room now. It is bumped too after a gap in the store's

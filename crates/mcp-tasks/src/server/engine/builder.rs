@@ -13,6 +13,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, Extensions};
 
 use super::admission::queue::{Admission, AdmissionLimits};
 use super::admission::rate::{self, CreationRate};
+use super::admission::shared;
 use super::asked::AskedNow;
 use super::budget::DEFAULT_MAX_RESULT_BYTES;
 use super::clock::{Clock, SystemClock};
@@ -231,8 +232,8 @@ impl TaskRuntimeBuilder {
         self
     }
 
-    /// How fast one caller may create tasks (default `None`: no limit), in
-    /// this process: a creation past the rate is refused with a JSON-RPC
+    /// How fast one caller may create tasks (default `None`: no limit): a
+    /// creation past the rate is refused with a JSON-RPC
     /// error (-32603, `data: {"reason": "rateLimited", "retryAfterMs": N,
     /// "ratePerCaller": "10/s", "rateBurst": 20}`), over HTTP with status
     /// 503 and `Retry-After` (whole seconds, rounded up). Callers are
@@ -240,11 +241,17 @@ impl TaskRuntimeBuilder {
     ///
     /// Only calls that become tasks count: a synchronous call (a tool whose
     /// policy forbids tasks, or a client that does not declare the
-    /// extension) is neither counted nor refused. The count is per process:
-    /// N replicas of a server allow N times the rate. Time is read on
-    /// tokio's clock (under a paused clock in tests, the rate moves with
-    /// it), and the state of callers quiet long enough to be back at their
-    /// full burst is dropped every 30 s.
+    /// extension) is neither counted nor refused.
+    ///
+    /// On a shared store that [counts rates](crate::store::Replicas::supports_rate)
+    /// (Redis) the rate holds for all replicas together: each caller's
+    /// bucket is kept in the store, on the store's clock (one round trip per
+    /// creation), and a store that cannot be reached fails the creation with
+    /// its error. Elsewhere the count is per process (N replicas of a server
+    /// allow N times the rate), time is read on tokio's clock (under a
+    /// paused clock in tests, the rate moves with it), and the state of
+    /// callers quiet long enough to be back at their full burst is dropped
+    /// every 30 s.
     pub fn with_rate_per_caller(mut self, rate: Option<CreationRate>) -> Self {
         self.settings.rate_per_caller = rate;
         self
@@ -354,7 +361,11 @@ impl TaskRuntimeBuilder {
             .is_some()
             .then(|| Leasing::new(period));
         let gaps = self.store.replicas().map(|replicas| replicas.feed_gaps());
-        let rate = self.settings.rate_per_caller.map(rate::start);
+        let turns_in_store = shared::turns_in_store(&self.store, &self.admission);
+        let rate = self
+            .settings
+            .rate_per_caller
+            .map(|rate| rate::start(rate, &self.store));
         let mut observers = self.observers;
         // The task spans hear the tasks' events as any observer does (with
         // feature `otel`: without it they have nothing to hear).
@@ -368,7 +379,7 @@ impl TaskRuntimeBuilder {
             principal: self.principal,
             waiters: Waiters::default(),
             live: Arc::default(),
-            admission: Admission::new(self.admission),
+            admission: Admission::with_turns(self.admission, turns_in_store),
             draining: Draining::default(),
             listeners: Listeners::default(),
             settings: self.settings,

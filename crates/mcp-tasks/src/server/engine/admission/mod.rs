@@ -5,8 +5,10 @@
 //!
 //! * [`caller`]: who a call comes from, for its caps and rates.
 //! * [`queue`]: the bounds on running and waiting tasks, and the fair queue.
-//! * [`shared`]: the same bounds across replicas, in a shared store's seats.
-//! * [`rate`]: how fast one caller may create tasks.
+//! * [`shared`]: the same bounds across replicas, in a shared store's seats,
+//!   and the fair turns there when the store keeps them.
+//! * [`rate`]: how fast one caller may create tasks (in the shared store,
+//!   for all replicas, when it counts rates).
 //! * [`refusal`]: the one shape of every refusal for load (a JSON-RPC error
 //!   with a retry hint in `data`; over HTTP, status 503 and `Retry-After`).
 

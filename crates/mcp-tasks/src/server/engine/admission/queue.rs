@@ -3,7 +3,8 @@
 //! [`RunSlot`]s and [`Ticket`]s. How it behaves is told where users read it,
 //! on [`AdmissionLimits`]. The counts are this process's; on a store shared
 //! by replicas the same bounds also hold across all of them
-//! ([`shared`](super::shared)).
+//! ([`shared`](super::shared)), and on one that keeps fair turns this queue
+//! bounds nothing: the store decides the turns.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
@@ -53,7 +54,13 @@ const SHARE: u64 = 720_720 * 1_000;
 /// that can run.
 ///
 /// The bounds hold per process on memory and SQLite, and for all replicas
-/// together on a store they share (Redis).
+/// together on a store they share (Redis). The fair turns too, on a shared
+/// store that [keeps them](crate::store::Replicas::supports_fair_share)
+/// (Redis) when some caller has a weight and `max_running` is set: a running slot then goes to a caller
+/// that is the least served of those waiting on every replica, a queued
+/// task says `queued: waiting for a free slot on the servers` instead of
+/// how many are ahead, and a slot held back 2 s for a caller that does not
+/// take it (its replica died, its tool is at its bound) goes to another.
 ///
 /// ```
 /// use mcp_tasks::server::AdmissionLimits;
@@ -128,6 +135,17 @@ impl AdmissionLimits {
         self
     }
 
+    /// What one slot adds to the share count of the caller counted as
+    /// `quota`: a larger weight is a smaller share.
+    pub(crate) fn share(&self, quota: &Principal) -> u64 {
+        SHARE / u64::from(self.weights.get(quota).copied().unwrap_or(1))
+    }
+
+    /// Whether some caller has a weight of its own.
+    pub(crate) fn has_weights(&self) -> bool {
+        !self.weights.is_empty()
+    }
+
     /// The bound on running tools.
     pub fn max_running(&self) -> Option<usize> {
         self.max_running
@@ -158,6 +176,10 @@ pub struct Load {
 #[derive(Debug)]
 pub(crate) struct Admission {
     limits: AdmissionLimits,
+    /// Whether the store keeps the bounds and the fair turns for all
+    /// replicas ([`shared`](super::shared)): then every task has a slot
+    /// here at once, and waits for its turn in the store.
+    turns_in_store: bool,
     state: Mutex<State>,
 }
 
@@ -224,9 +246,18 @@ pub(crate) struct Place {
 }
 
 impl Admission {
+    #[cfg(test)]
     pub(crate) fn new(limits: AdmissionLimits) -> Arc<Self> {
+        Self::with_turns(limits, false)
+    }
+
+    /// Admission whose bounds and fair turns are kept by the store when
+    /// `turns_in_store`: this process then counts its running tools but
+    /// bounds nothing and queues nothing.
+    pub(crate) fn with_turns(limits: AdmissionLimits, turns_in_store: bool) -> Arc<Self> {
         Arc::new(Self {
             limits,
+            turns_in_store,
             state: Mutex::default(),
         })
     }
@@ -242,18 +273,20 @@ impl Admission {
 
     /// Whether a task of `tool` may start now.
     fn has_room(&self, state: &State, tool: &str) -> bool {
-        self.limits
-            .max_running
-            .is_none_or(|max| state.running < max)
-            && self
+        self.turns_in_store
+            || self
                 .limits
-                .per_tool
-                .get(tool)
-                .is_none_or(|max| state.running_by_tool.get(tool).copied().unwrap_or(0) < *max)
+                .max_running
+                .is_none_or(|max| state.running < max)
+                && self
+                    .limits
+                    .per_tool
+                    .get(tool)
+                    .is_none_or(|max| state.running_by_tool.get(tool).copied().unwrap_or(0) < *max)
     }
 
     fn share_of(&self, quota: &Principal) -> u64 {
-        SHARE / u64::from(self.limits.weights.get(quota).copied().unwrap_or(1))
+        self.limits.share(quota)
     }
 
     /// A slot now for a task of `tool` from `caller`, or a place in the

@@ -1,10 +1,21 @@
 //! How fast one caller may create tasks: [`CreationRate`], and the keyed
 //! limiter the runtime checks at each creation ([`RateLimits`]).
 //!
-//! The limiter is `governor`'s (GCRA, keyed by the caller's quota
-//! principal), read on tokio's clock so tests run it under a paused clock.
-//! It is this process's: each replica of a server counts the creations it
-//! answers.
+//! On a store kept by one process (memory, SQLite), and on a shared store
+//! that does not [count rates](crate::store::Replicas::supports_rate), the
+//! limiter is `governor`'s (GCRA, keyed by the caller's quota principal),
+//! read on tokio's clock so tests run it under a paused clock: it is this
+//! process's, each replica counting the creations it answers.
+//!
+//! On a shared store that counts rates (Redis), the same GCRA runs in the
+//! store, on the store's clock, in a bucket per caller
+//! ([`Replicas::take_rate`](crate::store::Replicas::take_rate)): the rate
+//! holds for all replicas together, at the cost of one round trip to the
+//! store per creation (none when no rate is set). A refusal has the same
+//! shape, its retry hint the store's. When the store cannot be reached the
+//! creation fails with the store's error (-32603, "the task store cannot be
+//! reached"), as it would have at its write: neither counted here instead
+//! nor let through uncounted.
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -18,8 +29,10 @@ use governor::{Quota, RateLimiter};
 use serde_json::{Map, json};
 
 use super::caller::Caller;
-use super::refusal::{Reason, Refusal};
+use super::refusal::{Denial, Reason, Refusal};
 use crate::server::auth::principal::Principal;
+use crate::server::engine::wire::store_failure;
+use crate::store::{RateBucket, RateTake, SharedStore};
 
 /// How fast one caller may create tasks: `count` per second, minute or
 /// hour, with bursts of up to `burst` at once (default: `count`). Reads
@@ -115,6 +128,11 @@ impl CreationRate {
         self.burst
     }
 
+    /// The time between two creations past the burst: the period / count.
+    fn emission_interval(&self) -> Duration {
+        self.per.duration() / self.count.get()
+    }
+
     fn quota(&self) -> Quota {
         let quota = match self.per {
             Per::Second => Quota::per_second(self.count),
@@ -185,6 +203,9 @@ impl governor::clock::Clock for TokioElapsed {
 /// The creation rate of every caller, keyed by its quota principal.
 pub(crate) struct RateLimits {
     rate: CreationRate,
+    /// Whether the store counts the rate for all replicas (the limiter
+    /// below then stays empty).
+    in_store: bool,
     limiter: RateLimiter<
         Principal,
         HashMapStateStore<Principal>,
@@ -197,36 +218,67 @@ impl fmt::Debug for RateLimits {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimits")
             .field("rate", &self.rate)
+            .field("in_store", &self.in_store)
             .field("callers", &self.limiter.len())
             .finish()
     }
 }
 
 impl RateLimits {
-    /// Limits at `rate`, starting now on tokio's clock.
-    pub(crate) fn new(rate: CreationRate) -> Self {
+    /// Limits at `rate`, starting now on tokio's clock; counted by the
+    /// store when `in_store`.
+    pub(crate) fn new(rate: CreationRate, in_store: bool) -> Self {
         let clock = TokioElapsed(tokio::time::Instant::now());
         Self {
             rate,
+            in_store,
             limiter: RateLimiter::hashmap_with_clock(rate.quota(), clock),
         }
     }
 
-    /// Counts one creation for `caller`; the refusal for load
-    /// ([`Reason::RateLimited`]) when it creates too fast.
+    /// Counts one creation for `caller`, in `store` when it counts rates
+    /// for all replicas, else here; the refusal for load
+    /// ([`Reason::RateLimited`]) when it creates too fast, or the store's
+    /// failure.
+    pub(crate) async fn check_in(
+        &self,
+        store: &SharedStore,
+        caller: &Caller,
+    ) -> Result<(), Denial> {
+        let Some(replicas) = store.replicas().filter(|_| self.in_store) else {
+            return Ok(self.check(caller)?);
+        };
+        let bucket = RateBucket::caller(&caller.quota);
+        let interval = self.rate.emission_interval();
+        match replicas
+            .take_rate(&bucket, interval, self.rate.burst.get())
+            .await
+            .map_err(store_failure)?
+        {
+            RateTake::Allowed => Ok(()),
+            RateTake::Limited { retry_after } => Err(self.refused(retry_after).into()),
+        }
+    }
+
+    /// Counts one creation for `caller` in this process; the refusal for
+    /// load ([`Reason::RateLimited`]) when it creates too fast.
     pub(crate) fn check(&self, caller: &Caller) -> Result<(), Refusal> {
         let Err(not_until) = self.limiter.check_key(&caller.quota) else {
             return Ok(());
         };
+        Err(self.refused(not_until.wait_time_from(self.limiter.clock().now())))
+    }
+
+    /// The refusal of a creation that may come again after `wait`.
+    fn refused(&self, wait: Duration) -> Refusal {
         // Whole milliseconds, rounded up: a retry after the hint is served.
-        let wait = not_until.wait_time_from(self.limiter.clock().now());
         let retry_after = Duration::from_millis(
             u64::try_from(wait.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX),
         );
         let mut extra = Map::new();
         extra.insert("ratePerCaller".into(), json!(self.rate.to_string()));
         extra.insert("rateBurst".into(), json!(self.rate.burst.get()));
-        Err(Refusal::new(
+        Refusal::new(
             Reason::RateLimited,
             format!(
                 "this caller creates tasks faster than {} (bursts of {}): try again in {} ms",
@@ -236,7 +288,7 @@ impl RateLimits {
             ),
             retry_after,
             extra,
-        ))
+        )
     }
 
     /// Drops the state of callers that have been quiet long enough to be
@@ -264,10 +316,16 @@ impl RateLimits {
     }
 }
 
-/// The limits of `rate`, with their pruner running.
-pub(crate) fn start(rate: CreationRate) -> Arc<RateLimits> {
-    let limits = Arc::new(RateLimits::new(rate));
-    tokio::spawn(RateLimits::prune(Arc::downgrade(&limits)));
+/// The limits of `rate` on `store`: counted by the store when it counts
+/// rates for all replicas, else here, with their pruner running.
+pub(crate) fn start(rate: CreationRate, store: &SharedStore) -> Arc<RateLimits> {
+    let in_store = store
+        .replicas()
+        .is_some_and(|replicas| replicas.supports_rate());
+    let limits = Arc::new(RateLimits::new(rate, in_store));
+    if !in_store {
+        tokio::spawn(RateLimits::prune(Arc::downgrade(&limits)));
+    }
     limits
 }
 
@@ -318,7 +376,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_caller_past_its_burst_waits_one_interval_and_others_are_served() {
-        let limits = RateLimits::new(CreationRate::per_second(nonzero(4)).with_burst(nonzero(2)));
+        let limits = RateLimits::new(
+            CreationRate::per_second(nonzero(4)).with_burst(nonzero(2)),
+            false,
+        );
         let (alice, bob) = (caller("alice"), caller("bob"));
         limits.check(&alice).unwrap();
         limits.check(&alice).unwrap();
@@ -350,9 +411,34 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_emission_interval_is_the_period_over_the_count() {
+        let interval = |text: &str| text.parse::<CreationRate>().unwrap().emission_interval();
+        assert_eq!(interval("4/s"), Duration::from_millis(250));
+        assert_eq!(interval("600/min"), Duration::from_millis(100));
+        assert_eq!(interval("3/h"), Duration::from_secs(1200));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn on_a_store_of_one_process_the_rate_is_counted_here() {
+        let store: SharedStore = Arc::new(crate::store::MemoryStore::new());
+        let limits = start(CreationRate::per_minute(nonzero(1)), &store);
+        assert!(!limits.in_store);
+        let alice = caller("alice");
+        limits.check_in(&store, &alice).await.expect("the first");
+        match limits.check_in(&store, &alice).await {
+            Err(Denial::Refused(refusal)) => {
+                assert_eq!(refusal.retry_after(), Duration::from_secs(60));
+            }
+            other => panic!("not refused for rate: {other:?}"),
+        }
+        assert_eq!(limits.callers(), 1, "counted in this process's limiter");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn quiet_callers_are_pruned() {
-        let limits = start(CreationRate::per_second(nonzero(1)));
+        let store: SharedStore = Arc::new(crate::store::MemoryStore::new());
+        let limits = start(CreationRate::per_second(nonzero(1)), &store);
         for n in 0..100 {
             limits.check(&caller(&format!("caller-{n}"))).unwrap();
         }

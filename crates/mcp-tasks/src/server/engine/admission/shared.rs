@@ -21,6 +21,26 @@
 //! Unbounded settings take no seat at all, so a server without bounds pays
 //! nothing for them; a task that took no seat (no cap, no running or tool
 //! bound, never queued) frees none at its end either.
+//!
+//! **Fair turns across replicas.** When some caller has a weight, the
+//! running tools are bounded and the store
+//! [keeps fair turns](crate::store::Replicas::supports_fair_share)
+//! (Redis), the fair share between callers (their
+//! [weights](crate::server::AdmissionLimits::with_weight)) is decided in the
+//! store, for the tasks queued on every replica ([`FairTurn`]): a queued
+//! task also holds a seat in its caller's `waiting:<quota>` pool, and a
+//! running seat goes to a caller that is the least served among the callers
+//! waiting (or to anyone once a free seat was held back [`PATIENCE`] for a
+//! less served caller that did not take it: a dead replica or a tool at its
+//! bound delays the others by that much at most). This process's queue
+//! then bounds nothing ([`turns_in_store`]): every task asks the store,
+//! and a queued one asks again whenever seats are freed (or every second).
+//! Its status message says it waits for a free slot on the servers, not
+//! how many tasks are ahead. A store error while a queued task asks is
+//! logged and the task asks again later, as for any seat. Not kept yet: the
+//! order of one caller's own queued tasks (any of them may take the caller's
+//! turn), and a bound on how many queued tasks ask at once (every one asks
+//! when seats are freed).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,10 +54,30 @@ use super::refusal::{Denial, Refusal, caller_tasks, queue_full};
 use crate::server::auth::principal::push_hex;
 use crate::server::engine::lease::{Lease, LeaseError};
 use crate::server::engine::wire::store_failure;
-use crate::store::{SeatId, SeatPool, Seating, SharedStore, TaskRecord};
+use crate::store::{FairTurn, SeatId, SeatPool, Seating, SharedStore, TaskRecord};
 
 /// The longest a queued task waits between two tries for a running seat.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a free running seat is held back for a less served caller
+/// (see the module docs): twice the longest wait between two tries, so a
+/// caller whose tasks can start takes its turn first.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(2);
+
+/// Whether the store keeps the bounds and the fair turns of `limits` for
+/// all replicas: some caller has a weight, the running tools are bounded,
+/// and the store is shared and
+/// [keeps fair turns](crate::store::Replicas::supports_fair_share).
+/// Without weights each replica keeps its own fair queue, as before: a
+/// caller's tasks then start in the order they came on each replica, which
+/// the store's turns do not keep (see the module docs).
+pub(crate) fn turns_in_store(store: &SharedStore, limits: &AdmissionLimits) -> bool {
+    limits.has_weights()
+        && limits.max_running().is_some()
+        && store
+            .replicas()
+            .is_some_and(|replicas| replicas.supports_fair_share())
+}
 
 /// How long freeing a finished task's seats is retried while the store
 /// cannot be reached.
@@ -53,6 +93,9 @@ pub(crate) struct TaskSeats {
     running: Vec<(SeatPool, u64)>,
     /// The queue's pool and limit.
     queued: (SeatPool, u64),
+    /// With [fair turns in the store](turns_in_store): the pool of the
+    /// caller's queued seats, and the share a turn adds to its count.
+    fair: Option<(SeatPool, u64)>,
     /// Whether the task may hold a seat in the queue's pool: set before
     /// one is taken, cleared once a start gave it up. A task that holds
     /// no seat anywhere (no cap, no running bound, never queued) frees
@@ -109,11 +152,18 @@ impl TaskSeats {
         let mut seat = String::with_capacity(24);
         push_hex(&mut seat, &bytes);
         let seat = SeatId::new(seat);
+        let fair = turns_in_store(store, limits).then(|| {
+            (
+                SeatPool::waiting(&caller.quota),
+                limits.share(&caller.quota),
+            )
+        });
         Some(Self {
             seat,
             caller: cap,
             running,
             queued,
+            fair,
             may_hold_queued: AtomicBool::new(false),
         })
     }
@@ -143,11 +193,20 @@ impl TaskSeats {
             .ok_or_else(|| ErrorData::internal_error("the store has no shared seats", None))?;
         if runs {
             let take = self.pools(&self.running);
-            match replicas
-                .create_seated(record.clone(), &self.seat, lease.runner(), &take)
-                .await
-                .map_err(store_failure)?
-            {
+            let seated = match self.turn_to_start() {
+                Some(turn) => {
+                    let seat = &self.seat;
+                    replicas
+                        .create_seated_fairly(record.clone(), seat, lease.runner(), &take, &turn)
+                        .await
+                }
+                None => {
+                    replicas
+                        .create_seated(record.clone(), &self.seat, lease.runner(), &take)
+                        .await
+                }
+            };
+            match seated.map_err(store_failure)? {
                 Seating::Seated => return Ok(Seated::Running),
                 Seating::Full(index) if self.is_cap(index) => {
                     return Err(self.refused_cap().into());
@@ -157,13 +216,23 @@ impl TaskSeats {
                 Seating::Existing => return Ok(Seated::Existing),
             }
         }
-        let take = self.pools(std::slice::from_ref(&self.queued));
+        let mut take = self.pools(std::slice::from_ref(&self.queued));
         self.may_hold_queued.store(true, Ordering::SeqCst);
-        match replicas
-            .create_seated(record, &self.seat, lease.runner(), &take)
-            .await
-            .map_err(store_failure)?
-        {
+        let seated = match &self.fair {
+            Some((waiting, share)) => {
+                take.push((waiting.clone(), u64::MAX));
+                let turn = FairTurn::queue(waiting.clone(), *share);
+                replicas
+                    .create_seated_fairly(record, &self.seat, lease.runner(), &take, &turn)
+                    .await
+            }
+            None => {
+                replicas
+                    .create_seated(record, &self.seat, lease.runner(), &take)
+                    .await
+            }
+        };
+        match seated.map_err(store_failure)? {
             Seating::Seated => Ok(Seated::Queued),
             Seating::Full(index) if self.is_cap(index) => Err(self.refused_cap().into()),
             Seating::Full(_) => Err(queue_full(self.queued.1).into()),
@@ -186,11 +255,21 @@ impl TaskSeats {
             return Ok(true);
         };
         let take = self.pools(&self.running);
-        let free = [self.queued.0.clone()];
-        match replicas
-            .move_seats(&self.seat, lease.runner(), &take, &free)
-            .await
-        {
+        let mut free = vec![self.queued.0.clone()];
+        let moved = match self.turn_to_start() {
+            Some(turn) => {
+                free.push(turn.caller.clone());
+                replicas
+                    .move_seats_fairly(&self.seat, lease.runner(), &take, &free, &turn)
+                    .await
+            }
+            None => {
+                replicas
+                    .move_seats(&self.seat, lease.runner(), &take, &free)
+                    .await
+            }
+        };
+        match moved {
             Ok(Seating::Seated) => {
                 // The queued seat was given up in the same step.
                 self.may_hold_queued.store(false, Ordering::SeqCst);
@@ -236,6 +315,7 @@ impl TaskSeats {
         let mut pools: Vec<SeatPool> = self.running.iter().map(|(pool, _)| pool.clone()).collect();
         if self.may_hold_queued.load(Ordering::SeqCst) {
             pools.push(self.queued.0.clone());
+            pools.extend(self.fair.iter().map(|(waiting, _)| waiting.clone()));
         }
         pools.extend(self.caller.iter().map(|(pool, _)| pool.clone()));
         pools
@@ -268,6 +348,14 @@ impl TaskSeats {
                 }
             }
         }
+    }
+
+    /// The fair turn of a take of the running seats, with fair turns in
+    /// the store: `running` comes first among them, after the cap.
+    fn turn_to_start(&self) -> Option<FairTurn> {
+        let (waiting, share) = self.fair.as_ref()?;
+        let gate = usize::from(self.caller.is_some());
+        Some(FairTurn::start(waiting.clone(), *share, gate, PATIENCE))
     }
 
     /// `pools` after the caller's cap, if any.

@@ -48,7 +48,7 @@ pub(super) struct Admitted {
 /// Passes the gates in order: what a creation may go on with, or why not.
 pub(super) async fn admit(ask: &Ask<'_>) -> Result<Admitted, Stop> {
     idempotency::pass(ask).await?;
-    rate::pass(ask)?;
+    rate::pass(ask).await?;
     let seat = caller_seats::take(ask)?;
     let entry = queue::enter(ask)?;
     let lease = lease::check(ask).await?;
