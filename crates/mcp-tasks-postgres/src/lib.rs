@@ -181,6 +181,9 @@ pub(crate) struct Sql {
     pub(crate) move_seats: String,
     pub(crate) create_seated: String,
     pub(crate) seats_taken: String,
+    pub(crate) take_rate: String,
+    pub(crate) create_seated_fairly: String,
+    pub(crate) move_seats_fairly: String,
 }
 
 impl Sql {
@@ -243,6 +246,14 @@ impl Sql {
             ),
             seats_taken: format!(
                 "SELECT coalesce((SELECT taken FROM {s}.pools WHERE pool = $1), 0)"
+            ),
+            take_rate: format!("SELECT {s}.take_rate($1, $2, $3)"),
+            create_seated_fairly: format!(
+                "SELECT {s}.create_seated_fairly($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+                 $12, $13, $14, $15)"
+            ),
+            move_seats_fairly: format!(
+                "SELECT {s}.move_seats_fairly($1, $2, $3, $4, $5, $6, $7, $8, $9)"
             ),
         }
     }

@@ -1,35 +1,25 @@
-//! Leases, takeover and seats in PostgreSQL (see
-//! [`mcp_tasks::store::replicas`]): each operation is one statement, most a
-//! function of the schema (see `schema.rs`), so admission adds no round
-//! trip to a creation, one to a queued task's start, and none to a task's
-//! end (its seats are freed in the transaction of its last write).
+//! Leases, takeover, seats, creation rates and fair turns in PostgreSQL
+//! (see [`mcp_tasks::store::replicas`]): each operation is one statement,
+//! most a function of the schema (see `schema.rs`), so admission adds no
+//! round trip to a creation (one more with a creation rate), one to a
+//! queued task's start, and none to a task's end (its seats are freed in
+//! the transaction of its last write).
 
 use std::time::Duration;
 
 use mcp_tasks::TaskId;
 use mcp_tasks::store::{
-    BoxFuture, HashKey, Orphan, Replicas, RunnerId, SeatId, SeatPool, Seating, StoreError, Swap,
-    TaskRecord, Transition,
+    BoxFuture, FairTurn, HashKey, Orphan, RateBucket, RateTake, Replicas, RunnerId, SeatId,
+    SeatPool, Seating, StoreError, Swap, TaskRecord, Transition, stored_name,
 };
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
+use tokio_postgres::types::ToSql;
 
 use crate::{Columns, PostgresStore, column};
 
-/// How many hex digits of a pool name's SHA-256 name its row.
-pub(crate) const POOL_ID_LEN: usize = 32;
-
-/// A pool's id in its row: the first [`POOL_ID_LEN`] hex digits of the
-/// SHA-256 of its name, so a name (which may hold a principal) is not
-/// stored.
+/// A pool's id in its row ([`stored_name`] of its name).
 pub(crate) fn pool_id(pool: &SeatPool) -> String {
-    use std::fmt::Write;
-    let digest = Sha256::digest(pool.as_str().as_bytes());
-    let mut id = String::with_capacity(POOL_ID_LEN);
-    for byte in &digest[..POOL_ID_LEN / 2] {
-        let _ = write!(id, "{byte:02x}");
-    }
-    id
+    stored_name(pool.as_str())
 }
 
 /// A random name (16 hex digits): a sweeper's.
@@ -52,6 +42,28 @@ fn pools_and_limits(take: &[(SeatPool, u64)]) -> (Vec<String>, Vec<i64>) {
 
 fn pool_ids(pools: &[SeatPool]) -> Vec<String> {
     pools.iter().map(pool_id).collect()
+}
+
+/// A fair turn as the functions take it.
+struct Turn {
+    caller: String,
+    share: i64,
+    /// 0 for a take that queues, else the 1-based index of the shared pool.
+    gate: i32,
+    patience: i64,
+}
+
+impl Turn {
+    fn of(fair: &FairTurn) -> Self {
+        Self {
+            caller: pool_id(&fair.caller),
+            share: i64::try_from(fair.share).unwrap_or(i64::MAX),
+            gate: fair
+                .gate
+                .map_or(0, |gate| i32::try_from(gate + 1).unwrap_or(i32::MAX)),
+            patience: millis(fair.patience),
+        }
+    }
 }
 
 /// What a function's answer about taking seats in `pools` pools says.
@@ -95,35 +107,85 @@ impl PostgresStore {
         seating(answer, take.len())
     }
 
+    /// [`Replicas::move_seats_fairly`], with a pool to take.
+    async fn move_seats_fairly_in_postgres(
+        &self,
+        seat: &SeatId,
+        runner: &RunnerId,
+        take: &[(SeatPool, u64)],
+        free: &[SeatPool],
+        fair: &FairTurn,
+    ) -> Result<Seating, StoreError> {
+        let (pools, limits) = pools_and_limits(take);
+        let free = pool_ids(free);
+        let turn = Turn::of(fair);
+        let rows = self
+            .query(
+                "PostgreSQL could not take or free seats",
+                &self.sql.move_seats_fairly,
+                &[
+                    &runner.as_str(),
+                    &seat.as_str(),
+                    &pools,
+                    &limits,
+                    &free,
+                    &turn.caller,
+                    &turn.share,
+                    &turn.gate,
+                    &turn.patience,
+                ],
+            )
+            .await?;
+        let answer = rows
+            .first()
+            .ok_or_else(|| StoreError::msg("PostgreSQL answered a take of seats with nothing"))?
+            .try_get::<_, i32>(0)
+            .map_err(column)?;
+        seating(answer, take.len())
+    }
+
     async fn create_seated_in_postgres(
         &self,
         record: TaskRecord,
         seat: &SeatId,
         runner: &RunnerId,
         take: &[(SeatPool, u64)],
+        fair: Option<&FairTurn>,
     ) -> Result<Seating, StoreError> {
         let row = Columns::of(&record)?;
         let (pools, limits) = pools_and_limits(take);
         let ticket = self.cache.ticket(record.id().expose());
-        let rows = self
-            .query(
-                "PostgreSQL could not take seats and create the task",
-                &self.sql.create_seated,
-                &[
-                    &record.id().expose(),
-                    &row.owner,
-                    &row.version,
-                    &row.record,
-                    &row.runner,
-                    &row.expires_at,
-                    &row.keyed,
-                    &runner.as_str(),
-                    &seat.as_str(),
-                    &pools,
-                    &limits,
-                ],
-            )
-            .await?;
+        let what = "PostgreSQL could not take seats and create the task";
+        let id = record.id().expose();
+        let lease = runner.as_str();
+        let seat = seat.as_str();
+        let params: [&(dyn ToSql + Sync); 11] = [
+            &id,
+            &row.owner,
+            &row.version,
+            &row.record,
+            &row.runner,
+            &row.expires_at,
+            &row.keyed,
+            &lease,
+            &seat,
+            &pools,
+            &limits,
+        ];
+        let rows = match fair.map(Turn::of) {
+            None => self.query(what, &self.sql.create_seated, &params).await?,
+            Some(turn) => {
+                let mut fairly: Vec<&(dyn ToSql + Sync)> = params.to_vec();
+                fairly.extend([
+                    &turn.caller as &(dyn ToSql + Sync),
+                    &turn.share,
+                    &turn.gate,
+                    &turn.patience,
+                ]);
+                self.query(what, &self.sql.create_seated_fairly, &fairly)
+                    .await?
+            }
+        };
         let answer = rows
             .first()
             .ok_or_else(|| StoreError::msg("PostgreSQL answered a creation with nothing"))?
@@ -226,7 +288,76 @@ impl Replicas for PostgresStore {
         runner: &'a RunnerId,
         take: &'a [(SeatPool, u64)],
     ) -> BoxFuture<'a, Result<Seating, StoreError>> {
-        Box::pin(self.create_seated_in_postgres(record, seat, runner, take))
+        Box::pin(self.create_seated_in_postgres(record, seat, runner, take, None))
+    }
+
+    fn supports_rate(&self) -> bool {
+        true
+    }
+
+    fn take_rate<'a>(
+        &'a self,
+        bucket: &'a RateBucket,
+        interval: Duration,
+        burst: u32,
+    ) -> BoxFuture<'a, Result<RateTake, StoreError>> {
+        Box::pin(async move {
+            let interval = i64::try_from(interval.as_micros())
+                .unwrap_or(i64::MAX)
+                .max(1);
+            let rows = self
+                .query(
+                    "PostgreSQL could not count a creation rate",
+                    &self.sql.take_rate,
+                    &[
+                        &stored_name(bucket.as_str()),
+                        &interval,
+                        &i64::from(burst.max(1)),
+                    ],
+                )
+                .await?;
+            let wait: i64 = rows
+                .first()
+                .ok_or_else(|| StoreError::msg("PostgreSQL answered a rate with nothing"))?
+                .try_get(0)
+                .map_err(column)?;
+            Ok(match u64::try_from(wait) {
+                Ok(0) | Err(_) => RateTake::Allowed,
+                Ok(micros) => RateTake::Limited {
+                    retry_after: Duration::from_micros(micros),
+                },
+            })
+        })
+    }
+
+    fn supports_fair_share(&self) -> bool {
+        true
+    }
+
+    fn create_seated_fairly<'a>(
+        &'a self,
+        record: TaskRecord,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+        fair: &'a FairTurn,
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        Box::pin(self.create_seated_in_postgres(record, seat, runner, take, Some(fair)))
+    }
+
+    fn move_seats_fairly<'a>(
+        &'a self,
+        seat: &'a SeatId,
+        runner: &'a RunnerId,
+        take: &'a [(SeatPool, u64)],
+        free: &'a [SeatPool],
+        fair: &'a FairTurn,
+    ) -> BoxFuture<'a, Result<Seating, StoreError>> {
+        // A fair turn is kept only for a take (a free alone changes no turn).
+        if take.is_empty() {
+            return self.move_seats(seat, runner, take, free);
+        }
+        Box::pin(self.move_seats_fairly_in_postgres(seat, runner, take, free, fair))
     }
 
     fn free_seats<'a>(
@@ -283,7 +414,7 @@ mod tests {
     #[test]
     fn a_pool_is_named_by_a_hash_of_its_name() {
         let id = pool_id(&SeatPool::new("caller:secret token"));
-        assert_eq!(id.len(), POOL_ID_LEN);
+        assert_eq!(id.len(), mcp_tasks::store::STORED_NAME_LEN);
         assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
         assert_ne!(id, pool_id(&SeatPool::new("caller:secret token ")));
         assert_eq!(seating(2, 2).ok(), Some(Seating::Full(1)));

@@ -117,11 +117,10 @@ BEGIN
   END LOOP;
 END $$;
 
--- Takes p_seat for p_runner in every pool of p_pools with room (fewer
--- seats than the limit beside it, or this seat already), all or nothing.
--- The caller locked the runner's row and the pools. Returns 0 taken, i when
--- the i-th pool (from 1) is full; nothing is written unless it returns 0.
-CREATE FUNCTION {s}.take_locked(p_runner text, p_seat text, p_pools text[], p_limits bigint[])
+-- Whether every pool of p_pools has room for p_seat (fewer seats than the
+-- limit beside it, or this seat already): 0, or i when the i-th pool (from
+-- 1) is full. The caller locked the pools. Writes nothing.
+CREATE FUNCTION {s}.seats_room(p_seat text, p_pools text[], p_limits bigint[])
 RETURNS int LANGUAGE plpgsql AS $$
 DECLARE i int;
 BEGIN
@@ -131,6 +130,15 @@ BEGIN
       RETURN i;
     END IF;
   END LOOP;
+  RETURN 0;
+END $$;
+
+-- Takes p_seat for p_runner in every pool of p_pools (the caller locked
+-- them and found room).
+CREATE FUNCTION {s}.seats_write(p_runner text, p_seat text, p_pools text[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE i int;
+BEGIN
   FOR i IN 1 .. coalesce(array_length(p_pools, 1), 0) LOOP
     INSERT INTO {s}.seats (pool, seat, runner) VALUES (p_pools[i], p_seat, p_runner)
       ON CONFLICT DO NOTHING;
@@ -139,7 +147,17 @@ BEGIN
         ON CONFLICT (pool) DO UPDATE SET taken = {s}.pools.taken + 1;
     END IF;
   END LOOP;
-  RETURN 0;
+END $$;
+
+-- Takes p_seat for p_runner in every pool of p_pools with room, all or
+-- nothing: 0 taken, else as seats_room (nothing written).
+CREATE FUNCTION {s}.take_locked(p_runner text, p_seat text, p_pools text[], p_limits bigint[])
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE room int;
+BEGIN
+  room := {s}.seats_room(p_seat, p_pools, p_limits);
+  IF room = 0 THEN PERFORM {s}.seats_write(p_runner, p_seat, p_pools); END IF;
+  RETURN room;
 END $$;
 
 -- Gives p_seat up in every pool of p_pools that holds it, whichever runner
@@ -271,6 +289,7 @@ BEGIN
     DELETE FROM {s}.pools p WHERE p.pool = ANY (pools) AND p.taken <= 0;
     PERFORM pg_notify({channel}, '');
   END IF;
+  DELETE FROM {s}.rate_buckets b WHERE b.tat < {s}.now_us();
   RETURN QUERY SELECT t.id::text, t.runner FROM {s}.tasks t
     WHERE t.runner IN (SELECT r.runner FROM {s}.runners r WHERE r.claimed)
     LIMIT p_limit;
@@ -280,6 +299,198 @@ BEGIN
     SELECT x.runner FROM {s}.runners x WHERE x.claimed
       AND NOT EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.runner = x.runner)
     FOR UPDATE SKIP LOCKED);
+END $$;
+
+-- Creation rates (GCRA): one bucket per row, its theoretical arrival time
+-- in microseconds of the database's clock; a row whose time passed means
+-- the same as none, and the claims' sweep deletes it.
+CREATE TABLE {s}.rate_buckets (bucket text PRIMARY KEY, tat bigint NOT NULL);
+
+CREATE FUNCTION {s}.now_us() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint
+$$;
+
+-- One take from bucket p_bucket with emission interval p_interval (us) and
+-- burst p_burst: 0 counted, else how long to wait (us), nothing counted.
+CREATE FUNCTION {s}.take_rate(p_bucket text, p_interval bigint, p_burst bigint)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE v_now bigint := {s}.now_us();
+DECLARE v_tat bigint;
+DECLARE v_over bigint;
+BEGIN
+  INSERT INTO {s}.rate_buckets AS b (bucket, tat) VALUES (p_bucket, 0)
+    ON CONFLICT (bucket) DO UPDATE SET tat = b.tat
+    RETURNING b.tat INTO v_tat;
+  v_tat := greatest(v_tat, v_now);
+  v_over := v_tat - v_now - p_interval * (greatest(p_burst, 1) - 1);
+  IF v_over > 0 THEN RETURN v_over; END IF;
+  UPDATE {s}.rate_buckets b SET tat = v_tat + p_interval WHERE b.bucket = p_bucket;
+  RETURN 0;
+END $$;
+
+-- Fair turns at the running seats (mcp_tasks::store::FairTurn states the
+-- rules): each caller's served count (a caller is the pool of its queued
+-- seats, and waits while that pool holds a seat; rows of callers that do
+-- not wait are kept only above last), and one row: last, since when a
+-- free seat was held back, and when it was last written (all of it is
+-- forgotten ten minutes after that, and whenever no caller waits). Every
+-- turn is decided under one advisory lock, after the pools' locks.
+CREATE TABLE {s}.fair_callers (
+  caller text PRIMARY KEY,
+  served bigint NOT NULL,
+  waiting boolean NOT NULL
+);
+CREATE INDEX fair_callers_waiting ON {s}.fair_callers (served, caller) WHERE waiting;
+CREATE TABLE {s}.fair_state (
+  id int PRIMARY KEY CHECK (id = 1),
+  last bigint NOT NULL,
+  held bigint,
+  touched bigint NOT NULL
+);
+
+-- The turn of a take by caller p_caller (p_gate 0: a take that queues,
+-- else the 1-based index of the shared pool), decided before any seat is
+-- written: go false when it is not the caller's turn (the hold is started
+-- then), else what fair_after writes once the seats are taken.
+CREATE FUNCTION {s}.fair_turn(p_caller text, p_gate int, p_patience bigint,
+  OUT o_go boolean, OUT o_joins bigint, OUT o_least bigint, OUT o_mine bigint)
+LANGUAGE plpgsql AS $$
+DECLARE v_now bigint := {s}.now_ms();
+DECLARE v_last bigint;
+DECLARE v_held bigint;
+DECLARE v_waits boolean;
+DECLARE v_in bigint;
+DECLARE v_idle bigint;
+DECLARE v_earned bigint;
+DECLARE v_low record;
+BEGIN
+  o_go := true;
+  IF p_gate <> 0 AND NOT EXISTS (SELECT 1 FROM {s}.fair_callers c WHERE c.waiting) THEN
+    RETURN;
+  END IF;
+  PERFORM pg_advisory_xact_lock(hashtextextended({schema_literal} || ':fair', 0));
+  DELETE FROM {s}.fair_state f WHERE f.touched < v_now - 600000;
+  IF FOUND THEN DELETE FROM {s}.fair_callers; END IF;
+  SELECT f.last, f.held INTO v_last, v_held FROM {s}.fair_state f;
+  v_last := coalesce(v_last, 0);
+  v_waits := EXISTS (SELECT 1 FROM {s}.seats s WHERE s.pool = p_caller);
+  SELECT c.served INTO v_in FROM {s}.fair_callers c WHERE c.caller = p_caller AND c.waiting;
+  SELECT c.served INTO v_idle FROM {s}.fair_callers c WHERE c.caller = p_caller AND NOT c.waiting;
+  v_earned := greatest(coalesce(v_in, v_idle, 0), v_last);
+  IF p_gate = 0 THEN
+    IF NOT v_waits OR v_in IS NULL THEN o_joins := v_earned; END IF;
+    RETURN;
+  END IF;
+  LOOP
+    SELECT c.caller, c.served INTO v_low FROM {s}.fair_callers c
+      WHERE c.waiting ORDER BY c.served, c.caller LIMIT 1;
+    IF NOT FOUND THEN
+      DELETE FROM {s}.fair_callers;
+      DELETE FROM {s}.fair_state;
+      RETURN;
+    END IF;
+    EXIT WHEN EXISTS (SELECT 1 FROM {s}.seats s WHERE s.pool = v_low.caller);
+    IF v_low.served > v_last THEN
+      UPDATE {s}.fair_callers c SET waiting = false WHERE c.caller = v_low.caller;
+    ELSE
+      DELETE FROM {s}.fair_callers c WHERE c.caller = v_low.caller;
+    END IF;
+  END LOOP;
+  o_least := v_low.served;
+  o_mine := CASE WHEN v_waits AND v_in IS NOT NULL THEN v_in ELSE v_earned END;
+  IF o_mine <= o_least THEN RETURN; END IF;
+  IF v_held IS NOT NULL AND v_now - v_held >= p_patience THEN RETURN; END IF;
+  IF v_held IS NULL THEN
+    INSERT INTO {s}.fair_state AS f (id, last, held, touched) VALUES (1, v_last, v_now, v_now)
+      ON CONFLICT (id) DO UPDATE SET held = v_now, touched = v_now;
+  END IF;
+  o_go := false;
+  o_least := NULL;
+  o_mine := NULL;
+END $$;
+
+-- What a take that went writes of the turn (see fair_turn).
+CREATE FUNCTION {s}.fair_after(p_caller text, p_share bigint, p_joins bigint,
+  p_least bigint, p_mine bigint)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE v_now bigint := {s}.now_ms();
+DECLARE v_served bigint := p_mine + p_share;
+BEGIN
+  IF p_joins IS NOT NULL THEN
+    INSERT INTO {s}.fair_callers AS c (caller, served, waiting) VALUES (p_caller, p_joins, true)
+      ON CONFLICT (caller) DO UPDATE SET served = p_joins, waiting = true;
+  ELSIF p_least IS NOT NULL THEN
+    INSERT INTO {s}.fair_state AS f (id, last, held, touched) VALUES (1, p_mine, NULL, v_now)
+      ON CONFLICT (id) DO UPDATE SET last = p_mine,
+        held = CASE WHEN p_mine <= p_least THEN NULL ELSE f.held END;
+    IF EXISTS (SELECT 1 FROM {s}.seats s WHERE s.pool = p_caller) THEN
+      INSERT INTO {s}.fair_callers AS c (caller, served, waiting) VALUES (p_caller, v_served, true)
+        ON CONFLICT (caller) DO UPDATE SET served = v_served, waiting = true;
+    ELSE
+      DELETE FROM {s}.fair_callers c WHERE c.caller = p_caller AND c.waiting;
+      IF NOT EXISTS (SELECT 1 FROM {s}.fair_callers c WHERE c.waiting) THEN
+        DELETE FROM {s}.fair_callers;
+        DELETE FROM {s}.fair_state;
+        RETURN;
+      END IF;
+      INSERT INTO {s}.fair_callers AS c (caller, served, waiting) VALUES (p_caller, v_served, false)
+        ON CONFLICT (caller) DO UPDATE SET served = v_served, waiting = false;
+    END IF;
+    DELETE FROM {s}.fair_callers c WHERE NOT c.waiting AND c.served <= p_mine;
+  ELSE
+    RETURN;
+  END IF;
+  INSERT INTO {s}.fair_state AS f (id, last, held, touched) VALUES (1, 0, NULL, v_now)
+    ON CONFLICT (id) DO UPDATE SET touched = v_now;
+END $$;
+
+-- create_seated with a fair turn: a turn not come yet answers p_gate, as a
+-- full pool would.
+CREATE FUNCTION {s}.create_seated_fairly(p_id text, p_owner text, p_version bigint,
+  p_record text, p_runner text, p_expires bigint, p_keyed text,
+  p_lease text, p_seat text, p_pools text[], p_limits bigint[],
+  p_caller text, p_share bigint, p_gate int, p_patience bigint)
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE room int;
+DECLARE turn record;
+BEGIN
+  IF p_keyed IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtextextended({schema_literal} || ':keyed:' || p_keyed, 0));
+  END IF;
+  IF EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.id = p_id) THEN RETURN -2; END IF;
+  IF p_keyed IS NOT NULL AND EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.keyed = p_keyed) THEN
+    RETURN -3;
+  END IF;
+  IF NOT {s}.leased(p_lease) THEN RETURN -1; END IF;
+  PERFORM {s}.lock_pools(p_pools);
+  room := {s}.seats_room(p_seat, p_pools, p_limits);
+  IF room <> 0 THEN RETURN room; END IF;
+  SELECT * INTO turn FROM {s}.fair_turn(p_caller, p_gate, p_patience);
+  IF NOT turn.o_go THEN RETURN p_gate; END IF;
+  PERFORM {s}.seats_write(p_lease, p_seat, p_pools);
+  PERFORM {s}.fair_after(p_caller, p_share, turn.o_joins, turn.o_least, turn.o_mine);
+  INSERT INTO {s}.tasks (id, owner, version, record, runner, expires_at, keyed)
+    VALUES (p_id, p_owner, p_version, p_record, p_runner, p_expires, p_keyed);
+  RETURN 0;
+END $$;
+
+-- move_seats with a fair turn and at least one pool to take.
+CREATE FUNCTION {s}.move_seats_fairly(p_runner text, p_seat text, p_take text[],
+  p_limits bigint[], p_free text[], p_caller text, p_share bigint, p_gate int, p_patience bigint)
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE room int;
+DECLARE turn record;
+BEGIN
+  IF NOT {s}.leased(p_runner) THEN RETURN -1; END IF;
+  PERFORM {s}.lock_pools(p_take || p_free);
+  room := {s}.seats_room(p_seat, p_take, p_limits);
+  IF room <> 0 THEN RETURN room; END IF;
+  SELECT * INTO turn FROM {s}.fair_turn(p_caller, p_gate, p_patience);
+  IF NOT turn.o_go THEN RETURN p_gate; END IF;
+  PERFORM {s}.seats_write(p_runner, p_seat, p_take);
+  PERFORM {s}.free_seats(p_seat, p_free);
+  PERFORM {s}.fair_after(p_caller, p_share, turn.o_joins, turn.o_least, turn.o_mine);
+  RETURN 0;
 END $$;
 "#;
 

@@ -35,6 +35,7 @@
 
 use std::sync::LazyLock;
 
+use mcp_tasks::store::STORED_NAME_LEN as POOL_ID_LEN;
 use redis::Script;
 
 /// Enters an id in its owner's set, which then lives at least as long as
@@ -626,9 +627,6 @@ return 0
 "
     ))
 });
-
-/// How many hex digits of a pool name's SHA-256 name its key.
-pub(crate) const POOL_ID_LEN: usize = 32;
 
 /// Takes a seat in some pools, all or nothing, and frees it in others.
 /// KEYS: runners, the runner's `held`, the `n` pools to take, the pools to

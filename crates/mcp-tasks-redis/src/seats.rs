@@ -9,29 +9,15 @@ use std::time::Duration;
 
 use mcp_tasks::store::{
     FairTurn, RateBucket, RateTake, RunnerId, SeatId, SeatPool, Seating, StoreError, TaskRecord,
+    stored_name,
 };
-use sha2::{Digest, Sha256};
 
-use crate::scripts::{self, POOL_ID_LEN};
+use crate::scripts;
 use crate::{Keys, RedisStore};
 
-/// A pool's id in its key: the first [`POOL_ID_LEN`] hex digits of the
-/// SHA-256 of its name, so a name (which may hold a principal) is neither
-/// stored nor able to break a key.
+/// A pool's id in its key ([`stored_name`] of its name).
 pub(crate) fn pool_id(pool: &SeatPool) -> String {
-    name_id(pool.as_str())
-}
-
-/// The first [`POOL_ID_LEN`] hex digits of the SHA-256 of `name`: how a
-/// pool or a rate bucket is named in its key.
-fn name_id(name: &str) -> String {
-    use std::fmt::Write;
-    let digest = Sha256::digest(name.as_bytes());
-    let mut id = String::with_capacity(POOL_ID_LEN);
-    for byte in &digest[..POOL_ID_LEN / 2] {
-        let _ = write!(id, "{byte:02x}");
-    }
-    id
+    stored_name(pool.as_str())
 }
 
 impl Keys {
@@ -47,7 +33,7 @@ impl Keys {
 
     /// The key of a rate bucket.
     fn rate(&self, bucket: &RateBucket) -> String {
-        format!("{}rate:{}", self.prefix, name_id(bucket.as_str()))
+        format!("{}rate:{}", self.prefix, stored_name(bucket.as_str()))
     }
 }
 
@@ -238,7 +224,7 @@ mod tests {
     #[test]
     fn a_pool_is_keyed_by_a_hash_of_its_name() {
         let id = pool_id(&SeatPool::new("caller:secret token"));
-        assert_eq!(id.len(), POOL_ID_LEN);
+        assert_eq!(id.len(), mcp_tasks::store::STORED_NAME_LEN);
         assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
         assert_ne!(id, pool_id(&SeatPool::new("caller:secret token ")));
         // SHA-256("running") starts so.

@@ -1,27 +1,36 @@
 //! `serve --rate-per-caller` on two replicas of one Redis (`--store
-//! redis://`): the rate holds for both together, counted in the store on
-//! its clock, not once per process.
+//! redis://`), and of one PostgreSQL (`--store postgres://`): the rate
+//! holds for both together, counted in the store on its clock, not once per
+//! process.
 
 use std::os::unix::fs::PermissionsExt;
 
-use mcp_tasks_redis::testing::RedisServer;
-
 use crate::serve_rate_per_caller::{ALICE, post_call};
 use crate::serving::Served;
+use crate::shared_store::Shared;
 use crate::support::BIN;
 
 #[test]
 fn the_rate_per_caller_holds_across_two_replicas_on_one_redis() {
-    let redis = RedisServer::start();
+    the_rate_per_caller_holds_across_two_replicas(&Shared::redis());
+}
+
+#[test]
+fn the_rate_per_caller_holds_across_two_replicas_on_one_postgres() {
+    the_rate_per_caller_holds_across_two_replicas(&Shared::postgres());
+}
+
+fn the_rate_per_caller_holds_across_two_replicas(store: &Shared) {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, format!("{ALICE} alice\n")).unwrap();
     std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     // 3 a minute in bursts of 3: one creation every 20 s past the burst,
     // so no more is allowed however slow the machine.
+    let namespace = store.namespace("rate-replicas");
     let flags = [
-        "--redis-key-prefix",
-        "rate-replicas:",
+        &namespace[0],
+        &namespace[1],
         "--rate-per-caller",
         "3/min",
         "--rate-burst",
@@ -29,8 +38,8 @@ fn the_rate_per_caller_holds_across_two_replicas_on_one_redis() {
         "--auth-tokens",
         tokens.to_str().unwrap(),
     ];
-    let mut a = Served::start(BIN, "127.0.0.1:0", &redis.url(), &flags);
-    let mut b = Served::start(BIN, "127.0.0.1:0", &redis.url(), &flags);
+    let mut a = Served::start(BIN, "127.0.0.1:0", &store.url(), &flags);
+    let mut b = Served::start(BIN, "127.0.0.1:0", &store.url(), &flags);
     // Alternating replicas: per process each would allow 3, so 6 in all.
     let answers: Vec<_> = (0..6)
         .map(|n| post_call(if n % 2 == 0 { &a.url } else { &b.url }, ALICE))

@@ -1,4 +1,5 @@
 //! The PostgreSQL store against real PostgreSQL servers (started by each
 //! test with `mcp_tasks_postgres::testing::PostgresServer`; never skipped).
 
+mod admission;
 mod contract;

@@ -52,7 +52,8 @@ pub use record::{
     STOPPED_MESSAGE, TaskRecord, Transition, TransitionError,
 };
 pub use replicas::{
-    FairTurn, Orphan, RateBucket, RateTake, Replicas, RunnerId, SeatId, SeatPool, Seating,
+    FairTurn, Orphan, RateBucket, RateTake, Replicas, RunnerId, STORED_NAME_LEN, SeatId, SeatPool,
+    Seating, stored_name,
 };
 
 use crate::idempotency::IdempotencyKey;

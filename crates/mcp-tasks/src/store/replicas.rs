@@ -234,6 +234,24 @@ impl SeatPool {
     }
 }
 
+/// How many hex digits of a name's SHA-256 [`stored_name`] keeps.
+pub const STORED_NAME_LEN: usize = 32;
+
+/// How a store names a [`SeatPool`] or a [`RateBucket`] in its keys or
+/// rows: the first [`STORED_NAME_LEN`] hex digits of the SHA-256 of its
+/// name, so the name (which may hold a principal) is neither stored nor
+/// able to break a key.
+pub fn stored_name(name: &str) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    let digest = Sha256::digest(name.as_bytes());
+    let mut id = String::with_capacity(STORED_NAME_LEN);
+    for byte in &digest[..STORED_NAME_LEN / 2] {
+        let _ = write!(id, "{byte:02x}");
+    }
+    id
+}
+
 /// What [`Replicas::take_seats`] and [`Replicas::move_seats`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
