@@ -2,4 +2,6 @@
 //! test with `mcp_tasks_postgres::testing::PostgresServer`; never skipped).
 
 mod admission;
+mod cache;
 mod contract;
+mod schema;
