@@ -35,6 +35,7 @@ mod serve_oauth_issuer_keys;
 mod serve_rate_per_caller;
 mod serve_restart_sqlite;
 mod serve_stdio_connect;
+mod serve_store_postgres_outage;
 mod serve_task_tools;
 mod serving;
 mod shared_store;

@@ -2,3 +2,4 @@
 //! test with `mcp_tasks_postgres::testing::PostgresServer`; never skipped).
 
 mod contract;
+mod outage;
