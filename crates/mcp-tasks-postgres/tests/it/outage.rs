@@ -547,3 +547,162 @@ async fn a_tool_waiting_for_input_rides_out_an_outage_shorter_than_its_lease() {
     .await;
     drop(server);
 }
+
+/// PostgreSQL's processes (the postmaster and every child of it) stopped
+/// with SIGSTOP: a server that accepts TCP connections (the kernel does)
+/// and answers nothing, as one behind a dead network path or on a host
+/// that froze. Continued (SIGCONT) when dropped, so that a failing test
+/// leaves no stopped process behind.
+struct Frozen {
+    pids: Vec<String>,
+}
+
+impl Frozen {
+    fn freeze(server: &PostgresServer) -> Self {
+        let pid_file = std::fs::read_to_string(server.dir().join("data/postmaster.pid"))
+            .expect("postmaster.pid");
+        let postmaster = pid_file.lines().next().expect("its pid").trim().to_owned();
+        // The postmaster first, so that it forks nothing after the list.
+        signal("STOP", &[postmaster.clone()]);
+        let children: Vec<String> = std::fs::read_dir("/proc")
+            .expect("/proc")
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                let pid = entry.file_name().to_str()?.to_owned();
+                let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+                // `pid (comm) state ppid ...`: comm may hold spaces.
+                let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
+                (ppid == postmaster).then_some(pid)
+            })
+            .collect();
+        assert!(!children.is_empty(), "PostgreSQL has backends");
+        signal("STOP", &children);
+        let mut pids = vec![postmaster];
+        pids.extend(children);
+        Self { pids }
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal("CONT", &self.pids);
+    }
+}
+
+fn signal(name: &str, pids: &[String]) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .args(pids)
+        .status()
+        .expect("kill runs");
+    // A child may have exited meanwhile: that is not a failure.
+    let _ = status;
+}
+
+/// PostgreSQL stops answering without closing anything: every operation
+/// fails within the store's timeout, as `Unavailable`, instead of hanging;
+/// the change feed's ping notices the silent connection, so the read cache
+/// stops answering; once PostgreSQL answers again the same store works,
+/// and its feed listens again (`feed_gaps` goes up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_that_stops_answering_fails_operations_within_the_timeout_and_the_store_recovers()
+ {
+    let server = PostgresServer::start();
+    let store = connect(&server, "frozen").await;
+    let mut gaps = store.replicas().expect("a shared store").feed_gaps();
+    let gaps_before = *gaps.borrow_and_update();
+    let known = TaskId::new("known");
+    store.create(record(&known)).await.expect("create");
+
+    let frozen = Frozen::freeze(&server);
+    let frozen_at = Instant::now();
+    // Nothing closes: a read the cache cannot answer, and writes, wait for
+    // PostgreSQL until the timeout and no longer.
+    for attempt in 0..2 {
+        let asked = Instant::now();
+        let error = store
+            .get(&TaskId::new("absent"))
+            .await
+            .expect_err("PostgreSQL answers nothing");
+        let took = asked.elapsed();
+        assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+        assert!(error.to_string().contains("PostgreSQL"), "{error}");
+        assert!(took <= TIMEOUT + SLACK, "read {attempt} took {took:?}");
+        let asked = Instant::now();
+        let error = store
+            .create(record(&TaskId::new(format!("frozen-{attempt}"))))
+            .await
+            .expect_err("PostgreSQL answers nothing");
+        let took = asked.elapsed();
+        assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+        assert!(took <= TIMEOUT + SLACK, "creation {attempt} took {took:?}");
+    }
+    // Neither connecting a new store nor `admin migrate` waits for ever.
+    let asked = Instant::now();
+    let options = PostgresOptions::default()
+        .with_schema("frozen")
+        .with_timeout(TIMEOUT);
+    let connecting = tokio::time::timeout(
+        TIMEOUT * 2 + SLACK,
+        PostgresStore::connect_with(&server.url(), options),
+    )
+    .await
+    .expect("connecting gives up within its timeout");
+    let error = connecting.expect_err("PostgreSQL answers nothing");
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+    assert!(error.to_string().contains("PostgreSQL"), "{error}");
+    assert!(
+        asked.elapsed() <= TIMEOUT + SLACK,
+        "took {:?}",
+        asked.elapsed()
+    );
+    let asked = Instant::now();
+    let migrating = tokio::time::timeout(
+        Duration::from_secs(20),
+        PostgresStore::migrate(&server.url(), "frozen"),
+    )
+    .await
+    .expect("admin migrate gives up on a silent PostgreSQL within 20 s");
+    let error = migrating.expect_err("PostgreSQL answers nothing");
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+    assert!(error.to_string().contains("PostgreSQL"), "{error}");
+    assert!(
+        asked.elapsed() <= TIMEOUT + SLACK,
+        "took {:?}",
+        asked.elapsed()
+    );
+    // The feed's ping finds the connection silent: the cache stops
+    // answering what it knew.
+    let deadline = frozen_at + Duration::from_secs(20);
+    let error = loop {
+        match store.get(&known).await {
+            Err(error) => break error,
+            Ok(_) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the cache still answers 20 s after PostgreSQL went silent"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert_eq!(error.kind(), StoreErrorKind::Unavailable, "{error}");
+
+    drop(frozen);
+    tokio::time::timeout(Duration::from_secs(20), gaps.changed())
+        .await
+        .expect("the feed listens again within 20 s of PostgreSQL answering")
+        .expect("the store is alive");
+    assert!(*gaps.borrow() > gaps_before);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let after = TaskId::new("after");
+    while let Err(error) = store.create(record(&after)).await {
+        assert!(
+            Instant::now() < deadline,
+            "no creation works again: {error}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let read = store.get(&known).await.expect("get").expect("the task");
+    assert_eq!(read.version(), 0);
+}
