@@ -247,7 +247,7 @@ async fn a_burst_across_a_sigkill_of_postgres_loses_nothing_acknowledged_and_the
         worker.await.expect("a worker");
     }
 
-    let ledger = ledger.lock().unwrap();
+    let ledger = std::mem::take(&mut *ledger.lock().unwrap());
     assert!(
         before_restart >= 40,
         "the outage was seen: {before_restart} failures"
@@ -563,7 +563,7 @@ impl Frozen {
             .expect("postmaster.pid");
         let postmaster = pid_file.lines().next().expect("its pid").trim().to_owned();
         // The postmaster first, so that it forks nothing after the list.
-        signal("STOP", &[postmaster.clone()]);
+        signal("STOP", std::slice::from_ref(&postmaster));
         let children: Vec<String> = std::fs::read_dir("/proc")
             .expect("/proc")
             .filter_map(Result::ok)
