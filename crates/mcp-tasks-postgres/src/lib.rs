@@ -419,10 +419,21 @@ impl PostgresStore {
         check_schema_name(schema)?;
         let target = config::parse(url, &config::ProcessEnv)?;
         let tls = tls::connector(&target)?;
-        let (mut client, connection) = target
+        // Connecting, its handshake included, gives up as a store's does: a
+        // server that accepts and answers nothing must not hang the command.
+        let within = target
             .config
-            .connect(tls)
-            .await
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(PostgresOptions::default().timeout);
+        let connecting = tokio::time::timeout(within, target.config.connect(tls)).await;
+        let (mut client, connection) = connecting
+            .map_err(|_| {
+                StoreError::msg(format!(
+                    "cannot connect to PostgreSQL: it did not answer within {within:?}"
+                ))
+                .with_kind(StoreErrorKind::Unavailable)
+            })?
             .map_err(|error| failure("cannot connect to PostgreSQL", error))?;
         let driver = tokio::spawn(connection);
         let migrated = schema::migrate(&mut client, schema, &Sql::new(schema).channel).await;

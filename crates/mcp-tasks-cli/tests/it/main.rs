@@ -36,6 +36,7 @@ mod serve_rate_per_caller;
 mod serve_rate_replicas;
 mod serve_restart_sqlite;
 mod serve_stdio_connect;
+mod serve_store_postgres_outage;
 mod serve_task_tools;
 mod serving;
 mod shared_store;

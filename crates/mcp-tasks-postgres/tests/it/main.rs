@@ -4,4 +4,5 @@
 mod admission;
 mod cache;
 mod contract;
+mod outage;
 mod schema;
