@@ -10,10 +10,10 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use mcp_tasks_redis::testing::RedisServer;
 use mcp_tasks_testkit::serve::Served;
 use serde_json::Value;
 
+use crate::shared_store::Shared;
 use crate::support::{bin, run};
 
 /// `mcp-tasks serve --http 127.0.0.1:0` with `extra`, its stderr into `log`.
@@ -307,19 +307,27 @@ fn wait_for_status(args: &[&str]) -> String {
 
 #[test]
 fn admin_on_a_redis_store_cancels_a_task_running_on_a_replica() {
-    let redis = RedisServer::start();
+    admin_on_a_shared_store_cancels_a_task_running_on_a_replica(&Shared::redis());
+}
+
+#[test]
+fn admin_on_a_postgres_store_cancels_a_task_running_on_a_replica() {
+    admin_on_a_shared_store_cancels_a_task_running_on_a_replica(&Shared::postgres());
+}
+
+fn admin_on_a_shared_store_cancels_a_task_running_on_a_replica(shared: &Shared) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = redis.url();
-    let prefix = "admin-test:";
-    let common = ["--store", store.as_str(), "--redis-key-prefix", prefix];
+    let store = shared.url();
+    let namespace = shared.namespace("admin-test");
+    let common = ["--store", store.as_str(), &namespace[0], &namespace[1]];
     let one = serve(&common, &dir.path().join("one.log"));
     let two = serve(&common, &dir.path().join("two.log"));
     let audit_log = dir.path().join("audit.log");
     let target = [
         "--store",
         store.as_str(),
-        "--redis-key-prefix",
-        prefix,
+        &namespace[0],
+        &namespace[1],
         "--audit-log",
         audit_log.to_str().expect("path"),
     ];
@@ -390,4 +398,52 @@ fn admin_on_a_redis_store_cancels_a_task_running_on_a_replica() {
     }));
     assert!(!audit.contains(&running), "no id in the audit log");
     drop((one, two));
+}
+
+/// `admin migrate` brings a PostgreSQL schema to this binary's version
+/// (once), the other commands only read a schema as it is, and a store that
+/// has no schema is refused.
+#[test]
+fn admin_migrate_brings_a_postgres_schema_up_and_applies_to_postgres_only() {
+    let shared = Shared::postgres();
+    let store = shared.url();
+    let target = ["--store", store.as_str(), "--postgres-schema", "ops"];
+    // Before: admin reads no schema into being.
+    let output = run(&[&["admin", "ls"], &target[..]].concat());
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("admin migrate"),
+        "{}",
+        stderr(&output)
+    );
+    let migrated = stdout(&ok(&[&["admin", "migrate"], &target[..]].concat()));
+    assert_eq!(migrated, "schema ops migrated from version 0 to 1");
+    let again = admin_json(&[&["migrate"], &target[..]].concat());
+    assert_eq!(
+        again,
+        serde_json::json!({"schema": "ops", "from": 1, "to": 1})
+    );
+    assert_eq!(hashes(&target, &[]), Vec::<String>::new(), "an empty store");
+    // Redis keeps no schema: refused as a usage error, naming why.
+    let output = run(&["admin", "migrate", "--store", "redis://127.0.0.1:1/0"]);
+    assert_eq!(output.status.code(), Some(64), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("applies to a PostgreSQL store"),
+        "{}",
+        stderr(&output)
+    );
+    let output = run(&[
+        "admin",
+        "ls",
+        "--store",
+        "redis://127.0.0.1:1/0",
+        "--postgres-schema",
+        "ops",
+    ]);
+    assert_eq!(output.status.code(), Some(64), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--postgres-schema applies to a PostgreSQL store"),
+        "{}",
+        stderr(&output)
+    );
 }
