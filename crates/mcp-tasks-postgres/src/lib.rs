@@ -707,6 +707,7 @@ async fn prepare_schema(
 
 /// A record's columns.
 pub(crate) struct Columns {
+    pub(crate) id: String,
     pub(crate) owner: String,
     pub(crate) version: i64,
     pub(crate) record: String,
@@ -719,6 +720,7 @@ pub(crate) struct Columns {
 impl Columns {
     pub(crate) fn of(record: &TaskRecord) -> Result<Self, StoreError> {
         Ok(Self {
+            id: record.id().expose().to_owned(),
             owner: record.owner().as_str().to_owned(),
             version: version_param(record.version()),
             record: serde_json::to_string(record)
@@ -732,6 +734,22 @@ impl Columns {
                 .map(|at| i64::try_from(at.as_millis()).unwrap_or(i64::MAX)),
             keyed: record.idempotency_slot().map(str::to_owned),
         })
+    }
+}
+
+impl Columns {
+    /// The parameters every creation's statement starts with: id, owner,
+    /// version, record, runner, expires_at, keyed.
+    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 7] {
+        [
+            &self.id,
+            &self.owner,
+            &self.version,
+            &self.record,
+            &self.runner,
+            &self.expires_at,
+            &self.keyed,
+        ]
     }
 }
 
@@ -766,15 +784,7 @@ impl TaskStore for PostgresStore {
             .execute(
                 "PostgreSQL could not create the task",
                 &self.sql.create,
-                &[
-                    &record.id().expose(),
-                    &row.owner,
-                    &row.version,
-                    &row.record,
-                    &row.runner,
-                    &row.expires_at,
-                    &row.keyed,
-                ],
+                &row.params(),
             )
             .await?;
         if created == 0 {
@@ -791,15 +801,7 @@ impl TaskStore for PostgresStore {
             .query(
                 "PostgreSQL could not create the task",
                 &self.sql.create_keyed,
-                &[
-                    &record.id().expose(),
-                    &row.owner,
-                    &row.version,
-                    &row.record,
-                    &row.runner,
-                    &row.expires_at,
-                    &row.keyed,
-                ],
+                &row.params(),
             )
             .await?;
         let Some(answer) = rows.first() else {

@@ -44,6 +44,14 @@ fn pool_ids(pools: &[SeatPool]) -> Vec<String> {
     pools.iter().map(pool_id).collect()
 }
 
+/// The one integer a function answered.
+fn answered(rows: &[tokio_postgres::Row], what: &str) -> Result<i32, StoreError> {
+    rows.first()
+        .ok_or_else(|| StoreError::msg(format!("PostgreSQL answered {what} with nothing")))?
+        .try_get::<_, i32>(0)
+        .map_err(column)
+}
+
 /// A fair turn as the functions take it.
 struct Turn {
     caller: String,
@@ -54,6 +62,11 @@ struct Turn {
 }
 
 impl Turn {
+    /// The parameters the functions end with: caller, share, gate, patience.
+    fn params(&self) -> [&(dyn ToSql + Sync); 4] {
+        [&self.caller, &self.share, &self.gate, &self.patience]
+    }
+
     fn of(fair: &FairTurn) -> Self {
         Self {
             caller: pool_id(&fair.caller),
@@ -68,17 +81,9 @@ impl Turn {
 
 /// What a function's answer about taking seats in `pools` pools says.
 fn seating(answer: i32, pools: usize) -> Result<Seating, StoreError> {
-    match answer {
-        0 => Ok(Seating::Seated),
-        -1 => Ok(Seating::NoLease),
-        full => usize::try_from(full - 1)
-            .ok()
-            .filter(|index| *index < pools)
-            .map(Seating::Full)
-            .ok_or_else(|| {
-                StoreError::msg("PostgreSQL answered a take of seats with something unexpected")
-            }),
-    }
+    Seating::from_code(i64::from(answer), pools).ok_or_else(|| {
+        StoreError::msg("PostgreSQL answered a take of seats with something unexpected")
+    })
 }
 
 impl PostgresStore {
@@ -99,11 +104,7 @@ impl PostgresStore {
                 &[&runner, &seat.as_str(), &pools, &limits, &free],
             )
             .await?;
-        let answer = rows
-            .first()
-            .ok_or_else(|| StoreError::msg("PostgreSQL answered a take of seats with nothing"))?
-            .try_get::<_, i32>(0)
-            .map_err(column)?;
+        let answer = answered(&rows, "a take of seats")?;
         seating(answer, take.len())
     }
 
@@ -124,23 +125,19 @@ impl PostgresStore {
                 "PostgreSQL could not take or free seats",
                 &self.sql.move_seats_fairly,
                 &[
-                    &runner.as_str(),
-                    &seat.as_str(),
-                    &pools,
-                    &limits,
-                    &free,
-                    &turn.caller,
-                    &turn.share,
-                    &turn.gate,
-                    &turn.patience,
-                ],
+                    &[
+                        &runner.as_str() as &(dyn ToSql + Sync),
+                        &seat.as_str(),
+                        &pools,
+                        &limits,
+                        &free,
+                    ][..],
+                    &turn.params()[..],
+                ]
+                .concat(),
             )
             .await?;
-        let answer = rows
-            .first()
-            .ok_or_else(|| StoreError::msg("PostgreSQL answered a take of seats with nothing"))?
-            .try_get::<_, i32>(0)
-            .map_err(column)?;
+        let answer = answered(&rows, "a take of seats")?;
         seating(answer, take.len())
     }
 
@@ -156,41 +153,19 @@ impl PostgresStore {
         let (pools, limits) = pools_and_limits(take);
         let ticket = self.cache.ticket(record.id().expose());
         let what = "PostgreSQL could not take seats and create the task";
-        let id = record.id().expose();
-        let lease = runner.as_str();
-        let seat = seat.as_str();
-        let params: [&(dyn ToSql + Sync); 11] = [
-            &id,
-            &row.owner,
-            &row.version,
-            &row.record,
-            &row.runner,
-            &row.expires_at,
-            &row.keyed,
-            &lease,
-            &seat,
-            &pools,
-            &limits,
-        ];
-        let rows = match fair.map(Turn::of) {
-            None => self.query(what, &self.sql.create_seated, &params).await?,
+        let (lease, seat) = (runner.as_str(), seat.as_str());
+        let mut params = row.params().to_vec();
+        params.extend([&lease as &(dyn ToSql + Sync), &seat, &pools, &limits]);
+        let turn = fair.map(Turn::of);
+        let sql = match &turn {
+            None => &self.sql.create_seated,
             Some(turn) => {
-                let mut fairly: Vec<&(dyn ToSql + Sync)> = params.to_vec();
-                fairly.extend([
-                    &turn.caller as &(dyn ToSql + Sync),
-                    &turn.share,
-                    &turn.gate,
-                    &turn.patience,
-                ]);
-                self.query(what, &self.sql.create_seated_fairly, &fairly)
-                    .await?
+                params.extend(turn.params());
+                &self.sql.create_seated_fairly
             }
         };
-        let answer = rows
-            .first()
-            .ok_or_else(|| StoreError::msg("PostgreSQL answered a creation with nothing"))?
-            .try_get::<_, i32>(0)
-            .map_err(column)?;
+        let rows = self.query(what, sql, &params).await?;
+        let answer = answered(&rows, "a creation")?;
         match answer {
             -2 => return Err(StoreError::msg("a task with this id exists")),
             -3 => return Ok(Seating::Existing),

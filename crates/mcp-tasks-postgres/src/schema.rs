@@ -220,14 +220,12 @@ BEGIN
   END IF;
 END $$;
 
--- Takes seats as move_seats does and creates the task only when they were
--- taken. Returns 0 created, -2 for an existing id, -3 when a task holds the
--- idempotency slot (nothing taken either way), else as move_seats.
-CREATE FUNCTION {s}.create_seated(p_id text, p_owner text, p_version bigint, p_record text,
-  p_runner text, p_expires bigint, p_keyed text,
-  p_lease text, p_seat text, p_pools text[], p_limits bigint[])
+-- Whether a seated creation of task p_id (idempotency slot p_keyed, or
+-- NULL) may go on for runner p_lease: 0, -2 for an existing id, -3 when a
+-- task holds the slot, -1 when the runner holds no lease. Locks the slot
+-- for the rest of the transaction.
+CREATE FUNCTION {s}.creatable(p_id text, p_keyed text, p_lease text)
 RETURNS int LANGUAGE plpgsql AS $$
-DECLARE taken int;
 BEGIN
   IF p_keyed IS NOT NULL THEN
     PERFORM pg_advisory_xact_lock(hashtextextended({schema_literal} || ':keyed:' || p_keyed, 0));
@@ -237,6 +235,21 @@ BEGIN
     RETURN -3;
   END IF;
   IF NOT {s}.leased(p_lease) THEN RETURN -1; END IF;
+  RETURN 0;
+END $$;
+
+-- Takes seats as move_seats does and creates the task only when they were
+-- taken. Returns 0 created, -2 for an existing id, -3 when a task holds the
+-- idempotency slot (nothing taken either way), else as move_seats.
+CREATE FUNCTION {s}.create_seated(p_id text, p_owner text, p_version bigint, p_record text,
+  p_runner text, p_expires bigint, p_keyed text,
+  p_lease text, p_seat text, p_pools text[], p_limits bigint[])
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE room int;
+DECLARE taken int;
+BEGIN
+  room := {s}.creatable(p_id, p_keyed, p_lease);
+  IF room <> 0 THEN RETURN room; END IF;
   PERFORM {s}.lock_pools(p_pools);
   taken := {s}.take_locked(p_lease, p_seat, p_pools, p_limits);
   IF taken <> 0 THEN RETURN taken; END IF;
@@ -454,14 +467,8 @@ RETURNS int LANGUAGE plpgsql AS $$
 DECLARE room int;
 DECLARE turn record;
 BEGIN
-  IF p_keyed IS NOT NULL THEN
-    PERFORM pg_advisory_xact_lock(hashtextextended({schema_literal} || ':keyed:' || p_keyed, 0));
-  END IF;
-  IF EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.id = p_id) THEN RETURN -2; END IF;
-  IF p_keyed IS NOT NULL AND EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.keyed = p_keyed) THEN
-    RETURN -3;
-  END IF;
-  IF NOT {s}.leased(p_lease) THEN RETURN -1; END IF;
+  room := {s}.creatable(p_id, p_keyed, p_lease);
+  IF room <> 0 THEN RETURN room; END IF;
   PERFORM {s}.lock_pools(p_pools);
   room := {s}.seats_room(p_seat, p_pools, p_limits);
   IF room <> 0 THEN RETURN room; END IF;

@@ -204,17 +204,8 @@ impl RedisStore {
 
 /// What a script's answer about taking seats in `pools` pools says.
 fn seating(answer: i64, pools: usize) -> Result<Seating, StoreError> {
-    match answer {
-        0 => Ok(Seating::Seated),
-        -1 => Ok(Seating::NoLease),
-        full => usize::try_from(full - 1)
-            .ok()
-            .filter(|index| *index < pools)
-            .map(Seating::Full)
-            .ok_or_else(|| {
-                StoreError::msg("Redis answered a take of seats with something unexpected")
-            }),
-    }
+    Seating::from_code(answer, pools)
+        .ok_or_else(|| StoreError::msg("Redis answered a take of seats with something unexpected"))
 }
 
 #[cfg(test)]

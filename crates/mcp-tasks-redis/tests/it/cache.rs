@@ -6,6 +6,7 @@
 //! as still running once the feed has its completion, and a creation is
 //! announced to its own replica only.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_tasks::store::{Change, Principal, Replicas, Swap, TaskRecord, TaskStore, Transition};
@@ -200,37 +201,9 @@ async fn an_expired_record_is_never_answered_from_the_cache() {
 async fn a_finished_task_is_never_answered_as_running_once_the_feed_has_it() {
     let redis = RedisServer::start();
     let (a, b) = (replica(&redis, "c4:").await, replica(&redis, "c4:").await);
-    for n in 0..40 {
-        let created = record(&format!("c4-task-{n}"), Ttl::Unlimited);
-        let id = created.id().clone();
-        let mut feed = a.changes();
-        a.create(created.clone()).await.expect("create");
-        announced(&mut feed, &id).await;
-        b.get(&id).await.expect("get");
-        // Reads on A race B's completion, on another connection.
-        let a = &a;
-        let racing = async {
-            for _ in 0..20 {
-                a.get(&id).await.expect("get");
-                tokio::task::yield_now().await;
-            }
-        };
-        let completing = async {
-            let swap = change(&created, &Change::Complete(json!({"content": []})));
-            assert!(matches!(
-                b.compare_and_swap(swap).await.expect("swap"),
-                Swap::Swapped
-            ));
-        };
-        tokio::join!(racing, completing);
-        announced(&mut feed, &id).await;
-        for _ in 0..5 {
-            let seen = a.get(&id).await.expect("get").expect("found");
-            assert!(
-                seen.status().is_terminal(),
-                "round {n}: {:?}",
-                seen.status()
-            );
-        }
-    }
+    mcp_tasks::store::contract::a_finished_task_is_never_answered_as_running(
+        Arc::new(a),
+        Arc::new(b),
+    )
+    .await;
 }

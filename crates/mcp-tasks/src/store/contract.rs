@@ -23,6 +23,7 @@ use crate::task::{TaskId, TaskStatus, Ttl, UnixMillis};
 
 mod admin;
 mod admission;
+mod feed;
 mod keyed;
 mod seats;
 
@@ -30,6 +31,7 @@ pub use admin::{hash_key_is_shared, hash_key_is_stable, list_all_pages};
 pub use admission::{
     fair_turns_follow_the_weights, held_seats_are_given_after_the_patience, rates_are_shared,
 };
+pub use feed::a_finished_task_is_never_answered_as_running;
 pub use keyed::{
     keyed_creation_finds_the_same_record, keyed_creations_race, keyed_index_goes_with_the_record,
     seated_creations_respect_the_key,

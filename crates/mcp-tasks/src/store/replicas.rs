@@ -271,6 +271,22 @@ pub enum Seating {
     Existing,
 }
 
+impl Seating {
+    /// A take's answer by the convention of the Redis and PostgreSQL
+    /// stores' scripts and functions: 0 seated, -1 no lease, `i` (from 1)
+    /// the `i`-th of `pools` pools full. `None` for anything else.
+    pub fn from_code(code: i64, pools: usize) -> Option<Self> {
+        match code {
+            0 => Some(Self::Seated),
+            -1 => Some(Self::NoLease),
+            full => usize::try_from(full - 1)
+                .ok()
+                .filter(|index| *index < pools)
+                .map(Self::Full),
+        }
+    }
+}
+
 /// A named creation-rate bucket (see [Rates and fair turns](self#rates-and-fair-turns)):
 /// `caller:<principal>` for a caller's creation rate. Its name may hold a
 /// principal: stores key a bucket by a hash of it.
