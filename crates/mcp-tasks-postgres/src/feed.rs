@@ -1,9 +1,16 @@
 //! The change feed across processes: one connection of its own that
-//! `LISTEN`s on the store's channel, which every write after a creation
-//! notifies in its transaction (`pg_notify`, delivered when it commits),
-//! turned into the store's local broadcast of ids (and the empty payload,
-//! which says seats were freed, into the store's counter of freeings). A
-//! creation is told on the creating store's broadcast only.
+//! `LISTEN`s on the store's channel, turned into the store's local
+//! broadcast of ids (and the empty payload, which says seats were freed,
+//! into the store's counter of freeings); and the [`Announcer`], which
+//! notifies the channel of every write after a creation once it committed
+//! (see `schema.rs` for why not in the write's own transaction). A creation
+//! is told on the creating store's broadcast only.
+//!
+//! An announcement follows its write by a moment, so another replica's
+//! cache may answer the older record for that moment (as with Redis, whose
+//! announcement goes out with the write but reaches each replica a moment
+//! later); one lost with its writer (a process killed between its commit
+//! and its announcement) is bounded by the cache's maximal age.
 //!
 //! A connection that is lost (PostgreSQL restarted, the network dropped, a
 //! ping unanswered) is made again with a capped backoff; whatever was
@@ -15,11 +22,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use deadpool_postgres::Pool;
 use futures::StreamExt;
 use mcp_tasks::TaskId;
 use mcp_tasks::store::{FeedCache, StoreError, StoreErrorKind};
-use tokio::sync::{broadcast, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::{AbortHandle, JoinHandle};
 use tokio_postgres::AsyncMessage;
 
 use crate::failure;
@@ -29,6 +37,68 @@ use crate::tls::Tls;
 const PING_EVERY: Duration = Duration::from_secs(2);
 /// The longest pause between two attempts to listen again.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The payload that says seats were freed.
+pub(crate) const SEATS_FREED: &str = "";
+
+/// How many announcements one statement carries at most.
+const BATCH: usize = 1024;
+
+/// Sends announcements to the task that notifies them, several at once.
+#[derive(Debug, Clone)]
+pub(crate) struct Announcer(mpsc::UnboundedSender<String>);
+
+impl Announcer {
+    /// Announces `payload` (a task id, or [`SEATS_FREED`]) soon.
+    pub(crate) fn announce(&self, payload: &str) {
+        // The task ends only with the store.
+        let _ = self.0.send(payload.to_owned());
+    }
+}
+
+/// An [`Announcer`] and the task that notifies what it is given with
+/// `sql` (`SELECT SCHEMA.announce($1)`) on a connection of `pool`: all
+/// that waits at once in one statement, tried three times.
+pub(crate) fn announcer(pool: Pool, sql: String, timeout: Duration) -> (Announcer, AbortHandle) {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<String>();
+    let task = tokio::spawn(async move {
+        let mut batch = Vec::new();
+        while let Some(first) = receiver.recv().await {
+            batch.push(first);
+            while batch.len() < BATCH {
+                match receiver.try_recv() {
+                    Ok(payload) => batch.push(payload),
+                    Err(_) => break,
+                }
+            }
+            for attempt in 0..3u32 {
+                match tokio::time::timeout(timeout, notify(&pool, &sql, &batch)).await {
+                    Ok(Ok(())) => break,
+                    Ok(Err(error)) => {
+                        tracing::debug!(%error, "announcing changes on PostgreSQL failed");
+                    }
+                    Err(_) => tracing::debug!("announcing changes on PostgreSQL timed out"),
+                }
+                tokio::time::sleep(Duration::from_millis(50) * 2u32.pow(attempt)).await;
+            }
+            batch.clear();
+        }
+    });
+    (Announcer(sender), task.abort_handle())
+}
+
+async fn notify(pool: &Pool, sql: &str, batch: &[String]) -> Result<(), String> {
+    let client = pool.get().await.map_err(|error| error.to_string())?;
+    let statement = client
+        .prepare_cached(sql)
+        .await
+        .map_err(|error| error.to_string())?;
+    client
+        .execute(&statement, &[&batch])
+        .await
+        .map(drop)
+        .map_err(|error| error.to_string())
+}
 
 /// Where the feed's news go.
 #[derive(Debug)]
@@ -47,7 +117,7 @@ pub(crate) struct Senders {
 
 impl Senders {
     fn deliver(&self, payload: &str) {
-        if payload.is_empty() {
+        if payload == SEATS_FREED {
             bump(&self.freed);
         } else {
             self.cache.changed(payload);

@@ -34,6 +34,11 @@ pub const DEFAULT_SCHEMA: &str = "mcp_tasks";
 /// How many ids the change feed buffers for a slow receiver.
 const FEED_CAPACITY: usize = 4096;
 
+/// How long a cached record is answered before it is read again: a bound
+/// on what a lost announcement (its writer died between its commit and its
+/// announcement) leaves stale.
+const CACHE_MAX_AGE: Duration = Duration::from_secs(5);
+
 /// How many connections the lease's renewals have of their own.
 const LEASE_CONNECTIONS: usize = 2;
 
@@ -63,7 +68,8 @@ pub struct PostgresOptions {
     /// `_`, at most 48, not starting with a digit.
     pub schema: String,
     /// How many connections the pool holds at most (default 16); a
-    /// replica also holds one more, for the change feed.
+    /// replica also holds four more: two for its lease's renewals, one
+    /// that announces its writes on the change feed, one that listens.
     pub pool_size: usize,
     /// The longest any one operation takes, waiting for a connection
     /// included (default 2 s): past it the operation fails with a
@@ -152,11 +158,15 @@ pub struct PostgresStore {
     hash_key: tokio::sync::OnceCell<HashKey>,
     /// This store's name as the sweeper (random).
     sweeper: String,
+    /// Announces this store's writes on the change feed once they committed.
+    announcer: feed::Announcer,
+    announcing: AbortHandle,
 }
 
 impl Drop for PostgresStore {
     fn drop(&mut self) {
         self.listener.abort();
+        self.announcing.abort();
     }
 }
 
@@ -171,6 +181,7 @@ pub(crate) struct Sql {
     find_keyed: String,
     swap: String,
     delete: String,
+    announce: String,
     expired: String,
     list_owned: String,
     list_all: String,
@@ -207,10 +218,8 @@ impl Sql {
                 "SELECT o_code, o_version, o_record \
                  FROM {s}.swap($1, $2, $3, $4, $5, $6, $7, $8, $9)"
             ),
-            delete: format!(
-                "WITH d AS (DELETE FROM {s}.tasks WHERE id = $1 RETURNING id) \
-                 SELECT pg_notify($2, d.id) FROM d"
-            ),
+            delete: format!("DELETE FROM {s}.tasks WHERE id = $1"),
+            announce: format!("SELECT {s}.announce($1)"),
             expired: format!(
                 "WITH turn AS ( \
                    INSERT INTO {s}.sweeper (id, holder, until) VALUES (1, $1, {s}.now_ms() + $2) \
@@ -344,31 +353,16 @@ impl PostgresStore {
             target.config.connect_timeout(options.timeout);
         }
         let tls = tls::connector(&target)?;
-        let manager = Manager::from_config(
-            target.config.clone(),
-            tls.clone(),
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = make_pool(manager, options.pool_size, options.timeout)?;
-        let lease_pool = make_pool(
-            Manager::from_config(
-                target.config.clone(),
-                tls.clone(),
-                ManagerConfig {
-                    recycling_method: RecyclingMethod::Fast,
-                },
-            ),
-            LEASE_CONNECTIONS,
-            options.timeout,
-        )?;
+        let pool = make_pool(&target.config, &tls, options.pool_size, options.timeout)?;
+        let lease_pool = make_pool(&target.config, &tls, LEASE_CONNECTIONS, options.timeout)?;
         let sql = Sql::new(&options.schema);
         prepare_schema(&pool, &sql, &options).await?;
         let (sender, _) = broadcast::channel(FEED_CAPACITY);
         let (gaps_sender, gaps) = watch::channel(0);
         let (freed_sender, freed) = watch::channel(0);
-        let cache = Arc::new(FeedCache::new(options.cache_records, options.cache_bytes));
+        let cache = Arc::new(
+            FeedCache::new(options.cache_records, options.cache_bytes).with_max_age(CACHE_MAX_AGE),
+        );
         let senders = Arc::new(feed::Senders {
             changes: sender.clone(),
             gaps: gaps_sender,
@@ -384,6 +378,11 @@ impl PostgresStore {
             &senders,
         )
         .await?;
+        let (announcer, announcing) = feed::announcer(
+            make_pool(&target.config, &tls, 1, options.timeout)?,
+            sql.announce.clone(),
+            options.timeout,
+        );
         let listener = tokio::spawn(feed::forward(
             target.config,
             tls,
@@ -405,6 +404,8 @@ impl PostgresStore {
             cache,
             hash_key: tokio::sync::OnceCell::new(),
             sweeper: replicas::random_name()?,
+            announcer,
+            announcing,
         })
     }
 
@@ -612,6 +613,10 @@ impl PostgresStore {
         };
         match answer.try_get::<_, i32>(0).map_err(column)? {
             2 => {
+                self.announcer.announce(id.expose());
+                if !pools.is_empty() {
+                    self.announcer.announce(feed::SEATS_FREED);
+                }
                 let record = PackedRecord::pack(transition.into_record());
                 self.cache.wrote(ticket, &Arc::new(record));
                 Ok(Swap::Swapped)
@@ -652,9 +657,22 @@ impl PostgresStore {
     }
 }
 
-/// A pool of at most `size` connections, each operation waiting for one
-/// at most `timeout`.
-fn make_pool(manager: Manager, size: usize, timeout: Duration) -> Result<Pool, StoreError> {
+/// A pool of at most `size` connections to `config`, each operation
+/// waiting for one at most `timeout`; a connection is checked (only) for
+/// being closed when it is reused.
+fn make_pool(
+    config: &tokio_postgres::Config,
+    tls: &tls::Tls,
+    size: usize,
+    timeout: Duration,
+) -> Result<Pool, StoreError> {
+    let manager = Manager::from_config(
+        config.clone(),
+        tls.clone(),
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
     Pool::builder(manager)
         .max_size(size.max(1))
         .runtime(Runtime::Tokio1)
@@ -859,13 +877,17 @@ impl TaskStore for PostgresStore {
     }
 
     async fn delete(&self, id: &TaskId) -> Result<(), StoreError> {
-        self.query(
-            "PostgreSQL could not delete the task",
-            &self.sql.delete,
-            &[&id.expose(), &self.sql.channel],
-        )
-        .await?;
+        let deleted = self
+            .execute(
+                "PostgreSQL could not delete the task",
+                &self.sql.delete,
+                &[&id.expose()],
+            )
+            .await?;
         self.cache.forget(id.expose());
+        if deleted > 0 {
+            self.announcer.announce(id.expose());
+        }
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use mcp_tasks::store::{
 use tokio::sync::watch;
 use tokio_postgres::types::ToSql;
 
-use crate::{Columns, PostgresStore, column};
+use crate::{Columns, PostgresStore, column, feed};
 
 /// A pool's id in its row ([`stored_name`] of its name).
 pub(crate) fn pool_id(pool: &SeatPool) -> String {
@@ -105,7 +105,11 @@ impl PostgresStore {
             )
             .await?;
         let answer = answered(&rows, "a take of seats")?;
-        seating(answer, take.len())
+        let seated = seating(answer, take.len())?;
+        if seated == Seating::Seated && !free.is_empty() {
+            self.announcer.announce(feed::SEATS_FREED);
+        }
+        Ok(seated)
     }
 
     /// [`Replicas::move_seats_fairly`], with a pool to take.
@@ -138,7 +142,11 @@ impl PostgresStore {
             )
             .await?;
         let answer = answered(&rows, "a take of seats")?;
-        seating(answer, take.len())
+        let seated = seating(answer, take.len())?;
+        if seated == Seating::Seated && !free.is_empty() {
+            self.announcer.announce(feed::SEATS_FREED);
+        }
+        Ok(seated)
     }
 
     async fn create_seated_in_postgres(

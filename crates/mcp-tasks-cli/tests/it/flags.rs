@@ -59,10 +59,11 @@ const REFUSED: &[(&str, &[&str], &str)] = &[
     ("serve: a bound for no tool", &["serve", "--store", "memory", "--tool-concurrency", "nosuch=2"], "--tool-concurrency nosuch=2 names no tool of this server: it serves the demo tools, long_job, confirm_action, failing_tool, sleep"),
     // serve: a store's flags for another store.
     ("serve: SQLite's sync for memory", &["serve", "--store", "memory", "--sqlite-sync", "full"], "--sqlite-sync applies to a SQLite store (--store sqlite:PATH); this server's store is memory, not a SQLite file"),
-    ("serve: a lease for memory", &["serve", "--store", "memory", "--lease-period", "5000"], "--lease-period applies to a Redis store (--store redis://...); this server's store is memory, which one process holds: it has no leases"),
+    ("serve: a lease for memory", &["serve", "--store", "memory", "--lease-period", "5000"], "--lease-period applies to a store replicas share (--store redis://... or postgres://...); this server's store is memory, which one process holds: it has no leases"),
     ("serve: a lease for the default store", &["serve", "--lease-period", "5000"], "this server's store is SQLite in the user's data directory (the default), which one process holds: it has no leases"),
     ("serve: a key prefix for SQLite", &["serve", "--store", "sqlite:{DB}", "--redis-key-prefix", "x:"], "--redis-key-prefix applies to a Redis store (--store redis://...); this server's store is sqlite:"),
-    ("serve: a key of --config", &["serve", "--config", "{FLAGS}"], "--lease-period applies to a Redis store (--store redis://...); this server's store is memory"),
+    ("serve: a schema for Redis", &["serve", "--store", "redis://127.0.0.1:1/0", "--postgres-schema", "x"], "--postgres-schema applies to a PostgreSQL store (--store postgres://...); this server's store is redis://127.0.0.1:1/0, which has no schema"),
+    ("serve: a key of --config", &["serve", "--config", "{FLAGS}"], "--lease-period applies to a store replicas share (--store redis://... or postgres://...); this server's store is memory"),
     // serve: one upstream's flags without it.
     ("serve: a policy without an upstream", &["serve", "--store", "memory", "--tasks", "sleep=required"], "--tasks applies to --upstream or --upstream-url only (a gateway); without one this server serves the demo tools"),
     ("serve: a default policy without an upstream", &["serve", "--store", "memory", "--tasks-default", "optional"], "--tasks-default applies to --upstream or --upstream-url only"),

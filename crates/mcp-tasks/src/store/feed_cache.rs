@@ -19,8 +19,11 @@
 //! subscriber, after the write is visible to reads, and the announcements
 //! of the writes of one record arrive in the order of those writes (Redis
 //! runs scripts one at a time and delivers a channel's messages in that
-//! order; PostgreSQL delivers the `NOTIFY` of transactions in the order
-//! they commit, and two writes of one row commit one after the other).
+//! order). A store whose announcements may come out of that order (the
+//! PostgreSQL store announces a write after it committed, so a later
+//! write's may come first) keeps a replica's own write until its own
+//! announcement arrives; one whose announcements may be lost sets a
+//! maximal age ([`FeedCache::with_max_age`]).
 //!
 //! The race this module exists for: a read (or a write) is sent, another
 //! replica writes the record, its id arrives on the feed, and only then the
@@ -47,6 +50,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use super::PackedRecord;
 use crate::task::UnixMillis;
@@ -58,6 +62,9 @@ pub struct FeedCache {
     inner: Mutex<Inner>,
     max_records: usize,
     max_bytes: usize,
+    /// How long an entry is answered after it was filled (`None`: until the
+    /// feed drops it).
+    max_age: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -84,6 +91,8 @@ struct Slot {
     size: usize,
     /// The next feed message for this id is let pass (a write's own).
     spare: bool,
+    /// When it was filled (for the maximal age).
+    filled: Instant,
 }
 
 #[derive(Debug, Default)]
@@ -142,7 +151,18 @@ impl FeedCache {
             }),
             max_records,
             max_bytes,
+            max_age: None,
         }
+    }
+
+    /// This cache, answering an entry at most `age` after it was filled:
+    /// for a store whose announcements may be lost (one sent after its
+    /// write committed, lost when its writer dies between the two), a bound
+    /// on how long the loss leaves an entry stale.
+    #[must_use]
+    pub fn with_max_age(mut self, age: Duration) -> Self {
+        self.max_age = Some(age);
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -166,6 +186,9 @@ impl FeedCache {
         }
         let slot = inner.records.get(id)?;
         if slot.record.expires_at().is_some_and(|at| at <= now) {
+            return None;
+        }
+        if self.max_age.is_some_and(|age| slot.filled.elapsed() > age) {
             return None;
         }
         Some(Arc::clone(&slot.record))
@@ -254,6 +277,7 @@ impl FeedCache {
             stamp: inner.stamp,
             size,
             spare,
+            filled: Instant::now(),
         };
         inner.bytes += size;
         if let Some(old) = inner.records.insert(Arc::clone(id), slot) {
@@ -357,6 +381,16 @@ mod tests {
     }
 
     const NOW: UnixMillis = UnixMillis::new(2_000);
+
+    #[test]
+    fn an_entry_older_than_the_maximal_age_is_not_answered() {
+        let cache = FeedCache::new(10, usize::MAX).with_max_age(Duration::from_millis(30));
+        let ticket = cache.ticket("a");
+        cache.read(ticket, Some(&live("a")));
+        assert!(cache.get("a", NOW).is_some());
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(cache.get("a", NOW).is_none(), "read again once it is old");
+    }
 
     #[test]
     fn a_read_is_kept_unless_its_id_was_announced_while_in_flight() {
