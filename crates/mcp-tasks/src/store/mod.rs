@@ -23,7 +23,7 @@
 //! This module is the cargo feature `store`, which a backend crate can
 //! depend on without the server runtime; `contract` adds the test suite.
 
-mod feed_cache;
+pub mod feed_cache;
 mod hash_key;
 mod keyed;
 mod memory;
