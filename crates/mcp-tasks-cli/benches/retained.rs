@@ -234,7 +234,7 @@ impl Server {
         id: &str,
     ) -> anyhow::Result<Duration> {
         while self.spawned.elapsed() < Duration::from_secs(120) {
-            if get(http, &self.url, &token(n % OWNERS), &id)
+            if get(http, &self.url, &token(n % OWNERS), id)
                 .await
                 .is_some()
             {
@@ -610,9 +610,7 @@ async fn on_postgres(full: bool, count: u64, starts: u64, tokens: &Path) -> anyh
             }
             let server = Server::start_on(&url, tokens)?;
             let n = distinct(count - 1 - round * 2 - u64::from(is_cold), count);
-            let first = server
-                .first_get_of(&http, n, &postgres_task_id(n))
-                .await?;
+            let first = server.first_get_of(&http, n, &postgres_task_id(n)).await?;
             let times = if is_cold { &mut cold } else { &mut warm };
             times.push(ms(first));
         }
@@ -639,8 +637,15 @@ async fn on_postgres(full: bool, count: u64, starts: u64, tokens: &Path) -> anyh
         .await?;
     let seq = read_range_of(&server.url, count, 0, sequential, 1, postgres_task_id).await?;
     let started = Instant::now();
-    let par =
-        read_range_of(&server.url, count, sequential, parallel, 16, postgres_task_id).await?;
+    let par = read_range_of(
+        &server.url,
+        count,
+        sequential,
+        parallel,
+        16,
+        postgres_task_id,
+    )
+    .await?;
     println!(
         "PostgreSQL: tasks/get of uncached tasks: sequential p50 {:.2} ms p99 {:.2} ms ({} reads); c=16 p50 {:.2} ms p99 {:.2} ms ({} reads, {:.0}/s)",
         percentile(&seq, 0.5),

@@ -355,7 +355,8 @@ fn statements(postgres: &PostgresServer) -> (Tally, Tally) {
     let (mut all, mut sent) = (Tally::new(), Tally::new());
     for row in rows.lines() {
         let mut fields = row.splitn(3, '|');
-        let (Some(toplevel), Some(calls), Some(query)) = (fields.next(), fields.next(), fields.next())
+        let (Some(toplevel), Some(calls), Some(query)) =
+            (fields.next(), fields.next(), fields.next())
         else {
             continue;
         };
