@@ -234,10 +234,7 @@ impl Server {
         id: &str,
     ) -> anyhow::Result<Duration> {
         while self.spawned.elapsed() < Duration::from_secs(120) {
-            if get(http, &self.url, &token(n % OWNERS), id)
-                .await
-                .is_some()
-            {
+            if get(http, &self.url, &token(n % OWNERS), id).await.is_some() {
                 return Ok(self.spawned.elapsed());
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
