@@ -24,6 +24,16 @@
 //!   < 2 s again), and every creation answered before the kill read back
 //!   (target: none lost with the default `--sqlite-sync normal`).
 //!
+//! * **PostgreSQL**: the same million tasks in a PostgreSQL this bench
+//!   starts (`fsync` and `synchronous_commit` on): one written through
+//!   [`PostgresStore`], copied 999,999 times by one `INSERT ... SELECT`
+//!   (ids and owners rewritten), then `CHECKPOINT`. Starts of `serve
+//!   --store postgres://...` to its first `tasks/get` of an uncached task,
+//!   with PostgreSQL restarted first and its files dropped from the
+//!   operating system's cache (cold; the restart's own time printed apart)
+//!   and with PostgreSQL running (warm); target < 2 s; then uncached reads
+//!   as above.
+//!
 //! It prints the numbers and PASS or MISS for each target; a miss is
 //! reported, not asserted. Without `--bench` (as under `cargo test
 //! --benches`) it runs a smoke version on 10,000 tasks whose numbers mean
@@ -31,6 +41,7 @@
 //!
 //! ```text
 //! cargo bench -p mcp-tasks-cli --bench retained
+//! cargo bench -p mcp-tasks-cli --bench retained -- postgres    # PostgreSQL's part only
 //! ```
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
@@ -46,6 +57,8 @@ use anyhow::{Context as _, bail};
 use futures::StreamExt as _;
 use mcp_tasks::store::{Change, Principal, TaskRecord, TaskStore as _};
 use mcp_tasks::{TaskId, Ttl, UnixMillis};
+use mcp_tasks_postgres::testing::PostgresServer;
+use mcp_tasks_postgres::{PostgresOptions, PostgresStore};
 use mcp_tasks_sqlite::{SqliteOptions, SqliteStore};
 use mcp_tasks_testkit::stats::{loadavg, median, ms, percentile_ms as percentile, verdict};
 use serde_json::{Value, json};
@@ -86,11 +99,31 @@ fn task_id(n: u64) -> String {
     )
 }
 
+/// The id of filled task `n` in PostgreSQL, of the same shape, made by SQL
+/// as well (so the copies need no list of ids either).
+fn postgres_task_id(n: u64) -> String {
+    format!(
+        "{:012x}{:08x}{:024x}",
+        BASE_MS + n / 100,
+        (n * 2_654_435_761) % (1 << 32),
+        n
+    )
+}
+
+/// [`postgres_task_id`] in SQL, of the integer `n`.
+const POSTGRES_TASK_ID: &str = "lpad(to_hex(1796083200000 + n / 100), 12, '0') \
+     || lpad(to_hex((n * 2654435761) % 4294967296), 8, '0') || lpad(to_hex(n), 24, '0')";
+
 /// Filled task `n`: created by `sleep`, completed 10 ms later with its result.
 fn finished(n: u64) -> anyhow::Result<TaskRecord> {
+    finished_as(n, task_id(n))
+}
+
+/// [`finished`] under the id `id`.
+fn finished_as(n: u64, id: String) -> anyhow::Result<TaskRecord> {
     let created = UnixMillis::new(BASE_MS + n / 100);
     let record = TaskRecord::new(
-        TaskId::new(task_id(n)),
+        TaskId::new(id),
         Principal::new(format!("owner-{}", n % OWNERS)),
         created,
         Ttl::Limited(RETAINED),
@@ -150,6 +183,21 @@ fn evict(path: &Path) {
     }
 }
 
+/// Drops every file of PostgreSQL's cluster from the operating system's cache.
+fn evict_cluster(postgres: &PostgresServer) {
+    let mut folders = vec![postgres.dir().join("data")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                evict(&path);
+            }
+        }
+    }
+}
+
 /// A `serve --http` child on the store.
 struct Server(serve::Server);
 
@@ -163,20 +211,30 @@ impl std::ops::Deref for Server {
 
 impl Server {
     fn start(store: &Path, tokens: &Path) -> anyhow::Result<Self> {
-        let store = format!("sqlite:{}", store.display());
+        Self::start_on(&format!("sqlite:{}", store.display()), tokens)
+    }
+
+    /// A child on the store `--store` names.
+    fn start_on(store: &str, tokens: &Path) -> anyhow::Result<Self> {
         let tokens = tokens.display().to_string();
-        serve::Server::start(&["--store", &store, "--auth-tokens", &tokens]).map(Self)
+        serve::Server::start(&["--store", store, "--auth-tokens", &tokens]).map(Self)
     }
 
     /// Polls `tasks/get` of filled task `n` until it answers: the time from
     /// spawn to that answer.
     async fn first_get(&self, http: &reqwest::Client, n: u64) -> anyhow::Result<Duration> {
-        let id = task_id(n);
+        self.first_get_of(http, n, &task_id(n)).await
+    }
+
+    /// [`Server::first_get`] of the task `id` (filled task `n`).
+    async fn first_get_of(
+        &self,
+        http: &reqwest::Client,
+        n: u64,
+        id: &str,
+    ) -> anyhow::Result<Duration> {
         while self.spawned.elapsed() < Duration::from_secs(120) {
-            if get(http, &self.url, &token(n % OWNERS), &id)
-                .await
-                .is_some()
-            {
+            if get(http, &self.url, &token(n % OWNERS), id).await.is_some() {
                 return Ok(self.spawned.elapsed());
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -255,6 +313,18 @@ async fn read_range(
     to: u64,
     inflight: usize,
 ) -> anyhow::Result<Vec<Duration>> {
+    read_range_of(url, count, from, to, inflight, task_id).await
+}
+
+/// [`read_range`] of the tasks `id` names.
+async fn read_range_of(
+    url: &str,
+    count: u64,
+    from: u64,
+    to: u64,
+    inflight: usize,
+    id: fn(u64) -> String,
+) -> anyhow::Result<Vec<Duration>> {
     let http = reqwest::Client::new();
     let next = Arc::new(AtomicU64::new(from));
     let mut workers = Vec::new();
@@ -268,7 +338,7 @@ async fn read_range(
                     return anyhow::Ok(seen);
                 }
                 let n = distinct(i, count);
-                let (took, _) = get(&http, &url, &token(n % OWNERS), &task_id(n))
+                let (took, _) = get(&http, &url, &token(n % OWNERS), &id(n))
                     .await
                     .with_context(|| format!("filled task {n} was not answered"))?;
                 seen.push(took);
@@ -355,6 +425,10 @@ async fn run(full: bool) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let tokens = dir.path().join("tokens.txt");
     write_tokens(&tokens)?;
+    // `cargo bench -p mcp-tasks-cli --bench retained -- postgres`: PostgreSQL's part only.
+    if std::env::args().any(|arg| arg == "postgres") {
+        return on_postgres(full, count, starts, &tokens).await;
+    }
     let store = filled_store(full, count, dir.path()).await?;
     let http = reqwest::Client::new();
 
@@ -484,7 +558,101 @@ async fn run(full: bool) -> anyhow::Result<()> {
         verdict(restart < 2000.0 && lost == 0 && created > 0)
     );
     drop(server);
+    on_postgres(full, count, starts, &tokens).await?;
     println!("load average after: {}", loadavg());
+    Ok(())
+}
+
+/// The million tasks in PostgreSQL: filled, then `serve` started on them,
+/// cold and warm, and uncached reads.
+async fn on_postgres(full: bool, count: u64, starts: u64, tokens: &Path) -> anyhow::Result<()> {
+    let mut postgres = PostgresServer::start_with(&["-c", "shared_buffers=256MB"]);
+    let url = postgres.url();
+    let started = Instant::now();
+    let store = PostgresStore::connect_with(&url, PostgresOptions::default().with_cache(0, 0))
+        .await
+        .context("connect to PostgreSQL")?;
+    let template = postgres_task_id(0);
+    store.create(finished_as(0, template.clone())?).await?;
+    drop(store);
+    postgres.psql(&format!(
+        "INSERT INTO mcp_tasks.tasks (id, owner, version, record, runner, expires_at, keyed) \
+         SELECT {POSTGRES_TASK_ID}, 'owner-' || (n % {OWNERS}), t.version, \
+           replace(replace(t.record, '\"{template}\"', '\"' || {POSTGRES_TASK_ID} || '\"'), \
+             '\"owner-0\"', '\"owner-' || (n % {OWNERS}) || '\"'), \
+           t.runner, t.expires_at, t.keyed \
+         FROM generate_series(1::bigint, {last}) AS n, mcp_tasks.tasks AS t WHERE t.id = '{template}'; \
+         CHECKPOINT",
+        last = count - 1
+    ));
+    let size = postgres.psql("SELECT pg_total_relation_size('mcp_tasks.tasks')");
+    println!(
+        "\nPostgreSQL: filled {count} finished tasks in {:.1} s (one through the store, the rest copied by SQL), table and indexes {:.0} MiB",
+        started.elapsed().as_secs_f64(),
+        size.parse::<f64>().unwrap_or(f64::NAN) / 1_048_576.0
+    );
+    let http = reqwest::Client::new();
+    let (mut cold, mut warm, mut restarts) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..starts {
+        for is_cold in [true, false] {
+            if is_cold {
+                // A clean stop's state (CHECKPOINT, then the kill), its
+                // buffers and the operating system's cache emptied.
+                postgres.psql("CHECKPOINT");
+                postgres.kill();
+                evict_cluster(&postgres);
+                let restarted = Instant::now();
+                postgres.restart();
+                restarts.push(ms(restarted.elapsed()));
+            }
+            let server = Server::start_on(&url, tokens)?;
+            let n = distinct(count - 1 - round * 2 - u64::from(is_cold), count);
+            let first = server.first_get_of(&http, n, &postgres_task_id(n)).await?;
+            let times = if is_cold { &mut cold } else { &mut warm };
+            times.push(ms(first));
+        }
+    }
+    let cold_ms = median(&mut cold.clone());
+    println!(
+        "PostgreSQL: serve's start to first tasks/get: cold median {cold_ms:.0} ms (all {cold:.0?}; PostgreSQL's restart before it: median {:.0} ms), warm median {:.0} ms (all {warm:.0?})",
+        median(&mut restarts.clone()),
+        median(&mut warm.clone()),
+    );
+    println!(
+        "{} PostgreSQL: first tasks/get within 2 s of start (cold median {cold_ms:.0} ms, slowest {:.0} ms; with PostgreSQL's own restart, slowest {:.0} ms)",
+        verdict(cold.iter().chain(&warm).all(|&t| t < 2000.0)),
+        cold.iter().chain(&warm).copied().fold(0.0, f64::max),
+        cold.iter()
+            .zip(&restarts)
+            .map(|(a, b)| a + b)
+            .fold(0.0, f64::max)
+    );
+    let (sequential, parallel) = if full { (2_000, 20_000) } else { (200, 1_000) };
+    let server = Server::start_on(&url, tokens)?;
+    server
+        .first_get_of(&http, count - 1, &postgres_task_id(count - 1))
+        .await?;
+    let seq = read_range_of(&server.url, count, 0, sequential, 1, postgres_task_id).await?;
+    let started = Instant::now();
+    let par = read_range_of(
+        &server.url,
+        count,
+        sequential,
+        parallel,
+        16,
+        postgres_task_id,
+    )
+    .await?;
+    println!(
+        "PostgreSQL: tasks/get of uncached tasks: sequential p50 {:.2} ms p99 {:.2} ms ({} reads); c=16 p50 {:.2} ms p99 {:.2} ms ({} reads, {:.0}/s)",
+        percentile(&seq, 0.5),
+        percentile(&seq, 0.99),
+        seq.len(),
+        percentile(&par, 0.5),
+        percentile(&par, 0.99),
+        par.len(),
+        par.len() as f64 / started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 

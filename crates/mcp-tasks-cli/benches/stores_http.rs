@@ -1,8 +1,10 @@
-//! The three stores side by side over HTTP, the way a user runs them: the
+//! The four stores side by side over HTTP, the way a user runs them: the
 //! `mcp-tasks serve --http --max-tasks-per-caller 0` binary as a child
-//! process, three times (`--store memory`, `--store sqlite:PATH`, `--store
+//! process, four times (`--store memory`, `--store sqlite:PATH`, `--store
 //! redis://...` against a `redis-server` this bench starts with `appendonly
-//! yes`, `appendfsync everysec` on a free port), driven by `wrk`:
+//! yes`, `appendfsync everysec` on a free port, and `--store postgres://...`
+//! against a PostgreSQL it starts with `fsync` and `synchronous_commit` on,
+//! so every creation's commit waits for the disk), driven by `wrk`:
 //!
 //! * `tasks/get` of one finished task, 64 connections;
 //! * creation: `tools/call` of the demo tool `sleep` for 100 ms as a task,
@@ -11,20 +13,28 @@
 //!   Failed requests are left out of the rate and printed.
 //!
 //! Each point is the median of 3 runs, the stores in turn within a round
-//! (the order rotating between rounds); the ratios are Redis's and SQLite's
+//! (the order rotating between rounds); the ratios are each store's
 //! medians over memory's, measured in the same run. Server CPU per request
 //! is the child's user + system time over the run (from /proc/PID/stat),
-//! Redis's the `used_cpu_*` of `INFO cpu`. Then, against Redis alone, the
+//! Redis's the `used_cpu_*` of `INFO cpu`, PostgreSQL's that of its
+//! postmaster and backends (from /proc). Then, against Redis, the
 //! commands per creation, per `tasks/get` and per transition (a `working`
 //! task's completion, the seat it held freed with it): `CONFIG RESETSTAT`
 //! before each phase, `INFO commandstats` after, and the round trips (the
 //! commands the server sent, not those its scripts ran) counted with
 //! `MONITOR`; then the same counts for a `serve` with its default bounds
-//! (each task holds seats).
+//! (each task holds seats). Then the same counts on PostgreSQL, from
+//! PostgreSQL itself: a second server with `pg_stat_statements` loaded
+//! (`track = all`), reset before each phase; the statements are every call
+//! it counted, those run inside the store's functions included, and the
+//! round trips the top-level ones (the statements the server sent).
 //!
 //! Targets (issue 31): `tasks/get` on Redis >= 0.8 of memory's; creation on
 //! Redis >= 0.5 of memory's; one round trip per creation, none per
-//! `tasks/get` of a task this replica knows. It prints PASS or MISS for each
+//! `tasks/get` of a task this replica knows. On PostgreSQL: `tasks/get` >=
+//! 0.8 of memory's; creation >= 0.4 of memory's with durable commits; one
+//! round trip per creation and per transition, none per `tasks/get` of a
+//! known task. It prints PASS or MISS for each
 //! (a miss is reported, not asserted). Without `--bench` (as under `cargo
 //! test --benches`) it runs a smoke version: short runs, one round, and
 //! without `wrk` only the command counts.
@@ -41,6 +51,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use mcp_tasks_postgres::testing::PostgresServer;
 use mcp_tasks_redis::testing::RedisServer;
 use mcp_tasks_testkit::stats::{loadavg, median, verdict};
 use serde_json::Value;
@@ -175,24 +186,78 @@ fn wrk_script(
     Ok(path.display().to_string())
 }
 
-/// One wrk run: requests per second, server CPU µs per request, Redis CPU µs
-/// per request (if Redis is given), and the failed requests.
+/// One wrk run: requests per second, server CPU µs per request, the
+/// database's CPU µs per request (Redis's or PostgreSQL's, if the store has
+/// one), and the failed requests.
 #[derive(Clone, Copy, Default)]
 struct Point {
     rate: f64,
     cpu_us: f64,
-    redis_us: f64,
+    db_us: f64,
     errors: u64,
 }
 
+/// The database server behind a store, if any.
+#[derive(Clone, Copy)]
+enum Db<'a> {
+    Redis(&'a RedisServer),
+    Postgres(&'a PostgresServer),
+}
+
+impl Db<'_> {
+    /// Its CPU seconds so far (user + system).
+    fn cpu_seconds(self) -> f64 {
+        match self {
+            Db::Redis(redis) => redis_cpu_seconds(redis),
+            Db::Postgres(postgres) => postgres_cpu_seconds(postgres),
+        }
+    }
+
+    /// Starts counting a phase's commands or statements.
+    fn probe(self) -> anyhow::Result<Probe> {
+        match self {
+            Db::Redis(redis) => {
+                redis_cli(redis, &["config", "resetstat"]);
+                Ok(Probe::Redis(Monitor::start(redis)?))
+            }
+            Db::Postgres(postgres) => {
+                postgres.psql("SELECT pg_stat_statements_reset()");
+                Ok(Probe::Postgres)
+            }
+        }
+    }
+
+    /// Ends the phase `probe` started: (every command or statement run,
+    /// those the server sent), by name.
+    fn counted(self, probe: Probe) -> anyhow::Result<(Tally, Tally)> {
+        match (self, probe) {
+            (Db::Redis(redis), Probe::Redis(monitor)) => {
+                let stats = command_stats(redis);
+                Ok((stats, monitor.stop()?))
+            }
+            (Db::Postgres(postgres), Probe::Postgres) => Ok(statements(postgres)),
+            _ => bail!("a probe of another database"),
+        }
+    }
+}
+
+/// A phase being counted.
+enum Probe {
+    Redis(Monitor),
+    Postgres,
+}
+
+/// Calls by command or statement.
+type Tally = BTreeMap<String, u64>;
+
 async fn wrk(
     server: &Server,
-    redis: Option<&RedisServer>,
+    db: Option<Db<'_>>,
     script: &str,
     connections: usize,
     seconds: u64,
 ) -> anyhow::Result<Point> {
-    let (cpu, redis_cpu) = (server.cpu_seconds(), redis.map(redis_cpu_seconds));
+    let (cpu, db_cpu) = (server.cpu_seconds(), db.map(Db::cpu_seconds));
     let output = tokio::process::Command::new("wrk")
         .args(["-t2", &format!("-c{connections}"), &format!("-d{seconds}s")])
         .args(["--timeout", "10s", "-s", script, &server.url])
@@ -200,10 +265,7 @@ async fn wrk(
         .await
         .context("run wrk")?;
     let cpu = server.cpu_seconds() - cpu;
-    let redis_cpu = redis
-        .map(redis_cpu_seconds)
-        .zip(redis_cpu)
-        .map(|(a, b)| a - b);
+    let db_cpu = db.map(Db::cpu_seconds).zip(db_cpu).map(|(a, b)| a - b);
     let text = String::from_utf8_lossy(&output.stdout);
     let number = |label: &str| -> Option<f64> {
         text.lines()
@@ -227,7 +289,7 @@ async fn wrk(
     Ok(Point {
         rate,
         cpu_us: cpu / requests * 1e6,
-        redis_us: redis_cpu.map_or(f64::NAN, |cpu| cpu / requests * 1e6),
+        db_us: db_cpu.map_or(f64::NAN, |cpu| cpu / requests * 1e6),
         errors,
     })
 }
@@ -247,6 +309,66 @@ fn redis_cpu_seconds(redis: &RedisServer) -> f64 {
         .filter(|line| line.starts_with("used_cpu_sys:") || line.starts_with("used_cpu_user:"))
         .filter_map(|line| line.split_once(':')?.1.trim().parse::<f64>().ok())
         .sum()
+}
+
+/// PostgreSQL's CPU seconds so far: its postmaster's and every process
+/// it started (backends, WAL writer, checkpointer), from /proc.
+fn postgres_cpu_seconds(postgres: &PostgresServer) -> f64 {
+    let pid_file = postgres.dir().join("data").join("postmaster.pid");
+    let Some(postmaster) = std::fs::read_to_string(pid_file)
+        .ok()
+        .and_then(|text| text.lines().next()?.trim().parse::<u32>().ok())
+    else {
+        return f64::NAN;
+    };
+    let mut ticks = 0u64;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the command's closing parenthesis: state, ppid, ...; utime
+        // and stime are the 12th and 13th fields from there.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let pid = entry.file_name().to_string_lossy().parse::<u32>().ok();
+        let parent = fields.get(1).and_then(|ppid| ppid.parse::<u32>().ok());
+        if pid == Some(postmaster) || parent == Some(postmaster) {
+            ticks += fields[11..13]
+                .iter()
+                .filter_map(|n| n.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+    }
+    ticks as f64 / serve::TICKS
+}
+
+/// `pg_stat_statements` since its reset: (every statement, those in the
+/// store's functions included; the top-level ones, which the server sent),
+/// by the statement's first words. psql's own are left out.
+fn statements(postgres: &PostgresServer) -> (Tally, Tally) {
+    let rows = postgres.psql(
+        "SELECT toplevel, calls, regexp_replace(left(replace(query, '\"mcp_tasks\".', ''), 60), '\\s+', ' ', 'g') \
+         FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'",
+    );
+    let (mut all, mut sent) = (Tally::new(), Tally::new());
+    for row in rows.lines() {
+        let mut fields = row.splitn(3, '|');
+        let (Some(toplevel), Some(calls), Some(query)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let Ok(calls) = calls.parse::<u64>() else {
+            continue;
+        };
+        *all.entry(query.to_owned()).or_insert(0) += calls;
+        if toplevel == "t" {
+            *sent.entry(query.to_owned()).or_insert(0) += calls;
+        }
+    }
+    (all, sent)
 }
 
 /// `INFO commandstats` as command -> calls.
@@ -308,30 +430,27 @@ fn per(counts: &BTreeMap<String, u64>, n: usize) -> String {
     format!("{:.2} ({})", total as f64 / n as f64, each.join(", "))
 }
 
-/// Commands and round trips per operation on Redis.
-async fn count_commands(server: &Server, redis: &RedisServer, n: usize) -> anyhow::Result<Counts> {
+/// Commands (or statements) and round trips per operation on Redis (or
+/// PostgreSQL).
+async fn count_commands(server: &Server, db: Db<'_>, n: usize) -> anyhow::Result<Counts> {
     let http = reqwest::Client::new();
     let url = &server.url;
     let finished = finished_task(&http, url).await?;
     // Warm: the scripts are loaded, the periodic jobs ran once.
     create(&http, url, 0).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let phase = |redis: &RedisServer| -> anyhow::Result<Monitor> {
-        redis_cli(redis, &["config", "resetstat"]);
-        Monitor::start(redis)
-    };
     // Creation: tasks that stay working through the phase.
-    let monitor = phase(redis)?;
+    let probe = db.probe()?;
     let mut working = Vec::new();
     for _ in 0..n {
         working.push(create(&http, url, 1_500).await?);
     }
-    let creation = (command_stats(redis), monitor.stop()?);
+    let creation = db.counted(probe)?;
     // Transitions: the completions of those tasks (and the seats they
     // held), waited for without reading them.
-    let monitor = phase(redis)?;
+    let probe = db.probe()?;
     tokio::time::sleep(Duration::from_millis(2_000)).await;
-    let transition = (command_stats(redis), monitor.stop()?);
+    let transition = db.counted(probe)?;
     for id in &working {
         let status = status(&http, url, id).await;
         if status != "completed" {
@@ -339,11 +458,11 @@ async fn count_commands(server: &Server, redis: &RedisServer, n: usize) -> anyho
         }
     }
     // tasks/get of a finished task.
-    let monitor = phase(redis)?;
+    let probe = db.probe()?;
     for _ in 0..n {
         status(&http, url, &finished).await;
     }
-    let get = (command_stats(redis), monitor.stop()?);
+    let get = db.counted(probe)?;
     Ok(Counts {
         n,
         creation,
@@ -354,9 +473,9 @@ async fn count_commands(server: &Server, redis: &RedisServer, n: usize) -> anyho
 
 struct Counts {
     n: usize,
-    creation: (BTreeMap<String, u64>, BTreeMap<String, u64>),
-    transition: (BTreeMap<String, u64>, BTreeMap<String, u64>),
-    get: (BTreeMap<String, u64>, BTreeMap<String, u64>),
+    creation: (Tally, Tally),
+    transition: (Tally, Tally),
+    get: (Tally, Tally),
 }
 
 impl Counts {
@@ -378,17 +497,27 @@ async fn run(full: bool) -> anyhow::Result<()> {
         loadavg()
     );
     let redis = RedisServer::start_with(&["--appendfsync", "everysec", "--save", ""]);
+    // Durable commits: `fsync` and `synchronous_commit` on (the test
+    // server's settings), with a buffer cache that holds the run's tasks.
+    let postgres = PostgresServer::start_with(&["-c", "shared_buffers=256MB"]);
     let dir = tempfile::tempdir()?;
     let sqlite = format!("sqlite:{}", dir.path().join("tasks.db").display());
     let servers = [
         Server::start("memory", "memory")?,
         Server::start("sqlite", &sqlite)?,
         Server::start("redis", &redis.url())?,
+        Server::start("postgres", &postgres.url())?,
     ];
+    let db = |server: &Server| match server.name {
+        "redis" => Some(Db::Redis(&redis)),
+        "postgres" => Some(Db::Postgres(&postgres)),
+        _ => None,
+    };
+    let stores = servers.len();
     let http = reqwest::Client::new();
     let (rounds, seconds) = if full { (3, 5) } else { (1, 1) };
-    let mut gets: Vec<Vec<Point>> = vec![Vec::new(); 3];
-    let mut creations: Vec<Vec<Point>> = vec![Vec::new(); 3];
+    let mut gets: Vec<Vec<Point>> = vec![Vec::new(); stores];
+    let mut creations: Vec<Vec<Point>> = vec![Vec::new(); stores];
     if has_wrk {
         let mut scripts = Vec::new();
         for (n, server) in servers.iter().enumerate() {
@@ -410,17 +539,16 @@ async fn run(full: bool) -> anyhow::Result<()> {
             scripts.push((get, call));
         }
         for round in 0..rounds {
-            for k in 0..3 {
-                let n = (round + k) % 3;
+            for k in 0..stores {
+                let n = (round + k) % stores;
                 let server = &servers[n];
-                let redis = (server.name == "redis").then_some(&redis);
-                gets[n].push(wrk(server, redis, &scripts[n].0, 64, seconds).await?);
+                gets[n].push(wrk(server, db(server), &scripts[n].0, 64, seconds).await?);
             }
-            for k in 0..3 {
-                let n = (round + 2 * k) % 3;
+            // The other way round (stores - 1 is coprime with stores).
+            for k in 0..stores {
+                let n = (round + (stores - 1) * k) % stores;
                 let server = &servers[n];
-                let redis = (server.name == "redis").then_some(&redis);
-                creations[n].push(wrk(server, redis, &scripts[n].1, 16, seconds).await?);
+                creations[n].push(wrk(server, db(server), &scripts[n].1, 16, seconds).await?);
                 // Creations are tasks (checked once after each run).
                 create(&http, &server.url, 0).await?;
                 // Let the run's tasks finish before the next store's run.
@@ -433,18 +561,18 @@ async fn run(full: bool) -> anyhow::Result<()> {
             "get/s c=64",
             "ratio",
             "µs/get",
-            "redis µs",
+            "db µs",
             "create/s c=16",
             "ratio",
             "µs/create",
-            "redis µs"
+            "db µs"
         );
-        let medians: Vec<(Point, Point)> = (0..3)
+        let medians: Vec<(Point, Point)> = (0..stores)
             .map(|n| {
                 let pick = |points: &Vec<Point>| Point {
                     rate: median(&mut points.iter().map(|p| p.rate).collect::<Vec<_>>()),
                     cpu_us: median(&mut points.iter().map(|p| p.cpu_us).collect::<Vec<_>>()),
-                    redis_us: median(&mut points.iter().map(|p| p.redis_us).collect::<Vec<_>>()),
+                    db_us: median(&mut points.iter().map(|p| p.db_us).collect::<Vec<_>>()),
                     errors: points.iter().map(|p| p.errors).sum(),
                 };
                 (pick(&gets[n]), pick(&creations[n]))
@@ -458,11 +586,11 @@ async fn run(full: bool) -> anyhow::Result<()> {
                 get.rate,
                 get.rate / medians[0].0.rate,
                 get.cpu_us,
-                get.redis_us,
+                get.db_us,
                 create.rate,
                 create.rate / medians[0].1.rate,
                 create.cpu_us,
-                create.redis_us,
+                create.db_us,
                 if get.errors + create.errors > 0 {
                     format!("  ({} failed requests)", get.errors + create.errors)
                 } else {
@@ -495,6 +623,16 @@ async fn run(full: bool) -> anyhow::Result<()> {
             "  creation on Redis >= 0.5 of memory's (c=16, everysec): {create_ratio:.2} {}",
             verdict(create_ratio >= 0.5)
         );
+        let get_ratio = medians[3].0.rate / medians[0].0.rate;
+        let create_ratio = medians[3].1.rate / medians[0].1.rate;
+        println!(
+            "  tasks/get on PostgreSQL >= 0.8 of memory's (c=64): {get_ratio:.2} {}",
+            verdict(get_ratio >= 0.8)
+        );
+        println!(
+            "  creation on PostgreSQL >= 0.4 of memory's (c=16, synchronous_commit on): {create_ratio:.2} {}",
+            verdict(create_ratio >= 0.4)
+        );
     } else {
         println!("wrk is not installed: the throughput runs are skipped (smoke run)");
         if full {
@@ -502,19 +640,19 @@ async fn run(full: bool) -> anyhow::Result<()> {
         }
     }
     let n = if full { 500 } else { 20 };
-    let counts = count_commands(&servers[2], &redis, n).await?;
+    let counts = count_commands(&servers[2], Db::Redis(&redis), n).await?;
     println!(
         "\nRedis commands per operation ({n} of each; INFO commandstats; round trips from MONITOR):"
     );
-    print_counts(&counts);
+    print_counts(&counts, "commands");
     // The same with `serve`'s default bounds (1,024 running, 1,000 per
     // caller): each task holds seats, taken with its creation and given up
     // with its last write. Its own database, beside the idle server above.
     let bounded_store = redis.url().replace("/0", "/1");
     let bounded = Server::start_with("redis, default bounds", &["--store", &bounded_store])?;
-    let bounded_counts = count_commands(&bounded, &redis, n).await?;
+    let bounded_counts = count_commands(&bounded, Db::Redis(&redis), n).await?;
     println!("\nThe same, `serve` with its default bounds (each task holds seats):");
-    print_counts(&bounded_counts);
+    print_counts(&bounded_counts, "commands");
     let creation_trips = Counts::round_trips(&counts.creation.1, n);
     let get_trips = Counts::round_trips(&counts.get.1, n);
     println!(
@@ -525,17 +663,67 @@ async fn run(full: bool) -> anyhow::Result<()> {
         "  no round trip per tasks/get of a known task: {get_trips:.2} {}",
         verdict(get_trips <= 0.05)
     );
+    drop((servers, bounded));
+    count_statements(n)
+        .await
+        .context("count PostgreSQL's statements")
+}
+
+/// Statements and round trips per operation on PostgreSQL, counted by a
+/// PostgreSQL of its own with `pg_stat_statements` (so the rates above pay
+/// nothing for it): `serve` without bounds, then with its default bounds
+/// (each task holds seats), one after the other (each replica's lease
+/// renewals would count in the other's phases).
+async fn count_statements(n: usize) -> anyhow::Result<()> {
+    let postgres = PostgresServer::start_with(&[
+        "-c",
+        "shared_preload_libraries=pg_stat_statements",
+        "-c",
+        "pg_stat_statements.track=all",
+    ]);
+    postgres.psql("CREATE EXTENSION pg_stat_statements");
+    let url = postgres.url();
+    let unbounded = Server::start("postgres", &url)?;
+    let counts = count_commands(&unbounded, Db::Postgres(&postgres), n).await?;
+    drop(unbounded);
+    println!(
+        "\nPostgreSQL statements per operation ({n} of each; pg_stat_statements with track = all: every statement, those in the store's functions included; round trips: the top-level statements `serve` sent):"
+    );
+    print_counts(&counts, "statements");
+    let bounded = Server::start_with("postgres, default bounds", &["--store", &url])?;
+    let bounded_counts = count_commands(&bounded, Db::Postgres(&postgres), n).await?;
+    println!("\nThe same, `serve` with its default bounds (each task holds seats):");
+    print_counts(&bounded_counts, "statements");
+    let trips = |sent: &Tally| Counts::round_trips(sent, n);
+    let (creation, transition, get) = (
+        trips(&counts.creation.1),
+        trips(&counts.transition.1),
+        trips(&counts.get.1),
+    );
+    println!(
+        "  one round trip per creation on PostgreSQL: {creation:.2} {}",
+        verdict(creation <= 1.05)
+    );
+    println!(
+        "  one round trip per transition on PostgreSQL: {transition:.2} {}",
+        verdict(transition <= 1.05)
+    );
+    println!(
+        "  no round trip per tasks/get of a known task on PostgreSQL: {get:.2} {}",
+        verdict(get <= 0.05)
+    );
     Ok(())
 }
 
-fn print_counts(counts: &Counts) {
+/// `what_ran`: "commands" (Redis) or "statements" (PostgreSQL).
+fn print_counts(counts: &Counts, what_ran: &str) {
     for (what, (stats, sent)) in [
         ("creation", &counts.creation),
         ("transition (working -> completed)", &counts.transition),
         ("tasks/get of a finished task", &counts.get),
     ] {
         println!(
-            "  {what}: round trips {:.2}; commands {}",
+            "  {what}: round trips {:.2}; {what_ran} {}",
             Counts::round_trips(sent, counts.n),
             per(stats, counts.n)
         );

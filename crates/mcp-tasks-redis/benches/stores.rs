@@ -1,5 +1,6 @@
-//! The Redis store next to the memory and SQLite stores, in one run, and
-//! the cross-replica wake-up, and what seat pools cost: see BENCHMARKS.md
+//! The Redis and PostgreSQL stores next to the memory and SQLite stores, in
+//! one run, and the cross-replica wake-up (Redis's pub/sub, PostgreSQL's
+//! LISTEN/NOTIFY), and what seat pools cost: see BENCHMARKS.md
 //! for the latest results and docs/benchmarks-history.md ("Stores and
 //! replicas") for the runs.
 //!
@@ -9,7 +10,9 @@
 //!
 //! Without `--bench` (as under `cargo test --benches`) it runs a smoke
 //! version whose numbers mean nothing. It starts its own `redis-server`
-//! processes (Debian's package) on free ports of 127.0.0.1.
+//! processes (Debian's package) and a PostgreSQL (`initdb` in a temporary
+//! directory, `fsync` and `synchronous_commit` on) on free ports of
+//! 127.0.0.1.
 
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
@@ -25,6 +28,8 @@ use mcp_tasks::store::{Change, MemoryStore, Principal, SharedStore, TaskRecord, 
 use mcp_tasks::{
     AwaitOptions, CallOptions, CallResponse, ListenMode, TaskId, TasksClient, Ttl, UnixMillis,
 };
+use mcp_tasks_postgres::testing::PostgresServer;
+use mcp_tasks_postgres::{PostgresOptions, PostgresStore};
 use mcp_tasks_redis::testing::RedisServer;
 use mcp_tasks_redis::{RedisOptions, RedisStore};
 use mcp_tasks_sqlite::{SqliteOptions, SqliteStore, SqliteSync};
@@ -106,6 +111,7 @@ struct Subject {
 async fn subjects(
     redis: &RedisServer,
     everysec: &RedisServer,
+    postgres: &PostgresServer,
     dir: &std::path::Path,
 ) -> anyhow::Result<Vec<Subject>> {
     let redis_store = |server: &RedisServer, prefix: &str| {
@@ -137,6 +143,10 @@ async fn subjects(
         Subject {
             name: "Redis, appendfsync everysec",
             store: Arc::new(redis_store(everysec, "bench:").await?),
+        },
+        Subject {
+            name: "PostgreSQL, synchronous_commit on",
+            store: postgres_store(postgres, "bench").await?,
         },
     ])
 }
@@ -561,10 +571,19 @@ async fn connect_to(server: &RedisServer, prefix: &str) -> anyhow::Result<Shared
     ))
 }
 
+/// A replica's store on `postgres`, in `schema`.
+async fn postgres_store(postgres: &PostgresServer, schema: &str) -> anyhow::Result<SharedStore> {
+    let options = PostgresOptions::default().with_schema(schema);
+    Ok(Arc::new(
+        PostgresStore::connect_with(&postgres.url(), options).await?,
+    ))
+}
+
 async fn replicas(
     scale: &Scale,
     redis: &RedisServer,
     everysec: &RedisServer,
+    postgres: &PostgresServer,
 ) -> anyhow::Result<()> {
     println!(
         "\n== 3. wake-ups: from tasks/update arriving at replica B to the tool parked in request_input on replica A returning"
@@ -596,10 +615,28 @@ async fn replicas(
         "Redis (everysec), across replicas (own connections)",
         wake_ups(scale, runtime(d), &runtime(e)).await?,
     );
+    let (f, g) = (
+        postgres_store(postgres, "wake").await?,
+        postgres_store(postgres, "wake").await?,
+    );
+    let woke = wake_ups(scale, runtime(f.clone()), &runtime(g)).await?;
+    let mut sorted = woke.clone();
+    sorted.sort();
+    let p99 = percentile_ms(&sorted, 0.99);
+    percentiles("PostgreSQL, across replicas (LISTEN/NOTIFY)", woke);
+    println!(
+        "{} PostgreSQL: an answer on B wakes the tool parked on A within 10 ms (p99 {p99:.2} ms)",
+        mcp_tasks_testkit::stats::verdict(p99 < 10.0)
+    );
     let c = connect_to(redis, "wake:").await?;
     percentiles(
         "Redis: a write on A returned -> C's change feed has it",
         feed_delay(scale, &a, &c).await?,
+    );
+    let h = postgres_store(postgres, "wake").await?;
+    percentiles(
+        "PostgreSQL: a write on A returned -> C's feed has it",
+        feed_delay(scale, &f, &h).await?,
     );
     println!(
         "\n== 4. listen across replicas: the tool on A sets a status message -> a client listening over HTTP on C has it"
@@ -703,13 +740,14 @@ async fn main() -> anyhow::Result<()> {
     );
     let redis = RedisServer::start();
     let everysec = RedisServer::start_with(&["--appendfsync", "everysec"]);
+    let postgres = PostgresServer::start_with(&["-c", "shared_buffers=256MB"]);
     let dir = tempfile::tempdir()?;
-    let subjects = subjects(&redis, &everysec, dir.path()).await?;
+    let subjects = subjects(&redis, &everysec, &postgres, dir.path()).await?;
     // `cargo bench -p mcp-tasks-redis --bench stores -- seats` runs section 5 only.
     if !std::env::args().any(|arg| arg == "seats") {
         stores_alone(&scale, &subjects).await?;
         through_the_runtime(&scale, &subjects).await?;
-        replicas(&scale, &redis, &everysec).await?;
+        replicas(&scale, &redis, &everysec, &postgres).await?;
     }
     seats::seats(&scale, &redis, &everysec).await?;
     println!("\n(the run took {:.0} s)", started.elapsed().as_secs_f64());
