@@ -26,7 +26,7 @@ use deadpool_postgres::Pool;
 use futures::StreamExt;
 use mcp_tasks::TaskId;
 use mcp_tasks::store::{FeedCache, StoreError, StoreErrorKind};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio_postgres::AsyncMessage;
 
@@ -46,13 +46,24 @@ const BATCH: usize = 1024;
 
 /// Sends announcements to the task that notifies them, several at once.
 #[derive(Debug, Clone)]
-pub(crate) struct Announcer(mpsc::UnboundedSender<String>);
+pub(crate) struct Announcer(mpsc::UnboundedSender<(Vec<String>, oneshot::Sender<()>)>);
 
 impl Announcer {
-    /// Announces `payload` (a task id, or [`SEATS_FREED`]) soon.
-    pub(crate) fn announce(&self, payload: &str) {
-        // The task ends only with the store.
-        let _ = self.0.send(payload.to_owned());
+    /// Announces `payloads` (task ids, or [`SEATS_FREED`]), returning once
+    /// they were notified (with whatever else waited at that moment, in one
+    /// statement), or once notifying them failed three times: the write is
+    /// committed either way, and a lost announcement is bounded by the read
+    /// caches' maximal age. Awaited, so that a process that writes and then
+    /// exits (`mcp-tasks admin cancel`) has announced what it wrote.
+    pub(crate) async fn announce(&self, payloads: &[&str]) {
+        let (sent, done) = oneshot::channel();
+        let payloads = payloads
+            .iter()
+            .map(|payload| (*payload).to_owned())
+            .collect();
+        if self.0.send((payloads, sent)).is_ok() {
+            let _ = done.await;
+        }
     }
 }
 
@@ -60,14 +71,19 @@ impl Announcer {
 /// `sql` (`SELECT SCHEMA.announce($1)`) on a connection of `pool`: all
 /// that waits at once in one statement, tried three times.
 pub(crate) fn announcer(pool: Pool, sql: String, timeout: Duration) -> (Announcer, AbortHandle) {
-    let (sender, mut receiver) = mpsc::unbounded_channel::<String>();
+    let (sender, mut receiver) = mpsc::unbounded_channel::<(Vec<String>, oneshot::Sender<()>)>();
     let task = tokio::spawn(async move {
         let mut batch = Vec::new();
-        while let Some(first) = receiver.recv().await {
-            batch.push(first);
+        let mut waiting = Vec::new();
+        while let Some((payloads, done)) = receiver.recv().await {
+            batch.extend(payloads);
+            waiting.push(done);
             while batch.len() < BATCH {
                 match receiver.try_recv() {
-                    Ok(payload) => batch.push(payload),
+                    Ok((payloads, done)) => {
+                        batch.extend(payloads);
+                        waiting.push(done);
+                    }
                     Err(_) => break,
                 }
             }
@@ -82,6 +98,9 @@ pub(crate) fn announcer(pool: Pool, sql: String, timeout: Duration) -> (Announce
                 tokio::time::sleep(Duration::from_millis(50) * 2u32.pow(attempt)).await;
             }
             batch.clear();
+            for done in waiting.drain(..) {
+                let _ = done.send(());
+            }
         }
     });
     (Announcer(sender), task.abort_handle())

@@ -613,9 +613,12 @@ impl PostgresStore {
         };
         match answer.try_get::<_, i32>(0).map_err(column)? {
             2 => {
-                self.announcer.announce(id.expose());
-                if !pools.is_empty() {
-                    self.announcer.announce(feed::SEATS_FREED);
+                if pools.is_empty() {
+                    self.announcer.announce(&[id.expose()]).await;
+                } else {
+                    self.announcer
+                        .announce(&[id.expose(), feed::SEATS_FREED])
+                        .await;
                 }
                 let record = PackedRecord::pack(transition.into_record());
                 self.cache.wrote(ticket, &Arc::new(record));
@@ -886,7 +889,7 @@ impl TaskStore for PostgresStore {
             .await?;
         self.cache.forget(id.expose());
         if deleted > 0 {
-            self.announcer.announce(id.expose());
+            self.announcer.announce(&[id.expose()]).await;
         }
         Ok(())
     }

@@ -107,7 +107,7 @@ impl PostgresStore {
         let answer = answered(&rows, "a take of seats")?;
         let seated = seating(answer, take.len())?;
         if seated == Seating::Seated && !free.is_empty() {
-            self.announcer.announce(feed::SEATS_FREED);
+            self.announcer.announce(&[feed::SEATS_FREED]).await;
         }
         Ok(seated)
     }
@@ -144,7 +144,7 @@ impl PostgresStore {
         let answer = answered(&rows, "a take of seats")?;
         let seated = seating(answer, take.len())?;
         if seated == Seating::Seated && !free.is_empty() {
-            self.announcer.announce(feed::SEATS_FREED);
+            self.announcer.announce(&[feed::SEATS_FREED]).await;
         }
         Ok(seated)
     }
