@@ -263,12 +263,14 @@ impl FeedCache {
     }
 
     fn put(&self, inner: &mut Inner, id: &Arc<str>, record: &Arc<PackedRecord>, spare: bool) {
-        if inner
-            .records
-            .get(id)
-            .is_some_and(|slot| slot.record.version() >= record.version())
-        {
-            return;
+        if let Some(slot) = inner.records.get_mut(id) {
+            if slot.record.version() == record.version() {
+                // Read again past the maximal age: as good as new.
+                slot.filled = Instant::now();
+            }
+            if slot.record.version() >= record.version() {
+                return;
+            }
         }
         inner.stamp += 1;
         let size = record.heap_size();
@@ -390,6 +392,10 @@ mod tests {
         assert!(cache.get("a", NOW).is_some());
         std::thread::sleep(Duration::from_millis(40));
         assert!(cache.get("a", NOW).is_none(), "read again once it is old");
+        // The same version read again is answered for another maximal age.
+        let ticket = cache.ticket("a");
+        cache.read(ticket, Some(&live("a")));
+        assert!(cache.get("a", NOW).is_some(), "refreshed by its read");
     }
 
     #[test]

@@ -244,7 +244,7 @@ impl TaskRuntimeBuilder {
     /// extension) is neither counted nor refused.
     ///
     /// On a shared store that [counts rates](crate::store::Replicas::supports_rate)
-    /// (Redis) the rate holds for all replicas together: each caller's
+    /// (Redis, PostgreSQL) the rate holds for all replicas together: each caller's
     /// bucket is kept in the store, on the store's clock (one round trip per
     /// creation), and a store that cannot be reached fails the creation with
     /// its error. Elsewhere the count is per process (N replicas of a server

@@ -34,7 +34,7 @@ impl TaskRuntime {
     /// * any other task fails, its error saying that the server shut down
     ///   before it finished and how long the drain waited.
     ///
-    /// On a store shared by several replicas (Redis), resumable tasks do
+    /// On a store shared by several replicas (Redis, PostgreSQL), resumable tasks do
     /// not wait for `timeout`: each is handed to the other replicas at
     /// once, at its tool's next [`TaskContext::checkpoint`] within a short
     /// grace (the checkpoint is written, the task handed off, and the call

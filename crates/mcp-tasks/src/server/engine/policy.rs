@@ -51,7 +51,7 @@ pub struct ToolTasks {
     /// Whether the tool's task runs again when the server running it stops
     /// (default false: the task fails with "the server running this task
     /// stopped", or on SQLite "server restarted before the task finished"):
-    /// on another server of a shared store (Redis), or on the same server
+    /// on another server of a shared store (Redis, PostgreSQL), or on the same server
     /// started again on a store that outlives it (SQLite); only where the
     /// runtime was given the code to run it again
     /// ([`TaskRuntimeBuilder::with_resume`](crate::server::TaskRuntimeBuilder::with_resume)).

@@ -54,9 +54,9 @@ const SHARE: u64 = 720_720 * 1_000;
 /// that can run.
 ///
 /// The bounds hold per process on memory and SQLite, and for all replicas
-/// together on a store they share (Redis). The fair turns too, on a shared
+/// together on a store they share (Redis, PostgreSQL). The fair turns too, on a shared
 /// store that [keeps them](crate::store::Replicas::supports_fair_share)
-/// (Redis) when some caller has a weight and `max_running` is set: a running slot then goes to a caller
+/// (Redis, PostgreSQL) when some caller has a weight and `max_running` is set: a running slot then goes to a caller
 /// that is the least served of those waiting on every replica, a queued
 /// task says `queued: waiting for a free slot on the servers` instead of
 /// how many are ahead, and a slot held back 2 s for a caller that does not

@@ -7,7 +7,7 @@
 //! read on tokio's clock so tests run it under a paused clock: it is this
 //! process's, each replica counting the creations it answers.
 //!
-//! On a shared store that counts rates (Redis), the same GCRA runs in the
+//! On a shared store that counts rates (Redis, PostgreSQL), the same GCRA runs in the
 //! store, on the store's clock, in a bucket per caller
 //! ([`Replicas::take_rate`](crate::store::Replicas::take_rate)): the rate
 //! holds for all replicas together, at the cost of one round trip to the

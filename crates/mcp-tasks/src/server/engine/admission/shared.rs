@@ -1,7 +1,7 @@
 //! The bounds across all replicas on a shared store: each task's seats in
 //! the store's pools (see [Seats](crate::store::replicas#seats)).
 //!
-//! On a store shared by replicas (Redis), the per-caller cap, the running
+//! On a store shared by replicas (Redis, PostgreSQL), the per-caller cap, the running
 //! and queued bounds and each tool's bound hold for all replicas together,
 //! beside the counts each process keeps for its own fair queue:
 //!
@@ -25,7 +25,7 @@
 //! **Fair turns across replicas.** When some caller has a weight, the
 //! running tools are bounded and the store
 //! [keeps fair turns](crate::store::Replicas::supports_fair_share)
-//! (Redis), the fair share between callers (their
+//! (Redis, PostgreSQL), the fair share between callers (their
 //! [weights](crate::server::AdmissionLimits::with_weight)) is decided in the
 //! store, for the tasks queued on every replica ([`FairTurn`]): a queued
 //! task also holds a seat in its caller's `waiting:<quota>` pool, and a

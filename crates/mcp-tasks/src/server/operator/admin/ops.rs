@@ -84,7 +84,7 @@ impl Admin {
     }
 
     /// The admin handle of a store no server in this process runs: one no
-    /// server holds, or a store shared by several (Redis).
+    /// server holds, or a store shared by several (Redis, PostgreSQL).
     ///
     /// # Errors
     ///
