@@ -6,7 +6,9 @@
 mod config;
 mod feed;
 mod replicas;
+mod row;
 mod schema;
+mod sql;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tls;
@@ -26,7 +28,9 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 pub use config::{is_postgres_url, redacted};
+use row::{Columns, column, corrupt, decode, version_param};
 pub use schema::Migrated;
+use sql::Sql;
 
 /// The schema when the options name none.
 pub const DEFAULT_SCHEMA: &str = "mcp_tasks";
@@ -170,104 +174,6 @@ impl Drop for PostgresStore {
     }
 }
 
-/// The statements, with the schema in them.
-#[derive(Debug)]
-pub(crate) struct Sql {
-    pub(crate) schema: String,
-    pub(crate) channel: String,
-    create: String,
-    create_keyed: String,
-    get: String,
-    find_keyed: String,
-    swap: String,
-    delete: String,
-    announce: String,
-    expired: String,
-    list_owned: String,
-    list_all: String,
-    hash_key: String,
-    pub(crate) acquire: String,
-    pub(crate) renew: String,
-    pub(crate) orphans: String,
-    pub(crate) move_seats: String,
-    pub(crate) create_seated: String,
-    pub(crate) seats_taken: String,
-    pub(crate) take_rate: String,
-    pub(crate) create_seated_fairly: String,
-    pub(crate) move_seats_fairly: String,
-}
-
-impl Sql {
-    fn new(schema: &str) -> Self {
-        let s = format!("\"{schema}\"");
-        let columns = "id, owner, version, record, runner, expires_at, keyed";
-        Self {
-            schema: schema.to_owned(),
-            channel: format!("{schema}_changes"),
-            create: format!(
-                "INSERT INTO {s}.tasks ({columns}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                 ON CONFLICT (id) DO NOTHING"
-            ),
-            create_keyed: format!(
-                "SELECT o_code, o_id, o_version, o_record \
-                 FROM {s}.create_keyed($1, $2, $3, $4, $5, $6, $7)"
-            ),
-            get: format!("SELECT version, record FROM {s}.tasks WHERE id = $1"),
-            find_keyed: format!("SELECT id, version, record FROM {s}.tasks WHERE keyed = $1"),
-            swap: format!(
-                "SELECT o_code, o_version, o_record \
-                 FROM {s}.swap($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-            ),
-            delete: format!("DELETE FROM {s}.tasks WHERE id = $1"),
-            announce: format!("SELECT {s}.announce($1)"),
-            expired: format!(
-                "WITH turn AS ( \
-                   INSERT INTO {s}.sweeper (id, holder, until) VALUES (1, $1, {s}.now_ms() + $2) \
-                   ON CONFLICT (id) DO UPDATE SET holder = $1, until = {s}.now_ms() + $2 \
-                   WHERE {s}.sweeper.holder = $1 OR {s}.sweeper.until < {s}.now_ms() \
-                   RETURNING 1) \
-                 SELECT id FROM {s}.tasks WHERE EXISTS (SELECT 1 FROM turn) AND expires_at <= $3 \
-                 ORDER BY expires_at LIMIT $4"
-            ),
-            list_owned: format!(
-                "SELECT id, version, record FROM {s}.tasks WHERE owner = $1 AND id > $2 \
-                 ORDER BY id LIMIT $3"
-            ),
-            list_all: format!(
-                "SELECT id, version, record FROM {s}.tasks WHERE id > $1 ORDER BY id LIMIT $2"
-            ),
-            hash_key: format!(
-                "WITH made AS (INSERT INTO {s}.meta (key, value) VALUES ('hash_key', $1) \
-                   ON CONFLICT (key) DO NOTHING RETURNING value) \
-                 SELECT value FROM made UNION ALL \
-                 SELECT value FROM {s}.meta WHERE key = 'hash_key' LIMIT 1"
-            ),
-            acquire: format!(
-                "INSERT INTO {s}.runners (runner, until) VALUES ($1, {s}.now_ms() + $2) \
-                 ON CONFLICT (runner) DO UPDATE SET until = EXCLUDED.until \
-                 WHERE NOT {s}.runners.claimed RETURNING 1"
-            ),
-            renew: format!("SELECT {s}.renew($1, $2)"),
-            orphans: format!("SELECT o_id, o_runner FROM {s}.orphans($1)"),
-            move_seats: format!("SELECT {s}.move_seats($1, $2, $3, $4, $5)"),
-            create_seated: format!(
-                "SELECT {s}.create_seated($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-            ),
-            seats_taken: format!(
-                "SELECT coalesce((SELECT taken FROM {s}.pools WHERE pool = $1), 0)"
-            ),
-            take_rate: format!("SELECT {s}.take_rate($1, $2, $3)"),
-            create_seated_fairly: format!(
-                "SELECT {s}.create_seated_fairly($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
-                 $12, $13, $14, $15)"
-            ),
-            move_seats_fairly: format!(
-                "SELECT {s}.move_seats_fairly($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-            ),
-        }
-    }
-}
-
 /// A PostgreSQL failure as a [`StoreError`]: a connection that failed, was
 /// closed or refused (the server shutting down, starting, or out of
 /// connections; a read-only standby) is [`StoreErrorKind::Unavailable`], a
@@ -301,10 +207,6 @@ fn pool_failure(message: &str, error: PoolError) -> StoreError {
         other => StoreError::new(format!("{message}: {other}"), other)
             .with_kind(StoreErrorKind::Unavailable),
     }
-}
-
-fn corrupt(message: &str) -> StoreError {
-    StoreError::msg(format!("corrupt task in PostgreSQL: {message}"))
 }
 
 fn check_schema_name(schema: &str) -> Result<(), StoreError> {
@@ -509,32 +411,6 @@ impl PostgresStore {
         .await
     }
 
-    /// [`PostgresStore::query`] for a statement that returns no rows: how
-    /// many it changed.
-    pub(crate) async fn execute(
-        &self,
-        what: &'static str,
-        sql: &str,
-        params: Params<'_>,
-    ) -> Result<u64, StoreError> {
-        self.bounded(what, async {
-            let client = self
-                .pool
-                .get()
-                .await
-                .map_err(|error| pool_failure(what, error))?;
-            let statement = client
-                .prepare_cached(sql)
-                .await
-                .map_err(|error| failure(what, error))?;
-            client
-                .execute(&statement, params)
-                .await
-                .map_err(|error| failure(what, error))
-        })
-        .await
-    }
-
     /// A record this store's creation stored: kept in the cache, and
     /// announced on this store's own change feed (a creation is not
     /// notified to the other replicas: none can hold or wait for a task
@@ -726,89 +602,18 @@ async fn prepare_schema(
     }
 }
 
-/// A record's columns.
-pub(crate) struct Columns {
-    pub(crate) id: String,
-    pub(crate) owner: String,
-    pub(crate) version: i64,
-    pub(crate) record: String,
-    /// Its runner while it is unfinished (the takeover's index).
-    pub(crate) runner: Option<String>,
-    pub(crate) expires_at: Option<i64>,
-    pub(crate) keyed: Option<String>,
-}
-
-impl Columns {
-    pub(crate) fn of(record: &TaskRecord) -> Result<Self, StoreError> {
-        Ok(Self {
-            id: record.id().expose().to_owned(),
-            owner: record.owner().as_str().to_owned(),
-            version: version_param(record.version()),
-            record: serde_json::to_string(record)
-                .map_err(|error| StoreError::new("cannot encode a task", error))?,
-            runner: record
-                .runner()
-                .filter(|_| !record.status().is_terminal())
-                .map(|runner| runner.as_str().to_owned()),
-            expires_at: record
-                .expires_at()
-                .map(|at| i64::try_from(at.as_millis()).unwrap_or(i64::MAX)),
-            keyed: record.idempotency_slot().map(str::to_owned),
-        })
-    }
-}
-
-impl Columns {
-    /// The parameters every creation's statement starts with: id, owner,
-    /// version, record, runner, expires_at, keyed.
-    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 7] {
-        [
-            &self.id,
-            &self.owner,
-            &self.version,
-            &self.record,
-            &self.runner,
-            &self.expires_at,
-            &self.keyed,
-        ]
-    }
-}
-
-/// A version as PostgreSQL's `bigint`.
-fn version_param(version: u64) -> i64 {
-    i64::try_from(version).unwrap_or(i64::MAX)
-}
-
-fn column(error: tokio_postgres::Error) -> StoreError {
-    StoreError::new(
-        "corrupt task in PostgreSQL: a column of an unexpected type",
-        error,
-    )
-}
-
-/// A stored record: its JSON and the version beside it must agree with
-/// each other and with the id it was read under.
-pub(crate) fn decode(id: &TaskId, version: i64, json: &str) -> Result<TaskRecord, StoreError> {
-    let record: TaskRecord = serde_json::from_str(json)
-        .map_err(|error| StoreError::new("corrupt task in PostgreSQL: not a task record", error))?;
-    if record.id() != id || u64::try_from(version).ok() != Some(record.version()) {
-        return Err(corrupt("the record disagrees with its id or version"));
-    }
-    Ok(record)
-}
-
 impl TaskStore for PostgresStore {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
         let row = Columns::of(&record)?;
         let ticket = self.cache.ticket(record.id().expose());
         let created = self
-            .execute(
+            .query(
                 "PostgreSQL could not create the task",
                 &self.sql.create,
                 &row.params(),
             )
             .await?;
-        if created == 0 {
+        if created.is_empty() {
             return Err(StoreError::msg("a task with this id exists"));
         }
         self.created(ticket, record);
@@ -881,14 +686,14 @@ impl TaskStore for PostgresStore {
 
     async fn delete(&self, id: &TaskId) -> Result<(), StoreError> {
         let deleted = self
-            .execute(
+            .query(
                 "PostgreSQL could not delete the task",
                 &self.sql.delete,
                 &[&id.expose()],
             )
             .await?;
         self.cache.forget(id.expose());
-        if deleted > 0 {
+        if !deleted.is_empty() {
             self.announcer.announce(&[id.expose()]).await;
         }
         Ok(())

@@ -1,0 +1,100 @@
+//! The statements of one store, with its schema in them: each is prepared
+//! once per pooled connection.
+
+/// The statements, with the schema in them.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    pub(crate) schema: String,
+    pub(crate) channel: String,
+    pub(crate) create: String,
+    pub(crate) create_keyed: String,
+    pub(crate) get: String,
+    pub(crate) find_keyed: String,
+    pub(crate) swap: String,
+    pub(crate) delete: String,
+    pub(crate) announce: String,
+    pub(crate) expired: String,
+    pub(crate) list_owned: String,
+    pub(crate) list_all: String,
+    pub(crate) hash_key: String,
+    pub(crate) acquire: String,
+    pub(crate) renew: String,
+    pub(crate) orphans: String,
+    pub(crate) move_seats: String,
+    pub(crate) create_seated: String,
+    pub(crate) seats_taken: String,
+    pub(crate) take_rate: String,
+    pub(crate) create_seated_fairly: String,
+    pub(crate) move_seats_fairly: String,
+}
+
+impl Sql {
+    pub(crate) fn new(schema: &str) -> Self {
+        let s = format!("\"{schema}\"");
+        let columns = "id, owner, version, record, runner, expires_at, keyed";
+        Self {
+            schema: schema.to_owned(),
+            channel: format!("{schema}_changes"),
+            create: format!(
+                "INSERT INTO {s}.tasks ({columns}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (id) DO NOTHING RETURNING 1"
+            ),
+            create_keyed: format!(
+                "SELECT o_code, o_id, o_version, o_record \
+                 FROM {s}.create_keyed($1, $2, $3, $4, $5, $6, $7)"
+            ),
+            get: format!("SELECT version, record FROM {s}.tasks WHERE id = $1"),
+            find_keyed: format!("SELECT id, version, record FROM {s}.tasks WHERE keyed = $1"),
+            swap: format!(
+                "SELECT o_code, o_version, o_record \
+                 FROM {s}.swap($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            ),
+            delete: format!("DELETE FROM {s}.tasks WHERE id = $1 RETURNING 1"),
+            announce: format!("SELECT {s}.announce($1)"),
+            expired: format!(
+                "WITH turn AS ( \
+                   INSERT INTO {s}.sweeper (id, holder, until) VALUES (1, $1, {s}.now_ms() + $2) \
+                   ON CONFLICT (id) DO UPDATE SET holder = $1, until = {s}.now_ms() + $2 \
+                   WHERE {s}.sweeper.holder = $1 OR {s}.sweeper.until < {s}.now_ms() \
+                   RETURNING 1) \
+                 SELECT id FROM {s}.tasks WHERE EXISTS (SELECT 1 FROM turn) AND expires_at <= $3 \
+                 ORDER BY expires_at LIMIT $4"
+            ),
+            list_owned: format!(
+                "SELECT id, version, record FROM {s}.tasks WHERE owner = $1 AND id > $2 \
+                 ORDER BY id LIMIT $3"
+            ),
+            list_all: format!(
+                "SELECT id, version, record FROM {s}.tasks WHERE id > $1 ORDER BY id LIMIT $2"
+            ),
+            hash_key: format!(
+                "WITH made AS (INSERT INTO {s}.meta (key, value) VALUES ('hash_key', $1) \
+                   ON CONFLICT (key) DO NOTHING RETURNING value) \
+                 SELECT value FROM made UNION ALL \
+                 SELECT value FROM {s}.meta WHERE key = 'hash_key' LIMIT 1"
+            ),
+            acquire: format!(
+                "INSERT INTO {s}.runners (runner, until) VALUES ($1, {s}.now_ms() + $2) \
+                 ON CONFLICT (runner) DO UPDATE SET until = EXCLUDED.until \
+                 WHERE NOT {s}.runners.claimed RETURNING 1"
+            ),
+            renew: format!("SELECT {s}.renew($1, $2)"),
+            orphans: format!("SELECT o_id, o_runner FROM {s}.orphans($1)"),
+            move_seats: format!("SELECT {s}.move_seats($1, $2, $3, $4, $5)"),
+            create_seated: format!(
+                "SELECT {s}.create_seated($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+            ),
+            seats_taken: format!(
+                "SELECT coalesce((SELECT taken FROM {s}.pools WHERE pool = $1), 0)"
+            ),
+            take_rate: format!("SELECT {s}.take_rate($1, $2, $3)"),
+            create_seated_fairly: format!(
+                "SELECT {s}.create_seated_fairly($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+                 $12, $13, $14, $15)"
+            ),
+            move_seats_fairly: format!(
+                "SELECT {s}.move_seats_fairly($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            ),
+        }
+    }
+}
