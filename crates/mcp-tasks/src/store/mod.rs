@@ -129,6 +129,12 @@ impl StoreError {
     pub fn kind(&self) -> StoreErrorKind {
         self.kind
     }
+
+    /// What failed, in words (what [`Display`](std::fmt::Display) shows
+    /// after "task store failure: "), without the cause.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 /// What [`TaskStore::create_keyed`] did.
