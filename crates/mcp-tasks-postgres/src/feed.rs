@@ -3,8 +3,9 @@
 //! broadcast of ids (and the empty payload, which says seats were freed,
 //! into the store's counter of freeings); and the [`Announcer`], which
 //! notifies the channel of every write after a creation once it committed
-//! (see `schema.rs` for why not in the write's own transaction). A creation
-//! is told on the creating store's broadcast only.
+//! (see `schema.rs` for why not in the write's own transaction), but for
+//! the batches of compare-and-sets, whose statement notifies (`batch.rs`).
+//! A creation is told on the creating store's broadcast only.
 //!
 //! An announcement follows its write by a moment, so another replica's
 //! cache may answer the older record for that moment (as with Redis, whose

@@ -3,6 +3,7 @@
 // Without TLS the connector is `NoTls`, which is `Copy`; with it, a clone.
 #![cfg_attr(not(feature = "tls"), allow(clippy::clone_on_copy))]
 
+mod batch;
 mod config;
 mod feed;
 mod replicas;
@@ -165,6 +166,10 @@ pub struct PostgresStore {
     /// Announces this store's writes on the change feed once they committed.
     announcer: feed::Announcer,
     announcing: AbortHandle,
+    /// Creations without a key or seats, several in one statement.
+    creations: Arc<batch::Batcher<batch::Creation>>,
+    /// Compare-and-sets that free no seat, several in one statement.
+    changes: Arc<batch::Batcher<batch::Change>>,
 }
 
 impl Drop for PostgresStore {
@@ -199,6 +204,47 @@ pub(crate) fn failure(message: &str, error: tokio_postgres::Error) -> StoreError
         None => format!("{message}: {error}"),
     };
     StoreError::new(reason, error).with_kind(kind)
+}
+
+/// Runs one operation within `timeout`.
+async fn within<T>(
+    timeout: Duration,
+    what: &'static str,
+    operation: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(timeout, operation).await {
+        Ok(answer) => answer,
+        Err(_) => Err(StoreError::msg(format!(
+            "{what}: PostgreSQL did not answer within {timeout:?}"
+        ))
+        .with_kind(StoreErrorKind::Unavailable)),
+    }
+}
+
+/// Runs the statement `sql` with `params` on a connection of `pool`
+/// (prepared once per connection), within `timeout`.
+pub(crate) async fn query_pool(
+    pool: &Pool,
+    timeout: Duration,
+    what: &'static str,
+    sql: &str,
+    params: Params<'_>,
+) -> Result<Vec<Row>, StoreError> {
+    within(timeout, what, async {
+        let client = pool
+            .get()
+            .await
+            .map_err(|error| pool_failure(what, error))?;
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|error| failure(what, error))?;
+        client
+            .query(&statement, params)
+            .await
+            .map_err(|error| failure(what, error))
+    })
+    .await
 }
 
 fn pool_failure(message: &str, error: PoolError) -> StoreError {
@@ -294,7 +340,23 @@ impl PostgresStore {
             options.timeout,
         ))
         .abort_handle();
+        let target = |sql: &str, what| batch::Target {
+            pool: pool.clone(),
+            sql: Arc::from(sql),
+            timeout: options.timeout,
+            what,
+        };
+        let creations = batch::creations(
+            target(&sql.create_batch, "PostgreSQL could not create the task"),
+            batch::STATEMENTS,
+        );
+        let changes = batch::changes(
+            target(&sql.swap_batch, "PostgreSQL could not change the task"),
+            batch::STATEMENTS,
+        );
         Ok(Self {
+            creations,
+            changes,
             pool,
             lease_pool,
             sql,
@@ -350,22 +412,6 @@ impl PostgresStore {
         &self.sql.schema
     }
 
-    /// Runs one operation within the timeout.
-    pub(crate) async fn bounded<T>(
-        &self,
-        what: &'static str,
-        operation: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.options.timeout, operation).await {
-            Ok(answer) => answer,
-            Err(_) => Err(StoreError::msg(format!(
-                "{what}: PostgreSQL did not answer within {:?}",
-                self.options.timeout
-            ))
-            .with_kind(StoreErrorKind::Unavailable)),
-        }
-    }
-
     /// Runs the statement `sql` with `params` on a connection of the pool
     /// (prepared once per connection), within the timeout.
     pub(crate) async fn query(
@@ -394,21 +440,7 @@ impl PostgresStore {
         sql: &str,
         params: Params<'_>,
     ) -> Result<Vec<Row>, StoreError> {
-        self.bounded(what, async {
-            let client = pool
-                .get()
-                .await
-                .map_err(|error| pool_failure(what, error))?;
-            let statement = client
-                .prepare_cached(sql)
-                .await
-                .map_err(|error| failure(what, error))?;
-            client
-                .query(&statement, params)
-                .await
-                .map_err(|error| failure(what, error))
-        })
-        .await
+        query_pool(pool, self.options.timeout, what, sql, params).await
     }
 
     /// A record this store's creation stored: kept in the cache, and
@@ -457,7 +489,6 @@ impl PostgresStore {
         free: Option<(&str, Vec<String>)>,
     ) -> Result<Swap, StoreError> {
         let record = transition.record();
-        let row = Columns::of(record)?;
         let id = record.id().clone();
         let expected = version_param(transition.expected_version());
         let (seat, pools) = match free {
@@ -465,6 +496,19 @@ impl PostgresStore {
             None => (None, Vec::new()),
         };
         let ticket = self.cache.ticket(id.expose());
+        // With no seat to free, in a batch; what it did not swap is run
+        // alone, which tells a conflict from a missing task.
+        if pools.is_empty() {
+            let change = batch::Change {
+                row: Columns::of(record)?,
+                expected,
+            };
+            if self.changes.write(change).await? {
+                // Announced in the batch's transaction.
+                return Ok(self.swapped(ticket, transition, &[]).await);
+            }
+        }
+        let row = Columns::of(record)?;
         let rows = self
             .query(
                 "PostgreSQL could not change the task",
@@ -489,16 +533,12 @@ impl PostgresStore {
         };
         match answer.try_get::<_, i32>(0).map_err(column)? {
             2 => {
-                if pools.is_empty() {
-                    self.announcer.announce(&[id.expose()]).await;
+                let announce: &[&str] = if pools.is_empty() {
+                    &[id.expose()]
                 } else {
-                    self.announcer
-                        .announce(&[id.expose(), feed::SEATS_FREED])
-                        .await;
-                }
-                let record = PackedRecord::pack(transition.into_record());
-                self.cache.wrote(ticket, &Arc::new(record));
-                Ok(Swap::Swapped)
+                    &[id.expose(), feed::SEATS_FREED]
+                };
+                Ok(self.swapped(ticket, transition, announce).await)
             }
             1 => {
                 let current = decode(
@@ -515,6 +555,23 @@ impl PostgresStore {
                 Ok(Swap::Missing)
             }
         }
+    }
+
+    /// A swap that was done: `announce` announced (the task's id, and
+    /// [`feed::SEATS_FREED`] when it freed seats; nothing when its
+    /// statement did), and the record kept in the cache.
+    async fn swapped(
+        &self,
+        ticket: Option<CacheTicket<'_>>,
+        transition: Transition,
+        announce: &[&str],
+    ) -> Swap {
+        if !announce.is_empty() {
+            self.announcer.announce(announce).await;
+        }
+        let record = PackedRecord::pack(transition.into_record());
+        self.cache.wrote(ticket, &Arc::new(record));
+        Swap::Swapped
     }
 
     /// Up to `limit` records from the rows `(id, version, record)`, checked.
@@ -536,6 +593,24 @@ impl PostgresStore {
     }
 }
 
+/// `config` whose sessions plan each prepared statement once
+/// (`plan_cache_mode = force_generic_plan`, after the URL's own `options`).
+///
+/// Every statement of the store looks rows up by key (or walks an index in
+/// order), so its generic plan is the plan; left to choose, PostgreSQL
+/// planned the statements and the functions' queries again at every call,
+/// a sixth of its CPU under a load of creations (BENCHMARKS.md).
+fn generic_plans(config: &tokio_postgres::Config) -> tokio_postgres::Config {
+    const GENERIC: &str = "-c plan_cache_mode=force_generic_plan";
+    let mut config = config.clone();
+    let options = match config.get_options() {
+        Some(theirs) => format!("{theirs} {GENERIC}"),
+        None => GENERIC.to_owned(),
+    };
+    config.options(&options);
+    config
+}
+
 /// A pool of at most `size` connections to `config`, each operation
 /// waiting for one at most `timeout`; a connection is checked (only) for
 /// being closed when it is reused.
@@ -546,7 +621,7 @@ fn make_pool(
     timeout: Duration,
 ) -> Result<Pool, StoreError> {
     let manager = Manager::from_config(
-        config.clone(),
+        generic_plans(config),
         tls.clone(),
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
@@ -606,14 +681,21 @@ impl TaskStore for PostgresStore {
     async fn create(&self, record: TaskRecord) -> Result<(), StoreError> {
         let row = Columns::of(&record)?;
         let ticket = self.cache.ticket(record.id().expose());
-        let created = self
-            .query(
-                "PostgreSQL could not create the task",
-                &self.sql.create,
-                &row.params(),
-            )
-            .await?;
-        if created.is_empty() {
+        let created = if row.keyed.is_none() {
+            // In a batch: only an existing id keeps it from being created.
+            let creation = batch::Creation { row, lease: None };
+            self.creations.write(creation).await?
+        } else {
+            let created = self
+                .query(
+                    "PostgreSQL could not create the task",
+                    &self.sql.create,
+                    &row.params(),
+                )
+                .await?;
+            !created.is_empty()
+        };
+        if !created {
             return Err(StoreError::msg("a task with this id exists"));
         }
         self.created(ticket, record);

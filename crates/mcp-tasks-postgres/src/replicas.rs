@@ -15,7 +15,7 @@ use mcp_tasks::store::{
 use tokio::sync::watch;
 use tokio_postgres::types::ToSql;
 
-use crate::{Columns, PostgresStore, column, feed};
+use crate::{Columns, PostgresStore, batch, column, feed};
 
 /// A pool's id in its row ([`stored_name`] of its name).
 pub(crate) fn pool_id(pool: &SeatPool) -> String {
@@ -157,6 +157,19 @@ impl PostgresStore {
         take: &[(SeatPool, u64)],
         fair: Option<&FairTurn>,
     ) -> Result<Seating, StoreError> {
+        // Without seats or a key, in a batch; what it did not create (an
+        // existing id, a claimed lease) is run alone, which tells why.
+        if take.is_empty() && fair.is_none() && record.idempotency_slot().is_none() {
+            let creation = batch::Creation {
+                row: Columns::of(&record)?,
+                lease: Some(runner.as_str().to_owned()),
+            };
+            let ticket = self.cache.ticket(record.id().expose());
+            if self.creations.write(creation).await? {
+                self.created(ticket, record);
+                return seating(0, 0);
+            }
+        }
         let row = Columns::of(&record)?;
         let (pools, limits) = pools_and_limits(take);
         let ticket = self.cache.ticket(record.id().expose());

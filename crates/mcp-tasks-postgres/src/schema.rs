@@ -44,7 +44,8 @@
 //! holds a lock of the whole database for its commit, so one in each
 //! write's transaction made every write wait for the disk in turn (5,700
 //! updates a second from 16 clients became 950). Only a claim of dead
-//! replicas' leases (rare) notifies in its own transaction.
+//! replicas' leases (rare) and a batch of compare-and-sets (one in flight
+//! per store, see `batch.rs`) notify in their own transaction.
 
 use mcp_tasks::store::StoreError;
 use tokio_postgres::Client;

@@ -8,9 +8,17 @@ pub(crate) struct Sql {
     pub(crate) channel: String,
     pub(crate) create: String,
     pub(crate) create_keyed: String,
+    /// Several creations without an idempotency key or seats: the ids it
+    /// created (one whose runner's lease was claimed is not).
+    pub(crate) create_batch: String,
     pub(crate) get: String,
     pub(crate) find_keyed: String,
     pub(crate) swap: String,
+    /// Several compare-and-sets that free no seat, their rows locked in
+    /// the ids' order: the ids it swapped, each announced in the same
+    /// transaction (one batch in flight per store, so its commit holding
+    /// the notification lock makes no write of the store wait).
+    pub(crate) swap_batch: String,
     pub(crate) delete: String,
     pub(crate) announce: String,
     pub(crate) expired: String,
@@ -42,6 +50,28 @@ impl Sql {
             create_keyed: format!(
                 "SELECT o_code, o_id, o_version, o_record \
                  FROM {s}.create_keyed($1, $2, $3, $4, $5, $6, $7)"
+            ),
+            create_batch: format!(
+                "INSERT INTO {s}.tasks (id, owner, version, record, runner, expires_at) \
+                 SELECT i.id, i.owner, i.version, i.record, i.runner, i.expires_at \
+                 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], \
+                   $6::bigint[], $7::text[]) \
+                   AS i(id, owner, version, record, runner, expires_at, lease) \
+                 WHERE i.lease IS NULL OR EXISTS (SELECT 1 FROM {s}.runners r \
+                   WHERE r.runner = i.lease AND NOT r.claimed) \
+                 ON CONFLICT (id) DO NOTHING RETURNING id"
+            ),
+            swap_batch: format!(
+                "WITH i AS MATERIALIZED (SELECT * FROM unnest($1::text[], $2::bigint[], \
+                   $3::text[], $4::bigint[], $5::text[], $6::text[], $7::bigint[]) \
+                   AS i(id, expected, owner, version, record, runner, expires_at)), \
+                 l AS MATERIALIZED (SELECT t.id FROM {s}.tasks t \
+                   WHERE t.id IN (SELECT i.id FROM i) ORDER BY t.id FOR UPDATE), \
+                 u AS (UPDATE {s}.tasks t SET owner = i.owner, version = i.version, \
+                   record = i.record, runner = i.runner, expires_at = i.expires_at \
+                 FROM i, l WHERE l.id = t.id AND i.id = t.id AND t.version = i.expected \
+                 RETURNING t.id) \
+                 SELECT u.id::text, pg_notify('{schema}_changes', u.id) FROM u"
             ),
             get: format!("SELECT version, record FROM {s}.tasks WHERE id = $1"),
             find_keyed: format!("SELECT id, version, record FROM {s}.tasks WHERE keyed = $1"),

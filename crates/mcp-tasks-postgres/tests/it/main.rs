@@ -2,6 +2,7 @@
 //! test with `mcp_tasks_postgres::testing::PostgresServer`; never skipped).
 
 mod admission;
+mod batches;
 mod cache;
 mod contract;
 mod outage;

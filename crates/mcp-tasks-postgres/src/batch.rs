@@ -1,0 +1,436 @@
+//! Writes sent together: the plain creations and compare-and-sets that
+//! arrive while others are on their way go to PostgreSQL as one statement,
+//! one transaction and one commit.
+//!
+//! Each durable commit costs PostgreSQL a transaction's work and a wait for
+//! the disk, whatever it holds; at 16 creations in flight, one transaction
+//! each, PostgreSQL's CPU was the limit (BENCHMARKS.md). A [`Batcher`] sends
+//! a write at once when fewer than its number of statements are in flight
+//! ([`STATEMENTS`]), and otherwise adds it to the next statement: alone, a
+//! write waits for nothing; under load, the writes that queued behind a
+//! statement go in the next one (the way group commit works in a database,
+//! one level up).
+//!
+//! Two statements in flight at once never hold the same task (a write
+//! whose task is in flight waits for the next statement), and a statement
+//! locks its tasks' rows in the ids' order, so batches of several replicas
+//! never deadlock one another. A write the statement did not do (its task
+//! changed, exists, or its lease was claimed) is answered `false`, and the
+//! caller runs it alone with the statement that tells why. A batch of
+//! compare-and-sets announces its changes (`NOTIFY`) in its own
+//! transaction: with one batch in flight, the database-wide lock a
+//! notifying commit holds makes none of the store's other writes wait.
+//!
+//! Not a crate: the batching crates found queue by time (a write waits for
+//! a window to fill), where this sends at once whenever a statement is
+//! free, and none keeps writes of one key out of concurrent batches.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use futures::future::BoxFuture;
+use mcp_tasks::store::{StoreError, StoreErrorKind};
+use tokio::sync::oneshot;
+use tokio_postgres::types::ToSql;
+
+use crate::row::{Columns, column};
+
+/// A write in a batch: its task's id keeps it out of concurrent ones.
+pub(crate) trait Batched: Send + 'static {
+    fn key(&self) -> &str;
+}
+
+/// Runs one batch: one answer per write, in order.
+type Run<I> =
+    Box<dyn Fn(Vec<I>) -> BoxFuture<'static, Result<Vec<bool>, StoreError>> + Send + Sync>;
+
+type Waiting<I> = (I, oneshot::Sender<Result<bool, StoreError>>);
+
+/// Sends writes of one kind to PostgreSQL, as many as wait at once in one
+/// statement, with at most `statements` statements in flight.
+pub(crate) struct Batcher<I> {
+    state: Mutex<State<I>>,
+    statements: usize,
+    most: usize,
+    run: Run<I>,
+}
+
+impl<I> std::fmt::Debug for Batcher<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batcher")
+            .field("statements", &self.statements)
+            .field("most", &self.most)
+            .finish_non_exhaustive()
+    }
+}
+
+struct State<I> {
+    queue: VecDeque<Waiting<I>>,
+    /// The keys of the writes in flight.
+    busy: HashSet<String>,
+    /// Statements in flight (each a task that sends until the queue has
+    /// nothing it may send).
+    flushing: usize,
+}
+
+impl<I: Batched> Batcher<I> {
+    /// A batcher of at most `statements` statements in flight, each of at
+    /// most `most` writes, sent by `run`.
+    pub(crate) fn new(statements: usize, most: usize, run: Run<I>) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                busy: HashSet::new(),
+                flushing: 0,
+            }),
+            statements: statements.max(1),
+            most: most.max(1),
+            run,
+        })
+    }
+
+    /// Writes `item` with whatever waits beside it: whether the statement
+    /// did it.
+    pub(crate) async fn write(self: &Arc<Self>, item: I) -> Result<bool, StoreError> {
+        let (sender, answer) = oneshot::channel();
+        let start = {
+            let mut state = self.lock();
+            state.queue.push_back((item, sender));
+            let start = state.flushing < self.statements;
+            if start {
+                state.flushing += 1;
+            }
+            start
+        };
+        if start {
+            tokio::spawn(Arc::clone(self).flush());
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(StoreError::msg("the PostgreSQL store's writer stopped")
+                .with_kind(StoreErrorKind::Unavailable))
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<I>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends batches until none may be sent (the queue is empty, or what is
+    /// in it waits for a write of its task in flight, whose flusher sends it
+    /// next).
+    async fn flush(self: Arc<Self>) {
+        loop {
+            let batch = {
+                let mut state = self.lock();
+                let batch = take(&mut state, self.most);
+                if batch.is_empty() {
+                    state.flushing -= 1;
+                    return;
+                }
+                batch
+            };
+            let (items, senders): (Vec<I>, Vec<_>) = batch.into_iter().unzip();
+            let keys: Vec<String> = items.iter().map(|item| item.key().to_owned()).collect();
+            let answers = (self.run)(items).await;
+            {
+                let mut state = self.lock();
+                for key in &keys {
+                    state.busy.remove(key);
+                }
+            }
+            match answers {
+                Ok(answers) if answers.len() == senders.len() => {
+                    for (sender, answer) in senders.into_iter().zip(answers) {
+                        // A writer that went away is no error.
+                        drop(sender.send(Ok(answer)));
+                    }
+                }
+                Ok(_) => answer_all(
+                    senders,
+                    &StoreError::msg("PostgreSQL answered a batch of writes with a wrong count"),
+                ),
+                Err(error) => answer_all(senders, &error),
+            }
+        }
+    }
+}
+
+/// The next batch: up to `most` waiting writes whose tasks are not in
+/// flight, in the order they came (marked in flight).
+fn take<I: Batched>(state: &mut State<I>, most: usize) -> Vec<Waiting<I>> {
+    let mut batch = Vec::new();
+    let mut at = 0;
+    while at < state.queue.len() && batch.len() < most {
+        if state.busy.insert(state.queue[at].0.key().to_owned()) {
+            batch.extend(state.queue.remove(at));
+        } else {
+            at += 1;
+        }
+    }
+    batch
+}
+
+fn answer_all(senders: Vec<oneshot::Sender<Result<bool, StoreError>>>, error: &StoreError) {
+    for sender in senders {
+        let each = StoreError::msg(error.message()).with_kind(error.kind());
+        drop(sender.send(Err(each)));
+    }
+}
+
+/// The most writes one statement carries.
+const MOST: usize = 64;
+
+/// Statements of one kind in flight at once. One: the writes that queue
+/// while it is on its way go together in the next. Measured with 16
+/// creations in flight (`serve`, 100 ms tools, PostgreSQL on the same two
+/// cores): one statement at a time 4,200 to 6,900 creations/s, two 3,500
+/// to 5,200, four 3,300 to 4,500, eight 2,600; more statements meant
+/// smaller batches, so more transactions for the same writes.
+pub(crate) const STATEMENTS: usize = 1;
+
+/// A creation in a batch: its row, and the runner whose lease it needs
+/// (none for [`TaskStore::create`](mcp_tasks::store::TaskStore::create)).
+pub(crate) struct Creation {
+    pub(crate) row: Columns,
+    pub(crate) lease: Option<String>,
+}
+
+impl Batched for Creation {
+    fn key(&self) -> &str {
+        &self.row.id
+    }
+}
+
+/// A compare-and-set in a batch: the new row, and the version it replaces.
+pub(crate) struct Change {
+    pub(crate) row: Columns,
+    pub(crate) expected: i64,
+}
+
+impl Batched for Change {
+    fn key(&self) -> &str {
+        &self.row.id
+    }
+}
+
+/// Where batches go: a pool, the statement, and how long one may take.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub(crate) pool: Pool,
+    pub(crate) sql: Arc<str>,
+    pub(crate) timeout: Duration,
+    pub(crate) what: &'static str,
+}
+
+impl Target {
+    /// Runs the statement with `params`: which of `ids` its rows named.
+    async fn done(
+        self,
+        ids: &[&str],
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<bool>, StoreError> {
+        let rows =
+            crate::query_pool(&self.pool, self.timeout, self.what, &self.sql, params).await?;
+        let done = rows
+            .iter()
+            .map(|row| row.try_get::<_, &str>(0))
+            .collect::<Result<HashSet<&str>, _>>()
+            .map_err(column)?;
+        Ok(ids.iter().map(|id| done.contains(id)).collect())
+    }
+}
+
+/// Creations (`Sql::create_batch`), `statements` at once.
+pub(crate) fn creations(target: Target, statements: usize) -> Arc<Batcher<Creation>> {
+    Batcher::new(
+        statements,
+        MOST,
+        Box::new(move |items: Vec<Creation>| {
+            let target = target.clone();
+            Box::pin(async move {
+                let rows: Vec<&Columns> = items.iter().map(|item| &item.row).collect();
+                let (ids, owners, versions, records, runners, expiries) = columns(&rows);
+                let leases: Vec<Option<&str>> =
+                    items.iter().map(|item| item.lease.as_deref()).collect();
+                target
+                    .done(
+                        &ids,
+                        &[
+                            &ids, &owners, &versions, &records, &runners, &expiries, &leases,
+                        ],
+                    )
+                    .await
+            })
+        }),
+    )
+}
+
+/// Compare-and-sets that free no seat (`Sql::swap_batch`), `statements`
+/// at once.
+pub(crate) fn changes(target: Target, statements: usize) -> Arc<Batcher<Change>> {
+    Batcher::new(
+        statements,
+        MOST,
+        Box::new(move |items: Vec<Change>| {
+            let target = target.clone();
+            Box::pin(async move {
+                let rows: Vec<&Columns> = items.iter().map(|item| &item.row).collect();
+                let (ids, owners, versions, records, runners, expiries) = columns(&rows);
+                let expected: Vec<i64> = items.iter().map(|item| item.expected).collect();
+                target
+                    .done(
+                        &ids,
+                        &[
+                            &ids, &expected, &owners, &versions, &records, &runners, &expiries,
+                        ],
+                    )
+                    .await
+            })
+        }),
+    )
+}
+
+type ColumnArrays<'a> = (
+    Vec<&'a str>,
+    Vec<&'a str>,
+    Vec<i64>,
+    Vec<&'a str>,
+    Vec<Option<&'a str>>,
+    Vec<Option<i64>>,
+);
+
+/// The rows' columns as arrays: ids, owners, versions, records, runners,
+/// expiries.
+fn columns<'a>(rows: &[&'a Columns]) -> ColumnArrays<'a> {
+    (
+        rows.iter().map(|row| row.id.as_str()).collect(),
+        rows.iter().map(|row| row.owner.as_str()).collect(),
+        rows.iter().map(|row| row.version).collect(),
+        rows.iter().map(|row| row.record.as_str()).collect(),
+        rows.iter().map(|row| row.runner.as_deref()).collect(),
+        rows.iter().map(|row| row.expires_at).collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    struct Write(&'static str);
+
+    impl Batched for Write {
+        fn key(&self) -> &str {
+            self.0
+        }
+    }
+
+    /// The keys of each batch sent, in order.
+    type Sent = Arc<Mutex<Vec<Vec<&'static str>>>>;
+
+    /// A batcher whose statements take 10 ms and record what they held.
+    fn recording(statements: usize, most: usize) -> (Arc<Batcher<Write>>, Sent) {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&sent);
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let batcher = Batcher::new(
+            statements,
+            most,
+            Box::new(move |items: Vec<Write>| {
+                let seen = Arc::clone(&seen);
+                let in_flight = Arc::clone(&in_flight);
+                Box::pin(async move {
+                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    assert!(now <= statements, "{now} statements in flight");
+                    seen.lock()
+                        .unwrap()
+                        .push(items.iter().map(|item| item.0).collect());
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    if items.iter().any(|item| item.0 == "fails") {
+                        return Err(
+                            StoreError::msg("PostgreSQL refused").with_kind(StoreErrorKind::Full)
+                        );
+                    }
+                    Ok(items.iter().map(|item| item.0 != "no").collect())
+                }) as BoxFuture<'static, _>
+            }),
+        );
+        (batcher, sent)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_alone_goes_at_once_and_those_behind_it_together() {
+        let (batcher, sent) = recording(1, 64);
+        let first = tokio::spawn({
+            let batcher = Arc::clone(&batcher);
+            async move { batcher.write(Write("a")).await }
+        });
+        tokio::task::yield_now().await;
+        let rest: Vec<_> = ["b", "c", "no"]
+            .into_iter()
+            .map(|key| {
+                let batcher = Arc::clone(&batcher);
+                tokio::spawn(async move { batcher.write(Write(key)).await })
+            })
+            .collect();
+        assert!(first.await.unwrap().unwrap());
+        let mut answers = Vec::new();
+        for write in rest {
+            answers.push(write.await.unwrap().unwrap());
+        }
+        assert_eq!(answers, [true, true, false]);
+        assert_eq!(*sent.lock().unwrap(), [vec!["a"], vec!["b", "c", "no"]]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_task_is_never_in_two_statements_at_once() {
+        let (batcher, sent) = recording(4, 64);
+        let writes: Vec<_> = ["a", "a", "b", "a"]
+            .into_iter()
+            .map(|key| {
+                let batcher = Arc::clone(&batcher);
+                tokio::spawn(async move { batcher.write(Write(key)).await })
+            })
+            .collect();
+        for write in writes {
+            assert!(write.await.unwrap().unwrap());
+        }
+        let sent = sent.lock().unwrap().clone();
+        assert_eq!(sent.iter().map(Vec::len).sum::<usize>(), 4);
+        assert!(
+            sent.iter()
+                .all(|batch| batch.iter().filter(|key| **key == "a").count() <= 1),
+            "{sent:?}"
+        );
+        assert_eq!(sent.iter().filter(|batch| batch.contains(&"a")).count(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn batches_hold_at_most_their_size_and_a_failure_answers_each() {
+        let (batcher, sent) = recording(1, 2);
+        let writes: Vec<_> = ["a", "b", "c", "fails", "e"]
+            .into_iter()
+            .map(|key| {
+                let batcher = Arc::clone(&batcher);
+                tokio::spawn(async move { batcher.write(Write(key)).await })
+            })
+            .collect();
+        let mut failed = Vec::new();
+        for write in writes {
+            if let Err(error) = write.await.unwrap() {
+                assert_eq!(error.kind(), StoreErrorKind::Full);
+                assert!(error.to_string().contains("PostgreSQL refused"), "{error}");
+                failed.push(());
+            }
+        }
+        let sent = sent.lock().unwrap().clone();
+        assert!(sent.iter().all(|batch| batch.len() <= 2), "{sent:?}");
+        let with_failure = sent.iter().find(|batch| batch.contains(&"fails")).unwrap();
+        assert_eq!(failed.len(), with_failure.len());
+    }
+}
