@@ -6,6 +6,7 @@
 //!
 //! ```sh
 //! cargo bench -p mcp-tasks-redis --bench stores
+//! cargo bench -p mcp-tasks-redis --bench stores -- replicas   # the wake-up only
 //! ```
 //!
 //! Without `--bench` (as under `cargo test --benches`) it runs a smoke
@@ -743,13 +744,20 @@ async fn main() -> anyhow::Result<()> {
     let postgres = PostgresServer::start_with(&["-c", "shared_buffers=256MB"]);
     let dir = tempfile::tempdir()?;
     let subjects = subjects(&redis, &everysec, &postgres, dir.path()).await?;
-    // `cargo bench -p mcp-tasks-redis --bench stores -- seats` runs section 5 only.
-    if !std::env::args().any(|arg| arg == "seats") {
+    // `cargo bench -p mcp-tasks-redis --bench stores -- seats` runs section 5
+    // only, `-- replicas` the wake-up across replicas (section 3) only.
+    let only = |section: &str| std::env::args().any(|arg| arg == section);
+    let (seats_only, replicas_only) = (only("seats"), only("replicas"));
+    if !seats_only && !replicas_only {
         stores_alone(&scale, &subjects).await?;
         through_the_runtime(&scale, &subjects).await?;
+    }
+    if !seats_only {
         replicas(&scale, &redis, &everysec, &postgres).await?;
     }
-    seats::seats(&scale, &redis, &everysec).await?;
+    if !replicas_only {
+        seats::seats(&scale, &redis, &everysec).await?;
+    }
     println!("\n(the run took {:.0} s)", started.elapsed().as_secs_f64());
     Ok(())
 }
