@@ -43,21 +43,21 @@ pub(crate) trait Batched: Send + 'static {
 }
 
 /// Runs one batch: one answer per write, in order.
-type Run<I> =
-    Box<dyn Fn(Vec<I>) -> BoxFuture<'static, Result<Vec<bool>, StoreError>> + Send + Sync>;
+type Run<I, A> =
+    Box<dyn Fn(Vec<I>) -> BoxFuture<'static, Result<Vec<A>, StoreError>> + Send + Sync>;
 
-type Waiting<I> = (I, oneshot::Sender<Result<bool, StoreError>>);
+type Waiting<I, A> = (I, oneshot::Sender<Result<A, StoreError>>);
 
 /// Sends writes of one kind to PostgreSQL, as many as wait at once in one
 /// statement, with at most `statements` statements in flight.
-pub(crate) struct Batcher<I> {
-    state: Mutex<State<I>>,
+pub(crate) struct Batcher<I, A = bool> {
+    state: Mutex<State<I, A>>,
     statements: usize,
     most: usize,
-    run: Run<I>,
+    run: Run<I, A>,
 }
 
-impl<I> std::fmt::Debug for Batcher<I> {
+impl<I, A> std::fmt::Debug for Batcher<I, A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Batcher")
             .field("statements", &self.statements)
@@ -66,8 +66,8 @@ impl<I> std::fmt::Debug for Batcher<I> {
     }
 }
 
-struct State<I> {
-    queue: VecDeque<Waiting<I>>,
+struct State<I, A> {
+    queue: VecDeque<Waiting<I, A>>,
     /// The keys of the writes in flight.
     busy: HashSet<String>,
     /// Statements in flight (each a task that sends until the queue has
@@ -75,10 +75,10 @@ struct State<I> {
     flushing: usize,
 }
 
-impl<I: Batched> Batcher<I> {
+impl<I: Batched, A: Send + 'static> Batcher<I, A> {
     /// A batcher of at most `statements` statements in flight, each of at
     /// most `most` writes, sent by `run`.
-    pub(crate) fn new(statements: usize, most: usize, run: Run<I>) -> Arc<Self> {
+    pub(crate) fn new(statements: usize, most: usize, run: Run<I, A>) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
@@ -91,9 +91,9 @@ impl<I: Batched> Batcher<I> {
         })
     }
 
-    /// Writes `item` with whatever waits beside it: whether the statement
-    /// did it.
-    pub(crate) async fn write(self: &Arc<Self>, item: I) -> Result<bool, StoreError> {
+    /// Writes `item` with whatever waits beside it: the statement's answer
+    /// for it (whether it did it, or a code saying what it did).
+    pub(crate) async fn write(self: &Arc<Self>, item: I) -> Result<A, StoreError> {
         let (sender, answer) = oneshot::channel();
         let start = {
             let mut state = self.lock();
@@ -113,7 +113,7 @@ impl<I: Batched> Batcher<I> {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State<I>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<I, A>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -159,7 +159,7 @@ impl<I: Batched> Batcher<I> {
 
 /// The next batch: up to `most` waiting writes whose tasks are not in
 /// flight, in the order they came (marked in flight).
-fn take<I: Batched>(state: &mut State<I>, most: usize) -> Vec<Waiting<I>> {
+fn take<I: Batched, A>(state: &mut State<I, A>, most: usize) -> Vec<Waiting<I, A>> {
     let mut batch = Vec::new();
     let mut at = 0;
     while at < state.queue.len() && batch.len() < most {
@@ -172,7 +172,7 @@ fn take<I: Batched>(state: &mut State<I>, most: usize) -> Vec<Waiting<I>> {
     batch
 }
 
-fn answer_all(senders: Vec<oneshot::Sender<Result<bool, StoreError>>>, error: &StoreError) {
+fn answer_all<A>(senders: Vec<oneshot::Sender<Result<A, StoreError>>>, error: &StoreError) {
     for sender in senders {
         let each = StoreError::msg(error.message()).with_kind(error.kind());
         drop(sender.send(Err(each)));
@@ -203,6 +203,39 @@ impl Batched for Creation {
     }
 }
 
+/// A creation that takes seats, in a batch: its row, the runner whose
+/// lease it needs, its seat, and the pools (with their limits) it takes it
+/// in.
+pub(crate) struct SeatedCreation {
+    pub(crate) row: Columns,
+    pub(crate) lease: String,
+    pub(crate) seat: String,
+    pub(crate) pools: Vec<String>,
+    pub(crate) limits: Vec<i64>,
+}
+
+impl Batched for SeatedCreation {
+    fn key(&self) -> &str {
+        &self.row.id
+    }
+}
+
+/// A seat move in a batch: the runner (empty to free only), the seat, the
+/// pools it is taken in (with their limits) and those it is freed in.
+pub(crate) struct Move {
+    pub(crate) runner: String,
+    pub(crate) seat: String,
+    pub(crate) take: Vec<String>,
+    pub(crate) limits: Vec<i64>,
+    pub(crate) free: Vec<String>,
+}
+
+impl Batched for Move {
+    fn key(&self) -> &str {
+        &self.seat
+    }
+}
+
 /// A compare-and-set in a batch: the new row, and the version it replaces.
 pub(crate) struct Change {
     pub(crate) row: Columns,
@@ -212,6 +245,20 @@ pub(crate) struct Change {
 impl Batched for Change {
     fn key(&self) -> &str {
         &self.row.id
+    }
+}
+
+/// A compare-and-set that frees a seat, in a batch: the change, the seat,
+/// and the pools it gives it up in.
+pub(crate) struct Freeing {
+    pub(crate) change: Change,
+    pub(crate) seat: String,
+    pub(crate) pools: Vec<String>,
+}
+
+impl Batched for Freeing {
+    fn key(&self) -> &str {
+        &self.change.row.id
     }
 }
 
@@ -240,55 +287,160 @@ impl Target {
             .map_err(column)?;
         Ok(ids.iter().map(|id| done.contains(id)).collect())
     }
+
+    /// Runs the statement with `params`: the codes of its one row's array.
+    async fn codes(self, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<i32>, StoreError> {
+        let rows =
+            crate::query_pool(&self.pool, self.timeout, self.what, &self.sql, params).await?;
+        rows.first()
+            .ok_or_else(|| StoreError::msg("PostgreSQL answered a batch of writes with nothing"))?
+            .try_get(0)
+            .map_err(column)
+    }
 }
 
 /// Creations (`Sql::create_batch`), `statements` at once.
 pub(crate) fn creations(target: Target, statements: usize) -> Arc<Batcher<Creation>> {
-    Batcher::new(
-        statements,
-        MOST,
-        Box::new(move |items: Vec<Creation>| {
-            let target = target.clone();
-            Box::pin(async move {
-                let rows: Vec<&Columns> = items.iter().map(|item| &item.row).collect();
-                let (ids, owners, versions, records, runners, expiries) = columns(&rows);
-                let leases: Vec<Option<&str>> =
-                    items.iter().map(|item| item.lease.as_deref()).collect();
-                target
-                    .done(
-                        &ids,
-                        &[
-                            &ids, &owners, &versions, &records, &runners, &expiries, &leases,
-                        ],
-                    )
-                    .await
-            })
-        }),
-    )
+    batcher(target, statements, |target, items: Vec<Creation>| {
+        Box::pin(async move {
+            let rows: Vec<&Columns> = items.iter().map(|item| &item.row).collect();
+            let (ids, owners, versions, records, runners, expiries) = columns(&rows);
+            let leases: Vec<Option<&str>> =
+                items.iter().map(|item| item.lease.as_deref()).collect();
+            target
+                .done(
+                    &ids,
+                    &[
+                        &ids, &owners, &versions, &records, &runners, &expiries, &leases,
+                    ],
+                )
+                .await
+        })
+    })
+}
+
+/// Seated creations (`Sql::create_seated_batch`), `statements` at once:
+/// each answered with its code (as `create_seated`'s).
+pub(crate) fn seated_creations(
+    target: Target,
+    statements: usize,
+) -> Arc<Batcher<SeatedCreation, i32>> {
+    batcher(target, statements, |target, items: Vec<SeatedCreation>| {
+        Box::pin(async move {
+            let rows: Vec<&Columns> = items.iter().map(|item| &item.row).collect();
+            let (ids, owners, versions, records, runners, expiries) = columns(&rows);
+            let leases: Vec<&str> = items.iter().map(|item| item.lease.as_str()).collect();
+            let seats: Vec<&str> = items.iter().map(|item| item.seat.as_str()).collect();
+            let (mut item, mut pools, mut limits) = (Vec::new(), Vec::new(), Vec::new());
+            for (n, creation) in (1..).zip(&items) {
+                for (pool, limit) in creation.pools.iter().zip(&creation.limits) {
+                    item.push(n);
+                    pools.push(pool.as_str());
+                    limits.push(*limit);
+                }
+            }
+            target
+                .codes(&[
+                    &ids, &owners, &versions, &records, &runners, &expiries, &leases, &seats,
+                    &item, &pools, &limits,
+                ])
+                .await
+        })
+    })
+}
+
+/// Seat moves (`Sql::move_seats_batch`), `statements` at once: each
+/// answered with its code (as `move_seats`'s).
+pub(crate) fn moves(target: Target, statements: usize) -> Arc<Batcher<Move, i32>> {
+    batcher(target, statements, |target, items: Vec<Move>| {
+        Box::pin(async move {
+            let runners: Vec<&str> = items.iter().map(|item| item.runner.as_str()).collect();
+            let seats: Vec<&str> = items.iter().map(|item| item.seat.as_str()).collect();
+            let (mut take_item, mut take, mut limits) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut free_item, mut free) = (Vec::new(), Vec::new());
+            for (n, moved) in (1..).zip(&items) {
+                for (pool, limit) in moved.take.iter().zip(&moved.limits) {
+                    take_item.push(n);
+                    take.push(pool.as_str());
+                    limits.push(*limit);
+                }
+                for pool in &moved.free {
+                    free_item.push(n);
+                    free.push(pool.as_str());
+                }
+            }
+            target
+                .codes(&[
+                    &runners, &seats, &take_item, &take, &limits, &free_item, &free,
+                ])
+                .await
+        })
+    })
 }
 
 /// Compare-and-sets that free no seat (`Sql::swap_batch`), `statements`
 /// at once.
 pub(crate) fn changes(target: Target, statements: usize) -> Arc<Batcher<Change>> {
+    batcher(target, statements, |target, items: Vec<Change>| {
+        Box::pin(async move {
+            let rows: Vec<&Columns> = items.iter().map(|item| &item.row).collect();
+            let (ids, owners, versions, records, runners, expiries) = columns(&rows);
+            let expected: Vec<i64> = items.iter().map(|item| item.expected).collect();
+            target
+                .done(
+                    &ids,
+                    &[
+                        &ids, &expected, &owners, &versions, &records, &runners, &expiries,
+                    ],
+                )
+                .await
+        })
+    })
+}
+
+/// Compare-and-sets that free seats (`Sql::swap_freeing_batch`),
+/// `statements` at once.
+pub(crate) fn freeings(target: Target, statements: usize) -> Arc<Batcher<Freeing>> {
+    batcher(target, statements, |target, items: Vec<Freeing>| {
+        Box::pin(async move {
+            let rows: Vec<&Columns> = items.iter().map(|item| &item.change.row).collect();
+            let (ids, owners, versions, records, runners, expiries) = columns(&rows);
+            let expected: Vec<i64> = items.iter().map(|item| item.change.expected).collect();
+            let seats: Vec<&str> = items.iter().map(|item| item.seat.as_str()).collect();
+            let (mut item, mut pools) = (Vec::new(), Vec::new());
+            for (n, freeing) in (1..).zip(&items) {
+                for pool in &freeing.pools {
+                    item.push(n);
+                    pools.push(pool.as_str());
+                }
+            }
+            target
+                .done(
+                    &ids,
+                    &[
+                        &ids, &expected, &owners, &versions, &records, &runners, &expiries, &seats,
+                        &item, &pools,
+                    ],
+                )
+                .await
+        })
+    })
+}
+
+/// Sends one batch to a target.
+type RunOn<I, A> = fn(Target, Vec<I>) -> BoxFuture<'static, Result<Vec<A>, StoreError>>;
+
+/// A batcher of `statements` statements in flight, each sent by `run` to
+/// `target`.
+fn batcher<I: Batched, A: Send + 'static>(
+    target: Target,
+    statements: usize,
+    run: RunOn<I, A>,
+) -> Arc<Batcher<I, A>> {
     Batcher::new(
         statements,
         MOST,
-        Box::new(move |items: Vec<Change>| {
-            let target = target.clone();
-            Box::pin(async move {
-                let rows: Vec<&Columns> = items.iter().map(|item| &item.row).collect();
-                let (ids, owners, versions, records, runners, expiries) = columns(&rows);
-                let expected: Vec<i64> = items.iter().map(|item| item.expected).collect();
-                target
-                    .done(
-                        &ids,
-                        &[
-                            &ids, &expected, &owners, &versions, &records, &runners, &expiries,
-                        ],
-                    )
-                    .await
-            })
-        }),
+        Box::new(move |items| run(target.clone(), items)),
     )
 }
 

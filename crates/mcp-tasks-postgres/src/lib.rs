@@ -170,6 +170,13 @@ pub struct PostgresStore {
     creations: Arc<batch::Batcher<batch::Creation>>,
     /// Compare-and-sets that free no seat, several in one statement.
     changes: Arc<batch::Batcher<batch::Change>>,
+    /// Compare-and-sets that free seats, several in one statement.
+    freeings: Arc<batch::Batcher<batch::Freeing>>,
+    /// Seat moves, several in one statement.
+    moves: Arc<batch::Batcher<batch::Move, i32>>,
+    /// Creations that take seats (without a key or a fair turn), several
+    /// in one statement.
+    seated: Arc<batch::Batcher<batch::SeatedCreation, i32>>,
 }
 
 impl Drop for PostgresStore {
@@ -354,9 +361,33 @@ impl PostgresStore {
             target(&sql.swap_batch, "PostgreSQL could not change the task"),
             batch::STATEMENTS,
         );
+        let seated = batch::seated_creations(
+            target(
+                &sql.create_seated_batch,
+                "PostgreSQL could not take seats and create the task",
+            ),
+            batch::STATEMENTS,
+        );
+        let freeings = batch::freeings(
+            target(
+                &sql.swap_freeing_batch,
+                "PostgreSQL could not change the task",
+            ),
+            batch::STATEMENTS,
+        );
+        let moves = batch::moves(
+            target(
+                &sql.move_seats_batch,
+                "PostgreSQL could not take or free seats",
+            ),
+            batch::STATEMENTS,
+        );
         Ok(Self {
             creations,
             changes,
+            freeings,
+            moves,
+            seated,
             pool,
             lease_pool,
             sql,
@@ -496,17 +527,27 @@ impl PostgresStore {
             None => (None, Vec::new()),
         };
         let ticket = self.cache.ticket(id.expose());
-        // With no seat to free, in a batch; what it did not swap is run
-        // alone, which tells a conflict from a missing task.
-        if pools.is_empty() {
-            let change = batch::Change {
-                row: Columns::of(record)?,
-                expected,
-            };
-            if self.changes.write(change).await? {
-                // Announced in the batch's transaction.
-                return Ok(self.swapped(ticket, transition, &[]).await);
+        // In a batch, announced in its transaction; what it did not swap is
+        // run alone, which tells a conflict from a missing task.
+        let change = batch::Change {
+            row: Columns::of(record)?,
+            expected,
+        };
+        let done = match seat {
+            Some(seat) if !pools.is_empty() => {
+                let seat = seat.to_owned();
+                let pools = pools.clone();
+                let freeing = batch::Freeing {
+                    change,
+                    seat,
+                    pools,
+                };
+                self.freeings.write(freeing).await?
             }
+            _ => self.changes.write(change).await?,
+        };
+        if done {
+            return Ok(self.swapped(ticket, transition, &[]).await);
         }
         let row = Columns::of(record)?;
         let rows = self

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use mcp_tasks::TaskId;
 use mcp_tasks::store::{
-    BoxFuture, FairTurn, HashKey, Orphan, RateBucket, RateTake, Replicas, RunnerId, SeatId,
-    SeatPool, Seating, StoreError, Swap, TaskRecord, Transition, stored_name,
+    BoxFuture, CacheTicket, FairTurn, HashKey, Orphan, RateBucket, RateTake, Replicas, RunnerId,
+    SeatId, SeatPool, Seating, StoreError, Swap, TaskRecord, Transition, stored_name,
 };
 use tokio::sync::watch;
 use tokio_postgres::types::ToSql;
@@ -94,19 +94,18 @@ impl PostgresStore {
         take: &[(SeatPool, u64)],
         free: &[SeatPool],
     ) -> Result<Seating, StoreError> {
-        let runner = runner.map_or("", RunnerId::as_str);
         let (pools, limits) = pools_and_limits(take);
-        let free = pool_ids(free);
-        let rows = self
-            .query(
-                "PostgreSQL could not take or free seats",
-                &self.sql.move_seats,
-                &[&runner, &seat.as_str(), &pools, &limits, &free],
-            )
-            .await?;
-        let answer = answered(&rows, "a take of seats")?;
+        let freed = !free.is_empty();
+        let moved = batch::Move {
+            runner: runner.map_or("", RunnerId::as_str).to_owned(),
+            seat: seat.as_str().to_owned(),
+            take: pools,
+            limits,
+            free: pool_ids(free),
+        };
+        let answer = self.moves.write(moved).await?;
         let seated = seating(answer, take.len())?;
-        if seated == Seating::Seated && !free.is_empty() {
+        if seated == Seating::Seated && freed {
             self.announcer.announce(&[feed::SEATS_FREED]).await;
         }
         Ok(seated)
@@ -157,17 +156,29 @@ impl PostgresStore {
         take: &[(SeatPool, u64)],
         fair: Option<&FairTurn>,
     ) -> Result<Seating, StoreError> {
-        // Without seats or a key, in a batch; what it did not create (an
-        // existing id, a claimed lease) is run alone, which tells why.
-        if take.is_empty() && fair.is_none() && record.idempotency_slot().is_none() {
-            let creation = batch::Creation {
-                row: Columns::of(&record)?,
-                lease: Some(runner.as_str().to_owned()),
-            };
+        // Without a key or a fair turn, in a batch: without seats, what it
+        // did not create (an existing id, a claimed lease) is run alone,
+        // which tells why; with seats, the batch tells.
+        if fair.is_none() && record.idempotency_slot().is_none() {
+            let row = Columns::of(&record)?;
             let ticket = self.cache.ticket(record.id().expose());
-            if self.creations.write(creation).await? {
-                self.created(ticket, record);
-                return seating(0, 0);
+            if take.is_empty() {
+                let lease = Some(runner.as_str().to_owned());
+                if self.creations.write(batch::Creation { row, lease }).await? {
+                    self.created(ticket, record);
+                    return seating(0, 0);
+                }
+            } else {
+                let (pools, limits) = pools_and_limits(take);
+                let creation = batch::SeatedCreation {
+                    row,
+                    lease: runner.as_str().to_owned(),
+                    seat: seat.as_str().to_owned(),
+                    pools,
+                    limits,
+                };
+                let answer = self.seated.write(creation).await?;
+                return self.seated_answer(answer, ticket, record, take.len());
             }
         }
         let row = Columns::of(&record)?;
@@ -187,13 +198,24 @@ impl PostgresStore {
         };
         let rows = self.query(what, sql, &params).await?;
         let answer = answered(&rows, "a creation")?;
+        self.seated_answer(answer, ticket, record, take.len())
+    }
+
+    /// What a seated creation's `answer` (`create_seated`'s code) means.
+    fn seated_answer(
+        &self,
+        answer: i32,
+        ticket: Option<CacheTicket<'_>>,
+        record: TaskRecord,
+        pools: usize,
+    ) -> Result<Seating, StoreError> {
         match answer {
             -2 => return Err(StoreError::msg("a task with this id exists")),
             -3 => return Ok(Seating::Existing),
             0 => self.created(ticket, record),
             _ => {}
         }
-        seating(answer, take.len())
+        seating(answer, pools)
     }
 }
 

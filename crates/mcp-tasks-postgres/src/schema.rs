@@ -55,10 +55,118 @@ use crate::failure;
 /// The migrations, in order: the version each brings the schema to, and
 /// its SQL, where `{s}` is the schema (quoted) and `{channel}` the change
 /// feed's channel name (a string literal).
-pub(crate) const MIGRATIONS: &[(i32, &str)] = &[(1, V1)];
+pub(crate) const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2)];
 
 /// The version this binary's schema is at.
-pub(crate) const VERSION: i32 = 1;
+pub(crate) const VERSION: i32 = 2;
+
+/// Seated creations, and compare-and-sets that free seats, in batches
+/// (`batch.rs`).
+const V2: &str = r#"
+-- Creates the tasks of a batch, each as create_seated does (none with an
+-- idempotency key): the pools of all of them locked first, in one order,
+-- then each in turn. The i-th task's pools are the entries of p_pools (and
+-- p_limits) whose p_item is i. Returns one code per task, as
+-- create_seated's (0 created, -2 an existing id, -1 no lease, i the i-th of
+-- its pools full).
+CREATE FUNCTION {s}.create_seated_batch(p_ids text[], p_owners text[], p_versions bigint[],
+  p_records text[], p_runners text[], p_expires bigint[], p_leases text[], p_seats text[],
+  p_item int[], p_pools text[], p_limits bigint[])
+RETURNS int[] LANGUAGE plpgsql AS $$
+DECLARE
+  codes int[] := '{}';
+  code int;
+  mine text[];
+  limits bigint[];
+BEGIN
+  PERFORM {s}.lock_pools(p_pools);
+  FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
+    IF EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.id = p_ids[i]) THEN
+      code := -2;
+    ELSIF NOT EXISTS (SELECT 1 FROM {s}.runners r
+                      WHERE r.runner = p_leases[i] AND NOT r.claimed) THEN
+      code := -1;
+    ELSE
+      SELECT coalesce(array_agg(p.pool ORDER BY p.n), '{}'),
+             coalesce(array_agg(p.lim ORDER BY p.n), '{}')
+        INTO mine, limits
+        FROM unnest(p_item, p_pools, p_limits) WITH ORDINALITY AS p(item, pool, lim, n)
+        WHERE p.item = i;
+      code := {s}.take_locked(p_leases[i], p_seats[i], mine, limits);
+      IF code = 0 THEN
+        INSERT INTO {s}.tasks (id, owner, version, record, runner, expires_at)
+          VALUES (p_ids[i], p_owners[i], p_versions[i], p_records[i], p_runners[i], p_expires[i]);
+      END IF;
+    END IF;
+    codes := codes || code;
+  END LOOP;
+  RETURN codes;
+END $$;
+
+-- Seat moves of a batch, each as move_seats does: every pool of the batch
+-- locked first, in one order. The i-th move takes its seat in the entries
+-- of p_take (with p_limits) whose p_take_item is i, and frees it in those
+-- of p_free whose p_free_item is i. Returns one code per move, as
+-- move_seats's.
+CREATE FUNCTION {s}.move_seats_batch(p_runners text[], p_seats text[], p_take_item int[],
+  p_take text[], p_limits bigint[], p_free_item int[], p_free text[])
+RETURNS int[] LANGUAGE plpgsql AS $$
+DECLARE
+  codes int[] := '{}';
+  take text[];
+  limits bigint[];
+  free text[];
+BEGIN
+  PERFORM {s}.lock_pools(p_take || p_free);
+  FOR i IN 1 .. coalesce(array_length(p_seats, 1), 0) LOOP
+    SELECT coalesce(array_agg(p.pool ORDER BY p.n), '{}'),
+           coalesce(array_agg(p.lim ORDER BY p.n), '{}')
+      INTO take, limits
+      FROM unnest(p_take_item, p_take, p_limits) WITH ORDINALITY AS p(item, pool, lim, n)
+      WHERE p.item = i;
+    SELECT coalesce(array_agg(p.pool), '{}') INTO free
+      FROM unnest(p_free_item, p_free) AS p(item, pool) WHERE p.item = i;
+    codes := codes || {s}.move_seats(p_runners[i], p_seats[i], take, limits, free);
+  END LOOP;
+  RETURN codes;
+END $$;
+
+-- Compare-and-sets of a batch that free seats, each as swap does: the
+-- tasks' rows locked in the ids' order, then every pool of the batch in
+-- one order; each task that still has its expected version is replaced
+-- and gives its seat up in its pools (the entries of p_pools whose p_item
+-- is its index). The changes are announced in this transaction (one batch
+-- in flight per store). Returns the ids swapped.
+CREATE FUNCTION {s}.swap_freeing_batch(p_ids text[], p_expected bigint[], p_owners text[],
+  p_versions bigint[], p_records text[], p_runners text[], p_expires bigint[],
+  p_seats text[], p_item int[], p_pools text[])
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+  swapped text[];
+  mine text[];
+BEGIN
+  PERFORM 1 FROM {s}.tasks t WHERE t.id = ANY (p_ids) ORDER BY t.id FOR UPDATE;
+  PERFORM {s}.lock_pools(p_pools);
+  WITH u AS (
+    UPDATE {s}.tasks t SET owner = i.owner, version = i.version, record = i.record,
+        runner = i.runner, expires_at = i.expires_at
+      FROM unnest(p_ids, p_expected, p_owners, p_versions, p_records, p_runners, p_expires)
+        AS i(id, expected, owner, version, record, runner, expires_at)
+      WHERE t.id = i.id AND t.version = i.expected
+      RETURNING t.id::text AS id)
+  SELECT coalesce(array_agg(u.id), '{}') INTO swapped FROM u;
+  FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
+    IF p_ids[i] = ANY (swapped) THEN
+      SELECT coalesce(array_agg(p.pool), '{}') INTO mine
+        FROM unnest(p_item, p_pools) AS p(item, pool) WHERE p.item = i;
+      PERFORM {s}.free_seats(p_seats[i], mine);
+    END IF;
+  END LOOP;
+  PERFORM pg_notify({channel}, x) FROM unnest(swapped) AS x;
+  IF array_length(swapped, 1) > 0 THEN PERFORM pg_notify({channel}, ''); END IF;
+  RETURN QUERY SELECT unnest(swapped);
+END $$;
+"#;
 
 /// The first schema.
 const V1: &str = r#"

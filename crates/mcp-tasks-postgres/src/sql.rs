@@ -19,6 +19,9 @@ pub(crate) struct Sql {
     /// transaction (one batch in flight per store, so its commit holding
     /// the notification lock makes no write of the store wait).
     pub(crate) swap_batch: String,
+    /// Several compare-and-sets that free seats: the ids it swapped, each
+    /// announced (and the freeing) in the same transaction.
+    pub(crate) swap_freeing_batch: String,
     pub(crate) delete: String,
     pub(crate) announce: String,
     pub(crate) expired: String,
@@ -28,8 +31,12 @@ pub(crate) struct Sql {
     pub(crate) acquire: String,
     pub(crate) renew: String,
     pub(crate) orphans: String,
-    pub(crate) move_seats: String,
+    /// Several seat moves: a code for each, as `move_seats`'s.
+    pub(crate) move_seats_batch: String,
     pub(crate) create_seated: String,
+    /// Several seated creations without a key: a code for each, as
+    /// `create_seated`'s.
+    pub(crate) create_seated_batch: String,
     pub(crate) seats_taken: String,
     pub(crate) take_rate: String,
     pub(crate) create_seated_fairly: String,
@@ -73,6 +80,9 @@ impl Sql {
                  RETURNING t.id) \
                  SELECT u.id::text, pg_notify('{schema}_changes', u.id) FROM u"
             ),
+            swap_freeing_batch: format!(
+                "SELECT {s}.swap_freeing_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            ),
             get: format!("SELECT version, record FROM {s}.tasks WHERE id = $1"),
             find_keyed: format!("SELECT id, version, record FROM {s}.tasks WHERE keyed = $1"),
             swap: format!(
@@ -110,9 +120,12 @@ impl Sql {
             ),
             renew: format!("SELECT {s}.renew($1, $2)"),
             orphans: format!("SELECT o_id, o_runner FROM {s}.orphans($1)"),
-            move_seats: format!("SELECT {s}.move_seats($1, $2, $3, $4, $5)"),
+            move_seats_batch: format!("SELECT {s}.move_seats_batch($1, $2, $3, $4, $5, $6, $7)"),
             create_seated: format!(
                 "SELECT {s}.create_seated($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+            ),
+            create_seated_batch: format!(
+                "SELECT {s}.create_seated_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
             ),
             seats_taken: format!(
                 "SELECT coalesce((SELECT taken FROM {s}.pools WHERE pool = $1), 0)"

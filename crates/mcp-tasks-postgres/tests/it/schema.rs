@@ -36,8 +36,8 @@ async fn stores_starting_at_once_migrate_once_and_a_newer_schema_is_refused() {
     }
     assert_eq!(
         server.psql("SELECT count(*) || ' ' || max(version) FROM fresh.migrations"),
-        "1 1",
-        "one migration, applied once"
+        "2 2",
+        "each migration applied once"
     );
     // A newer binary migrated: this one refuses to run on it.
     server.psql("INSERT INTO fresh.migrations (version) VALUES (99)");
@@ -52,6 +52,52 @@ async fn stores_starting_at_once_migrate_once_and_a_newer_schema_is_refused() {
         .await
         .expect_err("and not migrated down");
     assert!(refused.to_string().contains("newer"), "{refused}");
+}
+
+/// A schema an older binary made (version 1: no batches of writes that
+/// take or free seats) is brought to version 2 by the next store to start, and its
+/// tasks and seats work on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_at_version_1_is_migrated_to_2_and_takes_seated_creations() {
+    let server = PostgresServer::start();
+    let url = server.url();
+    let options = PostgresOptions::default().with_schema("older");
+    let first = connect(&url, options.clone()).await.expect("connect");
+    let kept = TaskRecord::new(
+        TaskId::new("kept"),
+        Principal::new("owner-a"),
+        UnixMillis::now(),
+        Ttl::from_millis(600_000),
+        None,
+    );
+    first.create(kept).await.expect("create");
+    drop(first);
+    // What version 1 was: without version 2's function.
+    server.psql(
+        "DELETE FROM older.migrations WHERE version = 2; \
+         DROP FUNCTION older.create_seated_batch, older.swap_freeing_batch, \
+           older.move_seats_batch",
+    );
+    let checking = options.clone().with_migrations(Migrations::Check);
+    let refused = connect(&url, checking)
+        .await
+        .expect_err("version 1 is behind");
+    assert!(refused.contains("version 1"), "{refused}");
+    let store: SharedStore = Arc::new(connect(&url, options).await.expect("migrates"));
+    assert_eq!(
+        server.psql("SELECT count(*) || ' ' || max(version) FROM older.migrations"),
+        "2 2"
+    );
+    assert!(
+        store
+            .get(&TaskId::new("kept"))
+            .await
+            .expect("get")
+            .is_some(),
+        "the tasks of version 1 are kept"
+    );
+    contract::creations_take_seats(Arc::clone(&store)).await;
+    contract::swaps_free_seats(store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,13 +117,13 @@ async fn a_store_that_only_checks_names_admin_migrate_and_migrate_brings_the_sch
     let migrated = PostgresStore::migrate(&url, "checked")
         .await
         .expect("migrate");
-    assert_eq!((migrated.from, migrated.to), (0, 1));
+    assert_eq!((migrated.from, migrated.to), (0, 2));
     let again = PostgresStore::migrate(&url, "checked")
         .await
         .expect("migrate");
     assert_eq!(
         (again.from, again.to),
-        (1, 1),
+        (2, 2),
         "nothing to do the second time"
     );
     connect(&url, checking)
