@@ -1,6 +1,7 @@
 //! Writes sent together: the plain creations and compare-and-sets that
 //! arrive while others are on their way go to PostgreSQL as one statement,
-//! one transaction and one commit.
+//! one transaction and one commit (both kinds in the same statement: a
+//! [`Plain`] write), and so do the writes of seats, each kind in its own.
 //!
 //! Each durable commit costs PostgreSQL a transaction's work and a wait for
 //! the disk, whatever it holds; at 16 creations in flight, one transaction
@@ -16,10 +17,11 @@
 //! locks its tasks' rows in the ids' order, so batches of several replicas
 //! never deadlock one another. A write the statement did not do (its task
 //! changed, exists, or its lease was claimed) is answered `false`, and the
-//! caller runs it alone with the statement that tells why. A batch of
+//! caller runs it alone with the statement that tells why. A batch with
 //! compare-and-sets announces its changes (`NOTIFY`) in its own
-//! transaction: with one batch in flight, the database-wide lock a
-//! notifying commit holds makes none of the store's other writes wait.
+//! transaction: with one plain batch in flight, the database-wide lock a
+//! notifying commit holds makes none of the store's other plain writes
+//! wait.
 //!
 //! Not a crate: the batching crates found queue by time (a write waits for
 //! a window to fill), where this sends at once whenever a statement is
@@ -187,7 +189,9 @@ const MOST: usize = 64;
 /// creations in flight (`serve`, 100 ms tools, PostgreSQL on the same two
 /// cores): one statement at a time 4,200 to 6,900 creations/s, two 3,500
 /// to 5,200, four 3,300 to 4,500, eight 2,600; more statements meant
-/// smaller batches, so more transactions for the same writes.
+/// smaller batches, so more transactions for the same writes. With the
+/// creations and compare-and-sets in the same statements, the same again:
+/// one in flight 4,750 and 5,130, two 3,140 and 3,620.
 pub(crate) const STATEMENTS: usize = 1;
 
 /// A creation in a batch: its row, and the runner whose lease it needs
@@ -274,7 +278,7 @@ pub(crate) struct Target {
 impl Target {
     /// Runs the statement with `params`: which of `ids` its rows named.
     async fn done(
-        self,
+        &self,
         ids: &[&str],
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<bool>, StoreError> {
@@ -289,7 +293,7 @@ impl Target {
     }
 
     /// Runs the statement with `params`: the codes of its one row's array.
-    async fn codes(self, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<i32>, StoreError> {
+    async fn codes(&self, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<i32>, StoreError> {
         let rows =
             crate::query_pool(&self.pool, self.timeout, self.what, &self.sql, params).await?;
         rows.first()
@@ -299,24 +303,76 @@ impl Target {
     }
 }
 
-/// Creations (`Sql::create_batch`), `statements` at once.
-pub(crate) fn creations(target: Target, statements: usize) -> Arc<Batcher<Creation>> {
-    batcher(target, statements, |target, items: Vec<Creation>| {
-        Box::pin(async move {
-            let rows: Vec<&Columns> = items.iter().map(|item| &item.row).collect();
-            let (ids, owners, versions, records, runners, expiries) = columns(&rows);
-            let leases: Vec<Option<&str>> =
-                items.iter().map(|item| item.lease.as_deref()).collect();
-            target
-                .done(
-                    &ids,
-                    &[
-                        &ids, &owners, &versions, &records, &runners, &expiries, &leases,
-                    ],
-                )
-                .await
-        })
-    })
+/// A write that takes no seat, in a batch: a creation without a key, or a
+/// compare-and-set that frees no seat.
+pub(crate) enum Plain {
+    Create(Creation),
+    Change(Change),
+}
+
+impl Batched for Plain {
+    fn key(&self) -> &str {
+        match self {
+            Self::Create(creation) => creation.key(),
+            Self::Change(change) => change.key(),
+        }
+    }
+}
+
+/// Where plain writes go: the statement for creations alone
+/// (`Sql::create_batch`), compare-and-sets alone (`Sql::swap_batch`), and
+/// both (`Sql::write_batch`).
+pub(crate) struct PlainTargets {
+    pub(crate) creations: Target,
+    pub(crate) changes: Target,
+    pub(crate) both: Target,
+}
+
+/// Plain writes, `statements` at once: the creations and compare-and-sets
+/// that wait together go in one statement, so in one transaction and one
+/// commit (each commit costs PostgreSQL about as much as twenty rows:
+/// BENCHMARKS.md).
+pub(crate) fn plain(targets: PlainTargets, statements: usize) -> Arc<Batcher<Plain>> {
+    let targets = Arc::new(targets);
+    Batcher::new(
+        statements,
+        MOST,
+        Box::new(move |items| {
+            let targets = Arc::clone(&targets);
+            Box::pin(async move { write_plain(&targets, &items).await })
+        }),
+    )
+}
+
+async fn write_plain(targets: &PlainTargets, items: &[Plain]) -> Result<Vec<bool>, StoreError> {
+    let (mut created, mut changed) = (Vec::new(), Vec::new());
+    for item in items {
+        match item {
+            Plain::Create(creation) => created.push(creation),
+            Plain::Change(change) => changed.push(change),
+        }
+    }
+    let rows: Vec<&Columns> = created.iter().map(|item| &item.row).collect();
+    let (ids, owners, versions, records, runners, expiries) = columns(&rows);
+    let leases: Vec<Option<&str>> = created.iter().map(|item| item.lease.as_deref()).collect();
+    let creations: [&(dyn ToSql + Sync); 7] = [
+        &ids, &owners, &versions, &records, &runners, &expiries, &leases,
+    ];
+    let rows: Vec<&Columns> = changed.iter().map(|item| &item.row).collect();
+    let (ids, owners, versions, records, runners, expiries) = columns(&rows);
+    let expected: Vec<i64> = changed.iter().map(|item| item.expected).collect();
+    let changes: [&(dyn ToSql + Sync); 7] = [
+        &ids, &expected, &owners, &versions, &records, &runners, &expiries,
+    ];
+    let keys: Vec<&str> = items.iter().map(Batched::key).collect();
+    if changed.is_empty() {
+        targets.creations.done(&keys, &creations).await
+    } else if created.is_empty() {
+        targets.changes.done(&keys, &changes).await
+    } else {
+        let both: Vec<&(dyn ToSql + Sync)> = creations.into_iter().chain(changes).collect();
+        targets.both.done(&keys, &both).await
+    }
 }
 
 /// Seated creations (`Sql::create_seated_batch`), `statements` at once:
@@ -373,26 +429,6 @@ pub(crate) fn moves(target: Target, statements: usize) -> Arc<Batcher<Move, i32>
                 .codes(&[
                     &runners, &seats, &take_item, &take, &limits, &free_item, &free,
                 ])
-                .await
-        })
-    })
-}
-
-/// Compare-and-sets that free no seat (`Sql::swap_batch`), `statements`
-/// at once.
-pub(crate) fn changes(target: Target, statements: usize) -> Arc<Batcher<Change>> {
-    batcher(target, statements, |target, items: Vec<Change>| {
-        Box::pin(async move {
-            let rows: Vec<&Columns> = items.iter().map(|item| &item.row).collect();
-            let (ids, owners, versions, records, runners, expiries) = columns(&rows);
-            let expected: Vec<i64> = items.iter().map(|item| item.expected).collect();
-            target
-                .done(
-                    &ids,
-                    &[
-                        &ids, &expected, &owners, &versions, &records, &runners, &expiries,
-                    ],
-                )
                 .await
         })
     })

@@ -166,10 +166,9 @@ pub struct PostgresStore {
     /// Announces this store's writes on the change feed once they committed.
     announcer: feed::Announcer,
     announcing: AbortHandle,
-    /// Creations without a key or seats, several in one statement.
-    creations: Arc<batch::Batcher<batch::Creation>>,
-    /// Compare-and-sets that free no seat, several in one statement.
-    changes: Arc<batch::Batcher<batch::Change>>,
+    /// Creations without a key or seats and compare-and-sets that free no
+    /// seat, several (of both kinds) in one statement.
+    plain: Arc<batch::Batcher<batch::Plain>>,
     /// Compare-and-sets that free seats, several in one statement.
     freeings: Arc<batch::Batcher<batch::Freeing>>,
     /// Seat moves, several in one statement.
@@ -353,12 +352,15 @@ impl PostgresStore {
             timeout: options.timeout,
             what,
         };
-        let creations = batch::creations(
-            target(&sql.create_batch, "PostgreSQL could not create the task"),
-            batch::STATEMENTS,
-        );
-        let changes = batch::changes(
-            target(&sql.swap_batch, "PostgreSQL could not change the task"),
+        let plain = batch::plain(
+            batch::PlainTargets {
+                creations: target(&sql.create_batch, "PostgreSQL could not create the task"),
+                changes: target(&sql.swap_batch, "PostgreSQL could not change the task"),
+                both: target(
+                    &sql.write_batch,
+                    "PostgreSQL could not create or change the tasks",
+                ),
+            },
             batch::STATEMENTS,
         );
         let seated = batch::seated_creations(
@@ -383,8 +385,7 @@ impl PostgresStore {
             batch::STATEMENTS,
         );
         Ok(Self {
-            creations,
-            changes,
+            plain,
             freeings,
             moves,
             seated,
@@ -544,7 +545,7 @@ impl PostgresStore {
                 };
                 self.freeings.write(freeing).await?
             }
-            _ => self.changes.write(change).await?,
+            _ => self.plain.write(batch::Plain::Change(change)).await?,
         };
         if done {
             return Ok(self.swapped(ticket, transition, &[]).await);
@@ -725,7 +726,7 @@ impl TaskStore for PostgresStore {
         let created = if row.keyed.is_none() {
             // In a batch: only an existing id keeps it from being created.
             let creation = batch::Creation { row, lease: None };
-            self.creations.write(creation).await?
+            self.plain.write(batch::Plain::Create(creation)).await?
         } else {
             let created = self
                 .query(

@@ -164,7 +164,8 @@ impl PostgresStore {
             let ticket = self.cache.ticket(record.id().expose());
             if take.is_empty() {
                 let lease = Some(runner.as_str().to_owned());
-                if self.creations.write(batch::Creation { row, lease }).await? {
+                let creation = batch::Creation { row, lease };
+                if self.plain.write(batch::Plain::Create(creation)).await? {
                     self.created(ticket, record);
                     return seating(0, 0);
                 }

@@ -19,6 +19,10 @@ pub(crate) struct Sql {
     /// transaction (one batch in flight per store, so its commit holding
     /// the notification lock makes no write of the store wait).
     pub(crate) swap_batch: String,
+    /// `create_batch` and `swap_batch` in one statement (parameters 1 to 7
+    /// the creations', 8 to 14 the compare-and-sets'): the ids it created
+    /// or swapped, in one transaction and one commit.
+    pub(crate) write_batch: String,
     /// Several compare-and-sets that free seats: the ids it swapped, each
     /// announced (and the freeing) in the same transaction.
     pub(crate) swap_freeing_batch: String,
@@ -47,6 +51,35 @@ impl Sql {
     pub(crate) fn new(schema: &str) -> Self {
         let s = format!("\"{schema}\"");
         let columns = "id, owner, version, record, runner, expires_at, keyed";
+        // Creations ($1 to $7): a row is created unless its id exists or
+        // the lease it names was claimed.
+        let creations = format!(
+            "WITH c AS (INSERT INTO {s}.tasks (id, owner, version, record, runner, expires_at) \
+             SELECT i.id, i.owner, i.version, i.record, i.runner, i.expires_at \
+             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], \
+               $6::bigint[], $7::text[]) \
+               AS i(id, owner, version, record, runner, expires_at, lease) \
+             WHERE i.lease IS NULL OR EXISTS (SELECT 1 FROM {s}.runners r \
+               WHERE r.runner = i.lease AND NOT r.claimed) \
+             ON CONFLICT (id) DO NOTHING RETURNING id)"
+        );
+        // Compare-and-sets (from $first on), their rows locked in the ids'
+        // order.
+        let swaps = |first: usize| {
+            let p: Vec<String> = (first..first + 7).map(|n| format!("${n}")).collect();
+            format!(
+                "i AS MATERIALIZED (SELECT * FROM unnest({}::text[], {}::bigint[], \
+                   {}::text[], {}::bigint[], {}::text[], {}::text[], {}::bigint[]) \
+                   AS i(id, expected, owner, version, record, runner, expires_at)), \
+                 l AS MATERIALIZED (SELECT t.id FROM {s}.tasks t \
+                   WHERE t.id IN (SELECT i.id FROM i) ORDER BY t.id FOR UPDATE), \
+                 u AS (UPDATE {s}.tasks t SET owner = i.owner, version = i.version, \
+                   record = i.record, runner = i.runner, expires_at = i.expires_at \
+                 FROM i, l WHERE l.id = t.id AND i.id = t.id AND t.version = i.expected \
+                 RETURNING t.id)",
+                p[0], p[1], p[2], p[3], p[4], p[5], p[6]
+            )
+        };
         Self {
             schema: schema.to_owned(),
             channel: format!("{schema}_changes"),
@@ -58,27 +91,18 @@ impl Sql {
                 "SELECT o_code, o_id, o_version, o_record \
                  FROM {s}.create_keyed($1, $2, $3, $4, $5, $6, $7)"
             ),
-            create_batch: format!(
-                "INSERT INTO {s}.tasks (id, owner, version, record, runner, expires_at) \
-                 SELECT i.id, i.owner, i.version, i.record, i.runner, i.expires_at \
-                 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], \
-                   $6::bigint[], $7::text[]) \
-                   AS i(id, owner, version, record, runner, expires_at, lease) \
-                 WHERE i.lease IS NULL OR EXISTS (SELECT 1 FROM {s}.runners r \
-                   WHERE r.runner = i.lease AND NOT r.claimed) \
-                 ON CONFLICT (id) DO NOTHING RETURNING id"
-            ),
+            create_batch: format!("{creations} SELECT c.id::text FROM c"),
             swap_batch: format!(
-                "WITH i AS MATERIALIZED (SELECT * FROM unnest($1::text[], $2::bigint[], \
-                   $3::text[], $4::bigint[], $5::text[], $6::text[], $7::bigint[]) \
-                   AS i(id, expected, owner, version, record, runner, expires_at)), \
-                 l AS MATERIALIZED (SELECT t.id FROM {s}.tasks t \
-                   WHERE t.id IN (SELECT i.id FROM i) ORDER BY t.id FOR UPDATE), \
-                 u AS (UPDATE {s}.tasks t SET owner = i.owner, version = i.version, \
-                   record = i.record, runner = i.runner, expires_at = i.expires_at \
-                 FROM i, l WHERE l.id = t.id AND i.id = t.id AND t.version = i.expected \
-                 RETURNING t.id) \
-                 SELECT u.id::text, pg_notify('{schema}_changes', u.id) FROM u"
+                "WITH {} \
+                 SELECT u.id::text, pg_notify('{schema}_changes', u.id) FROM u",
+                swaps(1)
+            ),
+            write_batch: format!(
+                "{creations}, {} \
+                 SELECT c.id::text FROM c UNION ALL \
+                 SELECT n.id FROM (SELECT u.id::text AS id, \
+                   pg_notify('{schema}_changes', u.id) AS notified FROM u) AS n",
+                swaps(8)
             ),
             swap_freeing_batch: format!(
                 "SELECT {s}.swap_freeing_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"

@@ -1,8 +1,9 @@
 //! Writes sent in batches (creations without a key or seats, and
-//! compare-and-sets that free no seat), from two stores on one schema at
-//! once: every write answered as if alone, none lost or done twice, none
-//! failed (two stores' batches of the same tasks wait for each other's
-//! rows, never in a deadlock, which PostgreSQL would answer with an error).
+//! compare-and-sets that free no seat, both kinds in one statement when
+//! they wait together), from two stores on one schema at once: every write
+//! answered as if alone, none lost or done twice, none failed (two stores'
+//! batches of the same tasks wait for each other's rows, never in a
+//! deadlock, which PostgreSQL would answer with an error).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,8 +30,12 @@ async fn connect(server: &PostgresServer) -> SharedStore {
 }
 
 fn record(n: usize) -> TaskRecord {
+    named(format!("task-{n:04}"))
+}
+
+fn named(id: String) -> TaskRecord {
     TaskRecord::new(
-        TaskId::new(format!("task-{n:04}")),
+        TaskId::new(id),
         Principal::new("owner-a"),
         UnixMillis::now(),
         Ttl::from_millis(600_000),
@@ -71,7 +76,10 @@ async fn set_message(store: &SharedStore, n: usize, message: String) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_batch_writes_of_the_same_tasks_and_each_is_answered_as_if_alone() {
-    let server = PostgresServer::start();
+    // Its statements counted, to see that creations and compare-and-sets
+    // went in one statement.
+    let server = PostgresServer::start_with(&["-c", "shared_preload_libraries=pg_stat_statements"]);
+    server.psql("CREATE EXTENSION pg_stat_statements");
     let (a, b) = (connect(&server).await, connect(&server).await);
     // A table of some size, so that PostgreSQL finds a batch's rows by the
     // index as in production, not by scanning a few pages.
@@ -102,7 +110,9 @@ async fn two_stores_batch_writes_of_the_same_tasks_and_each_is_answered_as_if_al
     }
 
     // Both stores change every task at once, in opposite orders: batches of
-    // both hold the same rows at once.
+    // both hold the same rows at once. Before each change, both create one
+    // more task (the same id on both): creations and changes go in the same
+    // statements.
     let writers = [(Arc::clone(&a), false), (Arc::clone(&b), true)]
         .into_iter()
         .flat_map(|(store, backwards)| {
@@ -110,15 +120,45 @@ async fn two_stores_batch_writes_of_the_same_tasks_and_each_is_answered_as_if_al
                 let n = if backwards { TASKS - 1 - k } else { k };
                 let store = Arc::clone(&store);
                 tokio::spawn(async move {
+                    let mut created = Vec::new();
                     for round in 0..ROUNDS {
+                        let late = named(format!("late-{n:04}-{round}"));
+                        created.push(store.create(late).await.is_ok());
                         set_message(&store, n, format!("{backwards}-{round}")).await;
                     }
+                    (n, created)
                 })
             })
         });
+    let mut late = vec![[0; ROUNDS]; TASKS];
     for writer in join_all(writers).await {
-        writer.expect("a writer finished");
+        let (n, created) = writer.expect("a writer finished");
+        for (round, made) in created.into_iter().enumerate() {
+            late[n][round] += usize::from(made);
+        }
     }
+    for (n, rounds) in late.iter().enumerate() {
+        for (round, made) in rounds.iter().enumerate() {
+            assert_eq!(*made, 1, "late task {n}-{round} created exactly once");
+            let id = TaskId::new(format!("late-{n:04}-{round}"));
+            assert!(
+                a.get(&id).await.expect("get").is_some(),
+                "late task {n}-{round}"
+            );
+        }
+    }
+    let mixed: u64 = server
+        .psql(
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements \
+             WHERE query LIKE '%INSERT INTO%UNION ALL%pg_notify%'",
+        )
+        .trim()
+        .parse()
+        .expect("a count");
+    assert!(
+        mixed > 0,
+        "creations and compare-and-sets that waited together went in one statement"
+    );
 
     // Every swap happened once: each task's version counts them, on both
     // stores (through their caches) and on a third store reading afresh.
