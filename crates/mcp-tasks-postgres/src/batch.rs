@@ -330,7 +330,7 @@ pub(crate) struct PlainTargets {
 
 /// Plain writes, `statements` at once: the creations and compare-and-sets
 /// that wait together go in one statement, so in one transaction and one
-/// commit (each commit costs PostgreSQL about as much as twenty rows:
+/// commit (a transaction costs PostgreSQL about as much as eight rows:
 /// BENCHMARKS.md).
 pub(crate) fn plain(targets: PlainTargets, statements: usize) -> Arc<Batcher<Plain>> {
     let targets = Arc::new(targets);
