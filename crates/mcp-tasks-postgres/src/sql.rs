@@ -52,7 +52,9 @@ impl Sql {
         let s = format!("\"{schema}\"");
         let columns = "id, owner, version, record, runner, expires_at, keyed";
         // Creations ($1 to $7): a row is created unless its id exists or
-        // the lease it names was claimed.
+        // the lease it names was claimed. Inserted in the ids' order, so two
+        // statements creating the same ids (two replicas; a test) wait for
+        // each other in one order, never in a deadlock.
         let creations = format!(
             "WITH c AS (INSERT INTO {s}.tasks (id, owner, version, record, runner, expires_at) \
              SELECT i.id, i.owner, i.version, i.record, i.runner, i.expires_at \
@@ -61,6 +63,7 @@ impl Sql {
                AS i(id, owner, version, record, runner, expires_at, lease) \
              WHERE i.lease IS NULL OR EXISTS (SELECT 1 FROM {s}.runners r \
                WHERE r.runner = i.lease AND NOT r.claimed) \
+             ORDER BY i.id COLLATE \"C\" \
              ON CONFLICT (id) DO NOTHING RETURNING id)"
         );
         // Compare-and-sets (from $first on), their rows locked in the ids'

@@ -190,3 +190,41 @@ async fn two_stores_batch_writes_of_the_same_tasks_and_each_is_answered_as_if_al
         }
     }
 }
+
+/// Two stores create the same ids at once, in opposite orders, so their
+/// batches hold the same ids in opposite orders: each id is created once
+/// and the other creation told it exists; none fails (a batch inserts in
+/// the ids' order, so the two wait for each other without a deadlock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_creating_the_same_ids_in_opposite_orders_never_deadlock() {
+    const IDS: usize = 64;
+    const ROUNDS: usize = 20;
+    let server = PostgresServer::start();
+    let (a, b) = (connect(&server).await, connect(&server).await);
+    for round in 0..ROUNDS {
+        let creations = [(Arc::clone(&a), false), (Arc::clone(&b), true)]
+            .into_iter()
+            .flat_map(|(store, backwards)| {
+                (0..IDS).map(move |k| {
+                    let n = if backwards { IDS - 1 - k } else { k };
+                    let store = Arc::clone(&store);
+                    tokio::spawn(async move {
+                        let made = store.create(named(format!("twin-{round}-{n:03}"))).await;
+                        (n, made.map_err(|error| error.to_string()))
+                    })
+                })
+            });
+        let mut made = [0; IDS];
+        for creation in join_all(creations).await {
+            let (n, answer) = creation.expect("a creation finished");
+            match answer {
+                Ok(()) => made[n] += 1,
+                Err(error) => assert!(
+                    error.contains("exists"),
+                    "round {round}, id {n}: told it exists, not {error}"
+                ),
+            }
+        }
+        assert_eq!(made, [1; IDS], "round {round}: each id created once");
+    }
+}
