@@ -192,7 +192,7 @@ const MOST: usize = 64;
 /// smaller batches, so more transactions for the same writes. With the
 /// creations and compare-and-sets in the same statements, the same again:
 /// one in flight 4,750 and 5,130, two 3,140 and 3,620.
-pub(crate) const STATEMENTS: usize = 1;
+const STATEMENTS: usize = 1;
 
 /// A creation in a batch: its row, and the runner whose lease it needs
 /// (none for [`TaskStore::create`](mcp_tasks::store::TaskStore::create)).
@@ -328,20 +328,13 @@ pub(crate) struct PlainTargets {
     pub(crate) both: Target,
 }
 
-/// Plain writes, `statements` at once: the creations and compare-and-sets
-/// that wait together go in one statement, so in one transaction and one
-/// commit (a transaction costs PostgreSQL about as much as eight rows:
-/// BENCHMARKS.md).
-pub(crate) fn plain(targets: PlainTargets, statements: usize) -> Arc<Batcher<Plain>> {
-    let targets = Arc::new(targets);
-    Batcher::new(
-        statements,
-        MOST,
-        Box::new(move |items| {
-            let targets = Arc::clone(&targets);
-            Box::pin(async move { write_plain(&targets, &items).await })
-        }),
-    )
+/// Plain writes: the creations and compare-and-sets that wait together go
+/// in one statement, so in one transaction and one commit (a transaction
+/// costs PostgreSQL about as much as eight rows: BENCHMARKS.md).
+pub(crate) fn plain(targets: PlainTargets) -> Arc<Batcher<Plain>> {
+    batcher(Arc::new(targets), |targets, items: Vec<Plain>| {
+        Box::pin(async move { write_plain(&targets, &items).await })
+    })
 }
 
 async fn write_plain(targets: &PlainTargets, items: &[Plain]) -> Result<Vec<bool>, StoreError> {
@@ -375,13 +368,10 @@ async fn write_plain(targets: &PlainTargets, items: &[Plain]) -> Result<Vec<bool
     }
 }
 
-/// Seated creations (`Sql::create_seated_batch`), `statements` at once:
-/// each answered with its code (as `create_seated`'s).
-pub(crate) fn seated_creations(
-    target: Target,
-    statements: usize,
-) -> Arc<Batcher<SeatedCreation, i32>> {
-    batcher(target, statements, |target, items: Vec<SeatedCreation>| {
+/// Seated creations (`Sql::create_seated_batch`): each answered with its
+/// code (as `create_seated`'s).
+pub(crate) fn seated_creations(target: Target) -> Arc<Batcher<SeatedCreation, i32>> {
+    batcher(target, |target, items: Vec<SeatedCreation>| {
         Box::pin(async move {
             let rows: Vec<&Columns> = items.iter().map(|item| &item.row).collect();
             let (ids, owners, versions, records, runners, expiries) = columns(&rows);
@@ -405,10 +395,10 @@ pub(crate) fn seated_creations(
     })
 }
 
-/// Seat moves (`Sql::move_seats_batch`), `statements` at once: each
-/// answered with its code (as `move_seats`'s).
-pub(crate) fn moves(target: Target, statements: usize) -> Arc<Batcher<Move, i32>> {
-    batcher(target, statements, |target, items: Vec<Move>| {
+/// Seat moves (`Sql::move_seats_batch`): each answered with its code (as
+/// `move_seats`'s).
+pub(crate) fn moves(target: Target) -> Arc<Batcher<Move, i32>> {
+    batcher(target, |target, items: Vec<Move>| {
         Box::pin(async move {
             let runners: Vec<&str> = items.iter().map(|item| item.runner.as_str()).collect();
             let seats: Vec<&str> = items.iter().map(|item| item.seat.as_str()).collect();
@@ -434,10 +424,9 @@ pub(crate) fn moves(target: Target, statements: usize) -> Arc<Batcher<Move, i32>
     })
 }
 
-/// Compare-and-sets that free seats (`Sql::swap_freeing_batch`),
-/// `statements` at once.
-pub(crate) fn freeings(target: Target, statements: usize) -> Arc<Batcher<Freeing>> {
-    batcher(target, statements, |target, items: Vec<Freeing>| {
+/// Compare-and-sets that free seats (`Sql::swap_freeing_batch`).
+pub(crate) fn freeings(target: Target) -> Arc<Batcher<Freeing>> {
+    batcher(target, |target, items: Vec<Freeing>| {
         Box::pin(async move {
             let rows: Vec<&Columns> = items.iter().map(|item| &item.change.row).collect();
             let (ids, owners, versions, records, runners, expiries) = columns(&rows);
@@ -463,18 +452,19 @@ pub(crate) fn freeings(target: Target, statements: usize) -> Arc<Batcher<Freeing
     })
 }
 
-/// Sends one batch to a target.
-type RunOn<I, A> = fn(Target, Vec<I>) -> BoxFuture<'static, Result<Vec<A>, StoreError>>;
+/// Sends one batch to a target (a [`Target`], or the [`PlainTargets`]).
+type RunOn<T, I, A> = fn(T, Vec<I>) -> BoxFuture<'static, Result<Vec<A>, StoreError>>;
 
-/// A batcher of `statements` statements in flight, each sent by `run` to
+/// A batcher of [`STATEMENTS`] statements in flight, each sent by `run` to
 /// `target`.
-fn batcher<I: Batched, A: Send + 'static>(
-    target: Target,
-    statements: usize,
-    run: RunOn<I, A>,
-) -> Arc<Batcher<I, A>> {
+fn batcher<T, I, A>(target: T, run: RunOn<T, I, A>) -> Arc<Batcher<I, A>>
+where
+    T: Clone + Send + Sync + 'static,
+    I: Batched,
+    A: Send + 'static,
+{
     Batcher::new(
-        statements,
+        STATEMENTS,
         MOST,
         Box::new(move |items| run(target.clone(), items)),
     )

@@ -352,38 +352,26 @@ impl PostgresStore {
             timeout: options.timeout,
             what,
         };
-        let plain = batch::plain(
-            batch::PlainTargets {
-                creations: target(&sql.create_batch, "PostgreSQL could not create the task"),
-                changes: target(&sql.swap_batch, "PostgreSQL could not change the task"),
-                both: target(
-                    &sql.write_batch,
-                    "PostgreSQL could not create or change the tasks",
-                ),
-            },
-            batch::STATEMENTS,
-        );
-        let seated = batch::seated_creations(
-            target(
-                &sql.create_seated_batch,
-                "PostgreSQL could not take seats and create the task",
+        let plain = batch::plain(batch::PlainTargets {
+            creations: target(&sql.create_batch, "PostgreSQL could not create the task"),
+            changes: target(&sql.swap_batch, "PostgreSQL could not change the task"),
+            both: target(
+                &sql.write_batch,
+                "PostgreSQL could not create or change the tasks",
             ),
-            batch::STATEMENTS,
-        );
-        let freeings = batch::freeings(
-            target(
-                &sql.swap_freeing_batch,
-                "PostgreSQL could not change the task",
-            ),
-            batch::STATEMENTS,
-        );
-        let moves = batch::moves(
-            target(
-                &sql.move_seats_batch,
-                "PostgreSQL could not take or free seats",
-            ),
-            batch::STATEMENTS,
-        );
+        });
+        let seated = batch::seated_creations(target(
+            &sql.create_seated_batch,
+            "PostgreSQL could not take seats and create the task",
+        ));
+        let freeings = batch::freeings(target(
+            &sql.swap_freeing_batch,
+            "PostgreSQL could not change the task",
+        ));
+        let moves = batch::moves(target(
+            &sql.move_seats_batch,
+            "PostgreSQL could not take or free seats",
+        ));
         Ok(Self {
             plain,
             freeings,
