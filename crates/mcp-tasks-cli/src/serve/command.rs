@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use mcp_tasks::gateway::{Gateway, GatewayConfig, GatewayOptions, Upstream};
+use mcp_tasks::gateway::{Gateway, GatewayConfig, GatewayOptions, GatewayResumes, Upstream};
 use mcp_tasks::server::auth::BearerTokens;
 use mcp_tasks::server::http::{
     DEFAULT_MAX_CONNECTIONS, check_reserve, validate_allowed_host, validate_allowed_origin,
@@ -228,6 +228,12 @@ pub(crate) struct ServeArgs {
     /// the caller.
     #[arg(long = "upstream-root", value_name = "DIR")]
     upstream_roots: Vec<PathBuf>,
+    /// An upstream tool whose call runs again from the start when a restart of the gateway cut
+    /// it off (repeatable; a glob pattern of the upstream's tool names, `*` for all): for tools
+    /// safe to run twice. Other calls the upstream answers itself fail then, naming the
+    /// upstream; an upstream's own task is always followed again, never called twice.
+    #[arg(long = "rerun-on-restart", value_name = "TOOL")]
+    rerun_on_restart: Vec<String>,
     /// Serve the operator listener at this address (/metrics, /healthz, /readyz), apart from
     /// the MCP endpoint; a loopback address unless --admin-tokens is given (port 0: any free
     /// port).
@@ -352,7 +358,9 @@ fn gateway_flags(args: &ServeArgs) -> anyhow::Result<Option<(Upstream, GatewayOp
             .with_context(|| format!("--upstream-root {}", dir.display()))?;
         roots.push(root);
     }
-    options = options.with_roots(roots);
+    options = options
+        .with_roots(roots)
+        .with_rerun_on_restart(args.rerun_on_restart.iter().cloned());
     Ok(Some((upstream, options)))
 }
 
@@ -500,15 +508,20 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         Some(Upstreams::One(upstream, gateway)) => {
             let described = upstream.clone();
-            let server = Gateway::start(upstream, options.runtime().build(), *gateway)
+            let resumes = GatewayResumes::new();
+            let runtime = resumes.install(options.runtime()).build();
+            let server = Gateway::start(upstream, runtime, *gateway)
                 .await
                 .with_context(|| format!("cannot serve the upstream {}", describe(&described)))?;
+            resumes.attach(&server);
             let runtime = server.runtime().clone();
             let reloader = Reloader::new(file.as_ref(), tokens, None);
             serve(&args, server, runtime, access, operator, reloader).await
         }
         Some(Upstreams::Many(config)) => {
-            let server = match Gateway::start_many(options.runtime().build(), config).await {
+            let resumes = GatewayResumes::new();
+            let runtime = resumes.install(options.runtime()).build();
+            let server = match Gateway::start_many(runtime, config).await {
                 Ok(server) => server,
                 Err(error @ mcp_tasks::gateway::Error::Config { .. }) => {
                     let path = file.as_ref().map(|file| file.path().display().to_string());
@@ -516,6 +529,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 }
                 Err(error) => return Err(error).context("cannot serve the gateway's upstreams"),
             };
+            resumes.attach(&server);
             let runtime = server.runtime().clone();
             let reloader = Reloader::new(file.as_ref(), tokens, Some(server.clone()));
             serve(&args, server, runtime, access, operator, reloader).await
@@ -796,6 +810,7 @@ fn gateway_refusal(args: &ServeArgs, entries: Option<&ConfigFile>) -> Option<Str
             "--upstream-connections",
         ),
         (!args.upstream_roots.is_empty(), "--upstream-root"),
+        (!args.rerun_on_restart.is_empty(), "--rerun-on-restart"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag));

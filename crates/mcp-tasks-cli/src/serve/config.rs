@@ -358,6 +358,15 @@ struct Entry {
     identity_values: Option<BTreeMap<String, String>>,
     breaker_failures: Option<u32>,
     breaker_cool_down: Option<f64>,
+    rerun_on_restart: Option<Rerun>,
+}
+
+/// `rerun-on-restart`: `true` (every tool), `false`, or tool patterns.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Rerun {
+    All(bool),
+    Tools(Vec<String>),
 }
 
 /// One `[[upstream.access]]`: which labels may list and call some tools.
@@ -462,6 +471,11 @@ fn upstream_config(entry: &Entry, folder: &Path) -> Result<UpstreamConfig, Strin
         roots.push(root);
     }
     options = options.with_roots(roots);
+    options = match &entry.rerun_on_restart {
+        Some(Rerun::All(true)) => options.with_rerun_on_restart(["*"]),
+        Some(Rerun::Tools(tools)) => options.with_rerun_on_restart(tools.iter().cloned()),
+        Some(Rerun::All(false)) | None => options,
+    };
     let mut config = UpstreamConfig::new(entry.name.clone(), upstream)
         .with_options(options)
         .with_allowed_tools(entry.allow_tools.iter().cloned())

@@ -17,6 +17,7 @@ mod deploy;
 mod docs;
 mod flags;
 mod gateway;
+mod gateway_restart;
 mod interactive;
 mod listen;
 mod mistakes;

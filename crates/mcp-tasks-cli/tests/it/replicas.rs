@@ -233,14 +233,27 @@ async fn two_gateway_replicas_on_one_redis_relay_each_others_callers() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    // A dies mid-call: its task fails within one lease period, read from B
-    // (a relayed call is not repeated elsewhere).
+    // A dies mid-call: B takes its task up within one lease period, read
+    // from B, but cannot follow the upstream's task: it lived in A's own
+    // upstream child (a relayed call is not repeated elsewhere).
     let stuck = start(&on_a, "sleep", json!({"ms": 600_000})).await;
     until(&on_b, &stuck.id, Duration::from_secs(10), |_| {
         upstream_tasks(&a_db, "working") == 1
     })
     .await;
-    let (_, took) = killed_mid_task(&mut a, &on_b, &stuck.id).await;
+    a.kill_9();
+    let killed = Instant::now();
+    let failed = until(&on_b, &stuck.id, LEASE * 2, |state| {
+        state.status.is_terminal()
+    })
+    .await;
+    let took = killed.elapsed();
+    assert_eq!(failed.status, TaskStatus::Failed);
+    let message = failed.status_message.unwrap_or_default();
+    assert!(
+        message.contains("could not take it up again: it does not know the task"),
+        "{message}"
+    );
     assert!(
         took <= LEASE + Duration::from_millis(300),
         "the task of the killed gateway ended after {took:?}"

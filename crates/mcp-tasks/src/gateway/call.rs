@@ -44,14 +44,24 @@ pub(crate) fn upstream_makes_tasks(connection: &Connection, marked: Option<TaskP
 struct CancelTask {
     client: UpstreamClient,
     id: Option<TaskId>,
+    /// The gateway's task that follows it: when its tool is dropped because
+    /// this gateway stops running it (a drain, a takeover), the upstream's
+    /// task is left running for the gateway that takes it up.
+    follower: Option<TaskContext>,
 }
 
 impl Drop for CancelTask {
     fn drop(&mut self) {
         let Some(id) = self.id.take() else { return };
         let client = self.client.clone();
+        let follower = self.follower.take();
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
+                if let Some(follower) = follower
+                    && follower.is_left_to_resume().await
+                {
+                    return;
+                }
                 let _ = client.cancel(&id).await;
             });
         }
@@ -176,6 +186,7 @@ pub(crate) fn abandon(client: UpstreamClient, id: TaskId) {
     drop(CancelTask {
         client,
         id: Some(id),
+        follower: None,
     });
 }
 
@@ -213,6 +224,7 @@ pub(crate) async fn await_upstream(
     let mut cancel = CancelTask {
         client: client.clone(),
         id: Some(upstream.id.clone()),
+        follower: Some(task.clone()),
     };
     let run = async {
         let outcome = client.await_task(upstream, &options).await;

@@ -10,7 +10,8 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolRequestParams, CallToolResponse};
 use rmcp::service::{RequestContext, RoleServer};
 
-use super::routes::Route;
+use super::resume::Kept;
+use super::routes::{CallerIdentity, Route};
 use super::{Gateway, breaker, call, connection, pool, relay, rounds, sync};
 use crate::client::CallResponse;
 use crate::server::{NewTask, Plan, Principal, Synchronous, TaskPolicy, ToolTasks};
@@ -93,11 +94,17 @@ impl Gateway {
         };
         let principal = call.principal().clone();
         let policy = route.policy(&tool);
+        // Resumable once a `GatewayResumes` is attached (see `resume.rs`):
+        // a drain waits for a plain call; an upstream's own task is followed
+        // again at once (`upstream_task`).
+        let resumable = self.routes.resumable();
         let tasks = match policy {
             TaskPolicy::Forbidden => ToolTasks::forbidden(),
             TaskPolicy::Required => ToolTasks::required(),
             _ => ToolTasks::optional(),
-        };
+        }
+        .with_resumable(resumable)
+        .with_drain_wait(resumable);
         let marked = route.link.cached_tools().marked.get(&tool).copied();
         // The task is named as the caller called it; the upstream is
         // called by its own name.
@@ -125,7 +132,8 @@ impl Gateway {
                 }
             };
         }
-        let pool = route.pool_for(&context, &principal)?;
+        let identity = route.identity_for(&context, &principal)?;
+        let pool = route.pool_of(identity.as_ref());
         let task = match task {
             Ok(task) => task,
             Err(call) => {
@@ -137,10 +145,14 @@ impl Gateway {
         let connection = route.link.connection().await?;
         if call::upstream_makes_tasks(&connection, marked) {
             return self
-                .upstream_task(route, pool, connection, task, request)
+                .upstream_task(route, (pool, identity), connection, task, request)
                 .await;
         }
         drop(connection);
+        let task = match resumable {
+            true => task.with_checkpoint(Kept::calls(&route, &request.name, identity)),
+            false => task,
+        };
         // A connection of the call's own, of the era it starts in: at once
         // if one is free (a new one must open before the task is made),
         // else waited for in the task.
@@ -207,7 +219,7 @@ impl Gateway {
     async fn upstream_task(
         &self,
         route: Arc<Route>,
-        pool: Arc<pool::Pool>,
+        (pool, identity): (Arc<pool::Pool>, Option<CallerIdentity>),
         own: Arc<connection::Connection>,
         task: NewTask,
         request: CallToolRequestParams,
@@ -226,6 +238,14 @@ impl Gateway {
             CallResponse::Task(upstream) => upstream,
         };
         let id = upstream.id.clone();
+        // Kept with the task from its creation on: whoever takes it up
+        // after a restart follows the same upstream task.
+        let task = match self.routes.resumable() {
+            true => task
+                .with_checkpoint(Kept::follows(&route, &request.name, identity, id.clone()))
+                .with_drain_wait(false),
+            false => task,
+        };
         let abandon = held.client.clone();
         // An upstream task made finished (its tool answered at once) makes
         // ours finished too: its outcome is read before ours is made.
@@ -247,7 +267,7 @@ impl Gateway {
 }
 
 /// The connection an upstream task is awaited on.
-enum Held {
+pub(super) enum Held {
     /// The gateway's own.
     Own(Arc<connection::Connection>),
     /// One of the caller's identity, leased for the task.
@@ -267,7 +287,7 @@ impl std::ops::Deref for Held {
 
 /// `call`, failed when it takes longer than the route's call timeout
 /// (dropped then: its upstream request is cancelled).
-async fn bounded<T>(
+pub(super) async fn bounded<T>(
     route: &Route,
     call: impl std::future::Future<Output = Result<T, ErrorData>>,
 ) -> Result<T, ErrorData> {

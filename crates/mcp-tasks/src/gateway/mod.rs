@@ -151,6 +151,7 @@ mod connection;
 mod dispatch;
 mod pool;
 mod relay;
+mod resume;
 mod roots;
 mod rounds;
 mod routes;
@@ -172,6 +173,7 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer, Subscriptio
 use rmcp::{ErrorData, Peer, ServerHandler};
 
 pub use connection::Upstream;
+pub use resume::GatewayResumes;
 pub use roots::root_for_path;
 pub use team::{
     CircuitBreaker, DEFAULT_SEPARATOR, GatewayConfig, Identity, ReloadReport, ToolLabels,
@@ -324,6 +326,18 @@ pub struct GatewayOptions {
     /// connection goes on. A result within it but past the runtime's
     /// budget fails its task as any tool's does.
     pub max_answer_bytes: Option<usize>,
+    /// The upstream's tools (glob patterns of their own names; `*`: all)
+    /// whose calls run again from the start when a restart cut them off
+    /// (default none). A call the upstream answers with a result, not a
+    /// task of its own, lives in the gateway process: a drain waits for it
+    /// (up to its timeout), and what still runs then, or when the gateway
+    /// crashed, is run again once by the gateway that takes the task up
+    /// next (the same one started again on SQLite, another replica on a
+    /// shared store), its status message saying so. Other tools' calls
+    /// fail then, naming the upstream. Only where the gateway's runtime
+    /// resumes its tasks ([`GatewayResumes`]); an upstream's own task is
+    /// always followed again, never called twice.
+    pub rerun_on_restart: Vec<String>,
 }
 
 impl Default for GatewayOptions {
@@ -341,6 +355,7 @@ impl Default for GatewayOptions {
             startup_window: Duration::from_secs(1),
             roots: Vec::new(),
             max_answer_bytes: None,
+            rerun_on_restart: Vec::new(),
         }
     }
 }
@@ -410,6 +425,18 @@ impl GatewayOptions {
     /// [`GatewayOptions::max_answer_bytes`]).
     pub fn with_max_answer_bytes(mut self, bytes: usize) -> Self {
         self.max_answer_bytes = Some(bytes);
+        self
+    }
+
+    /// Runs the calls of the tools matching `patterns` (glob patterns of
+    /// the upstream's own tool names; `*`: all) again from the start when
+    /// a restart cut them off (see [`GatewayOptions::rerun_on_restart`]).
+    pub fn with_rerun_on_restart<I: IntoIterator<Item = S>, S: Into<String>>(
+        mut self,
+        patterns: I,
+    ) -> Self {
+        self.rerun_on_restart
+            .extend(patterns.into_iter().map(Into::into));
         self
     }
 

@@ -31,6 +31,16 @@ use super::upstream::Link;
 use super::{Error, GatewayOptions, sync};
 use crate::server::{Principal, TaskPolicy};
 
+/// The header and value a call carries to the upstream for its caller
+/// ([`Identity::Passthrough`], [`Identity::Label`]). Kept in the task's
+/// record by a task that must find the upstream again after a restart
+/// (`resume.rs`); never logged.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct CallerIdentity {
+    pub(crate) header: String,
+    pub(crate) value: String,
+}
+
 /// One upstream as the gateway serves it.
 pub(crate) struct Route {
     pub(crate) config: UpstreamConfig,
@@ -119,17 +129,15 @@ impl Route {
                 _ => true,
             }
     }
-
-    /// The pool the call of `caller` goes on: the link's own for the
-    /// gateway's identity, else the one of the caller's identity (made on
-    /// first use).
-    pub(crate) fn pool_for(
+    /// The header and value a call of `caller` carries to the upstream
+    /// (`None`: the gateway's own identity, the link's pool).
+    pub(crate) fn identity_for(
         &self,
         context: &RequestContext<RoleServer>,
         caller: &Principal,
-    ) -> Result<Arc<Pool>, ErrorData> {
+    ) -> Result<Option<CallerIdentity>, ErrorData> {
         let (header, value) = match &self.config.identity {
-            Identity::Gateway => return Ok(self.link.pool.clone()),
+            Identity::Gateway => return Ok(None),
             Identity::Passthrough => {
                 let value = context
                     .extensions
@@ -146,7 +154,7 @@ impl Route {
                             None,
                         )
                     })?;
-                ("Authorization", value.to_owned())
+                ("Authorization".to_owned(), value.to_owned())
             }
             Identity::Label { header, values } => {
                 let value = match values {
@@ -158,9 +166,19 @@ impl Route {
                         )
                     })?,
                 };
-                (header.as_str(), value)
+                (header.clone(), value)
             }
         };
+        Ok(Some(CallerIdentity { header, value }))
+    }
+
+    /// The pool the calls carrying `identity` go on (`None`: the gateway's
+    /// own, the link's), made on first use.
+    pub(crate) fn pool_of(&self, identity: Option<&CallerIdentity>) -> Arc<Pool> {
+        let Some(CallerIdentity { header, value }) = identity else {
+            return self.link.pool.clone();
+        };
+        let header = header.as_str();
         let mut digest = sha2::Sha256::new();
         digest.update(header.as_bytes());
         digest.update([0]);
@@ -188,7 +206,13 @@ impl Route {
                 self.link.pool.eras(),
             ))
         });
-        Ok(pool.clone())
+        pool.clone()
+    }
+
+    /// Whether a call of the upstream's tool `tool` cut off by a restart
+    /// is run again ([`GatewayOptions::rerun_on_restart`]).
+    pub(crate) fn reruns(&self, tool: &str) -> bool {
+        self.rules.reruns(tool)
     }
 
     /// Whether the calls carry the gateway's identity (the link's pool).
@@ -348,9 +372,23 @@ pub(crate) struct Routes {
     pub(crate) version: tokio::sync::watch::Sender<u64>,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
+    /// Set once a [`GatewayResumes`](super::GatewayResumes) is attached:
+    /// the gateway's tasks are made resumable.
+    resumable: std::sync::atomic::AtomicBool,
 }
 
 impl Routes {
+    /// From now on the gateway's tasks are resumable.
+    pub(crate) fn set_resumable(&self) {
+        self.resumable
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the gateway's tasks are made resumable.
+    pub(crate) fn resumable(&self) -> bool {
+        self.resumable.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Starts every upstream of `config` and checks that no two serve one
     /// name. With `all_or_nothing`, each must connect and list its tools;
     /// otherwise one that cannot be reached is left [`Pending`], said in
@@ -407,6 +445,7 @@ impl Routes {
             retired: Mutex::default(),
             version,
             reloading: tokio::sync::Mutex::default(),
+            resumable: std::sync::atomic::AtomicBool::new(false),
         });
         for pending in &routes.current().pending {
             routes.retry(pending);

@@ -299,6 +299,7 @@ impl UpstreamConfig {
                 .as_ref()
                 .map(|labels| labels.iter().cloned().collect()),
             tool_labels,
+            rerun: set("rerun-on-restart", &self.options.rerun_on_restart)?,
         })
     }
 }
@@ -412,9 +413,17 @@ pub(crate) struct Rules {
     denied: Option<GlobSet>,
     labels: Option<HashSet<String>>,
     tool_labels: Vec<(GlobSet, HashSet<String>)>,
+    /// The tools whose calls a restart runs again.
+    rerun: Option<GlobSet>,
 }
 
 impl Rules {
+    /// Whether a call of the upstream's tool `tool` that a restart cut off
+    /// runs again ([`GatewayOptions::rerun_on_restart`]).
+    pub(crate) fn reruns(&self, tool: &str) -> bool {
+        self.rerun.as_ref().is_some_and(|set| set.is_match(tool))
+    }
+
     /// Whether the upstream's tool `tool` is served at all.
     pub(crate) fn serves(&self, tool: &str) -> bool {
         self.allowed.as_ref().is_none_or(|set| set.is_match(tool))

@@ -153,6 +153,10 @@ pub(super) struct Run {
     /// How many times another server took the task over and ran it again.
     #[serde(default)]
     resumed: u32,
+    /// A drain waits for the task to end before it hands it off
+    /// ([`ToolTasks::drain_wait`](crate::server::ToolTasks::drain_wait)).
+    #[serde(default, skip_serializing_if = "is_false")]
+    drain_wait: bool,
 }
 
 impl fmt::Debug for TaskRecord {
@@ -410,7 +414,29 @@ impl TaskRecord {
             runner,
             call,
             resumed: 0,
+            drain_wait: false,
         }));
+        self
+    }
+
+    /// This new resumable record, which a drain waits for before it hands
+    /// it off (`wait`): see [`TaskRecord::drain_waits`]. No change for a
+    /// record that is not resumable.
+    #[must_use]
+    pub fn with_drain_wait(mut self, wait: bool) -> Self {
+        if let Some(run) = self.run.as_deref_mut().filter(|run| run.call.is_some()) {
+            run.drain_wait = wait;
+        }
+        self
+    }
+
+    /// This new record with `state` as its first checkpoint (`None`: no
+    /// change), as if the tool had written it.
+    #[must_use]
+    pub fn with_first_checkpoint(mut self, state: Option<Value>) -> Self {
+        if let Some(state) = state {
+            self.checkpoint = Some(Box::new(state));
+        }
         self
     }
 
@@ -528,6 +554,15 @@ impl TaskRecord {
     /// again if the task's runner stops: only for tools made resumable.
     pub fn resumable_call(&self) -> Option<&Value> {
         self.run.as_ref().and_then(|run| run.call.as_ref())
+    }
+
+    /// True for a resumable task a drain waits for (up to its timeout)
+    /// before it hands it to another server, instead of handing it off at
+    /// once.
+    pub fn drain_waits(&self) -> bool {
+        self.run
+            .as_ref()
+            .is_some_and(|run| run.call.is_some() && run.drain_wait)
     }
 
     /// The tool's last checkpoint ([`Change::Checkpoint`]), while the task

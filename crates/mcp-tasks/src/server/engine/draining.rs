@@ -110,6 +110,11 @@ impl Draining {
         self.ending.cancel();
     }
 
+    /// True once the drain stopped waiting and ends what still runs.
+    pub(crate) fn is_ending(&self) -> bool {
+        self.ending.is_cancelled()
+    }
+
     /// Completes when the drain ends what still runs; never without a drain.
     pub(crate) async fn ending(&self) {
         self.ending.cancelled().await;

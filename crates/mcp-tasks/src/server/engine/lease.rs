@@ -116,6 +116,11 @@ impl Lease {
         &self.runner
     }
 
+    /// True once the lease is lost.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.is_cancelled()
+    }
+
     /// Completes when the lease is lost.
     pub(crate) async fn lost(&self) {
         self.lost.cancelled().await;

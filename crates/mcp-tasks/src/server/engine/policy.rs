@@ -63,6 +63,13 @@ pub struct ToolTasks {
     /// Input it asked for under a key is not asked again: the tool asking
     /// under the same key gets the answer (or waits for it).
     pub resumable: bool,
+    /// For a resumable tool: whether a drain waits for its task to end
+    /// (up to the drain's timeout, as for a tool that is not resumable)
+    /// before it hands the task to another server or leaves it for the
+    /// next start (default false: on a shared store a drain hands it off
+    /// at once, at its next checkpoint). For a tool that starts over when
+    /// resumed, whose work in progress a hand-off would throw away.
+    pub drain_wait: bool,
 }
 
 impl fmt::Debug for ToolTasks {
@@ -74,6 +81,7 @@ impl fmt::Debug for ToolTasks {
             .field("poll_interval", &self.poll_interval)
             .field("ttl_from_creation", &self.ttl_from_creation)
             .field("resumable", &self.resumable)
+            .field("drain_wait", &self.drain_wait)
             .finish()
     }
 }
@@ -136,6 +144,13 @@ impl ToolTasks {
     /// server running it stops (see [`ToolTasks::resumable`]).
     pub fn with_resumable(mut self, resumable: bool) -> Self {
         self.resumable = resumable;
+        self
+    }
+
+    /// Whether a drain waits for this resumable tool's task to end before
+    /// it hands the task off (see [`ToolTasks::drain_wait`]).
+    pub fn with_drain_wait(mut self, wait: bool) -> Self {
+        self.drain_wait = wait;
         self
     }
 

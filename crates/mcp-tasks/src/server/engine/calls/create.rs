@@ -73,6 +73,7 @@ impl TaskRuntime {
             described,
             tasks,
             handle: _,
+            checkpoint,
         } = task;
         let ask = Ask {
             runtime: self,
@@ -85,7 +86,9 @@ impl TaskRuntime {
             lease,
             seats,
         } = gates::admit(&ask).await?;
-        let record = self.new_record(&caller, &described, &tasks, lease.as_ref())?;
+        let record = self
+            .new_record(&caller, &described, &tasks, lease.as_ref())?
+            .with_first_checkpoint(checkpoint);
         let tool: &str = &described.name;
         let launch = self.launch(&caller, tool, record, lease, &tasks, run).await;
         match (entry, seats) {
@@ -127,7 +130,7 @@ impl TaskRuntime {
             }
             None => {}
         }
-        Ok(record)
+        Ok(record.with_drain_wait(resumes && tasks.drain_wait))
     }
 
     /// `run`'s tool (`tool`) in the context of the task of `record`, its
@@ -153,7 +156,8 @@ impl TaskRuntime {
         let id = record.id().clone();
         let context = TaskContext::task(id, inner.clone(), token.clone(), lease.clone())
             .stored_when(stored.clone())
-            .resumable(tasks.resumable && inner.resumes);
+            .resumable(tasks.resumable && inner.resumes)
+            .drain_waits(tasks.drain_wait);
         let work = self.task_span(caller, record.id(), tool).await;
         let future = Box::pin(catch_panics(instrument(run(context), work)));
         Launch {

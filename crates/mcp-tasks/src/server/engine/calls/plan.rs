@@ -69,9 +69,32 @@ pub struct NewTask {
     /// For a caller that declared no tasks: the window it waits before it
     /// gets a handle ([`TaskTools`](crate::server::TaskTools)).
     pub(super) handle: Option<Box<Handle>>,
+    /// The first checkpoint, stored with the task's record when it is made.
+    pub(super) checkpoint: Option<serde_json::Value>,
 }
 
 impl NewTask {
+    /// Stores `state` as the task's checkpoint in the record that creates
+    /// it, in the same write: a resumed run reads it with
+    /// [`TaskContext::resumed`](crate::server::TaskContext::resumed) as it
+    /// would read one the tool wrote, even when the server stopped before
+    /// the tool ran at all. For a caller that knows before the task exists
+    /// what a resumed run needs (the gateway: the upstream's task it
+    /// follows). Only a resumable task is run again.
+    #[must_use]
+    pub fn with_checkpoint(mut self, state: serde_json::Value) -> Self {
+        self.checkpoint = Some(state);
+        self
+    }
+
+    /// Whether a drain waits for this task to end before it hands it off
+    /// ([`ToolTasks::drain_wait`]), whatever its tool's policy said.
+    #[must_use]
+    pub fn with_drain_wait(mut self, wait: bool) -> Self {
+        self.tasks.drain_wait = wait;
+        self
+    }
+
     /// The same call run synchronously instead, for a caller that cannot
     /// hold a task of this server (the gateway's calls that resume an
     /// upstream's parked call).
@@ -132,6 +155,7 @@ impl TaskRuntime {
                 described,
                 tasks,
                 handle: None,
+                checkpoint: None,
             }),
             Mode::Handle => Plan::Task(NewTask {
                 caller,
@@ -141,6 +165,7 @@ impl TaskRuntime {
                     window: self.task_tools().window(),
                     context: context.clone(),
                 })),
+                checkpoint: None,
             }),
             Mode::Synchronous => Plan::Synchronous(Synchronous {
                 caller,

@@ -68,6 +68,9 @@ pub struct TaskContext {
     stored: Option<Arc<SetOnce<()>>>,
     /// Whether the task keeps its call, to run again if its server stops.
     resumable: bool,
+    /// A drain waits for the task before it hands it off: its checkpoints
+    /// do not hand it off.
+    drain_wait: bool,
     /// This run is a resumed one: the task's last checkpoint, if any.
     resumed: Option<Option<Arc<Value>>>,
     /// Where [`TaskContext::progress`] sends `notifications/progress`
@@ -113,6 +116,7 @@ impl TaskContext {
             token: CancellationToken::new(),
             stored: None,
             resumable: false,
+            drain_wait: false,
             resumed: None,
             progress: ProgressSink::for_call(context).map(Arc::new),
         }
@@ -133,6 +137,7 @@ impl TaskContext {
             token,
             stored: None,
             resumable: false,
+            drain_wait: false,
             resumed: None,
             progress: None,
         }
@@ -154,6 +159,13 @@ impl TaskContext {
     /// This context, for the tool of a task that keeps its call (`yes`).
     pub(crate) fn resumable(mut self, yes: bool) -> Self {
         self.resumable = yes;
+        self
+    }
+
+    /// This context, for the tool of a task a drain waits for before it
+    /// hands it off (`yes`): its checkpoints hand nothing off.
+    pub(crate) fn drain_waits(mut self, yes: bool) -> Self {
+        self.drain_wait = yes;
         self
     }
 
@@ -214,6 +226,36 @@ impl TaskContext {
     /// ([`TaskRuntimeBuilder::with_resume`](crate::server::TaskRuntimeBuilder::with_resume)).
     pub fn is_resumable(&self) -> bool {
         self.resumable
+    }
+
+    /// True when the tool is stopped (or about to be) because this server
+    /// stops running its task, not because the task ends: a drain leaves
+    /// it for the next start or hands it to another server, or another
+    /// server took it over. False while it runs on, and when it is
+    /// stopped because it was cancelled, expired, deleted or ended. A
+    /// resumable tool that drives work elsewhere (the gateway: an upstream
+    /// server's task) reads it as its future is dropped, and leaves that
+    /// work running for the resumed run to take up, where a cancel would
+    /// stop it.
+    pub async fn is_left_to_resume(&self) -> bool {
+        let Some((id, inner)) = &self.task else {
+            return false;
+        };
+        let record = match inner.store.get(id).await {
+            Ok(Some(record)) => record,
+            _ => return false,
+        };
+        if record.cancel_requested() || record.status().is_terminal() {
+            return false;
+        }
+        if let Some(lease) = &self.lease
+            && (lease.is_lost() || record.runner() != Some(lease.runner()))
+        {
+            return true;
+        }
+        self.resumable
+            && inner.resumes
+            && (inner.draining.is_ending() || (!self.drain_wait && inner.draining.is_handing_off()))
     }
 
     /// True when this run of the tool is a resumed one: its task was
@@ -296,7 +338,7 @@ impl TaskContext {
         let (Some((id, inner)), Some(lease)) = (&self.task, &self.lease) else {
             return Ok(());
         };
-        if !self.resumable || !inner.draining.is_handing_off() {
+        if !self.resumable || self.drain_wait || !inner.draining.is_handing_off() {
             return Ok(());
         }
         // In a task of its own: the write wakes this task's supervision,

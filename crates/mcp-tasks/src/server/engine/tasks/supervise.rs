@@ -231,7 +231,7 @@ pub(crate) async fn supervise(
                 () = lease_lost(lease.as_ref()) => break Ending::Stop,
                 () = inner.draining.hand_off_due(), if lease.is_some() && !handing_checked => {
                     handing_checked = true;
-                    if is_resumable(&inner, &id).await {
+                    if hands_off_early(&inner, &id).await {
                         break Ending::HandOff;
                     }
                 }
@@ -423,7 +423,7 @@ pub(crate) async fn supervise_queued(
             () = lease_lost(lease.as_ref()) => break Ending::Stop,
             () = inner.draining.hand_off_due(), if lease.is_some() && !handing_checked => {
                 handing_checked = true;
-                if is_resumable(&inner, &id).await {
+                if hands_off_early(&inner, &id).await {
                     break Ending::HandOff;
                 }
             }
@@ -486,13 +486,18 @@ fn shut_down(inner: &Inner) -> Ending {
     Ending::Outcome(Change::Fail(error_json(&error)))
 }
 
-/// Whether task `id` is one a drain hands to another replica: resumable,
-/// not being cancelled, on a runtime that resumes tasks.
-async fn is_resumable(inner: &Inner, id: &TaskId) -> bool {
+/// Whether task `id` is one a drain hands to another replica before the
+/// drain's end: resumable, not being cancelled, not one the drain waits
+/// for ([`TaskRecord::drain_waits`]), on a runtime that resumes tasks.
+///
+/// [`TaskRecord::drain_waits`]: crate::store::TaskRecord::drain_waits
+async fn hands_off_early(inner: &Inner, id: &TaskId) -> bool {
     inner.resumes
         && matches!(
             inner.store.get(id).await,
-            Ok(Some(record)) if record.resumable_call().is_some() && !record.cancel_requested()
+            Ok(Some(record)) if record.resumable_call().is_some()
+                && !record.cancel_requested()
+                && !record.drain_waits()
         )
 }
 

@@ -242,7 +242,8 @@ fn run_again(
     };
     let token = CancellationToken::new();
     let context = TaskContext::task(id.clone(), inner.clone(), token.clone(), lease.clone())
-        .resuming(record.checkpoint().cloned());
+        .resuming(record.checkpoint().cloned())
+        .drain_waits(record.drain_waits());
     let params = resumable_params(call);
     let tool = params
         .as_ref()

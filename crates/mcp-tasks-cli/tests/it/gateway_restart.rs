@@ -1,0 +1,328 @@
+//! Gateway tasks that outlive a deploy (`serve --upstream`,
+//! `--upstream-url`): a task the upstream runs as a task of its own is
+//! followed again by the gateway that takes it up next (the same gateway
+//! started again on SQLite after a `kill -9` or a drain, another replica on
+//! Redis after a drain), and the upstream runs it once; a call the
+//! upstream answers itself is waited for by the drain, and what still runs
+//! then is run again from the start when its tool is marked
+//! `--rerun-on-restart`, or fails naming the upstream.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use mcp_tasks::{TaskState, TaskStatus, TasksClient};
+use serde_json::json;
+
+use crate::serving::{Forms, Served, returned, start, text_of, until};
+use crate::shared_store::Shared;
+use crate::support::BIN;
+
+/// The upstream's tasks in its SQLite file at `path`, by status.
+fn upstream_tasks(path: &Path) -> Vec<(String, usize)> {
+    let connection = rusqlite::Connection::open(path).expect("the upstream's store");
+    let mut statement = connection
+        .prepare("SELECT status, count(*) FROM tasks GROUP BY status ORDER BY status")
+        .expect("a query");
+    statement
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                usize::try_from(row.get::<_, i64>(1)?).unwrap_or(0),
+            ))
+        })
+        .expect("rows")
+        .map(|row| row.expect("a row"))
+        .collect()
+}
+
+/// The upstream ran exactly one task, and it completed.
+fn ran_once(path: &Path) {
+    assert_eq!(
+        upstream_tasks(path),
+        [("completed".to_owned(), 1)],
+        "the upstream's tasks"
+    );
+}
+
+/// `mcp-tasks serve --stdio` on the SQLite file `db`: an upstream that makes
+/// tasks of its own (its `long_job` resumable from its checkpoints).
+fn stdio_upstream(db: &Path) -> String {
+    format!(
+        "{BIN} serve --stdio --store sqlite:{} --poll-interval 50",
+        db.display()
+    )
+}
+
+/// SIGKILLs every process whose command line names `what` (a gateway's
+/// stdio upstream, orphaned by its gateway's SIGKILL, as a service manager
+/// would kill the whole service).
+fn kill_9_all(what: &Path) {
+    let _ = Command::new("pkill")
+        .args(["-9", "-f", &what.display().to_string()])
+        .status();
+}
+
+/// Waits until the upstream's store at `db` holds a working task.
+async fn upstream_working(client: &TasksClient<Forms>, task: &TaskState, db: &Path) {
+    until(client, &task.id, Duration::from_secs(10), |_| {
+        db.exists()
+            && upstream_tasks(db)
+                .iter()
+                .any(|(status, n)| status == "working" && *n == 1)
+    })
+    .await;
+}
+
+/// The task `task` (made on another process) read to its end on `server`.
+async fn ended_on(server: &Served, task: &TaskState) -> TaskState {
+    let client = server.client().await;
+    until(&client, &task.id, Duration::from_secs(30), |state| {
+        state.status.is_terminal()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_on_sqlite_follows_its_upstream_task_again_after_a_kill_and_after_a_drain() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = format!("sqlite:{}", dir.path().join("gateway.db").display());
+    let upstream_db = dir.path().join("upstream.db");
+    let upstream = stdio_upstream(&upstream_db);
+    let flags = [
+        "--upstream",
+        upstream.as_str(),
+        "--poll-interval",
+        "50",
+        "--drain-timeout",
+        "1",
+    ];
+    let mut first = Served::start(BIN, "127.0.0.1:0", &store, &flags);
+    let client = first.client().await;
+    let job = start(&client, "long_job", json!({"steps": 8, "step_ms": 300})).await;
+    upstream_working(&client, &job, &upstream_db).await;
+    // The gateway and its upstream die at once, as a crashed service does.
+    first.kill_9();
+    kill_9_all(&upstream_db);
+
+    let second = Served::start(BIN, first.address(), &store, &flags);
+    let ended = ended_on(&second, &job).await;
+    assert_eq!(ended.status, TaskStatus::Completed, "{ended:?}");
+    let outcome = client.await_task(&ended, &returned()).await.expect("ends");
+    assert_eq!(text_of(&outcome), "done: 8 steps");
+    ran_once(&upstream_db);
+
+    // A drain (SIGTERM) with the upstream's task still running: left for
+    // the next start, where it is followed again; the upstream's task is
+    // not cancelled by the drain.
+    let mut second = second;
+    let client = second.client().await;
+    let job = start(&client, "long_job", json!({"steps": 8, "step_ms": 300})).await;
+    until(&client, &job.id, Duration::from_secs(10), |state| {
+        state.status_message.as_deref() == Some("step 2 of 8")
+    })
+    .await;
+    second.signal("TERM");
+    assert_eq!(second.exit_code(Duration::from_secs(20)), Some(0));
+    let third = Served::start(BIN, first.address(), &store, &flags);
+    let ended = ended_on(&third, &job).await;
+    assert_eq!(ended.status, TaskStatus::Completed, "{ended:?}");
+    assert_eq!(
+        upstream_tasks(&upstream_db),
+        [("completed".to_owned(), 2)],
+        "each upstream task ran once, to its end"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_killed_while_it_follows_an_http_upstream_task_completes_it_after_restart() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let upstream_db = dir.path().join("upstream.db");
+    let upstream_store = format!("sqlite:{}", upstream_db.display());
+    let upstream = Served::start(
+        BIN,
+        "127.0.0.1:0",
+        &upstream_store,
+        &["--poll-interval", "50"],
+    );
+    let store = format!("sqlite:{}", dir.path().join("gateway.db").display());
+    let flags = [
+        "--upstream-url",
+        upstream.url.as_str(),
+        "--poll-interval",
+        "50",
+    ];
+    let mut first = Served::start(BIN, "127.0.0.1:0", &store, &flags);
+    let client = first.client().await;
+    let job = start(&client, "long_job", json!({"steps": 6, "step_ms": 300})).await;
+    upstream_working(&client, &job, &upstream_db).await;
+    first.kill_9();
+    // Down for a while: the upstream's task goes on meanwhile.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let second = Served::start(BIN, first.address(), &store, &flags);
+    let ended = ended_on(&second, &job).await;
+    assert_eq!(ended.status, TaskStatus::Completed, "{ended:?}");
+    let outcome = client.await_task(&ended, &returned()).await.expect("ends");
+    assert_eq!(text_of(&outcome), "done: 6 steps", "the upstream's result");
+    ran_once(&upstream_db);
+}
+
+/// The `tools/call` lines of a `plain-upstream --call-log` file for `tool`.
+fn calls_of(log: &Path, tool: &str) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.split_whitespace().next() == Some(tool))
+        .count()
+}
+
+/// `plain-upstream` (no tasks of its own: each call lives in the gateway),
+/// logging each `tools/call` to `log`.
+fn plain_upstream(log: &Path) -> String {
+    format!(
+        "{} --call-log {}",
+        mcp_tasks_testkit::serve::beside_tests("plain-upstream").display(),
+        log.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_waits_for_plain_calls_then_reruns_the_marked_and_fails_the_others() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let store = format!("sqlite:{}", dir.path().join("gateway.db").display());
+    let log = dir.path().join("calls.log");
+    let upstream = plain_upstream(&log);
+    let flags = [
+        "--upstream",
+        upstream.as_str(),
+        "--rerun-on-restart",
+        "prog*",
+        "--poll-interval",
+        "50",
+        "--drain-timeout",
+        "1",
+    ];
+    let mut first = Served::start(BIN, "127.0.0.1:0", &store, &flags);
+    let client = first.client().await;
+    let quick = start(&client, "progress", json!({"steps": 2, "ms": 200})).await;
+    let long = start(&client, "progress", json!({"steps": 10, "ms": 300})).await;
+    let hung = start(&client, "hang", json!({})).await;
+    until(&client, &long.id, Duration::from_secs(10), |state| {
+        state.status_message.as_deref() == Some("1/10")
+    })
+    .await;
+    first.signal("TERM");
+    assert_eq!(first.exit_code(Duration::from_secs(20)), Some(0));
+    let second = Served::start(BIN, first.address(), &store, &flags);
+    let client = second.client().await;
+    // The drain waited for the quick call: it finished.
+    let quick = client.get(&quick.id).await.expect("tasks/get");
+    assert_eq!(quick.status, TaskStatus::Completed, "{quick:?}");
+    // The marked one runs again from the start, saying so, once.
+    let mut seen = Vec::new();
+    let ended = until(&client, &long.id, Duration::from_secs(30), |state| {
+        seen.extend(state.status_message.clone());
+        state.status.is_terminal()
+    })
+    .await;
+    assert_eq!(ended.status, TaskStatus::Completed, "{ended:?} {seen:?}");
+    let outcome = client.await_task(&ended, &returned()).await.expect("ends");
+    assert_eq!(text_of(&outcome), "done: 10 steps");
+    assert_eq!(
+        calls_of(&log, "progress"),
+        3,
+        "the quick call once, the long one twice"
+    );
+    // Any other fails, naming the upstream and the restart.
+    let failed = until(&client, &hung.id, Duration::from_secs(10), |state| {
+        state.status.is_terminal()
+    })
+    .await;
+    assert_eq!(failed.status, TaskStatus::Failed, "{failed:?}");
+    let outcome = client.await_task(&failed, &returned()).await.expect("ends");
+    let mcp_tasks::TaskOutcome::Failed(failure) = outcome else {
+        panic!("{outcome:?}");
+    };
+    let message = failure.error.message.clone();
+    assert_eq!(failed.status_message.as_deref(), Some(message.as_str()));
+    assert!(
+        message.contains("the upstream server") && message.contains("not marked rerun-on-restart"),
+        "{message}"
+    );
+    assert_eq!(calls_of(&log, "hang"), 1, "not run again");
+}
+
+/// A gateway replica on `redis` in the deployment `name`, in front of the
+/// upstream `upstream` (its flags).
+fn replica(redis: &Shared, name: &str, upstream: &[&str]) -> Served {
+    let namespace = redis.namespace(name);
+    let mut flags = vec![
+        namespace[0].as_str(),
+        &namespace[1],
+        "--lease-period",
+        "2000",
+        "--drain-timeout",
+        "1",
+        "--poll-interval",
+        "50",
+    ];
+    flags.extend_from_slice(upstream);
+    Served::start(BIN, "127.0.0.1:0", &redis.url(), &flags)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_replicas_on_redis_hand_upstream_tasks_and_marked_calls_over_in_a_drain() {
+    let redis = Shared::redis();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let upstream_db = dir.path().join("upstream.db");
+    let upstream = Served::start(
+        BIN,
+        "127.0.0.1:0",
+        &format!("sqlite:{}", upstream_db.display()),
+        &["--poll-interval", "50"],
+    );
+    let over_http = ["--upstream-url", upstream.url.as_str()];
+    let mut a = replica(&redis, "gateway-restart-test", &over_http);
+    let b = replica(&redis, "gateway-restart-test", &over_http);
+    let (on_a, on_b) = (a.client().await, b.client().await);
+    let job = start(&on_a, "long_job", json!({"steps": 10, "step_ms": 300})).await;
+    upstream_working(&on_b, &job, &upstream_db).await;
+    a.signal("TERM");
+    assert_eq!(a.exit_code(Duration::from_secs(20)), Some(0));
+    // B follows the upstream's task to its end.
+    let ended = until(&on_b, &job.id, Duration::from_secs(30), |state| {
+        state.status.is_terminal()
+    })
+    .await;
+    assert_eq!(ended.status, TaskStatus::Completed, "{ended:?}");
+    let outcome = on_b.await_task(&ended, &returned()).await.expect("ends");
+    assert_eq!(text_of(&outcome), "done: 10 steps");
+    ran_once(&upstream_db);
+
+    // A plain call marked re-runnable, cut off by A's drain: B runs it
+    // again on its own upstream (each replica runs its own child), once.
+    let log = dir.path().join("calls.log");
+    let plain = plain_upstream(&log);
+    let over_stdio = [
+        "--upstream",
+        plain.as_str(),
+        "--rerun-on-restart",
+        "progress",
+    ];
+    let mut a = replica(&redis, "gateway-rerun-test", &over_stdio);
+    let b = replica(&redis, "gateway-rerun-test", &over_stdio);
+    let (on_a, on_b) = (a.client().await, b.client().await);
+    let call = start(&on_a, "progress", json!({"steps": 10, "ms": 300})).await;
+    until(&on_b, &call.id, Duration::from_secs(10), |state| {
+        state.status_message.as_deref() == Some("1/10")
+    })
+    .await;
+    a.signal("TERM");
+    assert_eq!(a.exit_code(Duration::from_secs(20)), Some(0));
+    let ended = until(&on_b, &call.id, Duration::from_secs(30), |state| {
+        state.status.is_terminal()
+    })
+    .await;
+    assert_eq!(ended.status, TaskStatus::Completed, "{ended:?}");
+    assert_eq!(calls_of(&log, "progress"), 2, "run again once, on B");
+}
