@@ -358,15 +358,8 @@ struct Entry {
     identity_values: Option<BTreeMap<String, String>>,
     breaker_failures: Option<u32>,
     breaker_cool_down: Option<f64>,
-    rerun_on_restart: Option<Rerun>,
-}
-
-/// `rerun-on-restart`: `true` (every tool), `false`, or tool patterns.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Rerun {
-    All(bool),
-    Tools(Vec<String>),
+    /// `true` (every tool), `false`, or tool patterns.
+    rerun_on_restart: Option<toml::Value>,
 }
 
 /// One `[[upstream.access]]`: which labels may list and call some tools.
@@ -471,11 +464,7 @@ fn upstream_config(entry: &Entry, folder: &Path) -> Result<UpstreamConfig, Strin
         roots.push(root);
     }
     options = options.with_roots(roots);
-    options = match &entry.rerun_on_restart {
-        Some(Rerun::All(true)) => options.with_rerun_on_restart(["*"]),
-        Some(Rerun::Tools(tools)) => options.with_rerun_on_restart(tools.iter().cloned()),
-        Some(Rerun::All(false)) | None => options,
-    };
+    options = options.with_rerun_on_restart(rerun_on_restart(entry.rerun_on_restart.as_ref())?);
     let mut config = UpstreamConfig::new(entry.name.clone(), upstream)
         .with_options(options)
         .with_allowed_tools(entry.allow_tools.iter().cloned())
@@ -507,6 +496,24 @@ fn upstream_config(entry: &Entry, folder: &Path) -> Result<UpstreamConfig, Strin
     }
     config = config.with_identity(identity(entry)?);
     Ok(config)
+}
+
+/// The tool patterns of `rerun-on-restart`: `true` is every tool.
+fn rerun_on_restart(value: Option<&toml::Value>) -> Result<Vec<String>, String> {
+    let refused = || {
+        "`rerun-on-restart`: give true (every tool), false, or a list of tool names or glob \
+         patterns"
+            .to_owned()
+    };
+    match value {
+        None | Some(toml::Value::Boolean(false)) => Ok(Vec::new()),
+        Some(toml::Value::Boolean(true)) => Ok(vec!["*".to_owned()]),
+        Some(toml::Value::Array(tools)) => tools
+            .iter()
+            .map(|tool| tool.as_str().map(str::to_owned).ok_or_else(refused))
+            .collect(),
+        Some(_) => Err(refused()),
+    }
 }
 
 /// The entry's `identity`, `identity-header` and `identity-values`.

@@ -134,11 +134,13 @@ call-timeout = 2.5
 deny-tools = ["delete*"]
 breaker-failures = 2
 breaker-cool-down = 10
+rerun-on-restart = ["read*", "list"]
 
 [[upstream]]
 name = "search"
 url = "http://127.0.0.1:9/mcp"
 headers = { "X-Api-Key" = "k" }
+rerun-on-restart = true
 labels = ["alice", "ops"]
 identity = "label"
 identity-header = "X-User"
@@ -176,7 +178,9 @@ fn upstream_entries_become_the_gateway_config() {
             .with_default_policy(mcp_tasks::server::TaskPolicy::Required)
             .with_tool_policy("read", mcp_tasks::server::TaskPolicy::Forbidden)
             .with_max_upstream_connections(3)
+            .with_rerun_on_restart(["read*", "list"])
     );
+    assert_eq!(search.options.rerun_on_restart, ["*"]);
     assert_eq!(
         search.upstream,
         Upstream::url("http://127.0.0.1:9/mcp").with_header("X-Api-Key", "k")
@@ -260,6 +264,29 @@ fn an_entry_that_cannot_be_served_is_refused_at_its_line() {
             error.to_string().contains(message),
             "{text}: {error} (wanted {message:?})"
         );
+    }
+}
+
+#[test]
+fn rerun_on_restart_is_true_false_or_glob_patterns() {
+    let entry = |value: &str| {
+        format!("[[upstream]]\nname = \"a\"\ncommand = \"x\"\nrerun-on-restart = {value}\n")
+    };
+    let (_dir, path) = file(&entry("false"));
+    let config = read_gateway(&ConfigFile::read(&path).unwrap())
+        .unwrap()
+        .unwrap();
+    assert!(config.upstreams[0].options.rerun_on_restart.is_empty());
+    for (value, wanted) in [
+        ("\"yes\"", "rerun-on-restart"),
+        (
+            "[\"a[\"]",
+            "the rerun-on-restart pattern \"a[\" is not a glob",
+        ),
+    ] {
+        let (_dir, path) = file(&entry(value));
+        let error = read_gateway(&ConfigFile::read(&path).unwrap()).unwrap_err();
+        assert!(error.to_string().contains(wanted), "{value}: {error}");
     }
 }
 

@@ -29,10 +29,16 @@ const STEP_MS: u64 = 250;
 /// Starts a replica on 127.0.0.1:`port`, logging each `long_job` step
 /// into `logs`.
 fn replica(port: u16, store: &Shared, logs: &Logs) -> Served {
+    replica_of(port, store, logs, "rolling", &[])
+}
+
+/// [`replica`] in the deployment `name` (a key prefix or schema of its
+/// own), with the further flags `extra`.
+fn replica_of(port: u16, store: &Shared, logs: &Logs, name: &str, extra: &[&str]) -> Served {
     let address = format!("127.0.0.1:{port}");
     let url = store.url();
-    let namespace = store.namespace("rolling");
-    let args = [
+    let namespace = store.namespace(name);
+    let mut args = vec![
         "--http",
         &address,
         "--store",
@@ -46,6 +52,7 @@ fn replica(port: u16, store: &Shared, logs: &Logs) -> Served {
         "--poll-interval",
         "500",
     ];
+    args.extend_from_slice(extra);
     let env = [
         ("RUST_LOG", "warn,mcp_tasks::serve::tools=debug"),
         ("NO_COLOR", "1"),
@@ -117,7 +124,13 @@ fn post(port: u16, method: &str, name: Option<&str>, params: Value) -> (u16, Val
 
 /// Creates a `long_job` task through nginx; its id.
 fn create(port: u16) -> String {
-    let arguments = json!({"steps": STEPS, "step_ms": STEP_MS});
+    create_job(port, STEPS, STEP_MS)
+}
+
+/// Creates a `long_job` task of `steps` steps of `step_ms` through nginx;
+/// its id.
+fn create_job(port: u16, steps: u64, step_ms: u64) -> String {
+    let arguments = json!({"steps": steps, "step_ms": step_ms});
     let (status, body) = post(
         port,
         "tools/call",
@@ -143,7 +156,8 @@ fn read_all(port: u16, ids: &[String]) -> Vec<Value> {
 }
 
 /// Waits (up to `within`) until no task waits to be taken over: each one
-/// is finished or runs a step somewhere.
+/// is finished or runs a step somewhere (through a gateway: the
+/// upstream's step, relayed).
 fn until_taken_over(port: u16, ids: &[String], within: Duration) {
     let deadline = Instant::now() + within;
     loop {
@@ -283,5 +297,127 @@ fn rolling_restart(store: &Shared) {
     for (hash, mut steps) in runs {
         steps.sort_unstable();
         assert_eq!(steps, every_step, "task {hash}: each step once");
+    }
+}
+
+/// How many gateway tasks (the upstream's `long_job`, 20 s each) a rolling
+/// restart of two gateways must not fail.
+const GATEWAY_TASKS: usize = 50;
+
+/// Two task gateways (`serve --upstream-url`) on one Redis behind nginx,
+/// in front of one upstream that makes tasks of its own (`mcp-tasks serve
+/// --http` on SQLite): 50 tasks of 20 s through nginx, each gateway in turn
+/// gets SIGTERM, exits 0 and is started again. Every task completes with
+/// the upstream's result, both drains handed tasks over and failed none,
+/// and the upstream ran each task once: exactly 50 tasks in its store,
+/// each step of each once (the upstream logs each step it runs).
+#[test]
+fn a_rolling_restart_of_two_gateways_behind_nginx_follows_every_upstream_task_once() {
+    let store = Shared::redis();
+    let dir = tempfile::tempdir().unwrap();
+    let upstream_db = dir.path().join("upstream.db");
+    let upstream_logs = Logs::default();
+    let upstream_store = format!("sqlite:{}", upstream_db.display());
+    let upstream = Served::spawn(
+        crate::support::BIN,
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--store",
+            &upstream_store,
+            "--poll-interval",
+            "200",
+        ],
+        &[
+            ("RUST_LOG", "warn,mcp_tasks::serve::tools=debug"),
+            ("NO_COLOR", "1"),
+        ],
+        Some(&upstream_logs),
+    );
+    let logs = Logs::default();
+    let ports = [free_port(), free_port()];
+    let gateway = ["--upstream-url", upstream.url.as_str()];
+    let start = |port: u16| replica_of(port, &store, &logs, "rolling-gateways", &gateway);
+    let mut replicas: Vec<Served> = ports.iter().map(|&port| start(port)).collect();
+    let nginx_port = free_port();
+    let _nginx = run_nginx(
+        dir.path(),
+        nginx_port,
+        &nginx_conf(dir.path(), nginx_port, &ports),
+    );
+    let (steps, step_ms) = (20, 1000);
+    let ids: Vec<String> = (0..GATEWAY_TASKS)
+        .map(|_| create_job(nginx_port, steps, step_ms))
+        .collect();
+    until_taken_over(nginx_port, &ids, Duration::from_secs(10));
+    for (n, port) in ports.iter().enumerate() {
+        let code = terminate(&mut replicas[n]);
+        assert_eq!(code, Some(0), "gateway {n} exits 0 after its drain");
+        replicas[n] = start(*port);
+        until_taken_over(nginx_port, &ids, Duration::from_secs(20));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let tasks = loop {
+        let tasks = read_all(nginx_port, &ids);
+        if tasks.iter().all(|task| task["status"] != "working") {
+            break tasks;
+        }
+        assert!(Instant::now() < deadline, "tasks still run after 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut outcomes = BTreeMap::<String, usize>::new();
+    for task in &tasks {
+        let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
+        let message = task["statusMessage"].as_str().unwrap_or("");
+        let key = match task["status"].as_str() {
+            Some("completed") => format!("completed {text}"),
+            other => format!("{other:?} {message}"),
+        };
+        *outcomes.entry(key).or_default() += 1;
+    }
+    assert_eq!(
+        outcomes,
+        BTreeMap::from([(format!("completed done: {steps} steps"), GATEWAY_TASKS)]),
+        "0 failed, 0 lost"
+    );
+    let logs = logs.lock().unwrap().clone();
+    let drained: Vec<&String> = logs
+        .iter()
+        .filter(|line| line.contains("drained"))
+        .collect();
+    assert_eq!(drained.len(), 2, "{drained:?}");
+    for line in &drained {
+        eprintln!("gateway: {line}");
+        assert!(line.ends_with(", 0 failed"), "{line}");
+        assert!(!line.contains(" 0 handed off"), "{line}");
+    }
+    // The upstream ran each task once: 50 tasks, each step of each once.
+    let connection = rusqlite::Connection::open(&upstream_db).expect("the upstream's store");
+    let made: i64 = connection
+        .query_row("SELECT count(*) FROM tasks", [], |row| row.get(0))
+        .expect("a count");
+    assert_eq!(
+        made,
+        i64::try_from(GATEWAY_TASKS).unwrap(),
+        "upstream tasks"
+    );
+    let mut runs = BTreeMap::<String, Vec<u64>>::new();
+    for (hash, step) in upstream_logs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|line| step_of(line))
+    {
+        runs.entry(hash).or_default().push(step);
+    }
+    assert_eq!(
+        runs.len(),
+        GATEWAY_TASKS,
+        "every upstream task's steps are logged"
+    );
+    let every_step: Vec<u64> = (1..=steps).collect();
+    for (hash, mut run) in runs {
+        run.sort_unstable();
+        assert_eq!(run, every_step, "upstream task {hash}: each step once");
     }
 }

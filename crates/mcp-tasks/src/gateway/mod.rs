@@ -118,9 +118,16 @@
 //!   parked upstream call, and the retry's answers go to it; bound to the
 //!   caller and the tool, kept for [`GatewayOptions::with_input_timeout`],
 //!   then the upstream request is cancelled).
+//! * **Across deploys** ([`GatewayResumes`], see `resume.rs`): a task the
+//!   upstream runs as its own is followed again by whichever gateway takes
+//!   the gateway's task up next (the same one started again on SQLite,
+//!   another replica on Redis or PostgreSQL), never called twice; a call
+//!   the upstream answers itself is waited for by a drain, and what still
+//!   runs then is run again once if its tool is marked
+//!   [`GatewayOptions::rerun_on_restart`], else fails naming the upstream.
 //! * Whatever the runtime promises holds: tasks on SQLite survive a gateway
-//!   restart (one cut off by it fails honestly), replicas share tasks on
-//!   Redis, tasks are bound to their caller, ids are never logged (the
+//!   restart, replicas share tasks on Redis and PostgreSQL, tasks are
+//!   bound to their caller, ids are never logged (the
 //!   upstream connections run in the [`quiet`](crate::quiet) scope, and so
 //!   does the HTTP recipe; a gateway served otherwise is started in it, as
 //!   below). Requests
