@@ -14,7 +14,9 @@
 #   * the fastmcp-tasks fixture server of interop/fastmcp (the extension, poll only) over
 #     HTTP behind a gateway on HTTP: its tasks awaited and relayed (slow, ask_name with
 #     its `<taskId>:<hex>` input keys, tool_error's isError, mrtr_then_task's MRTR round),
-#     greet passed through, and tasks/cancel sent on (seen in the fixture's trace).
+#     greet passed through, and tasks/cancel sent on (seen in the fixture's trace); a
+#     gateway on SQLite killed mid-task follows the same fastmcp task after its restart, and
+#     on two gateway replicas on one redis-server a task's input asked on A is answered on B.
 #
 # Usage: check.sh MCP_TASKS_BIN PYTHON
 #   MCP_TASKS_BIN  e.g. target/debug/mcp-tasks (cargo build -p mcp-tasks-cli)
@@ -28,7 +30,7 @@
 set -u
 
 if [ $# -ne 2 ]; then
-  sed -n "19,23p" "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n "21,25p" "$0" | sed 's/^# \{0,1\}//' >&2
   exit 64
 fi
 BIN=$1
@@ -195,6 +197,48 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = fastmcp ]; then
       pass "tasks/cancel is sent on to the fastmcp task/fastmcp"
     else
       fail "tasks/cancel is sent on to the fastmcp task/fastmcp" "no tasks/cancel in the fixture's trace"
+    fi
+
+    # A gateway on SQLite killed (SIGKILL) while it follows a fastmcp task, started again
+    # on the same file and port: it follows the same task to its end.
+    port=$(free_port)
+    restart_gateway() {
+      start_server GATEWAY_URL "the gateway on SQLite starts/$1" "$WORK/$1" \
+        "$BIN" serve --http "127.0.0.1:$port" --store "sqlite:$WORK/gateway.db" \
+        --poll-interval 100 --upstream-url "$upstream"
+    }
+    if restart_gateway fastmcp-sqlite; then
+      first=$BG_PID
+      "$BIN" call --url "$GATEWAY_URL" --no-wait slow --arg seconds=4 >"$WORK/slow.id" 2>"$WORK/slow.err"
+      sleep 1
+      stop_bg "$first" KILL
+      if restart_gateway fastmcp-sqlite-again; then
+        "$BIN" wait --url "$GATEWAY_URL" --json "$(tail -n 1 "$WORK/slow.id")" >"$out" \
+          2>"$WORK/fastmcp.werr"; rc=$?
+        expect "a gateway killed mid-task follows the fastmcp task again after its restart/fastmcp" \
+          "$out" $rc 0 'd["status"] == "completed" and t == "slept 4 s"'
+      fi
+    fi
+
+    # Two gateway replicas on one redis-server: a fastmcp task that asks for input,
+    # called on A, is answered and read on B.
+    redis_port=$(free_port)
+    start_bg "$WORK/redis" redis-server --port "$redis_port" --bind 127.0.0.1 --save "" \
+      --appendonly no
+    redis_up() { redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG; }
+    if ! wait_for 10 redis_up; then
+      fail "redis-server starts/fastmcp" "$(tail -n 5 "$WORK/redis.err")"
+    elif start_server A_URL "gateway replica A starts/fastmcp" "$WORK/replica-a" \
+        "$BIN" serve --http 127.0.0.1:0 --store "redis://127.0.0.1:$redis_port/0" \
+        --poll-interval 100 --upstream-url "$upstream" &&
+      start_server B_URL "gateway replica B starts/fastmcp" "$WORK/replica-b" \
+        "$BIN" serve --http 127.0.0.1:0 --store "redis://127.0.0.1:$redis_port/0" \
+        --poll-interval 100 --upstream-url "$upstream"; then
+      "$BIN" call --url "$A_URL" --no-wait ask_name >"$WORK/ask.id" 2>"$WORK/ask.err"
+      "$BIN" wait --url "$B_URL" --json --answer name=Ada "$(tail -n 1 "$WORK/ask.id")" >"$out" \
+        2>"$WORK/ask.werr"; rc=$?
+      expect "input asked on replica A is answered on replica B/fastmcp" "$out" $rc 0 \
+        'd["status"] == "completed" and t == "Hello, Ada!"'
     fi
   fi
 fi

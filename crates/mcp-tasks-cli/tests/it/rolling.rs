@@ -182,6 +182,23 @@ fn until_taken_over(port: u16, ids: &[String], within: Duration) {
     }
 }
 
+/// Every task read through nginx once none is working any more (waited
+/// for up to `within`).
+fn all_ended(port: u16, ids: &[String], within: Duration) -> Vec<Value> {
+    let deadline = Instant::now() + within;
+    loop {
+        let tasks = read_all(port, ids);
+        if tasks.iter().all(|task| task["status"] != "working") {
+            return tasks;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "tasks still run after {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The `(task hash, step)` of a replica's log line for a `long_job` step.
 fn step_of(line: &str) -> Option<(String, u64)> {
     if !line.contains("long_job step") {
@@ -253,15 +270,7 @@ fn rolling_restart(store: &Shared) {
     }
 
     // Every task completes, with the right result.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let tasks = loop {
-        let tasks = read_all(nginx_port, &ids);
-        if tasks.iter().all(|task| task["status"] != "working") {
-            break tasks;
-        }
-        assert!(Instant::now() < deadline, "tasks still run after 60 s");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let tasks = all_ended(nginx_port, &ids, Duration::from_secs(60));
     let mut outcomes = BTreeMap::<String, usize>::new();
     for task in &tasks {
         let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
@@ -277,6 +286,13 @@ fn rolling_restart(store: &Shared) {
 
     // Both drains handed tasks off, failed none, and said so.
     let logs = logs.lock().unwrap().clone();
+    drains_handed_off(&logs);
+    // Each step of each task ran once, wherever it ran.
+    each_step_once(&logs, TASKS, STEPS);
+}
+
+/// Both replicas' drains (in `logs`) handed tasks off and failed none.
+fn drains_handed_off(logs: &[String]) {
     let drained: Vec<&String> = logs
         .iter()
         .filter(|line| line.contains("drained"))
@@ -287,16 +303,20 @@ fn rolling_restart(store: &Shared) {
         assert!(line.ends_with(", 0 failed"), "{line}");
         assert!(!line.contains(" 0 handed off"), "{line}");
     }
-    // Each step of each task ran once, wherever it ran.
+}
+
+/// Each of the `tasks` tasks whose `long_job` steps `logs` has ran each of
+/// its `steps` steps once.
+fn each_step_once(logs: &[String], tasks: usize, steps: u64) {
     let mut runs = BTreeMap::<String, Vec<u64>>::new();
     for (hash, step) in logs.iter().filter_map(|line| step_of(line)) {
         runs.entry(hash).or_default().push(step);
     }
-    assert_eq!(runs.len(), TASKS, "every task's steps are logged");
-    let every_step: Vec<u64> = (1..=STEPS).collect();
-    for (hash, mut steps) in runs {
-        steps.sort_unstable();
-        assert_eq!(steps, every_step, "task {hash}: each step once");
+    assert_eq!(runs.len(), tasks, "every task's steps are logged");
+    let every_step: Vec<u64> = (1..=steps).collect();
+    for (hash, mut run) in runs {
+        run.sort_unstable();
+        assert_eq!(run, every_step, "task {hash}: each step once");
     }
 }
 
@@ -356,15 +376,7 @@ fn a_rolling_restart_of_two_gateways_behind_nginx_follows_every_upstream_task_on
         replicas[n] = start(*port);
         until_taken_over(nginx_port, &ids, Duration::from_secs(20));
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let tasks = loop {
-        let tasks = read_all(nginx_port, &ids);
-        if tasks.iter().all(|task| task["status"] != "working") {
-            break tasks;
-        }
-        assert!(Instant::now() < deadline, "tasks still run after 60 s");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let tasks = all_ended(nginx_port, &ids, Duration::from_secs(60));
     let mut outcomes = BTreeMap::<String, usize>::new();
     for task in &tasks {
         let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
@@ -380,17 +392,7 @@ fn a_rolling_restart_of_two_gateways_behind_nginx_follows_every_upstream_task_on
         BTreeMap::from([(format!("completed done: {steps} steps"), GATEWAY_TASKS)]),
         "0 failed, 0 lost"
     );
-    let logs = logs.lock().unwrap().clone();
-    let drained: Vec<&String> = logs
-        .iter()
-        .filter(|line| line.contains("drained"))
-        .collect();
-    assert_eq!(drained.len(), 2, "{drained:?}");
-    for line in &drained {
-        eprintln!("gateway: {line}");
-        assert!(line.ends_with(", 0 failed"), "{line}");
-        assert!(!line.contains(" 0 handed off"), "{line}");
-    }
+    drains_handed_off(&logs.lock().unwrap().clone());
     // The upstream ran each task once: 50 tasks, each step of each once.
     let connection = rusqlite::Connection::open(&upstream_db).expect("the upstream's store");
     let made: i64 = connection
@@ -401,23 +403,5 @@ fn a_rolling_restart_of_two_gateways_behind_nginx_follows_every_upstream_task_on
         i64::try_from(GATEWAY_TASKS).unwrap(),
         "upstream tasks"
     );
-    let mut runs = BTreeMap::<String, Vec<u64>>::new();
-    for (hash, step) in upstream_logs
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|line| step_of(line))
-    {
-        runs.entry(hash).or_default().push(step);
-    }
-    assert_eq!(
-        runs.len(),
-        GATEWAY_TASKS,
-        "every upstream task's steps are logged"
-    );
-    let every_step: Vec<u64> = (1..=steps).collect();
-    for (hash, mut run) in runs {
-        run.sort_unstable();
-        assert_eq!(run, every_step, "upstream task {hash}: each step once");
-    }
+    each_step_once(&upstream_logs.lock().unwrap().clone(), GATEWAY_TASKS, steps);
 }

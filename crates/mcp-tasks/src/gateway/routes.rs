@@ -192,10 +192,7 @@ impl Route {
         pools.retain(|_, pool| Arc::strong_count(pool) > 1 || !pool.is_unused());
         let pool = pools.entry(key).or_insert_with(|| {
             Arc::new(Pool::new(
-                self.config
-                    .upstream
-                    .clone()
-                    .with_only_header(header, &value),
+                self.config.upstream.clone().with_only_header(header, value),
                 // A caller's refused identity is no outage: its failures
                 // do not count on the upstream's breaker.
                 Shared {

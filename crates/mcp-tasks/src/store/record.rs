@@ -153,8 +153,8 @@ pub(super) struct Run {
     /// How many times another server took the task over and ran it again.
     #[serde(default)]
     resumed: u32,
-    /// A drain waits for the task to end before it hands it off
-    /// ([`ToolTasks::drain_wait`](crate::server::ToolTasks::drain_wait)).
+    /// A drain waits for the task to end before it hands it off (the
+    /// tool's `drain_wait`).
     #[serde(default, skip_serializing_if = "is_false")]
     drain_wait: bool,
 }
