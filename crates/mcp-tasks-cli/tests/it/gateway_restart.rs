@@ -285,6 +285,13 @@ async fn gateway_replicas_on_redis_hand_upstream_tasks_and_marked_calls_over_in_
     let mut a = replica(&redis, "gateway-restart-test", &over_http);
     let b = replica(&redis, "gateway-restart-test", &over_http);
     let (on_a, on_b) = (a.client().await, b.client().await);
+    // Both list the same tools.
+    let listed = |replica: &Served| {
+        let answer = crate::serve_oauth_issuer::list_tools(replica.address(), None);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        answer.body["result"]["tools"].clone()
+    };
+    assert_eq!(listed(&a), listed(&b), "tools/list on A and on B");
     let job = start(&on_a, "long_job", json!({"steps": 10, "step_ms": 300})).await;
     upstream_working(&on_b, &job, &upstream_db).await;
     a.signal("TERM");
