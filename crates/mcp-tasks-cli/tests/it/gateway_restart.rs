@@ -253,8 +253,13 @@ async fn a_drain_waits_for_plain_calls_then_reruns_the_marked_and_fails_the_othe
 }
 
 /// A gateway replica on `redis` in the deployment `name`, in front of the
-/// upstream `upstream` (its flags).
+/// upstream `upstream` (its flags), draining for up to a second.
 fn replica(redis: &Shared, name: &str, upstream: &[&str]) -> Served {
+    replica_draining(redis, name, "1", upstream)
+}
+
+/// [`replica`] draining for up to `drain` seconds.
+fn replica_draining(redis: &Shared, name: &str, drain: &str, upstream: &[&str]) -> Served {
     let namespace = redis.namespace(name);
     let mut flags = vec![
         namespace[0].as_str(),
@@ -262,7 +267,7 @@ fn replica(redis: &Shared, name: &str, upstream: &[&str]) -> Served {
         "--lease-period",
         "2000",
         "--drain-timeout",
-        "1",
+        drain,
         "--poll-interval",
         "50",
     ];
@@ -332,4 +337,21 @@ async fn gateway_replicas_on_redis_hand_upstream_tasks_and_marked_calls_over_in_
     .await;
     assert_eq!(ended.status, TaskStatus::Completed, "{ended:?}");
     assert_eq!(calls_of(&log, "progress"), 2, "run again once, on B");
+    drop((a, b));
+
+    // A drain of 8 s waits for a marked call of 5 s: it ends on A, is not
+    // handed over after the hand-off grace (3 s) and is not run again.
+    let mut a = replica_draining(&redis, "gateway-wait-test", "8", &over_stdio);
+    let b = replica_draining(&redis, "gateway-wait-test", "8", &over_stdio);
+    let (on_a, on_b) = (a.client().await, b.client().await);
+    let call = start(&on_a, "progress", json!({"steps": 10, "ms": 500})).await;
+    until(&on_b, &call.id, Duration::from_secs(10), |state| {
+        state.status_message.as_deref() == Some("1/10")
+    })
+    .await;
+    a.signal("TERM");
+    assert_eq!(a.exit_code(Duration::from_secs(20)), Some(0));
+    let ended = on_b.get(&call.id).await.expect("tasks/get");
+    assert_eq!(ended.status, TaskStatus::Completed, "{ended:?}");
+    assert_eq!(calls_of(&log, "progress"), 3, "run once more, on A alone");
 }

@@ -43,13 +43,17 @@ impl TaskRuntime {
     /// a queued task, stopped (its tool dropped first) and handed off at
     /// the end of the grace. The next scan of a live replica resumes it
     /// from its last checkpoint, as after a crash. Its status message says
-    /// so meanwhile ([`HANDED_OFF_MESSAGE`]).
+    /// so meanwhile ([`HANDED_OFF_MESSAGE`]). A resumable task marked
+    /// [`ToolTasks::drain_wait`] (a tool that starts over when resumed) is
+    /// waited for like one that is not resumable, and handed off (or left
+    /// unfinished) only at `timeout`.
     ///
     /// Takeovers of other replicas' tasks stop too. The runtime stays
     /// usable for reading; creating tasks stays refused. Calling it again
     /// waits again; the report counts since the first call.
     ///
     /// [`ToolTasks::with_resumable`]: crate::server::ToolTasks::with_resumable
+    /// [`ToolTasks::drain_wait`]: crate::server::ToolTasks::drain_wait
     /// [`TaskRuntimeBuilder::with_resume`]: crate::server::TaskRuntimeBuilder::with_resume
     /// [`TaskStore::outlives_process`]: crate::store::TaskStore::outlives_process
     /// [`TaskContext::checkpoint`]: crate::server::TaskContext::checkpoint

@@ -425,3 +425,37 @@ fn a_hand_off_moves_a_resumable_task_to_another_runner_keeping_its_checkpoint() 
         Err(TransitionError::NotResumable)
     );
 }
+
+#[test]
+fn a_drain_waits_only_for_a_resumable_record_marked_so_and_its_first_checkpoint_is_kept() {
+    let call = json!({"name": "job", "arguments": {"n": 1}});
+    let plain = record().with_drain_wait(true);
+    assert!(!plain.drain_waits(), "not resumable: nothing to wait for");
+    let resumable = record()
+        .with_runner(RunnerId::new("a"), Some(call))
+        .with_drain_wait(true)
+        .with_first_checkpoint(Some(json!({"upstream": "jobs"})));
+    assert!(resumable.drain_waits());
+    assert_eq!(resumable.checkpoint(), Some(&json!({"upstream": "jobs"})));
+    // Both kept through a store's serialization, and through a resume.
+    let stored: TaskRecord =
+        serde_json::from_value(serde_json::to_value(&resumable).unwrap()).unwrap();
+    assert!(stored.drain_waits());
+    let resumed = stored
+        .apply(&Change::Resume(RunnerId::new("b")), at(1_100), ms(0))
+        .unwrap()
+        .record;
+    assert!(resumed.drain_waits());
+    assert_eq!(resumed.checkpoint(), Some(&json!({"upstream": "jobs"})));
+    // A record written before the flag existed reads without it.
+    let mut old = serde_json::to_value(&resumable).unwrap();
+    old["run"].as_object_mut().unwrap().remove("drain_wait");
+    let old: TaskRecord = serde_json::from_value(old).unwrap();
+    assert!(!old.drain_waits());
+    assert!(
+        !serde_json::to_string(&record().with_runner(RunnerId::new("a"), None))
+            .unwrap()
+            .contains("drain_wait"),
+        "not written when false"
+    );
+}
