@@ -10,7 +10,9 @@
 #     answered with tasks/update, echo passes through synchronously (--tasks
 #     echo=forbidden), simulate-research-query (its own legacy task) is awaited and its
 #     elicitation relayed, Ctrl-C cancels; over HTTP, server-everything restarted mid-task
-#     (its sessions lost) fails that task saying so and the next call works;
+#     (its sessions lost) fails that task saying so and the next call works, and a gateway
+#     on SQLite killed while it follows server-everything's task cannot follow it on a new
+#     session (the TypeScript SDK v1 keeps a task for its session) and fails it saying so;
 #   * the fastmcp-tasks fixture server of interop/fastmcp (the extension, poll only) over
 #     HTTP behind a gateway on HTTP: its tasks awaited and relayed (slow, ask_name with
 #     its `<taskId>:<hex>` input keys, tool_error's isError, mrtr_then_task's MRTR round),
@@ -30,7 +32,7 @@
 set -u
 
 if [ $# -ne 2 ]; then
-  sed -n "21,25p" "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n "23,27p" "$0" | sed 's/^# \{0,1\}//' >&2
   exit 64
 fi
 BIN=$1
@@ -147,6 +149,30 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = everything-http ]; then
     }
     wait_for --every 0.5 25 echo_again
     expect "the next call works on a new session/everything-http" "$out" $rc 0 't == "Echo: again"'
+
+    # A gateway on SQLite killed while it follows server-everything's own (2025-11-25)
+    # task: started again, it asks for the task on a new session, and the TypeScript SDK v1
+    # keeps a task for the session that made it only, so the task fails saying the upstream
+    # does not know it (never left working, never run twice).
+    gport=$(free_port)
+    sqlite_gateway() {
+      start_server GATEWAY_URL "the gateway on SQLite starts/$1" "$WORK/$1" \
+        "$BIN" serve --http "127.0.0.1:$gport" --store "sqlite:$WORK/everything-gateway.db" \
+        --poll-interval 100 --upstream-url "http://127.0.0.1:$port/mcp"
+    }
+    if sqlite_gateway everything-sqlite; then
+      first=$BG_PID
+      "$BIN" call --url "$GATEWAY_URL" --no-wait simulate-research-query --arg topic=rust \
+        >"$WORK/research.id" 2>"$WORK/research.err"
+      sleep 1
+      stop_bg "$first" KILL
+      if sqlite_gateway everything-sqlite-again; then
+        "$BIN" wait --url "$GATEWAY_URL" --json "$(tail -n 1 "$WORK/research.id")" >"$out" \
+          2>"$WORK/research.werr"; rc=$?
+        expect "a task bound to the lost session fails saying the upstream does not know it/everything-http" \
+          "$out" $rc 2 'd["status"] == "failed" and "could not take it up again: it does not know the task" in d["error"]["message"]'
+      fi
+    fi
   fi
 fi
 
