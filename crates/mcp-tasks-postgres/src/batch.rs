@@ -283,7 +283,8 @@ impl Target {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<bool>, StoreError> {
         let rows =
-            crate::query_pool(&self.pool, self.timeout, self.what, &self.sql, params).await?;
+            crate::connection::query_pool(&self.pool, self.timeout, self.what, &self.sql, params)
+                .await?;
         let done = rows
             .iter()
             .map(|row| row.try_get::<_, &str>(0))
@@ -295,7 +296,8 @@ impl Target {
     /// Runs the statement with `params`: the codes of its one row's array.
     async fn codes(&self, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<i32>, StoreError> {
         let rows =
-            crate::query_pool(&self.pool, self.timeout, self.what, &self.sql, params).await?;
+            crate::connection::query_pool(&self.pool, self.timeout, self.what, &self.sql, params)
+                .await?;
         rows.first()
             .ok_or_else(|| StoreError::msg("PostgreSQL answered a batch of writes with nothing"))?
             .try_get(0)

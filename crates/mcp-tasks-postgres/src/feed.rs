@@ -31,7 +31,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio_postgres::AsyncMessage;
 
-use crate::failure;
+use crate::connection::failure;
 use crate::tls::Tls;
 
 /// How often the connection is checked with a ping.

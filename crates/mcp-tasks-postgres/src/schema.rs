@@ -50,7 +50,7 @@
 use mcp_tasks::store::StoreError;
 use tokio_postgres::Client;
 
-use crate::failure;
+use crate::connection::failure;
 
 /// The migrations, in order: the version each brings the schema to, and
 /// its SQL, where `{s}` is the schema (quoted) and `{channel}` the change
