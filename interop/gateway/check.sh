@@ -10,9 +10,10 @@
 #     answered with tasks/update, echo passes through synchronously (--tasks
 #     echo=forbidden), simulate-research-query (its own legacy task) is awaited and its
 #     elicitation relayed, Ctrl-C cancels; over HTTP, server-everything restarted mid-task
-#     (its sessions lost) fails that task saying so and the next call works, and a gateway
-#     on SQLite killed while it follows server-everything's task cannot follow it on a new
-#     session (the TypeScript SDK v1 keeps a task for its session) and fails it saying so;
+#     (its sessions lost) fails that task saying so and the next call works; a gateway on
+#     SQLite killed or drained while it follows server-everything's task (which the
+#     TypeScript SDK v1 keeps for its session) takes the session over after its restart
+#     and follows the task to its end, and so does a replica on Redis after the other's drain;
 #   * the fastmcp-tasks fixture server of interop/fastmcp (the extension, poll only) over
 #     HTTP behind a gateway on HTTP: its tasks awaited and relayed (slow, ask_name with
 #     its `<taskId>:<hex>` input keys, tool_error's isError, mrtr_then_task's MRTR round),
@@ -32,7 +33,7 @@
 set -u
 
 if [ $# -ne 2 ]; then
-  sed -n "23,27p" "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n "24,28p" "$0" | sed 's/^# \{0,1\}//' >&2
   exit 64
 fi
 BIN=$1
@@ -66,6 +67,28 @@ gateway_http() {
 everything_http() {
   start_bg "$1" env PORT="$2" node -r "$HERE/../everything/loopback.cjs" "$EVERYTHING" streamableHttp
   EVERYTHING_PID=$BG_PID
+}
+
+# start_redis NAME: starts a redis-server on a free port for the gateway replicas of
+# NAME; sets REDIS_URL.
+start_redis() {
+  local redis_port
+  redis_port=$(free_port)
+  start_bg "$WORK/redis-$1" redis-server --port "$redis_port" --bind 127.0.0.1 --save "" \
+    --appendonly no
+  REDIS_URL=redis://127.0.0.1:$redis_port/0
+  redis_up() { redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG; }
+  wait_for 10 redis_up && return 0
+  fail "redis-server starts/$1" "$(tail -n 5 "$WORK/redis-$1.err")"
+  return 1
+}
+
+# gateway_replica NAME UPSTREAM_URL: a gateway replica on $REDIS_URL in front of
+# UPSTREAM_URL (1 s drains, 2 s leases); sets GATEWAY_URL and BG_PID.
+gateway_replica() {
+  start_server GATEWAY_URL "gateway replica $1 starts" "$WORK/$1" \
+    "$BIN" serve --http 127.0.0.1:0 --store "$REDIS_URL" --poll-interval 100 \
+    --lease-period 2000 --drain-timeout 1 --upstream-url "$2"
 }
 
 everything_checks() {
@@ -151,9 +174,9 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = everything-http ]; then
     expect "the next call works on a new session/everything-http" "$out" $rc 0 't == "Echo: again"'
 
     # A gateway on SQLite killed while it follows server-everything's own (2025-11-25)
-    # task: started again, it asks for the task on a new session, and the TypeScript SDK v1
-    # keeps a task for the session that made it only, so the task fails saying the upstream
-    # does not know it (never left working, never run twice).
+    # task, which the TypeScript SDK v1 keeps for the session that made it only: started
+    # again, the gateway takes that session over and follows the task to its end; the same
+    # after a drain (SIGTERM) that left the task for the next start.
     gport=$(free_port)
     sqlite_gateway() {
       start_server GATEWAY_URL "the gateway on SQLite starts/$1" "$WORK/$1" \
@@ -169,9 +192,34 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = everything-http ]; then
       if sqlite_gateway everything-sqlite-again; then
         "$BIN" wait --url "$GATEWAY_URL" --json "$(tail -n 1 "$WORK/research.id")" >"$out" \
           2>"$WORK/research.werr"; rc=$?
-        expect "a task bound to the lost session fails saying the upstream does not know it/everything-http" \
-          "$out" $rc 2 'd["status"] == "failed" and "could not take it up again: it does not know the task" in d["error"]["message"]'
+        expect "a gateway killed mid-task follows the session's task again after its restart/everything-http" \
+          "$out" $rc 0 'd["status"] == "completed" and "simulated research report" in t'
+        "$BIN" call --url "$GATEWAY_URL" --no-wait simulate-research-query --arg topic=go \
+          >"$WORK/research.id" 2>"$WORK/research.err"
+        sleep 0.5
+        stop_bg "$BG_PID" TERM
+        if sqlite_gateway everything-sqlite-third; then
+          "$BIN" wait --url "$GATEWAY_URL" --json "$(tail -n 1 "$WORK/research.id")" >"$out" \
+            2>"$WORK/research.werr"; rc=$?
+          expect "a drained gateway's task is followed again after its restart/everything-http" \
+            "$out" $rc 0 'd["status"] == "completed" and "simulated research report" in t'
+        fi
       fi
+    fi
+
+    # Two gateway replicas on one redis-server: A drains (SIGTERM) while it follows
+    # server-everything's task; B takes the task over and follows it on A's session.
+    if start_redis everything && gateway_replica everything-a "http://127.0.0.1:$port/mcp" &&
+      a_url=$GATEWAY_URL && a_pid=$BG_PID &&
+      gateway_replica everything-b "http://127.0.0.1:$port/mcp"; then
+      "$BIN" call --url "$a_url" --no-wait simulate-research-query --arg topic=zig \
+        >"$WORK/research.id" 2>"$WORK/research.err"
+      sleep 0.5
+      stop_bg "$a_pid" TERM
+      "$BIN" wait --url "$GATEWAY_URL" --json "$(tail -n 1 "$WORK/research.id")" >"$out" \
+        2>"$WORK/research.werr"; rc=$?
+      expect "a task handed over by a draining replica is followed on its session/everything-http" \
+        "$out" $rc 0 'd["status"] == "completed" and "simulated research report" in t'
     fi
   fi
 fi
@@ -248,21 +296,11 @@ if [ -z "${ONLY:-}" ] || [ "$ONLY" = fastmcp ]; then
 
     # Two gateway replicas on one redis-server: a fastmcp task that asks for input,
     # called on A, is answered and read on B.
-    redis_port=$(free_port)
-    start_bg "$WORK/redis" redis-server --port "$redis_port" --bind 127.0.0.1 --save "" \
-      --appendonly no
-    redis_up() { redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG; }
-    if ! wait_for 10 redis_up; then
-      fail "redis-server starts/fastmcp" "$(tail -n 5 "$WORK/redis.err")"
-    elif start_server A_URL "gateway replica A starts/fastmcp" "$WORK/replica-a" \
-        "$BIN" serve --http 127.0.0.1:0 --store "redis://127.0.0.1:$redis_port/0" \
-        --poll-interval 100 --upstream-url "$upstream" &&
-      start_server B_URL "gateway replica B starts/fastmcp" "$WORK/replica-b" \
-        "$BIN" serve --http 127.0.0.1:0 --store "redis://127.0.0.1:$redis_port/0" \
-        --poll-interval 100 --upstream-url "$upstream"; then
-      "$BIN" call --url "$A_URL" --no-wait ask_name >"$WORK/ask.id" 2>"$WORK/ask.err"
-      "$BIN" wait --url "$B_URL" --json --answer name=Ada "$(tail -n 1 "$WORK/ask.id")" >"$out" \
-        2>"$WORK/ask.werr"; rc=$?
+    if start_redis fastmcp && gateway_replica fastmcp-a "$upstream" && a_url=$GATEWAY_URL &&
+      gateway_replica fastmcp-b "$upstream"; then
+      "$BIN" call --url "$a_url" --no-wait ask_name >"$WORK/ask.id" 2>"$WORK/ask.err"
+      "$BIN" wait --url "$GATEWAY_URL" --json --answer name=Ada "$(tail -n 1 "$WORK/ask.id")" \
+        >"$out" 2>"$WORK/ask.werr"; rc=$?
       expect "input asked on replica A is answered on replica B/fastmcp" "$out" $rc 0 \
         'd["status"] == "completed" and t == "Hello, Ada!"'
     fi

@@ -256,6 +256,10 @@ pub struct ConnectOptions {
     /// is read and dropped, the HTTP response closed). See
     /// [`answer_bound`](super::answer_bound) for how.
     pub max_answer_bytes: usize,
+    /// The Streamable HTTP session of an earlier connection to take over
+    /// (the gateway's, to follow a task a 2025-11-25 server keeps for that
+    /// session only); see `legacy::Link::adopt_http_session`.
+    pub(crate) adopt_http_session: Option<Arc<str>>,
 }
 
 impl Default for ConnectOptions {
@@ -273,6 +277,7 @@ impl Default for ConnectOptions {
             bearer: None,
             env: Vec::new(),
             max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
+            adopt_http_session: None,
         }
     }
 }
@@ -436,6 +441,9 @@ pub(crate) async fn open<H: ClientHandler>(
     options: &ConnectOptions,
 ) -> Result<Opened, Error> {
     let handler = Handler::new(handler);
+    if let Some(session) = &options.adopt_http_session {
+        handler.link.adopt_http_session(session.clone());
+    }
     let tap = handler.tap();
     let closed = CancellationToken::new();
     let lifecycle = options.lifecycle.clone();

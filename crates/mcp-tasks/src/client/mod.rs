@@ -148,6 +148,20 @@ impl<H: ClientHandler> TasksClient<H> {
         }
     }
 
+    /// The connection's Streamable HTTP session, on a 2025-11-25 server
+    /// that gave one (see `legacy::Link::http_session`).
+    pub(crate) fn http_session(&self) -> Option<Arc<str>> {
+        self.legacy.as_ref()?.http_session()
+    }
+
+    /// Keeps the connection's Streamable HTTP session open on the server
+    /// when the connection closes: another connection will adopt it.
+    pub(crate) fn keep_http_session(&self) {
+        if let Some(link) = &self.legacy {
+            link.keep_http_session();
+        }
+    }
+
     /// Records every task this client creates in `journal` before
     /// `call_tool` returns it, with `server` (where this client's connection
     /// goes) to find it again, and each status it learns of the task later

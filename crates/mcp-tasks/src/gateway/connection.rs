@@ -271,6 +271,20 @@ pub(super) async fn connect(
     options: &GatewayOptions,
     lifecycle: Lifecycle,
 ) -> Result<Connection, Error> {
+    connect_on(upstream, shared, options, lifecycle, None).await
+}
+
+/// [`connect`] in `lifecycle`, taking over the Streamable HTTP session
+/// `session` of an earlier connection (see `resume.rs`), which is then
+/// never closed from here: other tasks of the gateway that made it may
+/// still be followed on it.
+pub(super) async fn connect_on(
+    upstream: &Upstream,
+    shared: &Shared,
+    options: &GatewayOptions,
+    lifecycle: Lifecycle,
+    session: Option<Arc<str>>,
+) -> Result<Connection, Error> {
     let id = shared.calls.next_connection();
     let timeout = options.connect_timeout;
     let (lifecycle, handshake_version) = match lifecycle {
@@ -301,7 +315,7 @@ pub(super) async fn connect(
         window.clone(),
         handshake_version,
     );
-    let connect = ConnectOptions::default()
+    let mut connect = ConnectOptions::default()
         .with_lifecycle(lifecycle)
         .with_timeout(Some(timeout))
         .with_env(upstream.env().iter().cloned())
@@ -310,6 +324,7 @@ pub(super) async fn connect(
                 .max_answer_bytes
                 .unwrap_or(crate::client::DEFAULT_MAX_ANSWER_BYTES),
         );
+    connect.adopt_http_session = session;
     // Redirects are not followed (the default): the upstream is where it was told.
     let Opened {
         running,
@@ -335,17 +350,21 @@ pub(super) async fn connect(
         // A session: told when the gateway's roots change.
         shared.roots.register(running.peer().clone(), window);
     }
+    // An upstream task is awaited on a listen stream where the upstream
+    // serves one (2026-07-28), by polling otherwise.
+    let client = match lines {
+        Some(check) => TasksClient::new(running)
+            .with_listen(listen)
+            .with_line_check(check),
+        None => TasksClient::new(running).with_listen(listen),
+    };
+    if connect.adopt_http_session.is_some() {
+        client.keep_http_session();
+    }
     Ok(Connection {
         id,
         upstream: shared.health.name.clone(),
-        // An upstream task is awaited on a listen stream where the upstream
-        // serves one (2026-07-28), by polling otherwise.
-        client: match lines {
-            Some(check) => TasksClient::new(running)
-                .with_listen(listen)
-                .with_line_check(check),
-            None => TasksClient::new(running).with_listen(listen),
-        },
+        client,
         closed,
         opened: Instant::now(),
         retired: std::sync::atomic::AtomicBool::new(false),

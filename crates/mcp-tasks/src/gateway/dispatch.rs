@@ -241,9 +241,17 @@ impl Gateway {
         // Kept with the task from its creation on: whoever takes it up
         // after a restart follows the same upstream task.
         let task = match self.routes.resumable() {
-            true => task
-                .with_checkpoint(Kept::follows(&route, &request.name, identity, id.clone()))
-                .with_drain_wait(false),
+            true => {
+                // A session the task is kept for (a 2025-11-25 upstream over
+                // HTTP) is left open when this gateway closes its connection:
+                // the next gateway follows the task on it.
+                let session = held.client.http_session();
+                if session.is_some() {
+                    held.client.keep_http_session();
+                }
+                let kept = Kept::follows(&route, &request.name, identity, (id.clone(), session));
+                task.with_checkpoint(kept).with_drain_wait(false)
+            }
             false => task,
         };
         let abandon = held.client.clone();

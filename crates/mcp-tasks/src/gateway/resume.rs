@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use super::dispatch::{Held, bounded};
 use super::relay::Target;
 use super::routes::{CallerIdentity, Route, Routes};
-use super::{Gateway, call, rounds};
+use super::{Gateway, call, connection, rounds};
 use crate::server::{TaskContext, TaskRuntimeBuilder};
 use crate::store::BoxFuture;
 use crate::task::TaskId;
@@ -67,6 +67,11 @@ enum Work {
     Follows {
         /// Its id (a bearer token of the upstream: never logged).
         task: TaskId,
+        /// The Streamable HTTP session it was made on, for a 2025-11-25
+        /// upstream that keeps a task for its session only (the
+        /// TypeScript SDK v1): the next gateway adopts it. Never logged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<String>,
     },
     /// A call the upstream answers itself.
     Calls {
@@ -84,9 +89,10 @@ impl Kept {
         route: &Route,
         tool: &str,
         identity: Option<CallerIdentity>,
-        task: TaskId,
+        (task, session): (TaskId, Option<Arc<str>>),
     ) -> serde_json::Value {
-        Self::of(route, tool, identity, Work::Follows { task })
+        let session = session.map(|session| session.to_string());
+        Self::of(route, tool, identity, Work::Follows { task, session })
     }
 
     /// What a task of a plain call keeps.
@@ -235,9 +241,12 @@ impl GatewayResumes {
         upstream_request.arguments = request.arguments;
         let task = task.clone();
         match kept.work {
-            Work::Follows { task: id } => {
-                let (held, state) =
-                    found_again(&route, kept.identity.as_ref(), &upstream_request, &id).await?;
+            Work::Follows { task: id, session } => {
+                let on = On {
+                    identity: kept.identity.as_ref(),
+                    session: session.map(Arc::from),
+                };
+                let (held, state) = found_again(&route, on, &upstream_request, &id).await?;
                 tracing::debug!(upstream = route.name(), "following an upstream task again");
                 Ok(Box::pin(async move {
                     bounded(&route, call::await_upstream(&held, state, task)).await
@@ -274,17 +283,50 @@ impl GatewayResumes {
     }
 }
 
-/// The upstream's task `id` found again, on a connection of `identity`
-/// (the gateway's own without one): the connection and its state.
+/// Where an upstream's task is asked for again: with the call's identity
+/// (the gateway's own without one), on the session it was made on when
+/// the upstream keeps tasks per session.
+struct On<'a> {
+    identity: Option<&'a CallerIdentity>,
+    session: Option<Arc<str>>,
+}
+
+/// The upstream's task `id` found again, on a connection as `on` says: the
+/// connection and the task's state.
 async fn found_again(
     route: &Arc<Route>,
-    identity: Option<&CallerIdentity>,
+    on: On<'_>,
     request: &CallToolRequestParams,
     id: &TaskId,
 ) -> Result<(Held, crate::TaskState), ErrorData> {
-    let held = match identity {
-        None => Held::Own(route.link.connection().await?),
-        Some(identity) => {
+    let held = match (on.session, on.identity) {
+        (Some(session), identity) => {
+            let mut upstream = route.config.upstream.clone();
+            if let Some(identity) = identity {
+                upstream = upstream.with_only_header(&identity.header, &identity.value);
+            }
+            let opened = connection::connect_on(
+                &upstream,
+                &route.link.shared(),
+                &route.options,
+                connection::Lifecycle::Handshake,
+                Some(session),
+            )
+            .await
+            .map_err(|error| {
+                ErrorData::internal_error(
+                    format!(
+                        "the gateway restarted while it followed a task of {}, and could not \
+                         connect to it again: {error}",
+                        super::breaker::the_upstream(route.name())
+                    ),
+                    None,
+                )
+            })?;
+            Held::Own(Arc::new(opened))
+        }
+        (None, None) => Held::Own(route.link.connection().await?),
+        (None, Some(identity)) => {
             let pool = route.pool_of(Some(identity));
             Held::Leased(pool.lease(pool.era_for(request)).await?)
         }

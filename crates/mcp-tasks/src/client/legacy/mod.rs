@@ -244,6 +244,20 @@ struct Shared {
     task_calls: usize,
     /// The tasks created here lately, by id, with when.
     created: VecDeque<(String, Instant)>,
+    /// The Streamable HTTP session (see [`Link::http_session`]).
+    session: Session,
+}
+
+/// A connection's Streamable HTTP session, as the tap sees it.
+#[derive(Default)]
+struct Session {
+    /// The session the server gave (or the one adopted).
+    current: Option<Arc<str>>,
+    /// A session of an earlier connection to take over: the handshake's
+    /// own session is closed, and every request goes on this one.
+    adopt: Option<Arc<str>>,
+    /// Not closed (`DELETE`) when the connection closes.
+    keep: bool,
 }
 
 #[derive(Default, Clone, Copy, PartialEq, Eq)]
@@ -257,6 +271,46 @@ enum Tapping {
 }
 
 impl Link {
+    /// The Streamable HTTP session of the connection (`None`: stdio, a
+    /// 2026-07-28 server without sessions, or no handshake yet). A
+    /// 2025-11-25 server may keep a task for the session that made it only
+    /// (the TypeScript SDK v1 does): another connection reaches it by
+    /// adopting this session ([`Link::adopt_http_session`]).
+    pub(crate) fn http_session(&self) -> Option<Arc<str>> {
+        self.lock().session.current.clone()
+    }
+
+    /// Makes the connection, before its handshake, take over `session`
+    /// (of an earlier connection to the same server, which may be gone):
+    /// the handshake's own session is closed at once, requests go on
+    /// `session`, and no standing SSE stream is opened on it (the earlier
+    /// connection may still hold the server's only one).
+    pub(crate) fn adopt_http_session(&self, session: Arc<str>) {
+        self.lock().session.adopt = Some(session);
+    }
+
+    /// The session adopted, if any.
+    fn adopted_session(&self) -> Option<Arc<str>> {
+        self.lock().session.adopt.clone()
+    }
+
+    /// Records the session the handshake gave.
+    fn set_http_session(&self, session: Arc<str>) {
+        self.lock().session.current = Some(session);
+    }
+
+    /// Keeps the session open on the server when the connection closes:
+    /// something left there (a task another connection will follow) must
+    /// outlive it.
+    pub(crate) fn keep_http_session(&self) {
+        self.lock().session.keep = true;
+    }
+
+    /// Whether the session is kept ([`Link::keep_http_session`]).
+    fn keeps_http_session(&self) -> bool {
+        self.lock().session.keep
+    }
+
     fn lock(&self) -> MutexGuard<'_, Shared> {
         self.shared
             .lock()

@@ -87,6 +87,46 @@ impl TapHttp {
             .boxed()
     }
 
+    /// The answer to the handshake, its session recorded; with a session
+    /// to adopt, the handshake's own is closed (in the background) and the
+    /// adopted one is what rmcp goes on with.
+    fn session_of_handshake(
+        &self,
+        response: StreamableHttpPostResponse,
+        uri: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> StreamableHttpPostResponse {
+        let adopt = self.link.adopted_session();
+        let swap = |session: Option<String>| -> Option<String> {
+            let Some(adopted) = &adopt else {
+                if let Some(session) = &session {
+                    self.link.set_http_session(session.as_str().into());
+                }
+                return session;
+            };
+            if let Some(own) = session {
+                let inner = self.inner.clone();
+                let (uri, own): (Arc<str>, Arc<str>) = (uri.clone(), own.into());
+                let (auth, headers) = (auth_header.clone(), custom_headers.clone());
+                tokio::spawn(async move {
+                    let _ = inner.delete_session(uri, own, auth, headers).await;
+                });
+            }
+            self.link.set_http_session(adopted.clone());
+            Some(adopted.to_string())
+        };
+        match response {
+            StreamableHttpPostResponse::Json(message, session) => {
+                StreamableHttpPostResponse::Json(message, swap(session))
+            }
+            StreamableHttpPostResponse::Sse(events, session) => {
+                StreamableHttpPostResponse::Sse(events, swap(session))
+            }
+            other => other,
+        }
+    }
+
     /// What rmcp's client answered, watched: SSE events as they pass, and a
     /// `server/discover` result, which turns the tap off.
     fn watched(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
@@ -498,6 +538,10 @@ impl StreamableHttpClient for TapHttp {
             ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
             _ => None,
         };
+        let handshake = matches!(&message, ClientJsonRpcMessage::Request(request)
+            if request.request.method() == "initialize");
+        let (uri_again, auth_again, headers_again) =
+            (uri.clone(), auth_header.clone(), custom_headers.clone());
         let response = if self.reads_answer(&message) {
             self.post_read(
                 uri,
@@ -521,6 +565,12 @@ impl StreamableHttpClient for TapHttp {
                 .await
                 .map(|response| self.watched(response))
         };
+        let response = match handshake {
+            true => response.map(|response| {
+                self.session_of_handshake(response, uri_again, auth_again, headers_again)
+            }),
+            false => response,
+        };
         match id {
             Some(id) => within_bound(response, id, limits.max_sse_event_size),
             None => response,
@@ -534,6 +584,9 @@ impl StreamableHttpClient for TapHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Failure> {
+        if self.link.keeps_http_session() {
+            return Ok(());
+        }
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
@@ -547,6 +600,9 @@ impl StreamableHttpClient for TapHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<Events, Failure> {
+        if self.link.adopted_session().is_some() {
+            return Err(StreamableHttpError::ServerDoesNotSupportSse);
+        }
         let events = self
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
@@ -563,6 +619,9 @@ impl StreamableHttpClient for TapHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<Events, Failure> {
+        if self.link.adopted_session().is_some() {
+            return Err(StreamableHttpError::ServerDoesNotSupportSse);
+        }
         let events = self
             .inner
             .get_stream_with_max_sse_event_size(
