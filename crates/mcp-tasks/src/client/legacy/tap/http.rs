@@ -88,40 +88,46 @@ impl TapHttp {
     }
 
     /// The answer to the handshake, its session recorded; with a session
-    /// to adopt, the handshake's own is closed (in the background) and the
+    /// to adopt, the handshake's own is closed (in the background, with
+    /// `closing`: the endpoint, its authorization and headers) and the
     /// adopted one is what rmcp goes on with.
     fn session_of_handshake(
         &self,
         response: StreamableHttpPostResponse,
-        uri: Arc<str>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
+        closing: (Arc<str>, Option<String>, HashMap<HeaderName, HeaderValue>),
     ) -> StreamableHttpPostResponse {
-        let adopt = self.link.adopted_session();
-        let swap = |session: Option<String>| -> Option<String> {
-            let Some(adopted) = &adopt else {
-                if let Some(session) = &session {
-                    self.link.set_http_session(session.as_str().into());
-                }
-                return session;
-            };
-            if let Some(own) = session {
-                let inner = self.inner.clone();
-                let (uri, own): (Arc<str>, Arc<str>) = (uri.clone(), own.into());
-                let (auth, headers) = (auth_header.clone(), custom_headers.clone());
-                tokio::spawn(async move {
-                    let _ = inner.delete_session(uri, own, auth, headers).await;
-                });
-            }
-            self.link.set_http_session(adopted.clone());
-            Some(adopted.to_string())
-        };
-        match response {
+        let (response, given) = match response {
             StreamableHttpPostResponse::Json(message, session) => {
-                StreamableHttpPostResponse::Json(message, swap(session))
+                (StreamableHttpPostResponse::Json(message, None), session)
             }
             StreamableHttpPostResponse::Sse(events, session) => {
-                StreamableHttpPostResponse::Sse(events, swap(session))
+                (StreamableHttpPostResponse::Sse(events, None), session)
+            }
+            other => return other,
+        };
+        let session = match (self.link.adopted_session(), given) {
+            (Some(adopted), own) => {
+                if let Some(own) = own {
+                    let inner = self.inner.clone();
+                    let (uri, auth, headers) = closing;
+                    tokio::spawn(async move {
+                        let _ = inner.delete_session(uri, own.into(), auth, headers).await;
+                    });
+                }
+                Some(adopted)
+            }
+            (None, own) => own.map(Arc::from),
+        };
+        if let Some(session) = &session {
+            self.link.set_http_session(session.clone());
+        }
+        let session = session.map(|session| session.to_string());
+        match response {
+            StreamableHttpPostResponse::Json(message, _) => {
+                StreamableHttpPostResponse::Json(message, session)
+            }
+            StreamableHttpPostResponse::Sse(events, _) => {
+                StreamableHttpPostResponse::Sse(events, session)
             }
             other => other,
         }
@@ -540,8 +546,8 @@ impl StreamableHttpClient for TapHttp {
         };
         let handshake = matches!(&message, ClientJsonRpcMessage::Request(request)
             if request.request.method() == "initialize");
-        let (uri_again, auth_again, headers_again) =
-            (uri.clone(), auth_header.clone(), custom_headers.clone());
+        // What closing the handshake's own session takes (only for it).
+        let closing = handshake.then(|| (uri.clone(), auth_header.clone(), custom_headers.clone()));
         let response = if self.reads_answer(&message) {
             self.post_read(
                 uri,
@@ -565,11 +571,9 @@ impl StreamableHttpClient for TapHttp {
                 .await
                 .map(|response| self.watched(response))
         };
-        let response = match handshake {
-            true => response.map(|response| {
-                self.session_of_handshake(response, uri_again, auth_again, headers_again)
-            }),
-            false => response,
+        let response = match closing {
+            Some(closing) => response.map(|response| self.session_of_handshake(response, closing)),
+            None => response,
         };
         match id {
             Some(id) => within_bound(response, id, limits.max_sse_event_size),
