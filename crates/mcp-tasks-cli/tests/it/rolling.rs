@@ -405,3 +405,107 @@ fn a_rolling_restart_of_two_gateways_behind_nginx_follows_every_upstream_task_on
     );
     each_step_once(&upstream_logs.lock().unwrap().clone(), GATEWAY_TASKS, steps);
 }
+
+/// How many gateway tasks of the TypeScript SDK v1 server (`slow_report`,
+/// 20 s each) a rolling restart of two gateways must not fail.
+const TS_TASKS: usize = 30;
+
+/// The TypeScript SDK v1 task server of `interop/ts-sdk` (2025-11-25 tasks,
+/// each kept for the session that made it), on a free port, its log of
+/// POSTs in `dir/ts-sdk.log`: the child and its URL.
+fn ts_sdk_server(dir: &std::path::Path) -> (std::process::Child, String) {
+    let interop = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop");
+    assert!(
+        interop
+            .join("node_modules/@modelcontextprotocol/sdk")
+            .exists(),
+        "the TypeScript SDK v1 server needs interop's packages: run `npm ci` in interop/ \
+         (.ci/run does)"
+    );
+    let log = dir.join("ts-sdk.log");
+    let child = std::process::Command::new("node")
+        .arg("--no-warnings")
+        .arg(interop.join("ts-sdk/server.mjs"))
+        .env("PORT", free_port().to_string())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("node runs (.ci/run installs it)");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(url) = text
+            .lines()
+            .find_map(|line| line.strip_prefix("listening on "))
+        {
+            return (child, url.trim().to_owned());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the TypeScript SDK v1 server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Two task gateways on one Redis behind nginx, in front of a TypeScript
+/// SDK v1 task server over HTTP (which keeps each task for the session that
+/// made it): 30 tasks of 20 s, each gateway in turn gets SIGTERM, exits 0
+/// and is started again. Every task completes with the upstream's result,
+/// followed on the session it was made on, and the upstream was asked for
+/// each task once (its log of `tools/call`s).
+#[test]
+fn a_rolling_restart_of_two_gateways_follows_typescript_sdk_v1_tasks_on_their_sessions() {
+    let store = Shared::redis();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut upstream, url) = ts_sdk_server(dir.path());
+    let logs = Logs::default();
+    let ports = [free_port(), free_port()];
+    let gateway = ["--upstream-url", url.as_str()];
+    let start = |port: u16| replica_of(port, &store, &logs, "rolling-ts-sdk", &gateway);
+    let mut replicas: Vec<Served> = ports.iter().map(|&port| start(port)).collect();
+    let nginx_port = free_port();
+    let _nginx = run_nginx(
+        dir.path(),
+        nginx_port,
+        &nginx_conf(dir.path(), nginx_port, &ports),
+    );
+    let ids: Vec<String> = (0..TS_TASKS)
+        .map(|n| {
+            let arguments = json!({"topic": format!("t{n}"), "ms": 20_000});
+            let params = json!({"name": "slow_report", "arguments": arguments});
+            let (status, body) = post(nginx_port, "tools/call", Some("slow_report"), params);
+            assert_eq!(status, 200, "{body}");
+            body["result"]["taskId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a task: {body}"))
+                .to_owned()
+        })
+        .collect();
+    for (n, port) in ports.iter().enumerate() {
+        let code = terminate(&mut replicas[n]);
+        assert_eq!(code, Some(0), "gateway {n} exits 0 after its drain");
+        replicas[n] = start(*port);
+    }
+    let tasks = all_ended(nginx_port, &ids, Duration::from_secs(60));
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+    let texts: Vec<String> = tasks
+        .iter()
+        .map(|task| match task["status"].as_str() {
+            Some("completed") => task["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+            other => format!("{other:?}: {}", task["statusMessage"]),
+        })
+        .collect();
+    let wanted: Vec<String> = (0..TS_TASKS).map(|n| format!("Report: t{n}")).collect();
+    assert_eq!(texts, wanted, "0 failed, 0 lost, each with its own result");
+    drains_handed_off(&logs.lock().unwrap().clone());
+    let log = std::fs::read_to_string(dir.path().join("ts-sdk.log")).unwrap();
+    let asked = log
+        .lines()
+        .filter(|line| line.contains(r#""tool":"slow_report","task":true"#))
+        .count();
+    assert_eq!(asked, TS_TASKS, "each upstream task asked for once");
+}

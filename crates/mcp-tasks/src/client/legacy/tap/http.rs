@@ -31,9 +31,10 @@ use sse_stream::{Sse, SseStream};
 
 use super::super::Link;
 use super::MAX_MESSAGE;
+use super::renumber::Renumber;
 use crate::client::answer_bound::too_large_error;
 
-type Events = BoxStream<'static, Result<Sse, SseError>>;
+pub(super) type Events = BoxStream<'static, Result<Sse, SseError>>;
 type Failure = StreamableHttpError<reqwest::Error>;
 
 /// A Streamable HTTP client for rmcp's `StreamableHttpClientTransport` that
@@ -47,6 +48,8 @@ type Failure = StreamableHttpError<reqwest::Error>;
 pub struct TapHttp {
     inner: reqwest::Client,
     link: Arc<Link>,
+    /// On a session taken over: this connection's own request ids.
+    renumber: Option<Arc<Renumber>>,
 }
 
 impl std::fmt::Debug for TapHttp {
@@ -57,7 +60,14 @@ impl std::fmt::Debug for TapHttp {
 
 impl TapHttp {
     pub(super) fn new(inner: reqwest::Client, link: Arc<Link>) -> Self {
-        Self { inner, link }
+        let renumber = link
+            .adopted_session()
+            .map(|_| Arc::new(Renumber::new()));
+        Self {
+            inner,
+            link,
+            renumber,
+        }
     }
 
     /// Whether the tap makes this POST itself: a request whose answer the
@@ -71,8 +81,13 @@ impl TapHttp {
         }
     }
 
-    /// Shows every event of an SSE answer to the tap as it passes.
+    /// Shows every event of an SSE answer to the tap as it passes (with
+    /// rmcp's request ids, on a session taken over).
     fn watch(&self, events: Events) -> Events {
+        let events = match &self.renumber {
+            Some(renumber) => renumber.incoming_events(events),
+            None => events,
+        };
         let link = self.link.clone();
         events
             .inspect(move |event| {
@@ -141,10 +156,25 @@ impl TapHttp {
                 StreamableHttpPostResponse::Sse(self.watch(events), session)
             }
             StreamableHttpPostResponse::Json(message, session) => {
+                let message = match &self.renumber {
+                    Some(renumber) => renumber.incoming(message),
+                    None => message,
+                };
                 self.link.observe_typed(&message);
                 StreamableHttpPostResponse::Json(message, session)
             }
             other => other,
+        }
+    }
+
+    /// A JSON body with rmcp's request id again, on a session taken over.
+    fn ids_restored<B: AsRef<[u8]> + From<Vec<u8>>>(&self, bytes: B) -> B {
+        match &self.renumber {
+            Some(renumber) => match renumber.incoming_bytes(bytes.as_ref()) {
+                Some(restored) => restored.into(),
+                None => bytes,
+            },
+            None => bytes,
         }
     }
 
@@ -209,6 +239,7 @@ impl TapHttp {
                 }
                 Body::Json => {
                     let bytes = read_bounded(response, limits.max_json_response_size).await?;
+                    let bytes = self.ids_restored(bytes);
                     if bytes.len() <= MAX_MESSAGE && self.link.tapping() {
                         self.link.observe_message(&bytes);
                     }
@@ -238,6 +269,7 @@ impl TapHttp {
         if body == Body::Json
             && !keeps_status
             && let Ok(bytes) = read_bounded(response, limits.max_json_response_size).await
+            && let bytes = self.ids_restored(bytes)
             && let Ok(error @ ServerJsonRpcMessage::Error(_)) = serde_json::from_slice(&bytes)
         {
             return Ok(StreamableHttpPostResponse::Json(error, session));
@@ -546,6 +578,12 @@ impl StreamableHttpClient for TapHttp {
         };
         let handshake = matches!(&message, ClientJsonRpcMessage::Request(request)
             if request.request.method() == "initialize");
+        // On a session taken over, with ids of this connection's own (the
+        // answers get rmcp's back in `watch`, `watched` and `post_read`).
+        let message = match &self.renumber {
+            Some(renumber) => renumber.outgoing(message),
+            None => message,
+        };
         // What closing the handshake's own session takes (only for it).
         let closing = handshake.then(|| (uri.clone(), auth_header.clone(), custom_headers.clone()));
         let response = if self.reads_answer(&message) {
