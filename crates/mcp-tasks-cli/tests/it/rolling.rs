@@ -410,10 +410,20 @@ fn a_rolling_restart_of_two_gateways_behind_nginx_follows_every_upstream_task_on
 /// 20 s each) a rolling restart of two gateways must not fail.
 const TS_TASKS: usize = 30;
 
+/// A child process, killed (and waited for) when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The TypeScript SDK v1 task server of `interop/ts-sdk` (2025-11-25 tasks,
 /// each kept for the session that made it), on a free port, its log of
 /// POSTs in `dir/ts-sdk.log`: the child and its URL.
-fn ts_sdk_server(dir: &std::path::Path) -> (std::process::Child, String) {
+fn ts_sdk_server(dir: &std::path::Path) -> (Child, String) {
     let interop = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop");
     assert!(
         interop
@@ -423,13 +433,15 @@ fn ts_sdk_server(dir: &std::path::Path) -> (std::process::Child, String) {
          (.ci/run does)"
     );
     let log = dir.join("ts-sdk.log");
-    let child = std::process::Command::new("node")
-        .arg("--no-warnings")
-        .arg(interop.join("ts-sdk/server.mjs"))
-        .env("PORT", free_port().to_string())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("node runs (.ci/run installs it)");
+    let child = Child(
+        std::process::Command::new("node")
+            .arg("--no-warnings")
+            .arg(interop.join("ts-sdk/server.mjs"))
+            .env("PORT", free_port().to_string())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("node runs (.ci/run installs it)"),
+    );
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -457,7 +469,7 @@ fn ts_sdk_server(dir: &std::path::Path) -> (std::process::Child, String) {
 fn a_rolling_restart_of_two_gateways_follows_typescript_sdk_v1_tasks_on_their_sessions() {
     let store = Shared::redis();
     let dir = tempfile::tempdir().unwrap();
-    let (mut upstream, url) = ts_sdk_server(dir.path());
+    let (upstream, url) = ts_sdk_server(dir.path());
     let logs = Logs::default();
     let ports = [free_port(), free_port()];
     let gateway = ["--upstream-url", url.as_str()];
@@ -487,8 +499,7 @@ fn a_rolling_restart_of_two_gateways_follows_typescript_sdk_v1_tasks_on_their_se
         replicas[n] = start(*port);
     }
     let tasks = all_ended(nginx_port, &ids, Duration::from_secs(60));
-    let _ = upstream.kill();
-    let _ = upstream.wait();
+    drop(upstream);
     let texts: Vec<String> = tasks
         .iter()
         .map(|task| match task["status"].as_str() {

@@ -148,12 +148,14 @@ impl<H: ClientHandler> TasksClient<H> {
         }
     }
 
+    #[cfg(feature = "gateway")]
     /// The connection's Streamable HTTP session, on a 2025-11-25 server
     /// that gave one (see `legacy::Link::http_session`).
     pub(crate) fn http_session(&self) -> Option<Arc<str>> {
         self.legacy.as_ref()?.http_session()
     }
 
+    #[cfg(feature = "gateway")]
     /// Keeps the connection's Streamable HTTP session open on the server
     /// when the connection closes: another connection will adopt it.
     pub(crate) fn keep_http_session(&self) {

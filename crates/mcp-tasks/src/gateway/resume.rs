@@ -9,15 +9,19 @@
 //! work:
 //!
 //! * **The upstream's own task** (it answered with one): the checkpoint
-//!   names it. Whoever takes the gateway's task up next (the gateway
-//!   started again on SQLite, another replica on a shared store, after a
-//!   drain's hand-off or a crash) connects to the upstream again with the
-//!   same identity and follows that task to its end, relaying input and
-//!   cancel as the first gateway did. The upstream is never called twice.
+//!   names it (and, for a 2025-11-25 upstream over HTTP, the session it
+//!   was made on: the TypeScript SDK v1 keeps a task for its session).
+//!   Whoever takes the gateway's task up next (the gateway started again
+//!   on SQLite, another replica on a shared store, after a drain's
+//!   hand-off or a crash) connects to the upstream again with the same
+//!   identity (taking that session over: see `client::legacy::tap`) and
+//!   follows that task to its end, relaying input and cancel as the first
+//!   gateway did. The upstream is never called twice.
 //! * **A call the upstream answers itself** (a plain tool): the work lives
 //!   in the gateway process, so a drain waits for it (the task's
 //!   [`drain_wait`](crate::server::ToolTasks::drain_wait)). Cut off all the
-//!   same, it is run again from the start, once, when its tool is marked
+//!   same, it is run again from the start, once, when the configuration of
+//!   the gateway that takes it up marks its tool
 //!   [`rerun_on_restart`](super::GatewayOptions::rerun_on_restart); any
 //!   other fails, naming the upstream and the restart.
 
@@ -73,10 +77,9 @@ enum Work {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session: Option<String>,
     },
-    /// A call the upstream answers itself.
+    /// A call the upstream answers itself (run again or not as the
+    /// configuration of the gateway that takes it up says).
     Calls {
-        /// Whether a restart runs it again.
-        rerun: bool,
         /// How many times it was run again.
         #[serde(default)]
         reruns: u32,
@@ -101,8 +104,7 @@ impl Kept {
         tool: &str,
         identity: Option<CallerIdentity>,
     ) -> serde_json::Value {
-        let rerun = route.reruns(tool);
-        Self::of(route, tool, identity, Work::Calls { rerun, reruns: 0 })
+        Self::of(route, tool, identity, Work::Calls { reruns: 0 })
     }
 
     fn of(
@@ -252,15 +254,12 @@ impl GatewayResumes {
                     bounded(&route, call::await_upstream(&held, state, task)).await
                 }))
             }
-            Work::Calls { rerun: false, .. } => Err(cut_off(&kept.upstream, None)),
-            Work::Calls { reruns, .. } if reruns > 0 => Err(cut_off(&kept.upstream, Some(reruns))),
-            Work::Calls { reruns, .. } => {
+            Work::Calls { .. } if !route.reruns(&kept.tool) => Err(cut_off(&kept.upstream, None)),
+            Work::Calls { reruns } if reruns > 0 => Err(cut_off(&kept.upstream, Some(reruns))),
+            Work::Calls { reruns } => {
                 let again = Kept {
                     gateway: Call {
-                        work: Work::Calls {
-                            rerun: true,
-                            reruns: reruns + 1,
-                        },
+                        work: Work::Calls { reruns: reruns + 1 },
                         ..kept
                     },
                 };

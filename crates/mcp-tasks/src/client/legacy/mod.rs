@@ -248,8 +248,10 @@ struct Shared {
     session: Session,
 }
 
-/// A connection's Streamable HTTP session, as the tap sees it.
+/// A connection's Streamable HTTP session, as the tap sees it (over HTTP
+/// only: a client without `http-client` never has one).
 #[derive(Default)]
+#[cfg_attr(not(feature = "http-client"), allow(dead_code))]
 struct Session {
     /// The session the server gave (or the one adopted).
     current: Option<Arc<str>>,
@@ -271,6 +273,7 @@ enum Tapping {
 }
 
 impl Link {
+    #[cfg(feature = "gateway")]
     /// The Streamable HTTP session of the connection (`None`: stdio, a
     /// 2026-07-28 server without sessions, or no handshake yet). A
     /// 2025-11-25 server may keep a task for the session that made it only
@@ -290,15 +293,18 @@ impl Link {
     }
 
     /// The session adopted, if any.
+    #[cfg(feature = "http-client")]
     fn adopted_session(&self) -> Option<Arc<str>> {
         self.lock().session.adopt.clone()
     }
 
     /// Records the session the handshake gave.
+    #[cfg(feature = "http-client")]
     fn set_http_session(&self, session: Arc<str>) {
         self.lock().session.current = Some(session);
     }
 
+    #[cfg(feature = "gateway")]
     /// Keeps the session open on the server when the connection closes:
     /// something left there (a task another connection will follow) must
     /// outlive it.
@@ -307,6 +313,7 @@ impl Link {
     }
 
     /// Whether the session is kept ([`Link::keep_http_session`]).
+    #[cfg(feature = "http-client")]
     fn keeps_http_session(&self) -> bool {
         self.lock().session.keep
     }

@@ -60,9 +60,7 @@ impl std::fmt::Debug for TapHttp {
 
 impl TapHttp {
     pub(super) fn new(inner: reqwest::Client, link: Arc<Link>) -> Self {
-        let renumber = link
-            .adopted_session()
-            .map(|_| Arc::new(Renumber::new()));
+        let renumber = link.adopted_session().map(|_| Arc::new(Renumber::new()));
         Self {
             inner,
             link,

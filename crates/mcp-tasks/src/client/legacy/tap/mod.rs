@@ -119,6 +119,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
 
 #[cfg(feature = "http-client")]
 mod http;
+#[cfg(feature = "http-client")]
 mod renumber;
 #[cfg(feature = "http-client")]
 pub use self::http::TapHttp;

@@ -147,7 +147,10 @@ mod tests {
         let sent = serde_json::to_value(renumber.outgoing(request)).unwrap();
         let id = sent["id"].as_str().expect("a string id").to_owned();
         assert!(id.starts_with("mcp-tasks-") && id.ends_with("-n7"), "{id}");
-        assert_ne!(id, serde_json::to_value(Renumber::new().ours(&json!(7))).unwrap());
+        assert_ne!(
+            id,
+            serde_json::to_value(Renumber::new().ours(&json!(7))).unwrap()
+        );
         // The answer to it gets 7 back; another client's answer and the
         // server's own request are left alone.
         let answer = json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string();
@@ -157,7 +160,11 @@ mod tests {
         let other = json!({"jsonrpc": "2.0", "id": 7, "result": {}}).to_string();
         assert!(renumber.incoming_bytes(other.as_bytes()).is_none());
         let asked = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create"});
-        assert!(renumber.incoming_bytes(asked.to_string().as_bytes()).is_none());
+        assert!(
+            renumber
+                .incoming_bytes(asked.to_string().as_bytes())
+                .is_none()
+        );
         // A string id, and a cancel that names a request.
         let cancel: ClientJsonRpcMessage = serde_json::from_value(json!({
             "jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -170,6 +177,9 @@ mod tests {
         // An answer to the server's request keeps the server's id.
         let answer: ClientJsonRpcMessage =
             serde_json::from_value(json!({"jsonrpc": "2.0", "id": 3, "result": {}})).unwrap();
-        assert_eq!(serde_json::to_value(renumber.outgoing(answer)).unwrap()["id"], json!(3));
+        assert_eq!(
+            serde_json::to_value(renumber.outgoing(answer)).unwrap()["id"],
+            json!(3)
+        );
     }
 }
