@@ -167,6 +167,88 @@ async fn a_gateway_killed_while_it_follows_an_http_upstream_task_completes_it_af
     ran_once(&upstream_db);
 }
 
+/// After a restart, the task followed again relays as before: the
+/// upstream's input request (asked before the kill) is answered through the
+/// gateway started again, and a cancel there reaches the upstream's task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_followed_again_after_a_restart_relays_input_and_cancel() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let upstream_db = dir.path().join("upstream.db");
+    let upstream_store = format!("sqlite:{}", upstream_db.display());
+    let upstream = Served::start(
+        BIN,
+        "127.0.0.1:0",
+        &upstream_store,
+        &["--poll-interval", "50"],
+    );
+    let store = format!("sqlite:{}", dir.path().join("gateway.db").display());
+    let flags = [
+        "--upstream-url",
+        upstream.url.as_str(),
+        "--poll-interval",
+        "50",
+    ];
+    let mut first = Served::start(BIN, "127.0.0.1:0", &store, &flags);
+    let client = first.client().await;
+    let asked = start(&client, "confirm_action", json!({"action": "deploy"})).await;
+    until(&client, &asked.id, Duration::from_secs(10), |state| {
+        state.status == TaskStatus::InputRequired
+    })
+    .await;
+    let sleeping = start(&client, "sleep", json!({"ms": 600_000})).await;
+    until(&client, &sleeping.id, Duration::from_secs(10), |_| {
+        upstream_tasks(&upstream_db)
+            .iter()
+            .any(|(status, n)| status == "working" && *n == 1)
+    })
+    .await;
+    first.kill_9();
+
+    let second = Served::start(BIN, first.address(), &store, &flags);
+    let client = second.client().await;
+    let waiting = until(&client, &asked.id, Duration::from_secs(10), |state| {
+        state.status == TaskStatus::InputRequired
+    })
+    .await;
+    let (key, request) = waiting
+        .input_requests
+        .iter()
+        .next()
+        .expect("the upstream's input request, relayed again");
+    assert_eq!(request["method"], "elicitation/create");
+    let yes = json!({"action": "accept", "content": {"confirm": true}});
+    client
+        .update(&asked.id, [(key.clone(), yes)].into())
+        .await
+        .expect("tasks/update");
+    let outcome = client.await_task(&asked, &returned()).await.expect("ends");
+    assert_eq!(text_of(&outcome), "confirmed: deploy");
+    // The sleep's task, taken up again (its follower reached the upstream
+    // long before now): cancelled here, cancelled upstream.
+    assert_eq!(
+        client.get(&sleeping.id).await.expect("tasks/get").status,
+        TaskStatus::Working
+    );
+    client.cancel(&sleeping.id).await.expect("tasks/cancel");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let statuses = upstream_tasks(&upstream_db);
+        if statuses.contains(&("cancelled".to_owned(), 1)) {
+            assert_eq!(
+                statuses,
+                [("cancelled".to_owned(), 1), ("completed".to_owned(), 1)],
+                "each upstream task once"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upstream's task was not cancelled: {statuses:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The `tools/call` lines of a `plain-upstream --call-log` file for `tool`.
 fn calls_of(log: &Path, tool: &str) -> usize {
     std::fs::read_to_string(log)

@@ -408,7 +408,7 @@ fn a_rolling_restart_of_two_gateways_behind_nginx_follows_every_upstream_task_on
 
 /// How many gateway tasks of the TypeScript SDK v1 server (`slow_report`,
 /// 20 s each) a rolling restart of two gateways must not fail.
-const TS_TASKS: usize = 30;
+const TS_TASKS: usize = 50;
 
 /// A child process, killed (and waited for) when dropped.
 struct Child(std::process::Child);
@@ -461,7 +461,7 @@ fn ts_sdk_server(dir: &std::path::Path) -> (Child, String) {
 
 /// Two task gateways on one Redis behind nginx, in front of a TypeScript
 /// SDK v1 task server over HTTP (which keeps each task for the session that
-/// made it): 30 tasks of 20 s, each gateway in turn gets SIGTERM, exits 0
+/// made it): 50 tasks of 20 s, each gateway in turn gets SIGTERM, exits 0
 /// and is started again. Every task completes with the upstream's result,
 /// followed on the session it was made on, and the upstream was asked for
 /// each task once (its log of `tools/call`s).
@@ -507,7 +507,7 @@ fn a_rolling_restart_of_two_gateways_follows_typescript_sdk_v1_tasks_on_their_se
                 .as_str()
                 .unwrap_or("")
                 .to_owned(),
-            other => format!("{other:?}: {}", task["statusMessage"]),
+            other => format!("{other:?}: {} {}", task["statusMessage"], task["error"]),
         })
         .collect();
     let wanted: Vec<String> = (0..TS_TASKS).map(|n| format!("Report: t{n}")).collect();

@@ -574,8 +574,18 @@ fn http_config(
     if !custom.is_empty() {
         config = config.custom_headers(custom);
     }
-    Ok(config)
+    Ok(config.max_concurrent_requests(MAX_HTTP_REQUESTS_IN_FLIGHT))
 }
+
+/// The most requests one Streamable HTTP connection has in flight at once
+/// (rmcp's default is 16). A 2025-11-25 task awaited keeps one
+/// `tasks/result` open until it ends (its payload and its input requests
+/// come on it), so with rmcp's 16, the 17th task awaited on one connection
+/// (a gateway following many upstream tasks, `wait` on many) left every
+/// other request waiting behind the long polls, pings included: the
+/// gateway then gave the connection up as not answering and failed every
+/// task on it. Each request in flight holds an HTTP connection of its own.
+const MAX_HTTP_REQUESTS_IN_FLIGHT: usize = 1024;
 
 /// A child process's stdio as an rmcp transport: its stdout read through
 /// the listen channel's demultiplexer and the tap. Closing it closes the

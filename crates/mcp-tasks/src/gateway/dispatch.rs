@@ -10,9 +10,10 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolRequestParams, CallToolResponse};
 use rmcp::service::{RequestContext, RoleServer};
 
+use super::held::{Held, bounded};
 use super::resume::Kept;
 use super::routes::{CallerIdentity, Route};
-use super::{Gateway, breaker, call, connection, pool, relay, rounds, sync};
+use super::{Gateway, call, connection, pool, relay, rounds, sync};
 use crate::client::CallResponse;
 use crate::server::{NewTask, Plan, Principal, Synchronous, TaskPolicy, ToolTasks};
 use crate::telemetry::instrument;
@@ -271,46 +272,5 @@ impl Gateway {
             call::abandon(abandon, id);
         }
         started
-    }
-}
-
-/// The connection an upstream task is awaited on.
-pub(super) enum Held {
-    /// The gateway's own.
-    Own(Arc<connection::Connection>),
-    /// One of the caller's identity, leased for the task.
-    Leased(pool::Lease),
-}
-
-impl std::ops::Deref for Held {
-    type Target = connection::Connection;
-
-    fn deref(&self) -> &connection::Connection {
-        match self {
-            Self::Own(connection) => connection,
-            Self::Leased(lease) => lease,
-        }
-    }
-}
-
-/// `call`, failed when it takes longer than the route's call timeout
-/// (dropped then: its upstream request is cancelled).
-pub(super) async fn bounded<T>(
-    route: &Route,
-    call: impl std::future::Future<Output = Result<T, ErrorData>>,
-) -> Result<T, ErrorData> {
-    let Some(limit) = route.config.call_timeout else {
-        return call.await;
-    };
-    match tokio::time::timeout(limit, call).await {
-        Ok(outcome) => outcome,
-        Err(_) => Err(ErrorData::internal_error(
-            format!(
-                "{} did not answer within {} (its call timeout)",
-                breaker::the_upstream(route.name()),
-                breaker::seconds(limit)
-            ),
-            None,
-        )),
     }
 }

@@ -156,6 +156,7 @@ mod breaker;
 mod call;
 mod connection;
 mod dispatch;
+mod held;
 mod pool;
 mod relay;
 mod resume;

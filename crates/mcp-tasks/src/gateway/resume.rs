@@ -32,7 +32,7 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde::{Deserialize, Serialize};
 
-use super::dispatch::{Held, bounded};
+use super::held::{Held, bounded};
 use super::relay::Target;
 use super::routes::{CallerIdentity, Route, Routes};
 use super::{Gateway, call, connection, rounds};

@@ -16,7 +16,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use futures::stream::BoxStream;
 use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
@@ -34,7 +33,7 @@ use super::MAX_MESSAGE;
 use super::renumber::Renumber;
 use crate::client::answer_bound::too_large_error;
 
-pub(super) type Events = BoxStream<'static, Result<Sse, SseError>>;
+use super::Events;
 type Failure = StreamableHttpError<reqwest::Error>;
 
 /// A Streamable HTTP client for rmcp's `StreamableHttpClientTransport` that

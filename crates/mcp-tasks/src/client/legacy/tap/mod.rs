@@ -117,6 +117,13 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
     }
 }
 
+/// The events of an SSE answer, as rmcp's HTTP client reads them.
+#[cfg(feature = "http-client")]
+type Events = futures::stream::BoxStream<
+    'static,
+    Result<sse_stream::Sse, rmcp::transport::streamable_http_client::SseError>,
+>;
+
 #[cfg(feature = "http-client")]
 mod http;
 #[cfg(feature = "http-client")]

@@ -20,7 +20,7 @@ use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use serde_json::Value;
 use sse_stream::Sse;
 
-use super::http::Events;
+use super::Events;
 
 /// The ids of one connection on a session taken over.
 pub(super) struct Renumber {
