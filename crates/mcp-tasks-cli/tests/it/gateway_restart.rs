@@ -14,7 +14,7 @@ use std::time::Duration;
 use mcp_tasks::{TaskState, TaskStatus, TasksClient};
 use serde_json::json;
 
-use crate::serving::{Forms, Served, returned, start, text_of, until};
+use crate::serving::{Forms, Logs, Served, returned, start, text_of, until};
 use crate::shared_store::Shared;
 use crate::support::BIN;
 
@@ -359,7 +359,18 @@ fn replica_draining(redis: &Shared, name: &str, drain: &str, upstream: &[&str]) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_replicas_on_redis_hand_upstream_tasks_and_marked_calls_over_in_a_drain() {
-    let redis = Shared::redis();
+    replicas_hand_tasks_over(Shared::redis()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_replicas_on_postgres_hand_upstream_tasks_and_marked_calls_over_in_a_drain() {
+    replicas_hand_tasks_over(Shared::postgres()).await;
+}
+
+/// Two gateway replicas on the shared `redis` (or PostgreSQL): an upstream's
+/// task and marked plain calls handed over in a drain, a marked call that
+/// ends within the drain waited for.
+async fn replicas_hand_tasks_over(redis: Shared) {
     let dir = tempfile::tempdir().expect("a temp dir");
     let upstream_db = dir.path().join("upstream.db");
     let upstream = Served::start(
@@ -436,4 +447,57 @@ async fn gateway_replicas_on_redis_hand_upstream_tasks_and_marked_calls_over_in_
     let ended = on_b.get(&call.id).await.expect("tasks/get");
     assert_eq!(ended.status, TaskStatus::Completed, "{ended:?}");
     assert_eq!(calls_of(&log, "progress"), 3, "run once more, on A alone");
+}
+
+/// A reload of one gateway replica (SIGHUP, its config file changed) leaves
+/// the tasks of both alone: the one the other replica follows and its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_of_one_gateway_replica_disturbs_no_task() {
+    let redis = Shared::redis();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let upstream = Served::start(BIN, "127.0.0.1:0", "memory", &["--poll-interval", "50"]);
+    let config = |timeout: u32| {
+        format!(
+            "[[upstream]]\nname = \"jobs\"\nurl = \"{}\"\ncall-timeout = {timeout}\n",
+            upstream.url
+        )
+    };
+    let (file_a, file_b) = (dir.path().join("a.toml"), dir.path().join("b.toml"));
+    std::fs::write(&file_a, config(600)).unwrap();
+    std::fs::write(&file_b, config(600)).unwrap();
+    let a = replica(
+        &redis,
+        "gateway-reload-test",
+        &["--config", &file_a.display().to_string()],
+    );
+    // B's stderr kept, for its reload line.
+    let logs = Logs::default();
+    let (url, namespace) = (redis.url(), redis.namespace("gateway-reload-test"));
+    let b_file = file_b.display().to_string();
+    let b_args = [
+        "--http",
+        "127.0.0.1:0",
+        "--store",
+        url.as_str(),
+        namespace[0].as_str(),
+        namespace[1].as_str(),
+        "--lease-period",
+        "2000",
+        "--poll-interval",
+        "50",
+        "--config",
+        b_file.as_str(),
+    ];
+    let b = Served::spawn(BIN, &b_args, &[], Some(&logs));
+    let (on_a, on_b) = (a.client().await, b.client().await);
+    let on_a_task = start(&on_a, "jobs__long_job", json!({"steps": 6, "step_ms": 300})).await;
+    let on_b_task = start(&on_b, "jobs__long_job", json!({"steps": 6, "step_ms": 300})).await;
+    std::fs::write(&file_b, config(900)).unwrap();
+    b.signal("HUP");
+    let said = b.stderr_line("reloaded", Duration::from_secs(10));
+    assert!(said.contains("replaced: jobs"), "{said}");
+    for (client, task) in [(&on_b, &on_a_task), (&on_a, &on_b_task)] {
+        let outcome = client.await_task(task, &returned()).await.expect("ends");
+        assert_eq!(text_of(&outcome), "done: 6 steps");
+    }
 }
