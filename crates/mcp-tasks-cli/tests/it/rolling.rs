@@ -355,43 +355,8 @@ fn a_rolling_restart_of_two_gateways_behind_nginx_follows_every_upstream_task_on
         Some(&upstream_logs),
     );
     let logs = Logs::default();
-    let ports = [free_port(), free_port()];
     let gateway = ["--upstream-url", upstream.url.as_str()];
-    let start = |port: u16| replica_of(port, &store, &logs, "rolling-gateways", &gateway);
-    let mut replicas: Vec<Served> = ports.iter().map(|&port| start(port)).collect();
-    let nginx_port = free_port();
-    let _nginx = run_nginx(
-        dir.path(),
-        nginx_port,
-        &nginx_conf(dir.path(), nginx_port, &ports),
-    );
-    let (steps, step_ms) = (20, 1000);
-    let ids: Vec<String> = (0..GATEWAY_TASKS)
-        .map(|_| create_job(nginx_port, steps, step_ms))
-        .collect();
-    until_taken_over(nginx_port, &ids, Duration::from_secs(10));
-    for (n, port) in ports.iter().enumerate() {
-        let code = terminate(&mut replicas[n]);
-        assert_eq!(code, Some(0), "gateway {n} exits 0 after its drain");
-        replicas[n] = start(*port);
-        until_taken_over(nginx_port, &ids, Duration::from_secs(20));
-    }
-    let tasks = all_ended(nginx_port, &ids, Duration::from_secs(60));
-    let mut outcomes = BTreeMap::<String, usize>::new();
-    for task in &tasks {
-        let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
-        let message = task["statusMessage"].as_str().unwrap_or("");
-        let key = match task["status"].as_str() {
-            Some("completed") => format!("completed {text}"),
-            other => format!("{other:?} {message}"),
-        };
-        *outcomes.entry(key).or_default() += 1;
-    }
-    assert_eq!(
-        outcomes,
-        BTreeMap::from([(format!("completed done: {steps} steps"), GATEWAY_TASKS)]),
-        "0 failed, 0 lost"
-    );
+    let steps = roll_gateways(&store, dir.path(), &gateway, &logs);
     drains_handed_off(&logs.lock().unwrap().clone());
     // The upstream ran each task once: 50 tasks, each step of each once.
     let connection = rusqlite::Connection::open(&upstream_db).expect("the upstream's store");
@@ -519,4 +484,98 @@ fn a_rolling_restart_of_two_gateways_follows_typescript_sdk_v1_tasks_on_their_se
         .filter(|line| line.contains(r#""tool":"slow_report","task":true"#))
         .count();
     assert_eq!(asked, TS_TASKS, "each upstream task asked for once");
+}
+
+/// Two gateway replicas (`serve` with the flags `gateway`) on `store`
+/// behind nginx (its files in `dir`), their stderr in `logs`: 50 `long_job`
+/// tasks of 20 steps of 1 s through nginx, each replica in turn SIGTERMed
+/// and started again. Every task completes with "done: 20 steps", none
+/// failed or lost. Returns the steps of each task.
+fn roll_gateways(store: &Shared, dir: &std::path::Path, gateway: &[&str], logs: &Logs) -> u64 {
+    let ports = [free_port(), free_port()];
+    let start = |port: u16| replica_of(port, store, logs, "rolling-gateways", gateway);
+    let mut replicas: Vec<Served> = ports.iter().map(|&port| start(port)).collect();
+    let nginx_port = free_port();
+    let _nginx = run_nginx(dir, nginx_port, &nginx_conf(dir, nginx_port, &ports));
+    let (steps, step_ms) = (20, 1000);
+    let ids: Vec<String> = (0..GATEWAY_TASKS)
+        .map(|_| create_job(nginx_port, steps, step_ms))
+        .collect();
+    until_taken_over(nginx_port, &ids, Duration::from_secs(10));
+    for (n, port) in ports.iter().enumerate() {
+        let code = terminate(&mut replicas[n]);
+        assert_eq!(code, Some(0), "gateway {n} exits 0 after its drain");
+        replicas[n] = start(*port);
+        until_taken_over(nginx_port, &ids, Duration::from_secs(20));
+    }
+    let tasks = all_ended(nginx_port, &ids, Duration::from_secs(60));
+    let mut outcomes = BTreeMap::<String, usize>::new();
+    for task in &tasks {
+        let text = task["result"]["content"][0]["text"].as_str().unwrap_or("");
+        let message = task["statusMessage"].as_str().unwrap_or("");
+        let key = match task["status"].as_str() {
+            Some("completed") => format!("completed {text}"),
+            other => format!("{other:?} {message}"),
+        };
+        *outcomes.entry(key).or_default() += 1;
+    }
+    assert_eq!(
+        outcomes,
+        BTreeMap::from([(format!("completed done: {steps} steps"), GATEWAY_TASKS)]),
+        "0 failed, 0 lost"
+    );
+    steps
+}
+
+/// The same with `mcp-tasks serve --stdio` as the upstream: each gateway
+/// runs its own child, and the children share a store of their own on the
+/// same Redis (a child per gateway on a SQLite file of its own could not
+/// reach the other's tasks: SQLite is one process's). A drained gateway's
+/// child stops with it (`serve --stdio` ends when its stdin does, without
+/// a drain), the other child takes its `long_job` tasks over from their
+/// last checkpoints, and the other gateway follows them there: every task
+/// completes, no drain failed one, and each of the 50 upstream tasks ran
+/// every step (the children log each step they run, on the gateways'
+/// stderr), a step cut off by its child's stop at most twice.
+#[test]
+fn a_rolling_restart_of_two_gateways_follows_stdio_upstream_tasks_across_their_children() {
+    let store = Shared::redis();
+    let dir = tempfile::tempdir().unwrap();
+    let children = store.namespace("rolling-stdio-upstream");
+    let upstream = format!(
+        "{} serve --stdio --store {} {} {} --lease-period 2000 --poll-interval 200",
+        crate::support::BIN,
+        store.url(),
+        children[0],
+        children[1]
+    );
+    let logs = Logs::default();
+    let steps = roll_gateways(&store, dir.path(), &["--upstream", &upstream], &logs);
+    let logs = logs.lock().unwrap().clone();
+    let drained: Vec<&String> = logs
+        .iter()
+        .filter(|line| line.contains("drained"))
+        .collect();
+    assert!(drained.len() >= 2, "{drained:?}");
+    for line in &drained {
+        eprintln!("drained: {line}");
+        assert!(line.ends_with(", 0 failed"), "{line}");
+    }
+    let mut runs = BTreeMap::<String, BTreeMap<u64, usize>>::new();
+    for (hash, step) in logs.iter().filter_map(|line| step_of(line)) {
+        *runs.entry(hash).or_default().entry(step).or_default() += 1;
+    }
+    assert_eq!(
+        runs.len(),
+        GATEWAY_TASKS,
+        "every upstream task's steps are logged"
+    );
+    for (hash, counts) in runs {
+        assert_eq!(
+            counts.keys().copied().collect::<Vec<_>>(),
+            (1..=steps).collect::<Vec<_>>(),
+            "task {hash}: every step"
+        );
+        assert!(counts.values().all(|&n| n <= 2), "task {hash}: {counts:?}");
+    }
 }
