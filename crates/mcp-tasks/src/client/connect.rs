@@ -585,6 +585,7 @@ fn http_config(
 /// other request waiting behind the long polls, pings included: the
 /// gateway then gave the connection up as not answering and failed every
 /// task on it. Each request in flight holds an HTTP connection of its own.
+#[cfg(feature = "http-client")]
 const MAX_HTTP_REQUESTS_IN_FLIGHT: usize = 1024;
 
 /// A child process's stdio as an rmcp transport: its stdout read through
