@@ -54,6 +54,16 @@ fn stdio_upstream(db: &Path) -> String {
     )
 }
 
+/// `mcp-tasks serve --http` on the SQLite file `upstream.db` in `dir`: an
+/// upstream that makes tasks of its own and outlives the gateways in front
+/// of it. The server and the file.
+fn http_upstream(dir: &Path) -> (Served, std::path::PathBuf) {
+    let db = dir.join("upstream.db");
+    let store = format!("sqlite:{}", db.display());
+    let upstream = Served::start(BIN, "127.0.0.1:0", &store, &["--poll-interval", "50"]);
+    (upstream, db)
+}
+
 /// SIGKILLs every process whose command line names `what` (a gateway's
 /// stdio upstream, orphaned by its gateway's SIGKILL, as a service manager
 /// would kill the whole service).
@@ -137,14 +147,7 @@ async fn a_gateway_on_sqlite_follows_its_upstream_task_again_after_a_kill_and_af
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_killed_while_it_follows_an_http_upstream_task_completes_it_after_restart() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let upstream_db = dir.path().join("upstream.db");
-    let upstream_store = format!("sqlite:{}", upstream_db.display());
-    let upstream = Served::start(
-        BIN,
-        "127.0.0.1:0",
-        &upstream_store,
-        &["--poll-interval", "50"],
-    );
+    let (upstream, upstream_db) = http_upstream(dir.path());
     let store = format!("sqlite:{}", dir.path().join("gateway.db").display());
     let flags = [
         "--upstream-url",
@@ -173,14 +176,7 @@ async fn a_gateway_killed_while_it_follows_an_http_upstream_task_completes_it_af
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_followed_again_after_a_restart_relays_input_and_cancel() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let upstream_db = dir.path().join("upstream.db");
-    let upstream_store = format!("sqlite:{}", upstream_db.display());
-    let upstream = Served::start(
-        BIN,
-        "127.0.0.1:0",
-        &upstream_store,
-        &["--poll-interval", "50"],
-    );
+    let (upstream, upstream_db) = http_upstream(dir.path());
     let store = format!("sqlite:{}", dir.path().join("gateway.db").display());
     let flags = [
         "--upstream-url",
@@ -372,13 +368,7 @@ async fn gateway_replicas_on_postgres_hand_upstream_tasks_and_marked_calls_over_
 /// ends within the drain waited for.
 async fn replicas_hand_tasks_over(redis: Shared) {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let upstream_db = dir.path().join("upstream.db");
-    let upstream = Served::start(
-        BIN,
-        "127.0.0.1:0",
-        &format!("sqlite:{}", upstream_db.display()),
-        &["--poll-interval", "50"],
-    );
+    let (upstream, upstream_db) = http_upstream(dir.path());
     let over_http = ["--upstream-url", upstream.url.as_str()];
     let mut a = replica(&redis, "gateway-restart-test", &over_http);
     let b = replica(&redis, "gateway-restart-test", &over_http);
