@@ -186,6 +186,11 @@ pub(crate) fn refused(cause: &'static str) {
     metrics::counter!(REFUSALS, "cause" => cause).increment(1);
 }
 
+/// Counts one lease of this process lost to another replica.
+pub(crate) fn lease_lost() {
+    metrics::counter!(LEASES_LOST).increment(1);
+}
+
 /// The store operations measured, in the order of [`StoreKeys`].
 pub(crate) const STORE_OPERATIONS: [&str; 8] = [
     "create",
@@ -399,6 +404,27 @@ pub fn describe() {
     describe_gauge!(LISTEN_STREAMS_OPEN, "Listen streams open now.");
     describe_gauge!(TOOLS_RUNNING, "Tools running now in this process.");
     describe_gauge!(TASKS_QUEUED, "Tasks waiting for a slot in this process.");
+    describe_gauge!(
+        TOOLS_RUNNING_LIMIT,
+        "The bound on tools running at once in this process (absent: none)."
+    );
+    describe_gauge!(
+        TASKS_QUEUED_LIMIT,
+        "The bound on tasks waiting for a slot in this process (absent: none)."
+    );
+    describe_gauge!(
+        TASKS_QUEUED_OLDEST,
+        Unit::Seconds,
+        "How long the task waiting longest for a slot in this process has waited."
+    );
+    describe_gauge!(
+        LISTEN_STREAMS_LIMIT,
+        "The bound on listen streams open at once."
+    );
+    describe_counter!(
+        LEASES_LOST,
+        "Times this process's lease in a shared store was claimed by another replica."
+    );
     describe_counter!(REFUSALS, "Requests and connections refused, by cause.");
     describe_histogram!(
         STORE_DURATION,

@@ -27,6 +27,20 @@ pub const LISTEN_STREAMS_OPEN: &str = "mcp_tasks_listen_streams_open";
 pub const TOOLS_RUNNING: &str = "mcp_tasks_tools_running";
 /// Tasks waiting for a slot to run in this process (gauge, read at scrape).
 pub const TASKS_QUEUED: &str = "mcp_tasks_tasks_queued";
+/// The bound on tools running at once in this process (gauge, read at
+/// scrape; absent when unbounded).
+pub const TOOLS_RUNNING_LIMIT: &str = "mcp_tasks_tools_running_limit";
+/// The bound on tasks waiting for a slot in this process (gauge, read at
+/// scrape; absent when unbounded).
+pub const TASKS_QUEUED_LIMIT: &str = "mcp_tasks_tasks_queued_limit";
+/// How long the task that has waited longest for a slot in this process has
+/// waited, in seconds; 0 with none waiting (gauge, read at scrape).
+pub const TASKS_QUEUED_OLDEST: &str = "mcp_tasks_tasks_queued_oldest_seconds";
+/// The bound on listen streams open at once (gauge, read at scrape).
+pub const LISTEN_STREAMS_LIMIT: &str = "mcp_tasks_listen_streams_limit";
+/// Times this process's lease in a shared store was claimed by another
+/// replica (it was not renewed in time): its tools stopped here (counter).
+pub const LEASES_LOST: &str = "mcp_tasks_leases_lost_total";
 /// Requests and connections refused, by `cause` (counter).
 pub const REFUSALS: &str = "mcp_tasks_refusals_total";
 /// Store operations, in seconds, by `store` and `operation` (histogram).
@@ -52,6 +66,36 @@ pub const UPSTREAM_WAITING: &str = "mcp_tasks_gateway_upstream_waiting";
 pub const OAUTH_KEY_FETCHES: &str = "mcp_tasks_oauth_key_fetches_total";
 /// Token introspections asked of an OAuth issuer, by `outcome` (`ok`, `error`) (counter).
 pub const OAUTH_INTROSPECTIONS: &str = "mcp_tasks_oauth_introspections_total";
+
+/// Every metric name above, for what must name only metrics that exist (the
+/// Grafana dashboard and the alert rules in `ops/`: a test reads them).
+pub const ALL: &[&str] = &[
+    TASKS_CREATED,
+    TASKS_ENDED,
+    TASKS_LIVE,
+    TASK_DURATION,
+    TASK_INPUT_REQUIRED,
+    REQUESTS,
+    REQUEST_DURATION,
+    LISTEN_STREAMS_OPEN,
+    TOOLS_RUNNING,
+    TASKS_QUEUED,
+    TOOLS_RUNNING_LIMIT,
+    TASKS_QUEUED_LIMIT,
+    TASKS_QUEUED_OLDEST,
+    LISTEN_STREAMS_LIMIT,
+    LEASES_LOST,
+    REFUSALS,
+    STORE_DURATION,
+    STORE_ERRORS,
+    UPSTREAM_CALLS,
+    UPSTREAM_RESTARTS,
+    UPSTREAM_IN_USE,
+    UPSTREAM_BREAKER_OPEN,
+    UPSTREAM_WAITING,
+    OAUTH_KEY_FETCHES,
+    OAUTH_INTROSPECTIONS,
+];
 
 /// The methods a `method` label names; any other is `other`.
 pub const KNOWN_METHODS: &[&str] = &[

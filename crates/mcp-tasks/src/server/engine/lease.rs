@@ -228,6 +228,7 @@ impl Leasing {
                      over there"
                 );
                 lease.lost.cancel();
+                crate::telemetry::metrics::lease_lost();
                 let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
                 if Arc::ptr_eq(&current, lease) {
                     *current = Lease::new();

@@ -8,7 +8,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::caller::Caller;
 use super::refusal::{Refusal, queue_full};
@@ -170,6 +172,9 @@ pub struct Load {
     pub running: usize,
     /// Tasks waiting for a slot to run.
     pub queued: usize,
+    /// How long the task that has waited longest for a slot has waited
+    /// (`None` with none waiting).
+    pub oldest_queued: Option<Duration>,
 }
 
 /// The queue and the counts of one runtime.
@@ -207,6 +212,8 @@ struct Waiting {
 #[derive(Debug)]
 struct Queued {
     number: u64,
+    /// When it began to wait.
+    since: Instant,
     tool: String,
     start: oneshot::Sender<RunSlot>,
 }
@@ -342,6 +349,7 @@ impl Admission {
         }
         waiting.tasks.push_back(Queued {
             number,
+            since: Instant::now(),
             tool: tool.to_owned(),
             start,
         });
@@ -457,16 +465,41 @@ impl Admission {
         Some(ahead)
     }
 
+    /// [`Admission::counts`] for the runtime's users.
+    pub(crate) fn load(&self) -> Load {
+        let state = self.state();
+        // Each caller's first waiting task is its oldest.
+        let oldest = state
+            .callers
+            .values()
+            .filter_map(|waiting| waiting.tasks.front())
+            .map(|queued| queued.since)
+            .min();
+        Load {
+            running: state.running,
+            queued: state.queued,
+            oldest_queued: oldest.map(|since| since.elapsed()),
+        }
+    }
+
     /// How many tools run and how many tasks wait, now.
+    #[cfg(test)]
     pub(crate) fn counts(&self) -> (usize, usize) {
         let state = self.state();
         (state.running, state.queued)
     }
 
-    /// [`Admission::counts`] for the runtime's users.
-    pub(crate) fn load(&self) -> Load {
-        let (running, queued) = self.counts();
-        Load { running, queued }
+    /// How many tools of each name run now (names with none left out).
+    pub(crate) fn running_by_tool(&self) -> Vec<(String, usize)> {
+        let state = self.state();
+        let mut running: Vec<(String, usize)> = state
+            .running_by_tool
+            .iter()
+            .filter(|(_, count)| **count > 0)
+            .map(|(tool, count)| (tool.clone(), *count))
+            .collect();
+        running.sort();
+        running
     }
 }
 
@@ -544,6 +577,30 @@ mod tests {
     /// The slot handed to `ticket`, if its turn came.
     fn started(ticket: &mut Ticket) -> Option<RunSlot> {
         ticket.start.try_recv().ok()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_load_tells_the_oldest_wait_and_the_tools_running() {
+        let admission = Admission::new(AdmissionLimits::default().with_max_running(Some(2)));
+        let a = caller("a");
+        let first = run(admission.enter(&a, "export").unwrap());
+        let _second = run(admission.enter(&a, "build").unwrap());
+        assert_eq!(admission.load().oldest_queued, None);
+        let mut waiting = queued(admission.enter(&a, "build").unwrap());
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let _later = queued(admission.enter(&a, "export").unwrap());
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let load = admission.load();
+        assert_eq!((load.running, load.queued), (2, 2));
+        assert_eq!(load.oldest_queued, Some(Duration::from_secs(35)));
+        assert_eq!(
+            admission.running_by_tool(),
+            vec![("build".to_owned(), 1), ("export".to_owned(), 1)]
+        );
+        drop(first);
+        let _slot = started(&mut waiting).expect("the first waiting task starts");
+        assert_eq!(admission.load().oldest_queued, Some(Duration::from_secs(5)));
+        assert_eq!(admission.running_by_tool(), vec![("build".to_owned(), 2)]);
     }
 
     #[test]

@@ -188,6 +188,18 @@ impl TaskRuntime {
         self.inner.admission.load()
     }
 
+    /// How many tools of each name run now in this process, by name (tools
+    /// with none running left out).
+    pub fn running_by_tool(&self) -> Vec<(String, usize)> {
+        self.inner.admission.running_by_tool()
+    }
+
+    /// The bounds this runtime admits tasks by
+    /// ([`TaskRuntimeBuilder::with_admission`](crate::server::TaskRuntimeBuilder::with_admission)).
+    pub fn admission_limits(&self) -> &crate::server::AdmissionLimits {
+        self.inner.admission.limits()
+    }
+
     /// How many unfinished tasks count against `principal`'s cap in this
     /// process: the principal a caller's caps count under, its
     /// authenticated one, `http:unauthenticated` for every HTTP caller that
