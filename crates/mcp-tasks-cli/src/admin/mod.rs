@@ -87,7 +87,8 @@ struct Target {
 struct LsArgs {
     #[command(flatten)]
     target: Target,
-    /// Only tasks in this status: working, input_required, completed, failed, cancelled.
+    /// Only tasks in this status: working, input_required, completed, failed, cancelled, or
+    /// unfinished (working or input_required).
     #[arg(long, value_name = "STATUS")]
     status: Option<String>,
     /// Only tasks of this tool.

@@ -57,13 +57,17 @@ pub fn principal_label(principal: &Principal) -> &str {
     }
 }
 
+/// The status a [`Filter`] names for every task not ended yet.
+const UNFINISHED: &str = "unfinished";
+
 /// Which tasks a listing shows; every field unset shows every task.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 #[non_exhaustive]
 pub struct Filter {
     /// Only tasks in this status (`working`, `input_required`,
-    /// `completed`, `failed`, `cancelled`).
+    /// `completed`, `failed`, `cancelled`), or `unfinished` (`working` or
+    /// `input_required`).
     pub status: Option<String>,
     /// Only tasks of this tool.
     pub tool: Option<String>,
@@ -109,8 +113,9 @@ impl Filter {
     /// A status the filter names that no task can have, as an error message.
     pub(crate) fn check(&self) -> Result<(), String> {
         match self.status.as_deref().map(TaskStatus::from_wire) {
-            Some(TaskStatus::Unknown(name)) => Err(format!(
-                "unknown status {name:?}: use working, input_required, completed, failed or cancelled"
+            Some(TaskStatus::Unknown(name)) if name != UNFINISHED => Err(format!(
+                "unknown status {name:?}: use working, input_required, completed, failed, cancelled \
+                 or unfinished"
             )),
             _ => Ok(()),
         }
@@ -119,13 +124,13 @@ impl Filter {
     /// Whether `record` passes, at `now`.
     pub fn matches(&self, record: &TaskRecord, now: UnixMillis) -> bool {
         let age = millis(now.saturating_since(record.created_at()));
-        self.status
+        self.status.as_deref().is_none_or(|status| {
+            record.status().as_str() == status
+                || (status == UNFINISHED && !record.status().is_terminal())
+        }) && self
+            .tool
             .as_deref()
-            .is_none_or(|status| record.status().as_str() == status)
-            && self
-                .tool
-                .as_deref()
-                .is_none_or(|tool| record.tool() == Some(tool))
+            .is_none_or(|tool| record.tool() == Some(tool))
             && self
                 .principal
                 .as_deref()
@@ -251,5 +256,6 @@ mod tests {
     fn a_filter_refuses_an_unknown_status() {
         assert!(Filter::default().with_status("done").check().is_err());
         assert!(Filter::default().with_status("working").check().is_ok());
+        assert!(Filter::default().with_status("unfinished").check().is_ok());
     }
 }
