@@ -359,3 +359,149 @@ fn bad_admin_flags_are_refused_with_exit_64() {
     let auth = format!("Authorization: Bearer {OPERATOR}");
     assert_eq!(http(&address, "GET", "/metrics", &[&auth], "").0, 200);
 }
+
+/// The operator's page (`/`), by plain HTTP as a browser would send it:
+/// nothing but the sign-in without a token, a cookie (`HttpOnly`,
+/// `SameSite=Strict`) for a token of the admin tokens, refused from
+/// another origin, a policy with no inline script, and `/ui/state` giving
+/// the numbers `/metrics` gives. The page itself runs in Chromium in
+/// `operator_page.rs`.
+#[test]
+fn the_page_signs_in_by_cookie_from_itself_only_and_shows_the_scraped_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let operators = dir.path().join("operators");
+    std::fs::write(&operators, format!("{OPERATOR} ops\n")).unwrap();
+    let server = serve(&[
+        "--store",
+        "memory",
+        "--max-running",
+        "1",
+        "--admin",
+        "127.0.0.1:0",
+        "--admin-tokens",
+        operators.to_str().unwrap(),
+    ]);
+    // One task runs, one waits for the slot: both stay while the test reads.
+    let ids: Vec<String> = (0..2)
+        .map(|_| {
+            let out = run(&[
+                "call",
+                "--url",
+                &server.url,
+                "long_job",
+                r#"{"steps": 600, "step_ms": 100}"#,
+                "--no-wait",
+            ]);
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        })
+        .collect();
+    let admin = server.admin.as_str();
+    let own = format!("Origin: http://{admin}");
+
+    let signin = raw_http(admin, "GET", "/", &[], "");
+    assert_eq!(signin.status, 200);
+    assert!(signin.body.contains("id=\"signin\""), "{}", signin.body);
+    assert!(!signin.body.contains("id=\"working\""), "{}", signin.body);
+    let policy = signin.header("content-security-policy").expect("a policy");
+    assert!(
+        policy.contains("script-src 'self'") && !policy.contains("unsafe-inline"),
+        "{policy}"
+    );
+    assert_eq!(raw_http(admin, "GET", "/ui/state", &[], "").status, 401);
+
+    let wrong = raw_http(
+        admin,
+        "POST",
+        "/ui/signin",
+        &[&own],
+        "token=not-a-token-of-the-file",
+    );
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.body.contains("id=\"signin-error\""), "{}", wrong.body);
+    assert!(wrong.header("set-cookie").is_none());
+    let elsewhere = "Origin: http://evil.example";
+    let form = format!("token={OPERATOR}");
+    assert_eq!(
+        raw_http(admin, "POST", "/ui/signin", &[elsewhere], &form).status,
+        403
+    );
+
+    let signed = raw_http(admin, "POST", "/ui/signin", &[&own], &form);
+    assert_eq!(signed.status, 303, "{}", signed.body);
+    let cookie = signed.header("set-cookie").expect("a cookie").to_owned();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    let jar = format!("Cookie: {}", cookie.split(';').next().unwrap());
+    let page = raw_http(admin, "GET", "/", &[&jar], "");
+    assert!(page.body.contains("id=\"working\""), "{}", page.body);
+    // The cookie from another page: refused, even where SameSite is not kept.
+    assert_eq!(
+        raw_http(admin, "GET", "/ui/state", &[&jar, elsewhere], "").status,
+        403
+    );
+    let cross = "Sec-Fetch-Site: cross-site";
+    let listed = r#"{"filter": {"status": "unfinished"}}"#;
+    assert_eq!(
+        raw_http(admin, "POST", "/admin/tasks/list", &[&jar, cross], listed).status,
+        403
+    );
+
+    // The numbers: those of a scrape, read around the same moment.
+    let (_, metrics) = scrape(admin, OPERATOR);
+    let state = raw_http(admin, "GET", "/ui/state", &[&jar, &own], "");
+    assert_eq!(state.status, 200, "{}", state.body);
+    let state: serde_json::Value = serde_json::from_str(&state.body).unwrap();
+    let gauge = |name: &str, labels: &[(&str, &str)]| value(&metrics, name, labels);
+    assert_eq!(
+        state["tasks"]["working"],
+        gauge("mcp_tasks_tasks_live", &[("status", "working")])
+    );
+    assert_eq!(state["tasks"]["working"], 2.0, "{state}");
+    assert_eq!(state["admission"]["running"], 1.0, "{state}");
+    assert_eq!(
+        state["admission"]["queued"],
+        gauge("mcp_tasks_tasks_queued", &[])
+    );
+    assert_eq!(state["admission"]["queued"], 1.0, "{state}");
+    assert_eq!(
+        state["admission"]["runningLimit"],
+        gauge("mcp_tasks_tools_running_limit", &[])
+    );
+    assert_eq!(
+        state["listen"]["limit"],
+        gauge("mcp_tasks_listen_streams_limit", &[])
+    );
+    assert_eq!(state["runningByTool"]["long_job"], 1, "{state}");
+    let created = gauge("mcp_tasks_tasks_created_total", &[("tool", "long_job")]);
+    assert_eq!(state["tools"][0]["tool"], "long_job", "{state}");
+    assert_eq!(state["tools"][0]["created"], created);
+    assert_eq!(
+        state["refusals"]["operator_auth"],
+        gauge("mcp_tasks_refusals_total", &[("cause", "operator_auth")])
+    );
+    assert!(
+        state["admission"]["oldestQueuedSecs"].as_f64().unwrap() > 0.0,
+        "{state}"
+    );
+
+    // The table's listing: both tasks by hash, no id unless asked.
+    let listing = raw_http(admin, "POST", "/admin/tasks/list", &[&jar, &own], listed);
+    assert_eq!(listing.status, 200, "{}", listing.body);
+    let tasks: serde_json::Value = serde_json::from_str(&listing.body).unwrap();
+    assert_eq!(tasks["tasks"].as_array().unwrap().len(), 2, "{tasks}");
+    for id in &ids {
+        assert!(
+            !listing.body.contains(id.as_str()),
+            "an id listed without being asked"
+        );
+    }
+
+    let out = raw_http(admin, "POST", "/ui/signout", &[&jar, &own], "");
+    assert_eq!(out.status, 303);
+    assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
+    for id in ids {
+        run(&["cancel", "--url", &server.url, &id]);
+    }
+}

@@ -1,15 +1,19 @@
 //! The operator listener (feature `operator`): `/metrics` (Prometheus text),
 //! `/healthz` (the process is up), `/readyz` (the store answers and the
-//! server is not draining), and whatever routes it is given (the admin
+//! server is not draining), with metrics the operator's page at `/` (the
+//! tasks at a glance, charts of the last hour, the unfinished tasks with a
+//! cancel button: `page`), and whatever routes it is given (the admin
 //! API), on a listener of its own: never the MCP port, never behind the MCP
 //! endpoint's guard or tokens.
 //!
 //! Who may reach it: with [`OperatorListener::with_tokens`], every route but
 //! `/healthz` and `/readyz` needs `Authorization: Bearer` with a token of
-//! the file (401 otherwise), and the request carries the token's label as
-//! [`Authenticated`] for the routes behind. Without tokens it answers only
-//! requests whose `Host` is a loopback name and that carry no `Origin` (no
-//! web page, DNS rebinding included, can reach it), and
+//! the file, or the page's cookie (set by its sign-in form) sent by the
+//! page itself (401 or 403 otherwise), and the request carries the token's
+//! label as [`Authenticated`](crate::server::Authenticated)
+//! for the routes behind. Without tokens it answers only requests whose
+//! `Host` is a loopback name and that carry no `Origin` but its own (no
+//! other web page, DNS rebinding included, can reach it), and
 //! [`check_address`] refuses to bind it to anything but a loopback
 //! address: an operator who opens it to a network gives it tokens.
 //!
@@ -36,14 +40,15 @@ use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
 
+use super::access::{admit, loopback_only};
+use super::page::Render;
 use crate::server::auth::BearerTokens;
-use crate::server::auth::principal::Authenticated;
 use crate::server::engine::tasks::runtime::TaskRuntime;
-use crate::server::transport::http::LOOPBACK_HOSTS;
 use crate::task::TaskId;
 use crate::telemetry::metrics::{
-    LISTEN_STREAMS_OPEN, MetricsObserver, REQUEST_DURATION, STORE_DURATION, TASK_DURATION,
-    TASK_INPUT_REQUIRED, TASKS_LIVE, TASKS_QUEUED, TOOLS_RUNNING, describe,
+    LEASES_LOST, LISTEN_STREAMS_LIMIT, LISTEN_STREAMS_OPEN, MetricsObserver, REQUEST_DURATION,
+    STORE_DURATION, TASK_DURATION, TASK_INPUT_REQUIRED, TASKS_LIVE, TASKS_QUEUED,
+    TASKS_QUEUED_LIMIT, TASKS_QUEUED_OLDEST, TOOLS_RUNNING, TOOLS_RUNNING_LIMIT, describe,
 };
 
 /// How long `/readyz` waits for the store, unless told otherwise.
@@ -215,7 +220,8 @@ impl OperatorListener {
         self
     }
 
-    /// Serves `/metrics` from `handle`: the handle of the installed
+    /// Serves `/metrics` from `handle`, and the operator's page at `/`
+    /// (which reads the same numbers): the handle of the installed
     /// recorder ([`install_prometheus`]), since the runtime records into
     /// the installed one. The runtime should have a [`MetricsObserver`]
     /// (see [`metrics_observer`]) for the task metrics.
@@ -253,12 +259,27 @@ impl OperatorListener {
             ready_timeout,
         } = self;
         let mut protected = routes;
+        let mut page = None;
         if let Some(handle) = metrics {
-            let runtime = runtime.clone();
-            protected = protected.route(
-                "/metrics",
-                get(move || std::future::ready(scrape(&runtime, &handle))),
-            );
+            // Counted from zero at once, so that the first lost lease is an
+            // increase (an alert's `increase()` sees none in a new series).
+            metrics::counter!(LEASES_LOST).increment(0);
+            let render: Render = {
+                let runtime = runtime.clone();
+                Arc::new(move || render(&runtime, &handle))
+            };
+            let is_draining: Arc<dyn Fn() -> bool + Send + Sync> = {
+                let (runtime, draining) = (runtime.clone(), draining.clone());
+                Arc::new(move || draining.is_draining() || runtime.is_draining())
+            };
+            page = Some(super::page::routes(
+                runtime.clone(),
+                tokens.clone(),
+                render.clone(),
+                is_draining,
+            ));
+            protected =
+                protected.route("/metrics", get(move || std::future::ready(scrape(&render))));
         }
         let checked = {
             let tokens = tokens.clone();
@@ -278,13 +299,17 @@ impl OperatorListener {
             )
             .route_layer(axum::middleware::from_fn(
                 move |request: Request, next: Next| async move {
-                    if open_check && let Err(refusal) = loopback_only(&request) {
+                    if open_check && let Err(refusal) = loopback_only(request.headers()) {
                         return refusal;
                     }
                     next.run(request).await
                 },
             ));
-        checked.merge(health)
+        let served = checked.merge(health);
+        match page {
+            Some(page) => served.merge(page),
+            None => served,
+        }
     }
 
     /// Serves the routes on `listener` until the process ends.
@@ -299,79 +324,41 @@ pub fn metrics_observer() -> Arc<dyn crate::server::TaskObserver> {
     Arc::new(MetricsObserver::new())
 }
 
-/// Lets `request` through with a token of `tokens` (marking it
-/// [`Authenticated`]), or without tokens from loopback only.
-async fn admit(tokens: Option<&BearerTokens>, mut request: Request, next: Next) -> Response {
-    match tokens {
-        Some(tokens) => match tokens.authenticate(request.headers()) {
-            Ok(principal) => {
-                request
-                    .extensions_mut()
-                    .insert(Authenticated::new(principal));
-            }
-            Err(why) => {
-                crate::telemetry::metrics::refused("operator_auth");
-                let mut response =
-                    (StatusCode::UNAUTHORIZED, format!("{}\n", why.message())).into_response();
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static(why.challenge()),
-                );
-                return response;
-            }
-        },
-        None => {
-            if let Err(refusal) = loopback_only(&request) {
-                return refusal;
-            }
-        }
-    }
-    next.run(request).await
-}
-
-/// Without tokens: a `Host` that is a loopback name, and no `Origin`.
-#[allow(clippy::result_large_err)]
-fn loopback_only(request: &Request) -> Result<(), Response> {
-    let host = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|host| host.to_str().ok())
-        .unwrap_or("");
-    let name = match host.rfind(':') {
-        Some(colon) if !host.ends_with(']') => &host[..colon],
-        _ => host,
-    };
-    let loopback = LOOPBACK_HOSTS
-        .iter()
-        .any(|allowed| allowed.eq_ignore_ascii_case(name));
-    if !loopback || request.headers().contains_key(header::ORIGIN) {
-        crate::telemetry::metrics::refused("operator_host");
-        return Err((
-            StatusCode::FORBIDDEN,
-            "Forbidden: without tokens the operator listener answers loopback names only, and no browser\n",
-        )
-            .into_response());
-    }
-    Ok(())
-}
-
-/// `/metrics`: the gauges of now, read from the runtime, then the text.
-fn scrape(runtime: &TaskRuntime, handle: &PrometheusHandle) -> Response {
+/// The metrics as `/metrics` shows them: the gauges of now, read from the
+/// runtime, then the text.
+fn render(runtime: &TaskRuntime, handle: &PrometheusHandle) -> String {
     if let Some((working, asking)) = runtime.live_by_status() {
         metrics::gauge!(TASKS_LIVE, "status" => "working").set(working as f64);
         metrics::gauge!(TASKS_LIVE, "status" => "input_required").set(asking as f64);
     }
     metrics::gauge!(LISTEN_STREAMS_OPEN).set(runtime.open_subscriptions() as f64);
+    metrics::gauge!(LISTEN_STREAMS_LIMIT).set(runtime.max_listen_streams() as f64);
     let load = runtime.load();
     metrics::gauge!(TOOLS_RUNNING).set(load.running as f64);
     metrics::gauge!(TASKS_QUEUED).set(load.queued as f64);
+    metrics::gauge!(TASKS_QUEUED_OLDEST).set(
+        load.oldest_queued
+            .map_or(0.0, |waited| waited.as_secs_f64()),
+    );
+    let limits = runtime.admission_limits();
+    if let Some(max) = limits.max_running() {
+        metrics::gauge!(TOOLS_RUNNING_LIMIT).set(max as f64);
+    }
+    if let Some(max) = limits.max_queued() {
+        metrics::gauge!(TASKS_QUEUED_LIMIT).set(max as f64);
+    }
     handle.run_upkeep();
+    handle.render()
+}
+
+/// `/metrics`.
+fn scrape(render: &Render) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
         )],
-        handle.render(),
+        render(),
     )
         .into_response()
 }

@@ -7,9 +7,13 @@
 //! The top of the server: it may import every other wing (the engine, the
 //! transports, auth); nothing of the server imports it.
 
+#[cfg(feature = "operator")]
+mod access;
 pub mod admin;
 #[cfg(feature = "operator")]
 mod listener;
+#[cfg(feature = "operator")]
+mod page;
 
 #[cfg(feature = "operator")]
 pub use listener::*;
