@@ -23,6 +23,7 @@ mod listen;
 mod mistakes;
 mod oidc;
 mod operator;
+mod operator_page;
 mod otlp_endpoint;
 mod output;
 mod replicas;
