@@ -505,3 +505,77 @@ fn the_page_signs_in_by_cookie_from_itself_only_and_shows_the_scraped_numbers() 
         run(&["cancel", "--url", &server.url, &id]);
     }
 }
+
+/// A gateway's upstream on the page: its breaker, opened by calls to an
+/// upstream that went away, shown as `/metrics` shows it; and, on a
+/// listener without tokens, the page open to loopback with no sign-in.
+#[test]
+fn the_page_shows_an_upstreams_open_breaker_as_the_metrics_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = serve(&["--store", "memory"]);
+    let config = dir.path().join("gw.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "store = \"memory\"\npoll-interval = 50\n\n[[upstream]]\nname = \"up\"\nurl = \"{}\"\n\
+             breaker-failures = 2\nbreaker-cool-down = 600\n",
+            upstream.url
+        ),
+    )
+    .unwrap();
+    let gateway = crate::team::gateway(&config, &["--admin", "127.0.0.1:0"]);
+    let admin = gateway.admin.as_str();
+    let page = raw_http(admin, "GET", "/", &[], "");
+    assert!(
+        page.body.contains("id=\"working\""),
+        "no sign-in without tokens: {}",
+        page.body
+    );
+    drop(upstream);
+    let breaker = |state: &serde_json::Value| state["upstreams"][0]["breakerOpen"] == true;
+    let mut state = serde_json::Value::Null;
+    for _ in 0..20 {
+        run(&[
+            "call",
+            "--url",
+            &gateway.url,
+            "up__sleep",
+            "--arg",
+            "ms=10",
+            "--json",
+        ]);
+        let answer = raw_http(admin, "GET", "/ui/state", &[], "");
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        state = serde_json::from_str(&answer.body).unwrap();
+        if breaker(&state) {
+            break;
+        }
+    }
+    assert!(breaker(&state), "the breaker never opened: {state}");
+    let upstream = &state["upstreams"][0];
+    assert_eq!(upstream["upstream"], "up", "{state}");
+    let metrics = raw_http(admin, "GET", "/metrics", &[], "").body;
+    let metrics =
+        prometheus_parse::Scrape::parse(metrics.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let up = [("upstream", "up")];
+    assert_eq!(
+        value(&metrics, "mcp_tasks_gateway_upstream_breaker_open", &up),
+        1.0
+    );
+    let errors = value(
+        &metrics,
+        "mcp_tasks_gateway_upstream_calls_total",
+        &[("upstream", "up"), ("outcome", "error")],
+    );
+    assert!(errors >= 2.0, "{errors}");
+    assert_eq!(upstream["errors"], errors, "{state}");
+    // Refused from another page, even without tokens.
+    let elsewhere = raw_http(
+        admin,
+        "GET",
+        "/ui/state",
+        &["Origin: http://localhost:3000"],
+        "",
+    );
+    assert_eq!(elsewhere.status, 403);
+}
