@@ -17,7 +17,7 @@
 //!                         "cancelled": [...], "expired": [...], "p50Secs": [...], "p95Secs": [...]}}]}
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Map, Value, json};
 
@@ -152,69 +152,109 @@ fn upstreams(live: &Samples) -> Vec<Value> {
         .collect()
 }
 
+/// One tool's task numbers in one reading.
+#[derive(Default)]
+struct ToolNumbers {
+    created: f64,
+    /// By [`OUTCOMES`].
+    ended: [f64; 4],
+    /// The duration histogram's buckets, in order of bounds.
+    buckets: Vec<(f64, f64)>,
+}
+
+/// Every tool's numbers in `samples`, in one pass (a page of many tools
+/// and an hour of readings would otherwise scan each reading per tool).
+fn by_tool(samples: &Samples) -> HashMap<&str, ToolNumbers> {
+    let bucket_series = format!("{TASK_DURATION}_bucket");
+    let mut tools: HashMap<&str, ToolNumbers> = HashMap::new();
+    for sample in &samples.0 {
+        let Some(tool) = sample.label("tool") else {
+            continue;
+        };
+        if sample.name == TASKS_CREATED {
+            tools.entry(tool).or_default().created = sample.value;
+        } else if sample.name == TASKS_ENDED {
+            let outcome = sample.label("outcome").unwrap_or_default();
+            if let Some(index) = OUTCOMES.iter().position(|known| *known == outcome) {
+                tools.entry(tool).or_default().ended[index] = sample.value;
+            }
+        } else if sample.name == bucket_series {
+            let bound = match sample.label("le") {
+                Some("+Inf") => f64::INFINITY,
+                Some(bound) => bound.parse().unwrap_or(f64::NAN),
+                None => f64::NAN,
+            };
+            if !bound.is_nan() {
+                tools
+                    .entry(tool)
+                    .or_default()
+                    .buckets
+                    .push((bound, sample.value));
+            }
+        }
+    }
+    for numbers in tools.values_mut() {
+        numbers.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    tools
+}
+
 fn tools(now: &Reading, kept: &[Reading]) -> Vec<Value> {
-    let live = &now.samples;
     let mut points: Vec<&Reading> = kept.iter().collect();
     points.push(now);
-    label_values(live, &[TASKS_CREATED, TASKS_ENDED], "tool")
+    let indexed: Vec<HashMap<&str, ToolNumbers>> = points
+        .iter()
+        .map(|reading| by_tool(&reading.samples))
+        .collect();
+    let none = ToolNumbers::default();
+    let at: Vec<Value> = points
+        .iter()
+        .skip(1)
+        .map(|reading| json!(reading.at))
+        .collect();
+    let live = indexed.last().expect("the reading now is there");
+    let mut names: Vec<&str> = live.keys().copied().collect();
+    names.sort_unstable();
+    names
         .into_iter()
         .map(|tool| {
-            let one = [("tool", tool.as_str())];
-            let ended = |samples: &Samples, outcome: &str| {
-                samples
-                    .value(TASKS_ENDED, &[("tool", &tool), ("outcome", outcome)])
-                    .unwrap_or(0.0)
-            };
-            let mut minutes = Map::new();
-            let pairs: Vec<(&Reading, &Reading)> =
-                points.windows(2).map(|pair| (pair[0], pair[1])).collect();
-            minutes.insert(
-                "at".into(),
-                pairs.iter().map(|(_, later)| json!(later.at)).collect(),
-            );
-            let created = |samples: &Samples| samples.value(TASKS_CREATED, &one).unwrap_or(0.0);
-            minutes.insert(
-                "created".into(),
+            let pairs: Vec<(&ToolNumbers, &ToolNumbers)> = indexed
+                .windows(2)
+                .map(|pair| {
+                    (
+                        pair[0].get(tool).unwrap_or(&none),
+                        pair[1].get(tool).unwrap_or(&none),
+                    )
+                })
+                .collect();
+            let per_minute = |number: &dyn Fn(&ToolNumbers) -> f64| -> Value {
                 pairs
                     .iter()
-                    .map(|(a, b)| json!((created(&b.samples) - created(&a.samples)).max(0.0)))
-                    .collect(),
-            );
-            for outcome in OUTCOMES {
-                minutes.insert(
-                    outcome.into(),
-                    pairs
-                        .iter()
-                        .map(|(a, b)| {
-                            json!(
-                                (ended(&b.samples, outcome) - ended(&a.samples, outcome)).max(0.0)
-                            )
-                        })
-                        .collect(),
-                );
+                    .map(|(a, b)| json!((number(b) - number(a)).max(0.0)))
+                    .collect()
+            };
+            let mut minutes = Map::new();
+            minutes.insert("at".into(), Value::Array(at.clone()));
+            minutes.insert("created".into(), per_minute(&|n| n.created));
+            for (index, outcome) in OUTCOMES.iter().enumerate() {
+                minutes.insert((*outcome).into(), per_minute(&|n| n.ended[index]));
             }
             for (key, q) in [("p50Secs", 0.5), ("p95Secs", 0.95)] {
-                minutes.insert(
-                    key.into(),
-                    pairs
-                        .iter()
-                        .map(|(a, b)| {
-                            let minute = since(
-                                &buckets(&b.samples, TASK_DURATION, &one),
-                                &buckets(&a.samples, TASK_DURATION, &one),
-                            );
-                            json!(quantile(q, &minute))
-                        })
-                        .collect(),
-                );
+                let values = pairs
+                    .iter()
+                    .map(|(a, b)| json!(quantile(q, &since(&b.buckets, &a.buckets))))
+                    .collect();
+                minutes.insert(key.into(), values);
             }
+            let numbers = &live[tool];
             let totals: Map<String, Value> = OUTCOMES
                 .iter()
-                .map(|outcome| ((*outcome).to_owned(), json!(ended(live, outcome))))
+                .zip(numbers.ended)
+                .map(|(outcome, total)| ((*outcome).to_owned(), json!(total)))
                 .collect();
             json!({
                 "tool": tool,
-                "created": created(live),
+                "created": numbers.created,
                 "ended": totals,
                 "minutes": minutes,
             })
