@@ -10,7 +10,7 @@ use mcp_tasks_redis::testing::RedisServer;
 use crate::serving::Served;
 use crate::support::{json_of, raw_http, run};
 
-const ALICE: &str = "alice-token-0123456789abcdef";
+pub(crate) const ALICE: &str = "alice-token-0123456789abcdef";
 const OPERATOR: &str = "operator-token-0123456789abcdef";
 
 /// Starts `serve --http 127.0.0.1:0` with `extra` flags, reading the two
@@ -19,6 +19,27 @@ fn serve(extra: &[&str]) -> Served {
     let mut args = vec!["--http", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     Served::spawn(crate::support::BIN, &args, &[], None)
+}
+
+/// `serve` in memory (polled every 50 ms) for one caller, `ALICE`
+/// (labelled alice), with an operator listener for `operator` (labelled
+/// ops), its token files in `dir`.
+pub(crate) fn serve_alice_and_ops(dir: &std::path::Path, operator: &str) -> Served {
+    let (callers, operators) = (dir.join("callers"), dir.join("operators"));
+    std::fs::write(&callers, format!("{ALICE} alice\n")).unwrap();
+    std::fs::write(&operators, format!("{operator} ops\n")).unwrap();
+    serve(&[
+        "--store",
+        "memory",
+        "--poll-interval",
+        "50",
+        "--auth-tokens",
+        callers.to_str().unwrap(),
+        "--admin",
+        "127.0.0.1:0",
+        "--admin-tokens",
+        operators.to_str().unwrap(),
+    ])
 }
 
 /// One plain HTTP/1.1 request to `address`: the status and the body.
@@ -85,21 +106,7 @@ fn count(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)])
 #[test]
 fn metrics_count_a_scripted_workload_by_value_and_name_no_task() {
     let dir = tempfile::tempdir().unwrap();
-    let (callers, operators) = (dir.path().join("callers"), dir.path().join("operators"));
-    std::fs::write(&callers, format!("{ALICE} alice\n")).unwrap();
-    std::fs::write(&operators, format!("{OPERATOR} ops\n")).unwrap();
-    let server = serve(&[
-        "--store",
-        "memory",
-        "--poll-interval",
-        "50",
-        "--auth-tokens",
-        callers.to_str().unwrap(),
-        "--admin",
-        "127.0.0.1:0",
-        "--admin-tokens",
-        operators.to_str().unwrap(),
-    ]);
+    let server = serve_alice_and_ops(dir.path(), OPERATOR);
     let auth = format!("Authorization: Bearer {ALICE}");
     let call = |rest: &[&str]| {
         let mut args = vec!["call", "--url", &server.url, "--header", &auth, "--json"];
@@ -498,6 +505,8 @@ fn the_page_signs_in_by_cookie_from_itself_only_and_shows_the_scraped_numbers() 
         );
     }
 
+    let forced = raw_http(admin, "POST", "/ui/signout", &[&jar, elsewhere], "");
+    assert_eq!(forced.status, 403, "another page signs the operator out");
     let out = raw_http(admin, "POST", "/ui/signout", &[&jar, &own], "");
     assert_eq!(out.status, 303);
     assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
@@ -531,6 +540,9 @@ fn the_page_shows_an_upstreams_open_breaker_as_the_metrics_do() {
         "no sign-in without tokens: {}",
         page.body
     );
+    let signin = raw_http(admin, "POST", "/ui/signin", &[], "token=whatever");
+    assert_eq!(signin.status, 303, "nothing to sign in to: {}", signin.body);
+    assert!(signin.header("set-cookie").is_none(), "{}", signin.head);
     drop(upstream);
     let breaker = |state: &serde_json::Value| state["upstreams"][0]["breakerOpen"] == true;
     let mut state = serde_json::Value::Null;

@@ -9,11 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::operator::{scrape, value};
-use crate::serving::Served;
-use crate::support::{BIN, bin, raw_http, run};
+use crate::operator::{ALICE, scrape, serve_alice_and_ops, value};
+use crate::support::{bin, raw_http, run};
 
-const ALICE: &str = "alice-token-0123456789abcdef";
 const OPERATOR: &str = "s3cret-operator-token";
 
 /// How long the browser's run may take.
@@ -71,28 +69,7 @@ fn the_operator_page_in_chromium_signs_in_shows_the_metrics_and_cancels() {
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let (callers, operators) = (dir.path().join("callers"), dir.path().join("operators"));
-    std::fs::write(&callers, format!("{ALICE} alice\n")).unwrap();
-    std::fs::write(&operators, format!("{OPERATOR} ops\n")).unwrap();
-    let server = Served::spawn(
-        BIN,
-        &[
-            "--http",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--poll-interval",
-            "50",
-            "--auth-tokens",
-            callers.to_str().unwrap(),
-            "--admin",
-            "127.0.0.1:0",
-            "--admin-tokens",
-            operators.to_str().unwrap(),
-        ],
-        &[],
-        None,
-    );
+    let server = serve_alice_and_ops(dir.path(), OPERATOR);
     let url = server.url.clone();
     let auth = format!("Authorization: Bearer {ALICE}");
 

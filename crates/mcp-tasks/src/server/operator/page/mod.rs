@@ -161,14 +161,24 @@ fn sign_in_form(status: StatusCode, error: Option<&str>) -> Response {
     html(status, SIGNIN.replacen(ERROR_SLOT, &slot, 1))
 }
 
-fn see_other(cookie: &str) -> Response {
+/// Back to the page, setting `cookie` if given.
+fn see_other(cookie: Option<&str>) -> Response {
     let mut response = StatusCode::SEE_OTHER.into_response();
     let headers = response.headers_mut();
     headers.insert(header::LOCATION, HeaderValue::from_static("/"));
-    if let Ok(cookie) = HeaderValue::from_str(cookie) {
+    if let Some(Ok(cookie)) = cookie.map(HeaderValue::from_str) {
         headers.insert(header::SET_COOKIE, cookie);
     }
     response
+}
+
+fn from_another_page() -> Response {
+    crate::telemetry::metrics::refused("operator_host");
+    (
+        StatusCode::FORBIDDEN,
+        "Forbidden: a request of another page\n",
+    )
+        .into_response()
 }
 
 async fn index(State(page): State<Page>, headers: HeaderMap) -> Response {
@@ -197,15 +207,10 @@ fn cookie_safe(token: &str) -> bool {
 async fn sign_in(State(page): State<Page>, request: Request) -> Response {
     let Some(tokens) = page.tokens.clone() else {
         // Nothing to sign in to: the page is open on loopback.
-        return see_other("");
+        return see_other(None);
     };
     if !same_origin(request.headers()) {
-        crate::telemetry::metrics::refused("operator_host");
-        return (
-            StatusCode::FORBIDDEN,
-            "Forbidden: a sign-in from another page\n",
-        )
-            .into_response();
+        return from_another_page();
     }
     let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_FORM).await else {
         return sign_in_form(
@@ -233,15 +238,18 @@ async fn sign_in(State(page): State<Page>, request: Request) -> Response {
             ),
         );
     }
-    see_other(&format!(
+    see_other(Some(&format!(
         "{COOKIE}={token}; Path=/; Max-Age={SIGNED_IN_SECS}; HttpOnly; SameSite=Strict"
-    ))
+    )))
 }
 
-async fn sign_out() -> Response {
-    see_other(&format!(
+async fn sign_out(headers: HeaderMap) -> Response {
+    if !same_origin(&headers) {
+        return from_another_page();
+    }
+    see_other(Some(&format!(
         "{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"
-    ))
+    )))
 }
 
 async fn numbers(State(page): State<Page>, headers: HeaderMap) -> Response {

@@ -7,6 +7,8 @@
 const STATE_EVERY_MS = 2000;
 const TASKS_EVERY_MS = 5000;
 const CONFIRM_MS = 5000;
+const LIST_LIMIT = 500; // tasks listed
+const MAX_ROWS = 100; // rows drawn
 const OUTCOMES = ['completed', 'failed', 'cancelled', 'expired'];
 const SVG = 'http://www.w3.org/2000/svg';
 
@@ -232,8 +234,11 @@ function drawTasks() {
   const showIds = $('#show-ids').checked;
   const now = Date.now();
   const shown = tasks.filter((t) => !filter || [t.task, t.tool || '', t.principal, t.status].some((v) => v.toLowerCase().includes(filter)));
-  text('#tasks-count', `${shown.length} of ${tasks.length}`);
-  rows($('#tasks tbody'), shown, 'task', (t) => {
+  const drawn = shown.slice(0, MAX_ROWS);
+  text('#tasks-count', drawn.length < shown.length
+    ? `the oldest ${drawn.length} of ${shown.length} (the filter narrows them)`
+    : `${shown.length} of ${tasks.length}${tasks.length >= LIST_LIMIT ? ' (the oldest listed)' : ''}`);
+  rows($('#tasks tbody'), drawn, 'task', (t) => {
     const button = document.createElement('button');
     const until = confirming.get(t.task);
     const armed = until && until > now;
@@ -266,7 +271,7 @@ async function refreshTasks() {
   try {
     const answer = await call('POST', '/admin/tasks/list', {
       filter: { status: 'unfinished' },
-      limit: 500,
+      limit: LIST_LIMIT,
       show: { ids: $('#show-ids').checked },
     });
     tasks = answer.tasks;
