@@ -7,18 +7,18 @@
 
 use mcp_tasks_redis::testing::RedisServer;
 
-use crate::serving::Served;
+use crate::serving::{Logs, Served};
 use crate::support::{json_of, raw_http, run};
 
 pub(crate) const ALICE: &str = "alice-token-0123456789abcdef";
 const OPERATOR: &str = "operator-token-0123456789abcdef";
 
 /// Starts `serve --http 127.0.0.1:0` with `extra` flags, reading the two
-/// addresses it prints.
+/// addresses it prints, keeping its stderr.
 fn serve(extra: &[&str]) -> Served {
     let mut args = vec!["--http", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    Served::spawn(crate::support::BIN, &args, &[], None)
+    Served::spawn(crate::support::BIN, &args, &[], Some(&Logs::default()))
 }
 
 /// `serve` in memory (polled every 50 ms) for one caller, `ALICE`
@@ -449,7 +449,7 @@ fn the_page_signs_in_by_cookie_from_itself_only_and_shows_the_scraped_numbers() 
         403
     );
     let cross = "Sec-Fetch-Site: cross-site";
-    let listed = r#"{"filter": {"status": "unfinished"}}"#;
+    let listed = r#"{"filter": {"status": "unfinished"}, "page": true}"#;
     assert_eq!(
         raw_http(admin, "POST", "/admin/tasks/list", &[&jar, cross], listed).status,
         403
@@ -510,6 +510,26 @@ fn the_page_signs_in_by_cookie_from_itself_only_and_shows_the_scraped_numbers() 
     let out = raw_http(admin, "POST", "/ui/signout", &[&jar, &own], "");
     assert_eq!(out.status, 303);
     assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
+    // The session ended on the server: its cookie, kept, opens nothing.
+    assert_eq!(raw_http(admin, "GET", "/ui/state", &[&jar], "").status, 401);
+    assert!(
+        !cookie.contains(OPERATOR),
+        "the cookie holds the token: {cookie}"
+    );
+    // Audited: the refused sign-in, the sign-in, the page's listing (a
+    // count, no hashes), the sign-out.
+    let within = std::time::Duration::from_secs(10);
+    let refused = server.stderr_line(r#""action":"signin""#, within);
+    assert!(refused.contains(r#""who":"(unknown)""#), "{refused}");
+    let audited = server.stderr().join("\n");
+    assert!(
+        audited.contains(r#""who":"ops","action":"signin""#),
+        "{audited}"
+    );
+    assert!(
+        audited.contains(r#""who":"ops","action":"signout""#),
+        "{audited}"
+    );
     for id in ids {
         run(&["cancel", "--url", &server.url, &id]);
     }

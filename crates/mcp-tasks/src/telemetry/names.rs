@@ -129,3 +129,21 @@ pub const KNOWN_CODES: &[&str] = &[
 /// The most tool names one `MetricsObserver` (the server's) labels; later
 /// ones are `other`.
 pub const MAX_TOOL_LABELS: usize = 256;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_metric_name_is_in_all() {
+        let source = include_str!("names.rs");
+        let declared: Vec<&str> = source
+            .lines()
+            .filter(|line| line.starts_with("pub const ") && line.contains(": &str = \"mcp_tasks_"))
+            .filter_map(|line| line.split('"').nth(1))
+            .collect();
+        assert!(declared.len() >= 20, "{declared:?}");
+        for name in &declared {
+            assert!(super::ALL.contains(name), "{name} is missing from ALL");
+        }
+        assert_eq!(declared.len(), super::ALL.len(), "ALL names a metric twice");
+    }
+}

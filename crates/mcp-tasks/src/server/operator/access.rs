@@ -1,19 +1,31 @@
 //! Who may reach the operator listener: the admin tokens, presented in
 //! `Authorization: Bearer` (the admin command, Prometheus, curl) or, for the
-//! operator's page, in the cookie its sign-in form sets ([`COOKIE`]:
-//! `HttpOnly`, `SameSite=Strict`); without tokens, loopback only.
+//! operator's page, through the session its sign-in form opens
+//! ([`Sessions`]; the cookie [`COOKIE`], `HttpOnly`, `SameSite=Strict`,
+//! `Secure` over HTTPS); without tokens, loopback only.
+//!
+//! The cookie carries a random session id, never the token: the token
+//! stays in this process, checked against the tokens file at every request
+//! (so a token taken out of the file, at a reload, ends its sessions), and
+//! a session ends at sign-out or after [`SESSION_LIFETIME`], on the server.
 //!
 //! A request that carries the cookie must also come from the page itself:
 //! an `Origin` (browsers send one on every `POST`) that is this listener's
-//! own (`http://HOST` or `https://HOST` of the request's `Host`), and a
-//! `Sec-Fetch-Site` (where sent) of `same-origin` or `none` (typed in the
-//! address bar). `SameSite=Strict` already keeps other sites from sending
+//! own (`http://HOST` or `https://HOST` of the request's `Host`, or of the
+//! `X-Forwarded-Host` a reverse proxy sets: a page of another origin
+//! cannot send that header without a preflight, which the listener never
+//! answers), and a `Sec-Fetch-Site` (where sent) of `same-origin` or
+//! `none` (typed in the address bar). `SameSite=Strict` already keeps other sites from sending
 //! the cookie; this check holds even where a browser ignores it.
 //!
 //! Without tokens the listener answers a loopback `Host` only (so no page
 //! of another name reaches it, DNS rebinding included) and no `Origin` but
 //! its own: its page on `http://localhost:PORT` works; a page of any other
 //! origin, another port of localhost included, is refused.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use axum::extract::Request;
 use axum::middleware::Next;
@@ -24,18 +36,89 @@ use crate::server::auth::BearerTokens;
 use crate::server::auth::principal::{Authenticated, Principal};
 use crate::server::transport::http::LOOPBACK_HOSTS;
 
-/// The cookie that keeps the admin token of a page signed in.
+/// The cookie that keeps a page's session, over plain HTTP.
 pub(crate) const COOKIE: &str = "mcp_tasks_operator";
+
+/// The same over HTTPS (`Secure`; the prefix makes browsers refuse it
+/// from anything but a secure page of this very host and path `/`).
+pub(crate) const SECURE_COOKIE: &str = "__Host-mcp_tasks_operator";
+
+/// How long a page's session lasts.
+pub(crate) const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+
+/// The most sessions kept at once: past it, the oldest ends.
+const MAX_SESSIONS: usize = 1024;
+
+/// The signed-in pages: session id to the token it signed in with.
+#[derive(Default)]
+pub(crate) struct Sessions {
+    open: Mutex<HashMap<String, Session>>,
+}
+
+struct Session {
+    token: String,
+    until: tokio::time::Instant,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").finish_non_exhaustive()
+    }
+}
+
+impl Sessions {
+    /// A new session for `token` (already checked): its id, 32 random
+    /// bytes in hex; `None` without randomness.
+    pub(crate) fn open(&self, token: &str) -> Option<String> {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).ok()?;
+        let id: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+        let now = tokio::time::Instant::now();
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|_, session| session.until > now);
+        if open.len() >= MAX_SESSIONS
+            && let Some(oldest) = open
+                .iter()
+                .min_by_key(|(_, session)| session.until)
+                .map(|(id, _)| id.clone())
+        {
+            open.remove(&oldest);
+        }
+        open.insert(
+            id.clone(),
+            Session {
+                token: token.to_owned(),
+                until: now + SESSION_LIFETIME,
+            },
+        );
+        Some(id)
+    }
+
+    /// The token of the open session `id`.
+    fn token(&self, id: &str) -> Option<String> {
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.get(id)
+            .filter(|session| session.until > tokio::time::Instant::now())
+            .map(|session| session.token.clone())
+    }
+
+    /// Ends the session `id`, if open.
+    pub(crate) fn close(&self, id: &str) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.remove(id);
+    }
+}
 
 /// Lets `request` through with a token of `tokens` (marking it
 /// [`Authenticated`]), or without tokens from loopback only.
 pub(crate) async fn admit(
     tokens: Option<&BearerTokens>,
+    sessions: &Sessions,
     mut request: Request,
     next: Next,
 ) -> Response {
     match tokens {
-        Some(tokens) => match authenticate(tokens, request.headers()) {
+        Some(tokens) => match authenticate(tokens, sessions, request.headers()) {
             Ok(principal) => {
                 request
                     .extensions_mut()
@@ -53,21 +136,27 @@ pub(crate) async fn admit(
 }
 
 /// The principal of a request to a listener with `tokens`: by its
-/// `Authorization` header, else by the page's cookie from the page itself;
+/// `Authorization` header, else by the page's session from the page itself;
 /// 401 (counted as `operator_auth`) or 403 otherwise.
 #[allow(clippy::result_large_err)]
 pub(crate) fn authenticate(
     tokens: &BearerTokens,
+    sessions: &Sessions,
     headers: &HeaderMap,
 ) -> Result<Principal, Response> {
-    if !headers.contains_key(header::AUTHORIZATION)
-        && let Some(token) = cookie(headers, COOKIE)
-    {
+    let ids = session_ids(headers);
+    if !headers.contains_key(header::AUTHORIZATION) && !ids.is_empty() {
         if !same_origin(headers) {
             crate::telemetry::metrics::refused("operator_host");
             return Err(forbidden("the admin cookie came from another origin"));
         }
-        return tokens.verify(token).ok_or_else(|| {
+        // Any of them: another service of this host name may set a cookie
+        // of the same name (cookies know no ports).
+        let principal = ids
+            .iter()
+            .filter_map(|id| sessions.token(id))
+            .find_map(|token| tokens.verify(&token));
+        return principal.ok_or_else(|| {
             crate::telemetry::metrics::refused("operator_auth");
             (
                 StatusCode::UNAUTHORIZED,
@@ -122,28 +211,35 @@ pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
         // so; it still says the request is the page's own.
         Some(origin) if origin == "null" => same_site,
         Some(origin) => {
-            let host = host(headers);
+            let forwarded = headers
+                .get("x-forwarded-host")
+                .and_then(|host| host.to_str().ok());
             origin.to_str().is_ok_and(|origin| {
-                !host.is_empty()
-                    && (origin.strip_prefix("http://") == Some(host)
-                        || origin.strip_prefix("https://") == Some(host))
+                let named = origin
+                    .strip_prefix("http://")
+                    .or_else(|| origin.strip_prefix("https://"));
+                [Some(host(headers)), forwarded]
+                    .into_iter()
+                    .flatten()
+                    .any(|host| !host.is_empty() && named == Some(host))
             })
         }
     };
     site_ok && origin_ok
 }
 
-/// The value of the cookie `name`, if the request carries it.
-pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+/// The session ids the request's cookies carry ([`COOKIE`] and
+/// [`SECURE_COOKIE`]), every one of them.
+pub(crate) fn session_ids(headers: &HeaderMap) -> Vec<&str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(key, _)| *key == name)
+        .filter(|(key, value)| (*key == COOKIE || *key == SECURE_COOKIE) && !value.is_empty())
         .map(|(_, value)| value)
-        .filter(|value| !value.is_empty())
+        .collect()
 }
 
 /// The request's `Host`, as sent ("" without one).
@@ -237,46 +333,86 @@ mod tests {
     }
 
     #[test]
-    fn the_cookie_is_found_among_others() {
-        let map = headers(&[("cookie", "a=1; mcp_tasks_operator=tok-en; b=2")]);
-        assert_eq!(cookie(&map, COOKIE), Some("tok-en"));
-        assert_eq!(
-            cookie(&headers(&[("cookie", "mcp_tasks_operator=")]), COOKIE),
-            None
-        );
-        assert_eq!(
-            cookie(&headers(&[("cookie", "x_mcp_tasks_operator=1")]), COOKIE),
-            None
-        );
+    fn every_session_cookie_is_found_among_others() {
+        let map = headers(&[(
+            "cookie",
+            "a=1; mcp_tasks_operator=s1; b=2; __Host-mcp_tasks_operator=s2",
+        )]);
+        assert_eq!(session_ids(&map), vec!["s1", "s2"]);
+        let empty = headers(&[("cookie", "mcp_tasks_operator=; x_mcp_tasks_operator=1")]);
+        assert!(session_ids(&empty).is_empty());
     }
 
-    #[test]
-    fn a_cookie_from_another_origin_is_refused_and_a_bad_one_is_401() {
+    #[tokio::test(start_paused = true)]
+    async fn a_session_stands_for_its_token_until_it_ends() {
         let tokens = BearerTokens::parse(b"s3cret-operator-token-0123 ops\n").unwrap();
-        let good = headers(&[
-            ("host", "127.0.0.1:9090"),
-            ("cookie", "mcp_tasks_operator=s3cret-operator-token-0123"),
-        ]);
-        assert_eq!(authenticate(&tokens, &good).unwrap().as_str(), "ops");
-        let elsewhere = headers(&[
-            ("host", "127.0.0.1:9090"),
-            ("origin", "http://127.0.0.1:3000"),
-            ("cookie", "mcp_tasks_operator=s3cret-operator-token-0123"),
+        let sessions = Sessions::default();
+        let id = sessions.open("s3cret-operator-token-0123").unwrap();
+        assert_eq!(id.len(), 64);
+        assert!(!id.contains("s3cret"));
+        let cookie = format!("mcp_tasks_operator=stale; mcp_tasks_operator={id}");
+        let good = HeaderMap::from_iter([
+            (header::HOST, HeaderValue::from_static("127.0.0.1:9090")),
+            (header::COOKIE, HeaderValue::from_str(&cookie).unwrap()),
         ]);
         assert_eq!(
-            authenticate(&tokens, &elsewhere).unwrap_err().status(),
+            authenticate(&tokens, &sessions, &good).unwrap().as_str(),
+            "ops"
+        );
+        let mut elsewhere = good.clone();
+        elsewhere.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:3000"),
+        );
+        assert_eq!(
+            authenticate(&tokens, &sessions, &elsewhere)
+                .unwrap_err()
+                .status(),
             StatusCode::FORBIDDEN
         );
-        let wrong = headers(&[("host", "h"), ("cookie", "mcp_tasks_operator=nope")]);
+        // The token as a cookie is no session.
+        let raw = headers(&[
+            ("host", "h"),
+            ("cookie", "mcp_tasks_operator=s3cret-operator-token-0123"),
+        ]);
         assert_eq!(
-            authenticate(&tokens, &wrong).unwrap_err().status(),
+            authenticate(&tokens, &sessions, &raw).unwrap_err().status(),
             StatusCode::UNAUTHORIZED
         );
+        // Its token taken out of the file ends it.
+        let rotated = BearerTokens::parse(b"another-operator-token-0123 ops\n").unwrap();
+        assert!(authenticate(&rotated, &sessions, &good).is_err());
+        // So does its lifetime, and a sign-out.
+        tokio::time::advance(SESSION_LIFETIME).await;
+        assert!(authenticate(&tokens, &sessions, &good).is_err());
+        let id = sessions.open("s3cret-operator-token-0123").unwrap();
+        let cookie = format!("mcp_tasks_operator={id}");
+        let fresh =
+            HeaderMap::from_iter([(header::COOKIE, HeaderValue::from_str(&cookie).unwrap())]);
+        assert!(authenticate(&tokens, &sessions, &fresh).is_ok());
+        sessions.close(&id);
+        assert!(authenticate(&tokens, &sessions, &fresh).is_err());
         assert_eq!(
-            authenticate(&tokens, &headers(&[("host", "h")]))
+            authenticate(&tokens, &sessions, &headers(&[("host", "h")]))
                 .unwrap_err()
                 .status(),
             StatusCode::UNAUTHORIZED
         );
+    }
+
+    #[test]
+    fn a_proxys_forwarded_host_is_the_listeners_own_origin() {
+        let proxied = [
+            ("host", "127.0.0.1:9090"),
+            ("x-forwarded-host", "ops.example.com"),
+            ("origin", "https://ops.example.com"),
+        ];
+        assert!(same_origin(&headers(&proxied)));
+        let other = [
+            ("host", "127.0.0.1:9090"),
+            ("x-forwarded-host", "ops.example.com"),
+            ("origin", "https://evil.example"),
+        ];
+        assert!(!same_origin(&headers(&other)));
     }
 }

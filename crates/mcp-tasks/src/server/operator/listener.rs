@@ -40,7 +40,7 @@ use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
 
-use super::access::{admit, loopback_only};
+use super::access::{Sessions, admit, loopback_only};
 use super::page::Render;
 use crate::server::auth::BearerTokens;
 use crate::server::engine::tasks::runtime::TaskRuntime;
@@ -260,6 +260,7 @@ impl OperatorListener {
         } = self;
         let mut protected = routes;
         let mut page = None;
+        let sessions = Arc::new(Sessions::default());
         if let Some(handle) = metrics {
             // Counted from zero at once, so that the first lost lease is an
             // increase (an alert's `increase()` sees none in a new series).
@@ -275,6 +276,7 @@ impl OperatorListener {
             page = Some(super::page::routes(
                 runtime.clone(),
                 tokens.clone(),
+                sessions.clone(),
                 render.clone(),
                 is_draining,
             ));
@@ -285,8 +287,8 @@ impl OperatorListener {
             let tokens = tokens.clone();
             protected.route_layer(axum::middleware::from_fn(
                 move |request: Request, next: Next| {
-                    let tokens = tokens.clone();
-                    async move { admit(tokens.as_deref(), request, next).await }
+                    let (tokens, sessions) = (tokens.clone(), sessions.clone());
+                    async move { admit(tokens.as_deref(), &sessions, request, next).await }
                 },
             ))
         };

@@ -17,6 +17,8 @@ pub use audit::{AUDIT_TARGET, AuditEntry};
 pub use ops::{Admin, AdminError, Purged};
 #[cfg(feature = "operator")]
 pub use routes::{HashRequest, ListRequest, ListResponse, NameRequest, PurgeRequest, routes};
+#[cfg(feature = "operator")]
+pub(crate) use view::operator_label;
 pub use view::{
     ANONYMOUS, Filter, OTHER, PROCESS, Show, TaskView, UNAUTHENTICATED, UNLABELLED_TOKEN,
     principal_label,

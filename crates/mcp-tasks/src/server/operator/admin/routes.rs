@@ -8,7 +8,7 @@
 //!
 //! | Route | Body | Answer |
 //! |---|---|---|
-//! | `/admin/tasks/list` | `{"filter": Filter, "limit": N, "show": {"ids": B}}` | `{"tasks": [TaskView]}` |
+//! | `/admin/tasks/list` | `{"filter": Filter, "limit": N, "show": {"ids": B}, "page": B}` | `{"tasks": [TaskView]}` |
 //! | `/admin/tasks/show` | `{"task": ID or HASH, "show": {"ids": B, "results": B}}` | `TaskView` |
 //! | `/admin/tasks/cancel` | `{"task": ID or HASH}` | `TaskView` |
 //! | `/admin/tasks/purge` | `{"olderThanMs": N, "dryRun": B}` | `{"tasks": [HASH], "dryRun": B}` |
@@ -31,7 +31,7 @@ use serde_json::json;
 
 use super::audit::AuditEntry;
 use super::ops::{Admin, AdminError};
-use super::view::{Filter, Show, TaskView, principal_label};
+use super::view::{Filter, Show, TaskView, operator_label};
 use crate::server::auth::principal::Authenticated;
 use crate::server::engine::tasks::runtime::TaskRuntime;
 use crate::task::TaskId;
@@ -53,6 +53,10 @@ pub struct ListRequest {
     pub limit: Option<usize>,
     /// What to show of each (ids; results are never listed).
     pub show: Show,
+    /// A refresh of the operator's page, every few seconds while it is
+    /// open: audited with how many tasks it listed, not each hash (unless
+    /// it shows ids).
+    pub page: bool,
 }
 
 /// The answer of `/admin/tasks/list`.
@@ -137,10 +141,7 @@ fn failed(error: &AdminError) -> Response {
 /// Who asked, for the audit line.
 fn who(request: &Request) -> String {
     match request.extensions().get::<Authenticated>() {
-        Some(mark) => match principal_label(mark.principal()) {
-            label if label.starts_with('(') => "admin".to_owned(),
-            label => label.to_owned(),
-        },
+        Some(mark) => operator_label(mark.principal()),
         None => "loopback".to_owned(),
     }
 }
@@ -183,7 +184,7 @@ async fn list(State(runtime): State<TaskRuntime>, request: Request) -> Response 
     };
     let limit = body.limit.unwrap_or(DEFAULT_LIMIT);
     let listed = admin.list(&body.filter, limit).await;
-    let args = json!({"filter": body.filter, "limit": limit, "showIds": body.show.ids});
+    let mut args = json!({"filter": body.filter, "limit": limit, "showIds": body.show.ids});
     let show = Show::default().with_ids(body.show.ids);
     let views: Vec<TaskView> = listed
         .as_ref()
@@ -194,8 +195,15 @@ async fn list(State(runtime): State<TaskRuntime>, request: Request) -> Response 
                 .collect()
         })
         .unwrap_or_default();
+    let hashes = if body.page && !body.show.ids {
+        args["page"] = json!(true);
+        args["listed"] = json!(views.len());
+        Vec::new()
+    } else {
+        views.iter().map(|view| view.task.clone()).collect()
+    };
     AuditEntry::new(who, "ls", args, admin.now())
-        .with_tasks(views.iter().map(|view| view.task.clone()).collect())
+        .with_tasks(hashes)
         .with_outcome(&listed)
         .emit();
     match listed {

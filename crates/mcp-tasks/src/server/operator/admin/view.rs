@@ -60,6 +60,16 @@ pub fn principal_label(principal: &Principal) -> &str {
 /// The status a [`Filter`] names for every task not ended yet.
 const UNFINISHED: &str = "unfinished";
 
+/// Who an admin action was by, as its audit line names them: the label of
+/// the operator's token, or `admin` for a token without one.
+#[cfg(feature = "operator")]
+pub(crate) fn operator_label(principal: &Principal) -> String {
+    match principal_label(principal) {
+        label if label.starts_with('(') => "admin".to_owned(),
+        label => label.to_owned(),
+    }
+}
+
 /// Which tasks a listing shows; every field unset shows every task.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

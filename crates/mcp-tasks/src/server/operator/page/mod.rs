@@ -9,8 +9,8 @@
 //! | Route | What |
 //! |---|---|
 //! | `GET /` | the page, or the sign-in form when the listener has tokens and the request none |
-//! | `POST /ui/signin` | form field `token`: a token of the admin tokens sets the cookie (`HttpOnly`, `SameSite=Strict`) and goes back to `/`; another answers 401 with the form |
-//! | `POST /ui/signout` | clears the cookie |
+//! | `POST /ui/signin` | form field `token`: a token of the admin tokens opens a session (its random id in a cookie: `HttpOnly`, `SameSite=Strict`, `Secure` over HTTPS) and goes back to `/`; another answers 401 with the form |
+//! | `POST /ui/signout` | ends the session and clears the cookie |
 //! | `GET /ui/state` | the numbers, as JSON ([`state`]) |
 //! | `GET /ui/app.js`, `/ui/app.css` | the page's script and style |
 //!
@@ -35,7 +35,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 
-use super::access::{COOKIE, authenticate, loopback_only, same_origin};
+use super::access::{
+    COOKIE, SECURE_COOKIE, SESSION_LIFETIME, Sessions, authenticate, loopback_only, same_origin,
+    session_ids,
+};
+use super::admin::{AuditEntry, operator_label};
 use crate::server::auth::BearerTokens;
 use crate::server::engine::tasks::runtime::TaskRuntime;
 use history::History;
@@ -44,9 +48,6 @@ pub(crate) use history::Render;
 /// The page's policy: its own script, style and requests only.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
                    connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-
-/// How long a sign-in lasts, in seconds (the cookie's `Max-Age`).
-const SIGNED_IN_SECS: u32 = 12 * 3600;
 
 /// The largest sign-in form read.
 const MAX_FORM: usize = 4096;
@@ -63,6 +64,7 @@ const ERROR_SLOT: &str = "<!--error-->";
 #[derive(Clone)]
 struct Page {
     tokens: Option<Arc<BearerTokens>>,
+    sessions: Arc<Sessions>,
     runtime: TaskRuntime,
     history: Arc<History>,
     draining: Arc<dyn Fn() -> bool + Send + Sync>,
@@ -75,6 +77,7 @@ struct Page {
 pub(crate) fn routes(
     runtime: TaskRuntime,
     tokens: Option<Arc<BearerTokens>>,
+    sessions: Arc<Sessions>,
     render: Render,
     draining: Arc<dyn Fn() -> bool + Send + Sync>,
 ) -> Router {
@@ -82,6 +85,7 @@ pub(crate) fn routes(
     history.start();
     let page = Page {
         tokens,
+        sessions,
         runtime,
         history,
         draining,
@@ -101,14 +105,28 @@ pub(crate) fn routes(
 }
 
 impl Page {
-    /// Whether `headers` may see the numbers: a token (header or cookie)
-    /// with tokens, a loopback request of no other page without.
+    /// Whether `headers` may see the numbers: a token (header or session)
+    /// with tokens, a loopback request of no other page without. Who, as
+    /// the audit names them.
     #[allow(clippy::result_large_err)]
-    fn check(&self, headers: &HeaderMap) -> Result<(), Response> {
+    fn check(&self, headers: &HeaderMap) -> Result<String, Response> {
         match &self.tokens {
-            Some(tokens) => authenticate(tokens, headers).map(|_| ()),
-            None => loopback_only(headers),
+            Some(tokens) => authenticate(tokens, &self.sessions, headers)
+                .map(|principal| operator_label(&principal)),
+            None => loopback_only(headers).map(|()| "loopback".to_owned()),
         }
+    }
+
+    /// Writes the audit line of a sign-in or sign-out.
+    fn audit(&self, who: &str, action: &str, outcome: Result<(), &str>) {
+        AuditEntry::new(
+            who,
+            action,
+            serde_json::json!({"via": "page"}),
+            self.runtime.now(),
+        )
+        .with_outcome(&outcome)
+        .emit();
     }
 }
 
@@ -182,29 +200,49 @@ fn from_another_page() -> Response {
 }
 
 async fn index(State(page): State<Page>, headers: HeaderMap) -> Response {
-    let presents_nothing = !headers.contains_key(header::AUTHORIZATION)
-        && super::access::cookie(&headers, COOKIE).is_none();
+    let presents_nothing =
+        !headers.contains_key(header::AUTHORIZATION) && session_ids(&headers).is_empty();
     if page.tokens.is_some() && presents_nothing {
         // Not a refusal: the way in.
         return sign_in_form(StatusCode::OK, None);
     }
     match page.check(&headers) {
-        Ok(()) => html(StatusCode::OK, DASHBOARD.to_owned()),
+        Ok(_) => html(StatusCode::OK, DASHBOARD.to_owned()),
         Err(_) if page.tokens.is_some() => sign_in_form(StatusCode::OK, None),
         Err(refusal) => refusal,
     }
 }
 
-/// Whether `token` can travel in a cookie as it is (RFC 6265's
-/// cookie-octets): a token of other characters signs in by header only.
-fn cookie_safe(token: &str) -> bool {
-    !token.is_empty()
-        && token
-            .bytes()
-            .all(|b| matches!(b, 0x21 | 0x23..=0x2B | 0x2D..=0x3A | 0x3C..=0x5B | 0x5D..=0x7E))
+/// Whether the page was reached over HTTPS (its origin, or the reverse
+/// proxy's word): its cookie is then `Secure`.
+fn over_https(headers: &HeaderMap) -> bool {
+    let origin = headers
+        .get(header::ORIGIN)
+        .is_some_and(|origin| origin.as_bytes().starts_with(b"https://"));
+    let forwarded = headers
+        .get("x-forwarded-proto")
+        .is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"));
+    origin || forwarded
+}
+
+/// The `Set-Cookie` value of a page's session `id` (empty and expired to
+/// end it).
+fn session_cookie(headers: &HeaderMap, id: &str) -> String {
+    let max_age = if id.is_empty() {
+        0
+    } else {
+        SESSION_LIFETIME.as_secs()
+    };
+    let (name, secure) = if over_https(headers) {
+        (SECURE_COOKIE, "; Secure")
+    } else {
+        (COOKIE, "")
+    };
+    format!("{name}={id}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}")
 }
 
 async fn sign_in(State(page): State<Page>, request: Request) -> Response {
+    let headers = request.headers().clone();
     let Some(tokens) = page.tokens.clone() else {
         // Nothing to sign in to: the page is open on loopback.
         return see_other(None);
@@ -222,34 +260,41 @@ async fn sign_in(State(page): State<Page>, request: Request) -> Response {
         .find(|(key, _)| key == "token")
         .map(|(_, value)| value.trim().to_owned())
         .unwrap_or_default();
-    if tokens.verify(&token).is_none() {
+    let Some(principal) = tokens.verify(&token) else {
         crate::telemetry::metrics::refused("operator_auth");
+        page.audit("(unknown)", "signin", Err("not one of the admin tokens"));
         return sign_in_form(
             StatusCode::UNAUTHORIZED,
             Some("That is not one of this server's admin tokens."),
         );
-    }
-    if !cookie_safe(&token) {
+    };
+    let who = operator_label(&principal);
+    let who = who.as_str();
+    let Some(id) = page.sessions.open(&token) else {
+        page.audit(who, "signin", Err("no randomness for a session"));
         return sign_in_form(
-            StatusCode::BAD_REQUEST,
-            Some(
-                "This token has characters a cookie cannot keep (spaces, quotes, commas, \
-                 semicolons or backslashes): give the page a token without them.",
-            ),
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some("No randomness for a session: try again."),
         );
-    }
-    see_other(Some(&format!(
-        "{COOKIE}={token}; Path=/; Max-Age={SIGNED_IN_SECS}; HttpOnly; SameSite=Strict"
-    )))
+    };
+    page.audit(who, "signin", Ok(()));
+    see_other(Some(&session_cookie(&headers, &id)))
 }
 
-async fn sign_out(headers: HeaderMap) -> Response {
+async fn sign_out(State(page): State<Page>, headers: HeaderMap) -> Response {
     if !same_origin(&headers) {
         return from_another_page();
     }
-    see_other(Some(&format!(
-        "{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"
-    )))
+    let who = match (&page.tokens, page.check(&headers)) {
+        (None, _) => "loopback".to_owned(),
+        (Some(_), Ok(label)) => label,
+        (Some(_), Err(_)) => "(unknown)".to_owned(),
+    };
+    for id in session_ids(&headers) {
+        page.sessions.close(id);
+    }
+    page.audit(&who, "signout", Ok(()));
+    see_other(Some(&session_cookie(&headers, "")))
 }
 
 async fn numbers(State(page): State<Page>, headers: HeaderMap) -> Response {
@@ -273,14 +318,32 @@ async fn numbers(State(page): State<Page>, headers: HeaderMap) -> Response {
 
 #[cfg(test)]
 mod tests {
+    use http::HeaderName;
+
     use super::*;
 
     #[test]
-    fn only_cookie_octets_make_a_cookie() {
-        assert!(cookie_safe("s3cret-Token_1.x~"));
-        for bad in ["", "a b", "a;b", "a,b", "a\"b", "a\\b", "é"] {
-            assert!(!cookie_safe(bad), "{bad:?}");
-        }
+    fn over_https_the_cookie_is_secure_and_host_bound() {
+        let plain = HeaderMap::from_iter([(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:9090"),
+        )]);
+        let cookie = session_cookie(&plain, "ab12");
+        assert_eq!(
+            cookie,
+            "mcp_tasks_operator=ab12; Path=/; Max-Age=43200; HttpOnly; SameSite=Strict"
+        );
+        let proxied = HeaderMap::from_iter([(
+            HeaderName::from_static("x-forwarded-proto"),
+            HeaderValue::from_static("https"),
+        )]);
+        let cookie = session_cookie(&proxied, "ab12");
+        assert!(
+            cookie.starts_with("__Host-mcp_tasks_operator=ab12;"),
+            "{cookie}"
+        );
+        assert!(cookie.ends_with("; Secure"), "{cookie}");
+        assert!(session_cookie(&plain, "").contains("Max-Age=0"));
     }
 
     #[test]

@@ -1,11 +1,13 @@
 // The operator's page: reads /ui/state every two seconds and the unfinished
-// tasks (the admin API) every five, and draws them. No library, no inline
+// tasks (the admin API) every ten, while it is visible, and draws them. No library, no inline
 // script (the page's Content-Security-Policy allows none); every value is
 // put in the page as text, never as markup.
 'use strict';
 
 const STATE_EVERY_MS = 2000;
-const TASKS_EVERY_MS = 5000;
+const TASKS_EVERY_MS = 10000;
+const FETCH_TIMEOUT_MS = 10000;
+const ARM_MS = 400; // a confirming click this soon after arming is a double-click
 const CONFIRM_MS = 5000;
 const LIST_LIMIT = 500; // tasks listed
 const MAX_ROWS = 100; // rows drawn
@@ -14,7 +16,7 @@ const SVG = 'http://www.w3.org/2000/svg';
 
 let updates = 0;
 let tasks = [];
-const confirming = new Map(); // hash -> until (ms)
+const confirming = new Map(); // hash -> {armed, until} (ms)
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -84,13 +86,19 @@ async function call(method, url, body) {
     method,
     credentials: 'same-origin',
     cache: 'no-store',
+    signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
     headers: body ? { 'content-type': 'application/json' } : {},
     body: body ? JSON.stringify(body) : undefined,
   });
   if (response.status === 401) {
-    // Signed out elsewhere, or the token was rotated: back to the sign-in.
-    window.location.reload();
-    throw new Error('signed out');
+    // Signed out elsewhere, the session ended, or the token was rotated:
+    // back to the sign-in, once (never a loop of reloads).
+    const last = Number(sessionStorage.getItem('signedOutAt') || 0);
+    if (Date.now() - last > 10000) {
+      sessionStorage.setItem('signedOutAt', String(Date.now()));
+      window.location.assign('/');
+    }
+    throw new Error('signed out: sign in again (reload the page)');
   }
   const answer = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(answer.error || `${url}: HTTP ${response.status}`);
@@ -168,6 +176,9 @@ function chart(kind, title, series, lines) {
   const label = svg('title', {});
   label.textContent = title;
   chartSvg.append(label);
+  // The last 60 minutes (an hour of readings gives 61 points, so 60 or 61
+  // minutes with the one going on).
+  series = series.map(([cls, values]) => [cls, values.slice(-60)]);
   const n = series.length ? series[0][1].length : 0;
   const slot = width / 60;
   const offset = (60 - n) * slot;
@@ -240,8 +251,8 @@ function drawTasks() {
     : `${shown.length} of ${tasks.length}${tasks.length >= LIST_LIMIT ? ' (the oldest listed)' : ''}`);
   rows($('#tasks tbody'), drawn, 'task', (t) => {
     const button = document.createElement('button');
-    const until = confirming.get(t.task);
-    const armed = until && until > now;
+    const arming = confirming.get(t.task);
+    const armed = arming && arming.until > now;
     button.className = armed ? 'cancel confirming' : 'cancel';
     button.textContent = armed ? 'Confirm cancel' : 'Cancel';
     button.disabled = t.cancelRequested;
@@ -259,25 +270,28 @@ function drawTasks() {
 }
 
 async function refreshState() {
+  if (document.hidden) return;
   try {
     drawState(await call('GET', '/ui/state'));
     showError('');
   } catch (error) {
-    if (error.message !== 'signed out') showError(`cannot read the numbers: ${error.message}`);
+    showError(`cannot read the numbers: ${error.message}`);
   }
 }
 
 async function refreshTasks() {
+  if (document.hidden) return;
   try {
     const answer = await call('POST', '/admin/tasks/list', {
       filter: { status: 'unfinished' },
       limit: LIST_LIMIT,
       show: { ids: $('#show-ids').checked },
+      page: true,
     });
     tasks = answer.tasks;
     drawTasks();
   } catch (error) {
-    if (error.message !== 'signed out') showError(`cannot list the tasks: ${error.message}`);
+    showError(`cannot list the tasks: ${error.message}`);
   }
 }
 
@@ -285,13 +299,15 @@ async function onTableClick(event) {
   const button = event.target.closest('button.cancel');
   if (!button) return;
   const hash = button.dataset.task;
-  const until = confirming.get(hash);
-  if (!until || until < Date.now()) {
-    confirming.set(hash, Date.now() + CONFIRM_MS);
+  const arming = confirming.get(hash);
+  const now = Date.now();
+  if (!arming || arming.until < now) {
+    confirming.set(hash, { armed: now, until: now + CONFIRM_MS });
     drawTasks();
     setTimeout(drawTasks, CONFIRM_MS + 50);
     return;
   }
+  if (event.detail > 1 || now - arming.armed < ARM_MS) return; // a double-click confirms nothing
   confirming.delete(hash);
   button.disabled = true;
   try {
@@ -312,9 +328,17 @@ function every(ms, job) {
 }
 
 document.addEventListener('DOMContentLoaded', () => {
+  // Ids only after a fresh, explicit step: never a box a reload restored.
+  $('#show-ids').checked = false;
   $('#tasks tbody').addEventListener('click', onTableClick);
   $('#tasks-filter').addEventListener('input', drawTasks);
   $('#show-ids').addEventListener('change', refreshTasks);
   every(STATE_EVERY_MS, refreshState);
   every(TASKS_EVERY_MS, refreshTasks);
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden) {
+      refreshState();
+      refreshTasks();
+    }
+  });
 });
