@@ -179,6 +179,7 @@ pub struct OperatorListener {
     tokens: Option<Arc<BearerTokens>>,
     routes: Router,
     metrics: Option<PrometheusHandle>,
+    page: bool,
     draining: Draining,
     ready_timeout: Duration,
 }
@@ -188,6 +189,7 @@ impl std::fmt::Debug for OperatorListener {
         f.debug_struct("OperatorListener")
             .field("tokens", &self.tokens.is_some())
             .field("metrics", &self.metrics.is_some())
+            .field("page", &self.page)
             .field("ready_timeout", &self.ready_timeout)
             .finish_non_exhaustive()
     }
@@ -202,6 +204,7 @@ impl OperatorListener {
             tokens: None,
             routes: Router::new(),
             metrics: None,
+            page: true,
             draining: Draining::default(),
             ready_timeout: DEFAULT_READY_TIMEOUT,
         }
@@ -230,6 +233,13 @@ impl OperatorListener {
         self
     }
 
+    /// Serves no operator's page (`/`, `/ui/...`), for a listener whose
+    /// routes ([`OperatorListener::with_routes`]) have a `/` of their own.
+    pub fn without_page(mut self) -> Self {
+        self.page = false;
+        self
+    }
+
     /// Uses `draining` as the flag `/readyz` reads (by default a flag of
     /// its own, see [`OperatorListener::draining`]).
     pub fn with_draining(mut self, draining: Draining) -> Self {
@@ -255,6 +265,7 @@ impl OperatorListener {
             tokens,
             routes,
             metrics,
+            page: serve_page,
             draining,
             ready_timeout,
         } = self;
@@ -273,17 +284,23 @@ impl OperatorListener {
                 let (runtime, draining) = (runtime.clone(), draining.clone());
                 Arc::new(move || draining.is_draining() || runtime.is_draining())
             };
-            page = Some(super::page::routes(
-                runtime.clone(),
-                tokens.clone(),
-                sessions.clone(),
-                render.clone(),
-                is_draining,
-            ));
+            page = serve_page.then(|| {
+                super::page::routes(
+                    runtime.clone(),
+                    tokens.clone(),
+                    sessions.clone(),
+                    render.clone(),
+                    is_draining,
+                )
+            });
             protected =
                 protected.route("/metrics", get(move || std::future::ready(scrape(&render))));
         }
-        let checked = {
+        // A listener of health only (no routes, no metrics) has nothing to
+        // check (and axum refuses a layer on no route).
+        let checked = if !protected.has_routes() {
+            protected
+        } else {
             let tokens = tokens.clone();
             protected.route_layer(axum::middleware::from_fn(
                 move |request: Request, next: Next| {
@@ -384,5 +401,47 @@ async fn ready(runtime: TaskRuntime, draining: Draining, timeout: Duration) -> R
             "the task store does not answer\n",
         )
             .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::store::MemoryStore;
+
+    /// `GET path` on a listener serving `operator`: the status line.
+    async fn status_of(operator: OperatorListener, path: &str) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(operator.serve(listener));
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer.lines().next().unwrap_or_default().to_owned()
+    }
+
+    #[tokio::test]
+    async fn the_page_comes_with_the_metrics_unless_left_out() {
+        let runtime = TaskRuntime::builder(MemoryStore::new()).build();
+        let metrics = || prometheus_recorder().unwrap().handle();
+        let with_page = OperatorListener::new(runtime.clone()).with_metrics(metrics());
+        assert!(status_of(with_page, "/").await.contains("200"));
+        let without = OperatorListener::new(runtime.clone())
+            .with_metrics(metrics())
+            .without_page();
+        assert!(status_of(without, "/").await.contains("404"));
+        let own = Router::new().route("/", get(|| async { "mine" }));
+        let theirs = OperatorListener::new(runtime.clone())
+            .with_metrics(metrics())
+            .with_routes(own)
+            .without_page();
+        assert!(status_of(theirs, "/").await.contains("200"));
+        let no_metrics = OperatorListener::new(runtime);
+        assert!(status_of(no_metrics, "/ui/state").await.contains("404"));
     }
 }
