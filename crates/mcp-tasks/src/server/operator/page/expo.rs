@@ -25,6 +25,14 @@ impl Sample {
             .find(|(name, _)| name == key)
             .map(|(_, value)| value.as_str())
     }
+
+    /// The upper bound of a histogram bucket (its `le`), if it is one.
+    pub(crate) fn bound(&self) -> Option<f64> {
+        match self.label("le")? {
+            "+Inf" => Some(f64::INFINITY),
+            bound => bound.parse().ok(),
+        }
+    }
 }
 
 /// Every sample of one rendering.

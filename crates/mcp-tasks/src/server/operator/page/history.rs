@@ -141,13 +141,7 @@ pub(crate) fn buckets(samples: &Samples, name: &str, labels: &[(&str, &str)]) ->
                     .iter()
                     .all(|(key, value)| sample.label(key) == Some(value))
         })
-        .filter_map(|sample| {
-            let bound = match sample.label("le")? {
-                "+Inf" => f64::INFINITY,
-                bound => bound.parse().ok()?,
-            };
-            Some((bound, sample.value))
-        })
+        .filter_map(|sample| Some((sample.bound()?, sample.value)))
         .collect();
     found.sort_by(|a, b| a.0.total_cmp(&b.0));
     found

@@ -247,7 +247,7 @@ async fn sign_in(State(page): State<Page>, request: Request) -> Response {
         // Nothing to sign in to: the page is open on loopback.
         return see_other(None);
     };
-    if !same_origin(request.headers()) {
+    if !same_origin(&headers) {
         return from_another_page();
     }
     let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_FORM).await else {

@@ -178,19 +178,14 @@ fn by_tool(samples: &Samples) -> HashMap<&str, ToolNumbers> {
             if let Some(index) = OUTCOMES.iter().position(|known| *known == outcome) {
                 tools.entry(tool).or_default().ended[index] = sample.value;
             }
-        } else if sample.name == bucket_series {
-            let bound = match sample.label("le") {
-                Some("+Inf") => f64::INFINITY,
-                Some(bound) => bound.parse().unwrap_or(f64::NAN),
-                None => f64::NAN,
-            };
-            if !bound.is_nan() {
-                tools
-                    .entry(tool)
-                    .or_default()
-                    .buckets
-                    .push((bound, sample.value));
-            }
+        } else if sample.name == bucket_series
+            && let Some(bound) = sample.bound()
+        {
+            tools
+                .entry(tool)
+                .or_default()
+                .buckets
+                .push((bound, sample.value));
         }
     }
     for numbers in tools.values_mut() {
