@@ -1,7 +1,9 @@
 //! Writes sent together: the plain creations and compare-and-sets that
 //! arrive while others are on their way go to PostgreSQL as one statement,
 //! one transaction and one commit (both kinds in the same statement: a
-//! [`Plain`] write), and so do the writes of seats, each kind in its own.
+//! [`Plain`] write), and so do the seated creations and the compare-and-sets
+//! that free seats (a [`Seated`] write); seat moves go in statements of
+//! their own.
 //!
 //! Each durable commit costs PostgreSQL a transaction's work and a wait for
 //! the disk, whatever it holds; at 16 creations in flight, one transaction
@@ -370,33 +372,6 @@ async fn write_plain(targets: &PlainTargets, items: &[Plain]) -> Result<Vec<bool
     }
 }
 
-/// Seated creations (`Sql::create_seated_batch`): each answered with its
-/// code (as `create_seated`'s).
-pub(crate) fn seated_creations(target: Target) -> Arc<Batcher<SeatedCreation, i32>> {
-    batcher(target, |target, items: Vec<SeatedCreation>| {
-        Box::pin(async move {
-            let rows: Vec<&Columns> = items.iter().map(|item| &item.row).collect();
-            let (ids, owners, versions, records, runners, expiries) = columns(&rows);
-            let leases: Vec<&str> = items.iter().map(|item| item.lease.as_str()).collect();
-            let seats: Vec<&str> = items.iter().map(|item| item.seat.as_str()).collect();
-            let (mut item, mut pools, mut limits) = (Vec::new(), Vec::new(), Vec::new());
-            for (n, creation) in (1..).zip(&items) {
-                for (pool, limit) in creation.pools.iter().zip(&creation.limits) {
-                    item.push(n);
-                    pools.push(pool.as_str());
-                    limits.push(*limit);
-                }
-            }
-            target
-                .codes(&[
-                    &ids, &owners, &versions, &records, &runners, &expiries, &leases, &seats,
-                    &item, &pools, &limits,
-                ])
-                .await
-        })
-    })
-}
-
 /// Seat moves (`Sql::move_seats_batch`): each answered with its code (as
 /// `move_seats`'s).
 pub(crate) fn moves(target: Target) -> Arc<Batcher<Move, i32>> {
@@ -426,32 +401,111 @@ pub(crate) fn moves(target: Target) -> Arc<Batcher<Move, i32>> {
     })
 }
 
-/// Compare-and-sets that free seats (`Sql::swap_freeing_batch`).
-pub(crate) fn freeings(target: Target) -> Arc<Batcher<Freeing>> {
-    batcher(target, |target, items: Vec<Freeing>| {
-        Box::pin(async move {
-            let rows: Vec<&Columns> = items.iter().map(|item| &item.change.row).collect();
-            let (ids, owners, versions, records, runners, expiries) = columns(&rows);
-            let expected: Vec<i64> = items.iter().map(|item| item.change.expected).collect();
-            let seats: Vec<&str> = items.iter().map(|item| item.seat.as_str()).collect();
-            let (mut item, mut pools) = (Vec::new(), Vec::new());
-            for (n, freeing) in (1..).zip(&items) {
-                for pool in &freeing.pools {
-                    item.push(n);
-                    pools.push(pool.as_str());
-                }
-            }
-            target
-                .done(
-                    &ids,
-                    &[
-                        &ids, &expected, &owners, &versions, &records, &runners, &expiries, &seats,
-                        &item, &pools,
-                    ],
-                )
-                .await
-        })
+/// A write that takes or frees seats, in a batch: a seated creation
+/// without a key or a fair turn, or a compare-and-set that frees seats.
+pub(crate) enum Seated {
+    Create(SeatedCreation),
+    Free(Freeing),
+}
+
+impl Batched for Seated {
+    fn key(&self) -> &str {
+        match self {
+            Self::Create(creation) => creation.key(),
+            Self::Free(freeing) => freeing.key(),
+        }
+    }
+}
+
+/// Where seated writes go: the statement for creations alone
+/// (`Sql::create_seated_batch`), compare-and-sets alone
+/// (`Sql::swap_freeing_batch`), and both (`Sql::seated_batch`).
+pub(crate) struct SeatedTargets {
+    pub(crate) creations: Target,
+    pub(crate) freeings: Target,
+    pub(crate) both: Target,
+}
+
+/// Seated writes: each creation answered with its code (as
+/// `create_seated`'s), each compare-and-set with 1 when it swapped and 0
+/// when not. The two kinds that wait together go in one statement: each
+/// holds the pools they share until its commit, so apart they would commit
+/// one after the other.
+pub(crate) fn seated(targets: SeatedTargets) -> Arc<Batcher<Seated, i32>> {
+    batcher(Arc::new(targets), |targets, items: Vec<Seated>| {
+        Box::pin(async move { write_seated(&targets, &items).await })
     })
+}
+
+async fn write_seated(targets: &SeatedTargets, items: &[Seated]) -> Result<Vec<i32>, StoreError> {
+    let (mut created, mut freed) = (Vec::new(), Vec::new());
+    for item in items {
+        match item {
+            Seated::Create(creation) => created.push(creation),
+            Seated::Free(freeing) => freed.push(freeing),
+        }
+    }
+    // The creations' parameters.
+    let rows: Vec<&Columns> = created.iter().map(|item| &item.row).collect();
+    let (ids, owners, versions, records, runners, expiries) = columns(&rows);
+    let leases: Vec<&str> = created.iter().map(|item| item.lease.as_str()).collect();
+    let seats: Vec<&str> = created.iter().map(|item| item.seat.as_str()).collect();
+    let (mut item, mut pools, mut limits) = (Vec::new(), Vec::new(), Vec::new());
+    for (n, creation) in (1..).zip(&created) {
+        for (pool, limit) in creation.pools.iter().zip(&creation.limits) {
+            item.push(n);
+            pools.push(pool.as_str());
+            limits.push(*limit);
+        }
+    }
+    let creations: [&(dyn ToSql + Sync); 11] = [
+        &ids, &owners, &versions, &records, &runners, &expiries, &leases, &seats, &item, &pools,
+        &limits,
+    ];
+    // The compare-and-sets'.
+    let rows: Vec<&Columns> = freed.iter().map(|item| &item.change.row).collect();
+    let (swap_ids, owners, versions, records, runners, expiries) = columns(&rows);
+    let expected: Vec<i64> = freed.iter().map(|item| item.change.expected).collect();
+    let seats: Vec<&str> = freed.iter().map(|item| item.seat.as_str()).collect();
+    let (mut item, mut pools) = (Vec::new(), Vec::new());
+    for (n, freeing) in (1..).zip(&freed) {
+        for pool in &freeing.pools {
+            item.push(n);
+            pools.push(pool.as_str());
+        }
+    }
+    let freeings: [&(dyn ToSql + Sync); 10] = [
+        &swap_ids, &expected, &owners, &versions, &records, &runners, &expiries, &seats, &item,
+        &pools,
+    ];
+    let (creation_codes, swap_codes) = if freed.is_empty() {
+        (targets.creations.codes(&creations).await?, Vec::new())
+    } else if created.is_empty() {
+        let done = targets.freeings.done(&swap_ids, &freeings).await?;
+        (Vec::new(), done.into_iter().map(i32::from).collect())
+    } else {
+        let both: Vec<&(dyn ToSql + Sync)> = creations.into_iter().chain(freeings).collect();
+        let mut codes = targets.both.codes(&both).await?;
+        if codes.len() != created.len() + freed.len() {
+            return Err(StoreError::msg(
+                "PostgreSQL answered a batch of seated writes with a wrong count",
+            ));
+        }
+        let swaps = codes.split_off(created.len());
+        (codes, swaps)
+    };
+    // Back in the items' order.
+    let (mut creation_codes, mut swap_codes) = (creation_codes.into_iter(), swap_codes.into_iter());
+    items
+        .iter()
+        .map(|item| match item {
+            Seated::Create(_) => creation_codes.next(),
+            Seated::Free(_) => swap_codes.next(),
+        })
+        .collect::<Option<Vec<i32>>>()
+        .ok_or_else(|| {
+            StoreError::msg("PostgreSQL answered a batch of seated writes with a wrong count")
+        })
 }
 
 /// Sends one batch to a target (a [`Target`], or the [`PlainTargets`]).

@@ -172,13 +172,12 @@ pub struct PostgresStore {
     /// Creations without a key or seats and compare-and-sets that free no
     /// seat, several (of both kinds) in one statement.
     plain: Arc<batch::Batcher<batch::Plain>>,
-    /// Compare-and-sets that free seats, several in one statement.
-    freeings: Arc<batch::Batcher<batch::Freeing>>,
     /// Seat moves, several in one statement.
     moves: Arc<batch::Batcher<batch::Move, i32>>,
-    /// Creations that take seats (without a key or a fair turn), several
-    /// in one statement.
-    seated: Arc<batch::Batcher<batch::SeatedCreation, i32>>,
+    /// Creations that take seats (without a key or a fair turn) and
+    /// compare-and-sets that free seats, several (of both kinds) in one
+    /// statement.
+    seated: Arc<batch::Batcher<batch::Seated, i32>>,
 }
 
 impl Drop for PostgresStore {
@@ -284,21 +283,26 @@ impl PostgresStore {
                 "PostgreSQL could not create or change the tasks",
             ),
         });
-        let seated = batch::seated_creations(target(
-            &sql.create_seated_batch,
-            "PostgreSQL could not take seats and create the task",
-        ));
-        let freeings = batch::freeings(target(
-            &sql.swap_freeing_batch,
-            "PostgreSQL could not change the task",
-        ));
+        let seated = batch::seated(batch::SeatedTargets {
+            creations: target(
+                &sql.create_seated_batch,
+                "PostgreSQL could not take seats and create the task",
+            ),
+            freeings: target(
+                &sql.swap_freeing_batch,
+                "PostgreSQL could not change the task",
+            ),
+            both: target(
+                &sql.seated_batch,
+                "PostgreSQL could not take or free seats with the tasks",
+            ),
+        });
         let moves = batch::moves(target(
             &sql.move_seats_batch,
             "PostgreSQL could not take or free seats",
         ));
         Ok(Self {
             plain,
-            freeings,
             moves,
             seated,
             pool,
@@ -455,7 +459,7 @@ impl PostgresStore {
                     seat,
                     pools,
                 };
-                self.freeings.write(freeing).await?
+                self.seated.write(batch::Seated::Free(freeing)).await? == 1
             }
             _ => self.plain.write(batch::Plain::Change(change)).await?,
         };

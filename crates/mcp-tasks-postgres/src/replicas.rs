@@ -178,7 +178,7 @@ impl PostgresStore {
                     pools,
                     limits,
                 };
-                let answer = self.seated.write(creation).await?;
+                let answer = self.seated.write(batch::Seated::Create(creation)).await?;
                 return self.seated_answer(answer, ticket, record, take.len());
             }
         }

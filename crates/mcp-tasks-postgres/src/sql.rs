@@ -41,6 +41,10 @@ pub(crate) struct Sql {
     /// Several seated creations without a key: a code for each, as
     /// `create_seated`'s.
     pub(crate) create_seated_batch: String,
+    /// `create_seated_batch` and `swap_freeing_batch` in one transaction
+    /// (parameters 1 to 11 the creations', 12 to 21 the compare-and-sets'):
+    /// the creations' codes, then 1 or 0 for each compare-and-set.
+    pub(crate) seated_batch: String,
     pub(crate) seats_taken: String,
     pub(crate) take_rate: String,
     pub(crate) create_seated_fairly: String,
@@ -153,6 +157,13 @@ impl Sql {
             ),
             create_seated_batch: format!(
                 "SELECT {s}.create_seated_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+            ),
+            seated_batch: format!(
+                "SELECT {s}.seated_batch({})",
+                (1..=21)
+                    .map(|n| format!("${n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             seats_taken: format!(
                 "SELECT coalesce((SELECT taken FROM {s}.pools WHERE pool = $1), 0)"

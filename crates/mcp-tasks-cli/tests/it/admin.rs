@@ -417,11 +417,11 @@ fn admin_migrate_brings_a_postgres_schema_up_and_applies_to_postgres_only() {
         stderr(&output)
     );
     let migrated = stdout(&ok(&[&["admin", "migrate"], &target[..]].concat()));
-    assert_eq!(migrated, "schema ops migrated from version 0 to 2");
+    assert_eq!(migrated, "schema ops migrated from version 0 to 3");
     let again = admin_json(&[&["migrate"], &target[..]].concat());
     assert_eq!(
         again,
-        serde_json::json!({"schema": "ops", "from": 2, "to": 2})
+        serde_json::json!({"schema": "ops", "from": 3, "to": 3})
     );
     assert_eq!(hashes(&target, &[]), Vec::<String>::new(), "an empty store");
     // Redis keeps no schema: refused as a usage error, naming why.

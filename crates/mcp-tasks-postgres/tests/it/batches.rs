@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use mcp_tasks::store::{Change, Principal, SharedStore, Swap, TaskRecord};
+use mcp_tasks::store::{
+    Change, Principal, Replicas, RunnerId, SeatId, SeatPool, Seating, SharedStore, Swap, TaskRecord,
+};
 use mcp_tasks::{TaskId, Ttl, UnixMillis};
 use mcp_tasks_postgres::testing::PostgresServer;
 use mcp_tasks_postgres::{PostgresOptions, PostgresStore};
@@ -227,4 +229,184 @@ async fn two_stores_creating_the_same_ids_in_opposite_orders_never_deadlock() {
         }
         assert_eq!(made, [1; IDS], "round {round}: each id created once");
     }
+}
+
+fn replicas(store: &SharedStore) -> &dyn Replicas {
+    store.replicas().expect("the PostgreSQL store is shared")
+}
+
+/// Seated creations from two stores at once, `n` of them from `first`
+/// (task and seat `seated-N`, half through each store), in `pools`: each
+/// one's answer.
+async fn create_seated(
+    stores: &[SharedStore; 2],
+    runners: &[RunnerId; 2],
+    first: usize,
+    n: usize,
+    pools: &[(SeatPool, u64)],
+) -> Vec<Seating> {
+    let creations = (first..first + n).map(|k| {
+        let store = Arc::clone(&stores[k % 2]);
+        let runner = runners[k % 2].clone();
+        let pools = pools.to_vec();
+        tokio::spawn(async move {
+            let made = named(format!("seated-{k:04}")).with_runner(runner.clone(), None);
+            let seat = SeatId::new(format!("seated-{k:04}"));
+            replicas(&store)
+                .create_seated(made, &seat, &runner, &pools)
+                .await
+                .expect("a seated creation is answered, never failed")
+        })
+    });
+    join_all(creations)
+        .await
+        .into_iter()
+        .map(|answer| answer.expect("a creation finished"))
+        .collect()
+}
+
+/// Seated creations and freeing compare-and-sets sent at once from two
+/// stores go to PostgreSQL in batches (`create_seated_batch`,
+/// `swap_freeing_batch`): a batch that fits its pools is written at once,
+/// one that does not is decided task by task, and either way each pool
+/// holds exactly the seats of the tasks created, and none once they ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seated_batches_from_two_stores_keep_every_pool_exact() {
+    const ROOMY: usize = 60;
+    const MORE: usize = 40;
+    const LIMIT: u64 = 70;
+    const LATE: usize = 30;
+    let server = PostgresServer::start_with(&["-c", "shared_preload_libraries=pg_stat_statements"]);
+    server.psql("CREATE EXTENSION pg_stat_statements");
+    let stores = [connect(&server).await, connect(&server).await];
+    let runners = [RunnerId::new("seated-a"), RunnerId::new("seated-b")];
+    for (store, runner) in stores.iter().zip(&runners) {
+        replicas(store)
+            .acquire(runner, Duration::from_secs(600))
+            .await
+            .expect("acquire");
+    }
+    let caller = SeatPool::caller(&Principal::new("owner-a"));
+    let running = SeatPool::running();
+    let taken = |pool: SeatPool| {
+        let store = Arc::clone(&stores[0]);
+        async move {
+            replicas(&store)
+                .seats_taken(&pool)
+                .await
+                .expect("seats_taken")
+        }
+    };
+
+    // Room for all: every creation seated, and counted once in each pool.
+    let roomy = [(caller.clone(), 10_000), (running.clone(), 10_000)];
+    let answers = create_seated(&stores, &runners, 0, ROOMY, &roomy).await;
+    assert!(
+        answers.iter().all(|answer| *answer == Seating::Seated),
+        "{answers:?}"
+    );
+    assert_eq!(taken(caller.clone()).await, ROOMY as u64);
+    assert_eq!(taken(running.clone()).await, ROOMY as u64);
+
+    // Room for 10 more in `running` (the second pool): exactly 10 seated,
+    // the others told it is full and not created.
+    let tight = [(caller.clone(), 10_000), (running.clone(), LIMIT)];
+    let answers = create_seated(&stores, &runners, ROOMY, MORE, &tight).await;
+    let seated = answers.iter().filter(|a| **a == Seating::Seated).count();
+    assert_eq!(seated as u64, LIMIT - ROOMY as u64, "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .all(|a| matches!(a, Seating::Seated | Seating::Full(1))),
+        "{answers:?}"
+    );
+    for (k, answer) in (ROOMY..ROOMY + MORE).zip(&answers) {
+        let found = stores[0]
+            .get(&TaskId::new(format!("seated-{k:04}")))
+            .await
+            .expect("get");
+        assert_eq!(found.is_some(), *answer == Seating::Seated, "task {k}");
+    }
+    assert_eq!(taken(caller.clone()).await, LIMIT);
+    assert_eq!(taken(running.clone()).await, LIMIT);
+
+    // Every created task ends at once through both stores, freeing its
+    // seat in both pools, while as many new ones are created (in roomy
+    // pools): creations and compare-and-sets in the same statements, and
+    // only the new tasks' seats left.
+    let free = [caller.clone(), running.clone()];
+    let late = tokio::spawn({
+        let stores = stores.clone();
+        let runners = runners.clone();
+        let roomy = roomy.clone();
+        async move { create_seated(&stores, &runners, 1_000, LATE, &roomy).await }
+    });
+    let ends = (0..ROOMY + MORE).map(|k| {
+        let store = Arc::clone(&stores[k % 2]);
+        let free = free.clone();
+        tokio::spawn(async move {
+            let id = TaskId::new(format!("seated-{k:04}"));
+            let current = store.get(&id).await.expect("get")?;
+            let transition = current
+                .apply(
+                    &Change::StatusMessage("ended".into()),
+                    UnixMillis::now(),
+                    Duration::from_secs(60),
+                )
+                .expect("apply");
+            let seat = SeatId::new(format!("seated-{k:04}"));
+            Some(
+                replicas(&store)
+                    .compare_and_swap_freeing(transition, &seat, &free)
+                    .await
+                    .expect("a freeing swap is answered"),
+            )
+        })
+    });
+    let swaps: Vec<Swap> = join_all(ends)
+        .await
+        .into_iter()
+        .filter_map(|swap| swap.expect("an end finished"))
+        .collect();
+    assert_eq!(swaps.len() as u64, LIMIT);
+    assert!(swaps.iter().all(|swap| *swap == Swap::Swapped), "{swaps:?}");
+    let late = late.await.expect("the late creations finished");
+    assert!(
+        late.iter().all(|answer| *answer == Seating::Seated),
+        "{late:?}"
+    );
+    assert_eq!(taken(caller).await, LATE as u64);
+    assert_eq!(taken(running).await, LATE as u64);
+    assert_eq!(
+        server.psql("SELECT count(*) FROM batches.seats").trim(),
+        (2 * LATE).to_string(),
+        "the late tasks' seats, no other"
+    );
+    let mixed: u64 = server
+        .psql(
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements \
+             WHERE query LIKE 'SELECT %seated_batch%' AND query NOT LIKE '%create_seated_batch%'",
+        )
+        .trim()
+        .parse()
+        .expect("a count");
+    assert!(
+        mixed > 0,
+        "creations and freeings that waited together went in one statement"
+    );
+    // The creations went in batches of several (the set-based path is
+    // taken by a batch that fits: its counts above are exact).
+    let statements: usize = server
+        .psql(
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements \
+             WHERE query LIKE 'SELECT %create_seated_batch%'",
+        )
+        .trim()
+        .parse()
+        .expect("a count");
+    assert!(
+        statements > 0 && statements < ROOMY + MORE,
+        "{} seated creations in {statements} statements",
+        ROOMY + MORE
+    );
 }

@@ -36,7 +36,7 @@ async fn stores_starting_at_once_migrate_once_and_a_newer_schema_is_refused() {
     }
     assert_eq!(
         server.psql("SELECT count(*) || ' ' || max(version) FROM fresh.migrations"),
-        "2 2",
+        "3 3",
         "each migration applied once"
     );
     // A newer binary migrated: this one refuses to run on it.
@@ -55,10 +55,11 @@ async fn stores_starting_at_once_migrate_once_and_a_newer_schema_is_refused() {
 }
 
 /// A schema an older binary made (version 1: no batches of writes that
-/// take or free seats) is brought to version 2 by the next store to start, and its
-/// tasks and seats work on.
+/// take or free seats) is brought to version 3 (version 2's batches, then
+/// their set-based bodies) by the next store to start, and its tasks and
+/// seats work on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_schema_at_version_1_is_migrated_to_2_and_takes_seated_creations() {
+async fn a_schema_at_version_1_is_migrated_to_3_and_takes_seated_creations() {
     let server = PostgresServer::start();
     let url = server.url();
     let options = PostgresOptions::default().with_schema("older");
@@ -72,11 +73,11 @@ async fn a_schema_at_version_1_is_migrated_to_2_and_takes_seated_creations() {
     );
     first.create(kept).await.expect("create");
     drop(first);
-    // What version 1 was: without version 2's function.
+    // What version 1 was: without the functions of versions 2 and 3.
     server.psql(
-        "DELETE FROM older.migrations WHERE version = 2; \
+        "DELETE FROM older.migrations WHERE version >= 2; \
          DROP FUNCTION older.create_seated_batch, older.swap_freeing_batch, \
-           older.move_seats_batch",
+           older.move_seats_batch, older.seated_batch",
     );
     let checking = options.clone().with_migrations(Migrations::Check);
     let refused = connect(&url, checking)
@@ -86,7 +87,7 @@ async fn a_schema_at_version_1_is_migrated_to_2_and_takes_seated_creations() {
     let store: SharedStore = Arc::new(connect(&url, options).await.expect("migrates"));
     assert_eq!(
         server.psql("SELECT count(*) || ' ' || max(version) FROM older.migrations"),
-        "2 2"
+        "3 3"
     );
     assert!(
         store
@@ -117,13 +118,13 @@ async fn a_store_that_only_checks_names_admin_migrate_and_migrate_brings_the_sch
     let migrated = PostgresStore::migrate(&url, "checked")
         .await
         .expect("migrate");
-    assert_eq!((migrated.from, migrated.to), (0, 2));
+    assert_eq!((migrated.from, migrated.to), (0, 3));
     let again = PostgresStore::migrate(&url, "checked")
         .await
         .expect("migrate");
     assert_eq!(
         (again.from, again.to),
-        (2, 2),
+        (3, 3),
         "nothing to do the second time"
     );
     connect(&url, checking)
