@@ -54,6 +54,11 @@ pub(crate) struct Sql {
 impl Sql {
     pub(crate) fn new(schema: &str) -> Self {
         let s = format!("\"{schema}\"");
+        // `SELECT SCHEMA.function($1, ..., $n)`.
+        let call = |function: &str, n: usize| {
+            let params: Vec<String> = (1..=n).map(|k| format!("${k}")).collect();
+            format!("SELECT {s}.{function}({})", params.join(", "))
+        };
         let columns = "id, owner, version, record, runner, expires_at, keyed";
         // Creations ($1 to $7): a row is created unless its id exists or
         // the lease it names was claimed. Inserted in the ids' order, so two
@@ -111,9 +116,7 @@ impl Sql {
                    pg_notify('{schema}_changes', u.id) AS notified FROM u) AS n",
                 swaps(8)
             ),
-            swap_freeing_batch: format!(
-                "SELECT {s}.swap_freeing_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-            ),
+            swap_freeing_batch: call("swap_freeing_batch", 10),
             get: format!("SELECT version, record FROM {s}.tasks WHERE id = $1"),
             find_keyed: format!("SELECT id, version, record FROM {s}.tasks WHERE keyed = $1"),
             swap: format!(
@@ -151,31 +154,16 @@ impl Sql {
             ),
             renew: format!("SELECT {s}.renew($1, $2)"),
             orphans: format!("SELECT o_id, o_runner FROM {s}.orphans($1)"),
-            move_seats_batch: format!("SELECT {s}.move_seats_batch($1, $2, $3, $4, $5, $6, $7)"),
-            create_seated: format!(
-                "SELECT {s}.create_seated($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-            ),
-            create_seated_batch: format!(
-                "SELECT {s}.create_seated_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-            ),
-            seated_batch: format!(
-                "SELECT {s}.seated_batch({})",
-                (1..=21)
-                    .map(|n| format!("${n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            move_seats_batch: call("move_seats_batch", 7),
+            create_seated: call("create_seated", 11),
+            create_seated_batch: call("create_seated_batch", 11),
+            seated_batch: call("seated_batch", 21),
             seats_taken: format!(
                 "SELECT coalesce((SELECT taken FROM {s}.pools WHERE pool = $1), 0)"
             ),
             take_rate: format!("SELECT {s}.take_rate($1, $2, $3)"),
-            create_seated_fairly: format!(
-                "SELECT {s}.create_seated_fairly($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
-                 $12, $13, $14, $15)"
-            ),
-            move_seats_fairly: format!(
-                "SELECT {s}.move_seats_fairly($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-            ),
+            create_seated_fairly: call("create_seated_fairly", 15),
+            move_seats_fairly: call("move_seats_fairly", 9),
         }
     }
 }
