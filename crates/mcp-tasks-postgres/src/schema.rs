@@ -172,6 +172,36 @@ BEGIN
   IF array_length(swapped, 1) > 0 THEN PERFORM pg_notify({channel}, ''); END IF;
   RETURN QUERY SELECT unnest(swapped);
 END $$;
+
+-- Seated creations and freeing compare-and-sets that waited together, in
+-- one transaction and one commit (each kind alone holds the pools it
+-- shares with the other until its commit is on disk, so apart they commit
+-- one after the other). The compare-and-sets' rows are locked first, then
+-- every pool of both kinds in one order, as each kind alone does; then the
+-- compare-and-sets (their seats freed first, so creations may take them)
+-- and the creations. Returns the creations' codes (as
+-- create_seated_batch's), then 1 for each compare-and-set that swapped and
+-- 0 for one that did not.
+CREATE FUNCTION {s}.seated_batch(p_ids text[], p_owners text[], p_versions bigint[],
+  p_records text[], p_runners text[], p_expires bigint[], p_leases text[], p_seats text[],
+  p_item int[], p_pools text[], p_limits bigint[],
+  q_ids text[], q_expected bigint[], q_owners text[], q_versions bigint[], q_records text[],
+  q_runners text[], q_expires bigint[], q_seats text[], q_item int[], q_pools text[])
+RETURNS int[] LANGUAGE plpgsql AS $$
+DECLARE
+  swapped text[];
+  codes int[];
+BEGIN
+  PERFORM 1 FROM {s}.tasks t WHERE t.id = ANY (q_ids) ORDER BY t.id FOR UPDATE;
+  PERFORM {s}.lock_pools(p_pools || q_pools);
+  SELECT coalesce(array_agg(x), '{}') INTO swapped
+    FROM {s}.swap_freeing_batch(q_ids, q_expected, q_owners, q_versions, q_records,
+                                q_runners, q_expires, q_seats, q_item, q_pools) AS x;
+  codes := {s}.create_seated_batch(p_ids, p_owners, p_versions, p_records, p_runners,
+                                   p_expires, p_leases, p_seats, p_item, p_pools, p_limits);
+  RETURN codes || ARRAY(SELECT (q.id = ANY (swapped))::int
+                          FROM unnest(q_ids) WITH ORDINALITY AS q(id, n) ORDER BY q.n);
+END $$;
 "#;
 
 /// Seated creations, and compare-and-sets that free seats, in batches
@@ -279,36 +309,6 @@ BEGIN
   PERFORM pg_notify({channel}, x) FROM unnest(swapped) AS x;
   IF array_length(swapped, 1) > 0 THEN PERFORM pg_notify({channel}, ''); END IF;
   RETURN QUERY SELECT unnest(swapped);
-END $$;
-
--- Seated creations and freeing compare-and-sets that waited together, in
--- one transaction and one commit (each kind alone holds the pools it
--- shares with the other until its commit is on disk, so apart they commit
--- one after the other). The compare-and-sets' rows are locked first, then
--- every pool of both kinds in one order, as each kind alone does; then the
--- compare-and-sets (their seats freed first, so creations may take them)
--- and the creations. Returns the creations' codes (as
--- create_seated_batch's), then 1 for each compare-and-set that swapped and
--- 0 for one that did not.
-CREATE FUNCTION {s}.seated_batch(p_ids text[], p_owners text[], p_versions bigint[],
-  p_records text[], p_runners text[], p_expires bigint[], p_leases text[], p_seats text[],
-  p_item int[], p_pools text[], p_limits bigint[],
-  q_ids text[], q_expected bigint[], q_owners text[], q_versions bigint[], q_records text[],
-  q_runners text[], q_expires bigint[], q_seats text[], q_item int[], q_pools text[])
-RETURNS int[] LANGUAGE plpgsql AS $$
-DECLARE
-  swapped text[];
-  codes int[];
-BEGIN
-  PERFORM 1 FROM {s}.tasks t WHERE t.id = ANY (q_ids) ORDER BY t.id FOR UPDATE;
-  PERFORM {s}.lock_pools(p_pools || q_pools);
-  SELECT coalesce(array_agg(x), '{}') INTO swapped
-    FROM {s}.swap_freeing_batch(q_ids, q_expected, q_owners, q_versions, q_records,
-                                q_runners, q_expires, q_seats, q_item, q_pools) AS x;
-  codes := {s}.create_seated_batch(p_ids, p_owners, p_versions, p_records, p_runners,
-                                   p_expires, p_leases, p_seats, p_item, p_pools, p_limits);
-  RETURN codes || ARRAY(SELECT (q.id = ANY (swapped))::int
-                          FROM unnest(q_ids) WITH ORDINALITY AS q(id, n) ORDER BY q.n);
 END $$;
 "#;
 
@@ -882,12 +882,41 @@ mod tests {
             Some(VERSION)
         );
         assert!(MIGRATIONS.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        for (_, migration) in MIGRATIONS {
+            let sql = render(migration, "mcp_tasks", "mcp_tasks_changes");
+            assert!(
+                !sql.contains("{s}")
+                    && !sql.contains("{channel}")
+                    && !sql.contains("{schema_literal}")
+            );
+        }
         let sql = render(V1, "mcp_tasks", "mcp_tasks_changes");
-        assert!(
-            !sql.contains("{s}") && !sql.contains("{channel}") && !sql.contains("{schema_literal}")
-        );
         assert!(sql.contains("pg_notify('mcp_tasks_changes', x)"));
         assert!(check_not_newer("s", VERSION + 1).is_err());
         assert!(check_not_newer("s", VERSION).is_ok());
+    }
+
+    /// A migration a released binary applied is history: a schema already
+    /// at its version never runs it again, so a change to its text would
+    /// reach new schemas only (a function added to version 2 would be
+    /// missing from every schema an older binary brought to 2). Change the
+    /// next version instead.
+    #[test]
+    fn released_migrations_never_change() {
+        let fnv = |text: &str| {
+            text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+                (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+            })
+        };
+        assert_eq!(
+            (fnv(V1), V1.len()),
+            (0x59e3_9b54_2472_38f9, 20_198),
+            "version 1 changed"
+        );
+        assert_eq!(
+            (fnv(V2), V2.len()),
+            (0xd9de_0c4a_aa80_3081, 4_673),
+            "version 2 changed"
+        );
     }
 }

@@ -101,6 +101,38 @@ async fn a_schema_at_version_1_is_migrated_to_3_and_takes_seated_creations() {
     contract::swaps_free_seats(store).await;
 }
 
+/// A schema the previous binary made (version 2: the seat batches one task
+/// at a time, no `seated_batch`) is brought to version 3 by the next store
+/// to start: the function the seat batches now call exists and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_at_version_2_is_migrated_to_3_and_has_the_seat_writes_in_one_transaction() {
+    let server = PostgresServer::start();
+    let url = server.url();
+    let options = PostgresOptions::default().with_schema("two");
+    drop(connect(&url, options.clone()).await.expect("connect"));
+    // What version 2 left: without version 3's function (its other two
+    // functions are version 2's under other bodies, same signatures).
+    server.psql("DELETE FROM two.migrations WHERE version = 3; DROP FUNCTION two.seated_batch");
+    let checking = options.clone().with_migrations(Migrations::Check);
+    let refused = connect(&url, checking)
+        .await
+        .expect_err("version 2 is behind");
+    assert!(refused.contains("version 2"), "{refused}");
+    let store: SharedStore = Arc::new(connect(&url, options).await.expect("migrates"));
+    assert_eq!(
+        server.psql("SELECT count(*) || ' ' || max(version) FROM two.migrations"),
+        "3 3"
+    );
+    let empty = vec!["'{}'"; 21].join(", ");
+    assert_eq!(
+        server.psql(&format!("SELECT two.seated_batch({empty})")),
+        "{}",
+        "the seat writes' function of version 3 exists and answers"
+    );
+    contract::creations_take_seats(Arc::clone(&store)).await;
+    contract::swaps_free_seats(store).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_only_checks_names_admin_migrate_and_migrate_brings_the_schema_up() {
     let server = PostgresServer::start();
