@@ -45,7 +45,8 @@
 //! write's transaction made every write wait for the disk in turn (5,700
 //! updates a second from 16 clients became 950). Only a claim of dead
 //! replicas' leases (rare) and a batch of compare-and-sets (one in flight
-//! per store, see `batch.rs`) notify in their own transaction.
+//! per store and kind, see `batch.rs`; with seats, the seated creations
+//! that waited with it too) notify in their own transaction.
 
 use mcp_tasks::store::StoreError;
 use tokio_postgres::Client;
@@ -70,8 +71,10 @@ pub(crate) const VERSION: i32 = 3;
 /// the two kinds that wait together go in one transaction
 /// (`seated_batch`).
 /// (Measured with `serve`'s default bounds, BENCHMARKS.md: PostgreSQL's
-/// CPU was about 330 µs a creation, most of it these loops.) Same
-/// signatures and answers, so the Rust side is unchanged.
+/// CPU was about 330 µs a creation, most of it these loops.) The two
+/// functions keep their signatures and answers, so replicas of the binary
+/// before keep working on this schema. Replacing them needs the role that
+/// owns them (the one that applied the earlier migrations).
 const V3: &str = r#"
 CREATE OR REPLACE FUNCTION {s}.create_seated_batch(p_ids text[], p_owners text[],
   p_versions bigint[], p_records text[], p_runners text[], p_expires bigint[],
@@ -102,8 +105,12 @@ BEGIN
        WHERE coalesce((SELECT p.taken FROM {s}.pools p WHERE p.pool = w.pool), 0)
              + w.wanted > w.lim)
   THEN
-    WITH e AS (SELECT DISTINCT e.pool, p_seats[e.item] AS seat, p_leases[e.item] AS runner
-                 FROM unnest(p_item, p_pools) AS e(item, pool)),
+    -- A seat named twice in a pool is taken once, for the first task
+    -- naming it, as the loop would.
+    WITH e AS (SELECT DISTINCT ON (e.pool, p_seats[e.item])
+                      e.pool, p_seats[e.item] AS seat, p_leases[e.item] AS runner
+                 FROM unnest(p_item, p_pools) WITH ORDINALITY AS e(item, pool, n)
+                 ORDER BY e.pool, p_seats[e.item], e.n),
          taken AS (INSERT INTO {s}.seats (pool, seat, runner)
                      SELECT e.pool, e.seat, e.runner FROM e
                      ON CONFLICT DO NOTHING RETURNING pool)
