@@ -379,19 +379,9 @@ pub(crate) fn moves(target: Target) -> Arc<Batcher<Move, i32>> {
         Box::pin(async move {
             let runners: Vec<&str> = items.iter().map(|item| item.runner.as_str()).collect();
             let seats: Vec<&str> = items.iter().map(|item| item.seat.as_str()).collect();
-            let (mut take_item, mut take, mut limits) = (Vec::new(), Vec::new(), Vec::new());
-            let (mut free_item, mut free) = (Vec::new(), Vec::new());
-            for (n, moved) in (1..).zip(&items) {
-                for (pool, limit) in moved.take.iter().zip(&moved.limits) {
-                    take_item.push(n);
-                    take.push(pool.as_str());
-                    limits.push(*limit);
-                }
-                for pool in &moved.free {
-                    free_item.push(n);
-                    free.push(pool.as_str());
-                }
-            }
+            let (take_item, take) = by_item(items.iter().map(|item| &item.take));
+            let limits = limits(items.iter().map(|item| &item.limits));
+            let (free_item, free) = by_item(items.iter().map(|item| &item.free));
             target
                 .codes(&[
                     &runners, &seats, &take_item, &take, &limits, &free_item, &free,
@@ -450,14 +440,8 @@ async fn write_seated(targets: &SeatedTargets, items: &[Seated]) -> Result<Vec<i
     let (ids, owners, versions, records, runners, expiries) = columns(&rows);
     let leases: Vec<&str> = created.iter().map(|item| item.lease.as_str()).collect();
     let seats: Vec<&str> = created.iter().map(|item| item.seat.as_str()).collect();
-    let (mut item, mut pools, mut limits) = (Vec::new(), Vec::new(), Vec::new());
-    for (n, creation) in (1..).zip(&created) {
-        for (pool, limit) in creation.pools.iter().zip(&creation.limits) {
-            item.push(n);
-            pools.push(pool.as_str());
-            limits.push(*limit);
-        }
-    }
+    let (item, pools) = by_item(created.iter().map(|item| &item.pools));
+    let limits = limits(created.iter().map(|item| &item.limits));
     let creations: [&(dyn ToSql + Sync); 11] = [
         &ids, &owners, &versions, &records, &runners, &expiries, &leases, &seats, &item, &pools,
         &limits,
@@ -467,13 +451,7 @@ async fn write_seated(targets: &SeatedTargets, items: &[Seated]) -> Result<Vec<i
     let (swap_ids, owners, versions, records, runners, expiries) = columns(&rows);
     let expected: Vec<i64> = freed.iter().map(|item| item.change.expected).collect();
     let seats: Vec<&str> = freed.iter().map(|item| item.seat.as_str()).collect();
-    let (mut item, mut pools) = (Vec::new(), Vec::new());
-    for (n, freeing) in (1..).zip(&freed) {
-        for pool in &freeing.pools {
-            item.push(n);
-            pools.push(pool.as_str());
-        }
-    }
+    let (item, pools) = by_item(freed.iter().map(|item| &item.pools));
     let freeings: [&(dyn ToSql + Sync); 10] = [
         &swap_ids, &expected, &owners, &versions, &records, &runners, &expiries, &seats, &item,
         &pools,
@@ -524,6 +502,26 @@ where
         MOST,
         Box::new(move |items| run(target.clone(), items)),
     )
+}
+
+/// The writes' pools as the batch functions take them: one array of every
+/// pool, and beside it the 1-based index of the write each belongs to.
+fn by_item<'a>(lists: impl Iterator<Item = &'a Vec<String>>) -> (Vec<i32>, Vec<&'a str>) {
+    let mut item = Vec::new();
+    let mut pools = Vec::new();
+    for (n, list) in (1..).zip(lists) {
+        for pool in list {
+            item.push(n);
+            pools.push(pool.as_str());
+        }
+    }
+    (item, pools)
+}
+
+/// The writes' limits, one array in the order of their pools (each write
+/// has a limit for each pool it takes a seat in).
+fn limits<'a>(lists: impl Iterator<Item = &'a Vec<i64>>) -> Vec<i64> {
+    lists.flatten().copied().collect()
 }
 
 type ColumnArrays<'a> = (
