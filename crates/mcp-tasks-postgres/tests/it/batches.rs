@@ -31,6 +31,18 @@ async fn connect(server: &PostgresServer) -> SharedStore {
     )
 }
 
+/// How many times PostgreSQL ran the statements that `filter` picks out
+/// (`pg_stat_statements`).
+fn calls(server: &PostgresServer, filter: &str) -> usize {
+    server
+        .psql(&format!(
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE {filter}"
+        ))
+        .trim()
+        .parse()
+        .expect("a count")
+}
+
 fn record(n: usize) -> TaskRecord {
     named(format!("task-{n:04}"))
 }
@@ -149,14 +161,7 @@ async fn two_stores_batch_writes_of_the_same_tasks_and_each_is_answered_as_if_al
             );
         }
     }
-    let mixed: u64 = server
-        .psql(
-            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements \
-             WHERE query LIKE '%INSERT INTO%UNION ALL%pg_notify%'",
-        )
-        .trim()
-        .parse()
-        .expect("a count");
+    let mixed = calls(&server, "query LIKE '%INSERT INTO%UNION ALL%pg_notify%'");
     assert!(
         mixed > 0,
         "creations and compare-and-sets that waited together went in one statement"
@@ -382,28 +387,17 @@ async fn seated_batches_from_two_stores_keep_every_pool_exact() {
         (2 * LATE).to_string(),
         "the late tasks' seats, no other"
     );
-    let mixed: u64 = server
-        .psql(
-            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements \
-             WHERE query LIKE 'SELECT %seated_batch%' AND query NOT LIKE '%create_seated_batch%'",
-        )
-        .trim()
-        .parse()
-        .expect("a count");
+    let mixed = calls(
+        &server,
+        "query LIKE 'SELECT %seated_batch%' AND query NOT LIKE '%create_seated_batch%'",
+    );
     assert!(
         mixed > 0,
         "creations and freeings that waited together went in one statement"
     );
     // The creations went in batches of several (the set-based path is
     // taken by a batch that fits: its counts above are exact).
-    let statements: usize = server
-        .psql(
-            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements \
-             WHERE query LIKE 'SELECT %create_seated_batch%'",
-        )
-        .trim()
-        .parse()
-        .expect("a count");
+    let statements = calls(&server, "query LIKE 'SELECT %create_seated_batch%'");
     assert!(
         statements > 0 && statements < ROOMY + MORE,
         "{} seated creations in {statements} statements",
