@@ -339,39 +339,45 @@ async fn seated_batches_from_two_stores_keep_every_pool_exact() {
     // seat in both pools, while as many new ones are created (in roomy
     // pools): creations and compare-and-sets in the same statements, and
     // only the new tasks' seats left.
+    // The ends' transitions are made first, so that the ends and the new
+    // creations are all sent at once (and wait behind each store's first
+    // statement together).
     let free = [caller.clone(), running.clone()];
+    let mut prepared = Vec::new();
+    for k in 0..ROOMY + MORE {
+        let store = Arc::clone(&stores[k % 2]);
+        let id = TaskId::new(format!("seated-{k:04}"));
+        let Some(current) = store.get(&id).await.expect("get") else {
+            continue;
+        };
+        let transition = current
+            .apply(
+                &Change::StatusMessage("ended".into()),
+                UnixMillis::now(),
+                Duration::from_secs(60),
+            )
+            .expect("apply");
+        prepared.push((store, transition, SeatId::new(format!("seated-{k:04}"))));
+    }
     let late = tokio::spawn({
         let stores = stores.clone();
         let runners = runners.clone();
         let roomy = roomy.clone();
         async move { create_seated(&stores, &runners, 1_000, LATE, &roomy).await }
     });
-    let ends = (0..ROOMY + MORE).map(|k| {
-        let store = Arc::clone(&stores[k % 2]);
+    let ends = prepared.into_iter().map(|(store, transition, seat)| {
         let free = free.clone();
         tokio::spawn(async move {
-            let id = TaskId::new(format!("seated-{k:04}"));
-            let current = store.get(&id).await.expect("get")?;
-            let transition = current
-                .apply(
-                    &Change::StatusMessage("ended".into()),
-                    UnixMillis::now(),
-                    Duration::from_secs(60),
-                )
-                .expect("apply");
-            let seat = SeatId::new(format!("seated-{k:04}"));
-            Some(
-                replicas(&store)
-                    .compare_and_swap_freeing(transition, &seat, &free)
-                    .await
-                    .expect("a freeing swap is answered"),
-            )
+            replicas(&store)
+                .compare_and_swap_freeing(transition, &seat, &free)
+                .await
+                .expect("a freeing swap is answered")
         })
     });
     let swaps: Vec<Swap> = join_all(ends)
         .await
         .into_iter()
-        .filter_map(|swap| swap.expect("an end finished"))
+        .map(|swap| swap.expect("an end finished"))
         .collect();
     assert_eq!(swaps.len() as u64, LIMIT);
     assert!(swaps.iter().all(|swap| *swap == Swap::Swapped), "{swaps:?}");
