@@ -49,6 +49,9 @@ impl Telemetry {
         .iter()
         .any(|name| std::env::var(name).is_ok_and(|value| !value.is_empty()));
         if endpoint.is_none() && !from_env {
+            // No provider, no spans: the no-op provider's cost a request
+            // is not paid either.
+            mcp_tasks::set_spans(false);
             return Ok(Self { provider: None });
         }
         check_protocol()?;

@@ -39,6 +39,9 @@ pub use task::{
     HANDLE_META, RpcError, TASKS_EXTENSION, TaskId, TaskStatus, Timestamp, Ttl, UnixMillis,
 };
 
+#[cfg(any(feature = "client", feature = "server"))]
+pub use telemetry::set_spans;
+
 #[cfg(feature = "client")]
 pub use client::{
     AwaitFrom, AwaitOptions, CallOptions, CallResponse, ConnectOptions, Endpoint, Era, Error,

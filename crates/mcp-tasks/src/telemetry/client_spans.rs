@@ -58,6 +58,9 @@ pub(crate) fn start_raw(method: &str, params: &Value) -> Trace {
 
 #[cfg(feature = "otel")]
 fn start_request(method: &str, tool: Option<&str>) -> Trace {
+    if !super::spans_on() {
+        return Trace::current();
+    }
     Trace {
         context: otel::start_request(
             opentelemetry::trace::SpanKind::Client,

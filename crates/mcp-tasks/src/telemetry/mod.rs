@@ -48,11 +48,12 @@ pub(crate) mod task_hash;
 pub(crate) mod task_spans;
 mod trace;
 
+pub use self::trace::set_spans;
 #[cfg_attr(
     not(all(feature = "client", feature = "server", feature = "http-server")),
     allow(unused_imports, reason = "each half uses its own part")
 )]
 pub(crate) use self::{
     outcome::{Outcome, SpanError},
-    trace::{ENABLED, Trace, instrument},
+    trace::{Trace, instrument, spans_on},
 };

@@ -38,7 +38,9 @@
 //! provider and context through the global text-map propagator, which the
 //! application installs (the `mcp-tasks` binary installs the SDK's, with an
 //! OTLP exporter, and the W3C TraceContext propagator). Until it does, both
-//! are no-ops and a span costs a few pointer moves.
+//! are no-ops and a span costs about a microsecond of CPU (a tracer, a span
+//! and a context made and dropped); a program that installs none turns the
+//! spans off with [`set_spans`](crate::set_spans).
 
 #![cfg_attr(
     not(all(feature = "client", feature = "server", feature = "http-server")),

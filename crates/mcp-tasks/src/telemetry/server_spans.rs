@@ -45,6 +45,9 @@ pub(crate) fn span_of(
 ) -> Trace {
     #[cfg(feature = "otel")]
     {
+        if !super::spans_on() {
+            return Trace::default();
+        }
         let method = request.method();
         let tool = match request {
             ClientRequest::CallToolRequest(call) => Some(call.params.name.as_ref()),
@@ -79,6 +82,9 @@ pub(super) fn request_span(
     transport: &'static str,
     protocol_version: Option<&str>,
 ) -> Trace {
+    if !super::spans_on() {
+        return Trace::default();
+    }
     let parent = otel::extract(meta);
     Trace {
         context: otel::start_request(
@@ -109,6 +115,9 @@ pub(crate) fn request_span_w3c(
 ) -> Trace {
     #[cfg(feature = "otel")]
     {
+        if !super::spans_on() {
+            return Trace::default();
+        }
         let mut meta = Map::new();
         if let Some(parent) = traceparent {
             meta.insert("traceparent".to_owned(), Value::String(parent.to_owned()));
@@ -300,5 +309,50 @@ mod traced {
         fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
             self.inner.supported_protocol_versions()
         }
+    }
+}
+
+#[cfg(all(test, feature = "otel"))]
+mod tests {
+    use opentelemetry::global;
+    use opentelemetry::trace::TraceContextExt;
+    use opentelemetry_sdk::propagation::TraceContextPropagator;
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+
+    use super::*;
+
+    #[test]
+    fn spans_turned_off_are_not_made_and_read_no_trace_context() {
+        // This test's own provider and propagator (no other unit test
+        // installs one or asserts spans).
+        global::set_tracer_provider(
+            SdkTracerProvider::builder()
+                .with_simple_exporter(InMemorySpanExporter::default())
+                .build(),
+        );
+        global::set_text_map_propagator(TraceContextPropagator::new());
+        let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let span = || {
+            let trace = request_span_w3c(
+                "tasks/get",
+                &Value::from(7),
+                Some(parent),
+                None,
+                TCP,
+                Some("2026-07-28"),
+            );
+            trace.context.span().span_context().clone()
+        };
+        let on = span();
+        assert!(on.is_sampled(), "on: the parent's sampled span continued");
+        assert_eq!(
+            on.trace_id().to_string(),
+            "0af7651916cd43dd8448eb211c80319c"
+        );
+        crate::set_spans(false);
+        let off = span();
+        crate::set_spans(true);
+        assert!(!off.is_valid(), "off: no span, no parent read");
+        assert!(span().is_sampled(), "on again");
     }
 }

@@ -2,7 +2,7 @@
 //! the terminal status this process sees, with an event per status change;
 //! without the feature, [`TaskSpans`] is zero-sized and its calls empty.
 //! The server's runtime creates it and registers it as a [`TaskObserver`]
-//! of its tasks only with the feature ([`ENABLED`](super::ENABLED)).
+//! of its tasks only with the feature, while spans are on ([`set_spans`](super::set_spans)).
 //!
 //! * **Name and attributes.** `task {tool}` (kind `INTERNAL`), with
 //!   `gen_ai.tool.name`, `mcp_tasks.task.hash` (the task's keyed hash,

@@ -12,6 +12,7 @@
 )]
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[cfg(feature = "otel")]
 use opentelemetry::Context;
@@ -26,6 +27,35 @@ use super::outcome::{Outcome, SpanError};
 /// Whether spans are made (feature `otel`): what registers the task spans
 /// as an observer tests it, so that without the feature nothing is called.
 pub(crate) const ENABLED: bool = cfg!(feature = "otel");
+
+/// Whether the program wants spans (see [`set_spans`]).
+static WANTED: AtomicBool = AtomicBool::new(true);
+
+/// Turns this crate's OpenTelemetry spans (feature `otel`) off, or on
+/// again; they are on by default, and without the feature there are none.
+///
+/// With `otel`, every request the crate sends or answers and every task
+/// gets a span from the global tracer provider, and the spans' trace
+/// context travels in `params._meta`. A program that installs no provider
+/// still pays for spans of its no-op one: about a microsecond of CPU per
+/// request answered, on the server's `tasks/get` a tenth of what it costs
+/// (see BENCHMARKS.md). A program that knows it exports no traces (the
+/// `mcp-tasks` binary without `--otlp-endpoint`) calls `set_spans(false)`
+/// first: then no span is made, a request's `_meta` trace context is not
+/// read, and what a client sends carries the program's own current
+/// context, as the propagator writes it, and no span of ours.
+///
+/// Call it before building runtimes and servers: a task runtime decides
+/// when it is built whether its tasks get spans.
+pub fn set_spans(on: bool) {
+    WANTED.store(on, Ordering::Relaxed);
+}
+
+/// Whether spans are made: feature `otel`, and not turned off.
+#[inline]
+pub(crate) fn spans_on() -> bool {
+    ENABLED && WANTED.load(Ordering::Relaxed)
+}
 
 /// The trace context a span lives in: an OpenTelemetry `Context` with
 /// feature `otel`, nothing (zero-sized) without it.

@@ -55,22 +55,25 @@ pub fn authenticated_principal(extensions: &Extensions) -> Option<Principal> {
 /// [`TaskRuntimeBuilder::with_quota_by_header`](crate::server::TaskRuntimeBuilder::with_quota_by_header)).
 pub fn default_principal(extensions: &Extensions) -> Principal {
     match extensions.get::<::http::request::Parts>() {
-        Some(parts) => {
-            if let Some(mark) = parts.extensions.get::<Authenticated>() {
-                return mark.0.clone();
-            }
-            match parts.headers.get(::http::header::AUTHORIZATION) {
-                Some(value) => {
-                    let digest = sha2::Sha256::digest(value.as_bytes());
-                    let mut name = String::with_capacity(14 + 64);
-                    name.push_str("authorization:");
-                    push_hex(&mut name, &digest);
-                    Principal::new(name)
-                }
-                None => Principal::new("http:anonymous"),
-            }
-        }
+        Some(parts) => principal_of_parts(parts),
         None => Principal::new("process"),
+    }
+}
+
+/// [`default_principal`] of an HTTP request's parts.
+pub(crate) fn principal_of_parts(parts: &::http::request::Parts) -> Principal {
+    if let Some(mark) = parts.extensions.get::<Authenticated>() {
+        return mark.0.clone();
+    }
+    match parts.headers.get(::http::header::AUTHORIZATION) {
+        Some(value) => {
+            let digest = sha2::Sha256::digest(value.as_bytes());
+            let mut name = String::with_capacity(14 + 64);
+            name.push_str("authorization:");
+            push_hex(&mut name, &digest);
+            Principal::new(name)
+        }
+        None => Principal::new("http:anonymous"),
     }
 }
 

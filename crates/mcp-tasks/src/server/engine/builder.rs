@@ -64,6 +64,8 @@ pub struct TaskRuntimeBuilder {
     settings: Settings,
     clock: Arc<dyn Clock>,
     principal: PrincipalExtractor,
+    /// Whether `principal` is the program's, not [`default_principal`].
+    custom_principal: bool,
     resume: Option<ResumeTool>,
     admission: AdmissionLimits,
     observers: Vec<Arc<dyn TaskObserver>>,
@@ -99,6 +101,7 @@ impl TaskRuntimeBuilder {
             },
             clock: Arc::new(SystemClock),
             principal: Arc::new(default_principal),
+            custom_principal: false,
             resume: None,
             admission: AdmissionLimits::default(),
             observers: Vec::new(),
@@ -338,6 +341,7 @@ impl TaskRuntimeBuilder {
         extract: impl Fn(&Extensions) -> Principal + Send + Sync + 'static,
     ) -> Self {
         self.principal = Arc::new(extract);
+        self.custom_principal = true;
         self
     }
 
@@ -370,13 +374,14 @@ impl TaskRuntimeBuilder {
         // The task spans hear the tasks' events as any observer does (with
         // feature `otel`: without it they have nothing to hear).
         let task_spans = Arc::new(TaskSpans::default());
-        if telemetry::ENABLED {
+        if telemetry::spans_on() {
             observers.push(task_spans.clone());
         }
         let inner = Arc::new(Inner {
             store: self.store,
             clock: self.clock,
             principal: self.principal,
+            custom_principal: self.custom_principal,
             waiters: Waiters::default(),
             live: Arc::default(),
             admission: Admission::with_turns(self.admission, turns_in_store),

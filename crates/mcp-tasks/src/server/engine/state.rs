@@ -52,6 +52,8 @@ pub(crate) struct Inner {
     pub(in crate::server::engine) draining: Draining,
     pub(in crate::server::engine) clock: Arc<dyn Clock>,
     pub(in crate::server::engine) principal: PrincipalExtractor,
+    /// Whether `principal` is the program's, not the default one.
+    pub(in crate::server::engine) custom_principal: bool,
     pub(in crate::server::engine) waiters: Waiters,
     pub(in crate::server::engine) listeners: Listeners,
     pub(in crate::server::engine) settings: Settings,

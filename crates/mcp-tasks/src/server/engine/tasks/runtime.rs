@@ -216,6 +216,20 @@ impl TaskRuntime {
         (self.inner.principal)(extensions)
     }
 
+    /// [`TaskRuntime::principal_of`] an HTTP request's `parts`: read from
+    /// them by the default extractor, without the rmcp `Extensions` a
+    /// program's extractor is given them in.
+    #[cfg(feature = "http-server")]
+    pub(crate) fn principal_of_parts(&self, parts: ::http::request::Parts) -> Principal {
+        if self.inner.custom_principal {
+            let mut extensions = Extensions::new();
+            extensions.insert(parts);
+            self.principal_of(&extensions)
+        } else {
+            crate::server::auth::principal::principal_of_parts(&parts)
+        }
+    }
+
     /// [`TaskRuntime::get_task`] for a principal found elsewhere.
     pub async fn get_task_as(
         &self,

@@ -339,13 +339,15 @@ impl Access {
     }
 
     fn check_host_and_origin(&self, request: &Request) -> Result<(), Refusal> {
-        let host =
-            Authority::of_request(request.uri(), request.headers()).map_err(Refusal::BadHost)?;
-        if !self.hosts.is_empty() && !self.hosts.iter().any(|allowed| allowed.admits(&host)) {
-            tracing::debug!(host = host.name, "refused a request for a host not allowed");
-            return Err(Refusal::Forbidden(
-                "Forbidden: the Host header is not allowed",
-            ));
+        if !self.admits_plain_host(request.headers()) {
+            let host = Authority::of_request(request.uri(), request.headers())
+                .map_err(Refusal::BadHost)?;
+            if !self.hosts.is_empty() && !self.hosts.iter().any(|allowed| allowed.admits(&host)) {
+                tracing::debug!(host = host.name, "refused a request for a host not allowed");
+                return Err(Refusal::Forbidden(
+                    "Forbidden: the Host header is not allowed",
+                ));
+            }
         }
         if let Some(origin) = request.headers().get(header::ORIGIN) {
             let origin = origin
@@ -364,6 +366,53 @@ impl Access {
         }
         Ok(())
     }
+}
+
+impl Access {
+    /// Whether the request's `Host` is of the plainest form (see
+    /// [`plain_host`]) and allowed: read without the copy of the header and
+    /// the lowercased name that [`Authority::of_request`] makes. `false`
+    /// decides nothing: the full reading then admits or refuses.
+    fn admits_plain_host(&self, headers: &HeaderMap) -> bool {
+        let Some((name, port)) = headers
+            .get(header::HOST)
+            .and_then(|host| plain_host(host.as_bytes()))
+        else {
+            return false;
+        };
+        self.hosts.is_empty()
+            || self.hosts.iter().any(|allowed| {
+                allowed.name.as_bytes().eq_ignore_ascii_case(name)
+                    && allowed.port.is_none_or(|allowed| port == Some(allowed))
+            })
+    }
+}
+
+/// `host` split into its name and port when it is `name` or `name:port`
+/// with a name of at most 255 ASCII letters, digits, `.` and `-` and a port of at most
+/// five digits that fits a `u16`: a value that `http`'s authority parser,
+/// which [`Authority::of_request`] uses, reads as that very name and port.
+/// Anything else (`[v6]`, an empty name or port, another character) is
+/// `None`, left to [`Authority::of_request`].
+fn plain_host(host: &[u8]) -> Option<(&[u8], Option<u16>)> {
+    let (name, port) = match host.iter().position(|&byte| byte == b':') {
+        Some(colon) => (&host[..colon], Some(&host[colon + 1..])),
+        None => (host, None),
+    };
+    let name_byte = |byte: &u8| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'-');
+    if name.is_empty() || name.len() > 255 || !name.iter().all(name_byte) {
+        return None;
+    }
+    let port = match port {
+        None => None,
+        Some(digits)
+            if (1..=5).contains(&digits.len()) && digits.iter().all(u8::is_ascii_digit) =>
+        {
+            Some(std::str::from_utf8(digits).ok()?.parse::<u16>().ok()?)
+        }
+        Some(_) => return None,
+    };
+    Some((name, port))
 }
 
 /// Why [`Access::admit`] refused a request.
@@ -593,6 +642,71 @@ mod tests {
         assert_eq!(status(&public, Some("10.0.0.5:8081"), None), 403, "port");
         assert_eq!(status(&public, Some("10.0.0.5"), None), 403, "no port");
         assert_eq!(status(&access(&[], &[]), Some("anything"), None), 200);
+    }
+
+    #[test]
+    fn a_plain_host_reads_as_the_full_reading_reads_it() {
+        let long = "a".repeat(256);
+        for host in [
+            "localhost",
+            "LocalHost:8080",
+            "127.0.0.1:1",
+            "127.0.0.1:65535",
+            "a-b.c:080",
+            "x:0",
+            "...",
+            "[::1]",
+            "[::1]:443",
+            "host:",
+            ":80",
+            "host:65536",
+            "host:123456",
+            "host:8a",
+            "a b",
+            "a_b",
+            "h:1:2",
+            "user@host",
+            "é.test",
+            long.as_str(),
+        ] {
+            let headers = {
+                let mut headers = HeaderMap::new();
+                headers.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+                headers
+            };
+            let full = Authority::of_request(&Uri::from_static("/mcp"), &headers);
+            match plain_host(host.as_bytes()) {
+                Some((name, port)) => {
+                    let full = full.unwrap_or_else(|why| panic!("{host}: {why}"));
+                    assert_eq!(full.name.as_bytes(), name.to_ascii_lowercase(), "{host}");
+                    assert_eq!(full.port, port, "{host}");
+                }
+                // Left to the full reading, which decides alone.
+                None => assert!(
+                    ![
+                        "localhost",
+                        "LocalHost:8080",
+                        "127.0.0.1:65535",
+                        "x:0",
+                        "..."
+                    ]
+                    .contains(&host),
+                    "{host} is plain"
+                ),
+            }
+        }
+        // Decided by the plain reading and by the full one alike.
+        let public = access(&["localhost", "tasks.example.test", "10.0.0.5:8080"], &[]);
+        for (host, expected) in [
+            ("TASKS.example.test", 200),
+            ("10.0.0.5:8080", 200),
+            ("10.0.0.5:8081", 403),
+            ("10.0.0.5", 403),
+            ("localhost.evil", 403),
+            ("host:99999", 403),
+        ] {
+            assert_eq!(status(&public, Some(host), None), expected, "{host}");
+        }
     }
 
     #[test]

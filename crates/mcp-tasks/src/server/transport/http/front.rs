@@ -31,7 +31,7 @@ use rmcp::ServerHandler;
 use serde_json::Value;
 
 use super::fast::call::ToolCalls;
-use super::fast::{listen, quick, tasks};
+use super::fast::{MCP_METHOD, listen, quick, tasks};
 use super::guard::{self, Admitted, Guard};
 use crate::server::TaskRuntime;
 use crate::server::engine::admission::refusal::{RetryMark, retry_after_secs};
@@ -63,7 +63,7 @@ where
     let start = std::time::Instant::now();
     let method = request
         .headers()
-        .get("mcp-method")
+        .get(&MCP_METHOD)
         .and_then(|value| value.to_str().ok())
         .map_or("other", metrics::method_label);
     let mut response = crate::quiet::scope(serve(front, request, next)).await;
@@ -138,7 +138,7 @@ where
     let named = |method: &str| {
         parts
             .headers
-            .get("mcp-method")
+            .get(&MCP_METHOD)
             .is_some_and(|value| value == method)
     };
     if let Some(method) = method {

@@ -189,8 +189,12 @@ pub(crate) fn not_a_message(message: &Value) -> Option<&'static str> {
 }
 
 fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
+    let value = headers.get(header::CONTENT_TYPE);
+    // What clients send, compared as bytes before it is read as text.
+    if value.is_some_and(|value| value.as_bytes() == b"application/json") {
+        return true;
+    }
+    value
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.split(';').next())
         .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
@@ -199,6 +203,16 @@ fn is_json(headers: &HeaderMap) -> bool {
 /// Whether `Accept` lists both media types the transport needs, as rmcp's
 /// service reads it (a range of weight zero is left out; no wildcards).
 pub(crate) fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+    // What the clients of the SDKs send, compared as bytes first: a value
+    // that lists both is enough whatever other `Accept` values say.
+    if headers.get(header::ACCEPT).is_some_and(|value| {
+        matches!(
+            value.as_bytes(),
+            b"application/json, text/event-stream" | b"text/event-stream, application/json"
+        )
+    }) {
+        return true;
+    }
     let mut json = false;
     let mut sse = false;
     for value in headers.get_all(header::ACCEPT) {

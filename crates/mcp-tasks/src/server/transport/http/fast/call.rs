@@ -62,7 +62,7 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use axum::response::Response;
 use http::request::Parts;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderName, StatusCode};
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequest, ClientRequest, ErrorCode, Extensions, GetExtensions, GetMeta, Implementation,
@@ -78,6 +78,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::body::create_task_answer;
+use super::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION};
 use crate::server::transport::http::reply::json_body;
 use crate::server::transport::plain::{VERSION, meta_takes, read_plain};
 use crate::telemetry::server_spans;
@@ -351,8 +352,8 @@ fn call_name<'a>(headers: &HeaderMap, message: &'a Value) -> Option<&'a str> {
 
 /// True when the headers are the ones of a `tools/call` this path takes.
 fn headers_take(headers: &HeaderMap) -> bool {
-    single(headers, "mcp-protocol-version", VERSION)
-        && single(headers, "mcp-method", "tools/call")
+    single(headers, &MCP_PROTOCOL_VERSION, VERSION)
+        && single(headers, &MCP_METHOD, "tools/call")
         && !headers
             .keys()
             .any(|name| name.as_str().starts_with("mcp-param-"))
@@ -361,7 +362,7 @@ fn headers_take(headers: &HeaderMap) -> bool {
 /// True when `Mcp-Name` names the tool `name`: a Base64-encoded name is
 /// decoded by rmcp; a plain one must match.
 fn names(headers: &HeaderMap, name: &str) -> bool {
-    only(headers, "mcp-name").is_some_and(|header| header == name && !header.starts_with("=?"))
+    only(headers, &MCP_NAME).is_some_and(|header| header == name && !header.starts_with("=?"))
 }
 
 /// The request id and rmcp's `CallToolRequest` of a plain call read from
@@ -377,7 +378,7 @@ fn read_bytes(headers: &HeaderMap, body: &[u8]) -> Option<(RequestId, CallToolRe
 }
 
 /// The one value of header `name`, if there is exactly one and it is text.
-fn only<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+fn only<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     match values.next() {
@@ -386,7 +387,7 @@ fn only<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     }
 }
 
-fn single(headers: &HeaderMap, name: &str, expected: &str) -> bool {
+fn single(headers: &HeaderMap, name: &HeaderName, expected: &str) -> bool {
     only(headers, name) == Some(expected)
 }
 

@@ -67,6 +67,15 @@
 //! second writer kept for them. Delete this
 //! folder the day rmcp's own path is as fast.
 
+use http::HeaderName;
+
+/// The MCP request headers the fast paths read, named once: a lookup by a
+/// `HeaderName` only hashes it, where one by `&str` parses the name first.
+pub(crate) static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+pub(crate) static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+pub(crate) static MCP_PROTOCOL_VERSION: HeaderName =
+    HeaderName::from_static("mcp-protocol-version");
+
 mod body;
 pub(crate) mod call;
 pub(crate) mod listen;

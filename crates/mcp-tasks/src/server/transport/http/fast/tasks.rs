@@ -17,12 +17,13 @@
 
 use axum::response::Response;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use rmcp::ErrorData;
-use rmcp::model::{Extensions, GetTaskResult, InputResponses};
+use rmcp::model::{GetTaskResult, InputResponses};
 use serde_json::{Value, json};
 
 use super::body::{ack_answer, get_task_answer};
+use super::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION};
 use crate::server::TaskRuntime;
 use crate::server::engine::wire::detailed_task;
 use crate::server::transport::http::{reply, reply::json_body};
@@ -32,7 +33,7 @@ use crate::telemetry::server_spans;
 
 /// The `tasks/*` method a request's `Mcp-Method` header names, if any.
 pub(crate) fn tasks_method(headers: &HeaderMap) -> Option<&'static str> {
-    match headers.get("mcp-method").map(HeaderValue::as_bytes) {
+    match headers.get(&MCP_METHOD).map(HeaderValue::as_bytes) {
         Some(b"tasks/get") => Some("tasks/get"),
         Some(b"tasks/update") => Some("tasks/update"),
         Some(b"tasks/cancel") => Some("tasks/cancel"),
@@ -58,9 +59,7 @@ pub(crate) async fn respond(runtime: &TaskRuntime, parts: Parts, call: Call) -> 
 /// The answer to an accepted `tasks/*` request, with its JSON-RPC error if
 /// it is one (for its span).
 async fn answer(runtime: &TaskRuntime, parts: Parts, call: Call) -> (Response, Option<ErrorData>) {
-    let mut extensions = Extensions::new();
-    extensions.insert(parts);
-    let principal = runtime.principal_of(&extensions);
+    let principal = runtime.principal_of_parts(parts);
     let id = TaskId::new(call.task_id);
     let outcome: Result<Option<Vec<u8>>, ErrorData> = match call.method {
         Method::Get => match runtime.current(&id, &principal).await {
@@ -181,14 +180,14 @@ impl Call {
 /// `task_id`: `MCP-Protocol-Version` is `2026-07-28` like the body's, and
 /// `Mcp-Name`, if it is there, names the task.
 pub(super) fn headers_fit(headers: &HeaderMap, version: &str, task_id: &str) -> bool {
-    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let header = |name: &HeaderName| headers.get(name).and_then(|value| value.to_str().ok());
     // A missing Mcp-Name is tolerated (fastmcp-tasks' client, among others,
     // does not send it on tasks/*; the body's taskId is what counts, and the
     // caller binding still applies). A present one must match: otherwise
     // rmcp answers -32020.
     version == "2026-07-28"
-        && header("mcp-protocol-version") == Some(version)
-        && header("mcp-name").is_none_or(|name| name == task_id)
+        && header(&MCP_PROTOCOL_VERSION) == Some(version)
+        && header(&MCP_NAME).is_none_or(|name| name == task_id)
 }
 
 /// A `tasks/update` that the fast path answers, read from the guard's
