@@ -53,6 +53,10 @@ pub(crate) struct Inner {
     pub(in crate::server::engine) clock: Arc<dyn Clock>,
     pub(in crate::server::engine) principal: PrincipalExtractor,
     /// Whether `principal` is the program's, not the default one.
+    #[cfg_attr(
+        not(feature = "http-server"),
+        allow(dead_code, reason = "read by the HTTP recipe's fast path")
+    )]
     pub(in crate::server::engine) custom_principal: bool,
     pub(in crate::server::engine) waiters: Waiters,
     pub(in crate::server::engine) listeners: Listeners,
