@@ -41,7 +41,7 @@ use anyhow::{Context as _, bail};
 use axum::body::Bytes;
 use mcp_tasks_testkit::stats::{loadavg, median, verdict};
 use serde_json::Value;
-use serve::{Server, cpu_ticks};
+use serve::{Server, cpu_ticks, wrk_script};
 
 const PROTOCOL: &str = "2026-07-28";
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
@@ -122,19 +122,8 @@ async fn poll_script(
     if status.pointer("/result/status") != Some(&Value::from("working")) {
         bail!("tasks/get did not answer a working task: {status}");
     }
-    let path = dir.join(format!("{name}.lua"));
-    std::fs::write(
-        &path,
-        format!(
-            "wrk.method = \"POST\"\nwrk.body = [==[{get}]==]\n\
-             wrk.headers[\"Content-Type\"] = \"application/json\"\n\
-             wrk.headers[\"Accept\"] = \"application/json, text/event-stream\"\n\
-             wrk.headers[\"MCP-Protocol-Version\"] = \"{PROTOCOL}\"\n\
-             wrk.headers[\"Mcp-Method\"] = \"tasks/get\"\n\
-             wrk.headers[\"Mcp-Name\"] = \"{id}\"\n"
-        ),
-    )?;
-    Ok((path.display().to_string(), answer))
+    let script = wrk_script(dir, &format!("{name}.lua"), "tasks/get", id, &get)?;
+    Ok((script, answer))
 }
 
 /// Serves `router` on 127.0.0.1 with the library's serving loop: its URL.

@@ -46,7 +46,6 @@
 #![allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -59,6 +58,8 @@ use serde_json::Value;
 #[path = "support/serve.rs"]
 #[allow(dead_code, reason = "each bench uses a part of it")]
 mod serve;
+
+use serve::wrk_script;
 
 const PROTOCOL: &str = "2026-07-28";
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
@@ -162,28 +163,6 @@ async fn finished_task(http: &reqwest::Client, url: &str) -> anyhow::Result<Stri
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     bail!("a task of 0 ms did not complete within 2 s")
-}
-
-fn wrk_script(
-    dir: &Path,
-    file: &str,
-    method: &str,
-    name: &str,
-    body: &str,
-) -> anyhow::Result<String> {
-    let path = dir.join(file);
-    std::fs::write(
-        &path,
-        format!(
-            "wrk.method = \"POST\"\nwrk.body = [==[{body}]==]\n\
-             wrk.headers[\"Content-Type\"] = \"application/json\"\n\
-             wrk.headers[\"Accept\"] = \"application/json, text/event-stream\"\n\
-             wrk.headers[\"MCP-Protocol-Version\"] = \"{PROTOCOL}\"\n\
-             wrk.headers[\"Mcp-Method\"] = \"{method}\"\n\
-             wrk.headers[\"Mcp-Name\"] = \"{name}\"\n"
-        ),
-    )?;
-    Ok(path.display().to_string())
 }
 
 /// One wrk run: requests per second, server CPU µs per request, the

@@ -104,3 +104,27 @@ pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
+
+/// A wrk script in `dir` (as `file`) that POSTs `body` as a 2026-07-28 MCP
+/// request of `method` naming `name` (`Mcp-Name`): its path.
+pub(crate) fn wrk_script(
+    dir: &std::path::Path,
+    file: &str,
+    method: &str,
+    name: &str,
+    body: &str,
+) -> anyhow::Result<String> {
+    let path = dir.join(file);
+    std::fs::write(
+        &path,
+        format!(
+            "wrk.method = \"POST\"\nwrk.body = [==[{body}]==]\n\
+             wrk.headers[\"Content-Type\"] = \"application/json\"\n\
+             wrk.headers[\"Accept\"] = \"application/json, text/event-stream\"\n\
+             wrk.headers[\"MCP-Protocol-Version\"] = \"2026-07-28\"\n\
+             wrk.headers[\"Mcp-Method\"] = \"{method}\"\n\
+             wrk.headers[\"Mcp-Name\"] = \"{name}\"\n"
+        ),
+    )?;
+    Ok(path.display().to_string())
+}

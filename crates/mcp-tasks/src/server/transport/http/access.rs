@@ -366,9 +366,7 @@ impl Access {
         }
         Ok(())
     }
-}
 
-impl Access {
     /// Whether the request's `Host` is of the plainest form (see
     /// [`plain_host`]) and allowed: read without the copy of the header and
     /// the lowercased name that [`Authority::of_request`] makes. `false`
