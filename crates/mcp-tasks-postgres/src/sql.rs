@@ -141,11 +141,13 @@ impl Sql {
             list_all: format!(
                 "SELECT id, version, record FROM {s}.tasks WHERE id > $1 ORDER BY id LIMIT $2"
             ),
+            // The key made here, or the one already kept: `DO UPDATE` (of
+            // nothing) returns the kept row even when another replica's
+            // insert committed after this statement began, which a `SELECT`
+            // in the same statement (its snapshot older) would not see.
             hash_key: format!(
-                "WITH made AS (INSERT INTO {s}.meta (key, value) VALUES ('hash_key', $1) \
-                   ON CONFLICT (key) DO NOTHING RETURNING value) \
-                 SELECT value FROM made UNION ALL \
-                 SELECT value FROM {s}.meta WHERE key = 'hash_key' LIMIT 1"
+                "INSERT INTO {s}.meta (key, value) VALUES ('hash_key', $1) \
+                 ON CONFLICT (key) DO UPDATE SET value = {s}.meta.value RETURNING value"
             ),
             acquire: format!(
                 "INSERT INTO {s}.runners (runner, until) VALUES ($1, {s}.now_ms() + $2) \

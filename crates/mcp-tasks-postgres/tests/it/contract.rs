@@ -73,3 +73,35 @@ async fn replicas_share_the_hash_key() {
         "another schema, another key"
     );
 }
+
+/// Replicas that start together on a new schema all ask for the hash key
+/// at once: each gets it (none "vanished" because another replica's
+/// insert committed after its statement began) and all get the same one.
+/// A rolling restart's test lost a task's step from the logs this way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_starting_together_read_one_hash_key() {
+    let server = PostgresServer::start();
+    for round in 0..5 {
+        let schema = format!("together_{round}");
+        let mut stores = Vec::new();
+        for _ in 0..8 {
+            let options = PostgresOptions::default().with_schema(schema.clone());
+            stores.push(
+                PostgresStore::connect_with(&server.url(), options)
+                    .await
+                    .expect("connect"),
+            );
+        }
+        let keys =
+            futures::future::join_all(stores.iter().map(mcp_tasks::store::TaskStore::hash_key))
+                .await;
+        let keys: Vec<_> = keys
+            .into_iter()
+            .map(|key| key.expect("every replica reads the hash key"))
+            .collect();
+        assert!(
+            keys.windows(2).all(|pair| pair[0] == pair[1]),
+            "replicas read different hash keys"
+        );
+    }
+}

@@ -215,6 +215,7 @@ impl TaskContext {
                 ))
             })
             .await
+            .inspect_err(|error| tracing::warn!(%error, "the task hash key could not be read"))
             .ok()?;
         Some(hasher.hash(id))
     }
