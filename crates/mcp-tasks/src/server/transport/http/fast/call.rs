@@ -79,6 +79,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::body::create_task_answer;
 use super::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION};
+use crate::server::engine::era::ReadMeta;
 use crate::server::transport::http::reply::json_body;
 use crate::server::transport::plain::{VERSION, meta_takes, read_plain};
 use crate::telemetry::server_spans;
@@ -161,11 +162,15 @@ where
         // As rmcp's stateless path and its service loop do: the request's
         // HTTP parts ride in its extensions, then `_meta` and the
         // extensions move into the handler's context.
-        let meta_malformed = !request
-            .get_meta()
-            .missing_required_keys(&ProtocolVersion::V_2026_07_28)
-            .is_empty();
+        // `_meta` read once for the era's questions (see `ReadMeta`); a
+        // `_meta` without both required keys is also what rmcp's check of
+        // them refuses.
+        let read = ReadMeta::read(request.get_meta());
+        let meta_malformed = read.is_none();
         request.extensions_mut().insert(parts);
+        if let Some(read) = read {
+            request.extensions_mut().insert(read);
+        }
         let mut meta = RequestMetaObject::new();
         std::mem::swap(&mut meta, request.get_meta_mut());
         let mut extensions = Extensions::new();
