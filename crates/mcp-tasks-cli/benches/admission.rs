@@ -42,9 +42,7 @@ use serde_json::Value;
 #[allow(dead_code, reason = "each bench uses a part of it")]
 mod serve;
 
-use serve::{BIN, Server};
-
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+use serve::{BIN, META, Server};
 
 /// How a creation was answered.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -60,14 +58,8 @@ async fn create(http: &reqwest::Client, url: &str, caller: &str, ms: u64) -> Ans
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":{ms}}},{META}}}}}"#
     );
-    let sent = http
-        .post(url)
+    let sent = serve::mcp_post(http, url, "tools/call", "sleep")
         .header("Authorization", format!("Bearer {caller}"))
-        .header("Accept", "application/json, text/event-stream")
-        .header("Content-Type", "application/json")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", "sleep")
         .body(body)
         .send()
         .await;
@@ -102,14 +94,8 @@ async fn get(http: &reqwest::Client, url: &str, caller: &str, id: &str) -> Optio
         r#"{{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{{"taskId":"{id}",{META}}}}}"#
     );
     let started = Instant::now();
-    let response = http
-        .post(url)
+    let response = serve::mcp_post(http, url, "tasks/get", id)
         .header("Authorization", format!("Bearer {caller}"))
-        .header("Accept", "application/json, text/event-stream")
-        .header("Content-Type", "application/json")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "tasks/get")
-        .header("Mcp-Name", id)
         .body(body)
         .send()
         .await

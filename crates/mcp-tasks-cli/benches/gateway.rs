@@ -102,13 +102,7 @@ async fn post(
     name: &str,
     body: String,
 ) -> anyhow::Result<Value> {
-    let response = http
-        .post(url)
-        .header("Accept", "application/json, text/event-stream")
-        .header("Content-Type", "application/json")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", method)
-        .header("Mcp-Name", name)
+    let response = serve::mcp_post(http, url, method, name)
         .body(body)
         .send()
         .await?;

@@ -47,9 +47,7 @@ use tokio::net::TcpStream;
 #[allow(dead_code, reason = "each bench uses a part of it")]
 mod serve;
 
-use serve::Server;
-
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+use serve::{META, Server};
 
 /// POSTs one JSON-RPC request; the answer's JSON.
 async fn post(
@@ -59,13 +57,7 @@ async fn post(
     name: &str,
     body: String,
 ) -> anyhow::Result<Value> {
-    let response = http
-        .post(url)
-        .header("Accept", "application/json, text/event-stream")
-        .header("Content-Type", "application/json")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", method)
-        .header("Mcp-Name", name)
+    let response = serve::mcp_post(http, url, method, name)
         .body(body)
         .send()
         .await?;

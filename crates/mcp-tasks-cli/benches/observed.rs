@@ -41,10 +41,8 @@ use anyhow::{Context as _, bail};
 use axum::body::Bytes;
 use mcp_tasks_testkit::stats::{loadavg, median, verdict};
 use serde_json::Value;
-use serve::{Server, cpu_ticks, wrk_script};
+use serve::{META, Server, cpu_ticks, wrk_script};
 
-const PROTOCOL: &str = "2026-07-28";
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
 const CONNECTIONS: usize = 64;
 
 /// One wrk run: the rate and the CPU µs per request of the process `pid`.
@@ -84,13 +82,7 @@ async fn post(
     name: &str,
     body: String,
 ) -> anyhow::Result<Bytes> {
-    let reply = http
-        .post(url)
-        .header("Accept", "application/json, text/event-stream")
-        .header("Content-Type", "application/json")
-        .header("MCP-Protocol-Version", PROTOCOL)
-        .header("Mcp-Method", method)
-        .header("Mcp-Name", name)
+    let reply = serve::mcp_post(http, url, method, name)
         .body(body)
         .send()
         .await?;

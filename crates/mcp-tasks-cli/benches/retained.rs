@@ -66,7 +66,8 @@ use serde_json::{Value, json};
 #[path = "support/serve.rs"]
 #[allow(dead_code, reason = "each bench uses a part of it")]
 mod serve;
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+
+use serve::META;
 /// How many callers own the filled tasks (task `n` is owner `n % OWNERS`'s).
 const OWNERS: u64 = 1000;
 /// How long the filled tasks are kept: long enough to outlive any run.
@@ -243,13 +244,14 @@ impl Server {
     }
 }
 
-fn post(http: &reqwest::Client, url: &str, caller: &str, method: &str) -> reqwest::RequestBuilder {
-    http.post(url)
-        .header("Authorization", format!("Bearer {caller}"))
-        .header("Accept", "application/json, text/event-stream")
-        .header("Content-Type", "application/json")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", method)
+fn post(
+    http: &reqwest::Client,
+    url: &str,
+    caller: &str,
+    method: &str,
+    name: &str,
+) -> reqwest::RequestBuilder {
+    serve::mcp_post(http, url, method, name).header("Authorization", format!("Bearer {caller}"))
 }
 
 /// One `tasks/get` of `id` as `caller`: its latency and status, if answered
@@ -264,8 +266,7 @@ async fn get(
         r#"{{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{{"taskId":"{id}",{META}}}}}"#
     );
     let started = Instant::now();
-    let response = post(http, url, caller, "tasks/get")
-        .header("Mcp-Name", id)
+    let response = post(http, url, caller, "tasks/get", id)
         .body(body)
         .send()
         .await
@@ -285,8 +286,7 @@ async fn create(http: &reqwest::Client, url: &str, caller: &str, ms: u64) -> Opt
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":{ms}}},{META}}}}}"#
     );
-    let response = post(http, url, caller, "tools/call")
-        .header("Mcp-Name", "sleep")
+    let response = post(http, url, caller, "tools/call", "sleep")
         .body(body)
         .send()
         .await

@@ -59,10 +59,7 @@ use serde_json::Value;
 #[allow(dead_code, reason = "each bench uses a part of it")]
 mod serve;
 
-use serve::wrk_script;
-
-const PROTOCOL: &str = "2026-07-28";
-const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+use serve::{META, wrk_script};
 
 /// A `serve --http` child on one store.
 struct Server {
@@ -120,13 +117,7 @@ fn get_body(id: &str) -> String {
 
 /// POSTs one request; the reply as JSON.
 async fn post(http: &reqwest::Client, url: &str, method: &str, name: &str, body: String) -> Value {
-    let sent = http
-        .post(url)
-        .header("Accept", "application/json, text/event-stream")
-        .header("Content-Type", "application/json")
-        .header("MCP-Protocol-Version", PROTOCOL)
-        .header("Mcp-Method", method)
-        .header("Mcp-Name", name)
+    let sent = serve::mcp_post(http, url, method, name)
         .body(body)
         .send()
         .await;

@@ -128,3 +128,24 @@ pub(crate) fn wrk_script(
     )?;
     Ok(path.display().to_string())
 }
+
+/// The `_meta` of a 2026-07-28 request that declares the Tasks extension,
+/// as the JSON text of a `params` member.
+pub(crate) const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+
+/// A POST to `url` with the headers of a 2026-07-28 MCP request of
+/// `method` naming `name` (`Mcp-Name`), as [`wrk_script`]'s requests carry
+/// them; the caller adds the body (and any other header) and sends it.
+pub(crate) fn mcp_post(
+    http: &reqwest::Client,
+    url: &str,
+    method: &str,
+    name: &str,
+) -> reqwest::RequestBuilder {
+    http.post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", method)
+        .header("Mcp-Name", name)
+}
