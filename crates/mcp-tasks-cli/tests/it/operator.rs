@@ -521,6 +521,9 @@ fn the_page_signs_in_by_cookie_from_itself_only_and_shows_the_scraped_numbers() 
     let within = std::time::Duration::from_secs(10);
     let refused = server.stderr_line(r#""action":"signin""#, within);
     assert!(refused.contains(r#""who":"(unknown)""#), "{refused}");
+    // The sign-out's line is the last: written before its answer, but read
+    // from the child's stderr by another thread, so maybe not read yet.
+    server.stderr_line(r#""who":"ops","action":"signout""#, within);
     let audited = server.stderr().join("\n");
     assert!(
         audited.contains(r#""who":"ops","action":"signin""#),
