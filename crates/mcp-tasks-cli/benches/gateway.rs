@@ -30,7 +30,8 @@
 //! outcome one at a time (p50, p99), and the CPU time the servers spent
 //! per call (`/proc/PID/stat`: the gateway with its stdio upstreams, or
 //! with the HTTP upstream; less noisy than rates on shared cores). Targets: a gateway's rate at least 0.5
-//! of the direct one, and its p50 at most 2 ms above the direct p50.
+//! of the direct one, and its p50 at most 2 ms above the direct p50 (issue
+//! 31); at least 0.3 and less than 0.8 ms (issue 56).
 //!
 //! It prints the numbers and PASS or MISS for each target; a miss is
 //! reported, not asserted. Without `--bench` (as under `cargo test
@@ -367,17 +368,20 @@ async fn run(full: bool) -> anyhow::Result<()> {
     let ceiling = median(&mut ratios[2].clone());
     for (at, name) in ["stdio", "HTTP"].iter().enumerate() {
         let ratio = median(&mut ratios[at].clone());
-        println!(
-            "{} gateway ({name} upstream) tasks/s >= 0.5 of direct calls/s at c=16: {ratio:.3} (a task without a gateway: {ceiling:.3})",
-            verdict(ratio >= 0.5)
-        );
         let added = p50[at + 2] - p50[0];
-        println!(
-            "{} gateway ({name} upstream) p50 added latency < 2 ms: {added:.2} ms ({:.2} - {:.2})",
-            verdict(added < 2.0),
-            p50[at + 2],
-            p50[0]
-        );
+        // Issue 31's targets, then issue 56's (a lower rate, a shorter p50).
+        for (least, most) in [(0.5, 2.0), (0.3, 0.8)] {
+            println!(
+                "{} gateway ({name} upstream) tasks/s >= {least} of direct calls/s at c=16: {ratio:.3} (a task without a gateway: {ceiling:.3})",
+                verdict(ratio >= least)
+            );
+            println!(
+                "{} gateway ({name} upstream) p50 added latency < {most} ms: {added:.2} ms ({:.2} - {:.2})",
+                verdict(added < most),
+                p50[at + 2],
+                p50[0]
+            );
+        }
     }
     drop((direct, stdio, url, http_upstream));
     Ok(())

@@ -282,7 +282,7 @@ fn main() -> ExitCode {
         Ok(telemetry) => telemetry,
         Err(error) => return usage(format_args!("{error:#}")),
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match async_runtime(&cli.command) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");
@@ -312,6 +312,25 @@ const OWN_TARGETS: [&str; 5] = [
 /// other crate's line for a command at a terminal (a server keeps their
 /// errors: an operator's log wants hyper's or the OTLP exporter's);
 /// rmcp's, which the server reports in its own words, only with -v.
+/// Tokio's multi-threaded runtime, as `Runtime::new` makes it, but with one
+/// worker for `serve` over stdio (unless `TOKIO_WORKER_THREADS` says how
+/// many). A stdio server has one peer and one pipe whose messages come in
+/// order; with a worker per core each message crossed threads (the reader,
+/// rmcp's service loop, the handler and the writer each woken on whichever
+/// worker was free), and those wake-ups cost more than the work: a stdio
+/// upstream behind the gateway spent a third less CPU per task with one
+/// worker (docs/benchmarks-history.md, "One worker for a stdio server").
+/// Blocking work still has tokio's blocking pool, and the stores' own
+/// threads are unchanged.
+fn async_runtime(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    let on_stdio = matches!(command, Command::Serve(args) if args.on_stdio());
+    if on_stdio && std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        builder.worker_threads(1);
+    }
+    builder.enable_all().build()
+}
+
 fn init_logging(verbose: u8, serving: bool) {
     let (own, others) = match (verbose, serving) {
         (0, false) => ("warn", "off"),
@@ -709,4 +728,32 @@ async fn task_command(args: TaskArgs, action: TaskAction) -> ExitCode {
     };
     client.close().await;
     exit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workers(args: &[&str]) -> usize {
+        let cli = Cli::try_parse_from(args).expect("the arguments parse");
+        let runtime = async_runtime(&cli.command).expect("the runtime starts");
+        runtime.metrics().num_workers()
+    }
+
+    #[test]
+    fn a_stdio_server_runs_on_one_worker_and_the_rest_as_tokio_chooses() {
+        // CI does not set TOKIO_WORKER_THREADS; with it set, its count wins.
+        if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+            panic!("this test reads tokio's own choice: run it without TOKIO_WORKER_THREADS");
+        }
+        let tokio_default = tokio::runtime::Runtime::new()
+            .expect("tokio's runtime starts")
+            .metrics()
+            .num_workers();
+        assert_eq!(workers(&["mcp-tasks", "serve", "--stdio"]), 1);
+        assert_eq!(workers(&["mcp-tasks", "serve", "--store", "memory"]), 1);
+        let http = ["mcp-tasks", "serve", "--http", "127.0.0.1:0"];
+        assert_eq!(workers(&http), tokio_default);
+        assert_eq!(workers(&["mcp-tasks", "ls"]), tokio_default);
+    }
 }

@@ -255,6 +255,12 @@ impl ServeArgs {
     pub(crate) fn otlp_endpoint(&self) -> Option<&str> {
         self.otlp_endpoint.as_deref()
     }
+
+    /// Whether this serves on stdin/stdout (no `--http`, from the command
+    /// line or `--config`), read before the runtime starts.
+    pub(crate) fn on_stdio(&self) -> bool {
+        self.http.is_none()
+    }
 }
 
 /// Reads `--rate-per-caller`.
