@@ -136,6 +136,22 @@ pub fn server_reads_request(data: &[u8]) {
             "the bytes reading of a tools/call differs from the Value path's"
         );
     }
+    // The stdio transport's reading ahead (progress and logs allowed) is
+    // rmcp's own reading of the line.
+    use crate::server::transport::plain::{Notifications, read_plain};
+    if let Some((id, call)) = read_plain(body, Notifications::Allowed) {
+        let ahead = rmcp::service::RxJsonRpcMessage::<rmcp::RoleServer>::request(
+            rmcp::model::ClientRequest::CallToolRequest(call),
+            id,
+        );
+        let rmcp: rmcp::service::RxJsonRpcMessage<rmcp::RoleServer> =
+            serde_json::from_slice(body).expect("rmcp reads a call read ahead of it");
+        assert_eq!(
+            serde_json::to_value(ahead).ok(),
+            serde_json::to_value(rmcp).ok(),
+            "the stdio reading ahead of a tools/call differs from rmcp's"
+        );
+    }
 }
 
 /// A stored task record, and every change applied to it.

@@ -20,17 +20,34 @@ use serde_json::{Map, Value};
 /// The protocol version a plain call names.
 pub(crate) const VERSION: &str = "2026-07-28";
 
+/// Whether a plain call may ask for progress or log notifications (a
+/// `progressToken`, an `io.modelcontextprotocol/logLevel` in its `_meta`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Notifications {
+    /// Not: the HTTP fast path answers with one JSON body, and its handlers'
+    /// peer sends nothing (rmcp's own path streams what they send).
+    #[cfg_attr(
+        not(feature = "http-server"),
+        allow(dead_code, reason = "only the HTTP fast path refuses them")
+    )]
+    Refused,
+    /// Yes: the stdio transport hands the call to rmcp's own service loop,
+    /// whose peer sends them on the connection as for a call rmcp read.
+    Allowed,
+}
+
 /// True when the request's `_meta` is one a plain call has: it names
-/// 2026-07-28 and the client's capabilities, and asks for no progress or
-/// log notifications (which only rmcp's own service sends).
-pub(crate) fn meta_takes(meta: &Map<String, Value>) -> bool {
+/// 2026-07-28 and the client's capabilities, and, unless `notifications`
+/// allows it, asks for no progress or log notifications.
+pub(crate) fn meta_takes(meta: &Map<String, Value>, notifications: Notifications) -> bool {
     meta.get("io.modelcontextprotocol/protocolVersion")
         .is_some_and(|version| version == VERSION)
         && meta
             .get("io.modelcontextprotocol/clientCapabilities")
             .is_some_and(Value::is_object)
-        && !meta.contains_key("progressToken")
-        && !meta.contains_key("io.modelcontextprotocol/logLevel")
+        && (notifications == Notifications::Allowed
+            || (!meta.contains_key("progressToken")
+                && !meta.contains_key("io.modelcontextprotocol/logLevel")))
 }
 
 /// A plain `tools/call`, as its bytes are read; any other key, at the top
@@ -57,18 +74,23 @@ struct Params {
 }
 
 /// The request id and rmcp's `CallToolRequest` of a plain call (see
-/// [`Envelope`]) whose `_meta` names 2026-07-28 and the client's
-/// capabilities and asks for no progress or log notifications, read from
-/// its bytes: what rmcp's own deserializer reads from them. `None` for any
-/// other message.
-pub(crate) fn read_plain(body: &[u8]) -> Option<(RequestId, CallToolRequest)> {
+/// [`Envelope`]) whose `_meta` [takes](meta_takes) (with `notifications`),
+/// read from its bytes: what rmcp's own deserializer reads from them.
+/// `None` for any other message.
+pub(crate) fn read_plain(
+    body: &[u8],
+    notifications: Notifications,
+) -> Option<(RequestId, CallToolRequest)> {
     let envelope: Envelope<'_> = serde_json::from_slice(body).ok()?;
     let Params {
         meta,
         name,
         arguments,
     } = envelope.params;
-    if envelope.jsonrpc != "2.0" || envelope.method != "tools/call" || !meta_takes(&meta) {
+    if envelope.jsonrpc != "2.0"
+        || envelope.method != "tools/call"
+        || !meta_takes(&meta, notifications)
+    {
         return None;
     }
     let mut params = CallToolRequestParams::new(name);

@@ -11,7 +11,10 @@
 //! plain call of a 2026-07-28 client from its bytes instead, as the HTTP
 //! fast path does (`plain::read_plain`, held to rmcp's own
 //! reading by its tests and a fuzz target), and hands rmcp the message it
-//! would have parsed, through [`Prefetched`]; everything else, and every
+//! would have parsed, through [`Prefetched`]. Unlike the HTTP fast path it
+//! takes a call that asks for progress or logs too (rmcp's SDK puts a
+//! `progressToken` in every request): rmcp's own loop serves the call, and
+//! its peer sends them. Everything else, and every
 //! call of a connection opened with `initialize`, is parsed by rmcp as
 //! before. Nothing else is bypassed: the message goes through rmcp's service
 //! loop, its handler, its peer and its cancellation as a parsed one does,
@@ -214,7 +217,7 @@ fn read_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
     // rmcp reads a line without its end (`\n`, and a `\r` before it).
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let (id, call) = super::plain::read_plain(line)?;
+    let (id, call) = super::plain::read_plain(line, super::plain::Notifications::Allowed)?;
     Some(RxJsonRpcMessage::<RoleServer>::request(
         rmcp::model::ClientRequest::CallToolRequest(call),
         id,
@@ -416,10 +419,22 @@ mod tests {
                 if rmcp::model::GetExtensions::extensions(&request.request).get::<rmcp::model::RequestMetaObject>().is_some()),
             "the `_meta` is in the request's extensions, as rmcp puts it"
         );
-        // A call asking for progress is left to rmcp, as is anything but a call.
-        let mut meta = new_era_meta();
-        meta["progressToken"] = json!(1);
-        assert!(matches!(offer(&mut lines, &call_line(&meta)), Line::Pass));
+        // A call asking for progress or logs is read ahead too (rmcp's own
+        // loop serves it, and its peer sends them): as rmcp's SDK asks, with
+        // a `progressToken` in every request.
+        for (key, asked) in [
+            ("progressToken", json!(1)),
+            ("progressToken", json!("p")),
+            ("io.modelcontextprotocol/logLevel", json!("info")),
+        ] {
+            let mut meta = new_era_meta();
+            meta[key] = asked;
+            let line = call_line(&meta);
+            assert!(matches!(offer(&mut lines, &line), Line::Consume), "{meta}");
+            let taken = ahead.take().expect("the call was read ahead");
+            assert_eq!(serde_json::to_value(&taken).unwrap(), rmcp_reads(&line));
+        }
+        // Anything but a call is left to rmcp.
         let ping = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
         assert!(matches!(offer(&mut lines, ping), Line::Pass));
         assert!(ahead.take().is_none());

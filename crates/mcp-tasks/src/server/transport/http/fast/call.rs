@@ -81,7 +81,7 @@ use super::body::create_task_answer;
 use super::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION};
 use crate::server::engine::era::ReadMeta;
 use crate::server::transport::http::reply::json_body;
-use crate::server::transport::plain::{VERSION, meta_takes, read_plain};
+use crate::server::transport::plain::{Notifications, VERSION, meta_takes, read_plain};
 use crate::telemetry::server_spans;
 
 /// `tools/call` answered by calling `server`'s handler directly; see the
@@ -352,7 +352,7 @@ fn call_name<'a>(headers: &HeaderMap, message: &'a Value) -> Option<&'a str> {
     let Value::Object(meta) = params.get("_meta")? else {
         return None;
     };
-    (meta_takes(meta) && names(headers, name)).then_some(name)
+    (meta_takes(meta, Notifications::Refused) && names(headers, name)).then_some(name)
 }
 
 /// True when the headers are the ones of a `tools/call` this path takes.
@@ -378,7 +378,7 @@ fn read_bytes(headers: &HeaderMap, body: &[u8]) -> Option<(RequestId, CallToolRe
     if !headers_take(headers) {
         return None;
     }
-    let (id, call) = read_plain(body)?;
+    let (id, call) = read_plain(body, Notifications::Refused)?;
     names(headers, &call.params.name).then_some((id, call))
 }
 
