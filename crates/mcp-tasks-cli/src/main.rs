@@ -308,10 +308,6 @@ const OWN_TARGETS: [&str; 5] = [
     "mcp_tasks_postgres",
 ];
 
-/// Logging on stderr: our crates at warn, and at the default verbosity no
-/// other crate's line for a command at a terminal (a server keeps their
-/// errors: an operator's log wants hyper's or the OTLP exporter's);
-/// rmcp's, which the server reports in its own words, only with -v.
 /// Tokio's multi-threaded runtime, as `Runtime::new` makes it, but with one
 /// worker for `serve` over stdio (unless `TOKIO_WORKER_THREADS` says how
 /// many). A stdio server has one peer and one pipe whose messages come in
@@ -331,6 +327,10 @@ fn async_runtime(command: &Command) -> std::io::Result<tokio::runtime::Runtime> 
     builder.enable_all().build()
 }
 
+/// Logging on stderr: our crates at warn, and at the default verbosity no
+/// other crate's line for a command at a terminal (a server keeps their
+/// errors: an operator's log wants hyper's or the OTLP exporter's);
+/// rmcp's, which the server reports in its own words, only with -v.
 fn init_logging(verbose: u8, serving: bool) {
     let (own, others) = match (verbose, serving) {
         (0, false) => ("warn", "off"),
