@@ -138,12 +138,7 @@ pub fn server_reads_request(data: &[u8]) {
     }
     // The stdio transport's reading ahead (progress and logs allowed) is
     // rmcp's own reading of the line.
-    use crate::server::transport::plain::{Notifications, read_plain};
-    if let Some((id, call)) = read_plain(body, Notifications::Allowed) {
-        let ahead = rmcp::service::RxJsonRpcMessage::<rmcp::RoleServer>::request(
-            rmcp::model::ClientRequest::CallToolRequest(call),
-            id,
-        );
+    if let Some(ahead) = crate::server::transport::stdio::read_call(body) {
         let rmcp: rmcp::service::RxJsonRpcMessage<rmcp::RoleServer> =
             serde_json::from_slice(body).expect("rmcp reads a call read ahead of it");
         assert_eq!(

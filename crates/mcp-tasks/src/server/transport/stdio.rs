@@ -213,7 +213,7 @@ impl LineFilter for TaskLines {
 
 /// A plain `tools/call` line (see the [module docs](self)) as the message
 /// rmcp's own reading makes of it, or `None` for rmcp to read.
-fn read_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+pub(crate) fn read_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
     // rmcp reads a line without its end (`\n`, and a `\r` before it).
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
