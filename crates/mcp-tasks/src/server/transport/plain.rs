@@ -24,13 +24,14 @@ pub(crate) const VERSION: &str = "2026-07-28";
 /// `progressToken`, an `io.modelcontextprotocol/logLevel` in its `_meta`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Notifications {
-    /// Not: the HTTP fast path answers with one JSON body, and its handlers'
-    /// peer sends nothing (rmcp's own path streams what they send).
+    /// Progress only: the HTTP fast path routes a call's progress to its
+    /// own answer by token, and a log message names no call (rmcp's own
+    /// path streams them).
     #[cfg_attr(
         not(feature = "http-server"),
-        allow(dead_code, reason = "only the HTTP fast path refuses them")
+        allow(dead_code, reason = "only the HTTP fast path refuses logs")
     )]
-    Refused,
+    Progress,
     /// Yes: the stdio transport hands the call to rmcp's own service loop,
     /// whose peer sends them on the connection as for a call rmcp read.
     Allowed,
@@ -38,7 +39,7 @@ pub(crate) enum Notifications {
 
 /// True when the request's `_meta` is one a plain call has: it names
 /// 2026-07-28 and the client's capabilities, and, unless `notifications`
-/// allows it, asks for no progress or log notifications.
+/// allows them, asks for no log messages.
 pub(crate) fn meta_takes(meta: &Map<String, Value>, notifications: Notifications) -> bool {
     meta.get("io.modelcontextprotocol/protocolVersion")
         .is_some_and(|version| version == VERSION)
@@ -46,8 +47,7 @@ pub(crate) fn meta_takes(meta: &Map<String, Value>, notifications: Notifications
             .get("io.modelcontextprotocol/clientCapabilities")
             .is_some_and(Value::is_object)
         && (notifications == Notifications::Allowed
-            || (!meta.contains_key("progressToken")
-                && !meta.contains_key("io.modelcontextprotocol/logLevel")))
+            || !meta.contains_key("io.modelcontextprotocol/logLevel"))
 }
 
 /// A plain `tools/call`, as its bytes are read; any other key, at the top

@@ -100,6 +100,29 @@ async fn in_process() -> (TasksClient<Heard>, Heard) {
 /// A 2026-07-28 synchronous `counts` call of 3 steps posted as is, with
 /// `_meta` extended by `meta`: the answer's `Content-Type` and body.
 async fn post_counts(url: &str, meta: Value) -> (String, String) {
+    let answer = post_counts_as(url, meta, "counts").await;
+    (answer.header("content-type"), answer.body)
+}
+
+/// An answer's status, headers and body.
+struct Answer {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> String {
+        self.headers
+            .get(name)
+            .map(|value| value.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// [`post_counts`] with `mcp_name` as its `Mcp-Name` header: the plain
+/// name takes the recipe's fast path, the Base64 form of it rmcp's own.
+async fn post_counts_as(url: &str, meta: Value, mcp_name: &str) -> Answer {
     let mut call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
         "name": "counts", "arguments": {"n": 3, "ms": 5, "sync": true},
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -113,17 +136,21 @@ async fn post_counts(url: &str, meta: Value) -> (String, String) {
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
-        .header("mcp-name", "counts")
+        .header("mcp-name", mcp_name)
         .body(call.to_string())
         .send()
         .await
         .expect("the server answers");
-    let kind = response.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    (kind, response.text().await.unwrap())
+    Answer {
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        body: response.text().await.unwrap(),
+    }
 }
+
+/// `counts` as rmcp's service reads the `Mcp-Name` header in Base64: the
+/// recipe's fast path leaves such a call to rmcp.
+const COUNTS_IN_BASE64: &str = "=?base64?Y291bnRz?=";
 
 /// The JSON-RPC messages of an answer: one JSON body, or SSE `data:` lines.
 fn messages(body: &str) -> Vec<Value> {
@@ -166,6 +193,85 @@ async fn a_synchronous_call_over_http_hears_progress_only_when_it_asks_for_it() 
     let answer = streamed.last().unwrap();
     assert_eq!(answer["id"], 7);
     assert_eq!(answer["result"]["content"][0]["text"], "counted 3");
+}
+
+/// A call with a `progressToken` that the recipe's fast path answers
+/// (plain `Mcp-Name`) gets the very answer rmcp's own path gives (the
+/// Base64 one): the same status, the same event stream's headers and
+/// bytes, token by token; and a call whose answer comes before any
+/// progress (a task, 0 steps) one JSON body from both.
+#[tokio::test]
+async fn a_call_with_a_progress_token_is_answered_as_rmcps_own_path_answers_it() {
+    let url = serve_http(RuntimeServer::in_memory()).await;
+    for token in [json!("p-1"), json!(42)] {
+        let meta = json!({"progressToken": token});
+        let fast = post_counts_as(&url, meta.clone(), "counts").await;
+        let rmcp = post_counts_as(&url, meta, COUNTS_IN_BASE64).await;
+        assert_eq!(fast.status, 200, "{}", fast.body);
+        assert_eq!((fast.status, &fast.body), (rmcp.status, &rmcp.body));
+        for header in ["content-type", "cache-control", "x-accel-buffering"] {
+            assert_eq!(fast.header(header), rmcp.header(header), "{header}");
+        }
+        assert!(fast.header("content-type").starts_with("text/event-stream"));
+        assert_eq!(messages(&fast.body).len(), 4, "{}", fast.body);
+    }
+    // No step, so no notification: the answer alone, as JSON.
+    let call = |name: &'static str| {
+        let url = url.clone();
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+                "name": "counts", "arguments": {"n": 0, "sync": true},
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}, "progressToken": 5}}});
+            let response = reqwest::Client::new()
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", name)
+                .body(body.to_string())
+                .send()
+                .await
+                .expect("the server answers");
+            let kind = response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            (
+                response.status().as_u16(),
+                kind,
+                response.text().await.unwrap(),
+            )
+        }
+    };
+    let fast = call("counts").await;
+    assert_eq!(fast, call(COUNTS_IN_BASE64).await);
+    assert_eq!(fast.1, "application/json", "{}", fast.2);
+}
+
+/// Calls in flight at once with the same `progressToken` (rmcp's clients
+/// each count theirs from 0) each hear their own progress and answer,
+/// never another's: the fast path holds a token for one call at a time.
+#[tokio::test]
+async fn calls_in_flight_with_the_same_token_each_hear_only_their_own_progress() {
+    let url = serve_http(RuntimeServer::in_memory()).await;
+    let calls = (0..8).map(|_| post_counts_as(&url, json!({"progressToken": 0}), "counts"));
+    for answer in futures::future::join_all(calls).await {
+        let streamed = messages(&answer.body);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let steps: Vec<Value> = streamed
+            .iter()
+            .map(|m| m["params"]["progress"].clone())
+            .collect();
+        assert_eq!(
+            steps,
+            [json!(1.0), json!(2.0), json!(3.0), Value::Null],
+            "{}",
+            answer.body
+        );
+        assert_eq!(streamed[3]["result"]["content"][0]["text"], "counted 3");
+    }
 }
 
 #[tokio::test]

@@ -118,9 +118,9 @@ where
     // A plain `tools/call`, read from its bytes: no `Value` to build.
     if !session
         && method.is_none()
-        && let Some((id, request)) = front.calls.read(&parts.headers, &bytes)
+        && let Some(call) = front.calls.read(&parts.headers, &bytes)
     {
-        return front.calls.answer(parts, id, request).await;
+        return front.calls.answer(parts, call).await;
     }
     let mut message = match guard::message(&bytes, session) {
         Ok(message) => message,
@@ -171,8 +171,10 @@ where
         };
         let response = rmcp_traced(next, parts, bytes, &message).await;
         return response.map(|body| Body::new(Holding(body, slot)));
-    } else if named("tools/call") && front.calls.accepts(&parts.headers, &message) {
-        return front.calls.answer_value(parts, message).await;
+    } else if named("tools/call")
+        && let Some(accepted) = front.calls.accepts(&parts.headers, &message)
+    {
+        return front.calls.answer_value(parts, message, accepted).await;
     }
     // Not for a fast path: rmcp validates and answers.
     rmcp_traced(next, parts, bytes, &message).await

@@ -43,20 +43,23 @@
 //! one `Mcp-Method: tools/call` and one plain `Mcp-Name` equal to the
 //! tool's name; no `Mcp-Param-*` header and a tool whose schema asks for
 //! none; a body with only `jsonrpc`, `id`, `method` and `params`, whose
-//! `_meta` names the same version and has no `progressToken` and no
-//! `logLevel`. Everything else goes to rmcp, which validates and answers as
-//! usual. The handler's `RequestContext::peer` is one shared, detached peer
-//! that knows the client as rmcp's stateless peer does (protocol
-//! 2026-07-28, nothing else): a 2026-07-28 request cannot send the client
-//! requests, and without a `progressToken` or `logLevel` it gets no
-//! notifications, so the peer has nothing to deliver; were a handler to
-//! send a notification anyway, it is dropped instead of turning the answer
-//! into an event stream. Delete this module the day rmcp's own path is as
-//! fast.
+//! `_meta` names the same version and has no `logLevel`, and a
+//! `progressToken` only if it is one rmcp reads and no call in flight on
+//! this path holds it. Everything else goes to rmcp, which validates and
+//! answers as usual. The handler's `RequestContext::peer` is one shared,
+//! detached peer that knows the client as rmcp's stateless peer does
+//! (protocol 2026-07-28, nothing else): a 2026-07-28 request cannot send
+//! the client requests, and without a `logLevel` it gets no log messages.
+//! The progress a call asked for is routed by its token to the call's own
+//! answer, which becomes an event stream when a notification comes before
+//! the answer, as rmcp's does (see [its module](super::progress)); any
+//! other notification a handler sends is dropped instead of turning the
+//! answer into an event stream. Delete this module the day rmcp's own
+//! path is as fast.
 
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use axum::body::Body;
@@ -66,18 +69,15 @@ use http::{HeaderMap, HeaderName, StatusCode};
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequest, ClientRequest, ErrorCode, Extensions, GetExtensions, GetMeta, Implementation,
-    InitializeRequestParams, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
-    ServerJsonRpcMessage as Message, ServerResult,
+    InitializeRequestParams, ProgressToken, ProtocolVersion, RequestId, RequestMetaObject,
+    ServerJsonRpcMessage, ServerJsonRpcMessage as Message, ServerResult,
 };
-use rmcp::service::{
-    RequestContext, RoleServer, RunningService, RxJsonRpcMessage, Service, TxJsonRpcMessage,
-    serve_directly,
-};
-use rmcp::transport::Transport;
+use rmcp::service::{RequestContext, RoleServer, RunningService, Service, serve_directly};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::body::create_task_answer;
+use super::progress::{self, Route, Router, Routes};
 use super::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION};
 use crate::server::engine::era::ReadMeta;
 use crate::server::transport::http::reply::json_body;
@@ -90,7 +90,21 @@ pub(crate) struct ToolCalls<S: ServerHandler> {
     server: S,
     /// Made on the first call, inside the runtime.
     detached: OnceLock<Detached<S>>,
+    /// The progress tokens of the calls in flight, for the shared peer.
+    routes: Arc<Routes>,
 }
+
+/// A call this path takes: its id, rmcp's request, and the route of its
+/// progress when it asks for progress.
+pub(crate) struct Taken {
+    id: RequestId,
+    request: ClientRequest,
+    route: Option<Route>,
+}
+
+/// What [`ToolCalls::accepts`] holds for a call it takes: the route of its
+/// progress when it asks for progress.
+pub(crate) struct Accepted(Option<Route>);
 
 /// The shared peer, and the idle service loop that owns its channel.
 struct Detached<S: ServerHandler> {
@@ -106,12 +120,32 @@ where
         Self {
             server,
             detached: OnceLock::new(),
+            routes: Arc::default(),
         }
     }
 
-    /// True when the request is one this path answers exactly as rmcp would.
-    pub(crate) fn accepts(&self, headers: &HeaderMap, message: &Value) -> bool {
-        call_name(headers, message).is_some_and(|name| self.takes_tool(name))
+    /// `Some` when the request is one this path answers exactly as rmcp
+    /// would (its progress token, if any, then held for it).
+    pub(crate) fn accepts(&self, headers: &HeaderMap, message: &Value) -> Option<Accepted> {
+        let name = call_name(headers, message)?;
+        if !self.takes_tool(name) {
+            return None;
+        }
+        let meta = message.get("params")?.get("_meta")?.as_object()?;
+        let token = match meta.get("progressToken") {
+            None => None,
+            Some(token) => Some(serde_json::from_value(token.clone()).ok()?),
+        };
+        self.route(token).map(Accepted)
+    }
+
+    /// `Some(None)` without a token, `Some(route)` with one this path
+    /// holds for the call, `None` when a call in flight holds it already.
+    fn route(&self, token: Option<ProgressToken>) -> Option<Option<Route>> {
+        match token {
+            None => Some(None),
+            Some(token) => self.routes.reserve(token).map(Some),
+        }
     }
 
     /// The request read from `body`, its bytes, when it is a plain call
@@ -119,14 +153,20 @@ where
     /// key but `_meta`, `name` and `arguments` in its `params`, none given
     /// twice. `None` leaves the request to the guard's `Value` (and maybe
     /// [`ToolCalls::accepts`]): being unsure costs time, never an answer.
-    pub(crate) fn read(
-        &self,
-        headers: &HeaderMap,
-        body: &[u8],
-    ) -> Option<(RequestId, ClientRequest)> {
+    pub(crate) fn read(&self, headers: &HeaderMap, body: &[u8]) -> Option<Taken> {
         let (id, call) = read_bytes(headers, body)?;
-        self.takes_tool(&call.params.name)
-            .then(|| (id, ClientRequest::CallToolRequest(call)))
+        if !self.takes_tool(&call.params.name) {
+            return None;
+        }
+        let request = ClientRequest::CallToolRequest(call);
+        let meta = request.get_meta();
+        let token = meta.get_progress_token();
+        if token.is_none() && meta.contains_key("progressToken") {
+            // A token rmcp does not read: left to rmcp.
+            return None;
+        }
+        let route = self.route(token)?;
+        Some(Taken { id, request, route })
     }
 
     /// False for a tool that asks for `Mcp-Param-*` headers: rmcp checks them.
@@ -140,7 +180,12 @@ where
     }
 
     /// Answers a request [`ToolCalls::accepts`] took.
-    pub(crate) async fn answer_value(&self, parts: Parts, message: Value) -> Response {
+    pub(crate) async fn answer_value(
+        &self,
+        parts: Parts,
+        message: Value,
+        Accepted(route): Accepted,
+    ) -> Response {
         let Some((id, request)) = read_call(message) else {
             // `accepts` took it, so rmcp's own types read it: unreachable in
             // practice, and answered as rmcp answers an unreadable body.
@@ -149,16 +194,17 @@ where
                 "Bad Request: the request is not a valid tools/call",
             );
         };
-        self.answer(parts, id, request).await
+        let taken = Taken { id, request, route };
+        self.answer(parts, taken).await
     }
 
     /// Answers a request [`ToolCalls::read`] or [`ToolCalls::accepts`] took.
-    pub(crate) async fn answer(
-        &self,
-        parts: Parts,
-        id: RequestId,
-        mut request: ClientRequest,
-    ) -> Response {
+    pub(crate) async fn answer(&self, parts: Parts, taken: Taken) -> Response {
+        let Taken {
+            id,
+            mut request,
+            route,
+        } = taken;
         // As rmcp's stateless path and its service loop do: the request's
         // HTTP parts ride in its extensions, then `_meta` and the
         // extensions move into the handler's context.
@@ -184,6 +230,14 @@ where
         // In the quiet scope (see `crate::quiet`), as rmcp's own handler
         // tasks are when its loop runs in it.
         let span = server_spans::span_of(&request, &context, server_spans::TCP);
+        // A progress token stays held while the handler runs, to its end.
+        let (held, events) = match route {
+            Some(Route {
+                reservation,
+                events,
+            }) => (Some(reservation), Some(events)),
+            None => (None, None),
+        };
         // Awaited here rather than spawned (a task of its own costs about
         // 3 % of a task's creation to spawn, schedule and join), on the
         // heap: the handler's future is large (about 10 KB, most of it the
@@ -194,12 +248,34 @@ where
         // With feature `otel`, in the request's span, boxed too:
         // `with_context` moves the future it wraps, and the future moves
         // again as it is awaited.
-        let handler = RunsToEnd::new(crate::quiet::scope(async move {
-            server_spans::answer(span, server.handle_request(request, context)).await
+        let mut handler = RunsToEnd::new(crate::quiet::scope(async move {
+            let answer = server_spans::answer(span, server.handle_request(request, context)).await;
+            drop(held);
+            answer
         }));
         // A client that goes away before the answer cancels the handler's token.
         let disconnect = request_ct.clone().drop_guard();
-        let outcome = handler.await;
+        let outcome = match events {
+            None => handler.await,
+            Some(mut events) => {
+                // As rmcp's path: a notification before the answer makes
+                // the answer an event stream (see `progress`).
+                tokio::select! {
+                    biased;
+                    Some(first) = events.recv() => {
+                        let rest = async move { message_of(handler.await, id) };
+                        return progress::event_stream(first, events, Box::pin(rest), disconnect);
+                    }
+                    outcome = &mut handler => match events.try_recv() {
+                        Ok(first) => {
+                            let rest = std::future::ready(message_of(outcome, id));
+                            return progress::event_stream(first, events, Box::pin(rest), disconnect);
+                        }
+                        Err(_) => outcome,
+                    },
+                }
+            }
+        };
         disconnect.disarm();
         request_ct.cancel();
         let message: ServerJsonRpcMessage = match outcome {
@@ -243,7 +319,8 @@ where
                 // Its loop in the quiet scope: what the handlers send
                 // through this peer is logged by no one.
                 let running = crate::quiet::in_scope(|| {
-                    serve_directly(self.server.clone(), Discard, Some(info))
+                    let transport = Router(Arc::clone(&self.routes));
+                    serve_directly(self.server.clone(), transport, Some(info))
                 });
                 Detached {
                     peer: running.peer().clone(),
@@ -305,25 +382,19 @@ impl<T: Send + 'static> Drop for RunsToEnd<T> {
     }
 }
 
-/// A transport that never receives and drops what it is given.
-struct Discard;
-
-impl Transport<RoleServer> for Discard {
-    type Error = std::convert::Infallible;
-
-    fn send(
-        &mut self,
-        _item: TxJsonRpcMessage<RoleServer>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        std::future::ready(Ok(()))
-    }
-
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
-        std::future::pending()
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        std::future::ready(Ok(()))
+/// The message rmcp sends for a handler's `outcome`: its result or error,
+/// or none when it panicked.
+fn message_of(
+    outcome: std::thread::Result<Result<ServerResult, rmcp::ErrorData>>,
+    id: RequestId,
+) -> Option<ServerJsonRpcMessage> {
+    match outcome {
+        Ok(Ok(result)) => Some(Message::response(result, id)),
+        Ok(Err(error)) => Some(Message::error(error, Some(id))),
+        Err(_) => {
+            tracing::error!("a tools/call handler panicked");
+            None
+        }
     }
 }
 
@@ -352,7 +423,7 @@ fn call_name<'a>(headers: &HeaderMap, message: &'a Value) -> Option<&'a str> {
     let Value::Object(meta) = params.get("_meta")? else {
         return None;
     };
-    (meta_takes(meta, Notifications::Refused) && names(headers, name)).then_some(name)
+    (meta_takes(meta, Notifications::Progress) && names(headers, name)).then_some(name)
 }
 
 /// True when the headers are the ones of a `tools/call` this path takes.
@@ -378,7 +449,7 @@ fn read_bytes(headers: &HeaderMap, body: &[u8]) -> Option<(RequestId, CallToolRe
     if !headers_take(headers) {
         return None;
     }
-    let (id, call) = read_plain(body, Notifications::Refused)?;
+    let (id, call) = read_plain(body, Notifications::Progress)?;
     names(headers, &call.params.name).then_some((id, call))
 }
 
@@ -490,6 +561,13 @@ mod tests {
             ),
             r#"{"name":"sleep","_meta":{"io.modelcontextprotocol/protocolVersion":"x","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"other":1}}"#
                 .to_owned(),
+            // Progress tokens, of both kinds and of none rmcp reads.
+            r#"{"name":"sleep","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":1}}"#
+                .to_owned(),
+            r#"{"name":"sleep","_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#
+                .to_owned(),
+            r#"{"name":"sleep","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":[1]}}"#
+                .to_owned(),
         ] {
             let (bytes, value) = both_readings(&headers("sleep"), body(&params).as_bytes());
             assert!(bytes.is_some(), "not read from its bytes: {params}");
@@ -542,9 +620,6 @@ mod tests {
                 r#"{"name":"sleep","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[]}}"#,
             ),
             body(
-                r#"{"name":"sleep","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":1}}"#,
-            ),
-            body(
                 r#"{"name":"sleep","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"info"}}"#,
             ),
             format!("[{}]", body(&plain)),
@@ -577,5 +652,43 @@ mod tests {
         ] {
             assert_eq!(both_readings(&headers, text.as_bytes()), (None, None));
         }
+    }
+
+    /// A server whose `tools/list` is empty: every tool name is taken.
+    #[derive(Clone)]
+    struct NoTools;
+
+    impl ServerHandler for NoTools {}
+
+    #[tokio::test]
+    async fn a_progress_token_is_held_by_one_call_in_flight_the_next_goes_to_rmcp() {
+        let calls = ToolCalls::new(NoTools);
+        let call = |meta: &str| {
+            body(&format!(
+                r#"{{"name":"sleep","_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}{meta}}}}}"#
+            ))
+        };
+        let read = |meta: &str| calls.read(&headers("sleep"), call(meta).as_bytes());
+        let value = |meta: &str| {
+            let message: Value = serde_json::from_str(&call(meta)).unwrap();
+            calls.accepts(&headers("sleep"), &message)
+        };
+        // No token: nothing held, taken as often as it comes.
+        assert!(read("").is_some_and(|taken| taken.route.is_none()));
+        assert!(read("").is_some());
+        assert!(value("").is_some_and(|Accepted(route)| route.is_none()));
+        // A token: held while the first call is in flight, by either reading.
+        let first = read(r#","progressToken":7"#).expect("a free token");
+        assert!(first.route.is_some());
+        assert!(read(r#","progressToken":7"#).is_none());
+        assert!(value(r#","progressToken":7"#).is_none());
+        let other = value(r#","progressToken":"7""#).expect("another token");
+        assert!(read(r#","progressToken":"7""#).is_none());
+        drop(first);
+        assert!(read(r#","progressToken":7"#).is_some(), "freed");
+        drop(other);
+        // A token rmcp does not read: left to rmcp.
+        assert!(read(r#","progressToken":1.5"#).is_none());
+        assert!(value(r#","progressToken":{}"#).is_none());
     }
 }

@@ -12,7 +12,7 @@
 //! | `tasks/get`, `tasks/cancel` | [`quick`], from the body's bytes | [`tasks::respond`], written by [`body`] |
 //! | `tasks/update` | [`tasks::accept_update`], from the guard's `Value` | [`tasks::respond`], written by [`body`] |
 //! | `subscriptions/listen` naming `taskIds` | [`listen::accept`] | [`listen::answer`]: an event stream |
-//! | `tools/call` | [`call::ToolCalls::read`], from the body's bytes, or [`call::ToolCalls::accepts`], from the guard's `Value` | rmcp's own handler, through [`call::ToolCalls::answer`] |
+//! | `tools/call` | [`call::ToolCalls::read`], from the body's bytes, or [`call::ToolCalls::accepts`], from the guard's `Value` | rmcp's own handler, through [`call::ToolCalls::answer`]; its progress by token ([`progress`]) |
 //!
 //! # The equivalence rule
 //!
@@ -26,15 +26,17 @@
 //!   `Content-Type: application/json`, the body's JSON (the same keys and
 //!   values; a `tasks/get` answer is the text serde writes for rmcp's
 //!   `GetTaskResult`), and the JSON-RPC errors (the same code, message and
-//!   `data`: the runtime's own, as rmcp's handler returns them). The one
-//!   place it answers what rmcp could not: a task listen (rmcp 3.11 has no
-//!   `taskIds`, see [`listen`](crate::server::transport::listen)).
+//!   `data`: the runtime's own, as rmcp's handler returns them), or, for a
+//!   call whose progress comes before its answer, the event stream rmcp
+//!   writes ([`progress`]). The one place it answers what rmcp could not:
+//!   a task listen (rmcp 3.11 has no `taskIds`, see
+//!   [`listen`](crate::server::transport::listen)).
 //! * **It hands on, untouched, everything it does not fully accept**: a
 //!   header that does not match the body (`Mcp-Name`,
 //!   `MCP-Protocol-Version`), a missing `_meta` key or capability, an
-//!   `Mcp-Param-*` header, a `progressToken`, an era or shape it does not
-//!   read. rmcp then validates and answers as it always does, with the
-//!   body's very bytes. A reader that is unsure refuses: being slow is
+//!   `Mcp-Param-*` header, a `logLevel`, a `progressToken` another call in
+//!   flight holds, an era or shape it does not read. rmcp then validates
+//!   and answers as it always does, with the body's very bytes. A reader that is unsure refuses: being slow is
 //!   allowed, answering otherwise is not.
 //! * One documented leniency: a `tasks/*` request without `Mcp-Name` is
 //!   answered (see [`tasks`]).
@@ -44,6 +46,8 @@
 //! `server_reads_request` (a bytes reader takes only what the `Value`
 //! reader takes, and reads the same call; `quick` takes all of it), `body`'s (its bytes are serde's JSON for every status), `tasks`'
 //! and `listen`'s (only exact requests are taken); in `tests/it/server/`:
+//! `progress.rs` (`a_call_with_a_progress_token_is_answered_as_rmcps_own_path_answers_it`,
+//! `calls_in_flight_with_the_same_token_each_hear_only_their_own_progress`),
 //! `http.rs` (`polls_read_from_their_bytes_answer_as_the_value_path`,
 //! `every_malformed_request_gets_a_json_rpc_error`), `runtime.rs`
 //! (`over_http_tasks_belong_to_the_bearer_that_made_them`: what the path
@@ -79,5 +83,6 @@ pub(crate) static MCP_PROTOCOL_VERSION: HeaderName =
 mod body;
 pub(crate) mod call;
 pub(crate) mod listen;
+mod progress;
 pub(crate) mod quick;
 pub(crate) mod tasks;
