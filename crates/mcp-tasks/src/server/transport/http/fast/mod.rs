@@ -36,8 +36,9 @@
 //!   `MCP-Protocol-Version`), a missing `_meta` key or capability, an
 //!   `Mcp-Param-*` header, a `logLevel`, a `progressToken` another call in
 //!   flight holds, an era or shape it does not read. rmcp then validates
-//!   and answers as it always does, with the body's very bytes. A reader that is unsure refuses: being slow is
-//!   allowed, answering otherwise is not.
+//!   and answers as it always does, with the body's very bytes. A reader
+//!   that is unsure refuses: being slow is allowed, answering otherwise is
+//!   not.
 //! * One documented leniency: a `tasks/*` request without `Mcp-Name` is
 //!   answered (see [`tasks`]).
 //!
