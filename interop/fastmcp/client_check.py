@@ -81,7 +81,10 @@ async def check(name: str, body: Callable[[], Awaitable[None]], timeout: float =
         report(name, False, f"{type(error).__name__}: {error}")
 
 
-async def run_checks(make_client: Callable[[Elicitor], Client], wire: "Wire") -> None:
+async def run_checks(
+    make_client: Callable[[Elicitor], Client], wire: "Wire", calls_with_token: Callable[[], int]
+) -> None:
+    """`calls_with_token()` counts the `tools/call`s sent so far with a `progressToken`."""
     elicitor = Elicitor()
     async with make_client(elicitor) as client:
 
@@ -146,6 +149,27 @@ async def run_checks(make_client: Callable[[Elicitor], Client], wire: "Wire") ->
             assert not result.is_error, "isError"
             report("greet", True)
 
+        async def progress_token() -> None:
+            # A progress handler makes fastmcp send a progressToken (as rmcp's client does
+            # on every request): a synchronous call and a task answer as without one, and
+            # neither sends progress (greet has none; a 2026-07-28 task never does).
+            heard: list[float] = []
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                heard.append(progress)
+
+            before = calls_with_token()
+            result = await client.call_tool("greet", {"name": "Bo"}, progress_handler=on_progress)
+            assert text_of(result) == "Hello, Bo!", f"text {text_of(result)!r}"
+            result = await client.call_tool(
+                "slow_compute", {"seconds": 0.2, "label": "token"}, progress_handler=on_progress
+            )
+            assert text_of(result) == "token: computed in 0.2 s", f"text {text_of(result)!r}"
+            assert heard == [], f"progress heard: {heard}"
+            sent = calls_with_token() - before
+            assert sent == 2, f"{sent} of the 2 tools/call carried a progressToken"
+            report("progress-token", True)
+
         await check("tools", tools)
         await check("slow_compute-task", slow_compute_task)
         await check("slow_compute-call_tool", slow_compute_transparent)
@@ -153,6 +177,7 @@ async def run_checks(make_client: Callable[[Elicitor], Client], wire: "Wire") ->
         await check("confirm_delete-call_tool", confirm_delete_transparent)
         await check("cancel", cancel)
         await check("greet", greet)
+        await check("progress-token", progress_token)
 
     if wire.enabled:
         wire.check_meta()
@@ -221,8 +246,15 @@ async def stdio_mode(binary: str) -> None:
                 timeout=30,
             )
 
+        def calls_with_token() -> int:
+            return sum(
+                1
+                for m in wire.requests("tools/call")
+                if "progressToken" in ((m.get("params") or {}).get("_meta") or {})
+            )
+
         print(f"# fastmcp client -> {serve} (stdio)", flush=True)
-        await run_checks(make_client, wire)
+        await run_checks(make_client, wire, calls_with_token)
 
 
 # --------------------------------------------------------------------------- http
@@ -249,8 +281,10 @@ class HttpLog:
             and "mcp-name" not in request.headers
         ):
             request.headers["Mcp-Name"] = str((body.get("params") or {}).get("taskId"))
+        params = (body.get("params") or {}) if isinstance(body, dict) else {}
         request.extensions["check_entry"] = entry = {
             "method": method,
+            "progress_token": "progressToken" in (params.get("_meta") or {}),
             "mcp_method": request.headers.get("mcp-method"),
             "mcp_name": request.headers.get("mcp-name"),
             "status": None,
@@ -354,7 +388,12 @@ async def http_mode(binary: str) -> None:
                 timeout=30,
             )
 
-        await run_checks(make_client, Wire(None))
+        def calls_with_token() -> int:
+            return sum(
+                1 for e in log.exchanges if e["method"] == "tools/call" and e["progress_token"]
+            )
+
+        await run_checks(make_client, Wire(None), calls_with_token)
         bad = [e for e in log.exchanges if e["status"] is None or e["status"] >= 400]
         report(
             "http-statuses",
