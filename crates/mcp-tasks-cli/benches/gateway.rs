@@ -33,6 +33,13 @@
 //! of the direct one, and its p50 at most 2 ms above the direct p50 (issue
 //! 31); at least 0.3 and less than 0.8 ms (issue 56).
 //!
+//! Beside them, one round trip to the HTTP upstream at a time: a
+//! `tasks/get` sent through our client (rmcp's Streamable HTTP client, as
+//! the gateway's upstream links send theirs) against the same request as
+//! raw HTTP, in turns; twice the difference is the most a transport of our
+//! own could take off the HTTP gateway's p50 (a task makes two round trips
+//! to its upstream).
+//!
 //! It prints the numbers and PASS or MISS for each target; a miss is
 //! reported, not asserted. Without `--bench` (as under `cargo test
 //! --benches`) it runs a smoke version of a few calls whose numbers mean
@@ -218,6 +225,53 @@ async fn rate(
     ))
 }
 
+/// One round trip to `url` (an HTTP upstream), one at a time, `count`
+/// times: a `tasks/get` of a working task sent through our client
+/// (`TasksClient::get`, rmcp's Streamable HTTP client underneath, as the
+/// gateway's upstream links send theirs) and the same request as raw HTTP
+/// from a reqwest client, in turns; the two p50s, in milliseconds. What
+/// our client adds to each is the most a transport of our own could take
+/// off each of the gateway's round trips to an HTTP upstream.
+async fn round_trips(url: &str, count: usize) -> anyhow::Result<(f64, f64)> {
+    let http = reqwest::Client::new();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"sleep","arguments":{{"ms":3600000}},{TASKS}}}}}"#
+    );
+    let made = post(&http, url, "tools/call", "sleep", body).await?;
+    let Some(id) = made.pointer("/result/taskId").and_then(Value::as_str) else {
+        bail!("not a task: {made}");
+    };
+    let id = id.to_owned();
+    let client = mcp_tasks::client::TasksClient::connect(
+        mcp_tasks::client::Endpoint::url(url),
+        (),
+        mcp_tasks::client::ConnectOptions::default(),
+    )
+    .await?;
+    let task = mcp_tasks::task::TaskId::new(id.clone());
+    let get = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{{"taskId":"{id}",{TASKS}}}}}"#
+    );
+    let (mut ours, mut raw) = (Vec::with_capacity(count), Vec::with_capacity(count));
+    for _ in 0..count {
+        let started = Instant::now();
+        let state = client.get(&task).await?;
+        ours.push(started.elapsed());
+        ensure!(!state.status.is_terminal(), "the hour's task ended");
+        let started = Instant::now();
+        let answer = post(&http, url, "tasks/get", &id, get.clone()).await?;
+        raw.push(started.elapsed());
+        ensure!(
+            answer.pointer("/result/status") == Some(&Value::from("working")),
+            "not the working task: {answer}"
+        );
+    }
+    ours.sort();
+    raw.sort();
+    client.close().await;
+    Ok((percentile(&ours, 0.5), percentile(&raw, 0.5)))
+}
+
 /// The latencies of `count` calls one at a time, sorted.
 async fn latencies(url: &str, mode: Mode, count: usize) -> anyhow::Result<Vec<Duration>> {
     let http = reqwest::Client::new();
@@ -358,12 +412,23 @@ async fn run(full: bool) -> anyhow::Result<()> {
             sorted[sorted.len() - 1]
         );
     }
+    let (ours, raw) = round_trips(&http_upstream.url, samples).await?;
+
     println!(
         "\n== from the call to the outcome, one at a time ({samples} calls each; a task: tools/call, subscriptions/listen until it ends unless created finished, tasks/get)"
     );
     for (at, (name, _, _, _)) in servers.iter().enumerate() {
         println!("{name}: p50 {:.2} ms, p99 {:.2} ms", p50[at], p99[at]);
     }
+    println!(
+        "\n== one round trip to the HTTP upstream, one at a time ({samples} each, in turns): a tasks/get of a working task"
+    );
+    println!(
+        "through our client (rmcp's HTTP client): p50 {ours:.3} ms; raw HTTP (reqwest): p50 {raw:.3} ms; \
+         the gateway's two round trips a task at most {:.2} ms of its {:.2} ms added",
+        2.0 * (ours - raw),
+        p50[3] - p50[0]
+    );
     println!("\n== targets (load average {})", load_average());
     let ceiling = median(&mut ratios[2].clone());
     for (at, name) in ["stdio", "HTTP"].iter().enumerate() {
