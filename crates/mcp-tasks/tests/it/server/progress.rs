@@ -123,8 +123,14 @@ impl Answer {
 /// [`post_counts`] with `mcp_name` as its `Mcp-Name` header: the plain
 /// name takes the recipe's fast path, the Base64 form of it rmcp's own.
 async fn post_counts_as(url: &str, meta: Value, mcp_name: &str) -> Answer {
+    let arguments = json!({"n": 3, "ms": 5, "sync": true});
+    post_counts_with(url, arguments, meta, mcp_name).await
+}
+
+/// A 2026-07-28 `counts` call of `arguments`, as [`post_counts_as`] posts it.
+async fn post_counts_with(url: &str, arguments: Value, meta: Value, mcp_name: &str) -> Answer {
     let mut call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "counts", "arguments": {"n": 3, "ms": 5, "sync": true},
+        "name": "counts", "arguments": arguments,
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {}}}});
     for (key, value) in meta.as_object().unwrap() {
@@ -216,37 +222,17 @@ async fn a_call_with_a_progress_token_is_answered_as_rmcps_own_path_answers_it()
         assert_eq!(messages(&fast.body).len(), 4, "{}", fast.body);
     }
     // No step, so no notification: the answer alone, as JSON.
-    let call = |name: &'static str| {
-        let url = url.clone();
-        async move {
-            let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
-                "name": "counts", "arguments": {"n": 0, "sync": true},
-                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientCapabilities": {}, "progressToken": 5}}});
-            let response = reqwest::Client::new()
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2026-07-28")
-                .header("mcp-method", "tools/call")
-                .header("mcp-name", name)
-                .body(body.to_string())
-                .send()
-                .await
-                .expect("the server answers");
-            let kind = response.headers()["content-type"]
-                .to_str()
-                .unwrap()
-                .to_owned();
-            (
-                response.status().as_u16(),
-                kind,
-                response.text().await.unwrap(),
-            )
-        }
+    let call = |name| {
+        post_counts_with(
+            &url,
+            json!({"n": 0, "sync": true}),
+            json!({"progressToken": 5}),
+            name,
+        )
     };
-    let fast = call("counts").await;
-    assert_eq!(fast, call(COUNTS_IN_BASE64).await);
+    let seen = |answer: Answer| (answer.status, answer.header("content-type"), answer.body);
+    let fast = seen(call("counts").await);
+    assert_eq!(fast, seen(call(COUNTS_IN_BASE64).await));
     assert_eq!(fast.1, "application/json", "{}", fast.2);
 }
 

@@ -50,12 +50,13 @@ impl Routes {
     /// The route of `token`'s notifications, or `None` when a call in
     /// flight holds the token already.
     pub(super) fn reserve(self: &Arc<Self>, token: ProgressToken) -> Option<Route> {
-        let (sender, events) = unbounded_channel();
         let mut routes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if routes.contains_key(&token) {
+        let std::collections::hash_map::Entry::Vacant(free) = routes.entry(token.clone()) else {
             return None;
-        }
-        routes.insert(token.clone(), sender);
+        };
+        let (sender, events) = unbounded_channel();
+        free.insert(sender);
+        drop(routes);
         Some(Route {
             reservation: Reservation {
                 routes: Arc::clone(self),
