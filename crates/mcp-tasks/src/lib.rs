@@ -36,7 +36,8 @@ pub use idempotency::{
     IDEMPOTENCY_EXTENSION, IDEMPOTENCY_KEY_META, IdempotencyKey, InvalidIdempotencyKey,
 };
 pub use task::{
-    HANDLE_META, RpcError, TASKS_EXTENSION, TaskId, TaskStatus, Timestamp, Ttl, UnixMillis,
+    CREATED_OUTCOME_EXTENSION, HANDLE_META, OUTCOME_META, RpcError, TASKS_EXTENSION, TaskId,
+    TaskStatus, Timestamp, Ttl, UnixMillis,
 };
 
 #[cfg(any(feature = "client", feature = "server"))]

@@ -384,6 +384,25 @@ pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// as the task it names.
 pub const HANDLE_META: &str = "io.github.mcp-tasks/handle";
 
+/// An extension of this project (not of MCP) that a client declares on a
+/// `tools/call` (in its `_meta`'s client capabilities, `extensions`, with
+/// an empty settings object) beside the Tasks extension: a server of this
+/// crate that answers it with a task already finished (its tool returned
+/// in its first step) puts the task's outcome in the `CreateTaskResult`'s
+/// `_meta`, under [`OUTCOME_META`], so that the caller needs no `tasks/get`
+/// to read it. `TasksClient` declares it on every `tools/call` that
+/// declares the Tasks extension; a server that does not know it ignores
+/// it, as it ignores any extension it does not know. See INTEROP.md.
+pub const CREATED_OUTCOME_EXTENSION: &str = "io.github.mcp-tasks/created-outcome";
+
+/// The `_meta` key of a `CreateTaskResult` that carries its finished
+/// task's outcome, for a call that declared [`CREATED_OUTCOME_EXTENSION`]:
+/// `{"result": {...}}` for a completed task, `{"error": {...}}` for a
+/// failed one, the very `result` or `error` a `tasks/get` would answer
+/// with. `TasksClient` reads it into the task's state as it reads those of
+/// `tasks/get` (`TaskState`'s `result` and `error`).
+pub const OUTCOME_META: &str = "io.github.mcp-tasks/outcome";
+
 /// `duration` as people read it in a message: `40ms`, `1.5s`, `12s`,
 /// `3m05s`, `1h05m` (rounded to the unit shown). The library's errors write
 /// durations so, and the CLI too.

@@ -63,7 +63,7 @@ pub use wait::{AwaitFrom, AwaitOptions, StateObserver};
 
 use self::error::ProtocolViolation;
 use self::line_check::UnusableLine;
-use crate::task::{TASKS_EXTENSION, TaskId};
+use crate::task::{CREATED_OUTCOME_EXTENSION, TASKS_EXTENSION, TaskId};
 use crate::telemetry::client_spans;
 
 /// Adds the Tasks extension to a capabilities value, for callers who want
@@ -335,11 +335,20 @@ impl<H: ClientHandler> TasksClient<H> {
     }
 
     /// The `_meta` of a request: the client's capabilities with the Tasks
-    /// extension (when `declare`), then the caller's entries, which win.
-    fn request_meta(&self, declare: bool, caller: &JsonObject) -> RequestMetaObject {
+    /// extension (when `declare`), and for a `tools/call` (`call`)
+    /// [`CREATED_OUTCOME_EXTENSION`] beside it (a server of this crate then
+    /// answers a task finished at once with its outcome, read without a
+    /// `tasks/get`), then the caller's entries, which win.
+    fn request_meta(&self, declare: bool, call: bool, caller: &JsonObject) -> RequestMetaObject {
         let mut capabilities = self.capabilities();
         if declare {
             capabilities = with_tasks_extension(capabilities);
+            if call {
+                capabilities
+                    .extensions
+                    .get_or_insert_with(Default::default)
+                    .insert(CREATED_OUTCOME_EXTENSION.to_owned(), JsonObject::new());
+            }
         }
         let mut meta = RequestMetaObject::new();
         meta.set_client_capabilities(capabilities);
@@ -363,7 +372,7 @@ impl<H: ClientHandler> TasksClient<H> {
         let meta = {
             // The request's span is the context its `_meta` carries.
             let _current = span.attach();
-            self.request_meta(declare, caller_meta)
+            self.request_meta(declare, method == "tools/call", caller_meta)
         };
         let mut options = PeerRequestOptions::no_options().with_meta(meta);
         options.timeout = timeout;

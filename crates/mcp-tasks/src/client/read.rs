@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::error::{Error, ProtocolViolation};
 use super::state::{Era, TaskFailure, TaskOutcome, TaskState, result_text};
-use crate::task::{RpcError, TaskId, TaskStatus, Timestamp, Ttl};
+use crate::task::{OUTCOME_META, RpcError, TaskId, TaskStatus, Timestamp, Ttl};
 
 impl TaskState {
     /// Reads a task from a `CreateTaskResult`, a `tasks/get` result or a
@@ -72,11 +72,25 @@ impl TaskState {
                 .collect(),
             _ => BTreeMap::new(),
         };
-        let result = match fields.get("result") {
+        // A finished task's outcome in a `CreateTaskResult` of a server of
+        // this crate, for a call that declared `CREATED_OUTCOME_EXTENSION`:
+        // read as `tasks/get`'s, for the status it goes with.
+        let carried = |key: &str, with: TaskStatus| {
+            (status == with)
+                .then(|| fields.get("_meta")?.get(OUTCOME_META)?.get(key))
+                .flatten()
+        };
+        let result = match fields
+            .get("result")
+            .or_else(|| carried("result", TaskStatus::Completed))
+        {
             Some(Value::Object(result)) => Some(result.clone()),
             _ => None,
         };
-        let error = match fields.get("error") {
+        let error = match fields
+            .get("error")
+            .or_else(|| carried("error", TaskStatus::Failed))
+        {
             Some(error @ Value::Object(_)) => Some(RpcError::from_json(error)),
             _ => None,
         };
@@ -412,6 +426,59 @@ mod tests {
             let error = TaskState::from_json(bad).unwrap_err();
             assert!(error.is_protocol(), "{error}");
         }
+    }
+
+    #[test]
+    fn a_created_tasks_outcome_in_meta_is_read_for_its_status() {
+        let result =
+            json!({"content": [{"type": "text", "text": "done"}], "resultType": "complete"});
+        let error = json!({"code": -32602, "message": "bad"});
+        let carrying = |status: &str, outcome: Value| {
+            TaskState::from_json(task(json!({
+                "resultType": "task", "status": status,
+                "_meta": {OUTCOME_META: outcome},
+            })))
+            .unwrap()
+        };
+        let completed = carrying("completed", json!({"result": result}));
+        assert!(completed.has_outcome());
+        let TaskOutcome::Completed(read) = completed.outcome().unwrap() else {
+            panic!("completed");
+        };
+        assert_eq!(result_text(&read), "done");
+        let failed = carrying("failed", json!({"error": error}));
+        let TaskOutcome::Failed(failure) = failed.outcome().unwrap() else {
+            panic!("failed");
+        };
+        assert_eq!(
+            (failure.error.code, failure.error.message.as_str()),
+            (-32602, "bad")
+        );
+        // Only the payload of the status it goes with; anything else is not
+        // an outcome, and the task is read as without it.
+        for (status, outcome) in [
+            ("working", json!({"result": result})),
+            ("input_required", json!({"result": result})),
+            ("completed", json!({"error": error})),
+            ("failed", json!({"result": result})),
+            ("completed", json!({"result": "not an object"})),
+            ("completed", json!("not an object")),
+        ] {
+            let state = carrying(status, outcome.clone());
+            assert!(!state.has_outcome(), "{status}: {outcome}");
+            assert_eq!((state.result.as_ref(), state.error.as_ref()), (None, None));
+        }
+        // A payload of its own (as in `tasks/get`) wins over `_meta`'s.
+        let own = TaskState::from_json(task(json!({
+            "status": "completed",
+            "result": {"content": [{"type": "text", "text": "own"}]},
+            "_meta": {OUTCOME_META: {"result": result}},
+        })))
+        .unwrap();
+        let TaskOutcome::Completed(read) = own.outcome().unwrap() else {
+            panic!("completed");
+        };
+        assert_eq!(result_text(&read), "own");
     }
 
     #[test]

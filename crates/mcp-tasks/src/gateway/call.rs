@@ -149,18 +149,24 @@ pub(crate) async fn start_upstream(
 }
 
 /// The outcome of an upstream task whose creation said it had already
-/// finished (its tool answered in its first step), read with one
-/// `tasks/get`, so that the gateway's task is made finished as well, in one
-/// write, and its caller needs no stream to learn so. `None` when the
-/// creation did not say so (or in the 2025-11-25 era, whose result is read
-/// with `tasks/result`), or when the read did not give the outcome: the
-/// gateway's task then awaits the upstream's as any other does.
+/// finished (its tool answered in its first step), so that the gateway's
+/// task is made finished as well, in one write, and its caller needs no
+/// stream to learn so: the outcome the creation carried (an upstream of
+/// this crate answers our client's call with it, see
+/// [`CREATED_OUTCOME_EXTENSION`](crate::CREATED_OUTCOME_EXTENSION)), else
+/// read with one `tasks/get`. `None` when the creation did not say so (or
+/// in the 2025-11-25 era, whose result is read with `tasks/result`), or
+/// when the read did not give the outcome: the gateway's task then awaits
+/// the upstream's as any other does.
 pub(crate) async fn finished_upstream(
     connection: &Connection,
     upstream: &TaskState,
 ) -> Option<Result<CallToolResult, ErrorData>> {
     if upstream.era() != Era::Extension || !upstream.status.is_terminal() {
         return None;
+    }
+    if upstream.has_outcome() {
+        return upstream.outcome().ok().map(outcome_of);
     }
     let state = connection.client.get(&upstream.id).await.ok()?;
     if state.id != upstream.id || !state.has_outcome() {

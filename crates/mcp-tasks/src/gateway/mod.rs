@@ -99,9 +99,11 @@
 //!   `tasks.requests.tools.call`) answers first: its result or MRTR round
 //!   goes back as it is, and its task becomes a gateway task. One whose
 //!   creation says it has finished already (its tool answered at once) is
-//!   read with one `tasks/get` before the gateway's task is made, which is
-//!   then made finished with its outcome, so the caller's
-//!   `CreateTaskResult` says so too. Any other the gateway task awaits
+//!   read before the gateway's task is made (from the creation itself on
+//!   an upstream of this crate, see
+//!   [`CREATED_OUTCOME_EXTENSION`](crate::CREATED_OUTCOME_EXTENSION); with
+//!   one `tasks/get` on any other), which is then made finished with its
+//!   outcome, so the caller's `CreateTaskResult` says so too. Any other the gateway task awaits
 //!   with [`TasksClient`](crate::TasksClient) (on a `subscriptions/listen`
 //!   stream for the task where the upstream serves one, over HTTP or stdio,
 //!   so its changes arrive as they happen; by polling at its

@@ -186,8 +186,11 @@ impl RoutedStream {
         let request =
             ClientRequest::CustomRequest(CustomRequest::new(LISTEN, Some(listen_params(tasks))));
         // No timeout: the request lasts as long as the stream.
-        let options = PeerRequestOptions::no_options()
-            .with_meta(client.request_meta(true, &Default::default()));
+        let options = PeerRequestOptions::no_options().with_meta(client.request_meta(
+            true,
+            false,
+            &Default::default(),
+        ));
         let opening = Opening::begin(routes);
         let handle = client
             .peer()

@@ -14,7 +14,10 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::json;
 
 use super::policy::{TaskPolicy, ToolTasks};
-use crate::task::Ttl;
+use crate::task::{CREATED_OUTCOME_EXTENSION, Ttl};
+
+/// The `_meta` key of a request's client capabilities.
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
 /// What a request's `_meta` says of its era, read once where the request
 /// is read (the HTTP fast path for `tools/call`) and kept in its
@@ -90,6 +93,16 @@ pub fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
     } else {
         capabilities_declare_tasks(context)
     }
+}
+
+/// True when the request's own client capabilities (in its `_meta`)
+/// declare [`CREATED_OUTCOME_EXTENSION`]: read from the JSON as it is, a
+/// few map look-ups, without decoding the capabilities.
+pub(crate) fn declares_created_outcome(meta: &RequestMetaObject) -> bool {
+    meta.get(CLIENT_CAPABILITIES)
+        .and_then(|capabilities| capabilities.get("extensions"))
+        .and_then(|extensions| extensions.get(CREATED_OUTCOME_EXTENSION))
+        .is_some_and(serde_json::Value::is_object)
 }
 
 /// The error for a call that needs the client capabilities `missing`,

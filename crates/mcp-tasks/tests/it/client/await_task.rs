@@ -74,6 +74,19 @@ async fn every_tasks_request_declares_the_extension_and_nothing_else_does() {
         "00-abc"
     );
     assert_eq!(log.of("tasks/get")[0].params()["taskId"], "task-secret-1");
+    // A `tools/call` also asks for a task finished at once to come with its
+    // outcome; nothing else does.
+    let outcome = mcp_tasks::CREATED_OUTCOME_EXTENSION;
+    for method in ["tools/call", "tasks/get", "tasks/update", "tasks/cancel"] {
+        let request = &log.of(method)[0];
+        let caps = &request.params()["_meta"]["io.modelcontextprotocol/clientCapabilities"];
+        let declared = caps["extensions"].get(outcome);
+        assert_eq!(
+            declared,
+            (method == "tools/call").then_some(&json!({})),
+            "{method}"
+        );
+    }
     let listed = &log.of("tools/list")[0];
     let caps = &listed.params()["_meta"]["io.modelcontextprotocol/clientCapabilities"];
     assert!(

@@ -4,6 +4,7 @@
 
 mod await_task;
 mod connect;
+mod created_outcome;
 mod deadline;
 mod input;
 mod journal;

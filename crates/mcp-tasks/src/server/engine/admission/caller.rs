@@ -30,6 +30,11 @@ pub(crate) struct Caller {
     pub(crate) trace: RequestTrace,
     /// The call's idempotency key and fingerprint, when it sent a key.
     pub(crate) idempotent: Option<Idempotent>,
+    /// The call declared [`CREATED_OUTCOME_EXTENSION`]: a task it makes
+    /// finished is answered with its outcome.
+    ///
+    /// [`CREATED_OUTCOME_EXTENSION`]: crate::task::CREATED_OUTCOME_EXTENSION
+    pub(crate) created_outcome: bool,
 }
 
 impl Caller {
@@ -41,12 +46,21 @@ impl Caller {
             mark: None,
             trace: RequestTrace::default(),
             idempotent: None,
+            created_outcome: false,
         }
     }
 
     /// This caller, whose call sent `idempotent` (see [`Idempotent::of`]).
     pub(crate) fn with_idempotent(mut self, idempotent: Option<Idempotent>) -> Self {
         self.idempotent = idempotent;
+        self
+    }
+
+    /// This caller, whose call declared [`CREATED_OUTCOME_EXTENSION`] or not.
+    ///
+    /// [`CREATED_OUTCOME_EXTENSION`]: crate::task::CREATED_OUTCOME_EXTENSION
+    pub(crate) fn with_created_outcome(mut self, declared: bool) -> Self {
+        self.created_outcome = declared;
         self
     }
 
@@ -59,6 +73,7 @@ impl Caller {
             mark: RetryMark::of(extensions).cloned(),
             trace: RequestTrace::of(extensions),
             idempotent: None,
+            created_outcome: false,
         }
     }
 }

@@ -19,8 +19,9 @@ use std::task::Poll;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CreateTaskResult, Task,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CreateTaskResult, MetaObject, Task,
 };
+use serde_json::Value;
 use tokio::sync::SetOnce;
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +43,7 @@ use crate::server::engine::tasks::supervise::{
 use crate::server::engine::tasks::takeover::resumable_call;
 use crate::server::engine::wire::{store_failure, wire_task};
 use crate::store::{Change, Keyed, Modified, TaskRecord};
+use crate::task::{OUTCOME_META, TaskStatus};
 use crate::telemetry::{Trace, instrument};
 
 /// A task about to be stored: its record, and its tool ready to run in its
@@ -212,7 +214,9 @@ impl TaskRuntime {
         {
             token.cancel();
             drop(slot);
-            return self.store_finished(record, finished, tool, seat).await;
+            return self
+                .store_finished(caller, record, finished, tool, seat)
+                .await;
         }
         let (id, idle_ttl) = (record.id().clone(), record.idle_ttl());
         let created = wire_task(&record);
@@ -237,7 +241,7 @@ impl TaskRuntime {
             drop(slot);
             let outcome = outcome_of(finished, inner);
             return Ok(self
-                .first_step_ended(id, outcome, lease, seat, created)
+                .first_step_ended(caller, id, outcome, lease, seat, created)
                 .await);
         }
         spawn_supervision(supervise(
@@ -257,6 +261,7 @@ impl TaskRuntime {
     /// one write.
     async fn store_finished(
         &self,
+        caller: &Caller,
         record: TaskRecord,
         finished: Finished,
         tool: &str,
@@ -268,14 +273,14 @@ impl TaskRuntime {
             .apply(&outcome, inner.clock.now(), inner.settings.retention)
             .map_err(|refused| ErrorData::internal_error(refused.to_string(), None))?
             .into_record();
-        let created = wire_task(&finished);
+        let answer = finished_created(&finished, caller);
         let observed = inner.observers.as_ref().map(|_| finished.clone());
         inner.store.create(finished).await.map_err(store_failure)?;
         drop(seat);
         if let Some(finished) = &observed {
             inner.created(finished, tool, Some(&outcome));
         }
-        Ok(task_created(created))
+        Ok(answer)
     }
 
     /// The answer to a keyed call whose tool's first step, run once its
@@ -285,6 +290,7 @@ impl TaskRuntime {
     /// supervision does.
     async fn first_step_ended(
         &self,
+        caller: &Caller,
         id: crate::task::TaskId,
         outcome: Change,
         lease: Option<Arc<Lease>>,
@@ -295,7 +301,7 @@ impl TaskRuntime {
         match inner.modify_as_runner(&id, &outcome, lease.as_ref()).await {
             Ok(Modified::Applied(record) | Modified::Refused(record, _)) => {
                 drop(seat);
-                task_created(wire_task(&record))
+                finished_created(&record, caller)
             }
             _ => {
                 let inner = inner.clone();
@@ -411,4 +417,28 @@ impl TaskRuntime {
 /// The answer to a call that made `task`.
 fn task_created(task: Task) -> CallToolResponse {
     CallToolResponse::Task(CreateTaskResult::new(task))
+}
+
+/// The answer to `caller`'s call whose tool's first step ended, its task
+/// now `record`: with the task's outcome under [`OUTCOME_META`] when it
+/// finished and the call declared
+/// [`CREATED_OUTCOME_EXTENSION`](crate::task::CREATED_OUTCOME_EXTENSION),
+/// the very `result` or `error` of a `tasks/get` now.
+fn finished_created(record: &TaskRecord, caller: &Caller) -> CallToolResponse {
+    let mut created = CreateTaskResult::new(wire_task(record));
+    let outcome = match record.status() {
+        TaskStatus::Completed => record.result().map(|result| ("result", result)),
+        TaskStatus::Failed => record.error().map(|error| ("error", error)),
+        _ => None,
+    };
+    if caller.created_outcome
+        && let Some((key, value)) = outcome
+    {
+        let mut outcome = serde_json::Map::with_capacity(1);
+        outcome.insert(key.to_owned(), value.clone());
+        let mut meta = MetaObject::new();
+        meta.insert(OUTCOME_META.to_owned(), Value::Object(outcome));
+        created.meta = Some(meta);
+    }
+    CallToolResponse::Task(created)
 }

@@ -108,8 +108,10 @@ impl NewTask {
 }
 
 impl TaskRuntime {
-    /// Reads `request`: its caller (by the runtime's principal extractor)
-    /// and its idempotency key; -32602 for a `_meta` key that is not one.
+    /// Reads `request`: its caller (by the runtime's principal extractor),
+    /// its idempotency key (-32602 for a `_meta` key that is not one) and
+    /// whether it asks for a finished task's outcome with the task
+    /// ([`CREATED_OUTCOME_EXTENSION`](crate::CREATED_OUTCOME_EXTENSION)).
     pub fn read_call(
         &self,
         request: &CallToolRequestParams,
@@ -118,7 +120,8 @@ impl TaskRuntime {
         let idempotent = Idempotent::of(&context.meta, request)?;
         let caller = self
             .caller_of(&context.extensions)
-            .with_idempotent(idempotent);
+            .with_idempotent(idempotent)
+            .with_created_outcome(era::declares_created_outcome(&context.meta));
         Ok(Call { caller })
     }
 
