@@ -21,8 +21,11 @@
 //! (it does when the task is terminal), and `tasks/get` reads the outcome.
 //! A task created already finished (its `CreateTaskResult` says
 //! `completed`) is read with `tasks/get` at once, with no stream, as a
-//! client does (`TasksClient` among them; the spec digest's recommendation
-//! for a seed that is not `working`); the share of such tasks is printed.
+//! client does that does not ask for the outcome with the task (the spec
+//! digest's recommendation for a seed that is not `working`; any
+//! third-party client); the share of such tasks is printed. The gateways'
+//! upstream links are our client, which asks
+//! (`mcp_tasks::CREATED_OUTCOME_EXTENSION`).
 //! Every outcome is checked (the direct result, or a completed task with
 //! the tool's result, `slept 0 ms`). The upstream connection pool is at its
 //! default. Measured: calls (tasks completed) per second with 16 in flight,
