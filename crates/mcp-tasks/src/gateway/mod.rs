@@ -103,10 +103,11 @@
 //!   an upstream of this crate, see
 //!   [`CREATED_OUTCOME_EXTENSION`](crate::CREATED_OUTCOME_EXTENSION); with
 //!   one `tasks/get` on any other), which is then made finished with its
-//!   outcome, so the caller's `CreateTaskResult` says so too. Any other the gateway task awaits
-//!   with [`TasksClient`](crate::TasksClient) (on a `subscriptions/listen`
-//!   stream for the task where the upstream serves one, over HTTP or stdio,
-//!   so its changes arrive as they happen; by polling at its
+//!   outcome, so the caller's `CreateTaskResult` says so too. Any other
+//!   the gateway task awaits with [`TasksClient`](crate::TasksClient) (on
+//!   a `subscriptions/listen` stream for the task where the upstream
+//!   serves one, over HTTP or stdio, so its changes arrive as they happen;
+//!   by polling at its
 //!   `pollIntervalMs` where it refuses the stream, as fastmcp-tasks does,
 //!   or speaks 2025-11-25), relays its status
 //!   messages and input requests (under the gateway's own keys: the
